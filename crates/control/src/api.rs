@@ -1,0 +1,356 @@
+//! The management API: JSON over a Unix socket, one request per line, one
+//! response per line. Every `show` command reads it; nothing else reads the
+//! switch's state, so the CLI, scripts and tests see the same numbers.
+//!
+//! Requests: `{"cmd":"show-interfaces"}`, `{"cmd":"show-vlans"}`,
+//! `{"cmd":"show-mac","vlan":10}`, `{"cmd":"show-mac-count","vlan":10}`,
+//! `{"cmd":"show-counters"}`, `{"cmd":"clear-mac","vlan":10}`,
+//! `{"cmd":"show-version"}`. Responses: `{"ok":true,"data":...}` or
+//! `{"ok":false,"error":"..."}`.
+
+use crate::config::{Config, PortMode};
+use crate::learn::{LearnerInbox, LearnerRequest, LearnerStats};
+use crate::ports::PortStatus;
+use datapath::Shared;
+use pipeline::counters::DROP_REASONS;
+use pipeline::{DropReason, WorkerCounters};
+use serde_json::{json, Map, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// What the API reads.
+pub struct ApiState {
+    pub cfg: Config,
+    pub shared: Arc<Shared>,
+    pub counters: Vec<Arc<WorkerCounters>>,
+    pub ports: Arc<Mutex<Vec<PortStatus>>>,
+    pub learner: Arc<LearnerInbox>,
+    pub learn_stats: Arc<LearnerStats>,
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+fn drops_json(f: impl Fn(usize) -> u64) -> Value {
+    let mut m = Map::new();
+    for r in DropReason::ALL {
+        m.insert(r.name().into(), json!(f(r as usize)));
+    }
+    Value::Object(m)
+}
+
+impl ApiState {
+    fn sum(&self, f: impl Fn(&WorkerCounters) -> u64) -> u64 {
+        self.counters.iter().map(|c| f(c)).sum()
+    }
+
+    fn port_vlan(&self, id: usize) -> Value {
+        let p = &self.cfg.ports[id];
+        match p.mode {
+            PortMode::Trunk => json!(p.effective_native_vlan().and_then(|n| n.id())),
+            _ => json!(p.effective_vlan()),
+        }
+    }
+
+    pub fn interfaces(&self) -> Value {
+        let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let rows: Vec<Value> = st
+            .iter()
+            .enumerate()
+            .map(|(id, s)| {
+                let p = &self.cfg.ports[id];
+                let drops: u64 = (0..DROP_REASONS)
+                    .map(|r| self.sum(|c| c.ports[id].drops[r].get()))
+                    .sum();
+                json!({
+                    "name": s.name,
+                    "id": id,
+                    "mode": p.mode.as_str(),
+                    "vlan": self.port_vlan(id),
+                    "vlans": self.cfg.port_vlans(id).to_string(),
+                    "tpid": p.effective_tpid().map(|t| format!("{:#06x}", t.value())),
+                    "state": s.state,
+                    "ifindex": s.ifindex,
+                    "mtu": s.mtu,
+                    "attaches": s.attaches,
+                    "error": s.error,
+                    "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
+                    "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
+                    "drops": drops,
+                    "port_errors": self.shared.port_errors[id].load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        Value::Array(rows)
+    }
+
+    pub fn vlans(&self) -> Value {
+        let t = self.shared.tables.load();
+        let rows: Vec<Value> = self
+            .cfg
+            .vlan_ids()
+            .iter()
+            .filter_map(|id| self.cfg.vlan_settings(id))
+            .map(|v| {
+                let ports: Vec<Value> = t.l2.vlans[v.id as usize]
+                    .members
+                    .iter()
+                    .map(|p| {
+                        let pe = &t.l2.ports[p as usize];
+                        json!({
+                            "name": self.cfg.ports[p as usize].name,
+                            "tagged": pe.encap(v.id) != tables::Encap::Untagged,
+                            "up": pe.up,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "vlan": v.id,
+                    "name": v.name,
+                    "learning": v.learning,
+                    "limit": v.mac_limit,
+                    "macs": self.learn_stats.vlan_counts[v.id as usize].load(Ordering::Relaxed),
+                    "ports": ports,
+                })
+            })
+            .collect();
+        Value::Array(rows)
+    }
+
+    pub fn mac_table(&self, vlan: Option<u16>) -> Value {
+        let t = self.shared.tables.load();
+        let now = self.shared.now();
+        let mut rows = Vec::new();
+        t.mac.for_each(|k, e| {
+            if vlan.is_none_or(|v| v == k.vlan()) {
+                rows.push((k, e));
+            }
+        });
+        rows.sort_by_key(|(k, _)| (k.vlan(), k.mac()));
+        Value::Array(
+            rows.into_iter()
+                .map(|(k, e)| {
+                    json!({
+                        "vlan": k.vlan(),
+                        "mac": mac_str(k.mac()),
+                        "type": if e.is_static { "static" } else { "dynamic" },
+                        "port": self.cfg.ports.get(e.port as usize).map(|p| p.name.as_str()),
+                        "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    pub fn mac_count(&self, vlan: Option<u16>) -> Value {
+        let t = self.shared.tables.load();
+        let mut stat = vec![0u64; 4096];
+        let mut dynm = vec![0u64; 4096];
+        t.mac.for_each(|k, e| {
+            if e.is_static {
+                stat[k.vlan() as usize] += 1;
+            } else {
+                dynm[k.vlan() as usize] += 1;
+            }
+        });
+        let ids: Vec<u16> = self
+            .cfg
+            .vlan_ids()
+            .iter()
+            .filter(|id| vlan.is_none_or(|v| v == *id))
+            .collect();
+        let vlans: Vec<Value> = ids
+            .iter()
+            .map(|&id| {
+                let limit = self.cfg.vlan_settings(id).and_then(|v| v.mac_limit);
+                json!({"vlan": id, "count": dynm[id as usize] + stat[id as usize],
+                       "dynamic": dynm[id as usize], "static": stat[id as usize], "limit": limit})
+            })
+            .collect();
+        let d: u64 = ids.iter().map(|&i| dynm[i as usize]).sum();
+        let s: u64 = ids.iter().map(|&i| stat[i as usize]).sum();
+        json!({
+            "total": d + s, "dynamic": d, "static": s,
+            "capacity": t.mac.capacity(),
+            "learned": self.learn_stats.learned.load(Ordering::Relaxed),
+            "moves": self.learn_stats.moves.load(Ordering::Relaxed),
+            "aged": self.learn_stats.aged.load(Ordering::Relaxed),
+            "limit_refused": self.learn_stats.limit_refused.load(Ordering::Relaxed),
+            "table_full": self.learn_stats.table_full.load(Ordering::Relaxed),
+            "learn_queue_full": self.sum(|c| c.learn_queue_full.get()),
+            "vlans": vlans,
+        })
+    }
+
+    pub fn counters(&self) -> Value {
+        let ports: Vec<Value> = self
+            .cfg
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(id, p)| {
+                json!({
+                    "name": p.name,
+                    "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
+                    "rx_bytes": self.sum(|c| c.ports[id].rx_bytes.get()),
+                    "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
+                    "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
+                    "rx_flooded": self.sum(|c| c.ports[id].rx_flooded.get()),
+                    "tx_flooded": self.sum(|c| c.ports[id].tx_flooded.get()),
+                    "drops": drops_json(|r| self.sum(|c| c.ports[id].drops[r].get())),
+                })
+            })
+            .collect();
+        let vlans: Vec<Value> = self
+            .cfg
+            .vlan_ids()
+            .iter()
+            .map(|id| {
+                let v = id as usize;
+                json!({
+                    "vlan": id,
+                    "rx_frames": self.sum(|c| c.vlans[v].rx_frames.get()),
+                    "rx_bytes": self.sum(|c| c.vlans[v].rx_bytes.get()),
+                    "tx_frames": self.sum(|c| c.vlans[v].tx_frames.get()),
+                    "tx_bytes": self.sum(|c| c.vlans[v].tx_bytes.get()),
+                    "flooded": self.sum(|c| c.vlans[v].flooded.get()),
+                    "drops": drops_json(|r| self.sum(|c| c.vlans[v].drops[r].get())),
+                })
+            })
+            .collect();
+        json!({"ports": ports, "vlans": vlans,
+               "batches": self.sum(|c| c.batches.get()),
+               "learn_queue_full": self.sum(|c| c.learn_queue_full.get())})
+    }
+
+    pub fn clear_mac(&self, vlan: Option<u16>) -> Result<Value, String> {
+        let (tx, rx) = mpsc::channel();
+        self.learner
+            .send(&self.shared, LearnerRequest::Clear { vlan, reply: tx });
+        let n = rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "the learner did not answer within 5 s".to_string())?;
+        Ok(json!({"cleared": n}))
+    }
+
+    /// Answer one request.
+    pub fn handle(&self, req: &Value) -> Value {
+        let vlan = match req.get("vlan") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=4094) => Some(n as u16),
+                _ => return json!({"ok": false, "error": format!("bad vlan {v}: expected 1..4094")}),
+            },
+        };
+        let r = match req.get("cmd").and_then(Value::as_str) {
+            Some("show-interfaces") => Ok(self.interfaces()),
+            Some("show-vlans") => Ok(self.vlans()),
+            Some("show-mac") => Ok(self.mac_table(vlan)),
+            Some("show-mac-count") => Ok(self.mac_count(vlan)),
+            Some("show-counters") => Ok(self.counters()),
+            Some("show-version") => Ok(json!({"version": env!("CARGO_PKG_VERSION"),
+                                              "name": self.cfg.switch.name,
+                                              "uptime": self.shared.now()})),
+            Some("clear-mac") => self.clear_mac(vlan),
+            Some(other) => Err(format!("unknown command {other:?}")),
+            None => Err("request has no \"cmd\"".into()),
+        };
+        match r {
+            Ok(data) => json!({"ok": true, "data": data}),
+            Err(e) => json!({"ok": false, "error": e}),
+        }
+    }
+}
+
+fn serve_one(state: &ApiState, stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut w = match stream.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    let mut line = String::new();
+    let mut r = BufReader::new(stream.take_limit());
+    if r.read_line(&mut line).is_err() {
+        return;
+    }
+    let resp = match serde_json::from_str::<Value>(&line) {
+        Ok(req) => state.handle(&req),
+        Err(e) => json!({"ok": false, "error": format!("request is not JSON: {e}")}),
+    };
+    let _ = writeln!(w, "{resp}");
+}
+
+trait TakeLimit {
+    fn take_limit(self) -> std::io::Take<UnixStream>;
+}
+
+impl TakeLimit for UnixStream {
+    /// Requests are small; a client cannot make the server buffer more.
+    fn take_limit(self) -> std::io::Take<UnixStream> {
+        std::io::Read::take(self, 64 * 1024)
+    }
+}
+
+/// Bind the API socket (replacing a stale one) and serve until `stop`.
+pub fn serve(path: &Path, state: Arc<ApiState>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is in use by a running switch", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    listener.set_nonblocking(true)?;
+    Ok(std::thread::Builder::new()
+        .name("api".into())
+        .spawn(move || {
+            while !state.shared.stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let st = state.clone();
+                        let _ = std::thread::Builder::new()
+                            .name("api-conn".into())
+                            .spawn(move || serve_one(&st, s));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?)
+}
+
+/// Send one request to a switch and return its `data` (client side).
+pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("cannot reach the switch at {}: {e}", path.display()))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    writeln!(s, "{req}").map_err(|e| format!("send: {e}"))?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(|e| format!("receive: {e}"))?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad response: {e}"))?;
+    if v.get("ok") == Some(&Value::Bool(true)) {
+        Ok(v.get("data").cloned().unwrap_or(Value::Null))
+    } else {
+        Err(v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error")
+            .to_string())
+    }
+}

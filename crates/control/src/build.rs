@@ -1,0 +1,108 @@
+//! Compile a validated configuration into table snapshots. The model is
+//! what the operator wrote; the tables are what workers read.
+
+use crate::config::{Config, PortMode as CfgMode};
+use std::sync::Arc;
+use tables::l2::{PortMode, TPID_8021Q};
+use tables::{L2Tables, LearnGate, MacTable, PortEntry, Tables, VlanSet};
+
+/// The layer-2 tables of `cfg`, every port down (ports come up as the
+/// supervisor attaches them).
+pub fn l2_tables(cfg: &Config) -> L2Tables {
+    let existing = cfg.vlan_ids();
+    let ports = cfg
+        .ports
+        .iter()
+        .map(|p| {
+            let mut vlans = VlanSet::default();
+            let (mode, pvid, tpid) = match p.mode {
+                CfgMode::Access => (PortMode::Access, p.effective_vlan().unwrap_or(1), TPID_8021Q),
+                CfgMode::Dot1qTunnel => {
+                    (PortMode::Tunnel, p.effective_vlan().unwrap_or(1), TPID_8021Q)
+                }
+                CfgMode::Trunk => (
+                    PortMode::Trunk,
+                    p.effective_native_vlan().and_then(|n| n.id()).unwrap_or(0),
+                    p.effective_tpid().map(|t| t.value()).unwrap_or(TPID_8021Q),
+                ),
+            };
+            match (&p.mode, &p.allowed_vlans) {
+                // An explicit allowed list is kept as written, so a frame in
+                // an allowed but unconfigured VLAN counts as unknown-vlan.
+                (CfgMode::Trunk, Some(list)) => list.iter().for_each(|v| vlans.insert(v)),
+                (CfgMode::Trunk, None) => existing.iter().for_each(|v| vlans.insert(v)),
+                _ => vlans.insert(pvid),
+            }
+            if mode == PortMode::Trunk && pvid != 0 {
+                vlans.insert(pvid);
+            }
+            PortEntry {
+                mode,
+                pvid,
+                tpid,
+                vlans,
+                learning: p.learning,
+                mac_limit: p.mac_limit.unwrap_or(0),
+                up: false,
+            }
+        })
+        .collect();
+    let vlan_flags: Vec<(u16, bool, u32)> = existing
+        .iter()
+        .filter_map(|id| cfg.vlan_settings(id))
+        .map(|v| (v.id, v.learning, v.mac_limit.unwrap_or(0)))
+        .collect();
+    L2Tables::new(ports, &vlan_flags)
+}
+
+/// The first snapshot of a switch.
+pub fn initial_tables(cfg: &Config) -> Tables {
+    Tables {
+        l2: l2_tables(cfg),
+        mac: Arc::new(MacTable::new(cfg.switch.mac_table_size as usize)),
+        learn_gate: Arc::new(LearnGate::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+
+    #[test]
+    fn compiles_modes_and_membership() {
+        let cfg = parse(
+            r#"
+vlans:
+  - id: 10
+    mac-limit: 5
+  - id: 20
+    learning: false
+ports:
+  - name: a
+    vlan: 10
+  - name: b
+    mode: trunk
+    allowed-vlans: "10,30"
+    native-vlan: none
+    tpid: 0x88a8
+  - name: c
+    mode: dot1q-tunnel
+    vlan: 20
+"#,
+            "t.yaml",
+        )
+        .expect("valid");
+        let t = l2_tables(&cfg);
+        assert_eq!(t.ports[0].mode, PortMode::Access);
+        assert_eq!(t.ports[0].pvid, 10);
+        assert_eq!(t.ports[1].pvid, 0);
+        assert_eq!(t.ports[1].tpid, 0x88a8);
+        assert!(t.ports[1].vlans.contains(30) && !t.ports[1].vlans.contains(20));
+        assert_eq!(t.ports[2].mode, PortMode::Tunnel);
+        assert_eq!(t.vlans[10].members.iter().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(t.vlans[10].mac_limit, 5);
+        assert!(!t.vlans[20].learning && t.vlans[1].configured);
+        assert!(!t.vlans[30].configured);
+    }
+}

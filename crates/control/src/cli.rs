@@ -1,0 +1,118 @@
+//! Operator command words (`show mac address-table vlan 10 count`) turned
+//! into API requests and renderers. Commands are data: one table row each.
+
+use crate::show;
+use serde_json::{json, Value};
+
+/// A parsed `show` or `clear` command.
+pub struct Command {
+    pub request: Value,
+    pub render: fn(&Value) -> String,
+}
+
+fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
+    let mut vlan = None;
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        if words[i] == "vlan" {
+            let v = words
+                .get(i + 1)
+                .ok_or("\"vlan\" needs a VLAN id")?
+                .parse::<u16>()
+                .ok()
+                .filter(|v| (1..=4094).contains(v))
+                .ok_or_else(|| format!("bad VLAN id {:?}: expected 1..4094", words[i + 1]))?;
+            vlan = Some(v);
+            i += 2;
+        } else {
+            rest.push(words[i].to_string());
+            i += 1;
+        }
+    }
+    Ok((vlan, rest))
+}
+
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version";
+
+/// Parse the words after `show`.
+pub fn parse_show(words: &[String]) -> Result<Command, String> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let cmd = match w.as_slice() {
+        ["interfaces"] | ["interface"] => Command {
+            request: json!({"cmd": "show-interfaces"}),
+            render: show::interfaces,
+        },
+        ["vlan"] | ["vlans"] | ["vlan", "brief"] => Command {
+            request: json!({"cmd": "show-vlans"}),
+            render: show::vlans,
+        },
+        ["counters"] => Command {
+            request: json!({"cmd": "show-counters"}),
+            render: show::counters,
+        },
+        ["version"] => Command {
+            request: json!({"cmd": "show-version"}),
+            render: |v| format!("{v:#}\n"),
+        },
+        ["mac", "address-table", rest @ ..] => {
+            let (vlan, rest) = vlan_arg(rest)?;
+            match rest.as_slice() {
+                [] => Command {
+                    request: json!({"cmd": "show-mac", "vlan": vlan}),
+                    render: show::mac_table,
+                },
+                [c] if c == "count" => Command {
+                    request: json!({"cmd": "show-mac-count", "vlan": vlan}),
+                    render: show::mac_count,
+                },
+                _ => return Err(format!("unexpected {:?}; usage: {SHOW_HELP}", rest.join(" "))),
+            }
+        }
+        _ => return Err(format!("unknown command \"show {}\"; usage: {SHOW_HELP}", w.join(" "))),
+    };
+    Ok(cmd)
+}
+
+/// Parse the words after `clear`.
+pub fn parse_clear(words: &[String]) -> Result<Command, String> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    match w.as_slice() {
+        ["mac", "address-table", rest @ ..] => {
+            let (vlan, rest) = vlan_arg(rest)?;
+            if !rest.is_empty() {
+                return Err(format!("unexpected {:?}", rest.join(" ")));
+            }
+            Ok(Command {
+                request: json!({"cmd": "clear-mac", "vlan": vlan}),
+                render: |v| format!("cleared {} dynamic entries\n", v["cleared"]),
+            })
+        }
+        _ => Err(format!(
+            "unknown command \"clear {}\"; usage: clear mac address-table [vlan N]",
+            w.join(" ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_mac_forms() {
+        let c = parse_show(&words("mac address-table vlan 10 count")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "show-mac-count", "vlan": 10}));
+        let c = parse_show(&words("mac address-table")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "show-mac", "vlan": null}));
+        assert!(parse_show(&words("mac address-table vlan 5000")).is_err());
+        assert!(parse_show(&words("mac address-table vlan")).is_err());
+        assert!(parse_show(&words("bogus")).is_err());
+        let c = parse_clear(&words("mac address-table vlan 7")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "clear-mac", "vlan": 7}));
+    }
+}

@@ -1,0 +1,339 @@
+//! The configuration model: plain data mirroring docs/config.md.
+//!
+//! Optional keys whose presence matters to validation (`vlan`,
+//! `allowed-vlans`, `native-vlan`, `tpid` on ports) are `Option`s; use the
+//! `effective_*` accessors for the value with defaults applied.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{MacAddr, NativeVlan, Tpid, VlanList};
+
+/// Default `switch.name`.
+pub const DEFAULT_SWITCH_NAME: &str = "lanyard";
+/// Default `switch.workers`.
+pub const DEFAULT_WORKERS: u32 = 1;
+/// Default `switch.mac-aging` in seconds.
+pub const DEFAULT_MAC_AGING: u32 = 300;
+/// Default `switch.mac-table-size`.
+pub const DEFAULT_MAC_TABLE_SIZE: u32 = 1 << 20;
+/// Default `switch.poll-idle-us`.
+pub const DEFAULT_POLL_IDLE_US: u32 = 50;
+/// Default `management.socket`.
+pub const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
+/// Default port MTU.
+pub const DEFAULT_MTU: u32 = 9216;
+/// The VLAN that always exists and is the default everywhere.
+pub const DEFAULT_VLAN: u16 = 1;
+
+/// Limits enforced by the validator.
+pub mod limits {
+    /// Forwarding threads.
+    pub const WORKERS: std::ops::RangeInclusive<u32> = 1..=64;
+    /// MAC table capacity.
+    pub const MAC_TABLE_SIZE: std::ops::RangeInclusive<u32> = 1..=16_777_216;
+    /// Port MTU.
+    pub const MTU: std::ops::RangeInclusive<u32> = 68..=9216;
+    /// Number of ports.
+    pub const MAX_PORTS: usize = 256;
+    /// Linux interface name length (IFNAMSIZ - 1).
+    pub const MAX_PORT_NAME: usize = 15;
+}
+
+/// The whole switch configuration (one YAML file).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Global settings.
+    #[serde(default)]
+    pub switch: SwitchSettings,
+    /// Management API.
+    #[serde(default)]
+    pub management: Management,
+    /// Configured VLANs besides the implicit VLAN 1 (VLAN 1 may be listed
+    /// to change its settings).
+    #[serde(default)]
+    pub vlans: Vec<VlanConfig>,
+    /// Switch ports, in order; a port's index is its position here.
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    /// Static MAC table entries.
+    #[serde(default)]
+    pub static_macs: Vec<StaticMac>,
+}
+
+/// `switch:` section.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SwitchSettings {
+    /// Switch name, default "lanyard".
+    pub name: String,
+    /// Forwarding threads, 1..=64, default 1.
+    pub workers: u32,
+    /// MAC aging time in seconds; 0 disables aging. Default 300.
+    pub mac_aging: u32,
+    /// Learned + static entries the MAC table holds, 1..=16,777,216.
+    pub mac_table_size: u32,
+    /// Busy-poll this long (µs) before sleeping in poll(2). Default 50.
+    pub poll_idle_us: u32,
+}
+
+impl Default for SwitchSettings {
+    fn default() -> Self {
+        SwitchSettings {
+            name: DEFAULT_SWITCH_NAME.to_string(),
+            workers: DEFAULT_WORKERS,
+            mac_aging: DEFAULT_MAC_AGING,
+            mac_table_size: DEFAULT_MAC_TABLE_SIZE,
+            poll_idle_us: DEFAULT_POLL_IDLE_US,
+        }
+    }
+}
+
+/// `management:` section.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Management {
+    /// Unix socket of the JSON API (absolute path).
+    pub socket: PathBuf,
+}
+
+impl Default for Management {
+    fn default() -> Self {
+        Management {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_vlan() -> u16 {
+    DEFAULT_VLAN
+}
+
+fn default_mtu() -> u32 {
+    DEFAULT_MTU
+}
+
+/// One entry of `vlans:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VlanConfig {
+    /// VLAN id, 1..=4094.
+    pub id: u16,
+    /// Optional name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// False floods everything in the VLAN (no learning). Default true.
+    #[serde(default = "default_true")]
+    pub learning: bool,
+    /// Learned addresses beyond this are flooded, never learned.
+    #[serde(default)]
+    pub mac_limit: Option<u32>,
+}
+
+impl VlanConfig {
+    /// Settings of a VLAN that is not listed (VLAN 1 by default).
+    pub fn implicit(id: u16) -> Self {
+        VlanConfig {
+            id,
+            name: None,
+            learning: true,
+            mac_limit: None,
+        }
+    }
+}
+
+/// Port mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortMode {
+    /// Untagged port in one VLAN.
+    #[default]
+    Access,
+    /// Tagged port carrying several VLANs.
+    Trunk,
+    /// 802.1ad customer port: everything goes into S-VLAN `vlan`.
+    Dot1qTunnel,
+}
+
+impl PortMode {
+    /// The YAML spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortMode::Access => "access",
+            PortMode::Trunk => "trunk",
+            PortMode::Dot1qTunnel => "dot1q-tunnel",
+        }
+    }
+}
+
+impl std::fmt::Display for PortMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of `ports:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PortConfig {
+    /// Linux interface name (≤ 15 bytes).
+    pub name: String,
+    /// Port mode, default access.
+    #[serde(default)]
+    pub mode: PortMode,
+    /// Access VLAN / dot1q-tunnel S-VLAN; `None` means 1. Not for trunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    /// Learn source addresses on this port. Default true.
+    #[serde(default = "default_true")]
+    pub learning: bool,
+    /// Optional per-port learned-address limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_limit: Option<u32>,
+    /// Interface MTU set on attach, 68..=9216, default 9216.
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// Trunk only: VLANs carried tagged; `None` = all configured VLANs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_vlans: Option<VlanList>,
+    /// Trunk only: VLAN of untagged frames; `None` = VLAN 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_vlan: Option<NativeVlan>,
+    /// Trunk only: outer tag TPID; `None` = 0x8100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpid: Option<Tpid>,
+}
+
+impl PortConfig {
+    /// A port with all defaults (access in VLAN 1).
+    pub fn new(name: impl Into<String>) -> Self {
+        PortConfig {
+            name: name.into(),
+            mode: PortMode::Access,
+            vlan: None,
+            learning: true,
+            mac_limit: None,
+            mtu: DEFAULT_MTU,
+            allowed_vlans: None,
+            native_vlan: None,
+            tpid: None,
+        }
+    }
+
+    /// Access VLAN or dot1q-tunnel S-VLAN (default 1); `None` on trunks.
+    pub fn effective_vlan(&self) -> Option<u16> {
+        match self.mode {
+            PortMode::Trunk => None,
+            PortMode::Access | PortMode::Dot1qTunnel => Some(self.vlan.unwrap_or(DEFAULT_VLAN)),
+        }
+    }
+
+    /// Trunk native VLAN (default VLAN 1); `None` on other modes.
+    pub fn effective_native_vlan(&self) -> Option<NativeVlan> {
+        match self.mode {
+            PortMode::Trunk => Some(self.native_vlan.unwrap_or_default()),
+            _ => None,
+        }
+    }
+
+    /// Trunk TPID (default 0x8100); `None` on other modes.
+    pub fn effective_tpid(&self) -> Option<Tpid> {
+        match self.mode {
+            PortMode::Trunk => Some(self.tpid.unwrap_or_default()),
+            _ => None,
+        }
+    }
+}
+
+/// One entry of `static-macs:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StaticMac {
+    /// Unicast MAC address.
+    pub mac: MacAddr,
+    /// VLAN, default 1.
+    #[serde(default = "default_vlan")]
+    pub vlan: u16,
+    /// Port name (must be in `ports`).
+    pub port: String,
+}
+
+impl Config {
+    /// Index of the port named `name` in `ports`.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// The port named `name`.
+    pub fn port(&self, name: &str) -> Option<&PortConfig> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    /// The `vlans:` entry for `id` (first one if duplicated).
+    pub fn vlan_config(&self, id: u16) -> Option<&VlanConfig> {
+        self.vlans.iter().find(|v| v.id == id)
+    }
+
+    /// True if VLAN `id` exists: listed in `vlans`, or VLAN 1.
+    pub fn vlan_exists(&self, id: u16) -> bool {
+        id == DEFAULT_VLAN || self.vlan_config(id).is_some()
+    }
+
+    /// Settings of VLAN `id` with defaults applied (VLAN 1 need not be
+    /// listed); `None` if the VLAN does not exist.
+    pub fn vlan_settings(&self, id: u16) -> Option<VlanConfig> {
+        match self.vlan_config(id) {
+            Some(v) => Some(v.clone()),
+            None if id == DEFAULT_VLAN => Some(VlanConfig::implicit(id)),
+            None => None,
+        }
+    }
+
+    /// All existing VLAN ids (VLAN 1 plus the listed ones), sorted.
+    pub fn vlan_ids(&self) -> VlanList {
+        VlanList::from_ids(std::iter::once(DEFAULT_VLAN).chain(self.vlans.iter().map(|v| v.id)))
+    }
+
+    /// The VLANs port `index` carries:
+    /// - access / dot1q-tunnel: its `vlan` (default 1);
+    /// - trunk: `allowed-vlans` (default: every existing VLAN) plus the
+    ///   native VLAN, restricted to existing VLANs.
+    ///
+    /// Empty if `index` is out of range.
+    pub fn port_vlans(&self, index: usize) -> VlanList {
+        let Some(port) = self.ports.get(index) else {
+            return VlanList::new();
+        };
+        let existing = self.vlan_ids();
+        match port.mode {
+            PortMode::Access | PortMode::Dot1qTunnel => {
+                let id = port.vlan.unwrap_or(DEFAULT_VLAN);
+                VlanList::from_ids([id]).intersection(&existing)
+            }
+            PortMode::Trunk => {
+                let mut set = match &port.allowed_vlans {
+                    Some(list) => list.intersection(&existing),
+                    None => existing.clone(),
+                };
+                if let Some(NativeVlan::Vlan(id)) = port.effective_native_vlan() {
+                    if existing.contains(id) {
+                        set.insert(id);
+                    }
+                }
+                set
+            }
+        }
+    }
+
+    /// For every port (same order as `ports`) the VLANs it carries; see
+    /// [`Config::port_vlans`].
+    pub fn effective_port_vlans(&self) -> Vec<VlanList> {
+        (0..self.ports.len()).map(|i| self.port_vlans(i)).collect()
+    }
+}

@@ -1,0 +1,154 @@
+//! `lanyard run`: start the switch in the foreground and run until SIGINT
+//! or SIGTERM.
+//!
+//! Startup order: validate the whole config (nothing starts on a bad
+//! file), build the first snapshot, install static entries, start workers,
+//! the learner and the supervisor, attach ports, open the API, then print
+//! `ready`. Shutdown stops every thread, closes every socket and removes the
+//! API socket file.
+
+use crate::api::{self, ApiState};
+use crate::build;
+use crate::config::{self, Config};
+use crate::learn::{Learner, LearnerInbox, LearnerStats};
+use crate::ports::{log, PortState, Supervisor};
+use datapath::{Mailbox, Shared, Worker, WorkerOptions};
+use pipeline::WorkerCounters;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tables::{MacEntry, MacKey};
+
+/// Learning events the queue holds before workers start dropping them.
+const LEARN_QUEUE: usize = 1 << 16;
+
+/// Run the switch described by the file at `path` until a signal arrives.
+pub fn run(path: &Path) -> Result<(), String> {
+    let cfg = config::load(path).map_err(|e| e.to_string())?;
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
+    }
+    let sw = Switch::start(cfg)?;
+    while !term.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log::info("shutting down");
+    sw.stop();
+    Ok(())
+}
+
+/// A running switch.
+pub struct Switch {
+    shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    socket: std::path::PathBuf,
+}
+
+impl Switch {
+    pub fn start(cfg: Config) -> Result<Switch, String> {
+        let tables = build::initial_tables(&cfg);
+        // Static entries go in before any thread runs: the learner is not
+        // yet the table's writer.
+        for s in &cfg.static_macs {
+            let port = cfg.port_index(&s.port).ok_or("static mac on unknown port")? as u16;
+            tables.mac.upsert(
+                MacKey::new(s.vlan, s.mac.octets()),
+                MacEntry {
+                    port,
+                    is_static: true,
+                    seen: 0,
+                },
+            );
+        }
+        let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| format!("spawn: {e}"))
+        };
+
+        let inbox = Arc::new(LearnerInbox::default());
+        let stats = Arc::new(LearnerStats::new());
+        let learner = Learner::new(
+            shared.clone(),
+            inbox.clone(),
+            stats.clone(),
+            cfg.switch.mac_aging,
+            cfg.switch.mac_table_size as usize,
+        );
+        let h = spawn("learner".into(), Box::new(move || learner.run()))?;
+        let _ = shared.learner.set(h.thread().clone());
+        threads.push(h);
+
+        let nworkers = cfg.switch.workers.max(1) as usize;
+        let mut mailboxes = Vec::new();
+        let mut counters = Vec::new();
+        let opts = WorkerOptions {
+            idle_spin: Duration::from_micros(cfg.switch.poll_idle_us as u64),
+            ..WorkerOptions::default()
+        };
+        for w in 0..nworkers {
+            let mb = Arc::new(Mailbox::default());
+            let c = Arc::new(WorkerCounters::default());
+            let worker = Worker::new(shared.clone(), mb.clone(), c.clone(), opts);
+            threads.push(spawn(format!("worker{w}"), Box::new(move || worker.run()))?);
+            mailboxes.push(mb);
+            counters.push(c);
+        }
+
+        let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
+        sup.poll();
+        let status = sup.status();
+        let st = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        threads.push(spawn("supervisor".into(), Box::new(move || sup.run()))?);
+
+        let socket = cfg.management.socket.clone();
+        let api_state = Arc::new(ApiState {
+            cfg: cfg.clone(),
+            shared: shared.clone(),
+            counters,
+            ports: status,
+            learner: inbox,
+            learn_stats: stats,
+        });
+        let sw = Switch {
+            shared: shared.clone(),
+            threads,
+            socket: socket.clone(),
+        };
+        match api::serve(&socket, api_state) {
+            Ok(h) => {
+                let mut sw = sw;
+                sw.threads.push(h);
+                let up = st.iter().filter(|s| s.state == PortState::Up).count();
+                log::info(&format!(
+                    "ready: {} ports ({} up), {} worker(s), api {}",
+                    st.len(),
+                    up,
+                    nworkers,
+                    socket.display()
+                ));
+                Ok(sw)
+            }
+            Err(e) => {
+                sw.stop();
+                Err(format!("management socket {}: {e}", socket.display()))
+            }
+        }
+    }
+
+    pub fn stop(self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.shared.learner.get() {
+            t.unpark();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}

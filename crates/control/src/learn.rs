@@ -1,0 +1,286 @@
+//! The learner: the MAC table's only writer.
+//!
+//! It drains the workers' learning events, applies learning limits exactly
+//! (per VLAN and per port, counting dynamic entries only), ages idle
+//! entries, flushes ports that go down, and serves `clear` requests. Limits
+//! are exact because one thread decides every insert.
+
+use datapath::Shared;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tables::{MacEntry, MacKey, MacTable, MacWriteOutcome, Tables, MAX_PORTS, MAX_VLANS};
+
+/// Requests to the learner from other control threads.
+pub enum LearnerRequest {
+    /// Remove dynamic entries (of one VLAN, or all); replies with the count.
+    Clear {
+        vlan: Option<u16>,
+        reply: mpsc::Sender<usize>,
+    },
+    /// Remove dynamic entries on a port (link down / detached).
+    FlushPort { port: u16 },
+    /// Install a static entry.
+    AddStatic { key: MacKey, port: u16 },
+}
+
+/// Learner statistics for `show`.
+#[derive(Default)]
+pub struct LearnerStats {
+    pub learned: AtomicU64,
+    pub moves: AtomicU64,
+    pub aged: AtomicU64,
+    pub limit_refused: AtomicU64,
+    pub table_full: AtomicU64,
+    /// Dynamic entries per VLAN (published copy of the learner's counts).
+    pub vlan_counts: Box<[AtomicU64]>,
+    pub port_counts: Box<[AtomicU64]>,
+}
+
+impl LearnerStats {
+    pub fn new() -> LearnerStats {
+        LearnerStats {
+            vlan_counts: (0..MAX_VLANS).map(|_| AtomicU64::new(0)).collect(),
+            port_counts: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Mailbox of the learner.
+#[derive(Default)]
+pub struct LearnerInbox {
+    queue: Mutex<VecDeque<LearnerRequest>>,
+}
+
+impl LearnerInbox {
+    pub fn send(&self, shared: &Shared, r: LearnerRequest) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(r);
+        if let Some(t) = shared.learner.get() {
+            t.unpark();
+        }
+    }
+
+    fn take(&self) -> Option<LearnerRequest> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+}
+
+pub struct Learner {
+    shared: Arc<Shared>,
+    inbox: Arc<LearnerInbox>,
+    stats: Arc<LearnerStats>,
+    aging: u32,
+    capacity: usize,
+    vlan_count: Vec<u32>,
+    port_count: Vec<u32>,
+}
+
+impl Learner {
+    pub fn new(
+        shared: Arc<Shared>,
+        inbox: Arc<LearnerInbox>,
+        stats: Arc<LearnerStats>,
+        aging: u32,
+        capacity: usize,
+    ) -> Learner {
+        Learner {
+            shared,
+            inbox,
+            stats,
+            aging,
+            capacity,
+            vlan_count: vec![0; MAX_VLANS],
+            port_count: vec![0; MAX_PORTS],
+        }
+    }
+
+    /// Run until `shared.stop`.
+    pub fn run(mut self) {
+        let mut last_age = Instant::now();
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let mut did = 0usize;
+            let tables = self.shared.tables.load_full();
+            while let Some(ev) = self.shared.learn.pop() {
+                self.learn(&tables, ev.key, ev.port);
+                did += 1;
+                if did % 4096 == 0 {
+                    break; // let requests and aging run under a flood
+                }
+            }
+            while let Some(r) = self.inbox.take() {
+                self.request(&tables, r);
+                did += 1;
+            }
+            if last_age.elapsed() >= Duration::from_secs(1) {
+                last_age = Instant::now();
+                self.age(&tables);
+                self.maybe_rebuild(&tables);
+            }
+            if did == 0 {
+                self.shared.learner_parked.store(true, Ordering::SeqCst);
+                if self.shared.learn.is_empty() {
+                    std::thread::park_timeout(Duration::from_millis(5));
+                }
+                self.shared.learner_parked.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn publish_counts(&self, vlan: u16, port: u16) {
+        self.stats.vlan_counts[vlan as usize]
+            .store(self.vlan_count[vlan as usize] as u64, Ordering::Relaxed);
+        if let Some(c) = self.stats.port_counts.get(port as usize) {
+            c.store(self.port_count[port as usize] as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn update_gate(&self, t: &Tables, vlan: u16, port: u16) {
+        let vl = t.l2.vlans[vlan as usize].mac_limit;
+        if vl != 0 {
+            t.learn_gate
+                .set_vlan_full(vlan, self.vlan_count[vlan as usize] >= vl);
+        }
+        if let Some(p) = t.l2.ports.get(port as usize) {
+            if p.mac_limit != 0 {
+                t.learn_gate
+                    .set_port_full(port, self.port_count[port as usize] >= p.mac_limit);
+            }
+        }
+        self.publish_counts(vlan, port);
+    }
+
+    fn learn(&mut self, t: &Tables, key: MacKey, port: u16) {
+        let vlan = key.vlan();
+        let Some(pe) = t.l2.ports.get(port as usize) else {
+            return;
+        };
+        let ve = &t.l2.vlans[vlan as usize];
+        if !ve.configured || !ve.learning || !pe.learning {
+            return;
+        }
+        let now = self.shared.now();
+        let entry = MacEntry {
+            port,
+            is_static: false,
+            seen: now,
+        };
+        match t.mac.lookup(key) {
+            Some(e) if e.is_static => {}
+            Some(e) if e.port == port => {
+                t.mac.touch(key, port, now);
+            }
+            Some(e) => {
+                if pe.mac_limit != 0 && self.port_count[port as usize] >= pe.mac_limit {
+                    self.stats.limit_refused.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                if let MacWriteOutcome::Moved { from } = t.mac.upsert(key, entry) {
+                    self.port_count[from as usize] -= 1;
+                    self.port_count[port as usize] += 1;
+                    self.stats.moves.fetch_add(1, Ordering::Relaxed);
+                    self.update_gate(t, vlan, from);
+                    self.update_gate(t, vlan, port);
+                }
+                let _ = e;
+            }
+            None => {
+                if (ve.mac_limit != 0 && self.vlan_count[vlan as usize] >= ve.mac_limit)
+                    || (pe.mac_limit != 0 && self.port_count[port as usize] >= pe.mac_limit)
+                {
+                    self.stats.limit_refused.fetch_add(1, Ordering::Relaxed);
+                    self.update_gate(t, vlan, port);
+                    return;
+                }
+                match t.mac.upsert(key, entry) {
+                    MacWriteOutcome::Inserted => {
+                        self.vlan_count[vlan as usize] += 1;
+                        self.port_count[port as usize] += 1;
+                        self.stats.learned.fetch_add(1, Ordering::Relaxed);
+                        self.update_gate(t, vlan, port);
+                    }
+                    MacWriteOutcome::Full => {
+                        self.stats.table_full.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, t: &Tables, pred: impl Fn(MacKey, MacEntry) -> bool) -> usize {
+        let mut gone: Vec<(u16, u16)> = Vec::new();
+        let n = t
+            .mac
+            .remove_where(|k, e| !e.is_static && pred(k, e), |k, e| gone.push((k.vlan(), e.port)));
+        for (vlan, port) in gone {
+            self.vlan_count[vlan as usize] -= 1;
+            self.port_count[port as usize] -= 1;
+            self.update_gate(t, vlan, port);
+        }
+        n
+    }
+
+    fn age(&mut self, t: &Tables) {
+        if self.aging == 0 {
+            return;
+        }
+        let now = self.shared.now();
+        let aging = self.aging;
+        let n = self.forget(t, |_, e| now.wrapping_sub(e.seen) >= aging);
+        self.stats.aged.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn request(&mut self, t: &Tables, r: LearnerRequest) {
+        match r {
+            LearnerRequest::Clear { vlan, reply } => {
+                let n = self.forget(t, |k, _| vlan.is_none_or(|v| k.vlan() == v));
+                let _ = reply.send(n);
+            }
+            LearnerRequest::FlushPort { port } => {
+                self.forget(t, |_, e| e.port == port);
+            }
+            LearnerRequest::AddStatic { key, port } => {
+                // A static entry replaces a dynamic one for the same key.
+                if let Some(old) = t.mac.lookup(key) {
+                    if !old.is_static {
+                        t.mac.remove(key);
+                        self.vlan_count[key.vlan() as usize] -= 1;
+                        self.port_count[old.port as usize] -= 1;
+                        self.update_gate(t, key.vlan(), old.port);
+                    }
+                }
+                t.mac.upsert(
+                    key,
+                    MacEntry {
+                        port,
+                        is_static: true,
+                        seen: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Replace the MAC table by a tombstone-free copy when misses would
+    /// otherwise probe long chains.
+    fn maybe_rebuild(&mut self, t: &Tables) {
+        if !t.mac.needs_rebuild() {
+            return;
+        }
+        let fresh: Arc<MacTable> = Arc::new(t.mac.rebuilt(self.capacity));
+        self.shared.tables.rcu(|cur| Tables {
+            l2: cur.l2.clone(),
+            mac: fresh.clone(),
+            learn_gate: cur.learn_gate.clone(),
+        });
+    }
+}

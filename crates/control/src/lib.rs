@@ -1,0 +1,12 @@
+//! The control plane: configuration, table building, learning and aging,
+//! port supervision and the management API. Nothing here runs per packet;
+//! it builds what the workers read and reads what they count.
+
+pub mod api;
+pub mod build;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod learn;
+pub mod ports;
+pub mod show;

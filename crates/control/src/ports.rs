@@ -1,0 +1,233 @@
+//! Port supervision: attach interfaces by name, follow them as they go
+//! down, come up, disappear and come back, without restarting the switch.
+//!
+//! Every 100 ms the supervisor asks the kernel about each port (ioctl in
+//! the switch's own network namespace). A new interface (or a new ifindex
+//! behind the same name) gets fresh sockets, one per worker; a vanished one
+//! is detached; link changes update the snapshot's flood sets and flush the
+//! port's learned addresses, as a hardware switch does on link down.
+
+use crate::config::Config;
+use crate::learn::{LearnerInbox, LearnerRequest};
+use datapath::{Mailbox, PortCommand, Shared};
+use io::{link, AfPacketOptions, AfPacketPort};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tables::Tables;
+
+/// What `show interfaces` reports for a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortState {
+    /// Attached and operationally up.
+    Up,
+    /// Attached, but the link is down.
+    Down,
+    /// No such interface right now.
+    Missing,
+}
+
+#[derive(Clone, Debug)]
+pub struct PortStatus {
+    pub name: String,
+    pub state: PortState,
+    pub ifindex: u32,
+    pub mtu: u32,
+    /// Why the last attach failed, if it did.
+    pub error: Option<String>,
+    /// Times the interface was (re)attached.
+    pub attaches: u64,
+}
+
+pub struct Supervisor {
+    shared: Arc<Shared>,
+    mailboxes: Vec<Arc<Mailbox>>,
+    inbox: Arc<LearnerInbox>,
+    status: Arc<Mutex<Vec<PortStatus>>>,
+    names: Vec<String>,
+    mtus: Vec<u32>,
+    attached: Vec<Option<u32>>,
+}
+
+impl Supervisor {
+    pub fn new(
+        cfg: &Config,
+        shared: Arc<Shared>,
+        mailboxes: Vec<Arc<Mailbox>>,
+        inbox: Arc<LearnerInbox>,
+    ) -> Supervisor {
+        let status = cfg
+            .ports
+            .iter()
+            .map(|p| PortStatus {
+                name: p.name.clone(),
+                state: PortState::Missing,
+                ifindex: 0,
+                mtu: 0,
+                error: None,
+                attaches: 0,
+            })
+            .collect();
+        Supervisor {
+            shared,
+            mailboxes,
+            inbox,
+            status: Arc::new(Mutex::new(status)),
+            names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
+            mtus: cfg.ports.iter().map(|p| p.mtu).collect(),
+            attached: vec![None; cfg.ports.len()],
+        }
+    }
+
+    pub fn status(&self) -> Arc<Mutex<Vec<PortStatus>>> {
+        self.status.clone()
+    }
+
+    /// Which worker receives on port `id`.
+    fn owner(&self, id: usize) -> usize {
+        id % self.mailboxes.len()
+    }
+
+    fn set_up_flag(&self, id: u16, up: bool) {
+        self.shared.tables.rcu(|cur| {
+            let mut l2 = cur.l2.clone();
+            l2.set_port_up(id, up);
+            Tables {
+                l2,
+                mac: cur.mac.clone(),
+                learn_gate: cur.learn_gate.clone(),
+            }
+        });
+        if !up {
+            self.inbox
+                .send(&self.shared, LearnerRequest::FlushPort { port: id });
+        }
+    }
+
+    fn attach(&mut self, id: usize, ifindex: u32) -> Result<(), String> {
+        let name = &self.names[id];
+        let info = link::query(name).ok_or("interface vanished")?;
+        if info.mtu != self.mtus[id] {
+            link::set_mtu(name, self.mtus[id]).map_err(|e| format!("set mtu: {e}"))?;
+        }
+        // A switch port carries no addresses of its own: keep the kernel's
+        // IPv6 autoconfiguration from sending on it.
+        let _ = link::disable_ipv6(name);
+        if !info.admin_up {
+            link::set_up(name).map_err(|e| format!("set up: {e}"))?;
+        }
+        let mut opened = Vec::with_capacity(self.mailboxes.len());
+        for w in 0..self.mailboxes.len() {
+            let rx = w == self.owner(id);
+            let opts = if rx {
+                AfPacketOptions::default()
+            } else {
+                AfPacketOptions::tx_only()
+            };
+            let port = AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?;
+            opened.push((w, port, rx));
+        }
+        for (w, port, rx) in opened {
+            self.mailboxes[w].send(PortCommand::Attach {
+                id: id as u16,
+                port: Box::new(port),
+                rx,
+            });
+        }
+        self.attached[id] = Some(ifindex);
+        Ok(())
+    }
+
+    fn detach(&mut self, id: usize) {
+        for m in &self.mailboxes {
+            m.send(PortCommand::Detach { id: id as u16 });
+        }
+        self.attached[id] = None;
+    }
+
+    /// One pass over all ports; returns whether anything changed.
+    pub fn poll(&mut self) -> bool {
+        let mut changed = false;
+        for id in 0..self.names.len() {
+            let info = link::query(&self.names[id]);
+            let prev = self.status.lock().unwrap_or_else(|e| e.into_inner())[id].clone();
+            let mut next = prev.clone();
+            match info {
+                None => {
+                    if self.attached[id].is_some() {
+                        self.detach(id);
+                    }
+                    next.state = PortState::Missing;
+                    next.ifindex = 0;
+                }
+                Some(i) => {
+                    if self.attached[id] != Some(i.ifindex) {
+                        if self.attached[id].is_some() {
+                            self.detach(id);
+                        }
+                        match self.attach(id, i.ifindex) {
+                            Ok(()) => {
+                                next.error = None;
+                                next.attaches += 1;
+                            }
+                            Err(e) => {
+                                if prev.error.as_deref() != Some(e.as_str()) {
+                                    log::warn(&format!("port {}: attach failed: {e}", self.names[id]));
+                                }
+                                next.error = Some(e);
+                            }
+                        }
+                    }
+                    let now = link::query(&self.names[id]).unwrap_or(i);
+                    next.ifindex = now.ifindex;
+                    next.mtu = now.mtu;
+                    next.state = if self.attached[id].is_none() {
+                        PortState::Missing
+                    } else if now.oper_up {
+                        PortState::Up
+                    } else {
+                        PortState::Down
+                    };
+                }
+            }
+            if next.state != prev.state {
+                changed = true;
+                log::info(&format!(
+                    "port {}: {}",
+                    self.names[id],
+                    match next.state {
+                        PortState::Up => "up",
+                        PortState::Down => "down (link)",
+                        PortState::Missing => "missing (no such interface)",
+                    }
+                ));
+                let was_up = prev.state == PortState::Up;
+                let is_up = next.state == PortState::Up;
+                if was_up != is_up {
+                    self.set_up_flag(id as u16, is_up);
+                }
+            }
+            self.status.lock().unwrap_or_else(|e| e.into_inner())[id] = next;
+        }
+        changed
+    }
+
+    /// Poll until `shared.stop`.
+    pub fn run(mut self) {
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            self.poll();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Logging to stderr in one format (syslog-like severity words).
+pub mod log {
+    pub fn info(msg: &str) {
+        eprintln!("lanyard: info: {msg}");
+    }
+    pub fn warn(msg: &str) {
+        eprintln!("lanyard: warning: {msg}");
+    }
+}

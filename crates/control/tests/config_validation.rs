@@ -1,0 +1,894 @@
+//! Configuration parser and validator: valid files, every error class with
+//! its exact line and field, several errors at once, the shipped examples,
+//! and a mutation fuzz that must never panic.
+
+use std::path::{Path, PathBuf};
+
+use control::config::{
+    self, Config, ConfigErrors, MacAddr, Management, NativeVlan, PortConfig, PortMode, StaticMac,
+    SwitchSettings, Tpid, VlanConfig, VlanList,
+};
+
+/// Parses `text`, expecting failure; returns (line, field, message).
+fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
+    match config::parse(text, "test.yaml") {
+        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
+        Err(e) => e
+            .errors
+            .into_iter()
+            .map(|e| (e.line, e.field, e.message))
+            .collect(),
+    }
+}
+
+/// Exactly one error, at `line` about `field`, whose message contains `msg`.
+#[track_caller]
+fn one_error(text: &str, line: usize, field: &str, msg: &str) {
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
+    let (l, f, m) = &errs[0];
+    assert_eq!(*l, Some(line), "line of {f}: {m}");
+    assert_eq!(f, field, "field for: {m}");
+    assert!(m.contains(msg), "message {m:?} should contain {msg:?}");
+}
+
+fn ok(text: &str) -> Config {
+    config::parse(text, "test.yaml").unwrap_or_else(|e| panic!("unexpected errors:\n{e}"))
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const FULL: &str = r#"# full example
+switch:
+  name: lab1
+  workers: 2
+  mac-aging: 0
+  mac-table-size: 65536
+  poll-idle-us: 0
+management:
+  socket: /tmp/lanyard.sock
+vlans:
+  - id: 10
+    name: users
+    mac-limit: 15000
+  - id: 20
+    learning: false
+  - id: 500
+ports:
+  - name: veth-a
+    vlan: 10
+    learning: false
+    mac-limit: 1000
+    mtu: 1500
+  - name: veth-b
+    mode: trunk
+    allowed-vlans: "10,20,30-32"
+    native-vlan: none
+  - name: veth-c
+    mode: trunk
+    allowed-vlans: [500, "10"]
+    tpid: 0x88a8
+  - name: veth-d
+    mode: dot1q-tunnel
+    vlan: 500
+  - name: veth-e
+    mode: trunk
+    tpid: "802.1q"
+    native-vlan: 20
+static-macs:
+  - mac: "02:00:00:00:00:01"
+    vlan: 10
+    port: veth-a
+  - mac: 02-00-00-00-00-02
+    vlan: 500
+    port: veth-c
+  - mac: 0200.0000.0003
+    port: veth-e
+"#;
+
+#[test]
+fn full_example_parses_to_expected_model() {
+    let cfg = ok(FULL);
+    let port = |name: &str, mode, vlan| PortConfig {
+        mode,
+        vlan,
+        ..PortConfig::new(name)
+    };
+    let expected = Config {
+        switch: SwitchSettings {
+            name: "lab1".into(),
+            workers: 2,
+            mac_aging: 0,
+            mac_table_size: 65536,
+            poll_idle_us: 0,
+        },
+        management: Management {
+            socket: "/tmp/lanyard.sock".into(),
+        },
+        vlans: vec![
+            VlanConfig {
+                id: 10,
+                name: Some("users".into()),
+                learning: true,
+                mac_limit: Some(15000),
+            },
+            VlanConfig {
+                id: 20,
+                name: None,
+                learning: false,
+                mac_limit: None,
+            },
+            VlanConfig::implicit(500),
+        ],
+        ports: vec![
+            PortConfig {
+                learning: false,
+                mac_limit: Some(1000),
+                mtu: 1500,
+                ..port("veth-a", PortMode::Access, Some(10))
+            },
+            PortConfig {
+                allowed_vlans: Some(VlanList::from_ids([10, 20, 30, 31, 32])),
+                native_vlan: Some(NativeVlan::None),
+                ..port("veth-b", PortMode::Trunk, None)
+            },
+            PortConfig {
+                allowed_vlans: Some(VlanList::from_ids([10, 500])),
+                tpid: Some(Tpid::Dot1Ad),
+                ..port("veth-c", PortMode::Trunk, None)
+            },
+            port("veth-d", PortMode::Dot1qTunnel, Some(500)),
+            PortConfig {
+                tpid: Some(Tpid::Dot1Q),
+                native_vlan: Some(NativeVlan::Vlan(20)),
+                ..port("veth-e", PortMode::Trunk, None)
+            },
+        ],
+        static_macs: vec![
+            StaticMac {
+                mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: 10,
+                port: "veth-a".into(),
+            },
+            StaticMac {
+                mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                vlan: 500,
+                port: "veth-c".into(),
+            },
+            StaticMac {
+                mac: MacAddr([2, 0, 0, 0, 0, 3]),
+                vlan: 1,
+                port: "veth-e".into(),
+            },
+        ],
+    };
+    assert_eq!(cfg, expected);
+
+    // Accessors.
+    assert_eq!(cfg.port_index("veth-c"), Some(2));
+    assert_eq!(cfg.port_index("nope"), None);
+    let sets: Vec<String> = cfg
+        .effective_port_vlans()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // veth-b: 30-32 are not configured; native none adds nothing.
+    // veth-c: native defaults to 1. veth-e: every VLAN (native 20 included).
+    assert_eq!(sets, ["10", "10,20", "1,10,500", "500", "1,10,20,500"]);
+    assert_eq!(cfg.ports[1].effective_tpid(), Some(Tpid::Dot1Q));
+    assert_eq!(cfg.ports[2].effective_tpid().map(Tpid::value), Some(0x88a8));
+    assert_eq!(cfg.ports[0].effective_tpid(), None);
+    assert_eq!(
+        cfg.ports[2].effective_native_vlan(),
+        Some(NativeVlan::Vlan(1))
+    );
+    assert_eq!(cfg.ports[3].effective_vlan(), Some(500));
+    assert!(cfg.vlan_exists(1) && cfg.vlan_exists(500) && !cfg.vlan_exists(30));
+    assert!(cfg.vlan_settings(1).unwrap().learning);
+    assert!(!cfg.vlan_settings(20).unwrap().learning);
+}
+
+#[test]
+fn defaults_apply() {
+    let cfg = ok("ports:\n  - name: eth0\n");
+    assert_eq!(cfg.switch, SwitchSettings::default());
+    assert_eq!(cfg.switch.name, "lanyard");
+    assert_eq!(cfg.switch.workers, 1);
+    assert_eq!(cfg.switch.mac_aging, 300);
+    assert_eq!(cfg.switch.mac_table_size, 1_048_576);
+    assert_eq!(cfg.switch.poll_idle_us, 50);
+    assert_eq!(
+        cfg.management.socket,
+        Path::new("/run/lanyard/lanyard.sock")
+    );
+    let p = &cfg.ports[0];
+    assert_eq!(p.mode, PortMode::Access);
+    assert_eq!(p.effective_vlan(), Some(1));
+    assert!(p.learning);
+    assert_eq!(p.mtu, 9216);
+    assert_eq!(cfg.port_vlans(0).as_slice(), &[1]);
+
+    let trunk = ok("vlans: [{id: 7}]\nports:\n  - name: t\n    mode: trunk\n");
+    assert_eq!(trunk.port_vlans(0).as_slice(), &[1, 7]);
+    assert_eq!(
+        trunk.ports[0].effective_native_vlan(),
+        Some(NativeVlan::Vlan(1))
+    );
+}
+
+#[test]
+fn docs_example_is_valid() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/config.md")).unwrap();
+    let start = doc.find("```yaml\n").expect("yaml block in docs/config.md") + 8;
+    let len = doc[start..].find("```").unwrap();
+    let cfg =
+        config::parse(&doc[start..start + len], "docs/config.md").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.ports.len(), 2);
+    assert_eq!(cfg.port_vlans(1).as_slice(), &[1, 10]);
+}
+
+#[test]
+fn every_example_is_valid() {
+    let dir = repo_root().join("examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let head = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            head.starts_with("# Acceptance scenario:"),
+            "{} needs a header naming its scenario",
+            path.display()
+        );
+        if let Err(e) = config::load(&path) {
+            panic!("{e}");
+        }
+        n += 1;
+    }
+    assert!(n >= 5, "expected the example configs in {}", dir.display());
+}
+
+#[test]
+fn example_models() {
+    let ex = |name: &str| config::load(&repo_root().join("examples").join(name)).unwrap();
+    let cap = ex("l2-capacity.yaml");
+    assert_eq!(cap.switch.mac_table_size, 1_048_576);
+    let names: Vec<&str> = cap.ports.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["sw1", "sw2", "sw3", "sw4"]);
+    assert!(cap.ports.iter().all(|p| p.effective_vlan() == Some(10)));
+    assert!(
+        !ex("l2-learning-disabled.yaml")
+            .vlan_settings(10)
+            .unwrap()
+            .learning
+    );
+    assert_eq!(
+        ex("l2-mac-limit.yaml").vlan_settings(10).unwrap().mac_limit,
+        Some(15000)
+    );
+    assert_eq!(ex("l2-aging.yaml").switch.mac_aging, 5);
+    let v = ex("l2-vlans.yaml");
+    let sets: Vec<String> = v
+        .effective_port_vlans()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(sets, ["10", "20", "1,10,20", "500", "500"]);
+    assert_eq!(v.ports[3].mode, PortMode::Dot1qTunnel);
+    assert_eq!(v.ports[4].effective_tpid(), Some(Tpid::Dot1Ad));
+}
+
+// ---------------------------------------------------------------------------
+// Semantic errors: exact line and field.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn no_ports_is_an_error() {
+    let errs = errors("");
+    assert_eq!(
+        errs,
+        [(None, "ports".to_string(), "no ports configured".to_string())]
+    );
+    one_error(
+        "# only a comment\nswitch:\n  workers: 1\nports: []\n",
+        4,
+        "ports",
+        "no ports configured",
+    );
+}
+
+#[test]
+fn vlan_id_range_and_uniqueness() {
+    one_error(
+        "vlans:\n  - id: 0\nports: [{name: a}]\n",
+        2,
+        "vlans[0].id",
+        "out of range 1..4094",
+    );
+    one_error(
+        "vlans:\n  - id: 4095\nports: [{name: a}]\n",
+        2,
+        "vlans[0].id",
+        "out of range",
+    );
+    one_error(
+        "vlans:\n  - id: 10\n  - id: 20\n  - id: 10\nports: [{name: a}]\n",
+        4,
+        "vlans[2].id",
+        "duplicate VLAN 10",
+    );
+}
+
+#[test]
+fn port_names() {
+    one_error(
+        "ports:\n  - name: a\n  - name: ''\n",
+        3,
+        "ports[1].name",
+        "must not be empty",
+    );
+    one_error(
+        "ports:\n  - name: a\n  - name: abcdefghijklmnop\n",
+        3,
+        "ports[1].name",
+        "at most 15",
+    );
+    ok("ports:\n  - name: abcdefghijklmno\n");
+    one_error(
+        "ports:\n  - name: eth0\n  - name: eth1\n  - name: eth0\n",
+        4,
+        "ports[2].name",
+        "duplicate port name \"eth0\"",
+    );
+    one_error(
+        "ports:\n  - name: a/b\n",
+        2,
+        "ports[0].name",
+        "not a valid Linux interface name",
+    );
+}
+
+#[test]
+fn too_many_ports() {
+    let mut text = String::from("ports:\n");
+    for i in 0..257 {
+        text.push_str(&format!("  - name: p{i}\n"));
+    }
+    one_error(&text, 1, "ports", "at most 256");
+    let ok_text: String = text.lines().take(257).map(|l| format!("{l}\n")).collect();
+    assert_eq!(ok(&ok_text).ports.len(), 256);
+}
+
+#[test]
+fn access_and_tunnel_vlan_must_exist() {
+    one_error(
+        "vlans:\n  - id: 10\nports:\n  - name: a\n    vlan: 30\n",
+        5,
+        "ports[0].vlan",
+        "VLAN 30 is not configured",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: dot1q-tunnel\n    vlan: 500\n",
+        4,
+        "ports[0].vlan",
+        "VLAN 500 is not configured",
+    );
+    one_error(
+        "ports:\n  - name: a\n    vlan: 0\n",
+        3,
+        "ports[0].vlan",
+        "out of range",
+    );
+    // VLAN 1 always exists.
+    ok("ports:\n  - name: a\n    vlan: 1\n");
+}
+
+#[test]
+fn trunk_checks() {
+    one_error(
+        "ports:\n  - name: t\n    mode: trunk\n    allowed-vlans: 1-4095\n",
+        4,
+        "ports[0].allowed-vlans",
+        "VLAN id 4095 out of range",
+    );
+    one_error(
+        "ports:\n  - name: t\n    mode: trunk\n    allowed-vlans: [0, 10]\n",
+        4,
+        "ports[0].allowed-vlans",
+        "VLAN id 0 out of range",
+    );
+    one_error(
+        "ports:\n  - name: t\n    mode: trunk\n    native-vlan: 99\n",
+        4,
+        "ports[0].native-vlan",
+        "VLAN 99 is not configured",
+    );
+    // Allowed VLANs need not be configured (e.g. "1-4094").
+    ok("ports:\n  - name: t\n    mode: trunk\n    allowed-vlans: 1-4094\n    native-vlan: none\n");
+}
+
+#[test]
+fn keys_of_other_modes() {
+    one_error(
+        "ports:\n  - name: a\n    allowed-vlans: 10\n",
+        3,
+        "ports[0].allowed-vlans",
+        "allowed-vlans is only valid on trunk ports",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: dot1q-tunnel\n    native-vlan: 1\n",
+        4,
+        "ports[0].native-vlan",
+        "native-vlan is only valid on trunk ports",
+    );
+    one_error(
+        "ports:\n  - name: a\n    tpid: 0x88a8\n",
+        3,
+        "ports[0].tpid",
+        "tpid is only valid on trunk ports",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: trunk\n    vlan: 1\n",
+        4,
+        "ports[0].vlan",
+        "vlan is only valid on access and dot1q-tunnel ports",
+    );
+}
+
+#[test]
+fn numeric_ranges() {
+    one_error(
+        "ports:\n  - name: a\n    mtu: 67\n",
+        3,
+        "ports[0].mtu",
+        "out of range 68..9216",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mtu: 9217\n",
+        3,
+        "ports[0].mtu",
+        "out of range",
+    );
+    ok("ports:\n  - name: a\n    mtu: 68\n");
+    one_error(
+        "switch:\n  workers: 0\nports: [{name: a}]\n",
+        2,
+        "switch.workers",
+        "out of range 1..64",
+    );
+    one_error(
+        "switch:\n  workers: 65\nports: [{name: a}]\n",
+        2,
+        "switch.workers",
+        "out of range",
+    );
+    one_error(
+        "switch:\n  mac-table-size: 0\nports: [{name: a}]\n",
+        2,
+        "switch.mac-table-size",
+        "out of range",
+    );
+    one_error(
+        "switch:\n  mac-table-size: 16777217\nports: [{name: a}]\n",
+        2,
+        "switch.mac-table-size",
+        "out of range",
+    );
+    ok("switch:\n  mac-table-size: 16777216\nports: [{name: a}]\n");
+}
+
+#[test]
+fn mac_limits() {
+    one_error(
+        "vlans:\n  - id: 10\n    mac-limit: 0\nports: [{name: a}]\n",
+        3,
+        "vlans[0].mac-limit",
+        "at least 1",
+    );
+    one_error(
+        "switch:\n  mac-table-size: 100\nports:\n  - name: a\n    mac-limit: 101\n",
+        5,
+        "ports[0].mac-limit",
+        "exceeds switch.mac-table-size (100)",
+    );
+    ok("switch:\n  mac-table-size: 100\nports:\n  - name: a\n    mac-limit: 100\n");
+}
+
+#[test]
+fn management_socket() {
+    one_error(
+        "management:\n  socket: run/l.sock\nports: [{name: a}]\n",
+        2,
+        "management.socket",
+        "absolute",
+    );
+    one_error(
+        "management:\n  socket: ''\nports: [{name: a}]\n",
+        2,
+        "management.socket",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn static_mac_checks() {
+    let base = "vlans: [{id: 10}, {id: 20}]\nports:\n  - name: a\n    vlan: 10\n  - name: t\n    mode: trunk\n    allowed-vlans: 20\nstatic-macs:\n";
+    // Line numbers below: static-macs entries start at line 9.
+    one_error(
+        &format!("{base}  - mac: 02:00:00:00:00:01\n    vlan: 10\n    port: b\n"),
+        11,
+        "static-macs[0].port",
+        "unknown port \"b\"",
+    );
+    one_error(
+        &format!("{base}  - mac: 02:00:00:00:00:01\n    vlan: 30\n    port: a\n"),
+        10,
+        "static-macs[0].vlan",
+        "VLAN 30 is not configured",
+    );
+    one_error(
+        &format!("{base}  - mac: 02:00:00:00:00:01\n    vlan: 20\n    port: a\n"),
+        10,
+        "static-macs[0].vlan",
+        "port \"a\" does not carry VLAN 20",
+    );
+    // Trunk carries 20 and native 1, not 10.
+    ok(&format!("{base}  - {{mac: 02:00:00:00:00:01, vlan: 20, port: t}}\n  - {{mac: 02:00:00:00:00:01, vlan: 1, port: t}}\n"));
+    one_error(
+        &format!("{base}  - {{mac: 02:00:00:00:00:01, vlan: 10, port: t}}\n"),
+        9,
+        "static-macs[0].vlan",
+        "does not carry VLAN 10",
+    );
+    one_error(
+        &format!("{base}  - mac: 01:00:5e:00:00:01\n    vlan: 10\n    port: a\n"),
+        9,
+        "static-macs[0].mac",
+        "multicast",
+    );
+    one_error(
+        &format!("{base}  - mac: ff:ff:ff:ff:ff:ff\n    vlan: 10\n    port: a\n"),
+        9,
+        "static-macs[0].mac",
+        "broadcast",
+    );
+    one_error(
+        &format!("{base}  - mac: 02:00:00:00:00:01\n    vlan: 10\n    port: a\n  - mac: 0200.0000.0001\n    vlan: 10\n    port: a\n"),
+        12,
+        "static-macs[1].mac",
+        "duplicate static entry 02:00:00:00:00:01 in VLAN 10",
+    );
+    // Missing vlan defaults to 1, which port a (VLAN 10) does not carry:
+    // reported at the entry.
+    one_error(
+        &format!("{base}  - mac: 02:00:00:00:00:01\n    port: a\n"),
+        9,
+        "static-macs[0].vlan",
+        "does not carry VLAN 1",
+    );
+}
+
+#[test]
+fn several_errors_are_all_reported_in_file_order() {
+    let text = "\
+switch:
+  workers: 0
+vlans:
+  - id: 5000
+ports:
+  - name: a
+    vlan: 30
+    mtu: 10
+  - name: a
+    mode: trunk
+    tpid: 0x88a8
+    vlan: 4
+static-macs:
+  - mac: 03:00:00:00:00:01
+    port: zz
+";
+    let errs = config::parse(text, "lab.yaml").unwrap_err();
+    let got: Vec<(Option<usize>, &str)> = errs.iter().map(|e| (e.line, e.field.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (Some(2), "switch.workers"),
+            (Some(4), "vlans[0].id"),
+            (Some(7), "ports[0].vlan"),
+            (Some(8), "ports[0].mtu"),
+            (Some(9), "ports[1].name"),
+            (Some(12), "ports[1].vlan"),
+            (Some(14), "static-macs[0].mac"),
+            (Some(15), "static-macs[0].port"),
+        ],
+        "{errs}"
+    );
+    // gcc style, one per line.
+    let shown = errs.to_string();
+    assert_eq!(shown.lines().count(), 8);
+    assert_eq!(
+        shown.lines().next().unwrap(),
+        "lab.yaml:2:12: switch.workers: 0 is out of range 1..64"
+    );
+    assert!(shown.contains("lab.yaml:7:11: ports[0].vlan: VLAN 30 is not configured"));
+}
+
+// ---------------------------------------------------------------------------
+// Structural errors (serde / YAML).
+// ---------------------------------------------------------------------------
+
+#[test]
+fn unknown_key_reported_with_line() {
+    one_error(
+        "ports:\n  - name: a\n    vlna: 10\n",
+        3,
+        "ports[0].vlna",
+        "unknown field `vlna`",
+    );
+    one_error(
+        "switch:\n  name: x\nport:\n  - name: a\n",
+        3,
+        "port",
+        "unknown field `port`",
+    );
+    let e = config::parse("ports:\n  - name: a\n    vlna: 10\n", "f.yaml").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("f.yaml:3:5: ports[0].vlna: unknown field `vlna`, expected one of"),
+        "{e}"
+    );
+}
+
+#[test]
+fn yaml_syntax_error_reported_with_line() {
+    let errs = errors("switch:\n  name: x\nports:\n  - name: a\n   mode: trunk\n");
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].0, Some(5), "{errs:?}");
+    assert!(
+        !errs[0].2.contains(" at line "),
+        "position is not repeated: {errs:?}"
+    );
+    let errs = errors("ports: [a, b\n\nswitch: {}\n");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].0.is_some(), "{errs:?}");
+}
+
+#[test]
+fn type_errors_reported_with_line_and_field() {
+    one_error(
+        "ports:\n  - name: a\n    mode: trunkk\n",
+        3,
+        "ports[0].mode",
+        "unknown variant `trunkk`",
+    );
+    one_error(
+        "ports:\n  - name: a\n    vlan: ten\n",
+        3,
+        "ports[0].vlan",
+        "invalid type",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: trunk\n    tpid: 0x9100\n",
+        4,
+        "ports[0].tpid",
+        "unsupported tpid",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: trunk\n    allowed-vlans: 10,x\n",
+        4,
+        "ports[0].allowed-vlans",
+        "invalid VLAN list",
+    );
+    one_error(
+        "ports:\n  - name: a\n    mode: trunk\n    native-vlan: nada\n",
+        4,
+        "ports[0].native-vlan",
+        "invalid native-vlan",
+    );
+    one_error(
+        "ports: [{name: a}]\nstatic-macs:\n  - mac: 02:00:00:00:01\n    port: a\n",
+        3,
+        "static-macs[0].mac",
+        "invalid MAC address",
+    );
+    one_error(
+        "ports:\n  - mode: trunk\n",
+        2,
+        "ports[0]",
+        "missing field `name`",
+    );
+    one_error(
+        "ports:\n  - name: a\n    name: b\n",
+        3,
+        "ports[0].name",
+        "duplicate key `name`",
+    );
+}
+
+#[test]
+fn tpid_and_list_spellings() {
+    for (spelling, want) in [
+        ("0x8100", Tpid::Dot1Q),
+        ("33024", Tpid::Dot1Q),
+        ("\"0x8100\"", Tpid::Dot1Q),
+        ("802.1q", Tpid::Dot1Q),
+        ("0x88a8", Tpid::Dot1Ad),
+        ("\"0x88A8\"", Tpid::Dot1Ad),
+        ("802.1ad", Tpid::Dot1Ad),
+    ] {
+        let cfg = ok(&format!(
+            "ports:\n  - name: t\n    mode: trunk\n    tpid: {spelling}\n"
+        ));
+        assert_eq!(cfg.ports[0].tpid, Some(want), "{spelling}");
+    }
+    for (spelling, want) in [
+        ("10", "10"),
+        ("\"10,20,30-33\"", "10,20,30-33"),
+        ("10,20", "10,20"),
+        ("[10, 20, \"30-32\"]", "10,20,30-32"),
+        ("[]", ""),
+    ] {
+        let cfg = ok(&format!(
+            "ports:\n  - name: t\n    mode: trunk\n    allowed-vlans: {spelling}\n"
+        ));
+        assert_eq!(
+            cfg.ports[0].allowed_vlans.as_ref().unwrap().to_string(),
+            want,
+            "{spelling}"
+        );
+    }
+}
+
+#[test]
+fn load_reports_unreadable_file() {
+    let e: ConfigErrors = config::load(Path::new("/nonexistent/lanyard.yaml")).unwrap_err();
+    assert_eq!(e.len(), 1);
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/lanyard.yaml: cannot read configuration"),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Fuzz-style robustness: random mutations never panic.
+// ---------------------------------------------------------------------------
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut XorShift, src: &[char]) -> String {
+    const TOKENS: &[&str] = &[
+        ":",
+        "-",
+        " ",
+        "  ",
+        "\n",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "#",
+        "&a",
+        "*a",
+        "!!str",
+        "|",
+        ">",
+        "'",
+        "\"",
+        "0x8100",
+        "0x88a8",
+        "none",
+        "4094",
+        "0",
+        "-1",
+        "99999999999999999999",
+        "trunk",
+        "dot1q-tunnel",
+        "vlan",
+        "ports",
+        "\t",
+        "é",
+        "~",
+        "null",
+        "1-4094",
+        "- name: x\n",
+        "ffff.ffff.ffff",
+        "? ",
+        "---\n",
+        "%YAML 1.2\n",
+    ];
+    let mut text: Vec<char> = src.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let len = text.len();
+        match rng.below(6) {
+            0 => {
+                let at = rng.below(len);
+                let n = rng.below(8).min(len - at);
+                text.drain(at..at + n);
+            }
+            1 | 2 => {
+                let at = rng.below(len + 1);
+                let tok = TOKENS[rng.below(TOKENS.len())];
+                text.splice(at..at, tok.chars());
+            }
+            3 => {
+                if len > 0 {
+                    let at = rng.below(len);
+                    text[at] = char::from(b' ' + rng.below(95) as u8);
+                }
+            }
+            4 => {
+                // Duplicate a random slice elsewhere.
+                let a = rng.below(len);
+                let b = (a + rng.below(40)).min(len);
+                let piece: Vec<char> = text[a..b].to_vec();
+                let at = rng.below(len + 1);
+                text.splice(at..at, piece);
+            }
+            _ => {
+                // Truncate.
+                let at = rng.below(len + 1);
+                text.truncate(at);
+            }
+        }
+        if text.is_empty() {
+            break;
+        }
+    }
+    text.into_iter().collect()
+}
+
+#[test]
+fn random_mutations_never_panic() {
+    let sources: Vec<Vec<char>> = [FULL.to_string()]
+        .into_iter()
+        .chain(
+            std::fs::read_dir(repo_root().join("examples"))
+                .unwrap()
+                .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok()),
+        )
+        .map(|s| s.chars().collect())
+        .collect();
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+    let (mut valid, mut invalid) = (0, 0);
+    for i in 0..5000 {
+        let src = &sources[i % sources.len()];
+        let text = mutate(&mut rng, src);
+        match config::parse(&text, "fuzz.yaml") {
+            Ok(_) => valid += 1,
+            Err(e) => {
+                invalid += 1;
+                assert!(!e.is_empty(), "empty error list for {text:?}");
+                for err in &e {
+                    if let Some(line) = err.line {
+                        assert!(
+                            line >= 1 && line <= text.lines().count() + 1,
+                            "line {line} out of file: {err} for {text:?}"
+                        );
+                    }
+                }
+                let _ = e.to_string();
+            }
+        }
+    }
+    assert!(valid > 0 && invalid > 0, "valid {valid}, invalid {invalid}");
+}

@@ -1,0 +1,700 @@
+//! AF_PACKET port: one `SOCK_RAW`/`ETH_P_ALL` socket per interface with a
+//! TPACKET_V3 receive ring (block based) and a TPACKET_V3 transmit ring
+//! (frame based), both in one `mmap`: receive ring first, then transmit.
+//!
+//! See `docs/io.md` for ring sizing and the latency/VLAN notes.
+
+mod sys;
+
+use crate::link;
+use crate::{FrameBatch, Port, PortError, PortStats, MAX_FRAME_LEN};
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use sys::*;
+
+/// Options for [`AfPacketPort::open`]. `Default` gives a full-duplex,
+/// promiscuous port with 8 MiB of receive ring and 8 MiB of transmit ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfPacketOptions {
+    /// Set up the receive ring and receive frames (ETH_P_ALL).
+    pub rx: bool,
+    /// Set up the transmit ring.
+    pub tx: bool,
+    /// Receive ring block size in bytes: a multiple of the page size and at
+    /// least [`AfPacketOptions::MIN_RX_BLOCK_SIZE`] so a jumbo frame fits.
+    pub rx_block_size: usize,
+    /// Number of receive ring blocks.
+    pub rx_blocks: usize,
+    /// Milliseconds after which the kernel hands a partly filled receive
+    /// block to user space (`tp_retire_blk_tov`). 0 lets the kernel choose
+    /// (several ms); low values bound the latency of a lightly loaded port.
+    pub rx_retire_blk_tov_ms: u32,
+    /// Transmit slot size in bytes: a multiple of the page size holding
+    /// [`MAX_FRAME_LEN`] plus the 48-byte slot header.
+    pub tx_frame_size: usize,
+    /// Number of transmit slots.
+    pub tx_ring_frames: usize,
+    /// Join this `PACKET_FANOUT` group (hash mode) after binding.
+    pub fanout_group: Option<u16>,
+    /// Put the interface in promiscuous mode for the socket's lifetime.
+    pub promiscuous: bool,
+    /// `PACKET_QDISC_BYPASS`: transmit straight to the driver.
+    pub qdisc_bypass: bool,
+    /// `PACKET_IGNORE_OUTGOING`: do not receive frames transmitted on this
+    /// interface (by us or anyone else).
+    pub ignore_outgoing: bool,
+}
+
+impl AfPacketOptions {
+    pub const MIN_RX_BLOCK_SIZE: usize = 16 * 1024;
+
+    /// Receive only (no transmit ring).
+    pub fn rx_only() -> Self {
+        AfPacketOptions {
+            tx: false,
+            ..Self::default()
+        }
+    }
+
+    /// Transmit only (no receive ring; the socket receives nothing).
+    pub fn tx_only() -> Self {
+        AfPacketOptions {
+            rx: false,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for AfPacketOptions {
+    fn default() -> Self {
+        AfPacketOptions {
+            rx: true,
+            tx: true,
+            rx_block_size: 256 * 1024,
+            rx_blocks: 32,
+            rx_retire_blk_tov_ms: 1,
+            tx_frame_size: 16 * 1024,
+            tx_ring_frames: 512,
+            fanout_group: None,
+            promiscuous: true,
+            qdisc_bypass: true,
+            ignore_outgoing: true,
+        }
+    }
+}
+
+/// Nominal frame size for the V3 receive ring (the kernel only uses it to
+/// validate `tp_frame_nr`; frames are packed back to back in blocks).
+const RX_NOMINAL_FRAME: usize = 16 * 1024;
+
+/// A port on an AF_PACKET socket. See the crate docs for the [`Port`] contract.
+pub struct AfPacketPort {
+    name: String,
+    ifindex: u32,
+    fd: OwnedFd,
+    map: *mut u8,
+    map_len: usize,
+
+    rx_block_size: usize,
+    rx_blocks: usize,
+    /// Block being consumed.
+    rx_block: usize,
+    /// Frames of `rx_block` already consumed, and the offset of the next one.
+    rx_pkt_idx: u32,
+    rx_pkt_off: usize,
+
+    /// Offset of the transmit ring in the mapping.
+    tx_base: usize,
+    tx_frame_size: usize,
+    tx_frames: usize,
+    /// Next slot to lend.
+    tx_head: usize,
+    /// Oldest committed slot the kernel may not have taken yet (mirror of the
+    /// kernel's ring head); `tx_pending` slots from here are committed.
+    tx_kick: usize,
+    tx_pending: usize,
+    tx_lent: bool,
+    /// Longest frame the kernel accepts: MTU + Ethernet header (+4 for an
+    /// 802.1Q-tagged frame). Refreshed by `stats`.
+    tx_max_len: usize,
+
+    stats: PortStats,
+}
+
+// SAFETY: the mapping is owned by this value alone (no aliases are handed out
+// beyond `&mut self` borrows), and the kernel side synchronizes through the
+// per-slot status words, so moving the port to another thread is sound.
+unsafe impl Send for AfPacketPort {}
+
+fn os(op: &'static str) -> impl FnOnce(io::Error) -> PortError {
+    move |err| PortError::Os { op, err }
+}
+
+fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live `T` and we pass exactly its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            val as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn invalid(msg: &'static str) -> PortError {
+    PortError::Os {
+        op: "AfPacketOptions",
+        err: io::Error::new(io::ErrorKind::InvalidInput, msg),
+    }
+}
+
+impl AfPacketPort {
+    /// Open a port on interface `ifname`. The interface may be down (the
+    /// port then receives nothing and `flush` reports [`PortError::Down`]).
+    pub fn open(ifname: &str, opts: &AfPacketOptions) -> Result<AfPacketPort, PortError> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        if !opts.rx && !opts.tx {
+            return Err(invalid("neither rx nor tx"));
+        }
+        if opts.rx
+            && (opts.rx_blocks == 0
+                || opts.rx_block_size < AfPacketOptions::MIN_RX_BLOCK_SIZE
+                || opts.rx_block_size & (page - 1) != 0
+                || opts.rx_block_size > u32::MAX as usize / 2)
+        {
+            return Err(invalid(
+                "rx_block_size must be a page multiple >= 16 KiB, rx_blocks > 0",
+            ));
+        }
+        if opts.tx
+            && (opts.tx_ring_frames == 0
+                || opts.tx_frame_size & (page - 1) != 0
+                || opts.tx_frame_size < TX_DATA_OFFSET + MAX_FRAME_LEN
+                || opts.tx_frame_size > u32::MAX as usize / 2)
+        {
+            return Err(invalid(
+                "tx_frame_size must be a page multiple holding MAX_FRAME_LEN + 48",
+            ));
+        }
+
+        let ifindex = ifindex_of(ifname)?;
+
+        // Protocol 0: receive nothing until bound with ETH_P_ALL below.
+        // SAFETY: plain socket(2) call; the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(PortError::Os {
+                op: "socket(AF_PACKET)",
+                err: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+        setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).map_err(os("PACKET_VERSION"))?;
+        // PACKET_LOSS: a frame the kernel refuses (e.g. longer than the MTU)
+        // is skipped instead of stopping the ring at TP_STATUS_WRONG_FORMAT;
+        // without it the kernel's ring head stays on the bad slot and the
+        // ring wedges (and PACKET_LOSS cannot be set once rings exist).
+        // `tx_commit` checks lengths against the MTU itself to count them.
+        if opts.tx {
+            setsockopt(&fd, SOL_PACKET, PACKET_LOSS, &1 as &libc::c_int)
+                .map_err(os("PACKET_LOSS"))?;
+        }
+        if opts.qdisc_bypass {
+            setsockopt(&fd, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)
+                .map_err(os("PACKET_QDISC_BYPASS"))?;
+        }
+        if opts.ignore_outgoing {
+            setsockopt(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)
+                .map_err(os("PACKET_IGNORE_OUTGOING"))?;
+        }
+
+        let (rx_block_size, rx_blocks) = if opts.rx {
+            (opts.rx_block_size, opts.rx_blocks)
+        } else {
+            (0, 0)
+        };
+        if opts.rx {
+            let req = tpacket_req3 {
+                tp_block_size: rx_block_size as u32,
+                tp_block_nr: rx_blocks as u32,
+                tp_frame_size: RX_NOMINAL_FRAME as u32,
+                tp_frame_nr: ((rx_block_size / RX_NOMINAL_FRAME) * rx_blocks) as u32,
+                tp_retire_blk_tov: opts.rx_retire_blk_tov_ms,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            };
+            setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &req).map_err(os("PACKET_RX_RING"))?;
+        }
+        let (tx_frame_size, tx_frames) = if opts.tx {
+            (opts.tx_frame_size, opts.tx_ring_frames)
+        } else {
+            (0, 0)
+        };
+        if opts.tx {
+            // One slot per block: slots are then contiguous in the mapping.
+            // The kernel requires the V3-only fields to be zero for TX.
+            let req = tpacket_req3 {
+                tp_block_size: tx_frame_size as u32,
+                tp_block_nr: tx_frames as u32,
+                tp_frame_size: tx_frame_size as u32,
+                tp_frame_nr: tx_frames as u32,
+                ..Default::default()
+            };
+            setsockopt(&fd, SOL_PACKET, PACKET_TX_RING, &req).map_err(os("PACKET_TX_RING"))?;
+        }
+
+        let tx_base = rx_block_size * rx_blocks;
+        let map_len = tx_base + tx_frame_size * tx_frames;
+        // SAFETY: mapping the socket's rings as documented for PACKET_MMAP;
+        // the length is exactly the sum of both rings. The result is checked.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(PortError::Os {
+                op: "mmap",
+                err: io::Error::last_os_error(),
+            });
+        }
+        // From here on, Drop unmaps.
+        let port = AfPacketPort {
+            name: ifname.to_string(),
+            ifindex,
+            fd,
+            map: map as *mut u8,
+            map_len,
+            rx_block_size,
+            rx_blocks,
+            rx_block: 0,
+            rx_pkt_idx: 0,
+            rx_pkt_off: 0,
+            tx_base,
+            tx_frame_size,
+            tx_frames,
+            tx_head: 0,
+            tx_kick: 0,
+            tx_pending: 0,
+            tx_lent: false,
+            tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
+            stats: PortStats::default(),
+        };
+
+        if opts.promiscuous {
+            let mreq = packet_mreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: PACKET_MR_PROMISC,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            setsockopt(&port.fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
+                .map_err(|e| link::map_err(ifname, "PACKET_ADD_MEMBERSHIP", e))?;
+        }
+
+        // SAFETY: all-zero is a valid sockaddr_ll; fields are set below.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = if opts.rx { ETH_P_ALL.to_be() } else { 0 };
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll and we pass its exact size.
+        let r = unsafe {
+            libc::bind(
+                port.fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(link::map_err(ifname, "bind", io::Error::last_os_error()));
+        }
+        // Binding to a down interface leaves a pending ENETDOWN socket error;
+        // clear it (down-ness is reported by `flush`).
+        let _ = port.take_socket_error();
+
+        if let Some(group) = opts.fanout_group {
+            if !opts.rx {
+                return Err(invalid("fanout needs rx"));
+            }
+            let arg: u32 = group as u32 | (PACKET_FANOUT_HASH << 16);
+            setsockopt(&port.fd, SOL_PACKET, PACKET_FANOUT, &arg).map_err(os("PACKET_FANOUT"))?;
+        }
+        Ok(port)
+    }
+
+    /// Interface index the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Bytes of ring memory mapped (receive + transmit).
+    pub fn ring_bytes(&self) -> usize {
+        self.map_len
+    }
+
+    fn take_socket_error(&self) -> io::Result<()> {
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: SO_ERROR writes one c_int into `err`; `len` says so.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut err as *mut libc::c_int as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if err != 0 {
+            return Err(io::Error::from_raw_os_error(err));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn rx_block_ptr(&self, i: usize) -> *mut u8 {
+        // SAFETY (of the arithmetic): i < rx_blocks, so the result stays in the mapping.
+        debug_assert!(i < self.rx_blocks);
+        self.map.wrapping_add(i * self.rx_block_size)
+    }
+
+    #[inline]
+    fn tx_frame_ptr(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.tx_frames);
+        self.map.wrapping_add(self.tx_base + i * self.tx_frame_size)
+    }
+
+    /// The status word of transmit slot `i`, shared with the kernel.
+    #[inline]
+    fn tx_status(&self, i: usize) -> &AtomicU32 {
+        let p = self.tx_frame_ptr(i) as *const tpacket3_hdr;
+        // SAFETY: slot `i` lies in the live mapping; its header is 16-byte
+        // aligned; `tp_status` is only accessed atomically by us and by the
+        // kernel (which uses its own barriers), so viewing it as an AtomicU32
+        // is sound for the lifetime of `&self`.
+        unsafe { &*(ptr::addr_of!((*p).tp_status) as *const AtomicU32) }
+    }
+
+    #[inline]
+    fn rx_block_status(&self, i: usize) -> &AtomicU32 {
+        let p = self.rx_block_ptr(i) as *const tpacket_block_desc;
+        // SAFETY: as for `tx_status`: block `i` is in the mapping, the
+        // descriptor is page aligned and `block_status` is the hand-off word.
+        unsafe { &*(ptr::addr_of!((*p).block_status) as *const AtomicU32) }
+    }
+
+    /// Walk committed transmit slots the kernel has dealt with; stop at the
+    /// first it has not taken. Handles `TP_STATUS_WRONG_FORMAT`.
+    fn reconcile_tx(&mut self) {
+        while self.tx_pending > 0 {
+            let st = self.tx_status(self.tx_kick).load(Ordering::Acquire);
+            if st == TP_STATUS_SEND_REQUEST {
+                break;
+            }
+            if st & TP_STATUS_WRONG_FORMAT != 0 {
+                // The kernel refused this frame. With PACKET_LOSS set (see
+                // `open`) it skips bad frames instead, so this is defensive:
+                // count it and give the slot back.
+                self.stats.tx_errors += 1;
+                self.tx_status(self.tx_kick)
+                    .store(TP_STATUS_AVAILABLE, Ordering::Release);
+            }
+            self.tx_kick = (self.tx_kick + 1) % self.tx_frames;
+            self.tx_pending -= 1;
+        }
+    }
+
+    fn kick(&self) -> io::Result<usize> {
+        // SAFETY: sendto with a null buffer and no address is the documented
+        // way to make the kernel transmit the ring's SEND_REQUEST slots.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    /// Give back every committed slot the kernel has not taken (the link is
+    /// down or gone): those frames are dropped and counted as `tx_errors`.
+    fn discard_pending_tx(&mut self) {
+        while self.tx_pending > 0 {
+            let s = self.tx_status(self.tx_kick);
+            if s.load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST {
+                s.store(TP_STATUS_AVAILABLE, Ordering::Release);
+                self.stats.tx_errors += 1;
+            }
+            self.tx_kick = (self.tx_kick + 1) % self.tx_frames;
+            self.tx_pending -= 1;
+        }
+    }
+
+    /// Copy one received frame (header at `hdr`) into `slot`; returns the
+    /// frame length, or `None` if it must be dropped.
+    ///
+    /// # Safety
+    /// `hdr` must point to a complete frame of a block owned by user space.
+    #[inline]
+    unsafe fn copy_rx_frame(&mut self, hdr: *const tpacket3_hdr, slot: &mut [u8]) -> Option<usize> {
+        let h = &*hdr;
+        let snap = h.tp_snaplen as usize;
+        if snap < h.tp_len as usize {
+            self.stats.rx_truncated += 1;
+            return None;
+        }
+        let data = (hdr as *const u8).add(h.tp_mac as usize);
+        if h.tp_status & TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
+            if snap + 4 > slot.len() {
+                self.stats.rx_truncated += 1;
+                return None;
+            }
+            let tpid = if h.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                h.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            let tci = h.tp_vlan_tci as u16;
+            ptr::copy_nonoverlapping(data, slot.as_mut_ptr(), 12);
+            slot[12..14].copy_from_slice(&tpid.to_be_bytes());
+            slot[14..16].copy_from_slice(&tci.to_be_bytes());
+            ptr::copy_nonoverlapping(data.add(12), slot.as_mut_ptr().add(16), snap - 12);
+            Some(snap + 4)
+        } else {
+            if snap > slot.len() {
+                self.stats.rx_truncated += 1;
+                return None;
+            }
+            ptr::copy_nonoverlapping(data, slot.as_mut_ptr(), snap);
+            Some(snap)
+        }
+    }
+}
+
+fn ifindex_of(name: &str) -> Result<u32, PortError> {
+    if !link::valid_name(name) {
+        return Err(PortError::NoSuchInterface(name.to_string()));
+    }
+    let c = std::ffi::CString::new(name).map_err(|_| PortError::NoSuchInterface(name.into()))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        let err = io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) | None | Some(0) => {
+                PortError::NoSuchInterface(name.to_string())
+            }
+            _ => PortError::Os {
+                op: "if_nametoindex",
+                err,
+            },
+        });
+    }
+    Ok(idx)
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+        if self.rx_blocks == 0 {
+            return Ok(0);
+        }
+        let mut n = 0;
+        'blocks: loop {
+            let blk = self.rx_block;
+            if self.rx_block_status(blk).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                break;
+            }
+            let bd = self.rx_block_ptr(blk);
+            // SAFETY: the block is owned by user space (TP_STATUS_USER seen
+            // with Acquire), so its descriptor is stable until we release it.
+            let (num, first) = unsafe {
+                let d = &*(bd as *const tpacket_block_desc);
+                (d.num_pkts, d.offset_to_first_pkt as usize)
+            };
+            if self.rx_pkt_idx == 0 {
+                self.rx_pkt_off = first;
+            }
+            while self.rx_pkt_idx < num {
+                let Some(slot) = batch.slot() else {
+                    break 'blocks;
+                };
+                // SAFETY: the kernel laid out `num` frames in this block,
+                // chained by tp_next_offset from offset_to_first_pkt; rx_pkt_off
+                // is the offset of frame rx_pkt_idx (< num). `slot` borrows
+                // the batch, not the ring, so the copy does not alias.
+                let (len, next) = unsafe {
+                    let hdr = bd.add(self.rx_pkt_off) as *const tpacket3_hdr;
+                    let next = (*hdr).tp_next_offset as usize;
+                    (self.copy_rx_frame(hdr, slot), next)
+                };
+                if let Some(len) = len {
+                    batch.commit(len, port_id);
+                    n += 1;
+                }
+                self.rx_pkt_idx += 1;
+                self.rx_pkt_off += next;
+            }
+            // Every frame consumed: hand the block back, move on.
+            self.rx_block_status(blk)
+                .store(TP_STATUS_KERNEL, Ordering::Release);
+            self.rx_block = (blk + 1) % self.rx_blocks;
+            self.rx_pkt_idx = 0;
+        }
+        Ok(n)
+    }
+
+    fn tx_slot(&mut self) -> Option<&mut [u8]> {
+        self.tx_lent = false;
+        if self.tx_frames == 0 {
+            self.stats.tx_ring_full += 1;
+            return None;
+        }
+        let st = self.tx_status(self.tx_head).load(Ordering::Acquire);
+        if self.tx_pending >= self.tx_frames || st != TP_STATUS_AVAILABLE {
+            self.stats.tx_ring_full += 1;
+            return None;
+        }
+        self.tx_lent = true;
+        let p = self.tx_frame_ptr(self.tx_head);
+        // SAFETY: the slot is TP_STATUS_AVAILABLE, so the kernel does not
+        // touch it until we set SEND_REQUEST; its data area starts at
+        // TX_DATA_OFFSET and runs to the end of the slot, inside the mapping.
+        // The borrow is tied to `&mut self`, so no second slot is lent meanwhile.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(
+                p.add(TX_DATA_OFFSET),
+                self.tx_frame_size - TX_DATA_OFFSET,
+            )
+        })
+    }
+
+    fn tx_commit(&mut self, len: usize) {
+        if !std::mem::take(&mut self.tx_lent) {
+            debug_assert!(false, "tx_commit without a lent tx_slot");
+            return;
+        }
+        let cap = self.tx_frame_size - TX_DATA_OFFSET;
+        let p = self.tx_frame_ptr(self.tx_head);
+        // SAFETY: the slot is still ours (AVAILABLE, lent); bytes 12..14 of
+        // its data area are inside the slot.
+        let ctag =
+            unsafe { *p.add(TX_DATA_OFFSET + 12) == 0x81 && *p.add(TX_DATA_OFFSET + 13) == 0 };
+        let max = (self.tx_max_len + if ctag { 4 } else { 0 }).min(cap);
+        if !(14..=max).contains(&len) {
+            // The kernel would refuse it: count and drop here, slot unused.
+            self.stats.tx_errors += 1;
+            return;
+        }
+        let hdr = self.tx_frame_ptr(self.tx_head) as *mut tpacket3_hdr;
+        // SAFETY: the slot was lent (status AVAILABLE), so user space owns
+        // its header until the status store below publishes it.
+        unsafe {
+            (*hdr).tp_next_offset = 0;
+            (*hdr).tp_len = len as u32;
+            (*hdr).tp_snaplen = len as u32;
+        }
+        self.tx_status(self.tx_head)
+            .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.tx_head = (self.tx_head + 1) % self.tx_frames;
+        self.tx_pending += 1;
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        if self.tx_pending == 0 {
+            return Ok(());
+        }
+        // tx_pending also covers frames a previous partial send (socket
+        // buffer full) left in SEND_REQUEST: they go out with this kick.
+        let res = self.kick();
+        self.reconcile_tx();
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(()),
+                // A refused frame (WRONG_FORMAT) was handled by reconcile_tx.
+                Some(libc::EMSGSIZE) | Some(libc::EINVAL) if self.tx_pending == 0 => Ok(()),
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+                    self.discard_pending_tx();
+                    Err(link::map_err(&self.name, "sendto", e))
+                }
+                _ => Err(PortError::Os {
+                    op: "sendto",
+                    err: e,
+                }),
+            },
+        }
+    }
+
+    fn rx_fd(&self) -> Option<RawFd> {
+        (self.rx_blocks > 0).then(|| self.fd.as_raw_fd())
+    }
+
+    fn stats(&mut self) -> PortStats {
+        if let Some(l) = link::query(&self.name) {
+            self.tx_max_len = l.mtu as usize + 14;
+        }
+        if self.rx_blocks > 0 {
+            let mut st = tpacket_stats_v3::default();
+            let mut len = size_of::<tpacket_stats_v3>() as libc::socklen_t;
+            // SAFETY: PACKET_STATISTICS on a V3 socket writes at most a
+            // tpacket_stats_v3 into `st`; `len` gives its size.
+            let r = unsafe {
+                libc::getsockopt(
+                    self.fd.as_raw_fd(),
+                    SOL_PACKET,
+                    PACKET_STATISTICS,
+                    &mut st as *mut tpacket_stats_v3 as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                // Reading resets the kernel counters: accumulate.
+                self.stats.rx_ring_drops += st.tp_drops as u64;
+            }
+        }
+        self.stats
+    }
+}
+
+impl Drop for AfPacketPort {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`map_len` describe the mapping created in `open`,
+        // and no borrow of it can outlive `self`.
+        unsafe {
+            libc::munmap(self.map as *mut libc::c_void, self.map_len);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Ports: the only layer of Lanyard that touches interfaces.
+//!
+//! A port moves batches of Ethernet frames between an interface and a
+//! [`FrameBatch`] (receive) or a transmit ring (send). It never decides where a
+//! frame goes: that is the pipeline's job.
+//!
+//! # Contract of [`Port`]
+//! - **Receive** appends up to `batch.space()` frames to a caller-owned
+//!   [`FrameBatch`]; the frame bytes are *copied* into the batch arena, so the
+//!   port's ring slots are returned to the kernel before `recv` returns.
+//!   Frames arrive exactly as they were on the wire (without FCS): a VLAN tag
+//!   the kernel moved into metadata is put back in place.
+//! - **Transmit** is two-step and copy-once: [`Port::tx_slot`] lends a slot of
+//!   the transmit ring, the caller writes the frame into it, [`Port::tx_commit`]
+//!   queues it; [`Port::flush`] hands everything queued to the kernel with one
+//!   system call. A `None` slot means the ring is full ("would block"): the
+//!   caller counts a drop and goes on — ports never block the forwarding loop.
+//! - No method allocates or takes a lock per frame.
+
+pub mod af_packet;
+pub mod batch;
+pub mod link;
+pub mod memory;
+
+pub use af_packet::{AfPacketOptions, AfPacketPort};
+pub use batch::{FrameBatch, ARENA_BYTES, BATCH_MAX, MAX_FRAME_LEN};
+pub use link::LinkInfo;
+pub use memory::{MemoryPeer, MemoryPort};
+
+use std::fmt;
+use std::os::fd::RawFd;
+
+/// Why a port operation failed.
+#[derive(Debug)]
+pub enum PortError {
+    /// The interface does not exist (any more).
+    NoSuchInterface(String),
+    /// The interface exists but is administratively or operationally down.
+    Down(String),
+    /// Any other operating-system error, with the operation that failed.
+    Os {
+        op: &'static str,
+        err: std::io::Error,
+    },
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortError::NoSuchInterface(n) => write!(f, "interface {n} does not exist"),
+            PortError::Down(n) => write!(f, "interface {n} is down"),
+            PortError::Os { op, err } => write!(f, "{op}: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for PortError {}
+
+/// Per-port counters kept by the backend itself (ring-level events the
+/// pipeline cannot see).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames the kernel dropped because the receive ring was full.
+    pub rx_ring_drops: u64,
+    /// Frames received but longer than the ring slot (truncated) and dropped.
+    pub rx_truncated: u64,
+    /// Frames offered for transmit while the transmit ring was full.
+    pub tx_ring_full: u64,
+    /// Frames the kernel reported as failed to send.
+    pub tx_errors: u64,
+}
+
+/// A switch port backend. See the crate documentation for the contract.
+pub trait Port: Send {
+    /// Interface name this port is attached to.
+    fn name(&self) -> &str;
+    /// Append received frames to `batch`, tagging each with `port_id`.
+    /// Never blocks; returns how many frames were appended (0 = none ready).
+    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError>;
+    /// Lend the next free transmit slot (at least [`MAX_FRAME_LEN`] bytes),
+    /// or `None` if the transmit ring is full.
+    fn tx_slot(&mut self) -> Option<&mut [u8]>;
+    /// Queue the frame written into the slot last lent by `tx_slot`.
+    fn tx_commit(&mut self, len: usize);
+    /// Hand every queued frame to the kernel (at most one system call).
+    fn flush(&mut self) -> Result<(), PortError>;
+    /// A file descriptor that becomes readable when frames are waiting, for
+    /// `poll(2)` when the forwarding loop is idle.
+    fn rx_fd(&self) -> Option<RawFd>;
+    /// Ring-level counters.
+    fn stats(&mut self) -> PortStats;
+
+    /// Copy `frame` into a transmit slot and queue it. Returns false (and
+    /// counts nothing) if the ring is full or the frame does not fit.
+    fn send(&mut self, frame: &[u8]) -> bool {
+        match self.tx_slot() {
+            Some(slot) if slot.len() >= frame.len() => {
+                slot[..frame.len()].copy_from_slice(frame);
+                self.tx_commit(frame.len());
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! Generator and analyzer: one paced transmit thread for all tester ports,
+//! one receive thread for all tester ports, exact end-of-trial counts.
+//!
+//! A trial sends streams of signed frames (see [`crate::sig`]); each stream
+//! leaves one tester port and is expected on at most one other. The
+//! analyzer counts, per stream, frames received on the expected port
+//! (unique), lost (`sent − received`, after the drain), duplicated,
+//! reordered, latency, and frames seen on any other port (flooded). Only
+//! frames with the current trial's nonce count.
+
+use crate::hist::{Histogram, LatencyStats};
+use crate::netns::{in_netns, interrupted};
+use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
+use crate::sig::{build_headers, find_signature, mac_add, mono_ns, Mac, Signature, L3, SIG_LEN};
+use crate::LabError;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One stream of test frames.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    /// Transmitting tester port (0-based index).
+    pub tx: usize,
+    /// Tester port the frames should arrive on (None: flooded, count everywhere).
+    pub expect: Option<usize>,
+    /// First source MAC; frame `seq` uses `src + seq % src_count`.
+    pub src: Mac,
+    /// Number of distinct source MACs (≥ 1).
+    pub src_count: u32,
+    /// First destination MAC; frame `seq` uses `dst + seq % dst_count`.
+    pub dst: Mac,
+    /// Number of distinct destination MACs (≥ 1).
+    pub dst_count: u32,
+    /// Frame sizes with FCS, cycled per frame (one entry = fixed size; IMIX = several).
+    pub sizes: Vec<u16>,
+    /// IPv4/UDP addresses, or None for layer-2 frames.
+    pub l3: Option<L3>,
+}
+
+/// How long each port sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// Seconds of traffic.
+    Duration(f64),
+    /// Exactly this many frames per transmitting port.
+    Frames(u64),
+}
+
+/// One trial.
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    /// Streams; a port's streams are sent round-robin.
+    pub streams: Vec<Stream>,
+    /// Frames/s per transmitting port (index = port); None = as fast as possible.
+    pub rates: Vec<Option<f64>>,
+    /// Trial length.
+    pub limit: Limit,
+    /// Seconds to keep receiving after the last frame was sent.
+    pub drain: f64,
+    /// Frames per pacing deadline (None: about 20 µs worth, 1..=32).
+    pub burst: Option<usize>,
+}
+
+/// Per-stream result.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamResult {
+    /// Stream index.
+    pub id: usize,
+    /// Transmitting port index.
+    pub tx: usize,
+    /// Expected port index.
+    pub expect: Option<usize>,
+    /// Frames sent.
+    pub sent: u64,
+    /// Unique frames received on the expected port.
+    pub received: u64,
+    /// `sent − received` (negative would be a test-bed error).
+    pub lost: i64,
+    /// Duplicates on the expected port.
+    pub duplicated: u64,
+    /// Frames that arrived after a higher sequence number.
+    pub reordered: u64,
+    /// Frames of this stream seen on each tester port.
+    pub per_port: Vec<u64>,
+    /// Frames seen on ports other than the expected (and transmitting) one.
+    pub flooded: u64,
+    /// Latency on the expected port.
+    pub latency: LatencyStats,
+}
+
+/// Result of one trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialResult {
+    /// Nonce used.
+    pub nonce: u16,
+    /// Sum of intended port rates (frames/s); 0 when unpaced.
+    pub intended_fps: f64,
+    /// Frames actually sent per second (all ports).
+    pub offered_fps: f64,
+    /// Seconds from first to last transmission.
+    pub tx_seconds: f64,
+    /// Frames sent.
+    pub sent: u64,
+    /// Unique frames received on their expected ports.
+    pub received: u64,
+    /// `sent − received` over streams with an expected port.
+    pub lost: i64,
+    /// Loss ratio `lost / sent`.
+    pub loss_ratio: f64,
+    /// Duplicates.
+    pub duplicated: u64,
+    /// Reordered frames.
+    pub reordered: u64,
+    /// Frames seen on unexpected ports.
+    pub flooded: u64,
+    /// Our frames (this nonce) received per tester port.
+    pub per_port_rx: Vec<u64>,
+    /// Frames sent per tester port.
+    pub per_port_tx: Vec<u64>,
+    /// Frames the tester's own receive sockets dropped (test-bed error if > 0).
+    pub tester_rx_drops: u64,
+    /// True when offered < 98 % of intended.
+    pub generator_limited: bool,
+    /// Latency over all streams.
+    pub latency: LatencyStats,
+    /// Per-stream detail.
+    pub streams: Vec<StreamResult>,
+}
+
+/// The tester side of a topology: one TX and one RX socket per port.
+pub struct Tester {
+    tx: Vec<PacketSocket>,
+    rx: Vec<PacketSocket>,
+    nonce: u16,
+}
+
+struct StreamRx {
+    per_port: Vec<u64>,
+    received: u64,
+    dup: u64,
+    reordered: u64,
+    max_seq: Option<u32>,
+    bitmap: Vec<u64>,
+    hist: Histogram,
+}
+
+impl Tester {
+    /// Open sockets on `ports` inside namespace `ns`.
+    pub fn open(ns: &str, ports: &[String]) -> Result<Tester, LabError> {
+        let ports = ports.to_vec();
+        let socks = in_netns(ns, move || -> std::io::Result<_> {
+            let mut tx = Vec::new();
+            let mut rx = Vec::new();
+            for p in &ports {
+                tx.push(PacketSocket::open(p, false)?);
+                rx.push(PacketSocket::open(p, true)?);
+            }
+            Ok((tx, rx))
+        })?
+        .map_err(|e| LabError::Other(format!("tester sockets: {e}")))?;
+        Ok(Tester {
+            tx: socks.0,
+            rx: socks.1,
+            nonce: (std::process::id() as u16).wrapping_mul(7919),
+        })
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Send `count` broadcast frames with source `mac` from each listed port
+    /// (the DUT learns where each MAC lives). The frames carry no signature.
+    pub fn learn(&self, ports: &[(usize, Mac)]) -> Result<(), LabError> {
+        let mut buf = vec![0u8; 64];
+        for &(p, mac) in ports {
+            let (len, _) = build_headers(&mut buf, 64, [0xff; 6], mac, None);
+            for _ in 0..2 {
+                self.tx[p]
+                    .send_batch(&[&buf[..len]])
+                    .map_err(|e| LabError::Other(format!("learn on t{}: {e}", p + 1)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Run one trial and return exact end-of-trial counts.
+    pub fn run(&mut self, spec: &TrialSpec) -> Result<TrialResult, LabError> {
+        let nports = self.tx.len();
+        if spec.streams.len() > u16::MAX as usize {
+            return Err(LabError::Other("too many streams (max 65535)".into()));
+        }
+        for s in &spec.streams {
+            if s.tx >= nports || s.expect.is_some_and(|e| e >= nports) || s.sizes.is_empty() {
+                return Err(LabError::Other(format!("bad stream {s:?}")));
+            }
+        }
+        self.nonce = self.nonce.wrapping_add(1).max(1);
+        let nonce = self.nonce;
+        // Streams of each port and the bitmap size per stream.
+        let mut port_streams: Vec<Vec<usize>> = vec![Vec::new(); nports];
+        for (i, s) in spec.streams.iter().enumerate() {
+            port_streams[s.tx].push(i);
+        }
+        let bits_for = |s: &Stream| -> usize {
+            let per_port = match spec.limit {
+                Limit::Frames(n) => n as f64,
+                Limit::Duration(d) => spec.rates.get(s.tx).copied().flatten().unwrap_or(4e6) * d * 1.2,
+            };
+            let n = per_port / port_streams[s.tx].len().max(1) as f64 + 1024.0;
+            (n as usize).min(1 << 26)
+        };
+        let mut rxs: Vec<StreamRx> = spec
+            .streams
+            .iter()
+            .map(|s| StreamRx {
+                per_port: vec![0; nports],
+                received: 0,
+                dup: 0,
+                reordered: 0,
+                max_seq: None,
+                bitmap: vec![0u64; bits_for(s).div_ceil(64)],
+                hist: Histogram::new(),
+            })
+            .collect();
+        for r in &self.rx {
+            r.drain();
+            r.take_drops();
+        }
+        let stop = AtomicBool::new(false);
+        let rx_socks = &self.rx;
+        let tx_socks = &self.tx;
+        let streams = &spec.streams;
+        let (tx_out, rx_res) = std::thread::scope(|sc| {
+            let rxh = sc.spawn(|| rx_loop(rx_socks, streams, &mut rxs, nonce, &stop));
+            let txh = sc.spawn(|| tx_loop(tx_socks, spec, &port_streams, nonce));
+            let tx_out = txh.join();
+            // Drain: keep receiving for a while after the last frame.
+            let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(spec.drain);
+            while std::time::Instant::now() < end && !interrupted() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            stop.store(true, Ordering::Relaxed);
+            let rx_res = rxh.join();
+            (tx_out, rx_res)
+        });
+        let tx_out = tx_out.map_err(|_| LabError::Other("tx thread panicked".into()))??;
+        rx_res.map_err(|_| LabError::Other("rx thread panicked".into()))??;
+        crate::netns::check_interrupt()?;
+        let tester_rx_drops: u64 = self.rx.iter().map(|r| r.take_drops()).sum();
+
+        let mut res = TrialResult {
+            nonce,
+            intended_fps: 0.0,
+            offered_fps: 0.0,
+            tx_seconds: tx_out.seconds,
+            sent: 0,
+            received: 0,
+            lost: 0,
+            loss_ratio: 0.0,
+            duplicated: 0,
+            reordered: 0,
+            flooded: 0,
+            per_port_rx: vec![0; nports],
+            per_port_tx: tx_out.port_sent.clone(),
+            tester_rx_drops,
+            generator_limited: false,
+            latency: LatencyStats::default(),
+            streams: Vec::new(),
+        };
+        let mut all = Histogram::new();
+        let mut paced = true;
+        for (p, ss) in port_streams.iter().enumerate() {
+            if ss.is_empty() {
+                continue;
+            }
+            match spec.rates.get(p).copied().flatten() {
+                Some(r) => res.intended_fps += r,
+                None => paced = false,
+            }
+        }
+        if !paced {
+            res.intended_fps = 0.0;
+        }
+        for (i, (s, r)) in spec.streams.iter().zip(rxs.iter()).enumerate() {
+            let sent = tx_out.stream_sent[i];
+            let flooded: u64 = r
+                .per_port
+                .iter()
+                .enumerate()
+                .filter(|(p, _)| Some(*p) != s.expect && *p != s.tx)
+                .map(|(_, c)| *c)
+                .sum();
+            for (p, c) in r.per_port.iter().enumerate() {
+                res.per_port_rx[p] += c;
+            }
+            let (received, lost) = if s.expect.is_some() {
+                (r.received, sent as i64 - r.received as i64)
+            } else {
+                (0, 0)
+            };
+            res.sent += sent;
+            res.received += received;
+            res.lost += lost;
+            res.duplicated += r.dup;
+            res.reordered += r.reordered;
+            res.flooded += flooded;
+            all.merge(&r.hist);
+            res.streams.push(StreamResult {
+                id: i,
+                tx: s.tx,
+                expect: s.expect,
+                sent,
+                received,
+                lost,
+                duplicated: r.dup,
+                reordered: r.reordered,
+                per_port: r.per_port.clone(),
+                flooded,
+                latency: r.hist.stats(),
+            });
+        }
+        let expected_sent: u64 = res
+            .streams
+            .iter()
+            .filter(|s| s.expect.is_some())
+            .map(|s| s.sent)
+            .sum();
+        res.loss_ratio = if expected_sent > 0 {
+            res.lost.max(0) as f64 / expected_sent as f64
+        } else {
+            0.0
+        };
+        res.offered_fps = if tx_out.seconds > 0.0 {
+            res.sent as f64 / tx_out.seconds
+        } else {
+            0.0
+        };
+        res.generator_limited = paced && res.offered_fps < 0.98 * res.intended_fps;
+        res.latency = all.stats();
+        Ok(res)
+    }
+}
+
+struct TxOut {
+    seconds: f64,
+    port_sent: Vec<u64>,
+    stream_sent: Vec<u64>,
+}
+
+struct PortTx {
+    port: usize,
+    gap_ns: f64,
+    next: f64,
+    rr: usize,
+    sent: u64,
+    done: bool,
+}
+
+fn tx_loop(
+    socks: &[PacketSocket],
+    spec: &TrialSpec,
+    port_streams: &[Vec<usize>],
+    nonce: u16,
+) -> Result<TxOut, LabError> {
+    let maxlen = spec
+        .streams
+        .iter()
+        .flat_map(|s| s.sizes.iter())
+        .copied()
+        .max()
+        .unwrap_or(64) as usize;
+    let mut bufs = vec![vec![0u8; maxlen]; BATCH];
+    let mut slot_stream = [0usize; BATCH];
+    let mut lens = [0usize; BATCH];
+    let mut seq = vec![0u32; spec.streams.len()];
+    let mut stream_sent = vec![0u64; spec.streams.len()];
+    let t0 = mono_ns() as f64;
+    let mut ports: Vec<PortTx> = port_streams
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(p, _)| PortTx {
+            port: p,
+            gap_ns: spec.rates.get(p).copied().flatten().map(|r| 1e9 / r.max(1e-3)).unwrap_or(0.0),
+            next: t0,
+            rr: 0,
+            sent: 0,
+            done: false,
+        })
+        .collect();
+    let end_ns = match spec.limit {
+        Limit::Duration(d) => t0 + d * 1e9,
+        Limit::Frames(_) => f64::INFINITY,
+    };
+    let mut last = t0;
+    let mut iter = 0u32;
+    loop {
+        // Earliest deadline among active ports.
+        let Some(pi) = ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.done)
+            .min_by(|a, b| a.1.next.total_cmp(&b.1.next))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        iter = iter.wrapping_add(1);
+        if iter % 1024 == 0 && interrupted() {
+            break;
+        }
+        let pt = &mut ports[pi];
+        let paced = pt.gap_ns > 0.0;
+        let mut now = mono_ns() as f64;
+        if now >= end_ns {
+            pt.done = true;
+            continue;
+        }
+        if paced {
+            if pt.next >= end_ns {
+                pt.done = true;
+                continue;
+            }
+            while now < pt.next {
+                let wait = pt.next - now;
+                if wait > 300_000.0 {
+                    std::thread::sleep(std::time::Duration::from_nanos((wait - 150_000.0) as u64));
+                } else if wait > 20_000.0 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                now = mono_ns() as f64;
+            }
+        }
+        let mut burst = if paced {
+            spec.burst
+                .unwrap_or_else(|| (20_000.0 / pt.gap_ns).round() as usize)
+                .clamp(1, BATCH)
+        } else {
+            BATCH
+        };
+        if let Limit::Frames(n) = spec.limit {
+            burst = burst.min((n - pt.sent) as usize);
+        }
+        let ts = now as u64;
+        let strs = &port_streams[pt.port];
+        for (k, buf) in bufs.iter_mut().enumerate().take(burst) {
+            let si = strs[pt.rr];
+            pt.rr = (pt.rr + 1) % strs.len();
+            let s = &spec.streams[si];
+            let q = seq[si];
+            seq[si] = q.wrapping_add(1);
+            slot_stream[k] = si;
+            let size = s.sizes[q as usize % s.sizes.len()];
+            let dst = mac_add(s.dst, q % s.dst_count.max(1));
+            let src = mac_add(s.src, q % s.src_count.max(1));
+            let (len, off) = build_headers(buf, size, dst, src, s.l3);
+            Signature {
+                nonce,
+                stream: si as u16,
+                seq: q,
+                ts,
+            }
+            .encode(&mut buf[off..off + SIG_LEN]);
+            lens[k] = len;
+        }
+        let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
+        for k in 0..burst {
+            frames[k] = &bufs[k][..lens[k]];
+        }
+        let n = socks[pt.port]
+            .send_batch(&frames[..burst])
+            .map_err(|e| LabError::Other(format!("send on t{}: {e}", pt.port + 1)))?;
+        // Roll back sequence numbers of frames the kernel did not take.
+        for k in (n..burst).rev() {
+            let si = slot_stream[k];
+            seq[si] = seq[si].wrapping_sub(1);
+        }
+        for &si in slot_stream.iter().take(n) {
+            stream_sent[si] += 1;
+        }
+        pt.sent += n as u64;
+        if paced {
+            pt.next += burst as f64 * pt.gap_ns;
+        }
+        if let Limit::Frames(lim) = spec.limit {
+            if pt.sent >= lim {
+                pt.done = true;
+            }
+        }
+        last = mono_ns() as f64;
+    }
+    let mut port_sent = vec![0u64; socks.len()];
+    for p in &ports {
+        port_sent[p.port] = p.sent;
+    }
+    Ok(TxOut {
+        seconds: ((last - t0) / 1e9).max(1e-9),
+        port_sent,
+        stream_sent,
+    })
+}
+
+fn rx_loop(
+    socks: &[PacketSocket],
+    streams: &[Stream],
+    rxs: &mut [StreamRx],
+    nonce: u16,
+    stop: &AtomicBool,
+) -> Result<(), LabError> {
+    let mut bufs = RxBufs::new();
+    let fds: Vec<i32> = socks.iter().map(|s| s.raw()).collect();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let mut got = 0;
+        for (p, s) in socks.iter().enumerate() {
+            let n = bufs
+                .recv(s)
+                .map_err(|e| LabError::Other(format!("receive on t{}: {e}", p + 1)))?;
+            got += n;
+            if n == 0 {
+                continue;
+            }
+            let now = mono_ns();
+            for i in 0..n {
+                let Some(sg) = find_signature(bufs.frame(i)) else {
+                    continue;
+                };
+                if sg.nonce != nonce || sg.stream as usize >= rxs.len() {
+                    continue;
+                }
+                let st = &streams[sg.stream as usize];
+                let r = &mut rxs[sg.stream as usize];
+                r.per_port[p] += 1;
+                if st.expect != Some(p) {
+                    continue;
+                }
+                let q = sg.seq as usize;
+                if q / 64 < r.bitmap.len() {
+                    let w = &mut r.bitmap[q / 64];
+                    let b = 1u64 << (q % 64);
+                    if *w & b != 0 {
+                        r.dup += 1;
+                        continue;
+                    }
+                    *w |= b;
+                }
+                r.received += 1;
+                match r.max_seq {
+                    Some(m) if sg.seq < m => r.reordered += 1,
+                    _ => r.max_seq = Some(sg.seq),
+                }
+                r.hist.record(now.saturating_sub(sg.ts));
+            }
+        }
+        if got == 0 {
+            if stopping {
+                break;
+            }
+            poll_any(&fds, 2);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,562 @@
+//! Plan files (YAML): which DUTs, which tests. See `docs/lab.md`.
+
+use crate::LabError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A whole plan.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Plan {
+    /// Plan name (reports).
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Values every test inherits unless it sets its own.
+    #[serde(default)]
+    pub defaults: Defaults,
+    /// Devices under test, run back to back in this order.
+    pub duts: Vec<DutSpec>,
+    /// Tests, run in this order on each DUT.
+    pub tests: Vec<TestSpec>,
+}
+
+/// Per-test values inherited from the plan.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Defaults {
+    /// Seconds per trial (default 2).
+    pub trial_duration: Option<f64>,
+    /// Seconds to wait for in-flight frames after a trial (default 1).
+    pub drain: Option<f64>,
+    /// Seconds to wait after the learning phase (default 1).
+    pub learn_wait: Option<f64>,
+    /// Frame sizes (default 64, 128, 256, 512, 1024, 1280, 1518).
+    pub frame_sizes: Option<Vec<FrameSizeSpec>>,
+    /// Search parameters.
+    pub search: Option<SearchSpec>,
+}
+
+/// DUT drivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Driver {
+    /// A plain veth pair between two tester ports: the test-bed ceiling.
+    Wire,
+    /// A veth pair with a `tbf` rate limit: a deliberately lossy DUT.
+    Lossy,
+    /// Linux bridge `br0` in the DUT namespace.
+    LinuxBridge,
+    /// Linux IPv4 forwarding between the DUT ports.
+    LinuxRouter,
+    /// Open vSwitch, userspace (netdev) datapath, private daemons.
+    Ovs,
+    /// Lanyard itself.
+    Lanyard,
+}
+
+impl Driver {
+    /// Name as written in plans.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Driver::Wire => "wire",
+            Driver::Lossy => "lossy",
+            Driver::LinuxBridge => "linux-bridge",
+            Driver::LinuxRouter => "linux-router",
+            Driver::Ovs => "ovs",
+            Driver::Lanyard => "lanyard",
+        }
+    }
+}
+
+/// One DUT of a plan.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DutSpec {
+    /// Column name in reports.
+    pub name: String,
+    /// Driver.
+    pub driver: Driver,
+    /// MAC learning on the DUT ports (default true).
+    #[serde(default)]
+    pub learning: Option<bool>,
+    /// Learned-address limit (lanyard: per VLAN; ovs: mac-table-size).
+    #[serde(default)]
+    pub mac_limit: Option<u32>,
+    /// MAC aging in seconds (default: the DUT's default).
+    #[serde(default)]
+    pub mac_aging: Option<u32>,
+    /// MAC table size (lanyard `mac-table-size`, ovs `mac-table-size`).
+    #[serde(default)]
+    pub mac_table_size: Option<u32>,
+    /// ovs: `auto` (try afxdp, fall back), `afxdp` or `af-packet`.
+    #[serde(default)]
+    pub port_type: Option<String>,
+    /// lanyard: forwarding threads.
+    #[serde(default)]
+    pub workers: Option<u32>,
+    /// lanyard: access VLAN of the ports (default 10).
+    #[serde(default)]
+    pub vlan: Option<u16>,
+    /// lanyard: binary to run instead of the one from the CLI.
+    #[serde(default)]
+    pub binary: Option<PathBuf>,
+    /// lossy: tbf rate in frames/s of 64-byte frames is not a thing; this
+    /// is the tbf `rate` in kbit/s.
+    #[serde(default)]
+    pub rate_kbit: Option<u64>,
+}
+
+/// A frame size: bytes with FCS, or `imix` (64/594/1518 at 7:4:1).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum FrameSizeSpec {
+    /// Fixed size.
+    Bytes(u16),
+    /// Named mix.
+    Name(String),
+}
+
+/// A resolved frame-size entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FrameSize {
+    /// Label in reports ("64", "imix").
+    pub label: String,
+    /// Sizes cycled per frame.
+    pub sizes: Vec<u16>,
+}
+
+impl FrameSize {
+    /// Average size in bytes.
+    pub fn average(&self) -> f64 {
+        self.sizes.iter().map(|&s| s as f64).sum::<f64>() / self.sizes.len() as f64
+    }
+}
+
+/// The simple IMIX: 64/594/1518 at 7:4:1, interleaved.
+pub fn imix() -> Vec<u16> {
+    vec![64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594]
+}
+
+/// Test types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestKind {
+    /// RFC 2544 throughput (bisection) plus latency at that rate.
+    Throughput,
+    /// Latency at a fixed rate.
+    Latency,
+    /// RFC 2544 back-to-back: longest burst at full speed without loss.
+    BackToBack,
+    /// RFC 2544 frame-loss rate at steps of the maximum offered rate.
+    FrameLoss,
+    /// RFC 2889 fully meshed throughput.
+    FullMesh,
+    /// RFC 2889 address caching capacity.
+    AddressCapacity,
+    /// RFC 2889 address learning rate.
+    LearningRate,
+    /// Learning disabled / MAC limit: exact flood counts.
+    LearningCheck,
+    /// RFC 2889 congestion control / head-of-line blocking.
+    Holb,
+}
+
+/// Search parameters (RFC 2544 bisection).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SearchSpec {
+    /// Stop when `(hi − lo) / hi` is at most this (default 0.01).
+    pub resolution: Option<f64>,
+    /// Most trials, the first (unpaced) one included (default 12).
+    pub max_trials: Option<u32>,
+    /// Loss ratio still counted as a pass (default 0).
+    pub loss_tolerance: Option<f64>,
+    /// Run a confirmation trial at the result (default false).
+    pub confirm: Option<bool>,
+}
+
+/// One test of a plan.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TestSpec {
+    /// Test type.
+    #[serde(rename = "type")]
+    pub kind: TestKind,
+    /// Name in reports (default: the type).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Frame sizes.
+    #[serde(default)]
+    pub frame_sizes: Option<Vec<FrameSizeSpec>>,
+    /// 2 (Ethernet, EtherType 0x88B5) or 3 (IPv4/UDP). Default 2, or 3 on linux-router.
+    #[serde(default)]
+    pub layer: Option<u8>,
+    /// Both directions of a port pair (default false).
+    #[serde(default)]
+    pub bidirectional: Option<bool>,
+    /// Ports (full-mesh; default 4).
+    #[serde(default)]
+    pub ports: Option<usize>,
+    /// Seconds per trial.
+    #[serde(default)]
+    pub trial_duration: Option<f64>,
+    /// Seconds to drain.
+    #[serde(default)]
+    pub drain: Option<f64>,
+    /// Seconds after learning.
+    #[serde(default)]
+    pub learn_wait: Option<f64>,
+    /// Repetitions (latency, learning-check; default 1).
+    #[serde(default)]
+    pub trials: Option<u32>,
+    /// Frames/s per sending port (latency, holb, learning-rate upper bound).
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// Search parameters.
+    #[serde(default)]
+    pub search: Option<SearchSpec>,
+    /// Addresses (capacity: the count to check, or search maximum).
+    #[serde(default)]
+    pub addresses: Option<u32>,
+    /// Capacity: binary-search the count up to `addresses` (default false).
+    #[serde(default)]
+    pub search_addresses: Option<bool>,
+    /// Frames/s of the learning phase (capacity, learning-check; default 10000).
+    #[serde(default)]
+    pub learn_rate: Option<f64>,
+    /// Frame-loss: fractions of the maximum offered rate (default 1.0 … 0.1).
+    #[serde(default)]
+    pub steps: Option<Vec<f64>>,
+    /// Frames per pacing deadline.
+    #[serde(default)]
+    pub burst: Option<usize>,
+    /// Latency: measure in a separate trial at the throughput rate (default false:
+    /// taken from the passing trial at that rate).
+    #[serde(default)]
+    pub latency_trial: Option<bool>,
+}
+
+/// A test with defaults applied and checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct Test {
+    /// Name.
+    pub name: String,
+    /// Type.
+    pub kind: TestKind,
+    /// Resolved frame sizes.
+    pub frame_sizes: Vec<FrameSize>,
+    /// Layer 2 or 3.
+    pub layer: Option<u8>,
+    /// Both directions.
+    pub bidirectional: bool,
+    /// Ports used.
+    pub ports: usize,
+    /// Seconds per trial.
+    pub trial_duration: f64,
+    /// Drain seconds.
+    pub drain: f64,
+    /// Learn wait seconds.
+    pub learn_wait: f64,
+    /// Repetitions.
+    pub trials: u32,
+    /// Rate (frames/s per sending port).
+    pub rate: Option<f64>,
+    /// Search resolution.
+    pub resolution: f64,
+    /// Search max trials.
+    pub max_trials: u32,
+    /// Loss tolerance.
+    pub loss_tolerance: f64,
+    /// Confirmation trial.
+    pub confirm: bool,
+    /// Addresses.
+    pub addresses: u32,
+    /// Search the address count.
+    pub search_addresses: bool,
+    /// Learning-phase rate.
+    pub learn_rate: f64,
+    /// Frame-loss steps.
+    pub steps: Vec<f64>,
+    /// Burst.
+    pub burst: Option<usize>,
+    /// Separate latency trial.
+    pub latency_trial: bool,
+}
+
+fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
+    LabError::Plan(format!("{field}: {msg}"))
+}
+
+fn resolve_sizes(field: &str, v: &[FrameSizeSpec]) -> Result<Vec<FrameSize>, LabError> {
+    if v.is_empty() {
+        return Err(bad(field.into(), "must list at least one frame size"));
+    }
+    v.iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            FrameSizeSpec::Bytes(b) if (64..=9216).contains(b) => Ok(FrameSize {
+                label: b.to_string(),
+                sizes: vec![*b],
+            }),
+            FrameSizeSpec::Bytes(b) => Err(bad(
+                format!("{field}[{i}]"),
+                format!("{b} is outside 64..9216"),
+            )),
+            FrameSizeSpec::Name(n) if n == "imix" => Ok(FrameSize {
+                label: "imix".into(),
+                sizes: imix(),
+            }),
+            FrameSizeSpec::Name(n) => Err(bad(
+                format!("{field}[{i}]"),
+                format!("unknown frame size {n:?} (a number 64..9216 or \"imix\")"),
+            )),
+        })
+        .collect()
+}
+
+fn positive(field: String, v: f64) -> Result<f64, LabError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(bad(field, format!("must be a positive number, got {v}")))
+    }
+}
+
+impl Plan {
+    /// Parse and check a plan from YAML text.
+    pub fn parse(text: &str) -> Result<Plan, LabError> {
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            LabError::Plan(if path.is_empty() || path == "." {
+                inner.to_string()
+            } else {
+                format!("{path}: {inner}")
+            })
+        })?;
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// Read and parse a plan file.
+    pub fn load(path: &Path) -> Result<Plan, LabError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LabError::Plan(format!("{}: {e}", path.display())))?;
+        Plan::parse(&text).map_err(|e| match e {
+            LabError::Plan(m) => LabError::Plan(format!("{}: {m}", path.display())),
+            o => o,
+        })
+    }
+
+    fn check(&self) -> Result<(), LabError> {
+        if self.duts.is_empty() {
+            return Err(bad("duts".into(), "must list at least one DUT"));
+        }
+        if self.tests.is_empty() {
+            return Err(bad("tests".into(), "must list at least one test"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, d) in self.duts.iter().enumerate() {
+            if d.name.is_empty() || !names.insert(d.name.clone()) {
+                return Err(bad(format!("duts[{i}].name"), "must be non-empty and unique"));
+            }
+            if let Some(pt) = &d.port_type {
+                if !["auto", "afxdp", "af-packet"].contains(&pt.as_str()) {
+                    return Err(bad(
+                        format!("duts[{i}].port-type"),
+                        format!("{pt:?} is not auto, afxdp or af-packet"),
+                    ));
+                }
+            }
+            if let Some(v) = d.vlan {
+                if !(1..=4094).contains(&v) {
+                    return Err(bad(format!("duts[{i}].vlan"), "must be 1..4094"));
+                }
+            }
+            if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
+                return Err(bad(format!("duts[{i}].rate-kbit"), "required by the lossy driver"));
+            }
+        }
+        for i in 0..self.tests.len() {
+            self.test(i)?;
+        }
+        Ok(())
+    }
+
+    /// Test `i` with defaults applied.
+    pub fn test(&self, i: usize) -> Result<Test, LabError> {
+        let t = &self.tests[i];
+        let f = |n: &str| format!("tests[{i}].{n}");
+        let d = &self.defaults;
+        let sizes_spec = t.frame_sizes.clone().or(d.frame_sizes.clone()).unwrap_or_else(|| {
+            [64u16, 128, 256, 512, 1024, 1280, 1518]
+                .iter()
+                .map(|&b| FrameSizeSpec::Bytes(b))
+                .collect()
+        });
+        let frame_sizes = resolve_sizes(&f("frame-sizes"), &sizes_spec)?;
+        let search = t.search.or(d.search).unwrap_or_default();
+        let resolution = search.resolution.unwrap_or(0.01);
+        if !(resolution > 0.0 && resolution < 1.0) {
+            return Err(bad(f("search.resolution"), "must be between 0 and 1"));
+        }
+        let loss_tolerance = search.loss_tolerance.unwrap_or(0.0);
+        if !(0.0..1.0).contains(&loss_tolerance) {
+            return Err(bad(f("search.loss-tolerance"), "must be in [0, 1)"));
+        }
+        let max_trials = search.max_trials.unwrap_or(12);
+        if max_trials < 2 {
+            return Err(bad(f("search.max-trials"), "must be at least 2"));
+        }
+        if let Some(l) = t.layer {
+            if l != 2 && l != 3 {
+                return Err(bad(f("layer"), "must be 2 or 3"));
+            }
+        }
+        let ports = match t.kind {
+            TestKind::FullMesh => t.ports.unwrap_or(4),
+            TestKind::Holb => 4,
+            TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck => 3,
+            _ => 2,
+        };
+        if !(2..=64).contains(&ports) {
+            return Err(bad(f("ports"), "must be 2..64"));
+        }
+        if t.ports.is_some() && t.kind != TestKind::FullMesh {
+            return Err(bad(f("ports"), "only full-mesh takes a port count"));
+        }
+        let addresses = t.addresses.unwrap_or(1000);
+        if addresses == 0 || addresses > 16_000_000 {
+            return Err(bad(f("addresses"), "must be 1..16000000"));
+        }
+        let steps = t
+            .steps
+            .clone()
+            .unwrap_or_else(|| (1..=10).rev().map(|k| k as f64 / 10.0).collect());
+        for (k, s) in steps.iter().enumerate() {
+            if !(*s > 0.0 && *s <= 1.0) {
+                return Err(bad(format!("{}[{k}]", f("steps")), "must be in (0, 1]"));
+            }
+        }
+        if let Some(b) = t.burst {
+            if !(1..=64).contains(&b) {
+                return Err(bad(f("burst"), "must be 1..64"));
+            }
+        }
+        let rate = match t.rate {
+            Some(r) => Some(positive(f("rate"), r)?),
+            None => None,
+        };
+        if matches!(t.kind, TestKind::Latency) && rate.is_none() {
+            return Err(bad(f("rate"), "required by latency tests (frames/s per port)"));
+        }
+        Ok(Test {
+            name: t.name.clone().unwrap_or_else(|| {
+                serde_json::to_value(t.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            }),
+            kind: t.kind,
+            frame_sizes,
+            layer: t.layer,
+            bidirectional: t.bidirectional.unwrap_or(false),
+            ports,
+            trial_duration: positive(f("trial-duration"), t.trial_duration.or(d.trial_duration).unwrap_or(2.0))?,
+            drain: positive(f("drain"), t.drain.or(d.drain).unwrap_or(1.0))?,
+            learn_wait: t.learn_wait.or(d.learn_wait).unwrap_or(1.0).max(0.0),
+            trials: t.trials.unwrap_or(1).max(1),
+            rate,
+            resolution,
+            max_trials,
+            loss_tolerance,
+            confirm: search.confirm.unwrap_or(false),
+            addresses,
+            search_addresses: t.search_addresses.unwrap_or(false),
+            learn_rate: positive(f("learn-rate"), t.learn_rate.unwrap_or(10_000.0))?,
+            steps,
+            burst: t.burst,
+            latency_trial: t.latency_trial.unwrap_or(false),
+        })
+    }
+
+    /// Ports the topology of `dut` needs (the most any test uses).
+    pub fn ports_needed(&self) -> usize {
+        (0..self.tests.len())
+            .filter_map(|i| self.test(i).ok())
+            .map(|t| t.ports)
+            .max()
+            .unwrap_or(2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = "
+name: t
+duts: [{name: c, driver: wire}]
+tests:
+  - type: throughput
+    frame-sizes: [64, imix]
+    search: {resolution: 0.05, max-trials: 6}
+";
+
+    #[test]
+    fn parses_and_resolves() {
+        let p = Plan::parse(OK).unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!(t.frame_sizes.len(), 2);
+        assert_eq!(t.frame_sizes[1].label, "imix");
+        assert!((t.frame_sizes[1].average() - 362.0).abs() < 30.0);
+        assert_eq!(t.max_trials, 6);
+        assert_eq!(p.ports_needed(), 2);
+    }
+
+    fn err(text: &str) -> String {
+        match Plan::parse(text) {
+            Err(LabError::Plan(m)) => m,
+            other => panic!("expected plan error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = err("name: t\nduts: [{name: c, driver: wire, colour: red}]\ntests: [{type: throughput}]");
+        assert!(e.contains("duts[0]") && e.contains("colour"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: toaster}]\ntests: [{type: throughput}]");
+        assert!(e.contains("duts[0].driver"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: wire}]\ntests: [{type: throughput, frame-sizes: [32]}]");
+        assert!(e.contains("tests[0].frame-sizes[0]"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: wire}]\ntests: [{type: throughput, search: {resolution: 2}}]");
+        assert!(e.contains("tests[0].search.resolution"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: wire}]\ntests: [{type: latency}]");
+        assert!(e.contains("tests[0].rate"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: wire}, {name: c, driver: ovs}]\ntests: [{type: holb}]");
+        assert!(e.contains("duts[1].name"), "{e}");
+        let e = err("name: t\nduts: []\ntests: [{type: holb}]");
+        assert!(e.contains("duts"), "{e}");
+        let e = err("name: t\nduts: [{name: l, driver: lossy}]\ntests: [{type: holb}]");
+        assert!(e.contains("rate-kbit"), "{e}");
+        let e = err("- just a list");
+        assert!(!e.is_empty());
+    }
+
+    #[test]
+    fn shipped_plans_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plans");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "yaml") {
+                Plan::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 1);
+    }
+}

@@ -1,0 +1,141 @@
+//! Counters. Every drop has a reason and a counter; every worker owns its
+//! counter block and is its only writer, so increments are plain
+//! load-add-store on relaxed atomics (no locked instruction); readers sum
+//! the blocks of all workers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use tables::{MAX_PORTS, MAX_VLANS};
+
+/// Why a frame was dropped. The names are those of `show counters`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Shorter than an Ethernet header, or a tag cut short.
+    Malformed = 0,
+    /// Longer than the 9,216-byte jumbo limit.
+    Oversize,
+    /// Source address is multicast/broadcast (never valid as a source).
+    InvalidSource,
+    /// The frame's VLAN is not configured on the switch.
+    UnknownVlan,
+    /// Tagged with a VLAN the trunk does not allow.
+    VlanNotAllowed,
+    /// 802.1Q-tagged frame (VID ≠ 0) on an access port.
+    TaggedOnAccess,
+    /// Untagged frame on a trunk without a native VLAN.
+    UntaggedNotAllowed,
+    /// Destination is on the port the frame came from (filtered).
+    SamePort,
+    /// The egress port is down or detached.
+    PortDown,
+    /// The egress port's transmit ring was full.
+    TxRingFull,
+}
+
+pub const DROP_REASONS: usize = 10;
+
+impl DropReason {
+    pub const ALL: [DropReason; DROP_REASONS] = [
+        DropReason::Malformed,
+        DropReason::Oversize,
+        DropReason::InvalidSource,
+        DropReason::UnknownVlan,
+        DropReason::VlanNotAllowed,
+        DropReason::TaggedOnAccess,
+        DropReason::UntaggedNotAllowed,
+        DropReason::SamePort,
+        DropReason::PortDown,
+        DropReason::TxRingFull,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::Oversize => "oversize",
+            DropReason::InvalidSource => "invalid-source",
+            DropReason::UnknownVlan => "unknown-vlan",
+            DropReason::VlanNotAllowed => "vlan-not-allowed",
+            DropReason::TaggedOnAccess => "tagged-on-access",
+            DropReason::UntaggedNotAllowed => "untagged-not-allowed",
+            DropReason::SamePort => "same-port",
+            DropReason::PortDown => "port-down",
+            DropReason::TxRingFull => "tx-ring-full",
+        }
+    }
+}
+
+/// A single-writer counter.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add (owner thread only).
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default, Debug)]
+pub struct PortCounters {
+    pub rx_frames: Counter,
+    pub rx_bytes: Counter,
+    pub tx_frames: Counter,
+    pub tx_bytes: Counter,
+    /// Frames received here that were flooded (broadcast, multicast, unknown).
+    pub rx_flooded: Counter,
+    /// Copies sent out of this port by flooding.
+    pub tx_flooded: Counter,
+    /// Drops charged to this port (ingress reasons, or egress reasons for
+    /// frames that were to leave here).
+    pub drops: [Counter; DROP_REASONS],
+}
+
+#[derive(Default, Debug)]
+pub struct VlanCounters {
+    pub rx_frames: Counter,
+    pub rx_bytes: Counter,
+    pub tx_frames: Counter,
+    pub tx_bytes: Counter,
+    pub flooded: Counter,
+    pub drops: [Counter; DROP_REASONS],
+}
+
+/// One worker's counters.
+pub struct WorkerCounters {
+    pub ports: Box<[PortCounters]>,
+    pub vlans: Box<[VlanCounters]>,
+    /// Learning events lost because the learn queue was full.
+    pub learn_queue_full: Counter,
+    /// Batches processed (to derive the average batch size).
+    pub batches: Counter,
+}
+
+impl Default for WorkerCounters {
+    fn default() -> Self {
+        WorkerCounters {
+            ports: (0..MAX_PORTS).map(|_| PortCounters::default()).collect(),
+            vlans: (0..MAX_VLANS).map(|_| VlanCounters::default()).collect(),
+            learn_queue_full: Counter::default(),
+            batches: Counter::default(),
+        }
+    }
+}
+
+impl WorkerCounters {
+    #[inline]
+    pub fn drop_in(&self, port: u16, vlan: Option<u16>, r: DropReason) {
+        if let Some(p) = self.ports.get(port as usize) {
+            p.drops[r as usize].add(1);
+        }
+        if let Some(v) = vlan {
+            self.vlans[v as usize & 0xfff].drops[r as usize].add(1);
+        }
+    }
+}

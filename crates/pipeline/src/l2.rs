@@ -1,0 +1,249 @@
+//! The layer-2 stage.
+//!
+//! Reads: the ingress port's mode and VLANs, the VLAN table, the MAC table.
+//! Sets: one [`Verdict`] per frame (VLAN, where the payload after the
+//! ingress tag starts, priority bits, action).
+//! Decides: drop (named reason) / unicast to a port / flood in the VLAN.
+//! Emits: learning events (new source addresses and moves) on the queue.
+//!
+//! Runs in three passes over the batch — classify, learn sources, look up
+//! destinations — so each pass walks one table for the whole batch.
+
+use crate::counters::{DropReason, WorkerCounters};
+use io::{FrameBatch, BATCH_MAX};
+use tables::l2::{PortMode, TPID_8021AD, TPID_8021Q};
+use tables::{LearnEvent, LearnQueue, MacKey, Tables};
+
+/// Jumbo limit for an untagged frame without FCS; one outer tag may add 4.
+pub const MAX_UNTAGGED_LEN: usize = 9216;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Action {
+    Drop(DropReason),
+    Unicast(u16),
+    Flood,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Verdict {
+    pub action: Action,
+    /// VLAN the frame was classified into (0 if dropped before that).
+    pub vlan: u16,
+    /// Offset of what follows the ingress tag (12 if there was none to
+    /// remove); egress writes addresses, its own tag, then `frame[inner_off..]`.
+    pub inner_off: u16,
+    /// 802.1p priority from the ingress tag, kept on egress tags.
+    pub pcp: u8,
+}
+
+impl Verdict {
+    const EMPTY: Verdict = Verdict {
+        action: Action::Drop(DropReason::Malformed),
+        vlan: 0,
+        inner_off: 12,
+        pcp: 0,
+    };
+}
+
+/// One verdict per frame of a batch, same indices.
+pub struct Verdicts {
+    pub v: [Verdict; BATCH_MAX],
+    pub len: usize,
+}
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Verdicts {
+            v: [Verdict::EMPTY; BATCH_MAX],
+            len: 0,
+        }
+    }
+}
+
+/// What one call did, for the worker's bookkeeping.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Learning events queued.
+    pub learned: u32,
+}
+
+#[inline]
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+
+/// Ingress classification of one frame: VLAN, inner offset, priority.
+#[inline]
+fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
+    let mut v = Verdict::EMPTY;
+    if frame.len() < 14 {
+        return v;
+    }
+    let Some(p) = t.l2.ports.get(port as usize) else {
+        return v;
+    };
+    let etype = be16(frame, 12);
+    let is_tag = match p.mode {
+        // Access ports understand only 802.1Q tags (priority tags).
+        PortMode::Access => etype == TPID_8021Q,
+        PortMode::Trunk => etype == p.tpid,
+        PortMode::Tunnel => false,
+    };
+    let limit = MAX_UNTAGGED_LEN + if etype == TPID_8021Q || etype == TPID_8021AD { 4 } else { 0 };
+    if frame.len() > limit {
+        v.action = Action::Drop(DropReason::Oversize);
+        return v;
+    }
+    let (vlan, inner_off) = if is_tag {
+        if frame.len() < 18 {
+            return v; // tag cut short: malformed
+        }
+        let tci = be16(frame, 14);
+        v.pcp = (tci >> 13) as u8;
+        let vid = tci & 0xfff;
+        match (p.mode, vid) {
+            (_, 0xfff) => return v, // VID 4095 is reserved (802.1Q 9.6)
+            (PortMode::Access, 0) => (p.pvid, 16),
+            (PortMode::Access, _) => {
+                v.action = Action::Drop(DropReason::TaggedOnAccess);
+                return v;
+            }
+            (_, 0) if p.pvid == 0 => {
+                v.action = Action::Drop(DropReason::UntaggedNotAllowed);
+                return v;
+            }
+            (_, 0) => (p.pvid, 16),
+            (_, vid) => (vid, 16),
+        }
+    } else {
+        if p.mode == PortMode::Trunk && p.pvid == 0 {
+            v.action = Action::Drop(DropReason::UntaggedNotAllowed);
+            return v;
+        }
+        (p.pvid, 12)
+    };
+    v.vlan = vlan;
+    v.inner_off = inner_off;
+    if !p.vlans.contains(vlan) {
+        v.action = Action::Drop(DropReason::VlanNotAllowed);
+    } else if !t.l2.vlans[vlan as usize].configured {
+        v.action = Action::Drop(DropReason::UnknownVlan);
+    } else {
+        v.action = Action::Flood; // provisional: decided by the lookup pass
+    }
+    v
+}
+
+/// Decide every frame of `batch`. `now` is the switch's coarse clock in
+/// seconds (for aging). Learning events go to `learn`.
+pub fn process(
+    t: &Tables,
+    batch: &FrameBatch,
+    now: u32,
+    out: &mut Verdicts,
+    learn: &LearnQueue,
+    c: &WorkerCounters,
+) -> Outcome {
+    let n = batch.len();
+    out.len = n;
+    let mut outcome = Outcome::default();
+
+    // Pass 1: classify and count ingress.
+    for i in 0..n {
+        let frame = batch.frame(i);
+        let port = batch.port(i);
+        let v = classify(t, frame, port);
+        out.v[i] = v;
+        let len = frame.len() as u64;
+        if let Some(pc) = c.ports.get(port as usize) {
+            pc.rx_frames.add(1);
+            pc.rx_bytes.add(len);
+        }
+        match v.action {
+            Action::Drop(r) => {
+                let vlan = (v.vlan != 0).then_some(v.vlan);
+                c.drop_in(port, vlan, r);
+            }
+            _ => {
+                let vc = &c.vlans[v.vlan as usize];
+                vc.rx_frames.add(1);
+                vc.rx_bytes.add(len);
+            }
+        }
+    }
+
+    // Pass 2: source addresses — validate, refresh, learn.
+    for i in 0..n {
+        if matches!(out.v[i].action, Action::Drop(_)) {
+            continue;
+        }
+        let frame = batch.frame(i);
+        let port = batch.port(i);
+        let vlan = out.v[i].vlan;
+        if frame[6] & 1 != 0 {
+            out.v[i].action = Action::Drop(DropReason::InvalidSource);
+            c.drop_in(port, Some(vlan), DropReason::InvalidSource);
+            continue;
+        }
+        let key = MacKey::from_slice(vlan, &frame[6..12]);
+        let may_learn = t.l2.vlans[vlan as usize].learning && t.l2.ports[port as usize].learning;
+        match t.mac.lookup(key) {
+            Some(e) if e.port == port => {
+                if e.seen != now && !e.is_static {
+                    t.mac.touch(key, port, now);
+                }
+            }
+            Some(e) if e.is_static => {} // a static entry never moves
+            Some(_) => {
+                // A move: always reported (limits count addresses, not moves).
+                if may_learn {
+                    outcome.learned += queue(learn, key, port, c);
+                }
+            }
+            None => {
+                if may_learn && !t.learn_gate.is_full(vlan, port) {
+                    outcome.learned += queue(learn, key, port, c);
+                }
+            }
+        }
+    }
+
+    // Pass 3: destinations.
+    for i in 0..n {
+        let v = &mut out.v[i];
+        if matches!(v.action, Action::Drop(_)) {
+            continue;
+        }
+        let frame = batch.frame(i);
+        let port = batch.port(i);
+        if frame[0] & 1 == 0 {
+            if let Some(e) = t.mac.lookup(MacKey::from_slice(v.vlan, &frame[0..6])) {
+                if e.port == port {
+                    v.action = Action::Drop(DropReason::SamePort);
+                    c.drop_in(port, Some(v.vlan), DropReason::SamePort);
+                    continue;
+                }
+                let up = t.l2.ports.get(e.port as usize).is_some_and(|p| p.up);
+                if up && t.l2.vlans[v.vlan as usize].members.contains(e.port) {
+                    v.action = Action::Unicast(e.port);
+                    continue;
+                }
+                // Stale entry (port down or left the VLAN): flood instead.
+            }
+        }
+        v.action = Action::Flood;
+        c.ports[port as usize].rx_flooded.add(1);
+        c.vlans[v.vlan as usize].flooded.add(1);
+    }
+    outcome
+}
+
+#[inline]
+fn queue(learn: &LearnQueue, key: MacKey, port: u16, c: &WorkerCounters) -> u32 {
+    if learn.push(LearnEvent { key, port }).is_ok() {
+        1
+    } else {
+        c.learn_queue_full.add(1);
+        0
+    }
+}

@@ -1,0 +1,20 @@
+//! Lookup tables of the data path.
+//!
+//! This crate holds what the control plane compiles and the workers read:
+//! the MAC address table ([`mac::MacTable`]), the port and VLAN tables of the
+//! layer-2 stage ([`l2::L2Tables`]) and the learning queue between them.
+//! It knows nothing of sockets or configuration syntax, and its read paths
+//! never lock or allocate.
+
+pub mod l2;
+pub mod learn;
+pub mod mac;
+pub mod portset;
+
+pub use l2::{Encap, L2Tables, PortEntry, PortMode, VlanEntry, MAX_PORTS, MAX_VLANS};
+pub use learn::{LearnEvent, LearnQueue};
+pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
+pub use portset::{PortSet, VlanSet};
+
+pub mod snapshot;
+pub use snapshot::{LearnGate, Tables};

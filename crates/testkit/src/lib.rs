@@ -1,0 +1,46 @@
+//! Dev-only test helpers for black-box tests of Lanyard on real interfaces.
+//!
+//! This crate is a *tester*, not part of the switch: it must never depend on
+//! Lanyard's own crates (`wire`, `io`, ...), so that a bug there cannot hide
+//! itself by being present on both sides of a test. Frames are built and
+//! parsed here by hand ([`frame`]), sent and captured on raw `AF_PACKET`
+//! sockets written here ([`rawport`]), inside network namespaces created and
+//! removed here ([`netns`]); [`switch`] runs the `lanyard` binary under test
+//! and reads its management API through its own CLI.
+//!
+//! It is never shipped in the binary: only `[dev-dependencies]` use it.
+
+pub mod frame;
+pub mod l2;
+pub mod netns;
+pub mod rawport;
+pub mod switch;
+
+pub use netns::{in_netns, Netns, TestBed};
+pub use rawport::{Capture, CaptureResult, RawPort};
+pub use switch::Switch;
+
+/// True when the process runs as root (namespaces and raw sockets need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Returns early from the calling test (after a message) unless it runs as
+/// root with the `ip` tool available.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if !$crate::is_root() {
+            eprintln!("SKIPPED: this test needs root (network namespaces, raw sockets)");
+            return;
+        }
+        if !std::path::Path::new("/usr/sbin/ip").exists()
+            && !std::path::Path::new("/sbin/ip").exists()
+            && !std::path::Path::new("/usr/bin/ip").exists()
+        {
+            eprintln!("SKIPPED: this test needs iproute2 (`ip`)");
+            return;
+        }
+    };
+}

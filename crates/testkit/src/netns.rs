@@ -1,0 +1,256 @@
+//! Network namespaces for tests: created with unique names, removed on drop.
+//!
+//! Terms: the *DUT namespace* holds the switch's ports (`sw1`, `sw2`, ...);
+//! the *tester namespace* holds the other end of each veth pair (`t1`, `t2`,
+//! ...) where the test sends and captures frames. Every interface created
+//! here has IPv6 disabled so the kernel does not emit stray frames (router
+//! solicitations, MLD reports) onto the wires under test.
+
+use std::ffi::CString;
+use std::io;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use crate::rawport::RawPort;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A network namespace that exists for the lifetime of this value.
+///
+/// Drop kills every process started through [`Netns::spawn`] and every
+/// process still inside the namespace, then deletes it.
+pub struct Netns {
+    name: String,
+    children: Mutex<Vec<Child>>,
+}
+
+impl Netns {
+    /// Creates a namespace named `<prefix><pid>-<counter>` (unique across
+    /// concurrently running tests and test binaries), with IPv6 disabled by
+    /// default for every interface created in it.
+    pub fn new(prefix: &str) -> io::Result<Netns> {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}{}-{n}", std::process::id());
+        // A stale namespace of the same name can only come from an earlier
+        // process with the same pid that crashed; remove it.
+        if std::path::Path::new(&format!("/run/netns/{name}")).exists() {
+            let _ = ip(&["netns", "del", &name]);
+        }
+        ip(&["netns", "add", &name])?;
+        let ns = Netns {
+            name,
+            children: Mutex::new(Vec::new()),
+        };
+        for key in ["default", "all"] {
+            ns.sysctl(&format!("net.ipv6.conf.{key}.disable_ipv6"), "1")?;
+        }
+        ns.exec(&["ip", "link", "set", "dev", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name (as in `ip netns list`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `args` inside the namespace and returns its output; an error if
+    /// it cannot start or exits with a failure status (stderr included).
+    pub fn exec(&self, args: &[&str]) -> io::Result<Output> {
+        let mut all = vec!["netns", "exec", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all)
+    }
+
+    /// Sets a sysctl inside the namespace (only `net.*` keys are per namespace).
+    pub fn sysctl(&self, key: &str, value: &str) -> io::Result<()> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let value = value.to_string();
+        in_netns(&self.name, move || std::fs::write(&path, value))?
+    }
+
+    /// Starts `args` inside the namespace in the background, with the given
+    /// stdout/stderr; the process is killed when the namespace is dropped.
+    /// Returns its pid.
+    pub fn spawn(&self, args: &[&str], stdout: Stdio, stderr: Stdio) -> io::Result<u32> {
+        let child = self.command(args).stdout(stdout).stderr(stderr).spawn()?;
+        let pid = child.id();
+        self.children.lock().unwrap().push(child);
+        Ok(pid)
+    }
+
+    /// Waits up to `timeout` for a process started with [`Netns::spawn`]
+    /// to exit; returns its status, or `None` if it is still running.
+    pub fn wait_child(
+        &self,
+        pid: u32,
+        timeout: std::time::Duration,
+    ) -> io::Result<Option<std::process::ExitStatus>> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            {
+                let mut children = self.children.lock().unwrap();
+                if let Some(c) = children.iter_mut().find(|c| c.id() == pid) {
+                    if let Some(st) = c.try_wait()? {
+                        return Ok(Some(st));
+                    }
+                } else {
+                    return Err(io::Error::new(io::ErrorKind::NotFound, "no such child"));
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// A `Command` that runs `args` inside the namespace (not tracked).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).args(args);
+        c
+    }
+
+    /// Sets an interface of this namespace up (and its MTU, if given).
+    pub fn link_up(&self, ifname: &str, mtu: Option<u32>) -> io::Result<()> {
+        if let Some(mtu) = mtu {
+            ip(&["-n", &self.name, "link", "set", "dev", ifname, "mtu", &mtu.to_string()])?;
+        }
+        ip(&["-n", &self.name, "link", "set", "dev", ifname, "up"])?;
+        Ok(())
+    }
+
+    /// Runs `f` on a new thread inside this namespace; see [`in_netns`].
+    pub fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<T> {
+        in_netns(&self.name, f)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for mut c in self.children.lock().unwrap().drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Ok(out) = ip(&["netns", "pids", &self.name]) {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    // SAFETY: kill(2) with a pid read from `ip netns pids`;
+                    // at worst it fails with ESRCH.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// Runs `ip` with `args`; an error (with its stderr) if it fails.
+pub fn ip(args: &[&str]) -> io::Result<Output> {
+    run_cmd("ip", args)
+}
+
+/// Runs `prog args...`; an error (with its stderr) if it fails.
+pub fn run_cmd(prog: &str, args: &[&str]) -> io::Result<Output> {
+    let out = Command::new(prog).args(args).stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "`{prog} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out)
+}
+
+/// Creates a veth pair: `if_a` in namespace `ns_a`, `if_b` in `ns_b`, both
+/// with MTU `mtu` and up. IPv6 is off on both (inherited from the
+/// namespaces' `default` setting, and set explicitly again here).
+pub fn veth(ns_a: &Netns, if_a: &str, ns_b: &Netns, if_b: &str, mtu: u32) -> io::Result<()> {
+    let mtu_s = mtu.to_string();
+    ip(&[
+        "-n", ns_a.name(), "link", "add", "name", if_a, "mtu", &mtu_s, "type", "veth", "peer",
+        "name", if_b, "mtu", &mtu_s, "netns", ns_b.name(),
+    ])?;
+    for (ns, ifname) in [(ns_a, if_a), (ns_b, if_b)] {
+        ns.sysctl(&format!("net.ipv6.conf.{ifname}.disable_ipv6"), "1")?;
+        ns.link_up(ifname, None)?;
+    }
+    Ok(())
+}
+
+/// Runs `f` on a fresh thread whose network namespace is `/run/netns/<name>`
+/// (`setns(2)` changes only the calling thread), and returns its result.
+///
+/// Sockets opened inside `f` stay in that namespace and can be used from
+/// any thread afterwards.
+pub fn in_netns<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<T> {
+    let path = CString::new(format!("/run/netns/{name}")).map_err(io::Error::other)?;
+    let handle = std::thread::spawn(move || -> io::Result<T> {
+        // SAFETY: path is a valid NUL-terminated string; the result is checked.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is an open namespace file; setns affects only this thread.
+        let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+        let err = io::Error::last_os_error();
+        // SAFETY: fd was opened above and is closed exactly once.
+        unsafe { libc::close(fd) };
+        if rc != 0 {
+            return Err(err);
+        }
+        Ok(f())
+    });
+    match handle.join() {
+        Ok(r) => r,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// The usual bed for switch tests: a DUT namespace with ports `sw1..swN`,
+/// a tester namespace with `t1..tN`, and veth pairs `t<i>` ↔ `sw<i>`.
+pub struct TestBed {
+    /// Where the tester's ends `t1..tN` live.
+    pub tester: Netns,
+    /// Where the switch runs and its ports `sw1..swN` live.
+    pub dut: Netns,
+    /// Number of port pairs.
+    pub ports: usize,
+}
+
+impl TestBed {
+    /// Creates both namespaces (names start with `prefix`, keep it ≤ 6
+    /// characters) and `ports` veth pairs with MTU `mtu` on both ends.
+    pub fn new(prefix: &str, ports: usize, mtu: u32) -> io::Result<TestBed> {
+        let tester = Netns::new(&format!("{prefix}-t"))?;
+        let dut = Netns::new(&format!("{prefix}-d"))?;
+        for i in 1..=ports {
+            veth(&tester, &format!("t{i}"), &dut, &format!("sw{i}"), mtu)?;
+        }
+        Ok(TestBed { tester, dut, ports })
+    }
+
+    /// Opens a raw tester socket on `t<i>` (1-based).
+    pub fn open(&self, i: usize) -> io::Result<RawPort> {
+        RawPort::open(self.tester.name(), &format!("t{i}"))
+    }
+
+    /// Opens raw tester sockets on `t1..tN`, index 0 = `t1`.
+    pub fn open_all(&self) -> io::Result<Vec<RawPort>> {
+        (1..=self.ports).map(|i| self.open(i)).collect()
+    }
+
+    /// The names `sw1..swN`.
+    pub fn dut_ports(&self) -> Vec<String> {
+        (1..=self.ports).map(|i| format!("sw{i}")).collect()
+    }
+}

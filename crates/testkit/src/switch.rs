@@ -1,0 +1,300 @@
+//! Runs the `lanyard` binary under test and reads its management API
+//! through its own CLI (`lanyard --socket PATH show ... --json`).
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::netns::Netns;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// How long [`Switch::start`] waits for every port to be up.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running `lanyard run` inside a DUT namespace.
+///
+/// Drop sends SIGTERM, waits up to 5 s, then SIGKILL; if the thread is
+/// panicking (a failed assertion) the switch's log is printed first.
+pub struct Switch {
+    bin: PathBuf,
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Switch {
+    /// Writes `yaml` (a config per docs/config.md *without* a `management`
+    /// section; one is appended with a socket in a private temp dir) and
+    /// starts `bin run --config FILE` inside `dut`. Returns once the log
+    /// says `ready` and `show interfaces` reports each of `ports` up.
+    pub fn start(bin: &str, dut: &Netns, yaml: &str, ports: &[&str]) -> io::Result<Switch> {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("lanyard-test-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let socket = dir.join("mgmt.sock");
+        let config = dir.join("config.yaml");
+        let log = dir.join("lanyard.log");
+        std::fs::write(
+            &config,
+            format!("{}\nmanagement:\n  socket: {}\n", yaml.trim_end(), socket.display()),
+        )?;
+        let logf = File::create(&log)?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", dut.name(), bin, "run", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()?;
+        let mut sw = Switch {
+            bin: PathBuf::from(bin),
+            child: Some(child),
+            dir,
+            socket,
+            log,
+        };
+        sw.wait_ready(ports)?;
+        Ok(sw)
+    }
+
+    fn wait_ready(&mut self, ports: &[&str]) -> io::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut last;
+        loop {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait()? {
+                return Err(io::Error::other(format!(
+                    "lanyard exited during startup ({st}); log:\n{}",
+                    self.log()
+                )));
+            }
+            let ready_logged = self.log().contains("ready");
+            match self.try_show_json(&["show", "interfaces"]) {
+                Ok(v) => {
+                    let down: Vec<String> = ports
+                        .iter()
+                        .filter(|p| interface_state(&v, p).as_deref() != Some("up"))
+                        .map(|p| format!("{p}={:?}", interface_state(&v, p)))
+                        .collect();
+                    if down.is_empty() && ready_logged {
+                        return Ok(());
+                    }
+                    last = format!("ports not up: {down:?}; `ready` logged: {ready_logged}; show interfaces: {v}");
+                }
+                Err(e) => last = e,
+            }
+            if Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "lanyard not ready after {READY_TIMEOUT:?}: {last}; log:\n{}",
+                    self.log()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The management socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The switch's stderr/stdout so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs `lanyard --socket PATH <args>` (from the root namespace).
+    pub fn cli(&self, args: &[&str]) -> io::Result<Output> {
+        Command::new(&self.bin)
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+    }
+
+    /// Runs a CLI command, appending `--json`, and parses its output.
+    pub fn try_show_json(&self, args: &[&str]) -> Result<Value, String> {
+        let mut all = args.to_vec();
+        if !all.contains(&"--json") {
+            all.push("--json");
+        }
+        let out = self.cli(&all).map_err(|e| format!("cannot run lanyard CLI: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`lanyard {}` failed ({}): {}",
+                all.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "`lanyard {}` printed invalid JSON ({e}): {}",
+                all.join(" "),
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    /// Like [`Switch::try_show_json`], panicking on failure.
+    pub fn show_json(&self, args: &[&str]) -> Value {
+        self.try_show_json(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs a CLI command that must succeed (e.g. `clear mac address-table`).
+    pub fn run_cli(&self, args: &[&str]) {
+        let out = self.cli(args).expect("run lanyard CLI");
+        assert!(
+            out.status.success(),
+            "`lanyard {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `total` of `show mac address-table [vlan N] count`.
+    pub fn mac_count(&self, vlan: Option<u16>) -> u64 {
+        let v = match vlan {
+            Some(id) => self.show_json(&["show", "mac", "address-table", "vlan", &id.to_string(), "count"]),
+            None => self.show_json(&["show", "mac", "address-table", "count"]),
+        };
+        v["total"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no numeric `total` in count output: {v}"))
+    }
+
+    /// Polls [`Switch::mac_count`] until it equals `want` or `timeout`
+    /// passes; returns the last value seen.
+    pub fn wait_mac_count(&self, vlan: Option<u16>, want: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = self.mac_count(vlan);
+            if n == want || Instant::now() >= deadline {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Rows of `show mac address-table [vlan N]`.
+    pub fn mac_table(&self, vlan: Option<u16>) -> Vec<Value> {
+        let v = match vlan {
+            Some(id) => self.show_json(&["show", "mac", "address-table", "vlan", &id.to_string()]),
+            None => self.show_json(&["show", "mac", "address-table"]),
+        };
+        v.as_array()
+            .unwrap_or_else(|| panic!("mac address-table is not an array: {v}"))
+            .clone()
+    }
+
+    /// `show counters`.
+    pub fn counters(&self) -> Value {
+        self.show_json(&["show", "counters"])
+    }
+
+    /// The `state` of interface `name` in `show interfaces`.
+    pub fn port_state(&self, name: &str) -> Option<String> {
+        interface_state(&self.show_json(&["show", "interfaces"]), name)
+    }
+
+    /// Polls until `name` is in `state`; returns the last state seen.
+    pub fn wait_port_state(&self, name: &str, state: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.port_state(name);
+            if s.as_deref() == Some(state) || Instant::now() >= deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends SIGTERM and waits up to 5 s for a clean exit, then SIGKILL.
+    /// Returns the exit status (of the first stop).
+    pub fn stop(&mut self) -> io::Result<ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            return Err(io::Error::other("already stopped"));
+        };
+        // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs the
+        // switch in place, so this is the switch process itself).
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(st) = child.try_wait()? {
+                return Ok(st);
+            }
+            if Instant::now() >= deadline {
+                eprintln!("lanyard did not exit within 5 s of SIGTERM; killing it");
+                let _ = child.kill();
+                return child.wait();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        let panicking = std::thread::panicking();
+        if panicking {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(200).collect();
+            eprintln!(
+                "---- lanyard log (last {} lines, {}) ----",
+                tail.len(),
+                self.log.display()
+            );
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+            eprintln!("---- end of lanyard log ----");
+        }
+        if self.child.is_some() {
+            let _ = self.stop();
+        }
+        if !panicking {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The `state` of `name` in a `show interfaces --json` array.
+pub fn interface_state(v: &Value, name: &str) -> Option<String> {
+    v.as_array()?
+        .iter()
+        .find(|i| i["name"] == name)
+        .and_then(|i| i["state"].as_str().map(str::to_string))
+}
+
+/// A counter of port `port` in `show counters --json` (`key` like
+/// `tx_frames`, or `drops.same-port`). Panics with the JSON if absent.
+pub fn port_counter(c: &Value, port: &str, key: &str) -> u64 {
+    counter_in(c, "ports", "name", &Value::from(port), key)
+}
+
+/// A counter of VLAN `vlan` in `show counters --json`.
+pub fn vlan_counter(c: &Value, vlan: u16, key: &str) -> u64 {
+    counter_in(c, "vlans", "vlan", &Value::from(vlan), key)
+}
+
+fn counter_in(c: &Value, list: &str, field: &str, id: &Value, key: &str) -> u64 {
+    let row = c[list]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| &r[field] == id))
+        .unwrap_or_else(|| panic!("no {list} entry with {field}={id} in counters: {c}"));
+    let mut v = row;
+    for part in key.splitn(2, '.') {
+        v = &v[part];
+    }
+    v.as_u64()
+        .unwrap_or_else(|| panic!("no numeric {key} for {field}={id} in counters: {row}"))
+}

@@ -1,0 +1,10 @@
+//! Fuzz the `ethernet` parser: parse, call every accessor, round-trip the Repr
+//! (see crates/wire/tests/support/exercise.rs).
+#![no_main]
+
+#[path = "../../crates/wire/tests/support/exercise.rs"]
+mod exercise;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    exercise::ethernet(data);
+});
