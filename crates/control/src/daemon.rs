@@ -103,6 +103,20 @@ impl Switch {
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
         sup.poll();
         let status = sup.status();
+        // Links just brought up take a moment to report carrier: wait up to
+        // a second so `ready` means "forwarding on every present port".
+        for _ in 0..20 {
+            let waiting = status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|s| s.state == PortState::Down);
+            if !waiting {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            sup.poll();
+        }
         let st = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
         threads.push(spawn("supervisor".into(), Box::new(move || sup.run()))?);
 

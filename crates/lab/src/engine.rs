@@ -147,13 +147,21 @@ struct StreamRx {
 impl Tester {
     /// Open sockets on `ports` inside namespace `ns`.
     pub fn open(ns: &str, ports: &[String]) -> Result<Tester, LabError> {
+        Self::open_opts(ns, ports, true)
+    }
+
+    /// Like [`Tester::open`]; `with_rx = false` opens transmit sockets only
+    /// (generator-speed measurements: nothing is counted on receive).
+    pub fn open_opts(ns: &str, ports: &[String], with_rx: bool) -> Result<Tester, LabError> {
         let ports = ports.to_vec();
         let socks = in_netns(ns, move || -> std::io::Result<_> {
             let mut tx = Vec::new();
             let mut rx = Vec::new();
             for p in &ports {
                 tx.push(PacketSocket::open(p, false)?);
-                rx.push(PacketSocket::open(p, true)?);
+                if with_rx {
+                    rx.push(PacketSocket::open(p, true)?);
+                }
             }
             Ok((tx, rx))
         })?

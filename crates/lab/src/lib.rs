@@ -1,1 +1,485 @@
-//! lab (under construction)
+//! # lab — Lanyard's test bed
+//!
+//! Runs RFC 2544 / RFC 2889 tests in network namespaces against devices
+//! under test (DUTs) reached only through veth interfaces and their CLIs:
+//! `wire` (plain veth, the ceiling), `linux-bridge`, `linux-router`, `ovs`,
+//! `lanyard`, and `lossy` (a bridge with a `tbf` limit, for checking the
+//! test bed itself). See `docs/lab.md` for plans and what the numbers mean.
+//!
+//! Entry points: [`run_plan_file`] and [`calibrate`].
+
+pub mod dut;
+pub mod engine;
+pub mod hist;
+pub mod netns;
+pub mod pktsock;
+pub mod plan;
+pub mod procs;
+pub mod report;
+pub mod search;
+pub mod sig;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use plan::Plan;
+pub use report::Summary;
+
+/// Errors of the test bed.
+#[derive(Debug)]
+pub enum LabError {
+    /// The plan is invalid (the message names the field).
+    Plan(String),
+    /// An external command failed.
+    Command(String),
+    /// The DUT could not be started or configured.
+    Dut(String),
+    /// The DUT does not support what the plan asks.
+    Unsupported(String),
+    /// SIGINT / SIGTERM: the run stopped and cleaned up.
+    Interrupted,
+    /// Writing results failed.
+    Output(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl fmt::Display for LabError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LabError::Plan(m) => write!(f, "plan: {m}"),
+            LabError::Command(m) => write!(f, "command failed: {m}"),
+            LabError::Dut(m) => write!(f, "DUT: {m}"),
+            LabError::Unsupported(m) => write!(f, "unsupported by this DUT: {m}"),
+            LabError::Interrupted => write!(f, "interrupted"),
+            LabError::Output(m) => write!(f, "output: {m}"),
+            LabError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for LabError {}
+
+/// Options from the command line.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// The `lanyard` binary the `lanyard` DUT driver runs (the CLI passes
+    /// its own `current_exe()`).
+    pub lanyard_bin: PathBuf,
+    /// Where to write `report.json`, `results.csv`, `plot.svg` and
+    /// `tables.txt`; default `lab-results/<UTC timestamp>/`.
+    pub out_dir: Option<PathBuf>,
+    /// No progress line on stderr and no tables on stdout.
+    pub quiet: bool,
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn timestamp(t: u64) -> String {
+    // SAFETY: gmtime_r writes only into `tm`, which we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let tt = t as libc::time_t;
+    // SAFETY: both pointers are valid for the call.
+    unsafe { libc::gmtime_r(&tt, &mut tm) };
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+fn check_root() -> Result<(), LabError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(LabError::Other(
+            "the lab needs root (network namespaces, AF_PACKET sockets)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Run a plan file: build each DUT's topology in turn, run every test on
+/// it, print the comparison tables to stdout (unless `quiet`), and write
+/// `report.json` (schema `docs/lab-schema.json`), `results.csv`,
+/// `plot.svg` and `tables.txt` to the output directory. A DUT that fails to
+/// start or a test that fails is reported as failed with the reason; the
+/// other DUTs still run. Needs root. Ctrl-C stops the run, cleans up, and
+/// still writes the partial report, then returns [`LabError::Interrupted`].
+pub fn run_plan_file(plan: &Path, opts: &LabOptions) -> Result<Summary, LabError> {
+    let p = Plan::load(plan)?;
+    run_plan(&p, opts)
+}
+
+/// Run an already parsed plan (see [`run_plan_file`]).
+pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
+    check_root()?;
+    netns::install_signal_handlers();
+    let swept = netns::sweep_stale();
+    if !swept.is_empty() && !opts.quiet {
+        eprintln!("[lab] removed stale namespaces: {}", swept.join(", "));
+    }
+    let started = now_unix();
+    let t0 = std::time::Instant::now();
+    let tests: Vec<plan::Test> = (0..plan.tests.len())
+        .map(|i| plan.test(i))
+        .collect::<Result<_, _>>()?;
+    let est: f64 = tests.iter().map(procs::estimate).sum::<f64>() * plan.duts.len() as f64
+        + 3.0 * plan.duts.len() as f64;
+    let mut progress = procs::Progress::new(est, opts.quiet);
+    let mut summary = Summary {
+        schema: report::SCHEMA.into(),
+        plan: plan.name.clone(),
+        started_unix: started,
+        seconds: 0.0,
+        out_dir: None,
+        testbed: vec![
+            format!("cores: {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+            "generator: 1 TX thread (sendmmsg, PACKET_QDISC_BYPASS), 1 RX thread (recvmmsg), AF_PACKET".into(),
+            "latency: CLOCK_MONOTONIC at send (per burst) and after recvmmsg returns, same machine".into(),
+            "frame sizes include the 4-byte FCS (64 B = 60 B handed to the socket)".into(),
+        ],
+        duts: Vec::new(),
+        results: Vec::new(),
+    };
+    let ports = plan.ports_needed();
+    let mut outcome = Ok(());
+    for spec in &plan.duts {
+        progress.label(format!("starting {}", spec.name));
+        let res = run_dut(spec, ports, &tests, opts, &mut progress, &mut summary);
+        if let Err(LabError::Interrupted) = res {
+            outcome = Err(LabError::Interrupted);
+            break;
+        }
+    }
+    progress.finish();
+    summary.seconds = t0.elapsed().as_secs_f64();
+    summary.compute_ceiling();
+    write_outputs(&mut summary, opts, started)?;
+    if !opts.quiet {
+        println!("{}", summary.tables());
+        if let Some(d) = &summary.out_dir {
+            println!("results: {d}");
+        }
+    }
+    outcome.map(|_| summary)
+}
+
+fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
+    use plan::{Driver, TestKind};
+    let needs_switch = matches!(
+        t.kind,
+        TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck | TestKind::Holb
+    ) || (t.kind == TestKind::FullMesh);
+    if driver == Driver::Wire && needs_switch {
+        return Some("needs a switching DUT (wire is a plain veth pair)");
+    }
+    if driver == Driver::LinuxRouter
+        && matches!(t.kind, TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck)
+    {
+        return Some("layer-2 address test on a router");
+    }
+    None
+}
+
+fn run_dut(
+    spec: &plan::DutSpec,
+    ports: usize,
+    tests: &[plan::Test],
+    opts: &LabOptions,
+    progress: &mut procs::Progress,
+    summary: &mut Summary,
+) -> Result<(), LabError> {
+    let fail_all = |summary: &mut Summary, why: &str| {
+        for t in tests {
+            let sizes = sizes_of(t);
+            for (label, avg) in sizes {
+                let mut r = report::ResultRow::new(&t.name, t.kind, &spec.name, &label, avg);
+                r.status = "failed".into();
+                r.error = Some(why.to_string());
+                summary.results.push(r);
+            }
+        }
+    };
+    let mut rec = report::DutRecord {
+        name: spec.name.clone(),
+        driver: spec.driver.as_str().into(),
+        status: "ok".into(),
+        error: None,
+        info: Vec::new(),
+    };
+    let started = dut::Dut::start(spec, ports, &opts.lanyard_bin).and_then(|d| {
+        let names = d.topo.tester_ports();
+        let t = engine::Tester::open(&d.topo.tester, &names)?;
+        Ok((d, t))
+    });
+    let (d, mut tester) = match started {
+        Ok(x) => x,
+        Err(e) => {
+            let why = e.to_string();
+            rec.status = "failed".into();
+            rec.error = Some(why.clone());
+            summary.duts.push(rec);
+            fail_all(summary, &why);
+            return if matches!(e, LabError::Interrupted) { Err(e) } else { Ok(()) };
+        }
+    };
+    rec.info = d.info.clone();
+    summary.duts.push(rec);
+    let mut salt = 0u8;
+    for t in tests {
+        let sizes = sizes_of(t);
+        for (fi, (label, avg)) in sizes.iter().enumerate() {
+            let mut row = report::ResultRow::new(&t.name, t.kind, &spec.name, label, *avg);
+            if let Some(why) = applicable(spec.driver, t) {
+                row.status = "n/a".into();
+                row.error = Some(why.into());
+                summary.results.push(row);
+                progress.advance(procs::estimate(t) / sizes.len() as f64);
+                continue;
+            }
+            progress.label(format!("{} {} {}", spec.name, t.name, label));
+            let mut ctx = procs::Ctx {
+                dut: &d,
+                tester: &mut tester,
+                progress,
+                salt,
+            };
+            let fs = if matches!(
+                t.kind,
+                plan::TestKind::AddressCapacity | plan::TestKind::LearningRate | plan::TestKind::LearningCheck
+            ) {
+                t.frame_sizes[0].clone()
+            } else {
+                t.frame_sizes[fi].clone()
+            };
+            let res = ctx.run_test(t, &fs, &mut row);
+            salt = ctx.salt;
+            match res {
+                Ok(()) => {}
+                Err(LabError::Interrupted) => {
+                    row.status = "failed".into();
+                    row.error = Some("interrupted".into());
+                    summary.results.push(row);
+                    return Err(LabError::Interrupted);
+                }
+                Err(e) => {
+                    row.status = "failed".into();
+                    row.error = Some(e.to_string());
+                }
+            }
+            summary.results.push(row);
+        }
+    }
+    drop(tester);
+    drop(d);
+    Ok(())
+}
+
+fn sizes_of(t: &plan::Test) -> Vec<(String, f64)> {
+    use plan::TestKind;
+    match t.kind {
+        TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck => {
+            vec![("-".into(), t.frame_sizes[0].average())]
+        }
+        _ => t.frame_sizes.iter().map(|f| (f.label.clone(), f.average())).collect(),
+    }
+}
+
+fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Result<(), LabError> {
+    let dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(started)));
+    std::fs::create_dir_all(&dir).map_err(|e| LabError::Output(format!("{}: {e}", dir.display())))?;
+    summary.out_dir = Some(dir.display().to_string());
+    let w = |name: &str, body: String| -> Result<(), LabError> {
+        std::fs::write(dir.join(name), body).map_err(|e| LabError::Output(format!("{name}: {e}")))
+    };
+    let json = serde_json::to_string_pretty(summary).map_err(|e| LabError::Output(e.to_string()))?;
+    w("report.json", json)?;
+    w("results.csv", summary.csv())?;
+    w("plot.svg", summary.svg())?;
+    w("tables.txt", summary.tables())?;
+    Ok(())
+}
+
+/// Result of [`calibrate`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Calibration {
+    /// Frame size, unpaced generator rate through a plain veth (frames/s),
+    /// `trafgen` rate on the same veth (frames/s, if installed), ratio.
+    pub rows: Vec<CalibrationRow>,
+}
+
+/// One frame size of a calibration.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CalibrationRow {
+    /// Frame size with FCS.
+    pub frame_size: u16,
+    /// Our generator alone (no receive sockets), frames/s sent unpaced.
+    pub generator_fps: f64,
+    /// Our generator unpaced while the analyzer receives on the far end.
+    pub generator_with_rx_fps: f64,
+    /// Frames/s received unique on the other end.
+    pub received_fps: f64,
+    /// Zero-loss throughput on the plain veth (frames/s).
+    pub ceiling_fps: f64,
+    /// `trafgen` on the same veth, frames/s (None if not installed).
+    pub trafgen_fps: Option<f64>,
+}
+
+fn link_tx_packets(ns: &str, ifname: &str) -> Result<u64, LabError> {
+    let out = netns::run("ip", &["-n", ns, "-s", "-j", "link", "show", ifname])?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| LabError::Other(e.to_string()))?;
+    v[0]["stats64"]["tx"]["packets"]
+        .as_u64()
+        .ok_or_else(|| LabError::Other("no tx counter".into()))
+}
+
+fn trafgen_fps(ns: &str, size: u16, secs: f64) -> Result<Option<f64>, LabError> {
+    if netns::run("sh", &["-c", "command -v trafgen"]).is_err() {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; 9216];
+    let (len, _) = sig::build_headers(&mut buf, size, dut::host_mac(1), dut::host_mac(0), None);
+    let bytes: Vec<String> = buf[..len].iter().map(|b| format!("0x{b:02x}")).collect();
+    let cfg = std::env::temp_dir().join(format!("lab-trafgen-{}.cfg", std::process::id()));
+    std::fs::write(&cfg, format!("{{ {} }}\n", bytes.join(", "))).map_err(|e| LabError::Other(e.to_string()))?;
+    let before = link_tx_packets(ns, "t1")?;
+    let t0 = std::time::Instant::now();
+    // trafgen insists on writing /proc/sys/net/core/{r,w}mem_*; where /proc/sys
+    // is read-only (containers) shadow those files in a private mount namespace.
+    let script = "d=$(mktemp -d); for f in wmem_default rmem_max rmem_default wmem_max; do \
+        cat /proc/sys/net/core/$f > $d/$f; [ -w /proc/sys/net/core/$f ] || mount --bind $d/$f /proc/sys/net/core/$f; done; \
+        exec trafgen --dev t1 --cpus 1 --conf \"$0\"";
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "unshare", "-m", "sh", "-c", script])
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| LabError::Other(format!("trafgen: {e}")))?;
+    let r = netns::sleep_checked(secs);
+    let after = link_tx_packets(ns, "t1")?;
+    let el = t0.elapsed().as_secs_f64();
+    // SAFETY: kill(2) of our own child, then reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&cfg);
+    r?;
+    Ok(Some((after - before) as f64 / el))
+}
+
+/// Calibrate the test bed on a plain veth pair: the generator's unpaced
+/// rate and the zero-loss ceiling at 64 and 1518 bytes, and `trafgen`'s
+/// rate on the same veth with the same frame when it is installed. Prints
+/// a small table unless `quiet`. Needs root.
+pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
+    check_root()?;
+    netns::install_signal_handlers();
+    netns::sweep_stale();
+    let spec = plan::DutSpec {
+        name: "ceiling".into(),
+        driver: plan::Driver::Wire,
+        learning: None,
+        mac_limit: None,
+        mac_aging: None,
+        mac_table_size: None,
+        port_type: None,
+        workers: None,
+        vlan: None,
+        binary: None,
+        rate_kbit: None,
+    };
+    let d = dut::Dut::start(&spec, 2, &opts.lanyard_bin)?;
+    let mut rows = Vec::new();
+    // Generator alone (no receive sockets) vs trafgen, same veth, same frame.
+    let mut solo = Vec::new();
+    {
+        let mut txonly = engine::Tester::open_opts(&d.topo.tester, &d.topo.tester_ports(), false)?;
+        for size in [64u16, 1518] {
+            let spec = engine::TrialSpec {
+                streams: vec![engine::Stream {
+                    tx: 0,
+                    expect: Some(1),
+                    src: dut::host_mac(0),
+                    src_count: 1,
+                    dst: dut::host_mac(1),
+                    dst_count: 1,
+                    sizes: vec![size],
+                    l3: None,
+                }],
+                rates: vec![None, None],
+                limit: engine::Limit::Duration(3.0),
+                drain: 0.01,
+                burst: None,
+            };
+            let r = txonly.run(&spec)?;
+            let tg = trafgen_fps(&d.topo.tester, size, 3.0)?;
+            solo.push((r.offered_fps, tg));
+        }
+    }
+    let mut tester = engine::Tester::open(&d.topo.tester, &d.topo.tester_ports())?;
+    let plan_text = "name: cal\nduts: [{name: c, driver: wire}]\ntests: [{type: throughput, trial-duration: 2, drain: 0.5, learn-wait: 0.1, search: {resolution: 0.02, max-trials: 8}}]";
+    let p = Plan::parse(plan_text)?;
+    let test = p.test(0)?;
+    let mut progress = procs::Progress::new(60.0, opts.quiet);
+    for size in [64u16, 1518] {
+        let fs = plan::FrameSize {
+            label: size.to_string(),
+            sizes: vec![size],
+        };
+        let mut row = report::ResultRow::new("cal", plan::TestKind::Throughput, "ceiling", &fs.label, size as f64);
+        let mut ctx = procs::Ctx {
+            dut: &d,
+            tester: &mut tester,
+            progress: &mut progress,
+            salt: 0,
+        };
+        ctx.run_test(&test, &fs, &mut row)?;
+        let max = &row.trials[0].result;
+        let (gen_solo, tg) = solo[rows.len()];
+        rows.push(CalibrationRow {
+            frame_size: size,
+            generator_fps: gen_solo,
+            generator_with_rx_fps: max.offered_fps,
+            received_fps: max.received as f64 / max.tx_seconds,
+            ceiling_fps: row.throughput_fps.unwrap_or(0.0),
+            trafgen_fps: tg,
+        });
+    }
+    progress.finish();
+    if !opts.quiet {
+        println!("frame | generator kfps (tx only) | trafgen kfps | gen/trafgen | generator+analyzer kfps | received kfps | zero-loss kfps");
+        for r in &rows {
+            println!(
+                "{:>5} | {:>24.1} | {:>12} | {:>11} | {:>23.1} | {:>13.1} | {:>14.1}",
+                r.frame_size,
+                r.generator_fps / 1e3,
+                r.trafgen_fps.map(|t| format!("{:.1}", t / 1e3)).unwrap_or("-".into()),
+                r.trafgen_fps.map(|t| format!("{:.2}", r.generator_fps / t)).unwrap_or("-".into()),
+                r.generator_with_rx_fps / 1e3,
+                r.received_fps / 1e3,
+                r.ceiling_fps / 1e3,
+            );
+        }
+    }
+    Ok(Calibration { rows })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamp_format() {
+        assert_eq!(super::timestamp(0), "19700101-000000");
+    }
+}

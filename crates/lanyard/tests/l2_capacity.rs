@@ -54,7 +54,15 @@ fn capacity(prefix: &str, total: u32) {
     for g in 0..3 {
         ports[g]
             .send_paced(sizes[g] as usize, rate, |i, b| {
-                write_test_frame(b, &BROADCAST, &mac(base[g] + i as u32), &[], PHASE_LEARN, i as u64, 64)
+                write_test_frame(
+                    b,
+                    &BROADCAST,
+                    &mac(base[g] + i as u32),
+                    &[],
+                    PHASE_LEARN,
+                    i as u64,
+                    64,
+                )
             })
             .expect("send learning frames");
     }
@@ -84,7 +92,15 @@ fn capacity(prefix: &str, total: u32) {
         let src = mac(base[p]);
         ports[p]
             .send_paced(sizes[tg] as usize, rate, |i, b| {
-                write_test_frame(b, &mac(base[tg] + i as u32), &src, &[], PHASE_TEST, i as u64, 64)
+                write_test_frame(
+                    b,
+                    &mac(base[tg] + i as u32),
+                    &src,
+                    &[],
+                    PHASE_TEST,
+                    i as u64,
+                    64,
+                )
             })
             .expect("send test frames");
     }
@@ -93,7 +109,10 @@ fn capacity(prefix: &str, total: u32) {
         c.wait_for(want, Duration::from_secs(30), QUIET);
     }
     eprintln!("test phase: {total} frames in {:?}", t_test.elapsed());
-    let results: Vec<_> = caps.into_iter().map(|c| c.stop().expect("capture")).collect();
+    let results: Vec<_> = caps
+        .into_iter()
+        .map(|c| c.stop().expect("capture"))
+        .collect();
 
     let mut failures = Vec::new();
     for (p, r) in results.iter().enumerate() {
@@ -107,17 +126,25 @@ fn capacity(prefix: &str, total: u32) {
         }
     }
     for (g, r) in results.iter().take(3).enumerate() {
-        if let Err(e) = check_exactly_once(&format!("t{} (learning port)", g + 1), &r.dsts(PHASE_TEST), group(g)) {
+        if let Err(e) = check_exactly_once(
+            &format!("t{} (learning port)", g + 1),
+            &r.dsts(PHASE_TEST),
+            group(g),
+        ) {
             failures.push(e);
         }
     }
     let leaked = results[3].phase_count(PHASE_TEST);
     if leaked != 0 {
-        failures.push(format!("t4 (monitor): received {leaked} test-phase frames, expected 0"));
+        failures.push(format!(
+            "t4 (monitor): received {leaked} test-phase frames, expected 0"
+        ));
     }
     let after = sw.mac_count(None);
     if after != u64::from(total) {
-        failures.push(format!("address count after test phase {after}, expected {total}"));
+        failures.push(format!(
+            "address count after test phase {after}, expected {total}"
+        ));
     }
     let c = sw.counters();
     for i in 1..=4 {
@@ -129,11 +156,18 @@ fn capacity(prefix: &str, total: u32) {
             0
         };
         if rx != sent {
-            failures.push(format!("show counters: {name} rx_frames {rx}, the tester sent {sent}"));
+            failures.push(format!(
+                "show counters: {name} rx_frames {rx}, the tester sent {sent}"
+            ));
         }
     }
     eprintln!("{total} addresses: total time {:?}", t0.elapsed());
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

@@ -47,12 +47,22 @@ fn learning_disabled_floods_everything() {
     for g in 0..3 {
         ports[g]
             .send_paced(sizes[g] as usize, rate, |i, b| {
-                write_test_frame(b, &BROADCAST, &mac(base[g] + i as u32), &[], PHASE_LEARN, i as u64, 64)
+                write_test_frame(
+                    b,
+                    &BROADCAST,
+                    &mac(base[g] + i as u32),
+                    &[],
+                    PHASE_LEARN,
+                    i as u64,
+                    64,
+                )
             })
             .expect("send learning frames");
     }
     // Sender p sends to group (p+2)%3; every other port gets each frame.
-    let sent_by: Vec<u32> = (0..4).map(|p| if p < 3 { sizes[(p + 2) % 3] } else { 0 }).collect();
+    let sent_by: Vec<u32> = (0..4)
+        .map(|p| if p < 3 { sizes[(p + 2) % 3] } else { 0 })
+        .collect();
     let dsts_of = |p: usize| -> Vec<Mac> {
         if p >= 3 {
             return Vec::new();
@@ -65,7 +75,15 @@ fn learning_disabled_floods_everything() {
         let src = mac(base[p]);
         ports[p]
             .send_paced(sizes[tg] as usize, rate, |i, b| {
-                write_test_frame(b, &mac(base[tg] + i as u32), &src, &[], PHASE_TEST, i as u64, 64)
+                write_test_frame(
+                    b,
+                    &mac(base[tg] + i as u32),
+                    &src,
+                    &[],
+                    PHASE_TEST,
+                    i as u64,
+                    64,
+                )
             })
             .expect("send test frames");
     }
@@ -74,18 +92,26 @@ fn learning_disabled_floods_everything() {
         let test = u64::from(TOTAL - sent_by[p]);
         c.wait_for(learn + test, Duration::from_secs(30), QUIET);
     }
-    let results: Vec<_> = caps.into_iter().map(|c| c.stop().expect("capture")).collect();
+    let results: Vec<_> = caps
+        .into_iter()
+        .map(|c| c.stop().expect("capture"))
+        .collect();
 
     let mut failures = Vec::new();
     let learned = sw.mac_count(None);
     if learned != 0 {
-        failures.push(format!("`show mac address-table count` total {learned}, expected 0"));
+        failures.push(format!(
+            "`show mac address-table count` total {learned}, expected 0"
+        ));
     }
     for (p, r) in results.iter().enumerate() {
         let want = u64::from(TOTAL) - sizes.get(p).map_or(0, |&s| u64::from(s));
         let got = r.phase_count(PHASE_LEARN);
         if got != want {
-            failures.push(format!("t{}: learning-phase broadcasts {got}, expected {want}", p + 1));
+            failures.push(format!(
+                "t{}: learning-phase broadcasts {got}, expected {want}",
+                p + 1
+            ));
         }
         let expected: Vec<Mac> = (0..3).filter(|&q| q != p).flat_map(dsts_of).collect();
         let got: HashMap<Mac, u32> = r.dsts(PHASE_TEST);
@@ -94,5 +120,10 @@ fn learning_disabled_floods_everything() {
         }
     }
     eprintln!("learning disabled, {TOTAL} addresses: {:?}", t0.elapsed());
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

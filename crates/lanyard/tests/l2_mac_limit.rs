@@ -57,14 +57,30 @@ fn run(case: Case) {
 
     ports[0]
         .send_paced(n as usize, rate, |i, b| {
-            write_test_frame(b, &BROADCAST, &mac(i as u32), &[], PHASE_LEARN, i as u64, 64)
+            write_test_frame(
+                b,
+                &BROADCAST,
+                &mac(i as u32),
+                &[],
+                PHASE_LEARN,
+                i as u64,
+                64,
+            )
         })
         .expect("send learning frames");
     // With a VLAN limit, sw2 learns nothing: the VLAN is full before its
     // test-phase source appears, which must then not be learned either.
     ports[1]
         .send_paced(extra as usize, rate, |i, b| {
-            write_test_frame(b, &BROADCAST, &mac_in(0x4e, i as u32), &[], PHASE_LEARN, i as u64, 64)
+            write_test_frame(
+                b,
+                &BROADCAST,
+                &mac_in(0x4e, i as u32),
+                &[],
+                PHASE_LEARN,
+                i as u64,
+                64,
+            )
         })
         .expect("send sw2 learning frames");
     let sw2_sources = u64::from(extra);
@@ -91,7 +107,11 @@ fn run(case: Case) {
         ));
     }
     if on_sw1.len() as u64 != case.limit {
-        failures.push(format!("table has {} addresses on sw1, expected {}", on_sw1.len(), case.limit));
+        failures.push(format!(
+            "table has {} addresses on sw1, expected {}",
+            on_sw1.len(),
+            case.limit
+        ));
     }
     if !on_sw1.is_subset(&offered) {
         failures.push("table has addresses on sw1 that were never offered there".into());
@@ -105,19 +125,36 @@ fn run(case: Case) {
         })
         .expect("send test frames");
     let unlearned: Vec<Mac> = offered.difference(&on_sw1).copied().collect();
-    caps[0].wait_for(u64::from(n) + sw2_sources + u64::from(n), Duration::from_secs(30), QUIET);
+    caps[0].wait_for(
+        u64::from(n) + sw2_sources + u64::from(n),
+        Duration::from_secs(30),
+        QUIET,
+    );
     caps[2].wait_quiet(QUIET, Duration::from_secs(30));
-    let results: Vec<_> = caps.into_iter().map(|c| c.stop().expect("capture")).collect();
+    let results: Vec<_> = caps
+        .into_iter()
+        .map(|c| c.stop().expect("capture"))
+        .collect();
 
-    if let Err(e) = check_exactly_once("t1 (learning port)", &results[0].dsts(PHASE_TEST), offered.iter().copied()) {
+    if let Err(e) = check_exactly_once(
+        "t1 (learning port)",
+        &results[0].dsts(PHASE_TEST),
+        offered.iter().copied(),
+    ) {
         failures.push(e);
     }
-    if let Err(e) = check_exactly_once("t3 (monitor, flooded)", &results[2].dsts(PHASE_TEST), unlearned.iter().copied()) {
+    if let Err(e) = check_exactly_once(
+        "t3 (monitor, flooded)",
+        &results[2].dsts(PHASE_TEST),
+        unlearned.iter().copied(),
+    ) {
         failures.push(e);
     }
     let after = sw.mac_count(None);
     if after != total_want {
-        failures.push(format!("count after test phase {after}, expected {total_want}"));
+        failures.push(format!(
+            "count after test phase {after}, expected {total_want}"
+        ));
     }
     eprintln!(
         "{}: offered {n}, learned on sw1 {}, monitor got {}; {:?}",
@@ -126,7 +163,12 @@ fn run(case: Case) {
         results[2].phase_count(PHASE_TEST),
         t0.elapsed()
     );
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

@@ -172,6 +172,16 @@ pub fn process(
         }
     }
 
+    // Overlap the MAC table's cache misses for the whole batch.
+    for i in 0..n {
+        if !matches!(out.v[i].action, Action::Drop(_)) {
+            let frame = batch.frame(i);
+            let vlan = out.v[i].vlan;
+            t.mac.prefetch(MacKey::from_slice(vlan, &frame[6..12]));
+            t.mac.prefetch(MacKey::from_slice(vlan, &frame[0..6]));
+        }
+    }
+
     // Pass 2: source addresses — validate, refresh, learn.
     for i in 0..n {
         if matches!(out.v[i].action, Action::Drop(_)) {

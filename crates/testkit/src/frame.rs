@@ -278,7 +278,14 @@ mod tests {
 
     #[test]
     fn test_frame_layout() {
-        let f = test_frame(&BROADCAST, &mac(7), &[Tag::dot1ad(500), Tag::dot1q(100)], 3, 42, 64);
+        let f = test_frame(
+            &BROADCAST,
+            &mac(7),
+            &[Tag::dot1ad(500), Tag::dot1q(100)],
+            3,
+            42,
+            64,
+        );
         assert_eq!(f.len(), 64);
         assert_eq!(&f[12..14], &[0x88, 0xa8]);
         assert_eq!(&f[14..16], &[0x01, 0xf4]);
@@ -291,11 +298,21 @@ mod tests {
         let i = test_info(&f).unwrap();
         assert_eq!((i.phase, i.seq, i.tags, i.src), (3, 42, 2, mac(7)));
         // The payload does not depend on the tags in front of it.
-        let big = test_frame(&BROADCAST, &mac(7), &[Tag::dot1ad(500), Tag::dot1q(100)], 3, 42, 100);
+        let big = test_frame(
+            &BROADCAST,
+            &mac(7),
+            &[Tag::dot1ad(500), Tag::dot1q(100)],
+            3,
+            42,
+            100,
+        );
         let g = test_frame(&BROADCAST, &mac(7), &[], 3, 42, 92);
         assert_eq!(g[12..], big[20..]);
         // Short requests are padded to the minimum.
-        assert_eq!(test_frame(&BROADCAST, &mac(1), &[], 0, 0, 10).len(), MIN_FRAME);
+        assert_eq!(
+            test_frame(&BROADCAST, &mac(1), &[], 0, 0, 10).len(),
+            MIN_FRAME
+        );
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub fn check_exactly_once(
 ) -> Result<(), String> {
     let expected: HashSet<Mac> = expected.into_iter().collect();
     let missing: Vec<&Mac> = expected.iter().filter(|m| !got.contains_key(*m)).collect();
-    let dup: Vec<(&Mac, &u32)> = got.iter().filter(|(m, n)| **n > 1 && expected.contains(*m)).collect();
+    let dup: Vec<(&Mac, &u32)> = got
+        .iter()
+        .filter(|(m, n)| **n > 1 && expected.contains(*m))
+        .collect();
     let extra: Vec<(&Mac, &u32)> = got.iter().filter(|(m, _)| !expected.contains(*m)).collect();
     if missing.is_empty() && dup.is_empty() && extra.is_empty() {
         return Ok(());
@@ -67,9 +70,15 @@ pub fn check_exactly_once(
         missing.len(),
         ex(missing.iter().map(|m| mac_str(m)).collect()),
         dup.len(),
-        ex(dup.iter().map(|(m, n)| format!("{}x{n}", mac_str(m))).collect()),
+        ex(dup
+            .iter()
+            .map(|(m, n)| format!("{}x{n}", mac_str(m)))
+            .collect()),
         extra.len(),
-        ex(extra.iter().map(|(m, n)| format!("{}x{n}", mac_str(m))).collect()),
+        ex(extra
+            .iter()
+            .map(|(m, n)| format!("{}x{n}", mac_str(m)))
+            .collect()),
     ))
 }
 
@@ -93,6 +102,9 @@ mod tests {
         got.insert(mac(2), 2);
         got.insert(mac(9), 1);
         let e = check_exactly_once("x", &got, [mac(1), mac(2), mac(3)]).unwrap_err();
-        assert!(e.contains("1 missing") && e.contains("1 duplicated") && e.contains("1 unexpected"), "{e}");
+        assert!(
+            e.contains("1 missing") && e.contains("1 duplicated") && e.contains("1 unexpected"),
+            "{e}"
+        );
     }
 }

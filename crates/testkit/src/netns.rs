@@ -115,17 +115,23 @@ impl Netns {
     /// Sets an interface of this namespace up (and its MTU, if given).
     pub fn link_up(&self, ifname: &str, mtu: Option<u32>) -> io::Result<()> {
         if let Some(mtu) = mtu {
-            ip(&["-n", &self.name, "link", "set", "dev", ifname, "mtu", &mtu.to_string()])?;
+            ip(&[
+                "-n",
+                &self.name,
+                "link",
+                "set",
+                "dev",
+                ifname,
+                "mtu",
+                &mtu.to_string(),
+            ])?;
         }
         ip(&["-n", &self.name, "link", "set", "dev", ifname, "up"])?;
         Ok(())
     }
 
     /// Runs `f` on a new thread inside this namespace; see [`in_netns`].
-    pub fn run<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> io::Result<T> {
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
         in_netns(&self.name, f)
     }
 }
@@ -156,7 +162,10 @@ pub fn ip(args: &[&str]) -> io::Result<Output> {
 
 /// Runs `prog args...`; an error (with its stderr) if it fails.
 pub fn run_cmd(prog: &str, args: &[&str]) -> io::Result<Output> {
-    let out = Command::new(prog).args(args).stdin(Stdio::null()).output()?;
+    let out = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
     if !out.status.success() {
         return Err(io::Error::other(format!(
             "`{prog} {}` failed ({}): {}",
@@ -174,8 +183,23 @@ pub fn run_cmd(prog: &str, args: &[&str]) -> io::Result<Output> {
 pub fn veth(ns_a: &Netns, if_a: &str, ns_b: &Netns, if_b: &str, mtu: u32) -> io::Result<()> {
     let mtu_s = mtu.to_string();
     ip(&[
-        "-n", ns_a.name(), "link", "add", "name", if_a, "mtu", &mtu_s, "type", "veth", "peer",
-        "name", if_b, "mtu", &mtu_s, "netns", ns_b.name(),
+        "-n",
+        ns_a.name(),
+        "link",
+        "add",
+        "name",
+        if_a,
+        "mtu",
+        &mtu_s,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        if_b,
+        "mtu",
+        &mtu_s,
+        "netns",
+        ns_b.name(),
     ])?;
     for (ns, ifname) in [(ns_a, if_a), (ns_b, if_b)] {
         ns.sysctl(&format!("net.ipv6.conf.{ifname}.disable_ipv6"), "1")?;

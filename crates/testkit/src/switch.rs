@@ -44,7 +44,11 @@ impl Switch {
         let log = dir.join("lanyard.log");
         std::fs::write(
             &config,
-            format!("{}\nmanagement:\n  socket: {}\n", yaml.trim_end(), socket.display()),
+            format!(
+                "{}\nmanagement:\n  socket: {}\n",
+                yaml.trim_end(),
+                socket.display()
+            ),
         )?;
         let logf = File::create(&log)?;
         let child = Command::new("ip")
@@ -126,7 +130,9 @@ impl Switch {
         if !all.contains(&"--json") {
             all.push("--json");
         }
-        let out = self.cli(&all).map_err(|e| format!("cannot run lanyard CLI: {e}"))?;
+        let out = self
+            .cli(&all)
+            .map_err(|e| format!("cannot run lanyard CLI: {e}"))?;
         if !out.status.success() {
             return Err(format!(
                 "`lanyard {}` failed ({}): {}",
@@ -164,7 +170,14 @@ impl Switch {
     /// `total` of `show mac address-table [vlan N] count`.
     pub fn mac_count(&self, vlan: Option<u16>) -> u64 {
         let v = match vlan {
-            Some(id) => self.show_json(&["show", "mac", "address-table", "vlan", &id.to_string(), "count"]),
+            Some(id) => self.show_json(&[
+                "show",
+                "mac",
+                "address-table",
+                "vlan",
+                &id.to_string(),
+                "count",
+            ]),
             None => self.show_json(&["show", "mac", "address-table", "count"]),
         };
         v["total"]

@@ -135,7 +135,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     fn offsets(&self) -> (usize, usize) {
-        (usize::from(self.hardware_len()), usize::from(self.protocol_len()))
+        (
+            usize::from(self.hardware_len()),
+            usize::from(self.protocol_len()),
+        )
     }
 
     /// Sender hardware address.
@@ -224,7 +227,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         if addr.len() != len {
             return Err(Error::Malformed("ARP address length differs from header"));
         }
-        let dst = self.buffer.as_mut().get_mut(start..start + len).ok_or(Error::Truncated)?;
+        let dst = self
+            .buffer
+            .as_mut()
+            .get_mut(start..start + len)
+            .ok_or(Error::Truncated)?;
         dst.copy_from_slice(addr);
         Ok(())
     }

@@ -77,7 +77,9 @@ impl FromStr for MacAddress {
         let mut out = [0u8; 6];
         let mut parts = s.split([':', '-']);
         for byte in &mut out {
-            let part = parts.next().ok_or(Error::Malformed("MAC address: too few octets"))?;
+            let part = parts
+                .next()
+                .ok_or(Error::Malformed("MAC address: too few octets"))?;
             if part.is_empty() || part.len() > 2 {
                 return Err(Error::Malformed("MAC address: octet is not 1-2 hex digits"));
             }
@@ -311,7 +313,9 @@ mod tests {
         }
         let mut short = [0u8; 4];
         assert_eq!(
-            Repr::parse(&Frame::new_unchecked(&FRAME[..])).unwrap().emit(&mut Frame::new_unchecked(&mut short[..])),
+            Repr::parse(&Frame::new_unchecked(&FRAME[..]))
+                .unwrap()
+                .emit(&mut Frame::new_unchecked(&mut short[..])),
             Err(Error::Truncated)
         );
     }
@@ -321,8 +325,18 @@ mod tests {
         let m: MacAddress = "AA:bb:cc:dd:ee:0f".parse().unwrap();
         assert_eq!(m.to_string(), "aa:bb:cc:dd:ee:0f");
         assert!(m.is_unicast() && m.is_local());
-        assert!("01:00:5e:00:00:01".parse::<MacAddress>().unwrap().is_multicast());
-        for bad in ["", "aa:bb", "aa:bb:cc:dd:ee:ff:00", "aa:bb:cc:dd:ee:fg", "aaa:bb:cc:dd:ee:ff", "aa::cc:dd:ee:ff"] {
+        assert!("01:00:5e:00:00:01"
+            .parse::<MacAddress>()
+            .unwrap()
+            .is_multicast());
+        for bad in [
+            "",
+            "aa:bb",
+            "aa:bb:cc:dd:ee:ff:00",
+            "aa:bb:cc:dd:ee:fg",
+            "aaa:bb:cc:dd:ee:ff",
+            "aa::cc:dd:ee:ff",
+        ] {
             assert!(bad.parse::<MacAddress>().is_err(), "{bad}");
         }
     }

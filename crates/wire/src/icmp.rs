@@ -242,19 +242,30 @@ impl<'a> Repr<'a> {
         }
         let data = &p.buffer.as_ref()[field::DATA];
         Ok(match (p.msg_type(), p.code()) {
-            (Message::EchoRequest, 0) => {
-                Repr::EchoRequest { ident: p.echo_ident(), seq_no: p.echo_seq_no(), data }
-            }
-            (Message::EchoReply, 0) => {
-                Repr::EchoReply { ident: p.echo_ident(), seq_no: p.echo_seq_no(), data }
-            }
-            (msg_type, code) => Repr::Other { msg_type, code, rest: p.rest_of_header(), data },
+            (Message::EchoRequest, 0) => Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            (Message::EchoReply, 0) => Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            (msg_type, code) => Repr::Other {
+                msg_type,
+                code,
+                rest: p.rest_of_header(),
+                data,
+            },
         })
     }
 
     fn data(&self) -> &'a [u8] {
         match self {
-            Repr::EchoRequest { data, .. } | Repr::EchoReply { data, .. } | Repr::Other { data, .. } => data,
+            Repr::EchoRequest { data, .. }
+            | Repr::EchoReply { data, .. }
+            | Repr::Other { data, .. } => data,
         }
     }
 
@@ -282,7 +293,12 @@ impl<'a> Repr<'a> {
                 p.set_echo_ident(ident);
                 p.set_echo_seq_no(seq_no);
             }
-            Repr::Other { msg_type, code, rest, .. } => {
+            Repr::Other {
+                msg_type,
+                code,
+                rest,
+                ..
+            } => {
                 p.set_msg_type(msg_type);
                 p.set_code(code);
                 p.set_rest_of_header(rest);
@@ -300,7 +316,11 @@ mod tests {
 
     #[test]
     fn echo_roundtrip() {
-        let r = Repr::EchoRequest { ident: 0x1234, seq_no: 1, data: b"abcd" };
+        let r = Repr::EchoRequest {
+            ident: 0x1234,
+            seq_no: 1,
+            data: b"abcd",
+        };
         let mut b = [0u8; 12];
         r.emit(&mut Packet::new_unchecked(&mut b[..])).unwrap();
         let p = Packet::new_checked(&b[..]).unwrap();
@@ -310,6 +330,9 @@ mod tests {
             assert_eq!(Packet::new_checked(&b[..n]), Err(Error::Truncated));
         }
         b[9] ^= 0xff;
-        assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()), Err(Error::Checksum));
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&b[..]).unwrap()),
+            Err(Error::Checksum)
+        );
     }
 }

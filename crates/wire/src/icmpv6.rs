@@ -182,7 +182,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Neighbor solicitation/advertisement target address.
     pub fn nd_target_addr(&self) -> Result<Ipv6Addr> {
-        let b = self.buffer.as_ref().get(field::ND_TARGET).ok_or(Error::Truncated)?;
+        let b = self
+            .buffer
+            .as_ref()
+            .get(field::ND_TARGET)
+            .ok_or(Error::Truncated)?;
         let mut a = [0u8; 16];
         a.copy_from_slice(b);
         Ok(Ipv6Addr::from(a))
@@ -196,14 +200,21 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Neighbor-discovery options after the target address.
     pub fn nd_options(&self) -> Result<NdOptions<'_>> {
-        let b = self.buffer.as_ref().get(field::ND_OPTIONS).ok_or(Error::Truncated)?;
+        let b = self
+            .buffer
+            .as_ref()
+            .get(field::ND_OPTIONS)
+            .ok_or(Error::Truncated)?;
         Ok(NdOptions { rest: b })
     }
 
     /// True if the checksum (with the pseudo-header of `ips`) verifies.
     pub fn verify_checksum(&self, ips: &IpPair) -> bool {
         let b = self.buffer.as_ref();
-        let acc = checksum::combine(ips.pseudo_header_sum(IpProtocol::Icmpv6, b.len() as u32), checksum::sum(b));
+        let acc = checksum::combine(
+            ips.pseudo_header_sum(IpProtocol::Icmpv6, b.len() as u32),
+            checksum::sum(b),
+        );
         checksum::verifies(acc)
     }
 }
@@ -245,7 +256,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// Sets the ND target address.
     pub fn set_nd_target_addr(&mut self, a: Ipv6Addr) -> Result<()> {
-        let b = self.buffer.as_mut().get_mut(field::ND_TARGET).ok_or(Error::Truncated)?;
+        let b = self
+            .buffer
+            .as_mut()
+            .get_mut(field::ND_TARGET)
+            .ok_or(Error::Truncated)?;
         b.copy_from_slice(&a.octets());
         Ok(())
     }
@@ -259,7 +274,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn fill_checksum(&mut self, ips: &IpPair) {
         self.set_checksum(0);
         let b = self.buffer.as_ref();
-        let acc = checksum::combine(ips.pseudo_header_sum(IpProtocol::Icmpv6, b.len() as u32), checksum::sum(b));
+        let acc = checksum::combine(
+            ips.pseudo_header_sum(IpProtocol::Icmpv6, b.len() as u32),
+            checksum::sum(b),
+        );
         self.set_checksum(checksum::finish(acc));
     }
 }
@@ -313,7 +331,10 @@ impl<'a> Iterator for NdOptions<'a> {
             return fail(self, Error::Truncated);
         };
         self.rest = &r[len..];
-        Some(Ok(NdOption { kind: opt[0], data: &opt[2..] }))
+        Some(Ok(NdOption {
+            kind: opt[0],
+            data: &opt[2..],
+        }))
     }
 }
 
@@ -378,7 +399,10 @@ fn find_lladdr(p: &Packet<impl AsRef<[u8]>>, kind: u8) -> Result<Option<MacAddre
     for o in p.nd_options()? {
         let o = o?;
         if o.kind == kind {
-            found = Some(o.lladdr().ok_or(Error::Malformed("ND link-layer option too short"))?);
+            found = Some(
+                o.lladdr()
+                    .ok_or(Error::Malformed("ND link-layer option too short"))?,
+            );
         }
     }
     Ok(found)
@@ -393,12 +417,16 @@ impl<'a> Repr<'a> {
         }
         let data: &'a [u8] = &p.buffer.as_ref()[field::DATA];
         Ok(match (p.msg_type(), p.code()) {
-            (Message::EchoRequest, 0) => {
-                Repr::EchoRequest { ident: p.echo_ident(), seq_no: p.echo_seq_no(), data }
-            }
-            (Message::EchoReply, 0) => {
-                Repr::EchoReply { ident: p.echo_ident(), seq_no: p.echo_seq_no(), data }
-            }
+            (Message::EchoRequest, 0) => Repr::EchoRequest {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
+            (Message::EchoReply, 0) => Repr::EchoReply {
+                ident: p.echo_ident(),
+                seq_no: p.echo_seq_no(),
+                data,
+            },
             (Message::NeighborSolicit, 0) => Repr::NeighborSolicit {
                 target_addr: p.nd_target_addr()?,
                 source_lladdr: find_lladdr(p, OPT_SOURCE_LLADDR)?,
@@ -413,24 +441,37 @@ impl<'a> Repr<'a> {
                     target_lladdr: find_lladdr(p, OPT_TARGET_LLADDR)?,
                 }
             }
-            (msg_type, code) => Repr::Other { msg_type, code, rest: p.rest_of_header(), data },
+            (msg_type, code) => Repr::Other {
+                msg_type,
+                code,
+                rest: p.rest_of_header(),
+                data,
+            },
         })
     }
 
     /// Length of the emitted message.
     pub fn buffer_len(&self) -> usize {
         match self {
-            Repr::EchoRequest { data, .. } | Repr::EchoReply { data, .. } | Repr::Other { data, .. } => {
-                HEADER_LEN + data.len()
+            Repr::EchoRequest { data, .. }
+            | Repr::EchoReply { data, .. }
+            | Repr::Other { data, .. } => HEADER_LEN + data.len(),
+            Repr::NeighborSolicit {
+                source_lladdr: ll, ..
             }
-            Repr::NeighborSolicit { source_lladdr: ll, .. }
-            | Repr::NeighborAdvert { target_lladdr: ll, .. } => ND_LEN + if ll.is_some() { 8 } else { 0 },
+            | Repr::NeighborAdvert {
+                target_lladdr: ll, ..
+            } => ND_LEN + if ll.is_some() { 8 } else { 0 },
         }
     }
 
     /// Writes the message and checksum into a buffer of exactly
     /// `buffer_len()` bytes.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>, ips: &IpPair) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        p: &mut Packet<T>,
+        ips: &IpPair,
+    ) -> Result<()> {
         if p.buffer.as_ref().len() != self.buffer_len() {
             return Err(Error::Truncated);
         }
@@ -443,7 +484,16 @@ impl<'a> Repr<'a> {
             }
         };
         match *self {
-            Repr::EchoRequest { ident, seq_no, data } | Repr::EchoReply { ident, seq_no, data } => {
+            Repr::EchoRequest {
+                ident,
+                seq_no,
+                data,
+            }
+            | Repr::EchoReply {
+                ident,
+                seq_no,
+                data,
+            } => {
                 let t = if matches!(self, Repr::EchoRequest { .. }) {
                     Message::EchoRequest
                 } else {
@@ -455,22 +505,38 @@ impl<'a> Repr<'a> {
                 p.set_echo_seq_no(seq_no);
                 p.data_mut().copy_from_slice(data);
             }
-            Repr::NeighborSolicit { target_addr, source_lladdr } => {
+            Repr::NeighborSolicit {
+                target_addr,
+                source_lladdr,
+            } => {
                 p.set_msg_type(Message::NeighborSolicit);
                 p.set_code(0);
                 p.set_rest_of_header(0);
                 p.set_nd_target_addr(target_addr)?;
                 write_ll(p, OPT_SOURCE_LLADDR, source_lladdr);
             }
-            Repr::NeighborAdvert { router, solicited, override_, target_addr, target_lladdr } => {
+            Repr::NeighborAdvert {
+                router,
+                solicited,
+                override_,
+                target_addr,
+                target_lladdr,
+            } => {
                 p.set_msg_type(Message::NeighborAdvert);
                 p.set_code(0);
-                let flags = (u32::from(router) << 31) | (u32::from(solicited) << 30) | (u32::from(override_) << 29);
+                let flags = (u32::from(router) << 31)
+                    | (u32::from(solicited) << 30)
+                    | (u32::from(override_) << 29);
                 p.set_rest_of_header(flags);
                 p.set_nd_target_addr(target_addr)?;
                 write_ll(p, OPT_TARGET_LLADDR, target_lladdr);
             }
-            Repr::Other { msg_type, code, rest, data } => {
+            Repr::Other {
+                msg_type,
+                code,
+                rest,
+                data,
+            } => {
                 p.set_msg_type(msg_type);
                 p.set_code(code);
                 p.set_rest_of_header(rest);
@@ -487,7 +553,10 @@ mod tests {
     use super::*;
 
     fn ips() -> IpPair {
-        IpPair::V6 { src: "fe80::1".parse().unwrap(), dst: "ff02::1:ff00:2".parse().unwrap() }
+        IpPair::V6 {
+            src: "fe80::1".parse().unwrap(),
+            dst: "ff02::1:ff00:2".parse().unwrap(),
+        }
     }
 
     #[test]
@@ -497,7 +566,8 @@ mod tests {
             source_lladdr: Some(MacAddress([2, 0, 0, 0, 0, 1])),
         };
         let mut b = vec![0u8; r.buffer_len()];
-        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips()).unwrap();
+        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips())
+            .unwrap();
         let p = Packet::new_checked(&b[..]).unwrap();
         assert_eq!(Repr::parse(&p, &ips()).unwrap(), r);
         // Truncated NS: checksum is refilled so the length check is what fails.
@@ -520,16 +590,23 @@ mod tests {
             target_lladdr: None,
         };
         let mut b = vec![0u8; r.buffer_len()];
-        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips()).unwrap();
-        assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap(), &ips()).unwrap(), r);
+        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips())
+            .unwrap();
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&b[..]).unwrap(), &ips()).unwrap(),
+            r
+        );
     }
 
     #[test]
     fn zero_length_option_rejected() {
-        let mut b = vec![0u8; 32];
+        let mut b = [0u8; 32];
         b[0] = 135;
         b[24] = 1;
         Packet::new_unchecked(&mut b[..]).fill_checksum(&ips());
-        assert!(matches!(Repr::parse(&Packet::new_checked(&b[..]).unwrap(), &ips()), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Repr::parse(&Packet::new_checked(&b[..]).unwrap(), &ips()),
+            Err(Error::Malformed(_))
+        ));
     }
 }

@@ -180,12 +180,14 @@ impl IpPair {
         let proto = u32::from(u8::from(protocol));
         match self {
             IpPair::V4 { src, dst } => {
-                let a = checksum::combine(checksum::sum(&src.octets()), checksum::sum(&dst.octets()));
+                let a =
+                    checksum::combine(checksum::sum(&src.octets()), checksum::sum(&dst.octets()));
                 // The v4 pseudo-header length field is 16 bits.
                 checksum::combine(a, proto + (len & 0xffff))
             }
             IpPair::V6 { src, dst } => {
-                let a = checksum::combine(checksum::sum(&src.octets()), checksum::sum(&dst.octets()));
+                let a =
+                    checksum::combine(checksum::sum(&src.octets()), checksum::sum(&dst.octets()));
                 let l = (len >> 16) + (len & 0xffff);
                 checksum::combine(a, proto + l)
             }

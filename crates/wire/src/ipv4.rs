@@ -201,8 +201,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// Sets the header length in bytes; must be a multiple of 4 in 20..=60.
     pub fn set_header_len(&mut self, len: usize) -> Result<()> {
-        if len % 4 != 0 || !(HEADER_LEN..=60).contains(&len) {
-            return Err(Error::Malformed("IPv4 header length not a multiple of 4 in 20..=60"));
+        if len & 3 != 0 || !(HEADER_LEN..=60).contains(&len) {
+            return Err(Error::Malformed(
+                "IPv4 header length not a multiple of 4 in 20..=60",
+            ));
         }
         let b = &mut self.bm()[field::VER_IHL];
         *b = (*b & 0xf0) | (len / 4) as u8;
@@ -449,12 +451,21 @@ mod tests {
         }
         let mut bad = b;
         bad[0] = 0x44;
-        assert!(matches!(Packet::new_checked(&bad[..]), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Packet::new_checked(&bad[..]),
+            Err(Error::Malformed(_))
+        ));
         let mut bad = b;
         bad[0] = 0x65;
-        assert!(matches!(Packet::new_checked(&bad[..]), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Packet::new_checked(&bad[..]),
+            Err(Error::Malformed(_))
+        ));
         let mut bad = b;
         bad[15] ^= 1;
-        assert_eq!(Repr::parse(&Packet::new_checked(&bad[..]).unwrap()), Err(Error::Checksum));
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&bad[..]).unwrap()),
+            Err(Error::Checksum)
+        );
     }
 }

@@ -335,7 +335,14 @@ fn is_ext(p: IpProtocol) -> bool {
 impl<'a> ExtHeaders<'a> {
     /// Walks `payload` (bytes after the fixed header) starting with `first`.
     pub fn new(first: IpProtocol, payload: &'a [u8]) -> ExtHeaders<'a> {
-        ExtHeaders { payload, next: first, pos: 0, count: 0, fragment: None, done: false }
+        ExtHeaders {
+            payload,
+            next: first,
+            pos: 0,
+            count: 0,
+            fragment: None,
+            done: false,
+        }
     }
 
     fn step(&mut self) -> Result<Option<ExtHeader<'a>>> {
@@ -505,13 +512,26 @@ mod tests {
         let kinds: Vec<_> = p.ext_headers().map(|h| h.unwrap().kind).collect();
         assert_eq!(
             kinds,
-            [IpProtocol::HopByHop, IpProtocol::Ipv6Route, IpProtocol::Ipv6Frag, IpProtocol::Ipv6Opts, IpProtocol::Ah]
+            [
+                IpProtocol::HopByHop,
+                IpProtocol::Ipv6Route,
+                IpProtocol::Ipv6Frag,
+                IpProtocol::Ipv6Opts,
+                IpProtocol::Ah
+            ]
         );
         let u = p.upper_layer().unwrap();
         assert_eq!(u.protocol, IpProtocol::Udp);
         assert_eq!(u.offset, 40 + 8 + 8 + 8 + 16 + 12);
         assert_eq!(u.ext_count, 5);
-        assert_eq!(u.fragment, Some(Fragment { offset: 0, more_frags: false, ident: 42 }));
+        assert_eq!(
+            u.fragment,
+            Some(Fragment {
+                offset: 0,
+                more_frags: false,
+                ident: 42
+            })
+        );
         // Every truncation of the ext-header chain is rejected.
         for cut in 0..e.len() - 8 {
             let b = with_exts(&e[..cut], 0);
@@ -546,7 +566,10 @@ mod tests {
             e.extend_from_slice(&[60, 0, 0, 0, 0, 0, 0, 0]);
         }
         let b = with_exts(&e, 60);
-        assert!(matches!(Packet::new_checked(&b[..]).unwrap().upper_layer(), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Packet::new_checked(&b[..]).unwrap().upper_layer(),
+            Err(Error::Malformed(_))
+        ));
     }
 
     #[test]

@@ -51,10 +51,6 @@ pub use ipv6::{
     ExtHeader as Ipv6ExtHeader, ExtHeaders as Ipv6ExtHeaders, Packet as Ipv6Packet,
     Repr as Ipv6Repr, UpperLayer as Ipv6UpperLayer,
 };
-pub use tcp::{
-    Flags as TcpFlags, Packet as TcpPacket, Repr as TcpRepr, TcpOption, TcpOptions,
-};
+pub use tcp::{Flags as TcpFlags, Packet as TcpPacket, Repr as TcpRepr, TcpOption, TcpOptions};
 pub use udp::{Packet as UdpPacket, Repr as UdpRepr};
-pub use vlan::{
-    parse_tags, L2Headers, Repr as VlanRepr, Tag as VlanTag, TaggedHeader, VlanId,
-};
+pub use vlan::{parse_tags, L2Headers, Repr as VlanRepr, Tag as VlanTag, TaggedHeader, VlanId};

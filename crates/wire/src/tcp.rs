@@ -156,7 +156,9 @@ impl<'a> Iterator for TcpOptions<'a> {
                 u32::from_be_bytes([data[0], data[1], data[2], data[3]]),
                 u32::from_be_bytes([data[4], data[5], data[6], data[7]]),
             ),
-            (2..=5 | 8, _) => return bad(self, Error::Malformed("TCP option has the wrong length")),
+            (2..=5 | 8, _) => {
+                return bad(self, Error::Malformed("TCP option has the wrong length"))
+            }
             (k, _) => TcpOption::Unknown(k, data),
         };
         self.rest = &self.rest[len..];
@@ -282,7 +284,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// verifies.
     pub fn verify_checksum(&self, ips: &IpPair) -> bool {
         let len = self.b().len() as u32;
-        let acc = checksum::combine(ips.pseudo_header_sum(IpProtocol::Tcp, len), checksum::sum(self.b()));
+        let acc = checksum::combine(
+            ips.pseudo_header_sum(IpProtocol::Tcp, len),
+            checksum::sum(self.b()),
+        );
         checksum::verifies(acc)
     }
 }
@@ -318,8 +323,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// Sets the header length; must be a multiple of 4 in 20..=60.
     pub fn set_header_len(&mut self, len: usize) -> Result<()> {
-        if len % 4 != 0 || !(HEADER_LEN..=MAX_HEADER_LEN).contains(&len) {
-            return Err(Error::Malformed("TCP header length not a multiple of 4 in 20..=60"));
+        if len & 3 != 0 || !(HEADER_LEN..=MAX_HEADER_LEN).contains(&len) {
+            return Err(Error::Malformed(
+                "TCP header length not a multiple of 4 in 20..=60",
+            ));
         }
         let b = &mut self.buffer.as_mut()[field::OFF_FLAGS.start];
         *b = (*b & 0x0f) | (((len / 4) as u8) << 4);
@@ -363,7 +370,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn fill_checksum(&mut self, ips: &IpPair) {
         self.set_checksum(0);
         let len = self.b().len() as u32;
-        let acc = checksum::combine(ips.pseudo_header_sum(IpProtocol::Tcp, len), checksum::sum(self.b()));
+        let acc = checksum::combine(
+            ips.pseudo_header_sum(IpProtocol::Tcp, len),
+            checksum::sum(self.b()),
+        );
         self.set_checksum(checksum::finish(acc));
     }
 }
@@ -429,7 +439,11 @@ impl<'a> Repr<'a> {
 
     /// Writes the segment and its checksum into a buffer of exactly
     /// `buffer_len()` bytes.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>, ips: &IpPair) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        p: &mut Packet<T>,
+        ips: &IpPair,
+    ) -> Result<()> {
         if p.buffer.as_ref().len() != self.buffer_len() {
             return Err(Error::Truncated);
         }
@@ -455,8 +469,13 @@ mod tests {
 
     #[test]
     fn syn_with_options() {
-        let ips = IpPair::V4 { src: Ipv4Addr::new(10, 0, 0, 1), dst: Ipv4Addr::new(10, 0, 0, 2) };
-        let opts = [2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0];
+        let ips = IpPair::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+        };
+        let opts = [
+            2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0,
+        ];
         let r = Repr {
             src_port: 40000,
             dst_port: 80,
@@ -469,7 +488,8 @@ mod tests {
             payload: &[],
         };
         let mut b = [0u8; 44];
-        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips).unwrap();
+        r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips)
+            .unwrap();
         let p = Packet::new_checked(&b[..]).unwrap();
         assert!(p.flags().syn() && !p.flags().ack());
         let o: Vec<_> = p.option_iter().map(|o| o.unwrap()).collect();
@@ -494,7 +514,13 @@ mod tests {
 
     #[test]
     fn bad_options() {
-        for raw in [&[2u8][..], &[2, 0], &[2, 3, 0], &[2, 5, 0, 0, 0], &[8, 10, 0]] {
+        for raw in [
+            &[2u8][..],
+            &[2, 0],
+            &[2, 3, 0],
+            &[2, 5, 0, 0, 0],
+            &[8, 10, 0],
+        ] {
             assert!(TcpOptions::new(raw).any(|o| o.is_err()), "{raw:?}");
         }
     }

@@ -180,7 +180,11 @@ impl<'a> Repr<'a> {
             return Err(Error::Checksum);
         }
         let payload = &p.buffer.as_ref()[HEADER_LEN..usize::from(p.len())];
-        Ok(Repr { src_port: p.src_port(), dst_port: p.dst_port(), payload })
+        Ok(Repr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            payload,
+        })
     }
 
     /// Header plus payload.
@@ -189,12 +193,17 @@ impl<'a> Repr<'a> {
     }
 
     /// Writes header, payload and checksum.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>, ips: &IpPair) -> Result<()> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        p: &mut Packet<T>,
+        ips: &IpPair,
+    ) -> Result<()> {
         let len = self.buffer_len();
         if p.buffer.as_ref().len() < len {
             return Err(Error::Truncated);
         }
-        let l16 = u16::try_from(len).map_err(|_| Error::Malformed("UDP payload longer than 65527"))?;
+        let l16 =
+            u16::try_from(len).map_err(|_| Error::Malformed("UDP payload longer than 65527"))?;
         p.set_src_port(self.src_port);
         p.set_dst_port(self.dst_port);
         p.set_len(l16);
@@ -212,13 +221,24 @@ mod tests {
     #[test]
     fn roundtrip_v4_v6() {
         let pairs = [
-            IpPair::V4 { src: Ipv4Addr::new(10, 0, 0, 1), dst: Ipv4Addr::new(10, 0, 0, 2) },
-            IpPair::V6 { src: Ipv6Addr::LOCALHOST, dst: "2001:db8::1".parse().unwrap() },
+            IpPair::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 1),
+                dst: Ipv4Addr::new(10, 0, 0, 2),
+            },
+            IpPair::V6 {
+                src: Ipv6Addr::LOCALHOST,
+                dst: "2001:db8::1".parse().unwrap(),
+            },
         ];
         for ips in pairs {
-            let r = Repr { src_port: 1234, dst_port: 53, payload: b"hello" };
+            let r = Repr {
+                src_port: 1234,
+                dst_port: 53,
+                payload: b"hello",
+            };
             let mut b = [0u8; 13];
-            r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips).unwrap();
+            r.emit(&mut Packet::new_unchecked(&mut b[..]), &ips)
+                .unwrap();
             let p = Packet::new_checked(&b[..]).unwrap();
             assert!(p.verify_checksum(&ips));
             assert_eq!(Repr::parse(&p, &ips).unwrap(), r);
@@ -228,7 +248,10 @@ mod tests {
             let mut z = b;
             z[6] = 0;
             z[7] = 0;
-            assert_eq!(Packet::new_checked(&z[..]).unwrap().verify_checksum(&ips), !ips.is_v6());
+            assert_eq!(
+                Packet::new_checked(&z[..]).unwrap().verify_checksum(&ips),
+                !ips.is_v6()
+            );
         }
     }
 }

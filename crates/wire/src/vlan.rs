@@ -242,7 +242,9 @@ pub fn parse_tags<T: AsRef<[u8]>>(frame: &Frame<T>) -> Result<L2Headers> {
         if depth == 2 {
             return Err(Error::Malformed("more than two VLAN tags"));
         }
-        let rest = bytes.get(headers.payload_offset..).ok_or(Error::Truncated)?;
+        let rest = bytes
+            .get(headers.payload_offset..)
+            .ok_or(Error::Truncated)?;
         let tag = Repr::parse(&Tag::new_checked(rest)?)?;
         let th = TaggedHeader { tpid, tag };
         if depth == 0 {
@@ -274,10 +276,16 @@ mod tests {
         let h = parse_tags(&f).unwrap();
         let outer = h.outer.unwrap();
         assert_eq!(outer.tpid, EtherType::QinQ);
-        assert_eq!((outer.tag.pcp, outer.tag.dei, outer.tag.vlan_id.get()), (5, false, 100));
+        assert_eq!(
+            (outer.tag.pcp, outer.tag.dei, outer.tag.vlan_id.get()),
+            (5, false, 100)
+        );
         let inner = h.inner.unwrap();
         assert_eq!(inner.tpid, EtherType::Vlan);
-        assert_eq!((inner.tag.pcp, inner.tag.dei, inner.tag.vlan_id.get()), (3, true, 200));
+        assert_eq!(
+            (inner.tag.pcp, inner.tag.dei, inner.tag.vlan_id.get()),
+            (3, true, 200)
+        );
         assert_eq!(h.ethertype, EtherType::Ipv4);
         assert_eq!(h.payload_offset, 22);
     }
@@ -295,16 +303,27 @@ mod tests {
         let mut b = QINQ;
         b[20] = 0x81;
         b[21] = 0x00;
-        assert!(matches!(parse_tags(&Frame::new_checked(&b[..]).unwrap()), Err(Error::Malformed(_)) | Err(Error::Truncated)));
+        assert!(matches!(
+            parse_tags(&Frame::new_checked(&b[..]).unwrap()),
+            Err(Error::Malformed(_)) | Err(Error::Truncated)
+        ));
         let mut b = QINQ;
         b[16] = 0x88;
         b[17] = 0xa8;
-        assert!(matches!(parse_tags(&Frame::new_checked(&b[..]).unwrap()), Err(Error::Malformed(_))));
+        assert!(matches!(
+            parse_tags(&Frame::new_checked(&b[..]).unwrap()),
+            Err(Error::Malformed(_))
+        ));
     }
 
     #[test]
     fn tag_roundtrip() {
-        let r = Repr { pcp: 7, dei: true, vlan_id: VlanId::new(4095).unwrap(), ethertype: EtherType::Ipv6 };
+        let r = Repr {
+            pcp: 7,
+            dei: true,
+            vlan_id: VlanId::new(4095).unwrap(),
+            ethertype: EtherType::Ipv6,
+        };
         let mut b = [0u8; 4];
         r.emit(&mut Tag::new_unchecked(&mut b[..])).unwrap();
         assert_eq!(b, [0xff, 0xff, 0x86, 0xdd]);

@@ -108,7 +108,12 @@ fn fixtures() -> Vec<Vec<u8>> {
                 .filter(|l| !l.starts_with('#'))
                 .flat_map(|l| l.chars().filter(|c| !c.is_whitespace()))
                 .collect();
-            out.push((0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect());
+            out.push(
+                (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                    .collect(),
+            );
         }
     }
     assert!(out.len() >= 14, "fixtures missing");
@@ -130,7 +135,11 @@ fn mutated_fixtures_never_panic() {
                     _ => rng.next() as u8,
                 };
             }
-            let cut = if rng.below(3) == 0 { rng.below(m.len() + 1) } else { m.len() };
+            let cut = if rng.below(3) == 0 {
+                rng.below(m.len() + 1)
+            } else {
+                m.len()
+            };
             let m = &m[..cut];
             exercise::ethernet(m);
             // Also every layer parser directly at every plausible start.

@@ -28,7 +28,13 @@ pub fn split_ips(data: &[u8]) -> Option<(IpPair, &[u8])> {
         let mut d = [0u8; 16];
         s.copy_from_slice(&rest[..16]);
         d.copy_from_slice(&rest[16..32]);
-        Some((IpPair::V6 { src: Ipv6Addr::from(s), dst: Ipv6Addr::from(d) }, &rest[32..]))
+        Some((
+            IpPair::V6 {
+                src: Ipv6Addr::from(s),
+                dst: Ipv6Addr::from(d),
+            },
+            &rest[32..],
+        ))
     } else {
         if rest.len() < 8 {
             return None;
@@ -41,22 +47,38 @@ pub fn split_ips(data: &[u8]) -> Option<(IpPair, &[u8])> {
 
 /// Ethernet frame, its tags, and whatever it carries.
 pub fn ethernet(data: &[u8]) {
-    let Ok(f) = ethernet::Frame::new_checked(data) else { return };
+    let Ok(f) = ethernet::Frame::new_checked(data) else {
+        return;
+    };
     let _ = (f.dst_addr(), f.src_addr(), f.ethertype(), f.payload().len());
     let d = f.dst_addr();
-    let _ = (d.is_broadcast(), d.is_multicast(), d.is_unicast(), d.to_string());
+    let _ = (
+        d.is_broadcast(),
+        d.is_multicast(),
+        d.is_unicast(),
+        d.to_string(),
+    );
     let repr = ethernet::Repr::parse(&f).expect("checked frame parses");
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut ethernet::Frame::new_unchecked(&mut out[..])).expect("emit");
+    repr.emit(&mut ethernet::Frame::new_unchecked(&mut out[..]))
+        .expect("emit");
     assert_eq!(out[..], data[..ethernet::HEADER_LEN]);
 
     let Ok(l2) = parse_tags(&f) else { return };
     for (i, th) in [l2.outer, l2.inner].into_iter().flatten().enumerate() {
         let start = ethernet::HEADER_LEN + i * vlan::TAG_LEN;
         let tag = vlan::Tag::new_checked(&data[start..]).expect("tag bytes present");
-        let _ = (tag.pcp(), tag.dei(), tag.vlan_id(), tag.ethertype(), tag.payload().len());
+        let _ = (
+            tag.pcp(),
+            tag.dei(),
+            tag.vlan_id(),
+            tag.ethertype(),
+            tag.payload().len(),
+        );
         let mut b = [0u8; vlan::TAG_LEN];
-        th.tag.emit(&mut vlan::Tag::new_unchecked(&mut b[..])).expect("tag emit");
+        th.tag
+            .emit(&mut vlan::Tag::new_unchecked(&mut b[..]))
+            .expect("tag emit");
         assert_eq!(b[..], data[start..start + vlan::TAG_LEN]);
     }
     let payload = &data[l2.payload_offset..];
@@ -70,23 +92,54 @@ pub fn ethernet(data: &[u8]) {
 
 /// ARP packet.
 pub fn arp(data: &[u8]) {
-    let Ok(p) = arp::Packet::new_checked(data) else { return };
-    let _ = (p.hardware_type(), p.protocol_type(), p.hardware_len(), p.protocol_len());
+    let Ok(p) = arp::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.hardware_type(),
+        p.protocol_type(),
+        p.hardware_len(),
+        p.protocol_len(),
+    );
     let _ = (p.operation(), p.total_len());
     let _ = (p.source_hardware_addr(), p.source_protocol_addr());
     let _ = (p.target_hardware_addr(), p.target_protocol_addr());
-    let Ok(repr) = arp::Repr::parse(&p) else { return };
+    let Ok(repr) = arp::Repr::parse(&p) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut arp::Packet::new_unchecked(&mut out[..])).expect("emit");
+    repr.emit(&mut arp::Packet::new_unchecked(&mut out[..]))
+        .expect("emit");
     assert_eq!(out[..], data[..arp::ETHERNET_IPV4_LEN]);
 }
 
 /// IPv4 packet and its payload.
 pub fn ipv4(data: &[u8]) {
-    let Ok(p) = ipv4::Packet::new_checked(data) else { return };
-    let _ = (p.version(), p.header_len(), p.dscp(), p.ecn(), p.total_len(), p.ident());
-    let _ = (p.dont_frag(), p.more_frags(), p.frag_offset(), p.is_fragment(), p.ttl());
-    let _ = (p.protocol(), p.checksum(), p.src_addr(), p.dst_addr(), p.options().len());
+    let Ok(p) = ipv4::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.version(),
+        p.header_len(),
+        p.dscp(),
+        p.ecn(),
+        p.total_len(),
+        p.ident(),
+    );
+    let _ = (
+        p.dont_frag(),
+        p.more_frags(),
+        p.frag_offset(),
+        p.is_fragment(),
+        p.ttl(),
+    );
+    let _ = (
+        p.protocol(),
+        p.checksum(),
+        p.src_addr(),
+        p.dst_addr(),
+        p.options().len(),
+    );
     let _ = (p.verify_checksum(), p.payload().len());
 
     // Data-path mutations keep a valid checksum valid.
@@ -98,9 +151,12 @@ pub fn ipv4(data: &[u8]) {
     m.remark_ecn(wire::Ecn::Ce);
     assert_eq!(m.verify_checksum(), valid);
 
-    let Ok(repr) = ipv4::Repr::parse(&p) else { return };
+    let Ok(repr) = ipv4::Repr::parse(&p) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len() + repr.payload_len];
-    repr.emit(&mut ipv4::Packet::new_unchecked(&mut out[..])).expect("emit");
+    repr.emit(&mut ipv4::Packet::new_unchecked(&mut out[..]))
+        .expect("emit");
     let back = ipv4::Repr::parse(&ipv4::Packet::new_checked(&out[..]).expect("re-check"))
         .expect("re-parse");
     assert_eq!(back, repr);
@@ -116,24 +172,49 @@ pub fn ipv4(data: &[u8]) {
     if p.frag_offset() != 0 {
         return;
     }
-    let ips = IpPair::V4 { src: p.src_addr(), dst: p.dst_addr() };
+    let ips = IpPair::V4 {
+        src: p.src_addr(),
+        dst: p.dst_addr(),
+    };
     l4(p.protocol(), &ips, p.payload());
 }
 
 /// IPv6 packet, its extension headers and its upper layer.
 pub fn ipv6(data: &[u8]) {
-    let Ok(p) = ipv6::Packet::new_checked(data) else { return };
-    let _ = (p.version(), p.traffic_class(), p.dscp(), p.ecn(), p.flow_label());
-    let _ = (p.payload_len(), p.next_header(), p.hop_limit(), p.src_addr(), p.dst_addr());
+    let Ok(p) = ipv6::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.version(),
+        p.traffic_class(),
+        p.dscp(),
+        p.ecn(),
+        p.flow_label(),
+    );
+    let _ = (
+        p.payload_len(),
+        p.next_header(),
+        p.hop_limit(),
+        p.src_addr(),
+        p.dst_addr(),
+    );
     let _ = p.payload().len();
     for h in p.ext_headers() {
         let Ok(h) = h else { break };
-        let _ = (h.kind, h.offset, h.next_header, h.data.len(), h.fragment(), h.body().len());
+        let _ = (
+            h.kind,
+            h.offset,
+            h.next_header,
+            h.data.len(),
+            h.fragment(),
+            h.body().len(),
+        );
         assert_eq!(&data[h.offset..h.offset + h.data.len()], h.data);
     }
     let repr = ipv6::Repr::parse(&p).expect("checked packet parses");
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut ipv6::Packet::new_unchecked(&mut out[..])).expect("emit");
+    repr.emit(&mut ipv6::Packet::new_unchecked(&mut out[..]))
+        .expect("emit");
     assert_eq!(out[..], data[..ipv6::HEADER_LEN]);
 
     let Ok(upper) = p.upper_layer() else { return };
@@ -142,7 +223,10 @@ pub fn ipv6(data: &[u8]) {
     if upper.fragment.is_some_and(|f| !f.is_first()) {
         return;
     }
-    let ips = IpPair::V6 { src: p.src_addr(), dst: p.dst_addr() };
+    let ips = IpPair::V6 {
+        src: p.src_addr(),
+        dst: p.dst_addr(),
+    };
     l4(upper.protocol, &ips, &data[upper.offset..end]);
 }
 
@@ -159,12 +243,22 @@ pub fn l4(protocol: IpProtocol, ips: &IpPair, data: &[u8]) {
 
 /// ICMP message.
 pub fn icmp(data: &[u8]) {
-    let Ok(p) = icmp::Packet::new_checked(data) else { return };
+    let Ok(p) = icmp::Packet::new_checked(data) else {
+        return;
+    };
     let _ = (p.msg_type(), p.code(), p.checksum(), p.rest_of_header());
-    let _ = (p.echo_ident(), p.echo_seq_no(), p.data().len(), p.verify_checksum());
-    let Ok(repr) = icmp::Repr::parse(&p) else { return };
+    let _ = (
+        p.echo_ident(),
+        p.echo_seq_no(),
+        p.data().len(),
+        p.verify_checksum(),
+    );
+    let Ok(repr) = icmp::Repr::parse(&p) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut icmp::Packet::new_unchecked(&mut out[..])).expect("emit");
+    repr.emit(&mut icmp::Packet::new_unchecked(&mut out[..]))
+        .expect("emit");
     assert_eq!(out[4..], data[4..]);
     let out_p = icmp::Packet::new_checked(&out[..]).expect("re-check");
     assert_eq!(icmp::Repr::parse(&out_p).expect("re-parse"), repr);
@@ -179,9 +273,22 @@ pub fn icmpv6(data: &[u8]) {
 
 /// ICMPv6 message.
 pub fn icmpv6_with(ips: &IpPair, data: &[u8]) {
-    let Ok(p) = icmpv6::Packet::new_checked(data) else { return };
-    let _ = (p.msg_type(), p.code(), p.checksum(), p.rest_of_header(), p.echo_ident());
-    let _ = (p.echo_seq_no(), p.data().len(), p.nd_target_addr(), p.na_flags());
+    let Ok(p) = icmpv6::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.msg_type(),
+        p.code(),
+        p.checksum(),
+        p.rest_of_header(),
+        p.echo_ident(),
+    );
+    let _ = (
+        p.echo_seq_no(),
+        p.data().len(),
+        p.nd_target_addr(),
+        p.na_flags(),
+    );
     let _ = p.verify_checksum(ips);
     if let Ok(opts) = p.nd_options() {
         for o in opts {
@@ -189,9 +296,12 @@ pub fn icmpv6_with(ips: &IpPair, data: &[u8]) {
             let _ = (o.kind, o.data.len(), o.lladdr());
         }
     }
-    let Ok(repr) = icmpv6::Repr::parse(&p, ips) else { return };
+    let Ok(repr) = icmpv6::Repr::parse(&p, ips) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut icmpv6::Packet::new_unchecked(&mut out[..]), ips).expect("emit");
+    repr.emit(&mut icmpv6::Packet::new_unchecked(&mut out[..]), ips)
+        .expect("emit");
     let out_p = icmpv6::Packet::new_checked(&out[..]).expect("re-check");
     assert_eq!(icmpv6::Repr::parse(&out_p, ips).expect("re-parse"), repr);
 }
@@ -205,12 +315,23 @@ pub fn udp(data: &[u8]) {
 
 /// UDP datagram.
 pub fn udp_with(ips: &IpPair, data: &[u8]) {
-    let Ok(p) = udp::Packet::new_checked(data) else { return };
-    let _ = (p.src_port(), p.dst_port(), p.len(), p.is_empty(), p.checksum());
+    let Ok(p) = udp::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.src_port(),
+        p.dst_port(),
+        p.len(),
+        p.is_empty(),
+        p.checksum(),
+    );
     let _ = (p.payload().len(), p.verify_checksum(ips));
-    let Ok(repr) = udp::Repr::parse(&p, ips) else { return };
+    let Ok(repr) = udp::Repr::parse(&p, ips) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut udp::Packet::new_unchecked(&mut out[..]), ips).expect("emit");
+    repr.emit(&mut udp::Packet::new_unchecked(&mut out[..]), ips)
+        .expect("emit");
     assert_eq!(out[..6], data[..6]);
     assert_eq!(out[8..], data[8..out.len()]);
     let out_p = udp::Packet::new_checked(&out[..]).expect("re-check");
@@ -227,20 +348,36 @@ pub fn tcp(data: &[u8]) {
 
 /// TCP segment.
 pub fn tcp_with(ips: &IpPair, data: &[u8]) {
-    let Ok(p) = tcp::Packet::new_checked(data) else { return };
-    let _ = (p.src_port(), p.dst_port(), p.seq_number(), p.ack_number(), p.header_len());
+    let Ok(p) = tcp::Packet::new_checked(data) else {
+        return;
+    };
+    let _ = (
+        p.src_port(),
+        p.dst_port(),
+        p.seq_number(),
+        p.ack_number(),
+        p.header_len(),
+    );
     let f = p.flags();
     let _ = (f.fin(), f.syn(), f.rst(), f.psh(), f.ack(), f.urg());
-    let _ = (p.window_len(), p.checksum(), p.urgent_at(), p.options().len());
+    let _ = (
+        p.window_len(),
+        p.checksum(),
+        p.urgent_at(),
+        p.options().len(),
+    );
     let _ = (p.payload().len(), p.verify_checksum(ips));
     for o in p.option_iter() {
         if o.is_err() {
             break;
         }
     }
-    let Ok(repr) = tcp::Repr::parse(&p, ips) else { return };
+    let Ok(repr) = tcp::Repr::parse(&p, ips) else {
+        return;
+    };
     let mut out = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut tcp::Packet::new_unchecked(&mut out[..]), ips).expect("emit");
+    repr.emit(&mut tcp::Packet::new_unchecked(&mut out[..]), ips)
+        .expect("emit");
     let mut orig = data.to_vec();
     orig[12] &= 0xf1; // reserved bits are not represented
     assert_eq!(out[..16], orig[..16]);

@@ -1,0 +1,156 @@
+//! The learner applied to queued events: exact limits, moves, clear, flush
+//! and aging.
+
+use control::learn::{Learner, LearnerInbox, LearnerRequest, LearnerStats};
+use datapath::Shared;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use tables::l2::{PortMode, TPID_8021Q};
+use tables::{L2Tables, LearnEvent, LearnGate, MacKey, MacTable, PortEntry, Tables, VlanSet};
+
+struct Rig {
+    shared: Arc<Shared>,
+    inbox: Arc<LearnerInbox>,
+    stats: Arc<LearnerStats>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Rig {
+    /// Ports 0..3 access in VLAN 10 (limit `vlan_limit`); port 3 has a
+    /// per-port limit of 3.
+    fn new(vlan_limit: u32, aging: u32) -> Rig {
+        let ports = (0..4)
+            .map(|i| {
+                let mut v = VlanSet::default();
+                v.insert(10);
+                PortEntry {
+                    mode: PortMode::Access,
+                    pvid: 10,
+                    tpid: TPID_8021Q,
+                    vlans: v,
+                    learning: true,
+                    mac_limit: if i == 3 { 3 } else { 0 },
+                    up: true,
+                }
+            })
+            .collect();
+        let shared = Arc::new(Shared::new(
+            Tables {
+                l2: L2Tables::new(ports, &[(10, true, vlan_limit)]),
+                mac: Arc::new(MacTable::new(100_000)),
+                learn_gate: Arc::new(LearnGate::default()),
+            },
+            1 << 16,
+        ));
+        let inbox = Arc::new(LearnerInbox::default());
+        let stats = Arc::new(LearnerStats::new());
+        let l = Learner::new(shared.clone(), inbox.clone(), stats.clone(), aging, 100_000);
+        let thread = std::thread::spawn(move || l.run());
+        let _ = shared.learner.set(thread.thread().clone());
+        Rig {
+            shared,
+            inbox,
+            stats,
+            thread: Some(thread),
+        }
+    }
+
+    fn push(&self, mac: u32, port: u16) {
+        let b = mac.to_be_bytes();
+        let key = MacKey::new(10, [2, 0, b[0], b[1], b[2], b[3]]);
+        while self.shared.learn.push(LearnEvent { key, port }).is_err() {
+            std::thread::yield_now();
+        }
+        if let Some(t) = self.shared.learner.get() {
+            t.unpark();
+        }
+    }
+
+    fn settle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.shared.learn.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+
+    fn len(&self) -> usize {
+        self.shared.tables.load().mac.len()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn vlan_limit_is_exact_and_gate_raised() {
+    let r = Rig::new(15_000, 0);
+    for i in 0..30_000 {
+        r.push(i, (i % 3) as u16);
+    }
+    r.settle();
+    assert_eq!(r.len(), 15_000);
+    assert_eq!(r.stats.vlan_counts[10].load(Ordering::Relaxed), 15_000);
+    assert_eq!(r.stats.limit_refused.load(Ordering::Relaxed), 15_000);
+    assert!(r.shared.tables.load().learn_gate.is_full(10, 0));
+    // Clearing reopens the gate.
+    let (tx, rx) = mpsc::channel();
+    r.inbox.send(
+        &r.shared,
+        LearnerRequest::Clear {
+            vlan: Some(10),
+            reply: tx,
+        },
+    );
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), 15_000);
+    assert!(!r.shared.tables.load().learn_gate.is_full(10, 0));
+    assert_eq!(r.len(), 0);
+}
+
+#[test]
+fn port_limit_moves_and_flush() {
+    let r = Rig::new(0, 0);
+    for i in 0..10 {
+        r.push(i, 3);
+    }
+    r.settle();
+    assert_eq!(r.len(), 3, "port 3 limited to 3");
+    // Move address 0 from port 3 to port 1: allowed, and frees a place.
+    r.push(0, 1);
+    r.settle();
+    assert_eq!(r.stats.moves.load(Ordering::Relaxed), 1);
+    let t = r.shared.tables.load();
+    assert_eq!(t.mac.lookup(MacKey::new(10, [2, 0, 0, 0, 0, 0])).unwrap().port, 1);
+    assert_eq!(r.stats.port_counts[3].load(Ordering::Relaxed), 2);
+    r.push(100, 3);
+    r.settle();
+    assert_eq!(r.stats.port_counts[3].load(Ordering::Relaxed), 3);
+    r.inbox
+        .send(&r.shared, LearnerRequest::FlushPort { port: 3 });
+    r.settle();
+    assert_eq!(r.len(), 1);
+}
+
+#[test]
+fn aging_removes_idle_entries() {
+    let r = Rig::new(0, 1);
+    for i in 0..100 {
+        r.push(i, 0);
+    }
+    r.settle();
+    assert_eq!(r.len(), 100);
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while r.len() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(r.len(), 0);
+    assert_eq!(r.stats.aged.load(Ordering::Relaxed), 100);
+}
