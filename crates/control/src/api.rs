@@ -247,7 +247,9 @@ impl ApiState {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_u64() {
                 Some(n @ 1..=4094) => Some(n as u16),
-                _ => return json!({"ok": false, "error": format!("bad vlan {v}: expected 1..4094")}),
+                _ => {
+                    return json!({"ok": false, "error": format!("bad vlan {v}: expected 1..4094")})
+                }
             },
         };
         let r = match req.get("cmd").and_then(Value::as_str) {
@@ -315,7 +317,7 @@ pub fn serve(path: &Path, state: Arc<ApiState>) -> std::io::Result<std::thread::
     }
     let listener = UnixListener::bind(path)?;
     listener.set_nonblocking(true)?;
-    Ok(std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("api".into())
         .spawn(move || {
             while !state.shared.stop.load(Ordering::Relaxed) {
@@ -330,7 +332,7 @@ pub fn serve(path: &Path, state: Arc<ApiState>) -> std::io::Result<std::thread::
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
-        })?)
+        })
 }
 
 /// Send one request to a switch and return its `data` (client side).

@@ -16,10 +16,16 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
         .map(|p| {
             let mut vlans = VlanSet::default();
             let (mode, pvid, tpid) = match p.mode {
-                CfgMode::Access => (PortMode::Access, p.effective_vlan().unwrap_or(1), TPID_8021Q),
-                CfgMode::Dot1qTunnel => {
-                    (PortMode::Tunnel, p.effective_vlan().unwrap_or(1), TPID_8021Q)
-                }
+                CfgMode::Access => (
+                    PortMode::Access,
+                    p.effective_vlan().unwrap_or(1),
+                    TPID_8021Q,
+                ),
+                CfgMode::Dot1qTunnel => (
+                    PortMode::Tunnel,
+                    p.effective_vlan().unwrap_or(1),
+                    TPID_8021Q,
+                ),
                 CfgMode::Trunk => (
                     PortMode::Trunk,
                     p.effective_native_vlan().and_then(|n| n.id()).unwrap_or(0),

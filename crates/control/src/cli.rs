@@ -33,7 +33,8 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version";
+const SHOW_HELP: &str =
+    "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version";
 
 /// Parse the words after `show`.
 pub fn parse_show(words: &[String]) -> Result<Command, String> {
@@ -66,10 +67,20 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
                     request: json!({"cmd": "show-mac-count", "vlan": vlan}),
                     render: show::mac_count,
                 },
-                _ => return Err(format!("unexpected {:?}; usage: {SHOW_HELP}", rest.join(" "))),
+                _ => {
+                    return Err(format!(
+                        "unexpected {:?}; usage: {SHOW_HELP}",
+                        rest.join(" ")
+                    ))
+                }
             }
         }
-        _ => return Err(format!("unknown command \"show {}\"; usage: {SHOW_HELP}", w.join(" "))),
+        _ => {
+            return Err(format!(
+                "unknown command \"show {}\"; usage: {SHOW_HELP}",
+                w.join(" ")
+            ))
+        }
     };
     Ok(cmd)
 }

@@ -52,7 +52,9 @@ impl Switch {
         // Static entries go in before any thread runs: the learner is not
         // yet the table's writer.
         for s in &cfg.static_macs {
-            let port = cfg.port_index(&s.port).ok_or("static mac on unknown port")? as u16;
+            let port = cfg
+                .port_index(&s.port)
+                .ok_or("static mac on unknown port")? as u16;
             tables.mac.upsert(
                 MacKey::new(s.vlan, s.mac.octets()),
                 MacEntry {

@@ -112,7 +112,7 @@ impl Learner {
             while let Some(ev) = self.shared.learn.pop() {
                 self.learn(&tables, ev.key, ev.port);
                 did += 1;
-                if did % 4096 == 0 {
+                if did.is_multiple_of(4096) {
                     break; // let requests and aging run under a flood
                 }
             }
@@ -218,9 +218,10 @@ impl Learner {
 
     fn forget(&mut self, t: &Tables, pred: impl Fn(MacKey, MacEntry) -> bool) -> usize {
         let mut gone: Vec<(u16, u16)> = Vec::new();
-        let n = t
-            .mac
-            .remove_where(|k, e| !e.is_static && pred(k, e), |k, e| gone.push((k.vlan(), e.port)));
+        let n = t.mac.remove_where(
+            |k, e| !e.is_static && pred(k, e),
+            |k, e| gone.push((k.vlan(), e.port)),
+        );
         for (vlan, port) in gone {
             self.vlan_count[vlan as usize] -= 1;
             self.port_count[port as usize] -= 1;

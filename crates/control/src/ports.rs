@@ -173,7 +173,10 @@ impl Supervisor {
                             }
                             Err(e) => {
                                 if prev.error.as_deref() != Some(e.as_str()) {
-                                    log::warn(&format!("port {}: attach failed: {e}", self.names[id]));
+                                    log::warn(&format!(
+                                        "port {}: attach failed: {e}",
+                                        self.names[id]
+                                    ));
                                 }
                                 next.error = Some(e);
                             }

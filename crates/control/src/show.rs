@@ -102,7 +102,11 @@ pub fn vlans(v: &Value) -> String {
             "{:<5} {:<16} {:<8} {:>8} {:>8}  {}",
             u(r, "vlan"),
             name,
-            if r["learning"] == Value::Bool(true) { "on" } else { "off" },
+            if r["learning"] == Value::Bool(true) {
+                "on"
+            } else {
+                "off"
+            },
             s(r, "limit"),
             u(r, "macs"),
             ports.join(", ")
@@ -129,7 +133,11 @@ pub fn mac_table(v: &Value) -> String {
             s(r, "age")
         );
     }
-    let _ = writeln!(o, "Total Mac Addresses for this criterion: {}", rows(v).len());
+    let _ = writeln!(
+        o,
+        "Total Mac Addresses for this criterion: {}",
+        rows(v).len()
+    );
     o
 }
 
@@ -144,7 +152,11 @@ pub fn mac_count(v: &Value) -> String {
         let _ = writeln!(o, "Learning Limit         : {}", s(r, "limit"));
         let _ = writeln!(o);
     }
-    let _ = writeln!(o, "Total Mac Address Space Available: {}", u(v, "capacity").saturating_sub(u(v, "total")));
+    let _ = writeln!(
+        o,
+        "Total Mac Address Space Available: {}",
+        u(v, "capacity").saturating_sub(u(v, "total"))
+    );
     let _ = writeln!(
         o,
         "Learned {}  moves {}  aged {}  refused by limit {}  refused table full {}  learn queue overflows {}",

@@ -128,7 +128,13 @@ fn port_limit_moves_and_flush() {
     r.settle();
     assert_eq!(r.stats.moves.load(Ordering::Relaxed), 1);
     let t = r.shared.tables.load();
-    assert_eq!(t.mac.lookup(MacKey::new(10, [2, 0, 0, 0, 0, 0])).unwrap().port, 1);
+    assert_eq!(
+        t.mac
+            .lookup(MacKey::new(10, [2, 0, 0, 0, 0, 0]))
+            .unwrap()
+            .port,
+        1
+    );
     assert_eq!(r.stats.port_counts[3].load(Ordering::Relaxed), 2);
     r.push(100, 3);
     r.settle();

@@ -25,7 +25,11 @@ use tables::{LearnQueue, PortSet, Tables, MAX_PORTS};
 /// A change to a worker's set of ports.
 pub enum PortCommand {
     /// Use `port` for port id `id`; receive on it too if `rx`.
-    Attach { id: u16, port: Box<dyn Port>, rx: bool },
+    Attach {
+        id: u16,
+        port: Box<dyn Port>,
+        rx: bool,
+    },
     /// Close port `id` (the interface went away).
     Detach { id: u16 },
 }
@@ -39,7 +43,10 @@ pub struct Mailbox {
 
 impl Mailbox {
     pub fn send(&self, cmd: PortCommand) {
-        self.cmds.lock().unwrap_or_else(|e| e.into_inner()).push(cmd);
+        self.cmds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(cmd);
         self.pending.store(true, Ordering::Release);
     }
 }
@@ -126,7 +133,8 @@ impl Worker {
 
     fn apply_commands(&mut self) {
         self.mailbox.pending.store(false, Ordering::Release);
-        let cmds = std::mem::take(&mut *self.mailbox.cmds.lock().unwrap_or_else(|e| e.into_inner()));
+        let cmds =
+            std::mem::take(&mut *self.mailbox.cmds.lock().unwrap_or_else(|e| e.into_inner()));
         for cmd in cmds {
             match cmd {
                 PortCommand::Attach { id, port, rx } => {

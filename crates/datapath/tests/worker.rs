@@ -85,8 +85,8 @@ impl Rig {
         let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); self.peers.len()];
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            for p in 0..self.peers.len() {
-                got[p].extend(self.peers[p].take_sent());
+            for (g, peer) in got.iter_mut().zip(&self.peers) {
+                g.extend(peer.take_sent());
             }
             if ports.iter().map(|p| got[*p].len()).sum::<usize>() >= n {
                 break;
@@ -94,8 +94,8 @@ impl Rig {
             std::thread::sleep(Duration::from_millis(2));
         }
         std::thread::sleep(Duration::from_millis(20));
-        for p in 0..self.peers.len() {
-            got[p].extend(self.peers[p].take_sent());
+        for (g, peer) in got.iter_mut().zip(&self.peers) {
+            g.extend(peer.take_sent());
         }
         got
     }
@@ -148,7 +148,11 @@ fn floods_with_egress_encapsulation_then_unicasts() {
     let got = rig.collect(&[1, 2], 2);
     assert!(got[0].is_empty(), "never back out of the ingress port");
     assert_eq!(got[1], vec![frame([0xff; 6], A, None)]);
-    assert_eq!(got[2], vec![frame([0xff; 6], A, Some(10))], "trunk copy tagged");
+    assert_eq!(
+        got[2],
+        vec![frame([0xff; 6], A, Some(10))],
+        "trunk copy tagged"
+    );
     rig.learn();
     // Tagged reply from the trunk goes only to port 0, untagged.
     rig.peers[2].inject(&frame(A, B, Some(10)));

@@ -28,7 +28,9 @@ fn main() {
         i += 1;
     }
     let r = match pos.first().map(|s| s.as_str()) {
-        Some("run") if pos.len() == 2 => lab::run_plan_file(std::path::Path::new(&pos[1]), &opts).map(|_| ()),
+        Some("run") if pos.len() == 2 => {
+            lab::run_plan_file(std::path::Path::new(&pos[1]), &opts).map(|_| ())
+        }
         Some("calibrate") => lab::calibrate(&opts).map(|_| ()),
         _ => {
             eprintln!("usage: lab run PLAN [--out DIR] [--lanyard BIN] [--quiet] | lab calibrate");

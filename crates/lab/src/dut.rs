@@ -99,7 +99,11 @@ impl Dut {
         } else {
             ports
         };
-        let topo = Topology::create(ports, Self::wiring(spec.driver), spec.driver == Driver::LinuxRouter)?;
+        let topo = Topology::create(
+            ports,
+            Self::wiring(spec.driver),
+            spec.driver == Driver::LinuxRouter,
+        )?;
         let mut d = Dut {
             spec: spec.clone(),
             info: Vec::new(),
@@ -116,7 +120,10 @@ impl Dut {
             Driver::LinuxRouter => d.start_router()?,
             Driver::Ovs => d.start_ovs()?,
             Driver::Lanyard => {
-                let bin = spec.binary.clone().unwrap_or_else(|| lanyard_bin.to_path_buf());
+                let bin = spec
+                    .binary
+                    .clone()
+                    .unwrap_or_else(|| lanyard_bin.to_path_buf());
                 d.start_lanyard(&bin)?
             }
         }
@@ -144,24 +151,30 @@ impl Dut {
         for p in self.sw() {
             run("ip", &["-n", &ns, "link", "set", &p, "master", "br0"])?;
             if self.spec.learning == Some(false) {
-                run("bridge", &["-n", &ns, "link", "set", "dev", &p, "learning", "off"])?;
+                run(
+                    "bridge",
+                    &["-n", &ns, "link", "set", "dev", &p, "learning", "off"],
+                )?;
             }
             if let Some(k) = tbf_kbit {
                 let rate = format!("{k}kbit");
                 run(
                     "tc",
                     &[
-                        "-n", &ns, "qdisc", "add", "dev", &p, "root", "tbf", "rate", &rate, "burst",
-                        "4500", "limit", "4500",
+                        "-n", &ns, "qdisc", "add", "dev", &p, "root", "tbf", "rate", &rate,
+                        "burst", "4500", "limit", "4500",
                     ],
                 )?;
             }
         }
         run("ip", &["-n", &ns, "link", "set", "br0", "up"])?;
         let kv = run("uname", &["-r"]).unwrap_or_default();
-        self.info.push(format!("Linux bridge, kernel {}", kv.trim()));
+        self.info
+            .push(format!("Linux bridge, kernel {}", kv.trim()));
         if let Some(k) = tbf_kbit {
-            self.info.push(format!("tbf rate {k} kbit/s, burst 4500 B, limit 4500 B on each sw port"));
+            self.info.push(format!(
+                "tbf rate {k} kbit/s, burst 4500 B, limit 4500 B on each sw port"
+            ));
         }
         Ok(())
     }
@@ -178,11 +191,24 @@ impl Dut {
             let mac = crate::sig::mac_str(&host_mac(i));
             run(
                 "ip",
-                &["-n", &ns, "neigh", "replace", &hip, "lladdr", &mac, "dev", p, "nud", "permanent"],
+                &[
+                    "-n",
+                    &ns,
+                    "neigh",
+                    "replace",
+                    &hip,
+                    "lladdr",
+                    &mac,
+                    "dev",
+                    p,
+                    "nud",
+                    "permanent",
+                ],
             )?;
             self.port_macs.push(link_mac(&ns, p)?);
         }
-        self.info.push("Linux IPv4 forwarding, static neighbours".into());
+        self.info
+            .push("Linux IPv4 forwarding, static neighbours".into());
         Ok(())
     }
 
@@ -193,7 +219,11 @@ impl Dut {
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
         run(
             "ovsdb-tool",
-            &["create", &p("conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"],
+            &[
+                "create",
+                &p("conf.db"),
+                "/usr/share/openvswitch/vswitch.ovsschema",
+            ],
         )?;
         let spawn = |args: Vec<String>| -> Result<Child, LabError> {
             Command::new("ip")
@@ -227,7 +257,9 @@ impl Dut {
             format!("--pidfile={}", p("vswitchd.pid")),
             format!("--log-file={}", p("vswitchd.log")),
         ])?);
-        wait_for("ovs-vswitchd control socket", 10.0, || dir.join("vswitchd.ctl").exists())?;
+        wait_for("ovs-vswitchd control socket", 10.0, || {
+            dir.join("vswitchd.ctl").exists()
+        })?;
         if self.spec.learning == Some(false) {
             return Err(LabError::Unsupported(
                 "learning: false (OVS NORMAL action always learns)".into(),
@@ -260,7 +292,10 @@ impl Dut {
             }
             let mut ok = true;
             for sw in self.sw() {
-                let _ = run("ovs-vsctl", &[&db, "--timeout=20", "--if-exists", "del-port", "br0", &sw]);
+                let _ = run(
+                    "ovs-vsctl",
+                    &[&db, "--timeout=20", "--if-exists", "del-port", "br0", &sw],
+                );
                 let mut a = vec![db.as_str(), "--timeout=20", "add-port", "br0", &sw];
                 if t == "afxdp" {
                     a.extend_from_slice(&["--", "set", "interface", &sw, "type=afxdp"]);
@@ -269,7 +304,8 @@ impl Dut {
                     ok = false;
                     break;
                 }
-                let ofport = run("ovs-vsctl", &[&db, "get", "interface", &sw, "ofport"]).unwrap_or_default();
+                let ofport =
+                    run("ovs-vsctl", &[&db, "get", "interface", &sw, "ofport"]).unwrap_or_default();
                 if ofport.trim() == "-1" || ofport.trim().is_empty() {
                     ok = false;
                     break;
@@ -336,7 +372,10 @@ impl Dut {
                 .unwrap_or(false)
         });
         if let Some(st) = exited {
-            return Err(LabError::Dut(format!("lanyard exited ({st}): {}", tail(&log))));
+            return Err(LabError::Dut(format!(
+                "lanyard exited ({st}): {}",
+                tail(&log)
+            )));
         }
         res.map_err(|e| LabError::Dut(format!("{e}; log: {}", tail(&log))))?;
         let ver = Command::new(bin)
@@ -372,7 +411,9 @@ impl Dut {
         }
         c.push_str("ports:\n");
         for p in self.sw() {
-            c.push_str(&format!("  - name: {p}\n    mode: access\n    vlan: {vlan}\n"));
+            c.push_str(&format!(
+                "  - name: {p}\n    mode: access\n    vlan: {vlan}\n"
+            ));
         }
         c
     }
@@ -381,12 +422,26 @@ impl Dut {
     pub fn flush_macs(&self) {
         match self.spec.driver {
             Driver::LinuxBridge | Driver::Lossy => {
-                let _ = run("bridge", &["-n", &self.topo.dut, "fdb", "flush", "dev", "br0", "dynamic"]);
+                let _ = run(
+                    "bridge",
+                    &[
+                        "-n",
+                        &self.topo.dut,
+                        "fdb",
+                        "flush",
+                        "dev",
+                        "br0",
+                        "dynamic",
+                    ],
+                );
             }
             Driver::Ovs => {
                 if let Some(d) = &self.ovs_dir {
                     let ctl = d.join("vswitchd.ctl");
-                    let _ = run("ovs-appctl", &["-t", &ctl.to_string_lossy(), "fdb/flush", "br0"]);
+                    let _ = run(
+                        "ovs-appctl",
+                        &["-t", &ctl.to_string_lossy(), "fdb/flush", "br0"],
+                    );
                 }
             }
             Driver::Lanyard => {

@@ -214,7 +214,9 @@ impl Tester {
         let bits_for = |s: &Stream| -> usize {
             let per_port = match spec.limit {
                 Limit::Frames(n) => n as f64,
-                Limit::Duration(d) => spec.rates.get(s.tx).copied().flatten().unwrap_or(4e6) * d * 1.2,
+                Limit::Duration(d) => {
+                    spec.rates.get(s.tx).copied().flatten().unwrap_or(4e6) * d * 1.2
+                }
             };
             let n = per_port / port_streams[s.tx].len().max(1) as f64 + 1024.0;
             (n as usize).min(1 << 26)
@@ -391,7 +393,13 @@ fn tx_loop(
         .filter(|(_, s)| !s.is_empty())
         .map(|(p, _)| PortTx {
             port: p,
-            gap_ns: spec.rates.get(p).copied().flatten().map(|r| 1e9 / r.max(1e-3)).unwrap_or(0.0),
+            gap_ns: spec
+                .rates
+                .get(p)
+                .copied()
+                .flatten()
+                .map(|r| 1e9 / r.max(1e-3))
+                .unwrap_or(0.0),
             next: t0,
             rr: 0,
             sent: 0,

@@ -177,13 +177,19 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
     use plan::{Driver, TestKind};
     let needs_switch = matches!(
         t.kind,
-        TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck | TestKind::Holb
+        TestKind::AddressCapacity
+            | TestKind::LearningRate
+            | TestKind::LearningCheck
+            | TestKind::Holb
     ) || (t.kind == TestKind::FullMesh);
     if driver == Driver::Wire && needs_switch {
         return Some("needs a switching DUT (wire is a plain veth pair)");
     }
     if driver == Driver::LinuxRouter
-        && matches!(t.kind, TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck)
+        && matches!(
+            t.kind,
+            TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck
+        )
     {
         return Some("layer-2 address test on a router");
     }
@@ -229,7 +235,11 @@ fn run_dut(
             rec.error = Some(why.clone());
             summary.duts.push(rec);
             fail_all(summary, &why);
-            return if matches!(e, LabError::Interrupted) { Err(e) } else { Ok(()) };
+            return if matches!(e, LabError::Interrupted) {
+                Err(e)
+            } else {
+                Ok(())
+            };
         }
     };
     rec.info = d.info.clone();
@@ -255,7 +265,9 @@ fn run_dut(
             };
             let fs = if matches!(
                 t.kind,
-                plan::TestKind::AddressCapacity | plan::TestKind::LearningRate | plan::TestKind::LearningCheck
+                plan::TestKind::AddressCapacity
+                    | plan::TestKind::LearningRate
+                    | plan::TestKind::LearningCheck
             ) {
                 t.frame_sizes[0].clone()
             } else {
@@ -290,7 +302,11 @@ fn sizes_of(t: &plan::Test) -> Vec<(String, f64)> {
         TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck => {
             vec![("-".into(), t.frame_sizes[0].average())]
         }
-        _ => t.frame_sizes.iter().map(|f| (f.label.clone(), f.average())).collect(),
+        _ => t
+            .frame_sizes
+            .iter()
+            .map(|f| (f.label.clone(), f.average()))
+            .collect(),
     }
 }
 
@@ -299,12 +315,14 @@ fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Resu
         .out_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(started)));
-    std::fs::create_dir_all(&dir).map_err(|e| LabError::Output(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError::Output(format!("{}: {e}", dir.display())))?;
     summary.out_dir = Some(dir.display().to_string());
     let w = |name: &str, body: String| -> Result<(), LabError> {
         std::fs::write(dir.join(name), body).map_err(|e| LabError::Output(format!("{name}: {e}")))
     };
-    let json = serde_json::to_string_pretty(summary).map_err(|e| LabError::Output(e.to_string()))?;
+    let json =
+        serde_json::to_string_pretty(summary).map_err(|e| LabError::Output(e.to_string()))?;
     w("report.json", json)?;
     w("results.csv", summary.csv())?;
     w("plot.svg", summary.svg())?;
@@ -339,7 +357,8 @@ pub struct CalibrationRow {
 
 fn link_tx_packets(ns: &str, ifname: &str) -> Result<u64, LabError> {
     let out = netns::run("ip", &["-n", ns, "-s", "-j", "link", "show", ifname])?;
-    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| LabError::Other(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&out).map_err(|e| LabError::Other(e.to_string()))?;
     v[0]["stats64"]["tx"]["packets"]
         .as_u64()
         .ok_or_else(|| LabError::Other("no tx counter".into()))
@@ -353,7 +372,8 @@ fn trafgen_fps(ns: &str, size: u16, secs: f64) -> Result<Option<f64>, LabError> 
     let (len, _) = sig::build_headers(&mut buf, size, dut::host_mac(1), dut::host_mac(0), None);
     let bytes: Vec<String> = buf[..len].iter().map(|b| format!("0x{b:02x}")).collect();
     let cfg = std::env::temp_dir().join(format!("lab-trafgen-{}.cfg", std::process::id()));
-    std::fs::write(&cfg, format!("{{ {} }}\n", bytes.join(", "))).map_err(|e| LabError::Other(e.to_string()))?;
+    std::fs::write(&cfg, format!("{{ {} }}\n", bytes.join(", ")))
+        .map_err(|e| LabError::Other(e.to_string()))?;
     let before = link_tx_packets(ns, "t1")?;
     let t0 = std::time::Instant::now();
     // trafgen insists on writing /proc/sys/net/core/{r,w}mem_*; where /proc/sys
@@ -438,7 +458,13 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
             label: size.to_string(),
             sizes: vec![size],
         };
-        let mut row = report::ResultRow::new("cal", plan::TestKind::Throughput, "ceiling", &fs.label, size as f64);
+        let mut row = report::ResultRow::new(
+            "cal",
+            plan::TestKind::Throughput,
+            "ceiling",
+            &fs.label,
+            size as f64,
+        );
         let mut ctx = procs::Ctx {
             dut: &d,
             tester: &mut tester,
@@ -465,8 +491,12 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
                 "{:>5} | {:>24.1} | {:>12} | {:>11} | {:>23.1} | {:>13.1} | {:>14.1}",
                 r.frame_size,
                 r.generator_fps / 1e3,
-                r.trafgen_fps.map(|t| format!("{:.1}", t / 1e3)).unwrap_or("-".into()),
-                r.trafgen_fps.map(|t| format!("{:.2}", r.generator_fps / t)).unwrap_or("-".into()),
+                r.trafgen_fps
+                    .map(|t| format!("{:.1}", t / 1e3))
+                    .unwrap_or("-".into()),
+                r.trafgen_fps
+                    .map(|t| format!("{:.2}", r.generator_fps / t))
+                    .unwrap_or("-".into()),
                 r.generator_with_rx_fps / 1e3,
                 r.received_fps / 1e3,
                 r.ceiling_fps / 1e3,

@@ -242,7 +242,8 @@ impl RxBufs {
             });
         }
         // SAFETY: mmsghdr is plain data; zeroed is valid.
-        let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut msgs: Vec<libc::mmsghdr> =
+            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
         for i in 0..BATCH {
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;

@@ -361,7 +361,10 @@ impl Plan {
         let mut names = std::collections::HashSet::new();
         for (i, d) in self.duts.iter().enumerate() {
             if d.name.is_empty() || !names.insert(d.name.clone()) {
-                return Err(bad(format!("duts[{i}].name"), "must be non-empty and unique"));
+                return Err(bad(
+                    format!("duts[{i}].name"),
+                    "must be non-empty and unique",
+                ));
             }
             if let Some(pt) = &d.port_type {
                 if !["auto", "afxdp", "af-packet"].contains(&pt.as_str()) {
@@ -377,7 +380,10 @@ impl Plan {
                 }
             }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
-                return Err(bad(format!("duts[{i}].rate-kbit"), "required by the lossy driver"));
+                return Err(bad(
+                    format!("duts[{i}].rate-kbit"),
+                    "required by the lossy driver",
+                ));
             }
         }
         for i in 0..self.tests.len() {
@@ -391,12 +397,16 @@ impl Plan {
         let t = &self.tests[i];
         let f = |n: &str| format!("tests[{i}].{n}");
         let d = &self.defaults;
-        let sizes_spec = t.frame_sizes.clone().or(d.frame_sizes.clone()).unwrap_or_else(|| {
-            [64u16, 128, 256, 512, 1024, 1280, 1518]
-                .iter()
-                .map(|&b| FrameSizeSpec::Bytes(b))
-                .collect()
-        });
+        let sizes_spec = t
+            .frame_sizes
+            .clone()
+            .or(d.frame_sizes.clone())
+            .unwrap_or_else(|| {
+                [64u16, 128, 256, 512, 1024, 1280, 1518]
+                    .iter()
+                    .map(|&b| FrameSizeSpec::Bytes(b))
+                    .collect()
+            });
         let frame_sizes = resolve_sizes(&f("frame-sizes"), &sizes_spec)?;
         let search = t.search.or(d.search).unwrap_or_default();
         let resolution = search.resolution.unwrap_or(0.01);
@@ -451,7 +461,10 @@ impl Plan {
             None => None,
         };
         if matches!(t.kind, TestKind::Latency) && rate.is_none() {
-            return Err(bad(f("rate"), "required by latency tests (frames/s per port)"));
+            return Err(bad(
+                f("rate"),
+                "required by latency tests (frames/s per port)",
+            ));
         }
         Ok(Test {
             name: t.name.clone().unwrap_or_else(|| {
@@ -465,7 +478,10 @@ impl Plan {
             layer: t.layer,
             bidirectional: t.bidirectional.unwrap_or(false),
             ports,
-            trial_duration: positive(f("trial-duration"), t.trial_duration.or(d.trial_duration).unwrap_or(2.0))?,
+            trial_duration: positive(
+                f("trial-duration"),
+                t.trial_duration.or(d.trial_duration).unwrap_or(2.0),
+            )?,
             drain: positive(f("drain"), t.drain.or(d.drain).unwrap_or(1.0))?,
             learn_wait: t.learn_wait.or(d.learn_wait).unwrap_or(1.0).max(0.0),
             trials: t.trials.unwrap_or(1).max(1),
@@ -526,7 +542,9 @@ tests:
 
     #[test]
     fn errors_name_the_field() {
-        let e = err("name: t\nduts: [{name: c, driver: wire, colour: red}]\ntests: [{type: throughput}]");
+        let e = err(
+            "name: t\nduts: [{name: c, driver: wire, colour: red}]\ntests: [{type: throughput}]",
+        );
         assert!(e.contains("duts[0]") && e.contains("colour"), "{e}");
         let e = err("name: t\nduts: [{name: c, driver: toaster}]\ntests: [{type: throughput}]");
         assert!(e.contains("duts[0].driver"), "{e}");

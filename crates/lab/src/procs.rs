@@ -50,7 +50,11 @@ impl Progress {
         }
         let el = self.start.elapsed().as_secs_f64();
         let frac = self.done / self.total;
-        let eta = if frac > 0.02 { el / frac - el } else { self.total - el };
+        let eta = if frac > 0.02 {
+            el / frac - el
+        } else {
+            self.total - el
+        };
         let bar = (frac * 20.0) as usize;
         eprint!(
             "\r\x1b[K[{}{}] {:3.0}% {:>4.0}s ETA {:>4.0}s  {}",
@@ -66,7 +70,10 @@ impl Progress {
     /// End the progress line.
     pub fn finish(&self) {
         if !self.quiet {
-            eprintln!("\r\x1b[K[lab] done in {:.0} s", self.start.elapsed().as_secs_f64());
+            eprintln!(
+                "\r\x1b[K[lab] done in {:.0} s",
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 }
@@ -77,7 +84,9 @@ pub fn estimate(t: &Test) -> f64 {
     let n = t.frame_sizes.len() as f64;
     let search = 1.0 + (t.max_trials - 1).min(trials_needed(t.resolution)) as f64;
     match t.kind {
-        TestKind::Throughput | TestKind::FullMesh => n * per * (search + t.latency_trial as u32 as f64),
+        TestKind::Throughput | TestKind::FullMesh => {
+            n * per * (search + t.latency_trial as u32 as f64)
+        }
         TestKind::Latency => n * per * t.trials as f64,
         TestKind::BackToBack => n * (t.drain + t.learn_wait + 0.3) * search,
         TestKind::FrameLoss => n * per * (1 + t.steps.len()) as f64,
@@ -165,12 +174,18 @@ impl Ctx<'_> {
             burst: t.burst,
         };
         let r = self.tester.run(&spec)?;
-        self.progress.advance(t.trial_duration + t.drain + t.learn_wait);
+        self.progress
+            .advance(t.trial_duration + t.drain + t.learn_wait);
         Ok(r)
     }
 
     /// Run `test` at frame size `fs`, filling in `row`.
-    pub fn run_test(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
+    pub fn run_test(
+        &mut self,
+        t: &Test,
+        fs: &FrameSize,
+        row: &mut ResultRow,
+    ) -> Result<(), LabError> {
         match t.kind {
             TestKind::Throughput => {
                 let mut streams = vec![self.stream(t, fs, 0, 1)];
@@ -201,7 +216,9 @@ impl Ctx<'_> {
     }
 
     fn senders(streams: &[Stream], ports: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..ports).filter(|p| streams.iter().any(|s| s.tx == *p)).collect();
+        let mut v: Vec<usize> = (0..ports)
+            .filter(|p| streams.iter().any(|s| s.tx == *p))
+            .collect();
         v.dedup();
         v
     }
@@ -215,10 +232,22 @@ impl Ctx<'_> {
 
     /// RFC 2544 throughput: one unpaced trial gives the upper bound, then
     /// bisection; latency from the passing trial at the result.
-    fn throughput(&mut self, t: &Test, streams: &[Stream], ports: usize, row: &mut ResultRow) -> Result<(), LabError> {
+    fn throughput(
+        &mut self,
+        t: &Test,
+        streams: &[Stream],
+        ports: usize,
+        row: &mut ResultRow,
+    ) -> Result<(), LabError> {
         let dur = Limit::Duration(t.trial_duration);
         let senders = Self::senders(streams, ports).len() as f64;
-        let r0 = self.trial(t, streams, Self::rates_for(streams, ports, None), dur, ports)?;
+        let r0 = self.trial(
+            t,
+            streams,
+            Self::rates_for(streams, ports, None),
+            dur,
+            ports,
+        )?;
         let max_port = r0.offered_fps / senders;
         let p0 = pass(&r0, t.loss_tolerance);
         row.trials.push(TrialRecord::new("max", None, &r0, p0));
@@ -233,9 +262,17 @@ impl Ctx<'_> {
             let mut passed: Vec<(f64, TrialResult)> = Vec::new();
             let mut recs = Vec::new();
             let out = bisect(0.0, max_port, t.resolution, t.max_trials - 1, |rate| {
-                self.progress
-                    .label(format!("{} {} {} @ {:.0} fps/port", self.dut.spec.name, row.test, row.frame_size, rate));
-                let r = self.trial(t, streams, Self::rates_for(streams, ports, Some(rate)), dur, ports)?;
+                self.progress.label(format!(
+                    "{} {} {} @ {:.0} fps/port",
+                    self.dut.spec.name, row.test, row.frame_size, rate
+                ));
+                let r = self.trial(
+                    t,
+                    streams,
+                    Self::rates_for(streams, ports, Some(rate)),
+                    dur,
+                    ports,
+                )?;
                 let ok = pass(&r, t.loss_tolerance);
                 recs.push(TrialRecord::new("search", Some(rate), &r, ok));
                 if ok {
@@ -246,14 +283,26 @@ impl Ctx<'_> {
             row.trials.extend(recs);
             lo = out.lo.max(lo);
             row.detail = json!({"search": out, "max_offered_fps_per_port": max_port});
-            best = passed.into_iter().find(|(r, _)| *r == out.lo).map(|(_, r)| r).or(best);
+            best = passed
+                .into_iter()
+                .find(|(r, _)| *r == out.lo)
+                .map(|(_, r)| r)
+                .or(best);
         }
         if lo > 0.0 && (t.latency_trial || t.confirm) {
-            let r = self.trial(t, streams, Self::rates_for(streams, ports, Some(lo)), dur, ports)?;
+            let r = self.trial(
+                t,
+                streams,
+                Self::rates_for(streams, ports, Some(lo)),
+                dur,
+                ports,
+            )?;
             let ok = pass(&r, t.loss_tolerance);
-            row.trials.push(TrialRecord::new("latency", Some(lo), &r, ok));
+            row.trials
+                .push(TrialRecord::new("latency", Some(lo), &r, ok));
             if t.confirm && !ok {
-                row.notes.push("confirmation trial at the result lost frames".into());
+                row.notes
+                    .push("confirmation trial at the result lost frames".into());
             }
             best = Some(r);
         }
@@ -264,13 +313,15 @@ impl Ctx<'_> {
         };
         row.throughput_fps = Some(fps);
         row.l2_mbps = Some(fps * (fs_avg(streams) - 4.0) * 8.0 / 1e6);
-        row.generator_limited = generator_limited || best.as_ref().is_some_and(|b| b.generator_limited);
+        row.generator_limited =
+            generator_limited || best.as_ref().is_some_and(|b| b.generator_limited);
         if let Some(b) = &best {
             row.loss_ratio = Some(b.loss_ratio);
             row.latency = Some(b.latency);
         }
         if generator_limited {
-            row.notes.push("no loss at the generator's maximum rate (generator-limited)".into());
+            row.notes
+                .push("no loss at the generator's maximum rate (generator-limited)".into());
         }
         Ok(())
     }
@@ -279,8 +330,15 @@ impl Ctx<'_> {
         let streams = vec![self.stream(t, fs, 0, 1)];
         let mut h = Vec::new();
         for _ in 0..t.trials {
-            let r = self.trial(t, &streams, vec![t.rate, None], Limit::Duration(t.trial_duration), 2)?;
-            row.trials.push(TrialRecord::new("latency", t.rate, &r, pass(&r, 0.0)));
+            let r = self.trial(
+                t,
+                &streams,
+                vec![t.rate, None],
+                Limit::Duration(t.trial_duration),
+                2,
+            )?;
+            row.trials
+                .push(TrialRecord::new("latency", t.rate, &r, pass(&r, 0.0)));
             h.push(r);
         }
         let last = h.last().cloned();
@@ -293,21 +351,40 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn back_to_back(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
+    fn back_to_back(
+        &mut self,
+        t: &Test,
+        fs: &FrameSize,
+        row: &mut ResultRow,
+    ) -> Result<(), LabError> {
         let streams = vec![self.stream(t, fs, 0, 1)];
-        let probe = self.trial(t, &streams, vec![None, None], Limit::Duration(t.trial_duration.min(0.5)), 2)?;
+        let probe = self.trial(
+            t,
+            &streams,
+            vec![None, None],
+            Limit::Duration(t.trial_duration.min(0.5)),
+            2,
+        )?;
         let kmax = (probe.offered_fps * t.trial_duration).max(1.0);
         let mut offered = probe.offered_fps;
         let r0 = self.trial(t, &streams, vec![None, None], Limit::Frames(kmax as u64), 2)?;
         let ok0 = pass(&r0, 0.0);
-        row.trials.push(TrialRecord::new("burst", Some(kmax), &r0, ok0));
+        row.trials
+            .push(TrialRecord::new("burst", Some(kmax), &r0, ok0));
         let k = if ok0 {
-            row.notes.push("no loss in the longest burst tried (generator-limited)".into());
+            row.notes
+                .push("no loss in the longest burst tried (generator-limited)".into());
             kmax
         } else {
             let mut recs = Vec::new();
             let out = bisect(0.0, kmax, t.resolution, t.max_trials - 1, |k| {
-                let r = self.trial(t, &streams, vec![None, None], Limit::Frames(k.max(1.0) as u64), 2)?;
+                let r = self.trial(
+                    t,
+                    &streams,
+                    vec![None, None],
+                    Limit::Frames(k.max(1.0) as u64),
+                    2,
+                )?;
                 let ok = pass(&r, 0.0);
                 offered = r.offered_fps;
                 recs.push(TrialRecord::new("burst", Some(k), &r, ok));
@@ -323,17 +400,26 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn frame_loss(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
+    fn frame_loss(
+        &mut self,
+        t: &Test,
+        fs: &FrameSize,
+        row: &mut ResultRow,
+    ) -> Result<(), LabError> {
         let streams = vec![self.stream(t, fs, 0, 1)];
         let dur = Limit::Duration(t.trial_duration);
         let r0 = self.trial(t, &streams, vec![None, None], dur, 2)?;
         let max = r0.offered_fps;
-        row.trials.push(TrialRecord::new("max", None, &r0, pass(&r0, 0.0)));
-        let mut curve = vec![json!({"step": "max", "offered_fps": max, "loss_ratio": r0.loss_ratio})];
+        row.trials
+            .push(TrialRecord::new("max", None, &r0, pass(&r0, 0.0)));
+        let mut curve =
+            vec![json!({"step": "max", "offered_fps": max, "loss_ratio": r0.loss_ratio})];
         for &s in &t.steps {
             let r = self.trial(t, &streams, vec![Some(s * max), None], dur, 2)?;
-            curve.push(json!({"step": s, "offered_fps": r.offered_fps, "loss_ratio": r.loss_ratio}));
-            row.trials.push(TrialRecord::new("step", Some(s * max), &r, pass(&r, 0.0)));
+            curve
+                .push(json!({"step": s, "offered_fps": r.offered_fps, "loss_ratio": r.loss_ratio}));
+            row.trials
+                .push(TrialRecord::new("step", Some(s * max), &r, pass(&r, 0.0)));
         }
         row.throughput_fps = Some(max);
         row.loss_ratio = Some(r0.loss_ratio);
@@ -346,14 +432,29 @@ impl Ctx<'_> {
     fn holb(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
         // A=0 sends half to U=2 and half to C=3; B=1 sends all to C.
         let r = t.rate.unwrap_or(50_000.0);
-        let streams = vec![self.stream(t, fs, 0, 2), self.stream(t, fs, 0, 3), self.stream(t, fs, 1, 3)];
-        let res = self.trial(t, &streams, vec![Some(r), Some(r), None, None], Limit::Duration(t.trial_duration), 4)?;
+        let streams = vec![
+            self.stream(t, fs, 0, 2),
+            self.stream(t, fs, 0, 3),
+            self.stream(t, fs, 1, 3),
+        ];
+        let res = self.trial(
+            t,
+            &streams,
+            vec![Some(r), Some(r), None, None],
+            Limit::Duration(t.trial_duration),
+            4,
+        )?;
         let u = &res.streams[0];
         let c_sent = res.streams[1].sent + res.streams[2].sent;
         let c_lost = res.streams[1].lost + res.streams[2].lost;
-        row.trials.push(TrialRecord::new("holb", Some(r), &res, u.lost == 0));
+        row.trials
+            .push(TrialRecord::new("holb", Some(r), &res, u.lost == 0));
         row.pass = Some(u.lost == 0);
-        row.value = Some(if u.sent > 0 { u.lost as f64 / u.sent as f64 * 100.0 } else { 0.0 });
+        row.value = Some(if u.sent > 0 {
+            u.lost as f64 / u.sent as f64 * 100.0
+        } else {
+            0.0
+        });
         row.unit = Some("% loss on uncongested port".into());
         row.loss_ratio = Some(res.loss_ratio);
         row.latency = Some(u.latency);
@@ -372,7 +473,13 @@ impl Ctx<'_> {
     /// (None = as fast as possible). Ports: learning 0, test 1, monitor 2.
     /// Returns (frames received on the learning port, frames on the monitor
     /// port, frames sent by the test port, learning-phase offered rate).
-    fn cache_trial(&mut self, t: &Test, n: u32, rate: Option<f64>, row: &mut ResultRow) -> Result<(u64, u64, u64, f64), LabError> {
+    fn cache_trial(
+        &mut self,
+        t: &Test,
+        n: u32,
+        rate: Option<f64>,
+        row: &mut ResultRow,
+    ) -> Result<(u64, u64, u64, f64), LabError> {
         self.dut.flush_macs();
         self.salt = self.salt.wrapping_add(1);
         let base: Mac = [0x02, 0x4d, self.salt, 0, 0, 0];
@@ -398,7 +505,12 @@ impl Ctx<'_> {
             burst: t.burst,
         };
         let r1 = self.tester.run(&spec)?;
-        row.trials.push(TrialRecord::new("learn", rate.map(|r| r.min(f64::MAX)), &r1, true));
+        row.trials.push(TrialRecord::new(
+            "learn",
+            rate.map(|r| r.min(f64::MAX)),
+            &r1,
+            true,
+        ));
         sleep_checked(t.learn_wait)?;
         let test = Stream {
             tx: 1,
@@ -420,14 +532,19 @@ impl Ctx<'_> {
         let r2 = self.tester.run(&spec)?;
         let mon = r2.per_port_rx[2];
         let ok = r2.received == n as u64 && mon == 0 && r2.tester_rx_drops == 0;
-        row.trials.push(TrialRecord::new("test", Some(n as f64), &r2, ok));
-        self.progress.advance(2.0 * n as f64 / t.learn_rate + 2.0 * t.learn_wait + t.drain + 0.3);
+        row.trials
+            .push(TrialRecord::new("test", Some(n as f64), &r2, ok));
+        self.progress
+            .advance(2.0 * n as f64 / t.learn_rate + 2.0 * t.learn_wait + t.drain + 0.3);
         Ok((r2.received, mon, r2.sent, r1.offered_fps))
     }
 
     fn capacity(&mut self, t: &Test, row: &mut ResultRow) -> Result<(), LabError> {
         let n = t.addresses;
-        self.progress.label(format!("{} {} {} addresses", self.dut.spec.name, row.test, n));
+        self.progress.label(format!(
+            "{} {} {} addresses",
+            self.dut.spec.name, row.test, n
+        ));
         let (rx, mon, sent, _) = self.cache_trial(t, n, Some(t.learn_rate), row)?;
         let ok = rx == n as u64 && mon == 0;
         let mut cap = if ok { n as f64 } else { 0.0 };
@@ -447,7 +564,9 @@ impl Ctx<'_> {
                        "sent": sent, "learn_rate_fps": t.learn_rate});
         merge(&mut row.detail, d);
         if !ok && !t.search_addresses {
-            row.notes.push(format!("{n} addresses: {rx} delivered, {mon} flooded to the monitor port"));
+            row.notes.push(format!(
+                "{n} addresses: {rx} delivered, {mon} flooded to the monitor port"
+            ));
         }
         Ok(())
     }
@@ -457,13 +576,21 @@ impl Ctx<'_> {
         let (rx, mon, _, max) = self.cache_trial(t, n, None, row)?;
         let ok0 = rx == n as u64 && mon == 0;
         let rate = if ok0 {
-            row.notes.push("learned every address at the generator's maximum rate (generator-limited)".into());
+            row.notes.push(
+                "learned every address at the generator's maximum rate (generator-limited)".into(),
+            );
             max
         } else {
-            let out = bisect(0.0, t.rate.unwrap_or(max).min(max), t.resolution, t.max_trials - 1, |r| {
-                let (rx, mon, _, _) = self.cache_trial(t, n, Some(r.max(1.0)), row)?;
-                Ok::<bool, LabError>(rx == n as u64 && mon == 0)
-            })?;
+            let out = bisect(
+                0.0,
+                t.rate.unwrap_or(max).min(max),
+                t.resolution,
+                t.max_trials - 1,
+                |r| {
+                    let (rx, mon, _, _) = self.cache_trial(t, n, Some(r.max(1.0)), row)?;
+                    Ok::<bool, LabError>(rx == n as u64 && mon == 0)
+                },
+            )?;
             row.detail = json!({"search": out});
             out.lo
         };
@@ -483,7 +610,9 @@ impl Ctx<'_> {
             let (rx, mon, sent, _) = self.cache_trial(t, n, Some(t.learn_rate), row)?;
             let ok = mon == expect_flood && rx == n as u64;
             all_ok &= ok;
-            runs.push(json!({"sent": sent, "delivered_to_learning_port": rx, "flooded_to_monitor": mon}));
+            runs.push(
+                json!({"sent": sent, "delivered_to_learning_port": rx, "flooded_to_monitor": mon}),
+            );
             row.value = Some(mon as f64);
         }
         row.pass = Some(all_ok);

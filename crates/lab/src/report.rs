@@ -143,19 +143,28 @@ pub struct Summary {
 impl Summary {
     /// Fill `pct_ceiling` from the first `wire` DUT's rows.
     pub fn compute_ceiling(&mut self) {
-        let Some(wire) = self.duts.iter().find(|d| d.driver == "wire").map(|d| d.name.clone()) else {
+        let Some(wire) = self
+            .duts
+            .iter()
+            .find(|d| d.driver == "wire")
+            .map(|d| d.name.clone())
+        else {
             return;
         };
         let refs: Vec<(String, String, f64)> = self
             .results
             .iter()
             .filter(|r| r.dut == wire && r.status == "ok")
-            .filter_map(|r| r.throughput_fps.map(|f| (r.test.clone(), r.frame_size.clone(), f)))
+            .filter_map(|r| {
+                r.throughput_fps
+                    .map(|f| (r.test.clone(), r.frame_size.clone(), f))
+            })
             .collect();
         for r in &mut self.results {
             if let (Some(f), Some((_, _, c))) = (
                 r.throughput_fps,
-                refs.iter().find(|(t, s, _)| *t == r.test && *s == r.frame_size),
+                refs.iter()
+                    .find(|(t, s, _)| *t == r.test && *s == r.frame_size),
             ) {
                 if *c > 0.0 && matches!(r.kind, TestKind::Throughput | TestKind::FullMesh) {
                     r.pct_ceiling = Some(f / c * 100.0);
@@ -187,7 +196,10 @@ impl Summary {
                 d.name,
                 d.driver,
                 d.status,
-                d.error.as_ref().map(|e| format!(": {e}")).unwrap_or_else(|| format!("  {}", d.info.join("; ")))
+                d.error
+                    .as_ref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_else(|| format!("  {}", d.info.join("; ")))
             );
         }
         for (test, kind) in self.tests() {
@@ -198,8 +210,18 @@ impl Summary {
                     sizes.push(&r.frame_size);
                 }
             }
-            let rate_test = matches!(kind, TestKind::Throughput | TestKind::FullMesh | TestKind::Latency);
-            let _ = writeln!(o, "\n== {test} ({}) ==", serde_json::to_value(kind).unwrap_or_default().as_str().unwrap_or(""));
+            let rate_test = matches!(
+                kind,
+                TestKind::Throughput | TestKind::FullMesh | TestKind::Latency
+            );
+            let _ = writeln!(
+                o,
+                "\n== {test} ({}) ==",
+                serde_json::to_value(kind)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or("")
+            );
             if rate_test {
                 let _ = writeln!(o, "cell: kfps (% of ceiling) | latency avg/p99 µs");
             }
@@ -264,12 +286,21 @@ impl Summary {
         let n = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
         for r in &self.results {
             let l = r.latency.unwrap_or_default();
-            let lat = |x: u64| if r.latency.is_some() { x.to_string() } else { String::new() };
+            let lat = |x: u64| {
+                if r.latency.is_some() {
+                    x.to_string()
+                } else {
+                    String::new()
+                }
+            };
             let _ = writeln!(
                 o,
                 "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 q(&r.test),
-                serde_json::to_value(r.kind).unwrap_or_default().as_str().unwrap_or(""),
+                serde_json::to_value(r.kind)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or(""),
                 q(&r.dut),
                 r.frame_size,
                 r.status,
@@ -306,60 +337,122 @@ impl Summary {
         let (pw, ph) = (520.0, 300.0);
         let width = 2.0 * pw + 40.0;
         let height = (tests.len().max(1) as f64) * (ph + 40.0) + 20.0;
-        let colors = ["#222", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+        let colors = [
+            "#222", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+        ];
         let mut o = format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
         );
         for (ti, test) in tests.iter().enumerate() {
-            let rows: Vec<&ResultRow> = self.results.iter().filter(|r| r.test == *test && r.status == "ok").collect();
+            let rows: Vec<&ResultRow> = self
+                .results
+                .iter()
+                .filter(|r| r.test == *test && r.status == "ok")
+                .collect();
             let mut xs: Vec<f64> = rows.iter().map(|r| r.avg_frame_bytes).collect();
             xs.sort_by(f64::total_cmp);
             xs.dedup();
             let y0 = 20.0 + ti as f64 * (ph + 40.0);
             for (pi, (title, get)) in [
-                ("throughput (kframes/s)", Box::new(|r: &ResultRow| r.throughput_fps.map(|f| f / 1e3)) as Box<dyn Fn(&ResultRow) -> Option<f64>>),
-                ("latency avg (µs)", Box::new(|r: &ResultRow| r.latency.map(|l| l.avg_ns as f64 / 1e3))),
+                (
+                    "throughput (kframes/s)",
+                    Box::new(|r: &ResultRow| r.throughput_fps.map(|f| f / 1e3))
+                        as Box<dyn Fn(&ResultRow) -> Option<f64>>,
+                ),
+                (
+                    "latency avg (µs)",
+                    Box::new(|r: &ResultRow| r.latency.map(|l| l.avg_ns as f64 / 1e3)),
+                ),
             ]
             .into_iter()
             .enumerate()
             {
                 let x0 = 20.0 + pi as f64 * (pw + 20.0);
                 let (l, t, w, h) = (x0 + 50.0, y0 + 20.0, pw - 70.0, ph - 60.0);
-                let ymax = rows.iter().filter_map(|r| get(r)).fold(0.0f64, f64::max).max(1e-9) * 1.1;
-                let _ = writeln!(o, "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{test}: {title}</text>", x0 + 50.0, y0 + 12.0);
+                let ymax = rows
+                    .iter()
+                    .filter_map(|r| get(r))
+                    .fold(0.0f64, f64::max)
+                    .max(1e-9)
+                    * 1.1;
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{test}: {title}</text>",
+                    x0 + 50.0,
+                    y0 + 12.0
+                );
                 let _ = writeln!(o, "<rect x=\"{l}\" y=\"{t}\" width=\"{w}\" height=\"{h}\" fill=\"none\" stroke=\"#999\"/>");
                 let xi = |x: f64| {
                     let i = xs.iter().position(|v| *v == x).unwrap_or(0) as f64;
-                    l + if xs.len() > 1 { i / (xs.len() - 1) as f64 * w } else { w / 2.0 }
+                    l + if xs.len() > 1 {
+                        i / (xs.len() - 1) as f64 * w
+                    } else {
+                        w / 2.0
+                    }
                 };
                 for &x in &xs {
-                    let _ = writeln!(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{x:.0}</text>", xi(x), t + h + 14.0);
+                    let _ = writeln!(
+                        o,
+                        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{x:.0}</text>",
+                        xi(x),
+                        t + h + 14.0
+                    );
                 }
-                let _ = writeln!(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">frame size (bytes)</text>", l + w / 2.0, t + h + 30.0);
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">frame size (bytes)</text>",
+                    l + w / 2.0,
+                    t + h + 30.0
+                );
                 for k in 0..=4 {
                     let v = ymax * k as f64 / 4.0;
                     let y = t + h - h * k as f64 / 4.0;
-                    let _ = writeln!(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{v:.0}</text>", l - 4.0, y + 4.0);
-                    let _ = writeln!(o, "<line x1=\"{l}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#eee\"/>", l + w);
+                    let _ = writeln!(
+                        o,
+                        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{v:.0}</text>",
+                        l - 4.0,
+                        y + 4.0
+                    );
+                    let _ = writeln!(
+                        o,
+                        "<line x1=\"{l}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#eee\"/>",
+                        l + w
+                    );
                 }
                 for (di, d) in self.duts.iter().enumerate() {
                     let mut pts: Vec<(f64, f64)> = rows
                         .iter()
                         .filter(|r| r.dut == d.name)
-                        .filter_map(|r| get(r).map(|v| (xi(r.avg_frame_bytes), t + h - v / ymax * h)))
+                        .filter_map(|r| {
+                            get(r).map(|v| (xi(r.avg_frame_bytes), t + h - v / ymax * h))
+                        })
                         .collect();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                     if pts.is_empty() {
                         continue;
                     }
                     let c = colors[di % colors.len()];
-                    let dash = if d.driver == "wire" { " stroke-dasharray=\"5,3\"" } else { "" };
-                    let p: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+                    let dash = if d.driver == "wire" {
+                        " stroke-dasharray=\"5,3\""
+                    } else {
+                        ""
+                    };
+                    let p: Vec<String> =
+                        pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
                     let _ = writeln!(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash}/>", p.join(" "));
                     for (x, y) in &pts {
-                        let _ = writeln!(o, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{c}\"/>");
+                        let _ = writeln!(
+                            o,
+                            "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{c}\"/>"
+                        );
                     }
-                    let _ = writeln!(o, "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{}</text>", l + w - 110.0, t + 14.0 + 13.0 * di as f64, d.name);
+                    let _ = writeln!(
+                        o,
+                        "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{}</text>",
+                        l + w - 110.0,
+                        t + 14.0 + 13.0 * di as f64,
+                        d.name
+                    );
                 }
             }
         }
@@ -377,10 +470,19 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
     }
     if rate_test {
         let f = r.throughput_fps.unwrap_or(0.0) / 1e3;
-        let pct = r.pct_ceiling.map(|p| format!(" ({p:.0}%)")).unwrap_or_default();
+        let pct = r
+            .pct_ceiling
+            .map(|p| format!(" ({p:.0}%)"))
+            .unwrap_or_default();
         let lat = r
             .latency
-            .map(|l| format!(" | {:.0}/{:.0}", l.avg_ns as f64 / 1e3, l.p99_ns as f64 / 1e3))
+            .map(|l| {
+                format!(
+                    " | {:.0}/{:.0}",
+                    l.avg_ns as f64 / 1e3,
+                    l.p99_ns as f64 / 1e3
+                )
+            })
             .unwrap_or_default();
         let g = if r.generator_limited { "*" } else { "" };
         return format!("{f:.1}{g}{pct}{lat}");
@@ -399,32 +501,50 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
 /// Structural check of a JSON report against `docs/lab-schema.json`
 /// (required keys and types); returns the first problem found.
 pub fn validate_json(v: &serde_json::Value) -> Result<(), String> {
-    let obj = |v: &serde_json::Value, at: &str| -> Result<serde_json::Map<String, serde_json::Value>, String> {
-        v.as_object().cloned().ok_or_else(|| format!("{at}: not an object"))
+    let obj = |v: &serde_json::Value,
+               at: &str|
+     -> Result<serde_json::Map<String, serde_json::Value>, String> {
+        v.as_object()
+            .cloned()
+            .ok_or_else(|| format!("{at}: not an object"))
     };
     let top = obj(v, "$")?;
     if top.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
         return Err(format!("$.schema: must be {SCHEMA:?}"));
     }
     for k in ["plan"] {
-        top.get(k).and_then(|s| s.as_str()).ok_or(format!("$.{k}: string required"))?;
+        top.get(k)
+            .and_then(|s| s.as_str())
+            .ok_or(format!("$.{k}: string required"))?;
     }
     for k in ["started_unix", "seconds"] {
-        top.get(k).and_then(|s| s.as_f64()).ok_or(format!("$.{k}: number required"))?;
+        top.get(k)
+            .and_then(|s| s.as_f64())
+            .ok_or(format!("$.{k}: number required"))?;
     }
-    let duts = top.get("duts").and_then(|d| d.as_array()).ok_or("$.duts: array required")?;
+    let duts = top
+        .get("duts")
+        .and_then(|d| d.as_array())
+        .ok_or("$.duts: array required")?;
     for (i, d) in duts.iter().enumerate() {
         let d = obj(d, &format!("$.duts[{i}]"))?;
         for k in ["name", "driver", "status"] {
-            d.get(k).and_then(|s| s.as_str()).ok_or(format!("$.duts[{i}].{k}: string required"))?;
+            d.get(k)
+                .and_then(|s| s.as_str())
+                .ok_or(format!("$.duts[{i}].{k}: string required"))?;
         }
     }
-    let rows = top.get("results").and_then(|d| d.as_array()).ok_or("$.results: array required")?;
+    let rows = top
+        .get("results")
+        .and_then(|d| d.as_array())
+        .ok_or("$.results: array required")?;
     for (i, r) in rows.iter().enumerate() {
         let at = format!("$.results[{i}]");
         let r = obj(r, &at)?;
         for k in ["test", "kind", "dut", "frame_size", "status"] {
-            r.get(k).and_then(|s| s.as_str()).ok_or(format!("{at}.{k}: string required"))?;
+            r.get(k)
+                .and_then(|s| s.as_str())
+                .ok_or(format!("{at}.{k}: string required"))?;
         }
         let st = r["status"].as_str().unwrap_or("");
         if !["ok", "failed", "n/a"].contains(&st) {
@@ -439,19 +559,35 @@ pub fn validate_json(v: &serde_json::Value) -> Result<(), String> {
         }
         if let Some(l) = r.get("latency").filter(|l| !l.is_null()) {
             let l = obj(l, &format!("{at}.latency"))?;
-            for k in ["samples", "min_ns", "avg_ns", "max_ns", "p50_ns", "p99_ns", "p999_ns"] {
-                l.get(k).and_then(|x| x.as_u64()).ok_or(format!("{at}.latency.{k}: integer required"))?;
+            for k in [
+                "samples", "min_ns", "avg_ns", "max_ns", "p50_ns", "p99_ns", "p999_ns",
+            ] {
+                l.get(k)
+                    .and_then(|x| x.as_u64())
+                    .ok_or(format!("{at}.latency.{k}: integer required"))?;
             }
         }
-        let trials = r.get("trials").and_then(|t| t.as_array()).ok_or(format!("{at}.trials: array required"))?;
+        let trials = r
+            .get("trials")
+            .and_then(|t| t.as_array())
+            .ok_or(format!("{at}.trials: array required"))?;
         for (j, t) in trials.iter().enumerate() {
             let t = obj(t, &format!("{at}.trials[{j}]"))?;
-            t.get("pass").and_then(|p| p.as_bool()).ok_or(format!("{at}.trials[{j}].pass: bool required"))?;
-            let res = obj(t.get("result").unwrap_or(&serde_json::Value::Null), &format!("{at}.trials[{j}].result"))?;
+            t.get("pass")
+                .and_then(|p| p.as_bool())
+                .ok_or(format!("{at}.trials[{j}].pass: bool required"))?;
+            let res = obj(
+                t.get("result").unwrap_or(&serde_json::Value::Null),
+                &format!("{at}.trials[{j}].result"),
+            )?;
             for k in ["sent", "received", "duplicated", "reordered", "flooded"] {
-                res.get(k).and_then(|x| x.as_u64()).ok_or(format!("{at}.trials[{j}].result.{k}: integer required"))?;
+                res.get(k)
+                    .and_then(|x| x.as_u64())
+                    .ok_or(format!("{at}.trials[{j}].result.{k}: integer required"))?;
             }
-            res.get("lost").and_then(|x| x.as_i64()).ok_or(format!("{at}.trials[{j}].result.lost: integer required"))?;
+            res.get("lost")
+                .and_then(|x| x.as_i64())
+                .ok_or(format!("{at}.trials[{j}].result.lost: integer required"))?;
         }
     }
     Ok(())

@@ -66,7 +66,11 @@ mod tests {
                 })
                 .unwrap();
                 assert!(out.converged);
-                assert!(out.lo <= threshold, "lo {} above threshold {threshold}", out.lo);
+                assert!(
+                    out.lo <= threshold,
+                    "lo {} above threshold {threshold}",
+                    out.lo
+                );
                 assert!(out.hi > threshold);
                 assert!((out.hi - out.lo) / out.hi <= res);
                 // Bounded: never more than log2(ceiling / (res * threshold)) + 1 trials.

@@ -136,7 +136,13 @@ fn ip_checksum(h: &[u8]) -> u16 {
 /// Write the headers of a test frame of `size` bytes (with FCS) into `buf`
 /// and return `(bytes to send, signature offset)`. The payload after the
 /// signature is left as is (zeros from a fresh buffer).
-pub fn build_headers(buf: &mut [u8], size: u16, dst: Mac, src: Mac, l3: Option<L3>) -> (usize, usize) {
+pub fn build_headers(
+    buf: &mut [u8],
+    size: u16,
+    dst: Mac,
+    src: Mac,
+    l3: Option<L3>,
+) -> (usize, usize) {
     let len = (size.clamp(MIN_FRAME, MAX_FRAME) - 4) as usize;
     buf[0..6].copy_from_slice(&dst);
     buf[6..12].copy_from_slice(&src);
@@ -219,7 +225,8 @@ mod tests {
             }),
         ] {
             let mut buf = vec![0u8; 9216];
-            let (len, off) = build_headers(&mut buf, 64, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], l3);
+            let (len, off) =
+                build_headers(&mut buf, 64, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], l3);
             assert_eq!(len, 60);
             s.encode(&mut buf[off..]);
             assert_eq!(find_signature(&buf[..len]), Some(s));

@@ -6,10 +6,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "lanyard", version, about = "A software multilayer switch/router for Linux, and its test bed")]
+#[command(
+    name = "lanyard",
+    version,
+    about = "A software multilayer switch/router for Linux, and its test bed"
+)]
 struct Cli {
     /// Management socket of the switch to talk to.
-    #[arg(long, global = true, env = "LANYARD_SOCKET", default_value = "/run/lanyard/lanyard.sock")]
+    #[arg(
+        long,
+        global = true,
+        env = "LANYARD_SOCKET",
+        default_value = "/run/lanyard/lanyard.sock"
+    )]
     socket: PathBuf,
     #[command(subcommand)]
     cmd: Cmd,
@@ -83,9 +92,27 @@ fn api(socket: &std::path::Path, cmd: control::cli::Command, json: bool) -> Resu
     Ok(())
 }
 
-// LAB-WIRING: replaced once the lab crate exposes its API.
-fn lab_cmd(_cmd: LabCmd) -> Result<(), String> {
-    Err("the lab is not built into this binary yet".into())
+fn lab_options(out: Option<PathBuf>, quiet: bool) -> Result<lab::LabOptions, String> {
+    Ok(lab::LabOptions {
+        lanyard_bin: std::env::current_exe().map_err(|e| format!("current exe: {e}"))?,
+        out_dir: out,
+        quiet,
+    })
+}
+
+fn lab_cmd(cmd: LabCmd) -> Result<(), String> {
+    match cmd {
+        LabCmd::Run { plan, out, quiet } => {
+            let o = lab_options(out, quiet)?;
+            lab::run_plan_file(&plan, &o)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        LabCmd::Calibrate { out } => {
+            let o = lab_options(out, false)?;
+            lab::calibrate(&o).map(|_| ()).map_err(|e| e.to_string())
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -125,8 +125,17 @@ fn port_delete_recreate_and_link_down_up() {
     }
     let n = forwarded_eventually(&t1, &t2, 5, Duration::from_secs(5));
     if n != 10 {
+        // Cross-check with a freshly opened tester socket, so a stale
+        // tester socket cannot be mistaken for a switch fault.
+        let fresh = bed.open(2).expect("re-open t2");
+        let n2 = forwarded(&t1, &fresh, 7);
+        let kstats = ip(&["-n", bed.dut.name(), "-s", "link", "show", "dev", "sw2"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        eprintln!("kernel view of sw2 after link up:\n{kstats}");
         f.push(format!(
-            "after link up: {n} of 10 broadcasts forwarded t1 → t2 (sw2 counters: {})",
+            "after link up: {n} of 10 broadcasts forwarded t1 → t2 ({n2} of 10 with a freshly opened \
+             tester socket on t2; sw2 counters: {})",
             sw2_counters(&sw)
         ));
     }

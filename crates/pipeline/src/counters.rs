@@ -72,8 +72,10 @@ impl Counter {
     /// Add (owner thread only).
     #[inline]
     pub fn add(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
 
     #[inline]

@@ -89,7 +89,12 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
         PortMode::Trunk => etype == p.tpid,
         PortMode::Tunnel => false,
     };
-    let limit = MAX_UNTAGGED_LEN + if etype == TPID_8021Q || etype == TPID_8021AD { 4 } else { 0 };
+    let limit = MAX_UNTAGGED_LEN
+        + if etype == TPID_8021Q || etype == TPID_8021AD {
+            4
+        } else {
+            0
+        };
     if frame.len() > limit {
         v.action = Action::Drop(DropReason::Oversize);
         return v;

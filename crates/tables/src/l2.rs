@@ -183,6 +183,9 @@ mod tests {
                 vid: 10
             }
         );
-        assert_eq!(port(PortMode::Tunnel, 500, &[500]).encap(500), Encap::Untagged);
+        assert_eq!(
+            port(PortMode::Tunnel, 500, &[500]).encap(500),
+            Encap::Untagged
+        );
     }
 }

@@ -12,6 +12,31 @@
 //! * a small validated **`Repr`** with `parse`, `buffer_len` and `emit`, used
 //!   by builders, tests and the lab.
 //!
+//! ## Example
+//!
+//! ```
+//! use wire::{EthernetFrame, EtherType, IpProtocol, Ipv4Packet, parse_tags};
+//!
+//! // 802.1Q-tagged IPv4 header (VLAN 100, PCP 5), as received.
+//! let mut frame = [0u8; 38];
+//! frame[12..18].copy_from_slice(&[0x81, 0x00, 0xa0, 0x64, 0x08, 0x00]);
+//! frame[18..22].copy_from_slice(&[0x45, 0x00, 0x00, 0x14]);
+//! frame[26] = 64; // TTL
+//! frame[27] = 17; // UDP
+//! Ipv4Packet::new_unchecked(&mut frame[18..]).fill_checksum();
+//!
+//! let eth = EthernetFrame::new_checked(&frame[..])?;
+//! let l2 = parse_tags(&eth)?;
+//! assert_eq!(l2.outer.unwrap().tag.vlan_id.get(), 100);
+//! assert_eq!(l2.ethertype, EtherType::Ipv4);
+//!
+//! let mut ip = Ipv4Packet::new_checked(&mut frame[l2.payload_offset..])?;
+//! assert_eq!(ip.protocol(), IpProtocol::Udp);
+//! ip.decrement_ttl()?; // incremental checksum update
+//! assert!(ip.verify_checksum());
+//! # Ok::<(), wire::Error>(())
+//! ```
+//!
 //! ## Contract
 //!
 //! * **No panics on input.** Truncated or malformed bytes give an [`Error`];

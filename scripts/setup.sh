@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install what Lanyard's tests and test bed need on a fresh Debian machine
+# (run as root). Idempotent: skips packages already present.
+set -euo pipefail
+pkgs=(iproute2 ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # tshark asks whether non-root users may capture: answer no, quietly.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The Open vSwitch package starts its daemons on the host; the lab runs its
+# own private instances per namespace, so the host ones are not needed.
+if command -v systemctl >/dev/null 2>&1; then
+  systemctl stop openvswitch-switch >/dev/null 2>&1 || true
+fi
+echo "setup: ok"
