@@ -384,7 +384,7 @@ mod tests {
             let k = MacKey::new((x % 3) as u16 + 1, mac((x >> 8) as u32 % 6000));
             let port = (x >> 40) as u16 % 8;
             match x % 5 {
-                0 | 1 | 2 => {
+                0..=2 => {
                     let r = t.upsert(k, e(port));
                     if r != MacWriteOutcome::Full {
                         model.insert(k, port);
