@@ -120,10 +120,15 @@ impl Supervisor {
         let mut opened = Vec::with_capacity(self.mailboxes.len());
         for w in 0..self.mailboxes.len() {
             let rx = w == self.owner(id);
-            let opts = if rx {
-                AfPacketOptions::default()
-            } else {
-                AfPacketOptions::tx_only()
+            let opts = AfPacketOptions {
+                rx,
+                // Small blocks, many of them: a block is handed over when
+                // full or after 1 ms, so at low rates each millisecond costs
+                // a block; 1,024 blocks ride out a worker stalled for a
+                // second, and 16 KiB keeps per-block latency low under load.
+                rx_block_size: 16 * 1024,
+                rx_blocks: 1024,
+                ..AfPacketOptions::default()
             };
             let port = AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?;
             opened.push((w, port, rx));

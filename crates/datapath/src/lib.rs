@@ -85,6 +85,9 @@ impl Shared {
     }
 }
 
+/// How often a worker reads its ports' ring counters (a system call each).
+const STATS_EVERY: Duration = Duration::from_millis(200);
+
 /// Tuning of one worker.
 #[derive(Clone, Copy, Debug)]
 pub struct WorkerOptions {
@@ -109,6 +112,8 @@ pub struct Worker {
     counters: Arc<WorkerCounters>,
     opts: WorkerOptions,
     ports: Vec<Option<Box<dyn Port>>>,
+    /// Ring counters already charged, per port (ports report totals).
+    seen_stats: Vec<io::PortStats>,
     rx: Vec<u16>,
     pollfds: Vec<libc::pollfd>,
 }
@@ -126,6 +131,7 @@ impl Worker {
             counters,
             opts,
             ports: (0..MAX_PORTS).map(|_| None).collect(),
+            seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
             pollfds: Vec::new(),
         }
@@ -138,13 +144,16 @@ impl Worker {
         for cmd in cmds {
             match cmd {
                 PortCommand::Attach { id, port, rx } => {
+                    self.collect_stats(id);
                     self.ports[id as usize] = Some(port);
+                    self.seen_stats[id as usize] = io::PortStats::default();
                     self.rx.retain(|p| *p != id);
                     if rx {
                         self.rx.push(id);
                     }
                 }
                 PortCommand::Detach { id } => {
+                    self.collect_stats(id);
                     self.ports[id as usize] = None;
                     self.rx.retain(|p| *p != id);
                 }
@@ -162,6 +171,19 @@ impl Worker {
             .collect();
     }
 
+    /// Charge ring-level drops the kernel counted since the last look.
+    fn collect_stats(&mut self, id: u16) {
+        let Some(p) = self.ports[id as usize].as_mut() else {
+            return;
+        };
+        let now = p.stats();
+        let was = std::mem::replace(&mut self.seen_stats[id as usize], now);
+        let pc = &self.counters.ports[id as usize];
+        pc.drops[DropReason::RxRingFull as usize]
+            .add(now.rx_ring_drops.saturating_sub(was.rx_ring_drops));
+        pc.drops[DropReason::TxError as usize].add(now.tx_errors.saturating_sub(was.tx_errors));
+    }
+
     fn port_error(&self, id: u16, _e: PortError) {
         self.shared.port_errors[id as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -172,9 +194,16 @@ impl Worker {
         let mut verdicts = Verdicts::default();
         let mut rr = 0usize;
         let mut last_rx = Instant::now();
+        let mut last_stats = Instant::now();
         loop {
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
+            }
+            if last_stats.elapsed() >= STATS_EVERY {
+                last_stats = Instant::now();
+                for id in 0..MAX_PORTS as u16 {
+                    self.collect_stats(id);
+                }
             }
             if self.mailbox.pending.load(Ordering::Acquire) {
                 self.apply_commands();

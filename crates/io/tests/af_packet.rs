@@ -381,6 +381,14 @@ fn link_query_follows_admin_state_and_down_port_flush_errors() {
         let la3 = link::query("a").unwrap();
         assert!(la3.admin_up && la3.oper_up);
         assert_eq!(la3.mtu, 9000);
+        // Regression: after the flap the same port transmits again (its
+        // ring cursor must rejoin the kernel's, which never moved).
+        let mut b = AfPacketPort::open("b", &AfPacketOptions::rx_only()).unwrap();
+        for s in 1..=5u32 {
+            assert!(a.send(&frame(s, 60)));
+            a.flush().unwrap();
+        }
+        assert_eq!(recv_marked(&mut b, 5, Duration::from_secs(2)).len(), 5);
         assert!(matches!(
             link::set_up("nope0"),
             Err(PortError::NoSuchInterface(_))

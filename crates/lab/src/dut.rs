@@ -33,9 +33,10 @@ impl Drop for Dut {
     }
 }
 
-/// Host MAC of tester port `p` (0-based): `02:4c:00:00:<p+1>:01`.
+/// MAC of the first emulated host on tester port `p` (0-based):
+/// `02:4c:<p+1>:00:00:01`; host `i` is that plus `i`.
 pub fn host_mac(p: usize) -> Mac {
-    [0x02, 0x4c, 0, 0, (p + 1) as u8, 0x01]
+    [0x02, 0x4c, (p + 1) as u8, 0, 0, 0x01]
 }
 
 /// IPv4 address of the emulated host on port `p`: 198.18.<p+1>.2.
@@ -162,7 +163,7 @@ impl Dut {
                     "tc",
                     &[
                         "-n", &ns, "qdisc", "add", "dev", &p, "root", "tbf", "rate", &rate,
-                        "burst", "4500", "limit", "4500",
+                        "burst", "6000", "limit", "6000",
                     ],
                 )?;
             }
@@ -189,9 +190,9 @@ impl Dut {
             let h = host_ip(i);
             let hip = format!("{}.{}.{}.{}", h[0], h[1], h[2], h[3]);
             let mac = crate::sig::mac_str(&host_mac(i));
-            run(
-                "ip",
-                &[
+            let dynamic = self.spec.static_neighbours == Some(false);
+            if !dynamic {
+                let args = [
                     "-n",
                     &ns,
                     "neigh",
@@ -203,12 +204,17 @@ impl Dut {
                     p,
                     "nud",
                     "permanent",
-                ],
-            )?;
+                ];
+                run("ip", &args)?;
+            }
             self.port_macs.push(link_mac(&ns, p)?);
         }
         self.info
-            .push("Linux IPv4 forwarding, static neighbours".into());
+            .push(if self.spec.static_neighbours == Some(false) {
+                "Linux IPv4 forwarding, neighbours by ARP (answered by the emulated hosts)".into()
+            } else {
+                "Linux IPv4 forwarding, static neighbours".into()
+            });
         Ok(())
     }
 
@@ -449,7 +455,7 @@ impl Dut {
                     let _ = Command::new(bin)
                         .arg("--socket")
                         .arg(sock)
-                        .args(["clear", "mac-address-table"])
+                        .args(["clear", "mac", "address-table"])
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .status();

@@ -11,7 +11,9 @@
 use crate::hist::{Histogram, LatencyStats};
 use crate::netns::{in_netns, interrupted};
 use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
-use crate::sig::{build_headers, find_signature, mac_add, mono_ns, Mac, Signature, L3, SIG_LEN};
+use crate::sig::{
+    build_headers, find_signature, mac_add, mono_ns, neighbour_reply, Mac, Signature, L3, SIG_LEN,
+};
 use crate::LabError;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,6 +134,20 @@ pub struct Tester {
     tx: Vec<PacketSocket>,
     rx: Vec<PacketSocket>,
     nonce: u16,
+    /// Emulated host per port (MAC, IPv4, IPv6) answering ARP and
+    /// neighbour solicitations while a trial runs.
+    pub hosts: Vec<Host>,
+}
+
+/// An emulated host on a tester port.
+#[derive(Debug, Clone, Copy)]
+pub struct Host {
+    /// MAC address.
+    pub mac: Mac,
+    /// IPv4 address.
+    pub ip: [u8; 4],
+    /// IPv6 address.
+    pub ip6: [u8; 16],
 }
 
 struct StreamRx {
@@ -166,7 +182,15 @@ impl Tester {
             Ok((tx, rx))
         })?
         .map_err(|e| LabError::Other(format!("tester sockets: {e}")))?;
+        let hosts = (0..socks.0.len())
+            .map(|p| Host {
+                mac: crate::dut::host_mac(p),
+                ip: crate::dut::host_ip(p),
+                ip6: crate::sig::host_ip6(p),
+            })
+            .collect();
         Ok(Tester {
+            hosts,
             tx: socks.0,
             rx: socks.1,
             nonce: (std::process::id() as u16).wrapping_mul(7919),
@@ -178,16 +202,29 @@ impl Tester {
         self.tx.len()
     }
 
-    /// Send `count` broadcast frames with source `mac` from each listed port
-    /// (the DUT learns where each MAC lives). The frames carry no signature.
-    pub fn learn(&self, ports: &[(usize, Mac)]) -> Result<(), LabError> {
-        let mut buf = vec![0u8; 64];
-        for &(p, mac) in ports {
-            let (len, _) = build_headers(&mut buf, 64, [0xff; 6], mac, None);
-            for _ in 0..2 {
-                self.tx[p]
-                    .send_batch(&[&buf[..len]])
-                    .map_err(|e| LabError::Other(format!("learn on t{}: {e}", p + 1)))?;
+    /// Make the DUT learn where hosts live: for each `(port, first MAC,
+    /// count)`, one broadcast frame from each of `count` consecutive source
+    /// MACs (two rounds, paced at about 50,000 frames/s). The frames carry
+    /// no signature.
+    pub fn learn(&self, hosts: &[(usize, Mac, u32)]) -> Result<(), LabError> {
+        let mut bufs = vec![[0u8; 60]; BATCH];
+        for _round in 0..2 {
+            for &(p, mac, count) in hosts {
+                let mut i = 0u32;
+                while i < count.max(1) {
+                    let n = ((count.max(1) - i) as usize).min(32);
+                    for (k, b) in bufs.iter_mut().enumerate().take(n) {
+                        build_headers(b, 64, [0xff; 6], mac_add(mac, i + k as u32), None);
+                    }
+                    let frames: Vec<&[u8]> = bufs[..n].iter().map(|b| &b[..]).collect();
+                    self.tx[p]
+                        .send_batch(&frames)
+                        .map_err(|e| LabError::Other(format!("learn on t{}: {e}", p + 1)))?;
+                    i += n as u32;
+                    if count > 32 {
+                        std::thread::sleep(std::time::Duration::from_micros(640));
+                    }
+                }
             }
         }
         Ok(())
@@ -242,8 +279,10 @@ impl Tester {
         let rx_socks = &self.rx;
         let tx_socks = &self.tx;
         let streams = &spec.streams;
+        let hosts = &self.hosts;
         let (tx_out, rx_res) = std::thread::scope(|sc| {
-            let rxh = sc.spawn(|| rx_loop(rx_socks, streams, &mut rxs, nonce, &stop));
+            let rxh =
+                sc.spawn(|| rx_loop(rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop));
             let txh = sc.spawn(|| tx_loop(tx_socks, spec, &port_streams, nonce));
             let tx_out = txh.join();
             // Drain: keep receiving for a while after the last frame.
@@ -412,19 +451,16 @@ fn tx_loop(
     };
     let mut last = t0;
     let mut iter = 0u32;
-    loop {
-        // Earliest deadline among active ports.
-        let Some(pi) = ports
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.done)
-            .min_by(|a, b| a.1.next.total_cmp(&b.1.next))
-            .map(|(i, _)| i)
-        else {
-            break;
-        };
+    // Earliest deadline among active ports.
+    while let Some(pi) = ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.done)
+        .min_by(|a, b| a.1.next.total_cmp(&b.1.next))
+        .map(|(i, _)| i)
+    {
         iter = iter.wrapping_add(1);
-        if iter % 1024 == 0 && interrupted() {
+        if iter & 1023 == 0 && interrupted() {
             break;
         }
         let pt = &mut ports[pi];
@@ -522,12 +558,15 @@ fn tx_loop(
 
 fn rx_loop(
     socks: &[PacketSocket],
+    tx: &[PacketSocket],
+    hosts: &[Host],
     streams: &[Stream],
     rxs: &mut [StreamRx],
     nonce: u16,
     stop: &AtomicBool,
 ) -> Result<(), LabError> {
     let mut bufs = RxBufs::new();
+    let mut reply = [0u8; 128];
     let fds: Vec<i32> = socks.iter().map(|s| s.raw()).collect();
     loop {
         let stopping = stop.load(Ordering::Relaxed);
@@ -543,6 +582,13 @@ fn rx_loop(
             let now = mono_ns();
             for i in 0..n {
                 let Some(sg) = find_signature(bufs.frame(i)) else {
+                    if let Some(h) = hosts.get(p) {
+                        if let Some(n) =
+                            neighbour_reply(bufs.frame(i), h.mac, h.ip, h.ip6, &mut reply)
+                        {
+                            let _ = tx[p].send_batch(&[&reply[..n]]);
+                        }
+                    }
                     continue;
                 };
                 if sg.nonce != nonce || sg.stream as usize >= rxs.len() {

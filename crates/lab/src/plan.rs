@@ -102,6 +102,11 @@ pub struct DutSpec {
     /// lanyard: binary to run instead of the one from the CLI.
     #[serde(default)]
     pub binary: Option<PathBuf>,
+    /// linux-router: static neighbour entries for the tester hosts (default
+    /// true); false = the router resolves them by ARP, answered by the
+    /// tester's emulated hosts.
+    #[serde(default)]
+    pub static_neighbours: Option<bool>,
     /// lossy: tbf rate in frames/s of 64-byte frames is not a thing; this
     /// is the tbf `rate` in kbit/s.
     #[serde(default)]
@@ -232,6 +237,10 @@ pub struct TestSpec {
     /// Frames per pacing deadline.
     #[serde(default)]
     pub burst: Option<usize>,
+    /// Emulated hosts (MAC addresses) per port for layer-2 rate tests
+    /// (default 1): frames cycle over source and destination hosts.
+    #[serde(default)]
+    pub hosts: Option<u32>,
     /// Latency: measure in a separate trial at the throughput rate (default false:
     /// taken from the passing trial at that rate).
     #[serde(default)]
@@ -281,6 +290,8 @@ pub struct Test {
     pub steps: Vec<f64>,
     /// Burst.
     pub burst: Option<usize>,
+    /// Hosts per port.
+    pub hosts: u32,
     /// Separate latency trial.
     pub latency_trial: bool,
 }
@@ -456,6 +467,10 @@ impl Plan {
                 return Err(bad(f("burst"), "must be 1..64"));
             }
         }
+        let hosts = t.hosts.unwrap_or(1);
+        if !(1..=1_000_000).contains(&hosts) {
+            return Err(bad(f("hosts"), "must be 1..1000000"));
+        }
         let rate = match t.rate {
             Some(r) => Some(positive(f("rate"), r)?),
             None => None,
@@ -495,6 +510,7 @@ impl Plan {
             learn_rate: positive(f("learn-rate"), t.learn_rate.unwrap_or(10_000.0))?,
             steps,
             burst: t.burst,
+            hosts,
             latency_trial: t.latency_trial.unwrap_or(false),
         })
     }

@@ -225,7 +225,7 @@ impl Summary {
             if rate_test {
                 let _ = writeln!(o, "cell: kfps (% of ceiling) | latency avg/p99 µs");
             }
-            let w = 30;
+            let w = 36;
             let _ = write!(o, "{:>6}", "frame");
             for d in &duts {
                 let _ = write!(o, " | {:<w$}", d);
@@ -465,7 +465,7 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
     if r.status != "ok" {
         let e = r.error.clone().unwrap_or_default();
         let mut s = format!("{}: {e}", r.status);
-        s.truncate(30);
+        s.truncate(36);
         return s;
     }
     if rate_test {
@@ -494,7 +494,7 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
     };
     let v = r.value.map(|v| format!("{v:.0}")).unwrap_or_default();
     let mut s = format!("{p}{v} {}", r.unit.as_deref().unwrap_or(""));
-    s.truncate(30);
+    s.truncate(36);
     s
 }
 
@@ -512,11 +512,9 @@ pub fn validate_json(v: &serde_json::Value) -> Result<(), String> {
     if top.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
         return Err(format!("$.schema: must be {SCHEMA:?}"));
     }
-    for k in ["plan"] {
-        top.get(k)
-            .and_then(|s| s.as_str())
-            .ok_or(format!("$.{k}: string required"))?;
-    }
+    top.get("plan")
+        .and_then(|s| s.as_str())
+        .ok_or("$.plan: string required")?;
     for k in ["started_unix", "seconds"] {
         top.get(k)
             .and_then(|s| s.as_f64())
@@ -591,4 +589,96 @@ pub fn validate_json(v: &serde_json::Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Summary {
+        let mut row = ResultRow::new("l2", TestKind::Throughput, "br", "64", 64.0);
+        row.throughput_fps = Some(1000.0);
+        row.latency = Some(LatencyStats::default());
+        let mut wire = row.clone();
+        wire.dut = "c".into();
+        wire.throughput_fps = Some(2000.0);
+        let mut failed = ResultRow::new("l2", TestKind::Throughput, "x", "64", 64.0);
+        failed.status = "failed".into();
+        failed.error = Some("no binary".into());
+        Summary {
+            schema: SCHEMA.into(),
+            plan: "p".into(),
+            started_unix: 1,
+            seconds: 2.0,
+            out_dir: None,
+            testbed: vec![],
+            duts: vec![
+                DutRecord {
+                    name: "c".into(),
+                    driver: "wire".into(),
+                    status: "ok".into(),
+                    error: None,
+                    info: vec![],
+                },
+                DutRecord {
+                    name: "br".into(),
+                    driver: "linux-bridge".into(),
+                    status: "ok".into(),
+                    error: None,
+                    info: vec![],
+                },
+                DutRecord {
+                    name: "x".into(),
+                    driver: "lanyard".into(),
+                    status: "failed".into(),
+                    error: Some("no binary".into()),
+                    info: vec![],
+                },
+            ],
+            results: vec![wire, row, failed],
+        }
+    }
+
+    #[test]
+    fn report_validates_and_renders() {
+        let mut s = sample();
+        s.compute_ceiling();
+        assert_eq!(s.results[1].pct_ceiling, Some(50.0));
+        let v = serde_json::to_value(&s).unwrap();
+        validate_json(&v).unwrap();
+        let t = s.tables();
+        assert!(t.contains("br/c") && t.contains("0.50"), "{t}");
+        assert!(s.csv().lines().count() == 4);
+        assert!(s.svg().contains("<polyline"));
+        let mut bad = v.clone();
+        bad["results"][0]["status"] = "great".into();
+        assert!(validate_json(&bad).is_err());
+        let mut bad = v;
+        bad["duts"] = serde_json::Value::Null;
+        assert!(validate_json(&bad).unwrap_err().contains("duts"));
+    }
+
+    #[test]
+    fn schema_document_matches_the_code() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/lab-schema.json");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        assert_eq!(schema["$id"], SCHEMA);
+        // Every key the code emits at the top level and per row is documented.
+        let v = serde_json::to_value(sample()).unwrap();
+        for k in v.as_object().unwrap().keys() {
+            assert!(
+                schema["properties"].get(k).is_some(),
+                "undocumented key {k}"
+            );
+        }
+        for k in v["results"][0].as_object().unwrap().keys() {
+            assert!(
+                schema["properties"]["results"]["items"]["properties"]
+                    .get(k)
+                    .is_some(),
+                "undocumented row key {k}"
+            );
+        }
+    }
 }

@@ -251,3 +251,159 @@ mod tests {
         assert_eq!(mac_str(&[2, 0, 0, 0, 0xab, 1]), "02:00:00:00:ab:01");
     }
 }
+
+/// IPv6 address of the emulated host on tester port `p` (0-based):
+/// `2001:2:0:<p+1>::2` (benchmarking range).
+pub fn host_ip6(p: usize) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0..4].copy_from_slice(&[0x20, 0x01, 0x00, 0x02]);
+    a[6..8].copy_from_slice(&((p + 1) as u16).to_be_bytes());
+    a[15] = 2;
+    a
+}
+
+fn csum_add(mut s: u32, data: &[u8]) -> u32 {
+    for c in data.chunks(2) {
+        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    s
+}
+
+fn csum_fold(mut s: u32) -> u16 {
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// If `frame` is an ARP request for `ip` or an IPv6 neighbour solicitation
+/// for `ip6`, write the answer from host `mac` into `out` and return its
+/// length (60 bytes for ARP, 86 for a neighbour advertisement).
+pub fn neighbour_reply(
+    frame: &[u8],
+    mac: Mac,
+    ip: [u8; 4],
+    ip6: [u8; 16],
+    out: &mut [u8],
+) -> Option<usize> {
+    if frame.len() < 42 || out.len() < 86 {
+        return None;
+    }
+    let et = u16::from_be_bytes([frame[12], frame[13]]);
+    if et == 0x0806 {
+        let a = &frame[14..42];
+        // htype 1, ptype IPv4, hlen 6, plen 4, op 1 (request), target ip.
+        if a[0..8] != [0, 1, 8, 0, 6, 4, 0, 1] || a[24..28] != ip {
+            return None;
+        }
+        out[..60].fill(0);
+        out[0..6].copy_from_slice(&a[8..14]);
+        out[6..12].copy_from_slice(&mac);
+        out[12..14].copy_from_slice(&[0x08, 0x06]);
+        let r = &mut out[14..42];
+        r[0..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+        r[8..14].copy_from_slice(&mac);
+        r[14..18].copy_from_slice(&ip);
+        r[18..24].copy_from_slice(&a[8..14]);
+        r[24..28].copy_from_slice(&a[14..18]);
+        return Some(60);
+    }
+    if et == 0x86dd
+        && frame.len() >= 78
+        && frame[20] == 58
+        && frame[54] == 135
+        && frame[62..78] == ip6
+    {
+        let src6: [u8; 16] = frame[22..38].try_into().ok()?;
+        let unspecified = src6 == [0u8; 16];
+        let dst6: [u8; 16] = if unspecified {
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        } else {
+            src6
+        };
+        let dst_mac: Mac = if unspecified {
+            [0x33, 0x33, 0, 0, 0, 1]
+        } else {
+            frame[6..12].try_into().ok()?
+        };
+        out[..86].fill(0);
+        out[0..6].copy_from_slice(&dst_mac);
+        out[6..12].copy_from_slice(&mac);
+        out[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let ip6h = &mut out[14..54];
+        ip6h[0] = 0x60;
+        ip6h[4..6].copy_from_slice(&32u16.to_be_bytes());
+        ip6h[6] = 58;
+        ip6h[7] = 255;
+        ip6h[8..24].copy_from_slice(&ip6);
+        ip6h[24..40].copy_from_slice(&dst6);
+        let icmp = &mut out[54..86];
+        icmp[0] = 136;
+        icmp[4] = if unspecified { 0x20 } else { 0x60 }; // (S)olicited, (O)verride
+        icmp[8..24].copy_from_slice(&ip6);
+        icmp[24] = 2; // target link-layer address option
+        icmp[25] = 1;
+        icmp[26..32].copy_from_slice(&mac);
+        let mut s = csum_add(0, &ip6);
+        s = csum_add(s, &dst6);
+        s = csum_add(s, &[0, 0, 0, 32, 0, 0, 0, 58]);
+        s = csum_add(s, &out[54..86]);
+        let c = csum_fold(s);
+        out[56..58].copy_from_slice(&c.to_be_bytes());
+        return Some(86);
+    }
+    None
+}
+
+#[cfg(test)]
+mod neighbour_tests {
+    use super::*;
+
+    #[test]
+    fn answers_arp_for_its_address_only() {
+        let mut req = [0u8; 60];
+        req[0..6].copy_from_slice(&[0xff; 6]);
+        req[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        req[12..14].copy_from_slice(&[8, 6]);
+        req[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        req[22..28].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        req[28..32].copy_from_slice(&[198, 18, 1, 1]);
+        req[38..42].copy_from_slice(&[198, 18, 1, 2]);
+        let mac = [2, 0x4c, 0, 0, 1, 1];
+        let mut out = [0u8; 128];
+        let n = neighbour_reply(&req, mac, [198, 18, 1, 2], host_ip6(0), &mut out).unwrap();
+        assert_eq!(n, 60);
+        assert_eq!(&out[0..6], &[2, 0, 0, 0, 0, 9]);
+        assert_eq!(&out[20..22], &[0, 2]);
+        assert_eq!(&out[22..28], &mac);
+        assert_eq!(&out[28..32], &[198, 18, 1, 2]);
+        assert_eq!(&out[38..42], &[198, 18, 1, 1]);
+        assert!(neighbour_reply(&req, mac, [198, 18, 1, 3], host_ip6(0), &mut out).is_none());
+    }
+
+    #[test]
+    fn answers_neighbour_solicitation_with_valid_checksum() {
+        let target = host_ip6(0);
+        let src6 = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let mut ns = [0u8; 86];
+        ns[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        ns[12..14].copy_from_slice(&[0x86, 0xdd]);
+        ns[14] = 0x60;
+        ns[20] = 58;
+        ns[22..38].copy_from_slice(&src6);
+        ns[54] = 135;
+        ns[62..78].copy_from_slice(&target);
+        let mac = [2, 0x4c, 0, 0, 1, 1];
+        let mut out = [0u8; 128];
+        let n = neighbour_reply(&ns, mac, [0; 4], target, &mut out).unwrap();
+        assert_eq!(n, 86);
+        assert_eq!(out[54], 136);
+        assert_eq!(&out[38..54], &src6);
+        // Verify: checksum over pseudo-header + message folds to zero.
+        let mut s = csum_add(0, &out[22..38]);
+        s = csum_add(s, &out[38..54]);
+        s = csum_add(s, &[0, 0, 0, 32, 0, 0, 0, 58]);
+        s = csum_add(s, &out[54..86]);
+        assert_eq!(csum_fold(s), 0);
+    }
+}

@@ -115,7 +115,7 @@ fn aging_removes_idle_entries_and_keeps_static() {
     let burst: Vec<Vec<u8>> = (0..20)
         .map(|i| test_frame(&STATIC, &mac(2), &[], 2, i, LEN))
         .collect();
-    ports[0].send_batch(&burst).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &burst);
     let c = counts(&ports);
     if c != vec![0, 0, 20] {
         f.push(format!(
@@ -147,7 +147,7 @@ fn mac_move_updates_port() {
     let to_m: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&m, &mac(3), &[], 2, i, LEN))
         .collect();
-    ports[2].send_batch(&to_m).unwrap();
+    l2::send_settled(&sw, &ports[2], "sw3", &to_m);
     let c = counts(&ports);
     if c != vec![10, 0, 0] {
         f.push(format!(
@@ -179,7 +179,7 @@ fn mac_move_updates_port() {
     let to_m: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&m, &mac(3), &[], 4, i, LEN))
         .collect();
-    ports[2].send_batch(&to_m).unwrap();
+    l2::send_settled(&sw, &ports[2], "sw3", &to_m);
     let c = counts(&ports);
     if c != vec![0, 10, 0] {
         f.push(format!(
@@ -204,7 +204,7 @@ fn clear_mac_table_vlan_empties_dynamic_entries() {
     let frames: Vec<Vec<u8>> = (0..100)
         .map(|i| test_frame(&BROADCAST, &mac(i), &[], 1, 0, LEN))
         .collect();
-    ports[0].send_batch(&frames).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &frames);
     let n = sw.wait_mac_count(Some(10), 101, Duration::from_secs(5));
     if n != 101 {
         f.push(format!(
@@ -229,7 +229,7 @@ fn clear_mac_table_vlan_empties_dynamic_entries() {
     let to: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&mac(i), &mac(500), &[], 2, 0, LEN))
         .collect();
-    ports[1].send_batch(&to).unwrap();
+    l2::send_settled(&sw, &ports[1], "sw2", &to);
     let c = counts(&ports);
     if c != vec![10, 0, 10] {
         f.push(format!(
@@ -237,7 +237,7 @@ fn clear_mac_table_vlan_empties_dynamic_entries() {
         ));
     }
     // And they are learned again.
-    ports[0].send_batch(&frames[..10]).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &frames[..10]);
     let n = sw.wait_mac_count(Some(10), 12, Duration::from_secs(5));
     if n != 12 {
         f.push(format!(

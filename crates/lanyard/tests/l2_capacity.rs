@@ -81,7 +81,8 @@ fn capacity(prefix: &str, total: u32) {
     assert_eq!(
         learned,
         u64::from(total),
-        "`show mac address-table count` total after offering {total} source addresses"
+        "`show mac address-table count` total after offering {total} source addresses; per port:{}",
+        l2::diagnostics(&sw, &bed.dut, &["sw1", "sw2", "sw3", "sw4"])
     );
 
     // Test phase: frames to group tg's addresses come from port (tg+1)%3,
@@ -164,9 +165,10 @@ fn capacity(prefix: &str, total: u32) {
     eprintln!("{total} addresses: total time {:?}", t0.elapsed());
     assert!(
         failures.is_empty(),
-        "{} failure(s):\n{}",
+        "{} failure(s):\n{}\nper port:{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        l2::diagnostics(&sw, &bed.dut, &["sw1", "sw2", "sw3", "sw4"])
     );
 }
 

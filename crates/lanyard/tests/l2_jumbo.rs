@@ -19,7 +19,7 @@ fn jumbo_frames_forwarded_intact() {
                 \x20 - name: sw1\n    mode: access\n    vlan: 10\n\
                 \x20 - name: sw2\n    mode: access\n    vlan: 10\n\
                 \x20 - name: sw3\n    mode: trunk\n    allowed-vlans: \"10\"\n";
-    let _sw = Switch::start(
+    let sw = Switch::start(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
         &bed.dut,
         yaml,
@@ -59,7 +59,7 @@ fn jumbo_frames_forwarded_intact() {
         .enumerate()
         .map(|(i, &n)| test_frame(&BROADCAST, &a, &[], 1, i as u64, n))
         .collect();
-    ports[0].send_batch(&sent).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &sent);
     check(
         &mut f,
         "t1 → t2 (access, flooded)",
@@ -82,7 +82,7 @@ fn jumbo_frames_forwarded_intact() {
     let from_trunk: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&a, &b, &[Tag::dot1q(10)], 2, i, JUMBO + 4))
         .collect();
-    ports[2].send_batch(&from_trunk).unwrap();
+    l2::send_settled(&sw, &ports[2], "sw3", &from_trunk);
     let want: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&a, &b, &[], 2, i, JUMBO))
         .collect();
@@ -104,7 +104,7 @@ fn jumbo_frames_forwarded_intact() {
     let to_b: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&b, &a, &[], 3, i, JUMBO))
         .collect();
-    ports[0].send_batch(&to_b).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &to_b);
     let want_b: Vec<Vec<u8>> = (0..10)
         .map(|i| test_frame(&b, &a, &[Tag::dot1q(10)], 3, i, JUMBO + 4))
         .collect();

@@ -122,8 +122,9 @@ fn learning_disabled_floods_everything() {
     eprintln!("learning disabled, {TOTAL} addresses: {:?}", t0.elapsed());
     assert!(
         failures.is_empty(),
-        "{} failure(s):\n{}",
+        "{} failure(s):\n{}\nper port:{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        l2::diagnostics(&sw, &bed.dut, &["sw1", "sw2", "sw3", "sw4"])
     );
 }

@@ -165,9 +165,10 @@ fn run(case: Case) {
     );
     assert!(
         failures.is_empty(),
-        "{} failure(s):\n{}",
+        "{} failure(s):\n{}\nper port:{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        l2::diagnostics(&sw, &bed.dut, &["sw1", "sw2", "sw3"])
     );
 }
 

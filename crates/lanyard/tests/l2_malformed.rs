@@ -39,7 +39,7 @@ fn malformed_frames_are_counted_and_dropped() {
     let recv = |p: usize| ports[p].recv_test_frames(Q).expect("recv");
 
     // Normal traffic before.
-    ports[0].send_batch(&good(1)).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &good(1));
     let (r2, r3) = (recv(1), recv(2));
     if r2.len() != 100 || r3.len() != 100 {
         f.push(format!(
@@ -100,7 +100,7 @@ fn malformed_frames_are_counted_and_dropped() {
     }
 
     // Normal traffic after.
-    ports[0].send_batch(&good(5)).unwrap();
+    l2::send_settled(&sw, &ports[0], "sw1", &good(5));
     let (r2, r3) = (recv(1), recv(2));
     if r2.len() != 100 || r3.len() != 100 {
         f.push(format!(

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, BROADCAST};
 use testkit::l2;
 use testkit::netns::{ip, veth};
+use testkit::switch::port_counter;
 use testkit::{require_root, RawPort, Switch, TestBed};
 
 const Q: Duration = Duration::from_millis(300);
@@ -110,10 +111,19 @@ fn port_delete_recreate_and_link_down_up() {
             "after `ip link set sw2 down`: state {st:?}, expected down"
         ));
     }
+    let tx_before = port_counter(&sw.counters(), "sw2", "tx_frames");
     let n = forwarded(&t1, &t2, 4);
     if n != 0 {
         f.push(format!(
             "while sw2 is down: {n} frames reached t2, expected 0"
+        ));
+    }
+    let tx_after = port_counter(&sw.counters(), "sw2", "tx_frames");
+    if tx_after != tx_before {
+        f.push(format!(
+            "while sw2 is down: its tx_frames grew by {} for 10 broadcasts (a down port \
+             transmits nothing; expected 0, the frames dropped as port-down or not flooded there)",
+            tx_after - tx_before
         ));
     }
     ip(&["-n", bed.dut.name(), "link", "set", "dev", "sw2", "up"]).expect("ip link set up");

@@ -34,9 +34,8 @@ fn start(prefix: &str, yaml: &str, n: usize) -> (TestBed, Switch, Vec<RawPort>) 
 
 /// Sends `frames` from port index `from` and returns, per port, the test
 /// frames received until the wires are quiet.
-fn exchange(ports: &[RawPort], from: usize, frames: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
-    ports[from].send_batch(frames).expect("send");
-    std::thread::sleep(Duration::from_millis(100));
+fn exchange(sw: &Switch, ports: &[RawPort], from: usize, frames: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
+    l2::send_settled(sw, &ports[from], &format!("sw{}", from + 1), frames);
     ports
         .iter()
         .map(|p| p.recv_test_frames(Q).expect("recv"))
@@ -131,19 +130,19 @@ fn vlan_isolation() {
                 \x20 - name: sw3\n    mode: access\n    vlan: 20\n\
                 \x20 - name: sw4\n    mode: access\n    vlan: 20\n\
                 \x20 - name: sw5\n    mode: trunk\n    allowed-vlans: \"10\"\n    native-vlan: none\n";
-    let (_bed, _sw, ports) = start("iso", yaml, 5);
+    let (_bed, sw, ports) = start("iso", yaml, 5);
     let mut f = Vec::new();
     let (m10, m20) = (mac(10), mac(20));
 
     // A: learn m20 on sw3 (VLAN 20).
     let a = frames(&[BROADCAST], &m20, &[], 20, LEN);
-    let got = exchange(&ports, 2, &a);
+    let got = exchange(&sw, &ports, 2, &a);
     expect(&mut f, "A: broadcast in VLAN 20", &got, 3, &a);
     expect_none(&mut f, "A: broadcast in VLAN 20", &got, &[0, 1, 4]);
 
     // B: VLAN 10 traffic of every kind, including to m20 (known only in VLAN 20).
     let b = frames(&mixed_dsts(&[m20, m20]), &m10, &[], 10, LEN);
-    let got = exchange(&ports, 0, &b);
+    let got = exchange(&sw, &ports, 0, &b);
     expect(&mut f, "B: VLAN 10 flood", &got, 1, &b);
     let b_tagged = frames(
         &mixed_dsts(&[m20, m20]),
@@ -157,7 +156,7 @@ fn vlan_isolation() {
 
     // C: VLAN 20 traffic, including to m10 (known only in VLAN 10).
     let c = frames(&mixed_dsts(&[m10, m10]), &mac(21), &[], 20, LEN);
-    let got = exchange(&ports, 3, &c);
+    let got = exchange(&sw, &ports, 3, &c);
     expect(&mut f, "C: VLAN 20 flood", &got, 2, &c);
     expect_none(
         &mut f,
@@ -174,7 +173,7 @@ fn vlan_isolation() {
         11,
         LEN + 4,
     );
-    let got = exchange(&ports, 4, &d);
+    let got = exchange(&sw, &ports, 4, &d);
     let d_untagged = frames(&[BROADCAST, BROADCAST, m10], &mac(30), &[], 11, LEN);
     expect(&mut f, "D: trunk VLAN 10 → sw1", &got, 0, &d_untagged);
     expect(&mut f, "D: trunk VLAN 10 → sw2", &got, 1, &d_untagged[..2]);
@@ -320,7 +319,7 @@ fn trunk_tagging_and_native_vlan() {
 
     // a: access VLAN 10 → trunk tagged 0x8100 VID 10.
     let a = frames(&[BROADCAST], &m1, &[], 1, LEN);
-    let got = exchange(&ports, 0, &a);
+    let got = exchange(&sw, &ports, 0, &a);
     expect(
         &mut f,
         "a: access 10 → trunk",
@@ -332,7 +331,7 @@ fn trunk_tagging_and_native_vlan() {
 
     // b: native VLAN 1 → trunk untagged.
     let b = frames(&[BROADCAST], &mac(4), &[], 2, LEN);
-    let got = exchange(&ports, 3, &b);
+    let got = exchange(&sw, &ports, 3, &b);
     expect(&mut f, "b: native VLAN → trunk untagged", &got, 2, &b);
     expect_none(&mut f, "b: native VLAN broadcast", &got, &[0, 1, 4]);
 
@@ -348,7 +347,7 @@ fn trunk_tagging_and_native_vlan() {
 
     // c: tagged VID 20 into the trunk → access VLAN 20 untagged.
     let c = frames(&[BROADCAST], &mac(3), &[Tag::dot1q(20)], 3, LEN + 4);
-    let got = exchange(&ports, 2, &c);
+    let got = exchange(&sw, &ports, 2, &c);
     expect(
         &mut f,
         "c: trunk VID 20 → access 20",
@@ -360,14 +359,14 @@ fn trunk_tagging_and_native_vlan() {
 
     // d: untagged into the trunk → native VLAN 1.
     let d = frames(&[BROADCAST], &mac(5), &[], 4, LEN);
-    let got = exchange(&ports, 2, &d);
+    let got = exchange(&sw, &ports, 2, &d);
     expect(&mut f, "d: trunk untagged → VLAN 1", &got, 3, &d);
     expect_none(&mut f, "d: trunk untagged", &got, &[0, 1, 4]);
 
     // e: VID 30 is configured but not allowed on the trunk → dropped.
     let before = port_counter(&sw.counters(), "sw3", "drops.vlan-not-allowed");
     let e = frames(&[BROADCAST; 7], &mac(6), &[Tag::dot1q(30)], 5, LEN + 4);
-    let got = exchange(&ports, 2, &e);
+    let got = exchange(&sw, &ports, 2, &e);
     expect_none(&mut f, "e: trunk VID 30 (not allowed)", &got, &[0, 1, 3, 4]);
     let after = port_counter(&sw.counters(), "sw3", "drops.vlan-not-allowed");
     if after - before != 7 {
@@ -379,7 +378,7 @@ fn trunk_tagging_and_native_vlan() {
 
     // f: tagged VID 10 unicast to m1 (learned on sw1 in step a) → sw1 only.
     let uf = frames(&[m1, m1, m1], &mac(7), &[Tag::dot1q(10)], 6, LEN + 4);
-    let got = exchange(&ports, 2, &uf);
+    let got = exchange(&sw, &ports, 2, &uf);
     expect(
         &mut f,
         "f: trunk VID 10 → known m1",
@@ -410,7 +409,7 @@ fn qinq_tunnel_keeps_customer_tags() {
     let dump = tcpdump_start(&bed.tester, "t2", 1);
     // a: C-tagged customer frame → 802.1ad trunk: S-tag pushed in front.
     let a = frames(&[BROADCAST], &m1, &[c100], 1, LEN + 4);
-    let got = exchange(&ports, 0, &a);
+    let got = exchange(&sw, &ports, 0, &a);
     expect(
         &mut f,
         "a: C-tag 100 → 88a8 trunk",
@@ -431,7 +430,7 @@ fn qinq_tunnel_keeps_customer_tags() {
 
     // b: untagged customer frame → only the S-tag.
     let b = frames(&[BROADCAST], &m1, &[], 2, LEN);
-    let got = exchange(&ports, 0, &b);
+    let got = exchange(&sw, &ports, 0, &b);
     expect(
         &mut f,
         "b: untagged → 88a8 trunk",
@@ -443,7 +442,7 @@ fn qinq_tunnel_keeps_customer_tags() {
 
     // c: reverse direction, to m1 (learned on sw1): only the S-tag is removed.
     let c = frames(&[m1, m1], &mac(2), &[s500, c100], 3, LEN + 8);
-    let got = exchange(&ports, 1, &c);
+    let got = exchange(&sw, &ports, 1, &c);
     expect(
         &mut f,
         "c: 88a8/500+8100/100 → tunnel port",
@@ -466,10 +465,10 @@ fn qinq_tunnel_keeps_customer_tags() {
         4,
         LEN + 8,
     );
-    let got = exchange(&ports, 1, &d);
+    let got = exchange(&sw, &ports, 1, &d);
     expect_none(&mut f, "d: S-VID 600", &got, &[0, 2]);
     let e = frames(&[BROADCAST; 4], &mac(3), &[], 5, LEN);
-    let got = exchange(&ports, 1, &e);
+    let got = exchange(&sw, &ports, 1, &e);
     expect_none(&mut f, "e: untagged on native-none trunk", &got, &[0, 2]);
     let cn = sw.counters();
     let (na1, un1) = (

@@ -30,9 +30,15 @@ pub enum DropReason {
     PortDown,
     /// The egress port's transmit ring was full.
     TxRingFull,
+    /// The ingress port's receive ring was full: the kernel dropped the
+    /// frame before Lanyard saw it (read from the socket's statistics).
+    RxRingFull,
+    /// The kernel refused or discarded a frame handed to it for transmit
+    /// (link went down with frames queued, length over the MTU).
+    TxError,
 }
 
-pub const DROP_REASONS: usize = 10;
+pub const DROP_REASONS: usize = 12;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS] = [
@@ -46,6 +52,8 @@ impl DropReason {
         DropReason::SamePort,
         DropReason::PortDown,
         DropReason::TxRingFull,
+        DropReason::RxRingFull,
+        DropReason::TxError,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +68,8 @@ impl DropReason {
             DropReason::SamePort => "same-port",
             DropReason::PortDown => "port-down",
             DropReason::TxRingFull => "tx-ring-full",
+            DropReason::RxRingFull => "rx-ring-full",
+            DropReason::TxError => "tx-error",
         }
     }
 }

@@ -2,13 +2,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::frame::{mac_str, Mac};
+use crate::{Netns, RawPort, Switch};
 
 /// Default pacing of bulk sends, frames per second, over all senders.
 /// Override with `LANYARD_TEST_RATE`.
-pub const DEFAULT_RATE: u64 = 150_000;
+pub const DEFAULT_RATE: u64 = 100_000;
 
 /// Pacing rate for bulk sends (`LANYARD_TEST_RATE` or [`DEFAULT_RATE`]).
 pub fn rate() -> u64 {
@@ -80,6 +81,71 @@ pub fn check_exactly_once(
             .map(|(m, n)| format!("{}x{n}", mac_str(m)))
             .collect()),
     ))
+}
+
+/// Sends `frames` from the tester socket `port` (wired to the switch port
+/// `sw_port`) and waits until the switch's `rx_frames` on `sw_port` has
+/// grown by their number (at most 5 s), so that whatever the switch will
+/// forward has been forwarded before the caller looks at the receivers.
+/// Frames the kernel drops before the switch (cut-short tags) never count:
+/// send those with [`RawPort::send_batch`] instead.
+pub fn send_settled<B: AsRef<[u8]>>(sw: &Switch, port: &RawPort, sw_port: &str, frames: &[B]) {
+    let rx = || crate::switch::port_counter(&sw.counters(), sw_port, "rx_frames");
+    let want = rx() + frames.len() as u64;
+    port.send_batch(frames).expect("send frames");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rx() < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+}
+
+/// Kernel interface counters (`ip -s -j link`): (rx packets, rx dropped,
+/// tx packets, tx dropped), or `None` if the interface does not exist.
+pub fn kernel_stats(ns: &Netns, ifname: &str) -> Option<(u64, u64, u64, u64)> {
+    let out =
+        crate::netns::ip(&["-n", ns.name(), "-s", "-j", "link", "show", "dev", ifname]).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let s = &v[0]["stats64"];
+    let n = |k: &str, f: &str| s[k][f].as_u64().unwrap_or(0);
+    Some((
+        n("rx", "packets"),
+        n("rx", "dropped"),
+        n("tx", "packets"),
+        n("tx", "dropped"),
+    ))
+}
+
+/// A per-port summary for failure messages: the switch's own counters
+/// (rx/tx frames and non-zero drops) next to the kernel's view of the
+/// same interface in the DUT namespace.
+pub fn diagnostics(sw: &Switch, dut: &Netns, ports: &[&str]) -> String {
+    let c = sw.try_show_json(&["show", "counters"]).unwrap_or_default();
+    let mut out = String::new();
+    for p in ports {
+        let row = c["ports"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == *p))
+            .cloned()
+            .unwrap_or_default();
+        let drops: Vec<String> = row["drops"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let k = kernel_stats(dut, p);
+        out += &format!(
+            "\n  {p}: lanyard rx_frames={} tx_frames={} drops=[{}]; kernel (rx, rx_dropped, tx, tx_dropped)={k:?}",
+            row["rx_frames"],
+            row["tx_frames"],
+            drops.join(" ")
+        );
+    }
+    out
 }
 
 #[cfg(test)]

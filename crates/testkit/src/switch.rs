@@ -185,13 +185,20 @@ impl Switch {
             .unwrap_or_else(|| panic!("no numeric `total` in count output: {v}"))
     }
 
-    /// Polls [`Switch::mac_count`] until it equals `want` or `timeout`
-    /// passes; returns the last value seen.
+    /// Polls [`Switch::mac_count`] until it equals `want`, or `timeout`
+    /// passes, or it has not changed for 3 s; returns the last value seen.
     pub fn wait_mac_count(&self, vlan: Option<u16>, want: u64, timeout: Duration) -> u64 {
         let deadline = Instant::now() + timeout;
+        let mut last = u64::MAX;
+        let mut since = Instant::now();
         loop {
             let n = self.mac_count(vlan);
-            if n == want || Instant::now() >= deadline {
+            if n != last {
+                last = n;
+                since = Instant::now();
+            }
+            if n == want || Instant::now() >= deadline || since.elapsed() >= Duration::from_secs(3)
+            {
                 return n;
             }
             std::thread::sleep(Duration::from_millis(100));

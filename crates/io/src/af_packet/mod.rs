@@ -447,15 +447,27 @@ impl AfPacketPort {
 
     /// Give back every committed slot the kernel has not taken (the link is
     /// down or gone): those frames are dropped and counted as `tx_errors`.
+    ///
+    /// The kernel's own transmit cursor stays on the first slot it did not
+    /// take (it only advances past frames it sent), so our cursor is rewound
+    /// to that slot: otherwise the next frame would be written where the
+    /// kernel never looks, and the port would never transmit again after a
+    /// link flap.
     fn discard_pending_tx(&mut self) {
+        let mut first_unsent = None;
         while self.tx_pending > 0 {
             let s = self.tx_status(self.tx_kick);
             if s.load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST {
                 s.store(TP_STATUS_AVAILABLE, Ordering::Release);
                 self.stats.tx_errors += 1;
+                first_unsent.get_or_insert(self.tx_kick);
             }
             self.tx_kick = (self.tx_kick + 1) % self.tx_frames;
             self.tx_pending -= 1;
+        }
+        if let Some(i) = first_unsent {
+            self.tx_head = i;
+            self.tx_kick = i;
         }
     }
 

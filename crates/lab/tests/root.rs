@@ -1,0 +1,182 @@
+//! Root-only integration tests on real namespaces (skipped when not root).
+
+use lab::dut::{host_mac, Dut};
+use lab::engine::{Limit, Stream, Tester, TrialSpec};
+use lab::plan::{Driver, DutSpec, Plan};
+use std::path::PathBuf;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let r = unsafe { libc::geteuid() } == 0;
+    if !r {
+        eprintln!("skipped: needs root");
+    }
+    r
+}
+
+fn spec(driver: Driver) -> DutSpec {
+    DutSpec {
+        name: driver.as_str().into(),
+        driver,
+        learning: None,
+        mac_limit: None,
+        mac_aging: None,
+        mac_table_size: None,
+        port_type: None,
+        workers: None,
+        vlan: None,
+        binary: None,
+        static_neighbours: None,
+        rate_kbit: None,
+    }
+}
+
+/// Acceptance: on the wire DUT below the ceiling, lost = 0 and
+/// received = sent exactly, across 10 repeated trials.
+#[test]
+fn wire_counts_are_exact() {
+    if !root() {
+        return;
+    }
+    let d = Dut::start(&spec(Driver::Wire), 2, std::path::Path::new("/nonexistent")).unwrap();
+    let ns = d.topo.tester.clone();
+    let mut t = Tester::open(&ns, &d.topo.tester_ports()).unwrap();
+    for size in [64u16, 1518] {
+        for i in 0..5 {
+            let s = TrialSpec {
+                streams: vec![
+                    Stream {
+                        tx: 0,
+                        expect: Some(1),
+                        src: host_mac(0),
+                        src_count: 1,
+                        dst: host_mac(1),
+                        dst_count: 1,
+                        sizes: vec![size],
+                        l3: None,
+                    },
+                    Stream {
+                        tx: 1,
+                        expect: Some(0),
+                        src: host_mac(1),
+                        src_count: 1,
+                        dst: host_mac(0),
+                        dst_count: 1,
+                        sizes: vec![size],
+                        l3: None,
+                    },
+                ],
+                rates: vec![Some(30_000.0), Some(30_000.0)],
+                limit: Limit::Duration(0.5),
+                drain: 0.3,
+                burst: None,
+            };
+            let r = t.run(&s).unwrap();
+            assert!(r.sent > 25_000, "trial {i}: sent only {}", r.sent);
+            assert_eq!(r.lost, 0, "trial {i} size {size}: {r:?}");
+            assert_eq!(r.received, r.sent, "trial {i} size {size}");
+            assert_eq!(r.duplicated, 0);
+            assert_eq!(r.reordered, 0);
+            assert_eq!(r.flooded, 0);
+            assert_eq!(r.tester_rx_drops, 0);
+            assert!(
+                !r.generator_limited,
+                "{} vs {}",
+                r.offered_fps, r.intended_fps
+            );
+            assert!(r.latency.samples == r.received && r.latency.max_ns > 0);
+        }
+    }
+    drop(t);
+    drop(d);
+    assert!(
+        !std::path::Path::new(&format!("/run/netns/{ns}")).exists(),
+        "namespace left behind"
+    );
+}
+
+/// Acceptance: a tbf-limited DUT is measured within 5 % of its limit, the
+/// search is bounded and reported, and the JSON report validates.
+#[test]
+fn lossy_dut_found_within_5_percent() {
+    if !root() {
+        return;
+    }
+    let kbit = 24_000u64; // 24 Mbit/s of 60-byte (64 with FCS) frames = 50,000 fps
+    let expect = kbit as f64 * 1000.0 / 8.0 / 60.0;
+    let plan = Plan::parse(&format!(
+        "name: lossy
+duts: [{{name: tbf, driver: lossy, rate-kbit: {kbit}}}]
+tests:
+  - type: throughput
+    frame-sizes: [64]
+    trial-duration: 1
+    drain: 0.3
+    learn-wait: 0.2
+    search: {{resolution: 0.01, max-trials: 12}}
+"
+    ))
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-out-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: PathBuf::from("/nonexistent"),
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    let row = &s.results[0];
+    assert_eq!(row.status, "ok", "{row:?}");
+    let got = row.throughput_fps.unwrap();
+    assert!(
+        (got - expect).abs() / expect < 0.05,
+        "found {got:.0} fps, limit {expect:.0}"
+    );
+    assert!(
+        !row.trials.is_empty() && row.trials.len() <= 12,
+        "{} trials, found {got}",
+        row.trials.len()
+    );
+    let text = std::fs::read_to_string(out.join("report.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    lab::report::validate_json(&v).unwrap();
+    assert!(
+        std::fs::read_to_string(out.join("results.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            == 2
+    );
+    assert!(std::fs::read_to_string(out.join("plot.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Emulated hosts answer ARP: a Linux router without static neighbours
+/// forwards layer-3 test frames after a warm-up, with exact counts.
+#[test]
+fn router_resolves_emulated_hosts_by_arp() {
+    if !root() {
+        return;
+    }
+    let plan = Plan::parse(
+        "name: arp
+duts: [{name: r, driver: linux-router, static-neighbours: false}]
+tests: [{type: latency, rate: 5000, frame-sizes: [64], trial-duration: 0.5, drain: 0.3, learn-wait: 0.1}]
+",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-arp-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: PathBuf::from("/nonexistent"),
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    let row = &s.results[0];
+    assert_eq!(row.status, "ok", "{row:?}");
+    let r = &row.trials[0].result;
+    assert!(r.sent > 2000, "{r:?}");
+    assert_eq!(r.received, r.sent, "{r:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
