@@ -324,6 +324,7 @@ impl Ctx<'_> {
         }
         let fps = match &best {
             Some(b) if generator_limited => b.offered_fps,
+            Some(b) if b.generator_limited => b.offered_fps.min(lo * senders),
             Some(_) => lo * senders,
             None => 0.0,
         };
