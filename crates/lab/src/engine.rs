@@ -281,9 +281,14 @@ impl Tester {
         let streams = &spec.streams;
         let hosts = &self.hosts;
         let (tx_out, rx_res) = std::thread::scope(|sc| {
-            let rxh =
-                sc.spawn(|| rx_loop(rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop));
-            let txh = sc.spawn(|| tx_loop(tx_socks, spec, &port_streams, nonce));
+            let rxh = sc.spawn(|| {
+                pin_from_env(1);
+                rx_loop(rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop)
+            });
+            let txh = sc.spawn(|| {
+                pin_from_env(0);
+                tx_loop(tx_socks, spec, &port_streams, nonce)
+            });
             let tx_out = txh.join();
             // Drain: keep receiving for a while after the last frame.
             let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(spec.drain);
@@ -389,6 +394,28 @@ impl Tester {
         res.generator_limited = paced && res.offered_fps < 0.98 * res.intended_fps;
         res.latency = all.stats();
         Ok(res)
+    }
+}
+
+/// Pin the calling thread to the CPU named at position `which` (0 = TX,
+/// 1 = RX) of `LAB_PIN_CPUS=tx,rx`, if set. Off by default (see docs/lab.md).
+fn pin_from_env(which: usize) {
+    let Ok(v) = std::env::var("LAB_PIN_CPUS") else {
+        return;
+    };
+    let Some(cpu) = v
+        .split(',')
+        .nth(which)
+        .and_then(|c| c.trim().parse::<usize>().ok())
+    else {
+        return;
+    };
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it; the call
+    // affects only this thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
 

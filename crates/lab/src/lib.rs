@@ -442,9 +442,12 @@ fn io_tx_fps(ns: &str, size: u16, secs: f64) -> Result<f64, LabError> {
 }
 
 /// Calibrate the test bed on a plain veth pair: the generator's unpaced
-/// rate and the zero-loss ceiling at 64 and 1518 bytes, and `trafgen`'s
-/// rate on the same veth with the same frame when it is installed. Prints
-/// a small table unless `quiet`. Needs root.
+/// transmit rate alone (best of 3), `trafgen`'s rate on the same veth with
+/// the same frame when it is installed, `io::af_packet`'s transmit-ring
+/// rate, and the generator + analyzer zero-loss ceiling, at 64 and 1518
+/// bytes. Prints a table unless `quiet` and writes `calibration.json` to
+/// the output directory (default `lab-results/<UTC time>-calibrate/`).
+/// Needs root.
 pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
     check_root()?;
     netns::install_signal_handlers();
@@ -559,7 +562,19 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
             );
         }
     }
-    Ok(Calibration { rows })
+    let cal = Calibration { rows };
+    let dir = opts.out_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("lab-results").join(format!("{}-calibrate", timestamp(now_unix())))
+    });
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError::Output(format!("{}: {e}", dir.display())))?;
+    let json = serde_json::to_string_pretty(&cal).map_err(|e| LabError::Output(e.to_string()))?;
+    std::fs::write(dir.join("calibration.json"), json)
+        .map_err(|e| LabError::Output(format!("calibration.json: {e}")))?;
+    if !opts.quiet {
+        println!("results: {}", dir.display());
+    }
+    Ok(cal)
 }
 
 #[cfg(test)]

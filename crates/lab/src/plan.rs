@@ -180,6 +180,9 @@ pub struct SearchSpec {
     pub loss_tolerance: Option<f64>,
     /// Run a confirmation trial at the result (default false).
     pub confirm: Option<bool>,
+    /// A trial whose median latency exceeds this many milliseconds fails
+    /// even without loss (queues building up; for short trials). Default none.
+    pub latency_limit_ms: Option<f64>,
 }
 
 /// One test of a plan.
@@ -280,6 +283,8 @@ pub struct Test {
     pub loss_tolerance: f64,
     /// Confirmation trial.
     pub confirm: bool,
+    /// Median-latency pass limit (ms).
+    pub latency_limit_ms: Option<f64>,
     /// Addresses.
     pub addresses: u32,
     /// Search the address count.
@@ -505,6 +510,10 @@ impl Plan {
             max_trials,
             loss_tolerance,
             confirm: search.confirm.unwrap_or(false),
+            latency_limit_ms: match search.latency_limit_ms {
+                Some(l) => Some(positive(f("search.latency-limit-ms"), l)?),
+                None => None,
+            },
             addresses,
             search_addresses: t.search_addresses.unwrap_or(false),
             learn_rate: positive(f("learn-rate"), t.learn_rate.unwrap_or(10_000.0))?,

@@ -180,3 +180,25 @@ tests: [{type: latency, rate: 5000, frame-sizes: [64], trial-duration: 0.5, drai
     assert_eq!(r.received, r.sent, "{r:?}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Namespaces left by a dead run are swept; live runs' are kept.
+#[test]
+fn stale_namespaces_are_swept() {
+    if !root() {
+        return;
+    }
+    // A pid that is certainly dead: a child we started and reaped.
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    let stale = format!("lab-{dead}-77-t");
+    let live = format!("lab-{}-78-t", std::process::id());
+    for ns in [&stale, &live] {
+        lab::netns::run("ip", &["netns", "add", ns]).unwrap();
+    }
+    let removed = lab::netns::sweep_stale();
+    let exists = |ns: &str| std::path::Path::new(&format!("/run/netns/{ns}")).exists();
+    assert!(removed.contains(&stale) && !exists(&stale), "{removed:?}");
+    assert!(exists(&live));
+    lab::netns::run("ip", &["netns", "del", &live]).unwrap();
+}

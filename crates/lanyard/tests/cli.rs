@@ -159,3 +159,61 @@ fn l2_protocol_frames_cross_the_tunnel_intact() {
         );
     }
 }
+
+/// With two workers, ports 1 and 2 are received by different workers: a
+/// frame crosses from one worker's port to the other's, both ways, and a
+/// learned address is used by the worker that did not learn it.
+#[test]
+fn two_workers_forward_across_each_other() {
+    require_root!();
+    let bed = TestBed::new("wk2", 2, 1500).expect("namespaces");
+    let yaml = "switch:\n  workers: 2\nvlans:\n  - id: 10\nports:\n\
+                \x20 - name: sw1\n    vlan: 10\n\
+                \x20 - name: sw2\n    vlan: 10\n";
+    let sw = Switch::start(&lanyard(), &bed.dut, yaml, &["sw1", "sw2"]).expect("start");
+    let ports = bed.open_all().expect("sockets");
+    let (a, b) = (mac(0xa), mac(0xb));
+    let recv_from = |p: &testkit::RawPort, src: &[u8; 6]| loop {
+        match p.recv_timeout(Duration::from_secs(2)).unwrap() {
+            Some(g) if g[6..12] == src[..] => return Some(g),
+            Some(_) => continue,
+            None => return None,
+        }
+    };
+    // Broadcast each way: learns A on sw1 (worker 0) and B on sw2 (worker 1).
+    ports[0]
+        .send(&testkit::frame::test_frame(
+            &testkit::frame::BROADCAST,
+            &a,
+            &[],
+            1,
+            1,
+            64,
+        ))
+        .unwrap();
+    assert!(recv_from(&ports[1], &a).is_some(), "sw1 -> sw2");
+    ports[1]
+        .send(&testkit::frame::test_frame(
+            &testkit::frame::BROADCAST,
+            &b,
+            &[],
+            1,
+            2,
+            64,
+        ))
+        .unwrap();
+    assert!(recv_from(&ports[0], &b).is_some(), "sw2 -> sw1");
+    assert_eq!(sw.wait_mac_count(Some(10), 2, Duration::from_secs(5)), 2);
+    // Unicast both ways, decided by the other worker's lookups.
+    ports[0]
+        .send(&testkit::frame::test_frame(&b, &a, &[], 1, 3, 64))
+        .unwrap();
+    assert!(recv_from(&ports[1], &a).is_some(), "unicast sw1 -> sw2");
+    ports[1]
+        .send(&testkit::frame::test_frame(&a, &b, &[], 1, 4, 64))
+        .unwrap();
+    assert!(recv_from(&ports[0], &b).is_some(), "unicast sw2 -> sw1");
+    let c = sw.counters();
+    assert_eq!(testkit::switch::port_counter(&c, "sw1", "rx_flooded"), 1);
+    assert_eq!(testkit::switch::port_counter(&c, "sw1", "tx_frames"), 2);
+}
