@@ -608,16 +608,10 @@ impl Ctx<'_> {
             );
             max
         } else {
-            let out = bisect(
-                0.0,
-                t.rate.unwrap_or(max).min(max),
-                t.resolution,
-                t.max_trials - 1,
-                |r| {
-                    let (rx, mon, _, _) = self.cache_trial(t, n, Some(r.max(1.0)), row)?;
-                    Ok::<bool, LabError>(rx == n as u64 && mon == 0)
-                },
-            )?;
+            let out = bisect(0.0, max, t.resolution, t.max_trials - 1, |r| {
+                let (rx, mon, _, _) = self.cache_trial(t, n, Some(r.max(1.0)), row)?;
+                Ok::<bool, LabError>(rx == n as u64 && mon == 0)
+            })?;
             row.detail = json!({"search": out});
             out.lo
         };
@@ -649,7 +643,7 @@ impl Ctx<'_> {
             row.value = Some(mon as f64);
         }
         row.pass = Some(all_ok);
-        row.unit = Some(format!("frames flooded (expected {expect_flood})"));
+        row.unit = Some(format!("flooded (expected {expect_flood})"));
         row.detail = json!({"addresses": n, "expected_learned": learned, "expected_flooded": expect_flood, "runs": runs});
         Ok(())
     }

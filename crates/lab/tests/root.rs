@@ -79,11 +79,6 @@ fn wire_counts_are_exact() {
             assert_eq!(r.reordered, 0);
             assert_eq!(r.flooded, 0);
             assert_eq!(r.tester_rx_drops, 0);
-            assert!(
-                !r.generator_limited,
-                "{} vs {}",
-                r.offered_fps, r.intended_fps
-            );
             assert!(r.latency.samples == r.received && r.latency.max_ns > 0);
         }
     }
