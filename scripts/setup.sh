@@ -2,7 +2,7 @@
 # Install what Lanyard's tests and test bed need on a fresh Debian machine
 # (run as root). Idempotent: skips packages already present.
 set -euo pipefail
-pkgs=(iproute2 ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch)
+pkgs=(iproute2 ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -19,5 +19,7 @@ fi
 # own private instances per namespace, so the host ones are not needed.
 if command -v systemctl >/dev/null 2>&1; then
   systemctl stop openvswitch-switch >/dev/null 2>&1 || true
+  # Likewise FRR: tests start their own zebra in private namespaces.
+  systemctl stop frr >/dev/null 2>&1 || true
 fi
 echo "setup: ok"

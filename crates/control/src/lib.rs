@@ -7,6 +7,7 @@ pub mod build;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod frr;
 pub mod learn;
 pub mod ports;
 pub mod show;

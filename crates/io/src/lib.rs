@@ -21,11 +21,13 @@ pub mod af_packet;
 pub mod batch;
 pub mod link;
 pub mod memory;
+pub mod tap;
 
 pub use af_packet::{AfPacketOptions, AfPacketPort};
 pub use batch::{FrameBatch, ARENA_BYTES, BATCH_MAX, MAX_FRAME_LEN};
 pub use link::LinkInfo;
 pub use memory::{MemoryPeer, MemoryPort};
+pub use tap::{TapOptions, TapPort};
 
 use std::fmt;
 use std::os::fd::RawFd;
