@@ -8,11 +8,13 @@
 
 pub mod l2;
 pub mod learn;
+pub mod lpm4;
 pub mod mac;
 pub mod portset;
 
 pub use l2::{Encap, L2Tables, PortEntry, PortMode, VlanEntry, MAX_PORTS, MAX_VLANS};
 pub use learn::{LearnEvent, LearnQueue};
+pub use lpm4::{Lpm4, LpmError, LpmStats, MAX_NEXT_HOP};
 pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
 pub use portset::{PortSet, VlanSet};
 
