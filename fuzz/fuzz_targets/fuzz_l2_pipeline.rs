@@ -7,9 +7,7 @@ use tables::l2::{PortMode, TPID_8021AD, TPID_8021Q};
 use tables::{L2Tables, LearnGate, LearnQueue, MacTable, PortEntry, Tables, VlanSet};
 
 fn port(mode: PortMode, pvid: u16, vlans: &[u16], tpid: u16) -> PortEntry {
-    let mut s = VlanSet::default();
-    vlans.iter().for_each(|v| s.insert(*v));
-    PortEntry { mode, pvid, tpid, vlans: s, learning: true, mac_limit: 0, up: true }
+    PortEntry::new(mode, pvid, vlans, tpid)
 }
 
 struct Rig {

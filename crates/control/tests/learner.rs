@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tables::l2::{PortMode, TPID_8021Q};
-use tables::{L2Tables, LearnEvent, LearnGate, MacKey, MacTable, PortEntry, Tables, VlanSet};
+use tables::{L2Tables, LearnEvent, LearnGate, MacKey, MacTable, PortEntry, Tables};
 
 struct Rig {
     shared: Arc<Shared>,
@@ -21,18 +21,9 @@ impl Rig {
     /// per-port limit of 3.
     fn new(vlan_limit: u32, aging: u32) -> Rig {
         let ports = (0..4)
-            .map(|i| {
-                let mut v = VlanSet::default();
-                v.insert(10);
-                PortEntry {
-                    mode: PortMode::Access,
-                    pvid: 10,
-                    tpid: TPID_8021Q,
-                    vlans: v,
-                    learning: true,
-                    mac_limit: if i == 3 { 3 } else { 0 },
-                    up: true,
-                }
+            .map(|i| PortEntry {
+                mac_limit: if i == 3 { 3 } else { 0 },
+                ..PortEntry::new(PortMode::Access, 10, &[10], TPID_8021Q)
             })
             .collect();
         let shared = Arc::new(Shared::new(

@@ -8,20 +8,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tables::l2::{PortMode, TPID_8021Q};
-use tables::{L2Tables, LearnGate, MacEntry, MacTable, PortEntry, Tables, VlanSet};
+use tables::{L2Tables, LearnGate, MacEntry, MacTable, PortEntry, Tables};
 
 fn entry(mode: PortMode, pvid: u16, vlans: &[u16]) -> PortEntry {
-    let mut s = VlanSet::default();
-    vlans.iter().for_each(|v| s.insert(*v));
-    PortEntry {
-        mode,
-        pvid,
-        tpid: TPID_8021Q,
-        vlans: s,
-        learning: true,
-        mac_limit: 0,
-        up: true,
-    }
+    PortEntry::new(mode, pvid, vlans, TPID_8021Q)
 }
 
 struct Rig {

@@ -7,9 +7,7 @@ use io::{FrameBatch, BATCH_MAX};
 use pipeline::{process, Verdicts, WorkerCounters};
 use std::sync::Arc;
 use tables::l2::{PortMode, TPID_8021Q};
-use tables::{
-    L2Tables, LearnGate, LearnQueue, MacEntry, MacKey, MacTable, PortEntry, Tables, VlanSet,
-};
+use tables::{L2Tables, LearnGate, LearnQueue, MacEntry, MacKey, MacTable, PortEntry, Tables};
 
 const PORTS: u16 = 4;
 
@@ -20,19 +18,7 @@ fn mac(i: u32) -> [u8; 6] {
 
 fn tables(macs: u32) -> Tables {
     let ports = (0..PORTS)
-        .map(|_| {
-            let mut v = VlanSet::default();
-            v.insert(10);
-            PortEntry {
-                mode: PortMode::Access,
-                pvid: 10,
-                tpid: TPID_8021Q,
-                vlans: v,
-                learning: true,
-                mac_limit: 0,
-                up: true,
-            }
-        })
+        .map(|_| PortEntry::new(PortMode::Access, 10, &[10], TPID_8021Q))
         .collect();
     let t = Tables {
         l2: L2Tables::new(ports, &[(10, true, 0)]),

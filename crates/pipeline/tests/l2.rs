@@ -6,23 +6,11 @@ use pipeline::{process, Action, DropReason, Verdicts, WorkerCounters};
 use std::sync::Arc;
 use tables::l2::{PortMode, TPID_8021AD, TPID_8021Q};
 use tables::{
-    Encap, L2Tables, LearnGate, LearnQueue, MacEntry, MacKey, MacTable, PortEntry, Tables, VlanSet,
+    Encap, L2Tables, LearnGate, LearnQueue, MacEntry, MacKey, MacTable, PortEntry, Tables,
 };
 
 fn port(mode: PortMode, pvid: u16, vlans: &[u16], tpid: u16) -> PortEntry {
-    let mut s = VlanSet::default();
-    for v in vlans {
-        s.insert(*v);
-    }
-    PortEntry {
-        mode,
-        pvid,
-        tpid,
-        vlans: s,
-        learning: true,
-        mac_limit: 0,
-        up: true,
-    }
+    PortEntry::new(mode, pvid, vlans, tpid)
 }
 
 /// Ports: 0,1 access VLAN 10; 2 access VLAN 20; 3 trunk (native 1, allows

@@ -48,6 +48,22 @@ pub struct PortEntry {
 }
 
 impl PortEntry {
+    /// A port carrying `vlans`, learning on, no limit, up — the usual
+    /// starting point for tests and benchmarks.
+    pub fn new(mode: PortMode, pvid: u16, vlans: &[u16], tpid: u16) -> PortEntry {
+        let mut set = VlanSet::default();
+        vlans.iter().for_each(|v| set.insert(*v));
+        PortEntry {
+            mode,
+            pvid,
+            tpid,
+            vlans: set,
+            learning: true,
+            mac_limit: 0,
+            up: true,
+        }
+    }
+
     /// Egress encapsulation of VLAN `vid` on this port.
     #[inline]
     pub fn encap(&self, vid: u16) -> Encap {
@@ -138,19 +154,7 @@ mod tests {
     use super::*;
 
     fn port(mode: PortMode, pvid: u16, vlans: &[u16]) -> PortEntry {
-        let mut s = VlanSet::default();
-        for v in vlans {
-            s.insert(*v);
-        }
-        PortEntry {
-            mode,
-            pvid,
-            tpid: TPID_8021Q,
-            vlans: s,
-            learning: true,
-            mac_limit: 0,
-            up: true,
-        }
+        PortEntry::new(mode, pvid, vlans, TPID_8021Q)
     }
 
     #[test]
