@@ -278,12 +278,13 @@ fn serve_one(state: &ApiState, stream: UnixStream) {
         Ok(w) => w,
         Err(_) => return,
     };
-    let mut line = String::new();
+    // Bytes, not a String: a request that is not UTF-8 still gets an answer.
+    let mut line = Vec::new();
     let mut r = BufReader::new(stream.take_limit());
-    if r.read_line(&mut line).is_err() {
+    if r.read_until(b'\n', &mut line).is_err() {
         return;
     }
-    let resp = match serde_json::from_str::<Value>(&line) {
+    let resp = match serde_json::from_slice::<Value>(&line) {
         Ok(req) => state.handle(&req),
         Err(e) => json!({"ok": false, "error": format!("request is not JSON: {e}")}),
     };
