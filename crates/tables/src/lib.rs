@@ -2,20 +2,29 @@
 //!
 //! This crate holds what the control plane compiles and the workers read:
 //! the MAC address table ([`mac::MacTable`]), the port and VLAN tables of the
-//! layer-2 stage ([`l2::L2Tables`]) and the learning queue between them.
+//! layer-2 stage ([`l2::L2Tables`]) and the learning queue between them,
+//! and the FIB: IPv4 and IPv6 longest-prefix match ([`lpm4::Lpm4`],
+//! [`lpm6::Lpm6`]), next hops and ECMP groups ([`nexthop::NextHopTable`])
+//! and the neighbour table ([`neighbor::NeighborTable`]).
 //! It knows nothing of sockets or configuration syntax, and its read paths
 //! never lock or allocate.
 
 pub mod l2;
 pub mod learn;
 pub mod lpm4;
+pub mod lpm6;
 pub mod mac;
+pub mod neighbor;
+pub mod nexthop;
 pub mod portset;
 
 pub use l2::{Encap, L2Tables, PortEntry, PortMode, VlanEntry, MAX_PORTS, MAX_VLANS};
 pub use learn::{LearnEvent, LearnQueue};
 pub use lpm4::{Lpm4, LpmError, LpmStats, MAX_NEXT_HOP};
+pub use lpm6::Lpm6;
 pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
+pub use neighbor::{Neighbor, NeighborState, NeighborTable};
+pub use nexthop::{Group, NextHop, NextHopError, NextHopTable, GROUP_BIT, MAX_GROUP_MEMBERS};
 pub use portset::{PortSet, VlanSet};
 
 pub mod snapshot;

@@ -1,0 +1,274 @@
+//! FIB lookup and update benchmarks: `cargo bench -p tables --bench lpm`.
+//!
+//! Synthetic prefix sets with a realistic length mix (IPv4: mostly /24, then
+//! /16–/23, some /25–/32 and /8–/15; IPv6: mostly /48, then /32–/64, some
+//! /128), at the report's scale (240,000 IPv4 / 118,000 IPv6) and the
+//! sizing targets (1,000,000 / 500,000). Lookups run over 256-address
+//! batches of random destinations (drawn from the installed prefixes, so
+//! they hit routes, spread over the whole table) and of sequential
+//! destinations (consecutive addresses). Update rate: steady-state churn,
+//! 10,000 routes removed and re-inserted into the full table; the full
+//! load rate and memory are printed when each table is built.
+
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::time::{Duration, Instant};
+use tables::{Lpm4, Lpm6};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn v4_prefixes(n: usize, seed: u64) -> Vec<(u32, u8)> {
+    let mut r = Rng(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        let x = r.next();
+        let len = match x % 100 {
+            0..=57 => 24,
+            58..=89 => 16 + (x >> 8) as u8 % 8,
+            90..=97 => 25 + (x >> 8) as u8 % 8,
+            _ => 8 + (x >> 8) as u8 % 8,
+        };
+        // Unicast space 1.0.0.0 – 223.255.255.255.
+        let a = (1 + ((x >> 16) as u32 % 223)) << 24 | (x >> 40) as u32 & 0x00ff_ffff;
+        let a = a & (!0u32 << (32 - len));
+        if seen.insert((a, len)) {
+            v.push((a, len));
+        }
+    }
+    v
+}
+
+fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
+    let mut r = Rng(seed);
+    // Provider /32s in 2000::/4, about 20 announced prefixes each.
+    let providers: Vec<u128> = (0..n / 20 + 1)
+        .map(|_| (0x2000_0000u128 | (r.next() as u128 & 0x0fff_ffff)) << 96)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        let x = r.next();
+        let p = providers[(x % providers.len() as u64) as usize];
+        let len = match (x >> 20) % 100 {
+            0..=54 => 48,
+            55..=69 => 32,
+            70..=79 => 40 + (x >> 28) as u8 % 8,
+            80..=94 => 49 + (x >> 28) as u8 % 16,
+            95..=97 => 128,
+            _ => 20 + (x >> 28) as u8 % 12,
+        };
+        let a = p | (r.next() as u128) << 32 | r.next() as u128;
+        let a = a & (!0u128 << (128 - len));
+        if seen.insert((a, len)) {
+            v.push((a, len));
+        }
+    }
+    v
+}
+
+fn build4(prefixes: &[(u32, u8)]) -> Lpm4 {
+    let before = rss_kib();
+    let t = Lpm4::new();
+    let start = Instant::now();
+    for (i, &(a, l)) in prefixes.iter().enumerate() {
+        t.insert(a, l, i as u32 % 4096).unwrap();
+    }
+    let dt = start.elapsed();
+    let s = t.stats();
+    eprintln!(
+        "lpm4 load {} prefixes: {:.2} s = {:.0} routes/s; nodes {}; lookup {:.1} MiB, control {:.1} MiB; RSS +{:.1} MiB",
+        prefixes.len(),
+        dt.as_secs_f64(),
+        prefixes.len() as f64 / dt.as_secs_f64(),
+        s.nodes,
+        s.lookup_bytes as f64 / 1048576.0,
+        s.control_bytes as f64 / 1048576.0,
+        (rss_kib() - before) as f64 / 1024.0
+    );
+    t
+}
+
+fn build6(prefixes: &[(u128, u8)]) -> Lpm6 {
+    let before = rss_kib();
+    let t = Lpm6::with_nodes(1 << 21);
+    let start = Instant::now();
+    for (i, &(a, l)) in prefixes.iter().enumerate() {
+        t.insert(a, l, i as u32 % 4096).unwrap();
+    }
+    let dt = start.elapsed();
+    let s = t.stats();
+    eprintln!(
+        "lpm6 load {} prefixes: {:.2} s = {:.0} routes/s; nodes {}; lookup {:.1} MiB, control {:.1} MiB; RSS +{:.1} MiB",
+        prefixes.len(),
+        dt.as_secs_f64(),
+        prefixes.len() as f64 / dt.as_secs_f64(),
+        s.nodes,
+        s.lookup_bytes as f64 / 1048576.0,
+        s.control_bytes as f64 / 1048576.0,
+        (rss_kib() - before) as f64 / 1024.0
+    );
+    t
+}
+
+const BATCH: usize = 256;
+const CHURN: usize = 10_000;
+
+fn bench_v4(c: &mut Criterion) {
+    for n in [240_000usize, 1_000_000] {
+        let prefixes = v4_prefixes(n, 0x1234_5678 + n as u64);
+        let t = build4(&prefixes);
+        let mut r = Rng(99);
+        // Random destinations inside random installed prefixes.
+        let random: Vec<u32> = (0..1 << 22)
+            .map(|_| {
+                let (a, l) = prefixes[(r.next() % n as u64) as usize];
+                a | (r.next() as u32 & !(!0u32 << (32 - l as u32)))
+            })
+            .collect();
+        let base = prefixes[0].0;
+        let seq: Vec<u32> = (0..1u32 << 22).map(|i| base.wrapping_add(i)).collect();
+        let mut g = c.benchmark_group(format!("lpm4_{}k", n / 1000));
+        g.throughput(Throughput::Elements(BATCH as u64));
+        for (name, addrs) in [("random", &random), ("sequential", &seq)] {
+            let mut pos = 0usize;
+            g.bench_function(format!("lookup_{name}"), |b| {
+                b.iter(|| {
+                    pos = (pos + BATCH) & (addrs.len() - 1);
+                    let mut acc = 0u32;
+                    for &a in &addrs[pos..pos + BATCH] {
+                        acc = acc.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
+                    }
+                    acc
+                })
+            });
+            let mut out = [None; BATCH];
+            g.bench_function(format!("lookup_batch_{name}"), |b| {
+                b.iter(|| {
+                    pos = (pos + BATCH) & (addrs.len() - 1);
+                    t.lookup_batch(black_box(&addrs[pos..pos + BATCH]), &mut out);
+                    out[BATCH - 1]
+                })
+            });
+        }
+        g.throughput(Throughput::Elements(CHURN as u64));
+        let mut round = 0usize;
+        g.bench_function("insert_churn", |b| {
+            b.iter_batched(
+                || {
+                    round = (round + CHURN) % (n - CHURN);
+                    let chunk = &prefixes[round..round + CHURN];
+                    for &(a, l) in chunk {
+                        t.remove(a, l);
+                    }
+                    t.reclaim();
+                    t.reclaim();
+                    chunk
+                },
+                |chunk| {
+                    for &(a, l) in chunk {
+                        t.insert(a, l, 7).unwrap();
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        g.finish();
+    }
+}
+
+fn bench_v6(c: &mut Criterion) {
+    for n in [118_000usize, 500_000] {
+        let prefixes = v6_prefixes(n, 0xabcd_0000 + n as u64);
+        let t = build6(&prefixes);
+        let mut r = Rng(77);
+        let random: Vec<u128> = (0..1 << 20)
+            .map(|_| {
+                let (a, l) = prefixes[(r.next() % n as u64) as usize];
+                let host = ((r.next() as u128) << 64 | r.next() as u128)
+                    & if l == 128 { 0 } else { !0u128 >> l };
+                a | host
+            })
+            .collect();
+        let base = prefixes[0].0;
+        let seq: Vec<u128> = (0..1u128 << 20).map(|i| base.wrapping_add(i)).collect();
+        let mut g = c.benchmark_group(format!("lpm6_{}k", n / 1000));
+        g.throughput(Throughput::Elements(BATCH as u64));
+        for (name, addrs) in [("random", &random), ("sequential", &seq)] {
+            let mut pos = 0usize;
+            g.bench_function(format!("lookup_{name}"), |b| {
+                b.iter(|| {
+                    pos = (pos + BATCH) & (addrs.len() - 1);
+                    let mut acc = 0u32;
+                    for &a in &addrs[pos..pos + BATCH] {
+                        acc = acc.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
+                    }
+                    acc
+                })
+            });
+            let mut out = [None; BATCH];
+            g.bench_function(format!("lookup_batch_{name}"), |b| {
+                b.iter(|| {
+                    pos = (pos + BATCH) & (addrs.len() - 1);
+                    t.lookup_batch(black_box(&addrs[pos..pos + BATCH]), &mut out);
+                    out[BATCH - 1]
+                })
+            });
+        }
+        g.throughput(Throughput::Elements(CHURN as u64));
+        let mut round = 0usize;
+        g.bench_function("insert_churn", |b| {
+            b.iter_batched(
+                || {
+                    round = (round + CHURN) % (n - CHURN);
+                    let chunk = &prefixes[round..round + CHURN];
+                    for &(a, l) in chunk {
+                        t.remove(a, l);
+                    }
+                    t.reclaim();
+                    t.reclaim();
+                    chunk
+                },
+                |chunk| {
+                    for &(a, l) in chunk {
+                        t.insert(a, l, 7).unwrap();
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        g.finish();
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = lpm;
+    config = config();
+    targets = bench_v4, bench_v6
+}
+criterion_main!(lpm);
