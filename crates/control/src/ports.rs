@@ -122,6 +122,15 @@ impl Supervisor {
             let rx = w == self.owner(id);
             let opts = AfPacketOptions {
                 rx,
+                // TPACKET_V3 (block-based) receive ring, not V2 (per-frame).
+                // Measured (docs/io.md, "V2 or V3"): V2 cuts one-way
+                // latency from 125-340 us to ~8 us on an idle veth, but the
+                // per-frame wake-ups cost 20-25 % of 64-byte throughput when
+                // the loop polls, and a V2 ring holds frames, not bytes: even
+                // with 32,768 slots (48 MiB) per port the 1M-address
+                // acceptance test lost 2-6 % to rx-ring-full at 100,000
+                // frames/s, where this V3 ring (16 MiB) loses nothing.
+                rx_ring: io::af_packet::RxRing::V3,
                 // Small blocks, many of them: a block is handed over when
                 // full or after 1 ms, so at low rates each millisecond costs
                 // a block; 1,024 blocks ride out a worker stalled for a

@@ -23,7 +23,7 @@ pub mod link;
 pub mod memory;
 pub mod tap;
 
-pub use af_packet::{AfPacketOptions, AfPacketPort};
+pub use af_packet::{AfPacketOptions, AfPacketPort, RxRing};
 pub use batch::{FrameBatch, ARENA_BYTES, BATCH_MAX, MAX_FRAME_LEN};
 pub use link::LinkInfo;
 pub use memory::{MemoryPeer, MemoryPort};

@@ -1,6 +1,10 @@
 //! AF_PACKET port: one `SOCK_RAW`/`ETH_P_ALL` socket per interface with a
-//! TPACKET_V3 receive ring (block based) and a TPACKET_V3 transmit ring
-//! (frame based), both in one `mmap`: receive ring first, then transmit.
+//! receive ring and a transmit ring, both in one `mmap`: receive ring first,
+//! then transmit. The socket's TPACKET version ([`RxRing`]) applies to both
+//! rings: TPACKET_V3 (block-based receive, the default) or TPACKET_V2
+//! (frame-based receive: each frame is handed over on its own, so `poll`
+//! wakes per frame). Both transmit rings are frame based; only the slot
+//! header layout differs.
 //!
 //! See `docs/io.md` for ring sizing and the latency/VLAN notes.
 
@@ -15,25 +19,55 @@ use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use sys::*;
 
+/// Which TPACKET version the socket's rings use. `PACKET_VERSION` is per
+/// socket, so this selects the transmit ring's slot layout too (handled
+/// inside the port; the transmit behaviour is the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxRing {
+    /// TPACKET_V3: frames packed into blocks, a block handed to user space
+    /// when full or when `rx_retire_blk_tov_ms` expires (≥ 1 ms of latency
+    /// at low rates). Sized by `rx_block_size` × `rx_blocks`.
+    #[default]
+    V3,
+    /// TPACKET_V2: fixed frame slots, each handed to user space as soon as
+    /// the kernel has written it (per-frame `poll` wake-up). Sized by
+    /// `rx_frame_size` × `rx_frames`.
+    V2,
+}
+
 /// Options for [`AfPacketPort::open`]. `Default` gives a full-duplex,
-/// promiscuous port with 8 MiB of receive ring and 8 MiB of transmit ring.
+/// promiscuous TPACKET_V3 port with 8 MiB of receive ring and 8 MiB of
+/// transmit ring.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfPacketOptions {
     /// Set up the receive ring and receive frames (ETH_P_ALL).
     pub rx: bool,
     /// Set up the transmit ring.
     pub tx: bool,
-    /// Receive ring block size in bytes: a multiple of the page size and at
-    /// least [`AfPacketOptions::MIN_RX_BLOCK_SIZE`] so a jumbo frame fits.
+    /// Ring version (both rings): V3 (default) or V2 (per-frame receive).
+    pub rx_ring: RxRing,
+    /// V3 receive ring block size in bytes: a multiple of the page size and
+    /// at least [`AfPacketOptions::MIN_RX_BLOCK_SIZE`] so a jumbo frame fits.
     pub rx_block_size: usize,
-    /// Number of receive ring blocks.
+    /// Number of V3 receive ring blocks.
     pub rx_blocks: usize,
-    /// Milliseconds after which the kernel hands a partly filled receive
+    /// V2 receive slot size in bytes: a multiple of 16, at least
+    /// [`AfPacketOptions::MIN_RX_FRAME_SIZE`]. The kernel puts the frame
+    /// 66 bytes into the slot, so a slot holds frames of up to
+    /// `rx_frame_size - 66` bytes; longer ones are truncated by the kernel
+    /// and counted in `rx_truncated`. The default holds [`MAX_FRAME_LEN`];
+    /// [`AfPacketOptions::rx_frame_size_for_mtu`] gives a smaller slot for
+    /// a known MTU.
+    pub rx_frame_size: usize,
+    /// Number of V2 receive slots (rounded up to fill the last ring block).
+    pub rx_frames: usize,
+    /// V3 only: milliseconds after which the kernel hands a partly filled receive
     /// block to user space (`tp_retire_blk_tov`). 0 lets the kernel choose
     /// (several ms); low values bound the latency of a lightly loaded port.
     pub rx_retire_blk_tov_ms: u32,
     /// Transmit slot size in bytes: a multiple of the page size holding
-    /// [`MAX_FRAME_LEN`] plus the 48-byte slot header.
+    /// [`MAX_FRAME_LEN`] plus the 48-byte slot header (32 bytes for V2; the
+    /// check uses 48 for both).
     pub tx_frame_size: usize,
     /// Number of transmit slots.
     pub tx_ring_frames: usize,
@@ -50,6 +84,32 @@ pub struct AfPacketOptions {
 
 impl AfPacketOptions {
     pub const MIN_RX_BLOCK_SIZE: usize = 16 * 1024;
+    /// Smallest V2 receive slot: a 60-byte frame after the 66-byte offset.
+    pub const MIN_RX_FRAME_SIZE: usize = 128;
+    /// V2 receive slot that holds a [`MAX_FRAME_LEN`] frame (9,296 bytes).
+    pub const RX_FRAME_SIZE_MAX_FRAME: usize = tpacket_align(RX2_MAC_OFFSET + MAX_FRAME_LEN);
+
+    /// Smallest V2 receive slot holding every frame an interface with this
+    /// MTU can receive: Ethernet header (14) plus MTU plus 8 bytes of slack
+    /// for an in-band VLAN tag the kernel did not move into metadata, after
+    /// the 66-byte slot offset, 16-byte aligned. MTU 1500 → 1,600 bytes.
+    pub const fn rx_frame_size_for_mtu(mtu: u32) -> usize {
+        let s = tpacket_align(RX2_MAC_OFFSET + 14 + mtu as usize + 8);
+        if s < Self::MIN_RX_FRAME_SIZE {
+            Self::MIN_RX_FRAME_SIZE
+        } else {
+            s
+        }
+    }
+
+    /// Full duplex with a TPACKET_V2 (per-frame) receive ring of the default
+    /// size.
+    pub fn v2() -> Self {
+        AfPacketOptions {
+            rx_ring: RxRing::V2,
+            ..Self::default()
+        }
+    }
 
     /// Receive only (no transmit ring).
     pub fn rx_only() -> Self {
@@ -73,8 +133,11 @@ impl Default for AfPacketOptions {
         AfPacketOptions {
             rx: true,
             tx: true,
+            rx_ring: RxRing::V3,
             rx_block_size: 256 * 1024,
             rx_blocks: 32,
+            rx_frame_size: Self::RX_FRAME_SIZE_MAX_FRAME,
+            rx_frames: 1024,
             rx_retire_blk_tov_ms: 1,
             tx_frame_size: 16 * 1024,
             tx_ring_frames: 512,
@@ -90,6 +153,10 @@ impl Default for AfPacketOptions {
 /// validate `tp_frame_nr`; frames are packed back to back in blocks).
 const RX_NOMINAL_FRAME: usize = 16 * 1024;
 
+/// Target V2 receive ring block size: as many slots as fit in 64 KiB (at
+/// least one), rounded up to a page multiple. Slots never straddle blocks.
+const RX2_BLOCK_TARGET: usize = 64 * 1024;
+
 /// A port on an AF_PACKET socket. See the crate docs for the [`Port`] contract.
 pub struct AfPacketPort {
     name: String,
@@ -98,13 +165,20 @@ pub struct AfPacketPort {
     map: *mut u8,
     map_len: usize,
 
+    version: RxRing,
+    /// Receive ring blocks (V3 and V2; 0 = no receive ring).
     rx_block_size: usize,
     rx_blocks: usize,
-    /// Block being consumed.
+    /// V3: block being consumed.
     rx_block: usize,
-    /// Frames of `rx_block` already consumed, and the offset of the next one.
+    /// V3: frames of `rx_block` already consumed, and the offset of the next one.
     rx_pkt_idx: u32,
     rx_pkt_off: usize,
+    /// V2: slot size, slots per block, total slots, next slot to read.
+    rx_frame_size: usize,
+    rx_frames_per_block: usize,
+    rx_frames: usize,
+    rx_frame: usize,
 
     /// Offset of the transmit ring in the mapping.
     tx_base: usize,
@@ -117,6 +191,12 @@ pub struct AfPacketPort {
     tx_kick: usize,
     tx_pending: usize,
     tx_lent: bool,
+    /// Slot header layout of this socket's version: data offset and the
+    /// offsets of `tp_status`, `tp_len`, `tp_snaplen` in a slot.
+    tx_data_off: usize,
+    tx_status_off: usize,
+    tx_len_off: usize,
+    tx_snaplen_off: usize,
     /// Longest frame the kernel accepts: MTU + Ethernet header (+4 for an
     /// 802.1Q-tagged frame). Refreshed by `stats`.
     tx_max_len: usize,
@@ -151,6 +231,25 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -
     }
 }
 
+/// `PACKET_STATISTICS`: `T` is `tpacket_stats_v3` on a V3 socket,
+/// `tpacket_stats` on a V2 one.
+fn packet_statistics<T: Default>(fd: &OwnedFd) -> Option<T> {
+    let mut st = T::default();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes (the size of the
+    // version's stats struct, which `T` is) into `st`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            &mut st as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(st)
+}
+
 fn invalid(msg: &'static str) -> PortError {
     PortError::Os {
         op: "AfPacketOptions",
@@ -167,7 +266,21 @@ impl AfPacketPort {
         if !opts.rx && !opts.tx {
             return Err(invalid("neither rx nor tx"));
         }
+        let v2 = opts.rx_ring == RxRing::V2;
         if opts.rx
+            && v2
+            && (opts.rx_frames == 0
+                || opts.rx_frame_size < AfPacketOptions::MIN_RX_FRAME_SIZE
+                || !opts.rx_frame_size.is_multiple_of(TPACKET_ALIGNMENT)
+                || opts.rx_frame_size > u32::MAX as usize / 4
+                || opts.rx_frames > u32::MAX as usize / 2)
+        {
+            return Err(invalid(
+                "rx_frame_size must be a multiple of 16 >= 128, rx_frames > 0",
+            ));
+        }
+        if opts.rx
+            && !v2
             && (opts.rx_blocks == 0
                 || opts.rx_block_size < AfPacketOptions::MIN_RX_BLOCK_SIZE
                 || opts.rx_block_size & (page - 1) != 0
@@ -202,7 +315,8 @@ impl AfPacketPort {
         // SAFETY: `raw` is a fresh descriptor owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3).map_err(os("PACKET_VERSION"))?;
+        let version = if v2 { TPACKET_V2 } else { TPACKET_V3 };
+        setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &version).map_err(os("PACKET_VERSION"))?;
         // PACKET_LOSS: a frame the kernel refuses (e.g. longer than the MTU)
         // is skipped instead of stopping the ring at TP_STATUS_WRONG_FORMAT;
         // without it the kernel's ring head stays on the bad slot and the
@@ -221,12 +335,32 @@ impl AfPacketPort {
                 .map_err(os("PACKET_IGNORE_OUTGOING"))?;
         }
 
-        let (rx_block_size, rx_blocks) = if opts.rx {
-            (opts.rx_block_size, opts.rx_blocks)
+        // V2 ring geometry: whole slots per page-multiple block.
+        let (rx_frame_size, rx_frames_per_block) = if opts.rx && v2 {
+            let fs = opts.rx_frame_size;
+            let block = ((RX2_BLOCK_TARGET / fs).max(1) * fs).next_multiple_of(page);
+            (fs, block / fs)
         } else {
             (0, 0)
         };
-        if opts.rx {
+        let (rx_block_size, rx_blocks) = match (opts.rx, v2) {
+            (false, _) => (0, 0),
+            (true, false) => (opts.rx_block_size, opts.rx_blocks),
+            (true, true) => (
+                (rx_frame_size * rx_frames_per_block).next_multiple_of(page),
+                opts.rx_frames.div_ceil(rx_frames_per_block),
+            ),
+        };
+        let rx_frames = rx_blocks * rx_frames_per_block;
+        if opts.rx && v2 {
+            let req = tpacket_req {
+                tp_block_size: rx_block_size as u32,
+                tp_block_nr: rx_blocks as u32,
+                tp_frame_size: rx_frame_size as u32,
+                tp_frame_nr: rx_frames as u32,
+            };
+            setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &req).map_err(os("PACKET_RX_RING"))?;
+        } else if opts.rx {
             let req = tpacket_req3 {
                 tp_block_size: rx_block_size as u32,
                 tp_block_nr: rx_blocks as u32,
@@ -243,7 +377,16 @@ impl AfPacketPort {
         } else {
             (0, 0)
         };
-        if opts.tx {
+        if opts.tx && v2 {
+            // One slot per block: slots are then contiguous in the mapping.
+            let req = tpacket_req {
+                tp_block_size: tx_frame_size as u32,
+                tp_block_nr: tx_frames as u32,
+                tp_frame_size: tx_frame_size as u32,
+                tp_frame_nr: tx_frames as u32,
+            };
+            setsockopt(&fd, SOL_PACKET, PACKET_TX_RING, &req).map_err(os("PACKET_TX_RING"))?;
+        } else if opts.tx {
             // One slot per block: slots are then contiguous in the mapping.
             // The kernel requires the V3-only fields to be zero for TX.
             let req = tpacket_req3 {
@@ -283,11 +426,16 @@ impl AfPacketPort {
             fd,
             map: map as *mut u8,
             map_len,
+            version: opts.rx_ring,
             rx_block_size,
             rx_blocks,
             rx_block: 0,
             rx_pkt_idx: 0,
             rx_pkt_off: 0,
+            rx_frame_size,
+            rx_frames_per_block,
+            rx_frames,
+            rx_frame: 0,
             tx_base,
             tx_frame_size,
             tx_frames,
@@ -295,6 +443,18 @@ impl AfPacketPort {
             tx_kick: 0,
             tx_pending: 0,
             tx_lent: false,
+            tx_data_off: if v2 { TX2_DATA_OFFSET } else { TX_DATA_OFFSET },
+            tx_status_off: if v2 {
+                TX2_STATUS_OFFSET
+            } else {
+                TX3_STATUS_OFFSET
+            },
+            tx_len_off: if v2 { TX2_LEN_OFFSET } else { TX3_LEN_OFFSET },
+            tx_snaplen_off: if v2 {
+                TX2_SNAPLEN_OFFSET
+            } else {
+                TX3_SNAPLEN_OFFSET
+            },
             tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
             stats: PortStats::default(),
         };
@@ -350,6 +510,44 @@ impl AfPacketPort {
         self.map_len
     }
 
+    /// The ring version this port was opened with.
+    pub fn rx_ring(&self) -> RxRing {
+        self.version
+    }
+
+    /// Receive ring slots (V2; rounded up to whole blocks), 0 for V3.
+    pub fn rx_ring_frames(&self) -> usize {
+        self.rx_frames
+    }
+
+    /// Receive from a V2 ring: each slot is copied out and handed back to
+    /// the kernel at once, so there is no partial-block cursor.
+    fn recv_v2(&mut self, batch: &mut FrameBatch, port_id: u16) -> usize {
+        let mut n = 0;
+        loop {
+            let i = self.rx_frame;
+            let status = self.rx_frame_status(i).load(Ordering::Acquire);
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            let Some(slot) = batch.slot() else {
+                break;
+            };
+            let hdr = self.rx_frame_ptr(i) as *const tpacket2_hdr;
+            // SAFETY: the slot is owned by user space (TP_STATUS_USER seen
+            // with Acquire) until we store TP_STATUS_KERNEL below; `slot`
+            // borrows the batch, not the ring.
+            if let Some(len) = unsafe { self.copy_rx2_frame(hdr, status, slot) } {
+                batch.commit(len, port_id);
+                n += 1;
+            }
+            self.rx_frame_status(i)
+                .store(TP_STATUS_KERNEL, Ordering::Release);
+            self.rx_frame = (i + 1) % self.rx_frames;
+        }
+        n
+    }
+
     fn take_socket_error(&self) -> io::Result<()> {
         let mut err: libc::c_int = 0;
         let mut len = size_of::<libc::c_int>() as libc::socklen_t;
@@ -385,14 +583,33 @@ impl AfPacketPort {
         self.map.wrapping_add(self.tx_base + i * self.tx_frame_size)
     }
 
-    /// The status word of transmit slot `i`, shared with the kernel.
+    /// The status word of transmit slot `i`, shared with the kernel
+    /// (`tp_status` of a `tpacket3_hdr` or `tpacket2_hdr`).
     #[inline]
     fn tx_status(&self, i: usize) -> &AtomicU32 {
-        let p = self.tx_frame_ptr(i) as *const tpacket3_hdr;
+        let p = self.tx_frame_ptr(i).wrapping_add(self.tx_status_off);
         // SAFETY: slot `i` lies in the live mapping; its header is 16-byte
-        // aligned; `tp_status` is only accessed atomically by us and by the
-        // kernel (which uses its own barriers), so viewing it as an AtomicU32
-        // is sound for the lifetime of `&self`.
+        // aligned and `tx_status_off` is the 4-byte aligned offset of
+        // `tp_status` for this socket's version; the word is only accessed
+        // atomically by us and by the kernel (which uses its own barriers),
+        // so viewing it as an AtomicU32 is sound for the lifetime of `&self`.
+        unsafe { &*(p as *const AtomicU32) }
+    }
+
+    #[inline]
+    fn rx_frame_ptr(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.rx_frames);
+        let (b, f) = (i / self.rx_frames_per_block, i % self.rx_frames_per_block);
+        self.map
+            .wrapping_add(b * self.rx_block_size + f * self.rx_frame_size)
+    }
+
+    /// The status word of V2 receive slot `i`.
+    #[inline]
+    fn rx_frame_status(&self, i: usize) -> &AtomicU32 {
+        let p = self.rx_frame_ptr(i) as *const tpacket2_hdr;
+        // SAFETY: as for `tx_status`: slot `i` is in the mapping, 16-byte
+        // aligned, and `tp_status` is the hand-off word.
         unsafe { &*(ptr::addr_of!((*p).tp_status) as *const AtomicU32) }
     }
 
@@ -471,7 +688,7 @@ impl AfPacketPort {
         }
     }
 
-    /// Copy one received frame (header at `hdr`) into `slot`; returns the
+    /// Copy one received frame (V3 header at `hdr`) into `slot`; returns the
     /// frame length, or `None` if it must be dropped.
     ///
     /// # Safety
@@ -479,23 +696,72 @@ impl AfPacketPort {
     #[inline]
     unsafe fn copy_rx_frame(&mut self, hdr: *const tpacket3_hdr, slot: &mut [u8]) -> Option<usize> {
         let h = &*hdr;
-        let snap = h.tp_snaplen as usize;
-        if snap < h.tp_len as usize {
+        let meta = RxMeta {
+            data: (hdr as *const u8).add(h.tp_mac as usize),
+            snap: h.tp_snaplen as usize,
+            len: h.tp_len as usize,
+            status: h.tp_status,
+            tci: h.tp_vlan_tci as u16,
+            tpid: h.tp_vlan_tpid,
+        };
+        self.copy_rx(&meta, slot)
+    }
+
+    /// Copy one received frame (V2 slot header at `hdr`, whose hand-off
+    /// word the caller read as `status`) into `slot`.
+    ///
+    /// # Safety
+    /// `hdr` must point to a V2 receive slot owned by user space.
+    #[inline]
+    unsafe fn copy_rx2_frame(
+        &mut self,
+        hdr: *const tpacket2_hdr,
+        status: u32,
+        slot: &mut [u8],
+    ) -> Option<usize> {
+        let mac = ptr::addr_of!((*hdr).tp_mac).read() as usize;
+        let mut snap = ptr::addr_of!((*hdr).tp_snaplen).read() as usize;
+        if mac >= self.rx_frame_size {
+            snap = 0;
+        } else {
+            // Never read past the slot, whatever the header says.
+            snap = snap.min(self.rx_frame_size - mac);
+        }
+        let meta = RxMeta {
+            data: (hdr as *const u8).add(mac),
+            snap,
+            len: ptr::addr_of!((*hdr).tp_len).read() as usize,
+            status,
+            tci: ptr::addr_of!((*hdr).tp_vlan_tci).read(),
+            tpid: ptr::addr_of!((*hdr).tp_vlan_tpid).read(),
+        };
+        self.copy_rx(&meta, slot)
+    }
+
+    /// Version-independent part of receive: truncation checks, VLAN tag
+    /// re-insertion, copy.
+    ///
+    /// # Safety
+    /// `m.data` must be valid for `m.snap` bytes of ring memory owned by
+    /// user space.
+    #[inline]
+    unsafe fn copy_rx(&mut self, m: &RxMeta, slot: &mut [u8]) -> Option<usize> {
+        let (data, snap) = (m.data, m.snap);
+        if snap < m.len {
             self.stats.rx_truncated += 1;
             return None;
         }
-        let data = (hdr as *const u8).add(h.tp_mac as usize);
-        if h.tp_status & TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
+        if m.status & TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
             if snap + 4 > slot.len() {
                 self.stats.rx_truncated += 1;
                 return None;
             }
-            let tpid = if h.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                h.tp_vlan_tpid
+            let tpid = if m.status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                m.tpid
             } else {
                 0x8100
             };
-            let tci = h.tp_vlan_tci as u16;
+            let tci = m.tci;
             ptr::copy_nonoverlapping(data, slot.as_mut_ptr(), 12);
             slot[12..14].copy_from_slice(&tpid.to_be_bytes());
             slot[14..16].copy_from_slice(&tci.to_be_bytes());
@@ -510,6 +776,16 @@ impl AfPacketPort {
             Some(snap)
         }
     }
+}
+
+/// Where a received frame is and what the kernel said about it.
+struct RxMeta {
+    data: *const u8,
+    snap: usize,
+    len: usize,
+    status: u32,
+    tci: u16,
+    tpid: u16,
 }
 
 fn ifindex_of(name: &str) -> Result<u32, PortError> {
@@ -542,6 +818,9 @@ impl Port for AfPacketPort {
     fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
         if self.rx_blocks == 0 {
             return Ok(0);
+        }
+        if self.version == RxRing::V2 {
+            return Ok(self.recv_v2(batch, port_id));
         }
         let mut n = 0;
         'blocks: loop {
@@ -603,12 +882,12 @@ impl Port for AfPacketPort {
         let p = self.tx_frame_ptr(self.tx_head);
         // SAFETY: the slot is TP_STATUS_AVAILABLE, so the kernel does not
         // touch it until we set SEND_REQUEST; its data area starts at
-        // TX_DATA_OFFSET and runs to the end of the slot, inside the mapping.
+        // tx_data_off and runs to the end of the slot, inside the mapping.
         // The borrow is tied to `&mut self`, so no second slot is lent meanwhile.
         Some(unsafe {
             std::slice::from_raw_parts_mut(
-                p.add(TX_DATA_OFFSET),
-                self.tx_frame_size - TX_DATA_OFFSET,
+                p.add(self.tx_data_off),
+                self.tx_frame_size - self.tx_data_off,
             )
         })
     }
@@ -618,25 +897,27 @@ impl Port for AfPacketPort {
             debug_assert!(false, "tx_commit without a lent tx_slot");
             return;
         }
-        let cap = self.tx_frame_size - TX_DATA_OFFSET;
+        let off = self.tx_data_off;
+        let cap = self.tx_frame_size - off;
         let p = self.tx_frame_ptr(self.tx_head);
         // SAFETY: the slot is still ours (AVAILABLE, lent); bytes 12..14 of
         // its data area are inside the slot.
-        let ctag =
-            unsafe { *p.add(TX_DATA_OFFSET + 12) == 0x81 && *p.add(TX_DATA_OFFSET + 13) == 0 };
+        let ctag = unsafe { *p.add(off + 12) == 0x81 && *p.add(off + 13) == 0 };
         let max = (self.tx_max_len + if ctag { 4 } else { 0 }).min(cap);
         if !(14..=max).contains(&len) {
             // The kernel would refuse it: count and drop here, slot unused.
             self.stats.tx_errors += 1;
             return;
         }
-        let hdr = self.tx_frame_ptr(self.tx_head) as *mut tpacket3_hdr;
         // SAFETY: the slot was lent (status AVAILABLE), so user space owns
-        // its header until the status store below publishes it.
+        // its header until the status store below publishes it; the offsets
+        // are those of this socket's header version (4-byte aligned u32s).
         unsafe {
-            (*hdr).tp_next_offset = 0;
-            (*hdr).tp_len = len as u32;
-            (*hdr).tp_snaplen = len as u32;
+            if self.version == RxRing::V3 {
+                (*(p as *mut tpacket3_hdr)).tp_next_offset = 0;
+            }
+            *(p.add(self.tx_len_off) as *mut u32) = len as u32;
+            *(p.add(self.tx_snaplen_off) as *mut u32) = len as u32;
         }
         self.tx_status(self.tx_head)
             .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
@@ -679,22 +960,13 @@ impl Port for AfPacketPort {
             self.tx_max_len = l.mtu as usize + 14;
         }
         if self.rx_blocks > 0 {
-            let mut st = tpacket_stats_v3::default();
-            let mut len = size_of::<tpacket_stats_v3>() as libc::socklen_t;
-            // SAFETY: PACKET_STATISTICS on a V3 socket writes at most a
-            // tpacket_stats_v3 into `st`; `len` gives its size.
-            let r = unsafe {
-                libc::getsockopt(
-                    self.fd.as_raw_fd(),
-                    SOL_PACKET,
-                    PACKET_STATISTICS,
-                    &mut st as *mut tpacket_stats_v3 as *mut libc::c_void,
-                    &mut len,
-                )
+            // Reading resets the kernel counters: accumulate.
+            let drops = match self.version {
+                RxRing::V3 => packet_statistics::<tpacket_stats_v3>(&self.fd).map(|s| s.tp_drops),
+                RxRing::V2 => packet_statistics::<tpacket_stats>(&self.fd).map(|s| s.tp_drops),
             };
-            if r == 0 {
-                // Reading resets the kernel counters: accumulate.
-                self.stats.rx_ring_drops += st.tp_drops as u64;
+            if let Some(d) = drops {
+                self.stats.rx_ring_drops += d as u64;
             }
         }
         self.stats

@@ -18,6 +18,7 @@ pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
 pub const PACKET_FANOUT_HASH: u32 = 0;
+pub const TPACKET_V2: libc::c_int = 1;
 pub const TPACKET_V3: libc::c_int = 2;
 pub const ETH_P_ALL: u16 = 0x0003;
 
@@ -49,6 +50,24 @@ pub struct tpacket_req3 {
     pub tp_feature_req_word: u32,
 }
 
+/// `struct tpacket_req` (TPACKET_V1/V2 rings).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+pub struct tpacket_req {
+    pub tp_block_size: u32,
+    pub tp_block_nr: u32,
+    pub tp_frame_size: u32,
+    pub tp_frame_nr: u32,
+}
+
+/// `struct tpacket_stats` (PACKET_STATISTICS on a V1/V2 socket).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+pub struct tpacket_stats {
+    pub tp_packets: u32,
+    pub tp_drops: u32,
+}
+
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
 pub struct tpacket_stats_v3 {
@@ -73,6 +92,22 @@ pub struct tpacket3_hdr {
     pub tp_vlan_tpid: u16,
     pub hv1_padding: u16,
     pub tp_padding: [u8; 8],
+}
+
+/// `struct tpacket2_hdr`: note `tp_status` comes first here (offset 0), unlike
+/// `tpacket3_hdr` (offset 20).
+#[repr(C)]
+pub struct tpacket2_hdr {
+    pub tp_status: u32,
+    pub tp_len: u32,
+    pub tp_snaplen: u32,
+    pub tp_mac: u16,
+    pub tp_net: u16,
+    pub tp_sec: u32,
+    pub tp_nsec: u32,
+    pub tp_vlan_tci: u16,
+    pub tp_vlan_tpid: u16,
+    pub tp_padding: [u8; 4],
 }
 
 /// `struct tpacket_hdr_v1` inside `struct tpacket_block_desc`.
@@ -104,6 +139,35 @@ pub const TPACKET3_HDRLEN: usize =
 /// reads it at `tp_hdrlen - sizeof(sockaddr_ll)` (no `PACKET_TX_HAS_OFF`).
 pub const TX_DATA_OFFSET: usize = TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
 
+/// `TPACKET2_HDRLEN`: aligned header plus a `sockaddr_ll`.
+pub const TPACKET2_HDRLEN: usize =
+    tpacket_align(size_of::<tpacket2_hdr>()) + size_of::<libc::sockaddr_ll>();
+/// Transmit data offset in a V2 slot (see [`TX_DATA_OFFSET`]).
+pub const TX2_DATA_OFFSET: usize = TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>();
+/// Where the kernel puts an untagged Ethernet frame in a V2 receive slot
+/// (`tpacket_rcv`: `netoff = TPACKET_ALIGN(tp_hdrlen + max(maclen, 16))`,
+/// `macoff = netoff - maclen`, maclen = 14): 80 − 14 = 66. A slot of size S
+/// holds frames of up to S − 66 bytes; longer ones are truncated.
+pub const RX2_MAC_OFFSET: usize = tpacket_align(TPACKET2_HDRLEN + 16) - 14;
+
+/// Offsets of the transmit header fields we write, per version.
+pub const TX3_STATUS_OFFSET: usize = 20;
+pub const TX3_LEN_OFFSET: usize = 16;
+pub const TX3_SNAPLEN_OFFSET: usize = 12;
+pub const TX2_STATUS_OFFSET: usize = 0;
+pub const TX2_LEN_OFFSET: usize = 4;
+pub const TX2_SNAPLEN_OFFSET: usize = 8;
+
+const _: () = assert!(size_of::<tpacket2_hdr>() == 32);
+const _: () = assert!(TPACKET2_HDRLEN == 52);
+const _: () = assert!(TX2_DATA_OFFSET == 32);
+const _: () = assert!(RX2_MAC_OFFSET == 66);
+const _: () = assert!(std::mem::offset_of!(tpacket3_hdr, tp_status) == TX3_STATUS_OFFSET);
+const _: () = assert!(std::mem::offset_of!(tpacket3_hdr, tp_len) == TX3_LEN_OFFSET);
+const _: () = assert!(std::mem::offset_of!(tpacket3_hdr, tp_snaplen) == TX3_SNAPLEN_OFFSET);
+const _: () = assert!(std::mem::offset_of!(tpacket2_hdr, tp_status) == TX2_STATUS_OFFSET);
+const _: () = assert!(std::mem::offset_of!(tpacket2_hdr, tp_len) == TX2_LEN_OFFSET);
+const _: () = assert!(std::mem::offset_of!(tpacket2_hdr, tp_snaplen) == TX2_SNAPLEN_OFFSET);
 const _: () = assert!(size_of::<tpacket3_hdr>() == 48);
 const _: () = assert!(size_of::<tpacket_block_desc>() == 48);
 const _: () = assert!(size_of::<tpacket_req3>() == 28);
