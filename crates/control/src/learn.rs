@@ -236,7 +236,9 @@ impl Learner {
         }
         let now = self.shared.now();
         let aging = self.aging;
-        let n = self.forget(t, |_, e| now.wrapping_sub(e.seen) >= aging);
+        // Strictly greater: the clock counts whole seconds, so an address
+        // stays at least `aging` seconds (and under `aging` + 2).
+        let n = self.forget(t, |_, e| now.wrapping_sub(e.seen) > aging);
         self.stats.aged.fetch_add(n as u64, Ordering::Relaxed);
     }
 
