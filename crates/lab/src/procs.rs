@@ -11,13 +11,16 @@ use crate::LabError;
 use serde_json::json;
 use std::time::Instant;
 
-/// Progress line with ETA on stderr.
+/// Progress line with ETA on stderr. On a terminal it redraws one line; in
+/// a log (CI, a pipe) it prints one plain line each time the label changes,
+/// so logs stay readable.
 pub struct Progress {
     start: Instant,
     total: f64,
     done: f64,
     quiet: bool,
     label: String,
+    tty: bool,
 }
 
 impl Progress {
@@ -29,19 +32,32 @@ impl Progress {
             done: 0.0,
             quiet,
             label: String::new(),
+            // SAFETY: isatty only inspects the descriptor.
+            tty: unsafe { libc::isatty(2) } == 1,
         }
     }
 
     /// Set what is running now.
     pub fn label(&mut self, l: String) {
+        let changed = l != self.label;
         self.label = l;
-        self.draw();
+        if self.tty {
+            self.draw();
+        } else if changed && !self.quiet {
+            eprintln!(
+                "[lab] {:>4.0}s  {}",
+                self.start.elapsed().as_secs_f64(),
+                self.label
+            );
+        }
     }
 
     /// Account `secs` of estimated work as done.
     pub fn advance(&mut self, secs: f64) {
         self.done = (self.done + secs).min(self.total * 0.99);
-        self.draw();
+        if self.tty {
+            self.draw();
+        }
     }
 
     fn draw(&self) {
@@ -71,7 +87,8 @@ impl Progress {
     pub fn finish(&self) {
         if !self.quiet {
             eprintln!(
-                "\r\x1b[K[lab] done in {:.0} s",
+                "{}[lab] done in {:.0} s",
+                if self.tty { "\r\x1b[K" } else { "" },
                 self.start.elapsed().as_secs_f64()
             );
         }
