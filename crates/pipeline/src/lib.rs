@@ -10,6 +10,7 @@
 pub mod counters;
 pub mod egress;
 pub mod l2;
+pub mod l3;
 
 pub use counters::{DropReason, PortCounters, VlanCounters, WorkerCounters};
 pub use l2::{process, Action, Verdict, Verdicts};
