@@ -207,6 +207,13 @@ pub struct TestSpec {
     /// Ports (full-mesh; default 4).
     #[serde(default)]
     pub ports: Option<usize>,
+    /// full-mesh pattern: `full` (default), `partial` (backbone: each half
+    /// to the other half only) or `groups` (full meshes of `group-size`).
+    #[serde(default)]
+    pub mesh: Option<String>,
+    /// Ports per group with `mesh: groups`.
+    #[serde(default)]
+    pub group_size: Option<usize>,
     /// Seconds per trial.
     #[serde(default)]
     pub trial_duration: Option<f64>,
@@ -265,6 +272,8 @@ pub struct Test {
     pub bidirectional: bool,
     /// Ports used.
     pub ports: usize,
+    /// Traffic pattern of a full-mesh test.
+    pub mesh: Mesh,
     /// Seconds per trial.
     pub trial_duration: f64,
     /// Drain seconds.
@@ -454,6 +463,31 @@ impl Plan {
         if t.ports.is_some() && t.kind != TestKind::FullMesh {
             return Err(bad(f("ports"), "only full-mesh takes a port count"));
         }
+        if (t.mesh.is_some() || t.group_size.is_some()) && t.kind != TestKind::FullMesh {
+            return Err(bad(f("mesh"), "only full-mesh takes a mesh pattern"));
+        }
+        let mesh = match (t.mesh.as_deref().unwrap_or("full"), t.group_size) {
+            ("full", None) => Mesh::Full,
+            ("partial", None) if ports % 2 == 0 => Mesh::Partial,
+            ("partial", None) => {
+                return Err(bad(f("ports"), "partial mesh needs an even port count"))
+            }
+            ("groups", Some(g)) if g >= 2 && ports % g == 0 => Mesh::Groups(g),
+            ("groups", Some(_)) => {
+                return Err(bad(
+                    f("group-size"),
+                    "must be at least 2 and divide the port count",
+                ))
+            }
+            ("groups", None) => return Err(bad(f("group-size"), "required with mesh: groups")),
+            (_, Some(_)) => return Err(bad(f("group-size"), "only valid with mesh: groups")),
+            (other, None) => {
+                return Err(bad(
+                    f("mesh"),
+                    &format!("unknown pattern {other:?}: full, partial or groups"),
+                ))
+            }
+        };
         let addresses = t.addresses.unwrap_or(1000);
         if addresses == 0 || addresses > 16_000_000 {
             return Err(bad(f("addresses"), "must be 1..16000000"));
@@ -498,6 +532,7 @@ impl Plan {
             layer: t.layer,
             bidirectional: t.bidirectional.unwrap_or(false),
             ports,
+            mesh,
             trial_duration: positive(
                 f("trial-duration"),
                 t.trial_duration.or(d.trial_duration).unwrap_or(2.0),
@@ -601,5 +636,65 @@ tests:
             }
         }
         assert!(n >= 1);
+    }
+}
+
+/// Traffic pattern of a meshed throughput test (RFC 2889 section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mesh {
+    /// Every port sends to every other port.
+    Full,
+    /// Backbone: ports split in two halves; each port sends to every port
+    /// of the other half only.
+    Partial,
+    /// Consecutive groups of this many ports, full mesh inside each group
+    /// and no traffic between groups (the chassis reports' line cards).
+    Groups(usize),
+}
+
+impl Mesh {
+    /// The (sender, receiver) port pairs of the pattern over `ports` ports.
+    pub fn pairs(self, ports: usize) -> Vec<(usize, usize)> {
+        let linked = |a: usize, b: usize| match self {
+            Mesh::Full => true,
+            Mesh::Partial => (a < ports / 2) != (b < ports / 2),
+            Mesh::Groups(g) => a / g == b / g,
+        };
+        let mut v = Vec::new();
+        for a in 0..ports {
+            for b in 0..ports {
+                if a != b && linked(a, b) {
+                    v.push((a, b));
+                }
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod mesh_tests {
+    use super::*;
+
+    #[test]
+    fn mesh_patterns() {
+        assert_eq!(Mesh::Full.pairs(3).len(), 6);
+        let p = Mesh::Partial.pairs(4);
+        assert_eq!(
+            p,
+            vec![
+                (0, 2),
+                (0, 3),
+                (1, 2),
+                (1, 3),
+                (2, 0),
+                (2, 1),
+                (3, 0),
+                (3, 1)
+            ]
+        );
+        let g = Mesh::Groups(2).pairs(6);
+        assert_eq!(g, vec![(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]);
     }
 }

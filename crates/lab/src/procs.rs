@@ -237,14 +237,12 @@ impl Ctx<'_> {
                 self.throughput(t, &streams, 2, row)
             }
             TestKind::FullMesh => {
-                let mut streams = Vec::new();
-                for a in 0..t.ports {
-                    for b in 0..t.ports {
-                        if a != b {
-                            streams.push(self.stream(t, fs, a, b));
-                        }
-                    }
-                }
+                let streams: Vec<_> = t
+                    .mesh
+                    .pairs(t.ports)
+                    .into_iter()
+                    .map(|(a, b)| self.stream(t, fs, a, b))
+                    .collect();
                 self.throughput(t, &streams, t.ports, row)
             }
             TestKind::Latency => self.latency(t, fs, row),
