@@ -484,7 +484,7 @@ impl Plan {
             (other, None) => {
                 return Err(bad(
                     f("mesh"),
-                    &format!("unknown pattern {other:?}: full, partial or groups"),
+                    format!("unknown pattern {other:?}: full, partial or groups"),
                 ))
             }
         };
