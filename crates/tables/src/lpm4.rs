@@ -833,7 +833,8 @@ mod tests {
                 let (t, stop, passes) = (t.clone(), stop.clone(), passes.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one full pass, however the threads are scheduled.
+                    while n == 0 || !stop.load(Ordering::Relaxed) {
                         for x in 0x0a01_0200..0x0a01_0300u32 {
                             let want = if x == 0x0a01_024d { 8 } else { 7 };
                             assert_eq!(t.lookup(x), Some(want));

@@ -345,7 +345,8 @@ mod tests {
                 let (t, stop, passes) = (t.clone(), stop.clone(), passes.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one full pass, however the threads are scheduled.
+                    while n == 0 || !stop.load(Ordering::Relaxed) {
                         for k in 0..256u128 {
                             let x = stable | k | ((k >> 7) << 70);
                             let want = if x == stable | 0x77 { 8 } else { 7 };

@@ -440,7 +440,8 @@ mod tests {
                 let (t, stop) = (t.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one full pass, however the threads are scheduled.
+                    while n == 0 || !stop.load(Ordering::Relaxed) {
                         assert_eq!(t.lookup(v4(0xffff)).unwrap().port, 7);
                         for i in 0..64 {
                             if let Some(e) = t.lookup(v6(i)) {

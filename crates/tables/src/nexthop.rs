@@ -450,7 +450,8 @@ mod tests {
                 let (t, stop) = (t.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    // At least one full pass, however the threads are scheduled.
+                    while n == 0 || !stop.load(Ordering::Relaxed) {
                         let h = t.get(0).unwrap();
                         let Some(IpAddr::V4(gw)) = h.gateway else {
                             panic!("{h:?}")
