@@ -15,70 +15,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tables::{Group, Lpm4, Lpm6, Neighbor, NeighborState, NeighborTable, NextHop, NextHopTable};
+use testkit::routes::{v4_prefixes, v6_prefixes, Rng};
 
 const V4_ROUTES: usize = 240_000;
 const V6_ROUTES: usize = 118_000;
 const PORTS: u16 = 8;
 const BATCHES: usize = 64;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn v4_prefixes(n: usize, seed: u64) -> Vec<(u32, u8)> {
-    let mut r = Rng(seed);
-    let mut seen = std::collections::HashSet::new();
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        let x = r.next();
-        let len = match x % 100 {
-            0..=57 => 24,
-            58..=89 => 16 + (x >> 8) as u8 % 8,
-            90..=97 => 25 + (x >> 8) as u8 % 8,
-            _ => 8 + (x >> 8) as u8 % 8,
-        };
-        // Unicast space 11.0.0.0 – 223.255.255.255 (10/8 is the lab's).
-        let a = (11 + ((x >> 16) as u32 % 213)) << 24 | (x >> 40) as u32 & 0x00ff_ffff;
-        let a = a & (!0u32 << (32 - len));
-        if seen.insert((a, len)) {
-            v.push((a, len));
-        }
-    }
-    v
-}
-
-fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
-    let mut r = Rng(seed);
-    let providers: Vec<u128> = (0..n / 20 + 1)
-        .map(|_| (0x2400_0000u128 | (r.next() as u128 & 0x0fff_ffff)) << 96)
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        let x = r.next();
-        let p = providers[(x % providers.len() as u64) as usize];
-        let len = match (x >> 20) % 100 {
-            0..=54 => 48,
-            55..=69 => 32,
-            70..=79 => 40 + (x >> 28) as u8 % 8,
-            80..=94 => 49 + (x >> 28) as u8 % 16,
-            95..=97 => 128,
-            _ => 20 + (x >> 28) as u8 % 12,
-        };
-        let a = p | (r.next() as u128) << 32 | r.next() as u128;
-        let a = a & (!0u128 << (128 - len));
-        if seen.insert((a, len)) {
-            v.push((a, len));
-        }
-    }
-    v
-}
 
 fn mac(port: u16) -> [u8; 6] {
     [0x02, 0, 0, 0, 0, port as u8]
@@ -165,11 +107,11 @@ fn tables(urpf: Urpf) -> (L3Tables, Prefixes) {
         .unwrap();
     v4_targets.push(g4);
     v6_targets.push(g6);
-    let p4 = v4_prefixes(V4_ROUTES, 0x1234_5678);
+    let p4 = v4_prefixes(V4_ROUTES, 0x1234_5678, 11);
     for (k, &(a, l)) in p4.iter().enumerate() {
         fib4.insert(a, l, v4_targets[k % v4_targets.len()]).unwrap();
     }
-    let p6 = v6_prefixes(V6_ROUTES, 0x8765_4321);
+    let p6 = v6_prefixes(V6_ROUTES, 0x8765_4321, 0x2400_0000);
     for (k, &(a, l)) in p6.iter().enumerate() {
         fib6.insert(a, l, v6_targets[k % v6_targets.len()]).unwrap();
     }

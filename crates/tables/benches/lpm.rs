@@ -13,16 +13,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::time::{Duration, Instant};
 use tables::{Lpm4, Lpm6};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use testkit::routes::{v4_prefixes, v6_prefixes, Rng};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -33,56 +24,6 @@ fn rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
-}
-
-fn v4_prefixes(n: usize, seed: u64) -> Vec<(u32, u8)> {
-    let mut r = Rng(seed);
-    let mut seen = std::collections::HashSet::new();
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        let x = r.next();
-        let len = match x % 100 {
-            0..=57 => 24,
-            58..=89 => 16 + (x >> 8) as u8 % 8,
-            90..=97 => 25 + (x >> 8) as u8 % 8,
-            _ => 8 + (x >> 8) as u8 % 8,
-        };
-        // Unicast space 1.0.0.0 – 223.255.255.255.
-        let a = (1 + ((x >> 16) as u32 % 223)) << 24 | (x >> 40) as u32 & 0x00ff_ffff;
-        let a = a & (!0u32 << (32 - len));
-        if seen.insert((a, len)) {
-            v.push((a, len));
-        }
-    }
-    v
-}
-
-fn v6_prefixes(n: usize, seed: u64) -> Vec<(u128, u8)> {
-    let mut r = Rng(seed);
-    // Provider /32s in 2000::/4, about 20 announced prefixes each.
-    let providers: Vec<u128> = (0..n / 20 + 1)
-        .map(|_| (0x2000_0000u128 | (r.next() as u128 & 0x0fff_ffff)) << 96)
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    let mut v = Vec::with_capacity(n);
-    while v.len() < n {
-        let x = r.next();
-        let p = providers[(x % providers.len() as u64) as usize];
-        let len = match (x >> 20) % 100 {
-            0..=54 => 48,
-            55..=69 => 32,
-            70..=79 => 40 + (x >> 28) as u8 % 8,
-            80..=94 => 49 + (x >> 28) as u8 % 16,
-            95..=97 => 128,
-            _ => 20 + (x >> 28) as u8 % 12,
-        };
-        let a = p | (r.next() as u128) << 32 | r.next() as u128;
-        let a = a & (!0u128 << (128 - len));
-        if seen.insert((a, len)) {
-            v.push((a, len));
-        }
-    }
-    v
 }
 
 fn build4(prefixes: &[(u32, u8)]) -> Lpm4 {
@@ -134,7 +75,7 @@ const CHURN: usize = 10_000;
 
 fn bench_v4(c: &mut Criterion) {
     for n in [240_000usize, 1_000_000] {
-        let prefixes = v4_prefixes(n, 0x1234_5678 + n as u64);
+        let prefixes = v4_prefixes(n, 0x1234_5678 + n as u64, 1);
         let t = build4(&prefixes);
         let mut r = Rng(99);
         // Random destinations inside random installed prefixes.
@@ -197,7 +138,7 @@ fn bench_v4(c: &mut Criterion) {
 
 fn bench_v6(c: &mut Criterion) {
     for n in [118_000usize, 500_000] {
-        let prefixes = v6_prefixes(n, 0xabcd_0000 + n as u64);
+        let prefixes = v6_prefixes(n, 0xabcd_0000 + n as u64, 0x2000_0000);
         let t = build6(&prefixes);
         let mut r = Rng(77);
         let random: Vec<u128> = (0..1 << 20)

@@ -14,6 +14,7 @@ pub mod frame;
 pub mod l2;
 pub mod netns;
 pub mod rawport;
+pub mod routes;
 pub mod switch;
 
 pub use netns::{in_netns, Netns, TestBed};
