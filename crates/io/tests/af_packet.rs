@@ -4,16 +4,14 @@
 
 use io::af_packet::RxRing;
 use io::{link, AfPacketOptions, AfPacketPort, FrameBatch, Port, PortError, MAX_FRAME_LEN};
-use std::os::fd::AsRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{wait_oper_up, Netns};
 
 const MARK: [u8; 2] = [0x88, 0xb5]; // IEEE local experimental ethertype
 const DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Options `base` with ring version `ring`.
 fn with(ring: RxRing, base: AfPacketOptions) -> AfPacketOptions {
@@ -46,98 +44,18 @@ macro_rules! both_rings {
     };
 }
 
-struct Netns {
-    name: String,
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd).args(args).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Netns {
     /// A namespace with a veth pair `a`/`b`, both up, MTU 9300, no IPv6.
     /// `None` (after printing why) when not root.
     fn with_veth() -> Option<Netns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: AF_PACKET namespace tests need root");
-            return None;
-        }
-        let name = format!(
-            "lyio-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        run("ip", &["netns", "add", &name]);
-        let ns = Netns { name };
-        // Before any interface exists, so veths inherit it: no ND/MLD noise.
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &ns.name, "sysctl", "-qw"])
-            .args([
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])
-            .output();
+        let ns = Netns::new("lyio")?;
         ns.veth("a", "b", 9300);
+        ns.enter(|| {
+            wait_oper_up("a");
+            wait_oper_up("b");
+        });
         Some(ns)
     }
-
-    fn ip(&self, args: &[&str]) {
-        let mut v = vec!["-n", &self.name];
-        v.extend_from_slice(args);
-        run("ip", &v);
-    }
-
-    fn veth(&self, x: &str, y: &str, mtu: u32) {
-        let mtu = mtu.to_string();
-        self.ip(&["link", "add", "name", x, "type", "veth", "peer", "name", y]);
-        self.ip(&["link", "set", "dev", x, "mtu", &mtu, "up"]);
-        self.ip(&["link", "set", "dev", y, "mtu", &mtu, "up"]);
-    }
-
-    /// Run `f` on a fresh thread that has entered the namespace.
-    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::scope(|s| {
-            let h = s.spawn(move || {
-                let file = std::fs::File::open(&path).expect("open netns");
-                // SAFETY: setns on a namespace fd; affects only this thread.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                wait_oper_up("a");
-                wait_oper_up("b");
-                f()
-            });
-            match h.join() {
-                Ok(v) => v,
-                Err(p) => std::panic::resume_unwind(p),
-            }
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
-}
-
-fn wait_oper_up(name: &str) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(3) {
-        if link::query(name).is_some_and(|l| l.oper_up) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!("{name} never came up");
 }
 
 /// Write test frame `seq` of length `len` into `buf`.

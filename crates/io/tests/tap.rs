@@ -5,10 +5,10 @@
 use io::tap::TAP_MAX_MTU;
 use io::{link, FrameBatch, Port, PortError, TapOptions, TapPort};
 use std::net::{Ipv4Addr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{wait_oper_up, Netns};
 
 const TAP_MAC: [u8; 6] = [0x02, 0x4c, 0x59, 0, 0, 0x01];
 const PEER_MAC: [u8; 6] = [0x02, 0x4c, 0x59, 0, 0, 0x02];
@@ -19,74 +19,15 @@ const UNKNOWN_IP: [u8; 4] = [10, 9, 0, 2];
 /// In the neighbour table as `PEER_MAC`.
 const PEER_IP: [u8; 4] = [10, 9, 0, 3];
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd).args(args).output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-struct Netns {
-    name: String,
-}
-
 impl Netns {
-    /// An empty namespace with IPv6 off (no ND/MLD noise on the TAP).
-    /// `None` (after printing why) when not root or without `/dev/net/tun`.
-    fn new() -> Option<Netns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: TAP namespace tests need root");
-            return None;
-        }
+    /// An empty namespace (IPv6 off) for TAP tests; `None` (after printing
+    /// why) when not root or without `/dev/net/tun`.
+    fn with_tun() -> Option<Netns> {
         if !std::path::Path::new("/dev/net/tun").exists() {
             eprintln!("skipped: /dev/net/tun is missing");
             return None;
         }
-        let name = format!(
-            "lytap-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        run("ip", &["netns", "add", &name]);
-        let ns = Netns { name };
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &ns.name, "sysctl", "-qw"])
-            .args([
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])
-            .output();
-        Some(ns)
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let mut v = vec!["-n", &self.name];
-        v.extend_from_slice(args);
-        run("ip", &v);
-    }
-
-    /// Run `f` on a fresh thread that has entered the namespace (so the tun
-    /// device and sockets it opens belong to it).
-    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::scope(|s| {
-            let h = s.spawn(move || {
-                let file = std::fs::File::open(&path).expect("open netns");
-                // SAFETY: setns on a namespace fd; affects only this thread.
-                let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-                assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-                f()
-            });
-            match h.join() {
-                Ok(v) => v,
-                Err(p) => std::panic::resume_unwind(p),
-            }
-        })
+        Netns::new("lytap")
     }
 
     /// Create TAP `tap` (MAC `TAP_MAC`, up) with `TAP_IP/24` and a static
@@ -112,25 +53,6 @@ impl Netns {
         ]);
         p
     }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
-}
-
-fn wait_oper_up(name: &str) {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(3) {
-        if link::query(name).is_some_and(|l| l.oper_up) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!("{name} never came up");
 }
 
 /// Wait (up to 2 s) for an interface to disappear. Not always immediate: a
@@ -246,7 +168,7 @@ fn is_arp_op(f: &[u8], op: u16) -> bool {
 
 #[test]
 fn kernel_frames_arrive_on_the_port() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::with_tun() else { return };
     ns.enter(|| {
         let mut p = ns.tap_with_address("lyt-k2p");
         assert_eq!(p.mac().unwrap(), TAP_MAC);
@@ -298,7 +220,7 @@ fn kernel_frames_arrive_on_the_port() {
 
 #[test]
 fn injected_frames_reach_the_kernel_which_answers() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::with_tun() else { return };
     ns.enter(|| {
         let mut p = ns.tap_with_address("lyt-p2k");
 
@@ -353,7 +275,7 @@ fn injected_frames_reach_the_kernel_which_answers() {
 
 #[test]
 fn dropping_the_port_removes_the_interface_unless_persistent() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::with_tun() else { return };
     ns.enter(|| {
         let p = TapPort::create("lyt-drop", &TapOptions::default()).unwrap();
         assert!(link::query("lyt-drop").is_some_and(|l| l.admin_up));
@@ -421,7 +343,7 @@ fn dropping_the_port_removes_the_interface_unless_persistent() {
 
 #[test]
 fn full_tx_queue_returns_none_and_bad_lengths_count_errors() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::with_tun() else { return };
     ns.enter(|| {
         let o = TapOptions {
             tx_slots: 4,
