@@ -452,20 +452,7 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
     check_root()?;
     netns::install_signal_handlers();
     netns::sweep_stale();
-    let spec = plan::DutSpec {
-        name: "ceiling".into(),
-        driver: plan::Driver::Wire,
-        learning: None,
-        mac_limit: None,
-        mac_aging: None,
-        mac_table_size: None,
-        port_type: None,
-        workers: None,
-        vlan: None,
-        binary: None,
-        static_neighbours: None,
-        rate_kbit: None,
-    };
+    let spec = plan::DutSpec::new("ceiling", plan::Driver::Wire);
     let d = dut::Dut::start(&spec, 2, &opts.lanyard_bin)?;
     let mut rows = Vec::new();
     // Generator alone (no receive sockets) vs trafgen, same veth, same frame.

@@ -113,6 +113,26 @@ pub struct DutSpec {
     pub rate_kbit: Option<u64>,
 }
 
+impl DutSpec {
+    /// A DUT with the driver's defaults (no overrides).
+    pub fn new(name: &str, driver: Driver) -> DutSpec {
+        DutSpec {
+            name: name.into(),
+            driver,
+            learning: None,
+            mac_limit: None,
+            mac_aging: None,
+            mac_table_size: None,
+            port_type: None,
+            workers: None,
+            vlan: None,
+            binary: None,
+            static_neighbours: None,
+            rate_kbit: None,
+        }
+    }
+}
+
 /// A frame size: bytes with FCS, or `imix` (64/594/1518 at 7:4:1).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]

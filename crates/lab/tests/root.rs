@@ -23,20 +23,7 @@ fn root() -> bool {
 }
 
 fn spec(driver: Driver) -> DutSpec {
-    DutSpec {
-        name: driver.as_str().into(),
-        driver,
-        learning: None,
-        mac_limit: None,
-        mac_aging: None,
-        mac_table_size: None,
-        port_type: None,
-        workers: None,
-        vlan: None,
-        binary: None,
-        static_neighbours: None,
-        rate_kbit: None,
-    }
+    DutSpec::new(driver.as_str(), driver)
 }
 
 /// Acceptance: on the wire DUT below the ceiling, lost = 0 and
