@@ -13,7 +13,7 @@
 //! port) checked once per loop with one relaxed load.
 
 use arc_swap::ArcSwap;
-use io::{FrameBatch, Port, PortError};
+use io::{FrameBatch, Port};
 use pipeline::{egress, process, Action, DropReason, Verdicts, WorkerCounters};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,6 +75,15 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Count a receive/transmit error reported by port `id` (shown in
+    /// `show interfaces`; the supervisor handles the port's state).
+    #[inline]
+    pub fn count_port_error(&self, id: u16) {
+        if let Some(c) = self.port_errors.get(id as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -184,10 +193,6 @@ impl Worker {
         pc.drops[DropReason::TxError as usize].add(now.tx_errors.saturating_sub(was.tx_errors));
     }
 
-    fn port_error(&self, id: u16, _e: PortError) {
-        self.shared.port_errors[id as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Run until `shared.stop` is set.
     pub fn run(mut self) {
         let mut batch = FrameBatch::new();
@@ -216,8 +221,8 @@ impl Worker {
                 }
                 let id = self.rx[(rr + k) % nrx];
                 if let Some(p) = self.ports[id as usize].as_mut() {
-                    if let Err(e) = p.recv(&mut batch, id) {
-                        self.port_error(id, e);
+                    if p.recv(&mut batch, id).is_err() {
+                        self.shared.count_port_error(id);
                     }
                 }
             }
@@ -283,8 +288,8 @@ impl Worker {
         }
         for p in dirty.iter() {
             if let Some(port) = self.ports[p as usize].as_mut() {
-                if let Err(e) = port.flush() {
-                    self.port_error(p, e);
+                if port.flush().is_err() {
+                    self.shared.count_port_error(p);
                 }
             }
         }
@@ -314,9 +319,8 @@ impl Worker {
         let mut slot = port.tx_slot();
         if slot.is_none() {
             // Ring full: hand what is queued to the kernel and retry once.
-            if let Err(e) = port.flush() {
-                self.shared.port_errors[p as usize].fetch_add(1, Ordering::Relaxed);
-                drop(e);
+            if port.flush().is_err() {
+                self.shared.count_port_error(p);
             }
             slot = port.tx_slot();
         }
