@@ -30,6 +30,8 @@ pub struct ApiState {
     pub ports: Arc<Mutex<Vec<PortStatus>>>,
     pub learner: Arc<LearnerInbox>,
     pub learn_stats: Arc<LearnerStats>,
+    /// The layer-3 control plane, when there are routed ports.
+    pub router: Option<crate::router::Router>,
 }
 
 fn mac_str(m: [u8; 6]) -> String {
@@ -228,7 +230,206 @@ impl ApiState {
             .collect();
         json!({"ports": ports, "vlans": vlans,
                "batches": self.sum(|c| c.batches.get()),
-               "learn_queue_full": self.sum(|c| c.learn_queue_full.get())})
+               "learn_queue_full": self.sum(|c| c.learn_queue_full.get()),
+               "l3": self.l3_counters()})
+    }
+
+    /// Layer-3 stage and control-plane counters (null without routed ports).
+    fn l3_counters(&self) -> Value {
+        let Some(r) = &self.router else {
+            return Value::Null;
+        };
+        use pipeline::l3::{L3Drop, Punt};
+        let mut drops = Map::new();
+        for d in L3Drop::ALL {
+            drops.insert(
+                d.name().into(),
+                json!(self.sum(|c| c.l3.drops[d as usize].get())),
+            );
+        }
+        let mut punts = Map::new();
+        for p in Punt::ALL {
+            punts.insert(
+                p.name().into(),
+                json!(self.sum(|c| c.l3.punts[p as usize].get())),
+            );
+        }
+        let icmp_names = [
+            "time-exceeded",
+            "unreachable",
+            "frag-needed",
+            "packet-too-big",
+        ];
+        let mut icmp = Map::new();
+        for (k, n) in icmp_names.iter().enumerate() {
+            icmp.insert((*n).into(), json!(self.sum(|c| c.l3.icmp[k].get())));
+        }
+        let st = &r.stats;
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "rx_frames": self.sum(|c| c.l3.rx_frames.get()),
+            "forwarded": self.sum(|c| c.l3.forwarded.get()),
+            "drops": drops,
+            "punts": punts,
+            "icmp_requested": icmp,
+            "icmp_sent": self.sum(|c| c.l3.icmp_sent.get()),
+            "icmp_suppressed": self.sum(|c| c.l3.icmp_suppressed.get()),
+            "punted": self.sum(|c| c.l3.punted.get()),
+            "punt_queue_full": self.sum(|c| c.l3.punt_queue_full.get()),
+            "punted_to_kernel": ld(&st.punted_to_kernel),
+            "punt_errors": ld(&st.punt_errors),
+            "injected": ld(&st.injected),
+            "inject_errors": ld(&st.inject_errors),
+            "neighbor_updates": ld(&st.neighbor_updates),
+            "neighbor_resyncs": ld(&st.neighbor_resyncs),
+            "neighbor_table_full": ld(&st.neighbor_table_full),
+        })
+    }
+
+    fn router(&self) -> Result<&crate::router::Router, String> {
+        self.router
+            .as_ref()
+            .ok_or_else(|| "no routed ports are configured".to_string())
+    }
+
+    /// Routed interfaces with their TAPs and addresses.
+    pub fn ip_interfaces(&self) -> Result<Value, String> {
+        let r = self.router()?;
+        let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(Value::Array(
+            r.ports
+                .iter()
+                .map(|p| {
+                    let id = p.port as usize;
+                    json!({
+                        "name": p.name,
+                        "state": st.get(id).map(|s| s.state),
+                        "tap": p.tap,
+                        "mac": mac_str(p.mac),
+                        "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                        "link_local": format!("{}/64", crate::router::link_local(p.mac)),
+                        "mtu": p.mtu,
+                        "urpf": format!("{:?}", p.urpf).to_lowercase(),
+                        "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
+                        "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    /// `show ip route` / `show ipv6 route`: `family` 4 or 6; `summary`;
+    /// `prefix` an exact prefix or an address (longest match).
+    pub fn ip_route(&self, req: &Value) -> Result<Value, String> {
+        use crate::fib::Family;
+        let r = self.router()?;
+        let v6 = match req.get("family").and_then(Value::as_u64) {
+            None | Some(4) => false,
+            Some(6) => true,
+            Some(f) => return Err(format!("bad family {f}: expected 4 or 6")),
+        };
+        let fib = r.fib.lock().unwrap_or_else(|e| e.into_inner());
+        if req.get("summary").and_then(Value::as_bool) == Some(true) {
+            let s = fib.summary();
+            let fam = if v6 { &s.v6 } else { &s.v4 };
+            let mut v = serde_json::to_value(fam).map_err(|e| e.to_string())?;
+            v["next_hops"] = json!(s.next_hops);
+            v["next_hop_capacity"] = json!(s.next_hop_capacity);
+            v["groups"] = json!(s.groups);
+            v["group_capacity"] = json!(s.group_capacity);
+            v["frr_objects"] = json!(s.frr_objects);
+            v["counters"] = serde_json::to_value(s.counters).map_err(|e| e.to_string())?;
+            v["fpm"] = match &r.fpm {
+                Some(st) => serde_json::to_value(st.snapshot()).unwrap_or(Value::Null),
+                None => Value::Null,
+            };
+            return Ok(v);
+        }
+        let infos = match req.get("prefix").and_then(Value::as_str) {
+            None => fib.routes(if v6 { Family::V6 } else { Family::V4 }),
+            Some(p) => {
+                let (addr, len) = match p.split_once('/') {
+                    Some((a, l)) => (a, Some(l)),
+                    None => (p, None),
+                };
+                let addr: std::net::IpAddr = addr
+                    .parse()
+                    .map_err(|_| format!("{p:?} is not an address"))?;
+                if addr.is_ipv6() != v6 {
+                    return Err(format!(
+                        "{p} is not an IPv{} address",
+                        if v6 { 6 } else { 4 }
+                    ));
+                }
+                match len {
+                    Some(l) => {
+                        let l: u8 = l.parse().map_err(|_| format!("bad length in {p:?}"))?;
+                        let pf = crate::frr::Prefix::new(addr, l)
+                            .ok_or_else(|| format!("bad prefix {p:?}"))?;
+                        fib.route(&pf)
+                    }
+                    None => fib.lookup(addr).into_iter().collect(),
+                }
+            }
+        };
+        drop(fib);
+        let name = |port: u16| {
+            self.cfg
+                .ports
+                .get(port as usize)
+                .map(|p| p.name.clone())
+                .unwrap_or_else(|| format!("port{port}"))
+        };
+        Ok(Value::Array(
+            infos
+                .into_iter()
+                .map(|ri| {
+                    let hops: Vec<Value> = ri
+                        .hops
+                        .iter()
+                        .map(|h| {
+                            json!({"interface": name(h.port),
+                                   "gateway": h.gateway.map(|g| g.to_string()),
+                                   "weight": h.weight})
+                        })
+                        .collect();
+                    json!({
+                        "prefix": ri.prefix.to_string(),
+                        "source": ri.source.name(),
+                        "installed": ri.installed,
+                        "blackhole": ri.blackhole,
+                        "unresolvable": ri.unresolvable,
+                        "nexthops": hops,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    /// The neighbour table (ARP for `v6 == false`, ND otherwise).
+    pub fn neighbors(&self, v6: bool) -> Result<Value, String> {
+        let r = self.router()?;
+        let now = self.shared.now();
+        let mut rows = Vec::new();
+        r.neighbors.for_each(|ip, n| {
+            if ip.is_ipv6() == v6 {
+                rows.push((ip, n));
+            }
+        });
+        rows.sort_by_key(|(ip, _)| *ip);
+        Ok(Value::Array(
+            rows.into_iter()
+                .map(|(ip, n)| {
+                    json!({
+                        "address": ip.to_string(),
+                        "mac": mac_str(n.mac),
+                        "interface": self.cfg.ports.get(n.port as usize).map(|p| p.name.as_str()),
+                        "state": format!("{:?}", n.state).to_lowercase(),
+                        "age": now.saturating_sub(n.confirmed),
+                    })
+                })
+                .collect(),
+        ))
     }
 
     pub fn clear_mac(&self, vlan: Option<u16>) -> Result<Value, String> {
@@ -262,6 +463,10 @@ impl ApiState {
                                               "name": self.cfg.switch.name,
                                               "uptime": self.shared.now()})),
             Some("clear-mac") => self.clear_mac(vlan),
+            Some("show-ip-interfaces") => self.ip_interfaces(),
+            Some("show-arp") => self.neighbors(false),
+            Some("show-ipv6-neighbors") => self.neighbors(true),
+            Some("show-ip-route") => self.ip_route(req),
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };

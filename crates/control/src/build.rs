@@ -31,12 +31,16 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
                     p.effective_native_vlan().and_then(|n| n.id()).unwrap_or(0),
                     p.effective_tpid().map(|t| t.value()).unwrap_or(TPID_8021Q),
                 ),
+                // Never seen by the layer-2 stage (the worker routes its
+                // frames); in no VLAN, so never in a flood set.
+                CfgMode::Routed => (PortMode::Access, 0, TPID_8021Q),
             };
             match (&p.mode, &p.allowed_vlans) {
                 // An explicit allowed list is kept as written, so a frame in
                 // an allowed but unconfigured VLAN counts as unknown-vlan.
                 (CfgMode::Trunk, Some(list)) => list.iter().for_each(|v| vlans.insert(v)),
                 (CfgMode::Trunk, None) => existing.iter().for_each(|v| vlans.insert(v)),
+                (CfgMode::Routed, _) => {}
                 _ => vlans.insert(pvid),
             }
             if mode == PortMode::Trunk && pvid != 0 {

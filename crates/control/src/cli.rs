@@ -33,8 +33,38 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str =
-    "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors";
+
+/// `show ip route …` / `show ipv6 route …`.
+fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
+    match rest {
+        [] => Ok(Command {
+            request: json!({"cmd": "show-ip-route", "family": family}),
+            render: show::routes,
+        }),
+        ["summary"] => Ok(Command {
+            request: json!({"cmd": "show-ip-route", "family": family, "summary": true}),
+            render: show::route_summary,
+        }),
+        [p] => {
+            let ok = match p.split_once('/') {
+                Some((a, l)) => a.parse::<std::net::IpAddr>().is_ok() && l.parse::<u8>().is_ok(),
+                None => p.parse::<std::net::IpAddr>().is_ok(),
+            };
+            if !ok {
+                return Err(format!("{p:?} is not an address or prefix"));
+            }
+            Ok(Command {
+                request: json!({"cmd": "show-ip-route", "family": family, "prefix": p}),
+                render: show::routes,
+            })
+        }
+        _ => Err(format!(
+            "unexpected {:?}; usage: {SHOW_HELP}",
+            rest.join(" ")
+        )),
+    }
+}
 
 /// Parse the words after `show`.
 pub fn parse_show(words: &[String]) -> Result<Command, String> {
@@ -56,6 +86,20 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
             request: json!({"cmd": "show-version"}),
             render: |v| format!("{v:#}\n"),
         },
+        ["ip", "interface", ..] | ["ip", "interfaces", ..] => Command {
+            request: json!({"cmd": "show-ip-interfaces"}),
+            render: show::ip_interfaces,
+        },
+        ["arp"] | ["ip", "arp"] => Command {
+            request: json!({"cmd": "show-arp"}),
+            render: show::neighbors,
+        },
+        ["ipv6", "neighbors"] | ["ipv6", "neighbours"] => Command {
+            request: json!({"cmd": "show-ipv6-neighbors"}),
+            render: show::neighbors,
+        },
+        ["ip", "route", rest @ ..] => route_command(4, rest)?,
+        ["ipv6", "route", rest @ ..] => route_command(6, rest)?,
         ["mac", "address-table", rest @ ..] => {
             let (vlan, rest) = vlan_arg(rest)?;
             match rest.as_slice() {

@@ -102,6 +102,22 @@ impl Switch {
             counters.push(c);
         }
 
+        // Routed interfaces (TAPs, addresses, FIB) before the ports attach,
+        // so the first routed frame finds its tables.
+        let router = match crate::router::Router::start(&cfg, &shared, &mut threads) {
+            Ok(r) => r,
+            Err(e) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                if let Some(t) = shared.learner.get() {
+                    t.unpark();
+                }
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(e);
+            }
+        };
+
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
         sup.poll();
         let status = sup.status();
@@ -130,6 +146,7 @@ impl Switch {
             ports: status,
             learner: inbox,
             learn_stats: stats,
+            router,
         });
         let sw = Switch {
             shared: shared.clone(),

@@ -47,6 +47,7 @@ pub struct Supervisor {
     status: Arc<Mutex<Vec<PortStatus>>>,
     names: Vec<String>,
     mtus: Vec<u32>,
+    routed: Vec<bool>,
     attached: Vec<Option<u32>>,
 }
 
@@ -76,6 +77,11 @@ impl Supervisor {
             status: Arc::new(Mutex::new(status)),
             names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
             mtus: cfg.ports.iter().map(|p| p.mtu).collect(),
+            routed: cfg
+                .ports
+                .iter()
+                .map(|p| p.mode == crate::config::PortMode::Routed)
+                .collect(),
             attached: vec![None; cfg.ports.len()],
         }
     }
@@ -112,8 +118,12 @@ impl Supervisor {
             link::set_mtu(name, self.mtus[id]).map_err(|e| format!("set mtu: {e}"))?;
         }
         // A switch port carries no addresses of its own: keep the kernel's
-        // IPv6 autoconfiguration from sending on it.
+        // IPv6 autoconfiguration from sending on it, its ARP from answering
+        // for the addresses of Lanyard's TAPs (arp_ignore 8: never reply),
+        // and its IPv4 from forwarding what arrives here (Lanyard does).
         let _ = link::disable_ipv6(name);
+        let _ = crate::sysctl::set_if(name, "ipv4", "arp_ignore", "8");
+        let _ = crate::sysctl::set_if(name, "ipv4", "forwarding", "0");
         if !info.admin_up {
             link::set_up(name).map_err(|e| format!("set up: {e}"))?;
         }
@@ -147,6 +157,7 @@ impl Supervisor {
                 id: id as u16,
                 port: Box::new(port),
                 rx,
+                routed: self.routed[id],
             });
         }
         self.attached[id] = Some(ifindex);

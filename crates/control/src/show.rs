@@ -227,6 +227,182 @@ pub fn counters(v: &Value) -> String {
             drop_summary(&r["drops"])
         );
     }
+    let l3 = &v["l3"];
+    if l3.is_object() {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Routing: rx {}  forwarded {}  punted {} (queue full {})  injected {}",
+            u(l3, "rx_frames"),
+            u(l3, "forwarded"),
+            u(l3, "punted"),
+            u(l3, "punt_queue_full"),
+            u(l3, "injected")
+        );
+        let _ = writeln!(o, "  drops: {}", drop_summary(&l3["drops"]));
+        let _ = writeln!(o, "  punts: {}", drop_summary(&l3["punts"]));
+        let _ = writeln!(
+            o,
+            "  icmp errors: {} sent, {} suppressed ({})",
+            u(l3, "icmp_sent"),
+            u(l3, "icmp_suppressed"),
+            drop_summary(&l3["icmp_requested"])
+        );
+        let _ = writeln!(
+            o,
+            "  neighbours: {} updates from the kernel, {} resyncs, {} refused (table full)",
+            u(l3, "neighbor_updates"),
+            u(l3, "neighbor_resyncs"),
+            u(l3, "neighbor_table_full")
+        );
+    }
+    o
+}
+
+pub fn ip_interfaces(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<15} {:<8} {:<15} {:<17} {:>5} {:<7} Addresses",
+        "Interface", "Status", "TAP", "MAC", "MTU", "uRPF"
+    );
+    for r in rows(v) {
+        let addrs: Vec<String> = rows(&r["addresses"])
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .chain(std::iter::once(s(r, "link_local")))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{:<15} {:<8} {:<15} {:<17} {:>5} {:<7} {}",
+            s(r, "name"),
+            s(r, "state"),
+            s(r, "tap"),
+            s(r, "mac"),
+            u(r, "mtu"),
+            s(r, "urpf"),
+            addrs.join(" ")
+        );
+    }
+    o
+}
+
+/// Route codes as on other routers: C connected, S static, O OSPF, B BGP.
+fn route_code(source: &str) -> &'static str {
+    match source {
+        "connected" => "C",
+        "static" | "frr-static" | "kernel-static" => "S",
+        "ospf" => "O",
+        "bgp" => "B",
+        "isis" => "i",
+        "rip" | "ripng" => "R",
+        "kernel" => "K",
+        _ => "?",
+    }
+}
+
+pub fn routes(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Codes: C connected, S static, O OSPF, B BGP, K kernel; * installed, ! unresolvable"
+    );
+    for r in rows(v) {
+        let flag = if r["installed"] == Value::Bool(true) {
+            "*"
+        } else if r["unresolvable"] == Value::Bool(true) {
+            "!"
+        } else {
+            " "
+        };
+        let code = route_code(r["source"].as_str().unwrap_or(""));
+        let prefix = s(r, "prefix");
+        if r["blackhole"] == Value::Bool(true) {
+            let _ = writeln!(
+                o,
+                "{code}{flag} {prefix:<43} blackhole ({})",
+                s(r, "source")
+            );
+            continue;
+        }
+        let hops = rows(&r["nexthops"]);
+        for (k, h) in hops.iter().enumerate() {
+            let via = match h.get("gateway").and_then(Value::as_str) {
+                Some(g) => format!("via {g}, {}", s(h, "interface")),
+                None => format!("directly connected, {}", s(h, "interface")),
+            };
+            let w = u(h, "weight");
+            let w = if hops.len() > 1 {
+                format!(" weight {w}")
+            } else {
+                String::new()
+            };
+            if k == 0 {
+                let _ = writeln!(o, "{code}{flag} {prefix:<43} {via}{w} ({})", s(r, "source"));
+            } else {
+                let _ = writeln!(o, "   {:<43} {via}{w}", "");
+            }
+        }
+    }
+    let _ = writeln!(o, "Total: {}", rows(v).len());
+    o
+}
+
+pub fn route_summary(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{:<16} {:>10} {:>10}", "Source", "Routes", "Installed");
+    for r in rows(&v["sources"]) {
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10} {:>10}",
+            s(r, "source"),
+            u(r, "routes"),
+            u(r, "installed")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{:<16} {:>10} {:>10}",
+        "Totals",
+        u(v, "prefixes"),
+        u(v, "installed")
+    );
+    let _ = writeln!(
+        o,
+        "Unresolvable: {}  Next hops: {} of {}  ECMP groups: {} of {}  FIB nodes: {} ({} KiB)",
+        u(v, "unresolvable"),
+        u(v, "next_hops"),
+        u(v, "next_hop_capacity"),
+        u(v, "groups"),
+        u(v, "group_capacity"),
+        u(&v["lpm"], "nodes"),
+        (u(&v["lpm"], "lookup_bytes") + u(&v["lpm"], "control_bytes")) / 1024
+    );
+    if v["fpm"].is_object() {
+        let _ = writeln!(o, "FPM: {}", v["fpm"]);
+    }
+    o
+}
+
+pub fn neighbors(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<40} {:<15} {:<10} {:>6}  Interface",
+        "Address", "MAC", "State", "Age"
+    );
+    for r in rows(v) {
+        let _ = writeln!(
+            o,
+            "{:<40} {:<15} {:<10} {:>6}  {}",
+            s(r, "address"),
+            dotted(&s(r, "mac")),
+            s(r, "state"),
+            u(r, "age"),
+            s(r, "interface")
+        );
+    }
+    let _ = writeln!(o, "Total: {}", rows(v).len());
     o
 }
 

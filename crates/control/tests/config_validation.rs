@@ -163,6 +163,7 @@ fn full_example_parses_to_expected_model() {
                 port: "veth-e".into(),
             },
         ],
+        routing: Default::default(),
     };
     assert_eq!(cfg, expected);
 
@@ -225,8 +226,101 @@ fn docs_example_is_valid() {
     let len = doc[start..].find("```").unwrap();
     let cfg =
         config::parse(&doc[start..start + len], "docs/config.md").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cfg.ports.len(), 2);
+    assert_eq!(cfg.ports.len(), 3);
     assert_eq!(cfg.port_vlans(1).as_slice(), &[1, 10]);
+    assert_eq!(cfg.routing.static_routes.len(), 3);
+}
+
+const ROUTED: &str = r#"ports:
+  - name: r1
+    mode: routed
+    addresses: [10.0.1.1/24, "2001:db8:1::1/64"]
+    urpf: strict
+  - name: r2
+    mode: routed
+    addresses: [10.0.2.1/24]
+routing:
+  fpm: 127.0.0.1:2620
+  static-routes:
+    - prefix: 198.51.100.0/24
+      next-hop: 10.0.2.2
+    - prefix: "2001:db8:99::/48"
+      next-hop: "fe80::1"
+      interface: r1
+    - prefix: 203.0.113.0/24
+      blackhole: true
+"#;
+
+#[test]
+fn routed_ports_and_static_routes_parse() {
+    let cfg = ok(ROUTED);
+    assert_eq!(cfg.ports[0].mode, PortMode::Routed);
+    assert_eq!(cfg.ports[0].addresses.len(), 2);
+    assert_eq!(cfg.ports[0].urpf, config::UrpfMode::Strict);
+    assert!(cfg.port_vlans(0).is_empty(), "a routed port is in no VLAN");
+    assert_eq!(cfg.routing.static_routes.len(), 3);
+    assert_eq!(cfg.routing.fpm.as_deref(), Some("127.0.0.1:2620"));
+    assert_eq!(cfg.routed_ports().count(), 2);
+}
+
+#[test]
+fn routed_errors_name_line_and_field() {
+    let with = |from: &str, to: &str| ROUTED.replacen(from, to, 1);
+    one_error(
+        &with("    urpf: strict\n", "    urpf: strict\n    vlan: 10\n"),
+        6,
+        "ports[0].vlan",
+        "not valid on a routed port",
+    );
+    one_error(
+        &with("10.0.2.1/24", "10.0.1.7/16"),
+        8,
+        "ports[1].addresses[0]",
+        "overlaps",
+    );
+    one_error(
+        &with("10.0.2.1/24", "10.0.2.0/24"),
+        8,
+        "ports[1].addresses[0]",
+        "network or broadcast",
+    );
+    one_error(
+        &with("198.51.100.0/24", "198.51.100.1/24"),
+        12,
+        "routing.static-routes[0].prefix",
+        "host bits",
+    );
+    one_error(
+        &with("next-hop: 10.0.2.2", "next-hop: 10.9.9.9"),
+        13,
+        "routing.static-routes[0].next-hop",
+        "not in the subnet of any routed port",
+    );
+    one_error(
+        &with("      interface: r1\n", ""),
+        14,
+        "routing.static-routes[1].interface",
+        "link-local",
+    );
+    one_error(
+        &with("fpm: 127.0.0.1:2620", "fpm: localhost"),
+        10,
+        "routing.fpm",
+        "ADDRESS:PORT",
+    );
+    one_error(
+        &with("addresses: [10.0.2.1/24]", "addresses: [10.0.2.1/33]"),
+        8,
+        "ports[1].addresses[0]",
+        "longer than 32",
+    );
+    // Addresses on a switched port.
+    let errs = errors("ports:\n  - name: a\n    addresses: [10.0.0.1/24]\n");
+    assert!(
+        errs.iter()
+            .any(|(_, f, m)| f == "ports[0].addresses" && m.contains("only valid on routed")),
+        "{errs:?}"
+    );
 }
 
 #[test]

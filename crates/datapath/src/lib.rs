@@ -11,12 +11,24 @@
 //! The control plane talks to a worker only through [`Shared`]: the snapshot
 //! pointer, the learn queue, and a small command mailbox (attach/detach a
 //! port) checked once per loop with one relaxed load.
+//!
+//! Routed ports are received into a second batch that goes through the
+//! layer-3 stage instead of the layer-2 one (the port's role is fixed at
+//! attach, so the split costs nothing per frame). Punted frames go to the
+//! [`punt::PuntQueue`]; ICMP errors are built straight into the ingress
+//! port's transmit ring, rate-limited per worker.
 
-use arc_swap::ArcSwap;
+pub mod punt;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
 use io::{FrameBatch, Port};
+use pipeline::l3::{
+    build_icmp4_error, build_icmp6_error, process_l3, L3Tables, L3Verdict, L3Verdicts,
+};
 use pipeline::{egress, process, Action, DropReason, Verdicts, WorkerCounters};
+use punt::PuntQueue;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -29,6 +41,8 @@ pub enum PortCommand {
         id: u16,
         port: Box<dyn Port>,
         rx: bool,
+        /// A routed port: its frames go through the layer-3 stage.
+        routed: bool,
     },
     /// Close port `id` (the interface went away).
     Detach { id: u16 },
@@ -63,7 +77,21 @@ pub struct Shared {
     pub epoch: Instant,
     /// Errors reported by ports on receive/transmit, per port id.
     pub port_errors: Box<[AtomicU64]>,
+    /// The layer-3 tables; `None` until the switch has routed ports.
+    pub l3: ArcSwapOption<L3Tables>,
+    /// Frames for the control plane (the TAPs).
+    pub punts: PuntQueue,
+    /// Per worker, a counter bumped at the top of every loop: a worker
+    /// holds no reference into the tables between two bumps, which is
+    /// what [`Shared::quiesce`] waits for.
+    worker_seq: Box<[AtomicU64]>,
+    workers: AtomicUsize,
 }
+
+/// Most workers (matches the configuration limit).
+pub const MAX_WORKERS: usize = 64;
+/// Punted frames buffered for the control plane.
+pub const PUNT_QUEUE_DEPTH: usize = 1024;
 
 impl Shared {
     pub fn new(tables: Tables, learn_queue: usize) -> Shared {
@@ -75,6 +103,36 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
+            l3: ArcSwapOption::empty(),
+            punts: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
+            worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
+            workers: AtomicUsize::new(0),
+        }
+    }
+
+    fn register_worker(&self) -> usize {
+        self.workers.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Wait until every worker has passed the top of its loop at least once
+    /// since the call began (a grace period: lookups begun before the call
+    /// have finished), or `timeout` passed, or the switch is stopping.
+    /// Returns true if the grace period completed. Used before the FIB
+    /// manager reuses LPM nodes it unlinked (`Lpm4::reclaim`).
+    pub fn quiesce(&self, timeout: Duration) -> bool {
+        let n = self.workers.load(Ordering::Acquire).min(MAX_WORKERS);
+        let seen: Vec<u64> = (0..n)
+            .map(|k| self.worker_seq[k].load(Ordering::SeqCst))
+            .collect();
+        let start = Instant::now();
+        loop {
+            if (0..n).all(|k| self.worker_seq[k].load(Ordering::SeqCst) != seen[k]) {
+                return true;
+            }
+            if self.stop.load(Ordering::Relaxed) || start.elapsed() >= timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -125,6 +183,50 @@ pub struct Worker {
     seen_stats: Vec<io::PortStats>,
     rx: Vec<u16>,
     pollfds: Vec<libc::pollfd>,
+    /// Ports whose frames go through the layer-3 stage.
+    routed: Vec<bool>,
+    /// Index in `Shared::worker_seq`.
+    index: usize,
+    seq: u64,
+    icmp: TokenBucket,
+}
+
+/// ICMP errors a worker may send per second, and its burst.
+const ICMP_RATE: u32 = 1000;
+const ICMP_BURST: u32 = 200;
+
+/// A token bucket on the worker's clock (no system call: fed from the
+/// `Instant` the loop reads anyway).
+struct TokenBucket {
+    tokens: u32,
+    rate: u32,
+    burst: u32,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn new(rate: u32, burst: u32) -> TokenBucket {
+        TokenBucket {
+            tokens: burst,
+            rate,
+            burst,
+            last: Instant::now(),
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last);
+        let add = (dt.as_micros() as u64 * self.rate as u64 / 1_000_000) as u32;
+        if add > 0 {
+            self.tokens = (self.tokens + add).min(self.burst);
+            self.last = now;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
 }
 
 impl Worker {
@@ -134,6 +236,7 @@ impl Worker {
         counters: Arc<WorkerCounters>,
         opts: WorkerOptions,
     ) -> Worker {
+        let index = shared.register_worker().min(MAX_WORKERS - 1);
         Worker {
             shared,
             mailbox,
@@ -143,6 +246,10 @@ impl Worker {
             seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
             pollfds: Vec::new(),
+            routed: vec![false; MAX_PORTS],
+            index,
+            seq: 0,
+            icmp: TokenBucket::new(ICMP_RATE, ICMP_BURST),
         }
     }
 
@@ -152,9 +259,15 @@ impl Worker {
             std::mem::take(&mut *self.mailbox.cmds.lock().unwrap_or_else(|e| e.into_inner()));
         for cmd in cmds {
             match cmd {
-                PortCommand::Attach { id, port, rx } => {
+                PortCommand::Attach {
+                    id,
+                    port,
+                    rx,
+                    routed,
+                } => {
                     self.collect_stats(id);
                     self.ports[id as usize] = Some(port);
+                    self.routed[id as usize] = routed;
                     self.seen_stats[id as usize] = io::PortStats::default();
                     self.rx.retain(|p| *p != id);
                     if rx {
@@ -196,11 +309,16 @@ impl Worker {
     /// Run until `shared.stop` is set.
     pub fn run(mut self) {
         let mut batch = FrameBatch::new();
+        let mut l3batch = FrameBatch::new();
         let mut verdicts = Verdicts::default();
+        let mut l3verdicts = Box::<L3Verdicts>::default();
         let mut rr = 0usize;
         let mut last_rx = Instant::now();
         let mut last_stats = Instant::now();
         loop {
+            // A quiescent point: nothing from the previous pass is held.
+            self.seq = self.seq.wrapping_add(1);
+            self.shared.worker_seq[self.index].store(self.seq, Ordering::SeqCst);
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
             }
@@ -214,27 +332,153 @@ impl Worker {
                 self.apply_commands();
             }
             batch.clear();
+            l3batch.clear();
             let nrx = self.rx.len();
             for k in 0..nrx {
-                if batch.is_full() {
+                if batch.is_full() || l3batch.is_full() {
                     break;
                 }
                 let id = self.rx[(rr + k) % nrx];
+                let into = if self.routed[id as usize] {
+                    &mut l3batch
+                } else {
+                    &mut batch
+                };
                 if let Some(p) = self.ports[id as usize].as_mut() {
-                    if p.recv(&mut batch, id).is_err() {
+                    if p.recv(into, id).is_err() {
                         self.shared.count_port_error(id);
                     }
                 }
             }
             rr = rr.wrapping_add(1);
-            if batch.is_empty() {
+            if batch.is_empty() && l3batch.is_empty() {
                 if last_rx.elapsed() >= self.opts.idle_spin {
                     self.sleep();
                 }
                 continue;
             }
             last_rx = Instant::now();
-            self.forward(&batch, &mut verdicts);
+            if !batch.is_empty() {
+                self.forward(&batch, &mut verdicts);
+            }
+            if !l3batch.is_empty() {
+                self.route(&mut l3batch, &mut l3verdicts, last_rx);
+            }
+        }
+    }
+
+    /// The layer-3 path: routed ports' frames.
+    fn route(&mut self, batch: &mut FrameBatch, out: &mut L3Verdicts, now: Instant) {
+        let c = self.counters.clone();
+        c.batches.add(1);
+        for i in 0..batch.len() {
+            let pc = &c.ports[batch.port(i) as usize];
+            pc.rx_frames.add(1);
+            pc.rx_bytes.add(batch.frame(i).len() as u64);
+        }
+        let Some(l3) = self.shared.l3.load_full() else {
+            // Routed ports before the tables exist (start-up): nothing to
+            // route with yet.
+            c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
+            return;
+        };
+        process_l3(&l3, batch, out, &c.l3);
+        let mut dirty = PortSet::EMPTY;
+        let mut punted = false;
+        for i in 0..batch.len() {
+            match out.v[i] {
+                L3Verdict::Forward { port } => {
+                    self.transmit_raw(port, batch.frame(i), &mut dirty);
+                }
+                L3Verdict::Punt(reason) => {
+                    if self
+                        .shared
+                        .punts
+                        .push(batch.port(i), reason as u8, batch.frame(i))
+                    {
+                        c.l3.punted.add(1);
+                        punted = true;
+                    } else {
+                        c.l3.punt_queue_full.add(1);
+                    }
+                }
+                L3Verdict::IcmpError(kind) => {
+                    let ingress = batch.port(i);
+                    if !self.icmp.take(now) {
+                        c.l3.icmp_suppressed.add(1);
+                        continue;
+                    }
+                    let Some(ifc) = l3.interface(ingress) else {
+                        continue;
+                    };
+                    let Some(port) = self.ports[ingress as usize].as_mut() else {
+                        continue;
+                    };
+                    let Some(slot) = port.tx_slot() else {
+                        c.drop_in(ingress, None, DropReason::TxRingFull);
+                        continue;
+                    };
+                    let frame = batch.frame(i);
+                    let n = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                        build_icmp6_error(frame, ifc, kind, slot)
+                    } else {
+                        build_icmp4_error(frame, ifc, kind, slot)
+                    };
+                    if n == 0 {
+                        c.l3.icmp_suppressed.add(1);
+                        continue;
+                    }
+                    port.tx_commit(n);
+                    dirty.insert(ingress);
+                    c.l3.icmp_sent.add(1);
+                    let pc = &c.ports[ingress as usize];
+                    pc.tx_frames.add(1);
+                    pc.tx_bytes.add(n as u64);
+                }
+                L3Verdict::Drop(_) => {}
+            }
+        }
+        self.flush(dirty);
+        if punted {
+            self.shared.punts.wake();
+        }
+    }
+
+    /// Send a finished frame (already rewritten) out of port `p`.
+    #[inline]
+    fn transmit_raw(&mut self, p: u16, frame: &[u8], dirty: &mut PortSet) {
+        let c = &*self.counters;
+        let Some(port) = self.ports[p as usize].as_mut() else {
+            c.drop_in(p, None, DropReason::PortDown);
+            return;
+        };
+        let mut slot = port.tx_slot();
+        if slot.is_none() {
+            if port.flush().is_err() {
+                self.shared.count_port_error(p);
+            }
+            slot = port.tx_slot();
+        }
+        let Some(slot) = slot else {
+            c.drop_in(p, None, DropReason::TxRingFull);
+            return;
+        };
+        let n = frame.len().min(slot.len());
+        slot[..n].copy_from_slice(&frame[..n]);
+        port.tx_commit(n);
+        dirty.insert(p);
+        let pc = &c.ports[p as usize];
+        pc.tx_frames.add(1);
+        pc.tx_bytes.add(n as u64);
+    }
+
+    fn flush(&mut self, dirty: PortSet) {
+        for p in dirty.iter() {
+            if let Some(port) = self.ports[p as usize].as_mut() {
+                if port.flush().is_err() {
+                    self.shared.count_port_error(p);
+                }
+            }
         }
     }
 
@@ -286,13 +530,7 @@ impl Worker {
                 }
             }
         }
-        for p in dirty.iter() {
-            if let Some(port) = self.ports[p as usize].as_mut() {
-                if port.flush().is_err() {
-                    self.shared.count_port_error(p);
-                }
-            }
-        }
+        self.flush(dirty);
         if outcome.learned > 0 && self.shared.learner_parked.load(Ordering::Acquire) {
             if let Some(t) = self.shared.learner.get() {
                 t.unpark();

@@ -48,6 +48,7 @@ impl Rig {
                 id,
                 port: Box::new(port),
                 rx: true,
+                routed: false,
             });
             peers.push(peer);
         }
@@ -201,4 +202,17 @@ fn detached_port_counts_port_down() {
     let got = rig.collect(&[2], 1);
     assert_eq!(got[2].len(), 1);
     assert!(got[1].is_empty(), "a down port is out of the flood set");
+}
+
+#[test]
+fn quiesce_waits_for_every_worker_to_pass_a_loop() {
+    let rig = Rig::new();
+    // An idle worker still passes the top of its loop every max_sleep.
+    assert!(rig.shared.quiesce(Duration::from_secs(2)));
+    // A stopped worker never does: quiesce gives up at the timeout.
+    rig.shared.stop.store(true, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    assert!(!rig.shared.quiesce(Duration::from_millis(50)));
+    assert!(t.elapsed() < Duration::from_secs(1));
 }

@@ -19,12 +19,14 @@
 
 pub mod af_packet;
 pub mod batch;
+pub mod inject;
 pub mod link;
 pub mod memory;
 pub mod tap;
 
 pub use af_packet::{AfPacketOptions, AfPacketPort, RxRing};
 pub use batch::{FrameBatch, ARENA_BYTES, BATCH_MAX, MAX_FRAME_LEN};
+pub use inject::InjectSocket;
 pub use link::LinkInfo;
 pub use memory::{MemoryPeer, MemoryPort};
 pub use tap::{TapOptions, TapPort};

@@ -127,6 +127,8 @@ pub struct WorkerCounters {
     pub learn_queue_full: Counter,
     /// Batches processed (to derive the average batch size).
     pub batches: Counter,
+    /// The layer-3 stage (routed ports).
+    pub l3: crate::l3::L3Counters,
 }
 
 impl Default for WorkerCounters {
@@ -136,6 +138,7 @@ impl Default for WorkerCounters {
             vlans: (0..MAX_VLANS).map(|_| VlanCounters::default()).collect(),
             learn_queue_full: Counter::default(),
             batches: Counter::default(),
+            l3: crate::l3::L3Counters::default(),
         }
     }
 }

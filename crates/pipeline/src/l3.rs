@@ -24,7 +24,9 @@ use crate::counters::Counter;
 use io::{FrameBatch, BATCH_MAX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
-use tables::{Lpm4, Lpm6, NeighborState, NeighborTable, NextHop, NextHopTable, GROUP_BIT};
+use tables::{
+    Lpm4, Lpm6, NeighborState, NeighborTable, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
+};
 use wire::{
     EtherType, EthernetFrame, EthernetRepr, IcmpMessage, IcmpPacket, IcmpRepr, Icmpv6Message,
     Icmpv6Packet, Icmpv6Repr, IpPair, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
@@ -154,9 +156,11 @@ pub enum L3Drop {
     /// IPv4 without DF longer than the egress MTU (no fragmentation in
     /// the data path).
     Mtu,
+    /// The route is a blackhole (or unreachable/prohibit).
+    Blackhole,
 }
 
-pub const L3_DROP_REASONS: usize = 8;
+pub const L3_DROP_REASONS: usize = 9;
 
 impl L3Drop {
     pub const ALL: [L3Drop; L3_DROP_REASONS] = [
@@ -168,6 +172,7 @@ impl L3Drop {
         L3Drop::Urpf,
         L3Drop::NoNextHop,
         L3Drop::Mtu,
+        L3Drop::Blackhole,
     ];
 
     pub fn name(self) -> &'static str {
@@ -180,6 +185,7 @@ impl L3Drop {
             L3Drop::Urpf => "urpf",
             L3Drop::NoNextHop => "no-next-hop",
             L3Drop::Mtu => "mtu",
+            L3Drop::Blackhole => "blackhole",
         }
     }
 }
@@ -329,6 +335,17 @@ pub struct L3Counters {
     /// ICMP errors asked for, by [`IcmpKind`] (time-exceeded, unreachable,
     /// frag-needed, packet-too-big).
     pub icmp: [Counter; 4],
+    /// ICMP errors actually sent (the worker rate-limits them).
+    pub icmp_sent: Counter,
+    /// ICMP errors not sent: over the rate limit, or not allowed (e.g. about
+    /// an ICMP error or a non-unicast source).
+    pub icmp_suppressed: Counter,
+    /// Punted frames handed to the control plane.
+    pub punted: Counter,
+    /// Punted frames dropped: the punt queue was full (control plane busy).
+    pub punt_queue_full: Counter,
+    /// Frames the control plane injected on ports (from the TAPs).
+    pub injected: Counter,
 }
 
 impl L3Counters {
@@ -628,6 +645,9 @@ fn route(t: &L3Tables, k: &Key, target: u32, frame: &mut [u8]) -> L3Verdict {
     let Some((_, NextHop { port, gateway })) = t.nexthops.resolve(target, k.hash) else {
         return L3Verdict::Drop(L3Drop::NoNextHop);
     };
+    if port == BLACKHOLE_PORT {
+        return L3Verdict::Drop(L3Drop::Blackhole);
+    }
     let Some(egress) = t.interface(port) else {
         return L3Verdict::Drop(L3Drop::NoNextHop);
     };

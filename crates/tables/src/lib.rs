@@ -24,7 +24,9 @@ pub use lpm4::{Lpm4, LpmError, LpmStats, MAX_NEXT_HOP};
 pub use lpm6::Lpm6;
 pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
 pub use neighbor::{Neighbor, NeighborState, NeighborTable};
-pub use nexthop::{Group, NextHop, NextHopError, NextHopTable, GROUP_BIT, MAX_GROUP_MEMBERS};
+pub use nexthop::{
+    Group, NextHop, NextHopError, NextHopTable, BLACKHOLE_PORT, GROUP_BIT, MAX_GROUP_MEMBERS,
+};
 pub use portset::{PortSet, VlanSet};
 
 pub mod snapshot;

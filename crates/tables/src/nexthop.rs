@@ -27,6 +27,10 @@ use std::sync::Mutex;
 /// Target ids with this bit set name an ECMP group (index in the low bits).
 pub const GROUP_BIT: u32 = 1 << 30;
 
+/// The port of a next hop that drops (blackhole, unreachable and
+/// prohibit routes): no interface has it.
+pub const BLACKHOLE_PORT: u16 = u16::MAX;
+
 /// Most members an ECMP group holds (a common hardware limit).
 pub const MAX_GROUP_MEMBERS: usize = 64;
 

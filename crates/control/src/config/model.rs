@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{MacAddr, NativeVlan, Tpid, VlanList};
+use super::types::{IpNet, MacAddr, NativeVlan, Tpid, VlanList};
 
 /// Default `switch.name`.
 pub const DEFAULT_SWITCH_NAME: &str = "lanyard";
@@ -61,6 +61,52 @@ pub struct Config {
     /// Static MAC table entries.
     #[serde(default)]
     pub static_macs: Vec<StaticMac>,
+    /// Layer 3: static routes and the FRR connection.
+    #[serde(default)]
+    pub routing: Routing,
+}
+
+/// `routing:` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Routing {
+    /// Where Lanyard listens for zebra's Forwarding Plane Manager
+    /// (`dplane_fpm_nl`), e.g. `127.0.0.1:2620`. Absent: no FRR routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fpm: Option<String>,
+    /// Static routes (installed in Lanyard's FIB and in the kernel).
+    pub static_routes: Vec<StaticRoute>,
+}
+
+/// One entry of `routing.static-routes:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StaticRoute {
+    /// Destination prefix (host bits zero).
+    pub prefix: IpNet,
+    /// Gateway address (same family as the prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop: Option<std::net::IpAddr>,
+    /// Egress routed port; required for a link-local gateway or a route
+    /// without a gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// Drop traffic to the prefix.
+    #[serde(default)]
+    pub blackhole: bool,
+}
+
+/// Reverse-path check of a routed port (RFC 3704).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UrpfMode {
+    /// No check.
+    #[default]
+    Off,
+    /// Some route covers the source.
+    Loose,
+    /// The route back to the source leaves by the ingress port.
+    Strict,
 }
 
 /// `switch:` section.
@@ -159,6 +205,8 @@ pub enum PortMode {
     Trunk,
     /// 802.1ad customer port: everything goes into S-VLAN `vlan`.
     Dot1qTunnel,
+    /// Layer-3 port: no VLANs, its own addresses, frames are routed.
+    Routed,
 }
 
 impl PortMode {
@@ -168,6 +216,7 @@ impl PortMode {
             PortMode::Access => "access",
             PortMode::Trunk => "trunk",
             PortMode::Dot1qTunnel => "dot1q-tunnel",
+            PortMode::Routed => "routed",
         }
     }
 }
@@ -208,6 +257,16 @@ pub struct PortConfig {
     /// Trunk only: outer tag TPID; `None` = 0x8100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpid: Option<Tpid>,
+    /// Routed only: interface addresses (IPv4 and IPv6, address/length).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<IpNet>,
+    /// Routed only: reverse-path check, default off.
+    #[serde(default)]
+    pub urpf: UrpfMode,
+    /// Routed only: the interface's MAC (default derived from the switch
+    /// name and port index, see docs/routing.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_mac: Option<MacAddr>,
 }
 
 impl PortConfig {
@@ -223,13 +282,16 @@ impl PortConfig {
             allowed_vlans: None,
             native_vlan: None,
             tpid: None,
+            addresses: Vec::new(),
+            urpf: UrpfMode::Off,
+            router_mac: None,
         }
     }
 
     /// Access VLAN or dot1q-tunnel S-VLAN (default 1); `None` on trunks.
     pub fn effective_vlan(&self) -> Option<u16> {
         match self.mode {
-            PortMode::Trunk => None,
+            PortMode::Trunk | PortMode::Routed => None,
             PortMode::Access | PortMode::Dot1qTunnel => Some(self.vlan.unwrap_or(DEFAULT_VLAN)),
         }
     }
@@ -268,6 +330,14 @@ impl Config {
     /// Index of the port named `name` in `ports`.
     pub fn port_index(&self, name: &str) -> Option<usize> {
         self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// Indices of the routed ports.
+    pub fn routed_ports(&self) -> impl Iterator<Item = (usize, &PortConfig)> {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.mode == PortMode::Routed)
     }
 
     /// The port named `name`.
@@ -312,6 +382,7 @@ impl Config {
         };
         let existing = self.vlan_ids();
         match port.mode {
+            PortMode::Routed => VlanList::new(),
             PortMode::Access | PortMode::Dot1qTunnel => {
                 let id = port.vlan.unwrap_or(DEFAULT_VLAN);
                 VlanList::from_ids([id]).intersection(&existing)

@@ -545,9 +545,135 @@ impl<'de> Deserialize<'de> for MacAddr {
     }
 }
 
+/// An IP address with a prefix length, `10.0.0.1/24` or `2001:db8::1/64`:
+/// an interface address (host bits are the address) or, through
+/// [`IpPrefix`], a route prefix.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IpNet {
+    pub addr: std::net::IpAddr,
+    pub len: u8,
+}
+
+impl IpNet {
+    /// Longest prefix of the family (32 or 128).
+    pub fn max_len(&self) -> u8 {
+        if self.addr.is_ipv4() {
+            32
+        } else {
+            128
+        }
+    }
+
+    /// The address with the host bits cleared.
+    pub fn network(&self) -> std::net::IpAddr {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        match self.addr {
+            IpAddr::V4(a) => {
+                let m = u32::MAX.checked_shl(32 - self.len as u32).unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+            }
+            IpAddr::V6(a) => {
+                let m = u128::MAX.checked_shl(128 - self.len as u32).unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+            }
+        }
+    }
+
+    /// True if `ip` is inside this network.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        ip.is_ipv4() == self.addr.is_ipv4()
+            && IpNet {
+                addr: ip,
+                len: self.len,
+            }
+            .network()
+                == self.network()
+    }
+}
+
+impl FromStr for IpNet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let (a, l) = t.split_once('/').ok_or_else(|| {
+            format!("{s:?} has no prefix length: expected ADDRESS/LENGTH, e.g. 10.0.0.1/24")
+        })?;
+        let addr: std::net::IpAddr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 or IPv6 address"))?;
+        let len: u8 = l
+            .parse()
+            .map_err(|_| format!("prefix length {l:?} is not a number"))?;
+        let net = IpNet { addr, len };
+        if len > net.max_len() {
+            return Err(format!(
+                "prefix length {len} is longer than {} for {addr}",
+                net.max_len()
+            ));
+        }
+        Ok(net)
+    }
+}
+
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl fmt::Debug for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IpNet({self})")
+    }
+}
+
+impl Serialize for IpNet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+struct IpNetVisitor;
+
+impl<'de> Visitor<'de> for IpNetVisitor {
+    type Value = IpNet;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an address with prefix length like \"10.0.0.1/24\"")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<IpNet, E> {
+        v.parse().map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for IpNet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(IpNetVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_net_parse_network_contains() {
+        let n: IpNet = "10.1.2.3/24".parse().unwrap();
+        assert_eq!(n.network().to_string(), "10.1.2.0");
+        assert!(n.contains("10.1.2.200".parse().unwrap()));
+        assert!(!n.contains("10.1.3.1".parse().unwrap()));
+        assert!(!n.contains("::1".parse().unwrap()));
+        let v6: IpNet = "2001:db8::1/64".parse().unwrap();
+        assert_eq!(v6.network().to_string(), "2001:db8::");
+        assert_eq!(
+            "0.0.0.0/0".parse::<IpNet>().unwrap().network().to_string(),
+            "0.0.0.0"
+        );
+        for bad in ["10.0.0.1", "10.0.0.1/33", "::/129", "x/8", "10.0.0.1/a"] {
+            assert!(bad.parse::<IpNet>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn vlan_list_parse_and_display() {

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use super::model::{limits, Config, PortMode};
-use super::types::{vlan_in_range, MacAddr, NativeVlan};
+use super::types::{vlan_in_range, IpNet, MacAddr, NativeVlan};
+use std::net::IpAddr;
 
 /// A semantic problem: field path and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +38,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_vlans(cfg, &mut c);
     check_ports(cfg, &mut c);
     check_static_macs(cfg, &mut c);
+    check_routing(cfg, &mut c);
     c.issues
 }
 
@@ -221,6 +223,48 @@ fn check_ports(cfg: &Config, c: &mut Checker) {
                     check_vlan_ref(cfg, c, &format!("{base}.native-vlan"), id);
                 }
             }
+            PortMode::Routed => {
+                for (given, key) in [
+                    (p.vlan.is_some(), "vlan"),
+                    (p.allowed_vlans.is_some(), "allowed-vlans"),
+                    (p.native_vlan.is_some(), "native-vlan"),
+                    (p.tpid.is_some(), "tpid"),
+                    (p.mac_limit.is_some(), "mac-limit"),
+                ] {
+                    if given {
+                        c.err(
+                            format!("{base}.{key}"),
+                            format!("{key} is not valid on a routed port (it is in no VLAN)"),
+                        );
+                    }
+                }
+                if let Some(m) = p.router_mac {
+                    if !m.is_unicast() {
+                        c.err(
+                            format!("{base}.router-mac"),
+                            format!("{m} is not a unicast address"),
+                        );
+                    }
+                }
+                check_addresses(cfg, c, i);
+            }
+        }
+        if p.mode != PortMode::Routed {
+            for (given, key) in [
+                (!p.addresses.is_empty(), "addresses"),
+                (p.urpf != Default::default(), "urpf"),
+                (p.router_mac.is_some(), "router-mac"),
+            ] {
+                if given {
+                    c.err(
+                        format!("{base}.{key}"),
+                        format!(
+                            "{key} is only valid on routed ports (this port is {})",
+                            p.mode
+                        ),
+                    );
+                }
+            }
         }
         if !limits::MTU.contains(&p.mtu) {
             c.err(
@@ -287,6 +331,178 @@ fn check_static_macs(cfg: &Config, c: &mut Checker) {
             );
         } else {
             seen.insert((s.mac, s.vlan), i);
+        }
+    }
+}
+
+/// A usable interface address: unicast, not loopback/unspecified, and for
+/// IPv4 not the network or broadcast address of a /30 or shorter.
+fn address_problem(a: &IpNet) -> Option<String> {
+    match a.addr {
+        IpAddr::V4(v4) => {
+            if a.len == 0 {
+                return Some("a /0 interface address makes no sense".into());
+            }
+            if v4.is_unspecified() || v4.is_loopback() || v4.is_multicast() || v4.is_broadcast() {
+                return Some(format!("{} is not a unicast host address", a.addr));
+            }
+            if a.len <= 30 {
+                let host = u32::from(v4) & !(u32::MAX << (32 - a.len));
+                if host == 0 || host == !(u32::MAX << (32 - a.len)) {
+                    return Some(format!(
+                        "{a} is the network or broadcast address of its subnet"
+                    ));
+                }
+            }
+            None
+        }
+        IpAddr::V6(v6) => {
+            if a.len == 0 {
+                return Some("a /0 interface address makes no sense".into());
+            }
+            if v6.is_unspecified() || v6.is_loopback() || v6.is_multicast() {
+                return Some(format!("{} is not a unicast host address", a.addr));
+            }
+            None
+        }
+    }
+}
+
+fn check_addresses(cfg: &Config, c: &mut Checker, i: usize) {
+    let p = &cfg.ports[i];
+    for (k, a) in p.addresses.iter().enumerate() {
+        let path = format!("ports[{i}].addresses[{k}]");
+        if let Some(m) = address_problem(a) {
+            c.err(&path, m);
+            continue;
+        }
+        // Subnets of different routed ports must not overlap (a connected
+        // route has one egress port). IPv6 link-local is per link: exempt.
+        let link_local = matches!(a.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+        for (j, q) in cfg.routed_ports() {
+            for (m, b) in q.addresses.iter().enumerate() {
+                if (j, m) >= (i, k) || address_problem(b).is_some() {
+                    continue;
+                }
+                if a.addr == b.addr {
+                    c.err(
+                        &path,
+                        format!("{} is already ports[{j}].addresses[{m}]", a.addr),
+                    );
+                } else if j != i && !link_local {
+                    let shorter = if a.len <= b.len { a } else { b };
+                    let other = if a.len <= b.len { b } else { a };
+                    if shorter.contains(other.addr) {
+                        c.err(
+                            &path,
+                            format!(
+                                "subnet {a} overlaps {b} on port {:?}; a connected subnet belongs to one port",
+                                q.name
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_routing(cfg: &Config, c: &mut Checker) {
+    let r = &cfg.routing;
+    if let Some(fpm) = &r.fpm {
+        if fpm.parse::<std::net::SocketAddr>().is_err() {
+            c.err(
+                "routing.fpm",
+                format!("{fpm:?} is not ADDRESS:PORT (e.g. 127.0.0.1:2620)"),
+            );
+        }
+    }
+    let mut seen: HashMap<IpNet, usize> = HashMap::new();
+    for (i, s) in r.static_routes.iter().enumerate() {
+        let base = format!("routing.static-routes[{i}]");
+        let net = IpNet {
+            addr: s.prefix.network(),
+            len: s.prefix.len,
+        };
+        if net.addr != s.prefix.addr {
+            c.err(
+                format!("{base}.prefix"),
+                format!("{} has host bits set (did you mean {net}?)", s.prefix),
+            );
+        }
+        if let Some(first) = seen.get(&net) {
+            c.err(
+                format!("{base}.prefix"),
+                format!("duplicate route for {net} (already routing.static-routes[{first}])"),
+            );
+        } else {
+            seen.insert(net, i);
+        }
+        let port = match &s.interface {
+            None => None,
+            Some(name) => match cfg.port(name) {
+                None => {
+                    c.err(
+                        format!("{base}.interface"),
+                        format!("unknown port {name:?}"),
+                    );
+                    continue;
+                }
+                Some(p) if p.mode != PortMode::Routed => {
+                    c.err(
+                        format!("{base}.interface"),
+                        format!("port {name:?} is not a routed port"),
+                    );
+                    continue;
+                }
+                Some(p) => Some(p),
+            },
+        };
+        if s.blackhole {
+            if s.interface.is_some() || s.next_hop.is_some() {
+                c.err(
+                    format!("{base}.blackhole"),
+                    "a blackhole route has no next-hop or interface",
+                );
+            }
+            continue;
+        }
+        match s.next_hop {
+            None if port.is_none() => c.err(
+                &base,
+                "give next-hop (a gateway), interface (a directly attached prefix), or blackhole: true",
+            ),
+            None => {}
+            Some(gw) => {
+                if gw.is_ipv4() != s.prefix.addr.is_ipv4() {
+                    c.err(
+                        format!("{base}.next-hop"),
+                        format!("{gw} is not of the same address family as {}", s.prefix),
+                    );
+                    continue;
+                }
+                let link_local = matches!(gw, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+                let on_link = |p: &super::model::PortConfig| {
+                    p.addresses.iter().any(|a| a.len < a.max_len() && a.contains(gw))
+                };
+                match port {
+                    Some(p) if !link_local && !on_link(p) => c.err(
+                        format!("{base}.next-hop"),
+                        format!("{gw} is not in a subnet of port {:?}", p.name),
+                    ),
+                    None if link_local => c.err(
+                        format!("{base}.interface"),
+                        format!("{gw} is link-local: say which interface"),
+                    ),
+                    None if !cfg.routed_ports().any(|(_, p)| on_link(p)) => c.err(
+                        format!("{base}.next-hop"),
+                        format!(
+                            "{gw} is not in the subnet of any routed port (recursive static routes are not supported)"
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
         }
     }
 }

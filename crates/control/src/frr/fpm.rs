@@ -140,7 +140,7 @@ pub struct FpmStats {
 }
 
 /// A plain copy of [`FpmStats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FpmCounters {
     pub connections: u64,
     pub bytes: u64,

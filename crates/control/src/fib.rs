@@ -1,0 +1,1885 @@
+//! The FIB manager: the one writer of the forwarding tables.
+//!
+//! Routes come from three sources and are compiled into what the workers
+//! read through `pipeline::l3::L3Tables`: [`Lpm4`] / [`Lpm6`] (prefix →
+//! target id) and [`NextHopTable`] (target id → next hop, or
+//! `GROUP_BIT | index` → ECMP group).
+//!
+//! # Precedence
+//! Each prefix keeps one slot per source: [`Source::Connected`] (the subnets
+//! of routed interfaces, from Lanyard's config) beats [`Source::Static`]
+//! (Lanyard's static routes), which beats [`Source::Frr`] (zebra's choice;
+//! zebra already picked the best among its own protocols, so all FRR
+//! protocols share one slot). The installed route is the best slot that is
+//! usable; removing it installs the next one. Every slot keeps its own
+//! next-hop references whether it wins or not, so falling back never
+//! allocates and cannot fail for lack of room.
+//!
+//! # Sharing
+//! Routes from `set` and from zebra's inline next-hop lists share next hops
+//! by content: one id per distinct (port, gateway), refcounted, and one
+//! ECMP group per distinct member multiset, refcounted. Weights become
+//! repeated members (see [`weights_to_counts`]): divided by their greatest
+//! common divisor, and if the total is still over [`MAX_GROUP_MEMBERS`],
+//! scaled to 64 slots by largest remainder with every member kept at ≥ 1.
+//! One permanent next hop, [`BLACKHOLE_ID`], drops (blackhole, unreachable
+//! and prohibit routes).
+//!
+//! # zebra's next-hop objects (`fpm use-next-hop-groups`)
+//! Each object zebra sends gets its *own* FIB entry: a single next hop gets
+//! a dedicated next-hop id, a group a dedicated group index whose members
+//! are the dedicated ids of its single objects. Routes referencing the
+//! object point at that entry. When zebra changes an object, that one
+//! entry is rewritten in place (`NextHopTable::set` / `set_group`): every
+//! route using it moves at once and no LPM entry is touched, which is what
+//! the next-hop indirection is for. (Sharing these entries by content with
+//! config routes would make an in-place rewrite move unrelated routes;
+//! zebra already deduplicates its objects, so nothing is lost.) Only when
+//! an object changes kind (single ↔ group ↔ blackhole) or becomes usable /
+//! unusable do the routes using it get re-evaluated, through a reverse index
+//! (object → routes), and groups containing a changed object are recomputed
+//! (object → parent groups). Objects a route references before zebra sent
+//! them leave the route unresolvable until they arrive.
+//!
+//! Next hops whose ifindex maps to no port are unusable; a group keeps its
+//! usable members; a route with no usable next hop is not installed and is
+//! counted (`unresolvable`). When ports come and go, call
+//! [`Fib::refresh_ports`]. Only table 254 (main) is used.
+//!
+//! # Resync
+//! [`FpmEvent::Connected`] starts a new generation (O(1)); every route and
+//! object zebra replays is stamped with it; [`FpmEvent::Settled`] removes
+//! FRR routes and objects still carrying an older generation, like
+//! [`crate::frr::Rib`] does, through the ordinary incremental removal path.
+//!
+//! # Failures
+//! Errors are values ([`FibError`]), counted in [`FibCounters`]. A refused
+//! `set` or route update leaves the previous state intact: new references
+//! are taken before the LPM is written and given back if it refuses. Where
+//! a previous state cannot be kept safely (an object whose members went
+//! away), the result fails safe: an object that cannot get a FIB entry
+//! becomes unusable (its routes are withdrawn), a group object with more
+//! than 64 distinct usable members keeps the 64 heaviest.
+//!
+//! # Memory reclamation
+//! Freed next-hop ids and group indices are quarantined like LPM nodes, so
+//! a worker that read a target id just before a change never resolves it
+//! to a recycled entry. [`Fib::maintain`] releases both; see there.
+
+use crate::frr::netlink::RT_TABLE_MAIN;
+use crate::frr::{self, FpmEvent, NextHopObject, NextHops, Prefix, RouteUpdate};
+use serde::{Serialize, Serializer};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use tables::{
+    Group, Lpm4, Lpm6, LpmError, LpmStats, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
+    MAX_GROUP_MEMBERS,
+};
+
+/// The next-hop id every drop route points at (port [`BLACKHOLE_PORT`]).
+pub const BLACKHOLE_ID: u32 = 0;
+
+/// Capacities, fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FibConfig {
+    /// Most IPv4 prefixes held (any source). Default 2,000,000.
+    pub max_routes_v4: usize,
+    /// Most IPv6 prefixes held. Default 1,000,000.
+    pub max_routes_v6: usize,
+    /// `Lpm4` node pool: distinct /24s holding prefixes longer than /24.
+    /// Default 2^18 (256 MiB of address space, touched only as used).
+    pub lpm4_nodes: u32,
+    /// `Lpm6` node pool. Default 2^20 (1 GiB of address space, touched only
+    /// as used): about 600,000 routes of `docs/lpm.md`'s sparse synthetic
+    /// mix; real tables cluster and need fewer. In IPv6 the node pool, not
+    /// `max_routes_v6`, is usually the limit.
+    pub lpm6_nodes: u32,
+    /// Next-hop ids (distinct (port, gateway) pairs plus one per zebra
+    /// single next-hop object, plus the blackhole). Default 65,536.
+    pub next_hops: u32,
+    /// ECMP groups (distinct member multisets plus one per zebra group
+    /// object). Default 16,384 (4 MiB of group slots).
+    pub groups: u32,
+}
+
+impl Default for FibConfig {
+    fn default() -> Self {
+        FibConfig {
+            max_routes_v4: 2_000_000,
+            max_routes_v6: 1_000_000,
+            lpm4_nodes: 1 << 18,
+            lpm6_nodes: 1 << 20,
+            next_hops: 65_536,
+            groups: 16_384,
+        }
+    }
+}
+
+/// Where a route came from, in decreasing precedence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// A subnet of a routed interface (Lanyard's config).
+    Connected,
+    /// A static route in Lanyard's config.
+    Static,
+    /// zebra, via FPM; `protocol` is `rtm_protocol` (see [`protocol_name`]).
+    Frr { protocol: u8 },
+}
+
+impl Source {
+    /// 0 (connected) beats 1 (static) beats 2 (FRR). One slot per rank.
+    pub fn rank(self) -> u8 {
+        match self {
+            Source::Connected => 0,
+            Source::Static => 1,
+            Source::Frr { .. } => 2,
+        }
+    }
+
+    /// Index into the per-source counters: 0, 1, 2 + protocol.
+    fn key(self) -> usize {
+        match self {
+            Source::Connected => 0,
+            Source::Static => 1,
+            Source::Frr { protocol } => 2 + protocol as usize,
+        }
+    }
+
+    fn from_key(k: usize) -> Source {
+        match k {
+            0 => Source::Connected,
+            1 => Source::Static,
+            k => Source::Frr {
+                protocol: (k - 2).min(255) as u8,
+            },
+        }
+    }
+
+    /// "connected", "static", or the FRR protocol's name ("bgp", "ospf",
+    /// "frr-static", ..., "proto-N" for unknown numbers).
+    pub fn name(self) -> String {
+        match self {
+            Source::Connected => "connected".into(),
+            Source::Static => "static".into(),
+            Source::Frr { protocol } => match protocol_name(protocol) {
+                Some(n) => n.into(),
+                None => format!("proto-{protocol}"),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Name of an `rtm_protocol` number as zebra uses them (Linux
+/// `rtnetlink.h` and FRR's `zebra/rt_netlink.h`). zebra's own connected
+/// and kernel routes carry 2; its static routes (staticd) 196.
+pub fn protocol_name(protocol: u8) -> Option<&'static str> {
+    Some(match protocol {
+        2 => "kernel",
+        3 => "boot",
+        4 => "kernel-static",
+        11 => "zebra",
+        42 => "babel",
+        186 => "bgp",
+        187 => "isis",
+        188 => "ospf",
+        189 => "rip",
+        190 => "ripng",
+        191 => "nhrp",
+        192 => "eigrp",
+        193 => "ldp",
+        194 => "sharp",
+        195 => "pbr",
+        196 => "frr-static",
+        197 => "openfabric",
+        198 => "srte",
+        _ => return None,
+    })
+}
+
+/// One way out of a route: egress port, gateway (`None`: connected, the
+/// destination is the neighbour) and ECMP weight (0 counts as 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Hop {
+    pub port: u16,
+    pub gateway: Option<IpAddr>,
+    pub weight: u16,
+}
+
+impl Hop {
+    /// Via `gateway` out of `port`, weight 1.
+    pub fn via(port: u16, gateway: IpAddr) -> Hop {
+        Hop {
+            port,
+            gateway: Some(gateway),
+            weight: 1,
+        }
+    }
+
+    /// Directly connected on `port`, weight 1.
+    pub fn connected(port: u16) -> Hop {
+        Hop {
+            port,
+            gateway: None,
+            weight: 1,
+        }
+    }
+}
+
+/// What a route does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteKind {
+    /// Forward over these next hops (several: ECMP).
+    Via(Vec<Hop>),
+    /// Drop.
+    Blackhole,
+}
+
+/// Address family, for [`Fib::routes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// Why an update was refused. Nothing changed when one is returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FibError {
+    /// Prefix length too long for its family.
+    BadPrefix,
+    /// `RouteKind::Via` with no hops.
+    NoHops,
+    /// A hop uses [`BLACKHOLE_PORT`] (use a blackhole route instead).
+    BadPort,
+    /// The family's `max_routes` is reached.
+    RouteLimit,
+    /// The LPM node pool is exhausted.
+    LpmFull,
+    /// No next-hop id left.
+    NextHopFull,
+    /// No ECMP group left.
+    GroupFull,
+    /// More than [`MAX_GROUP_MEMBERS`] distinct next hops.
+    GroupTooLarge,
+}
+
+impl fmt::Display for FibError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FibError::BadPrefix => "prefix length out of range",
+            FibError::NoHops => "route has no next hop",
+            FibError::BadPort => "next hop uses the blackhole port",
+            FibError::RouteLimit => "route limit reached",
+            FibError::LpmFull => "LPM node pool exhausted",
+            FibError::NextHopFull => "next-hop table full",
+            FibError::GroupFull => "ECMP group table full",
+            FibError::GroupTooLarge => "more than 64 distinct next hops in a group",
+        })
+    }
+}
+
+impl std::error::Error for FibError {}
+
+/// Event counters (monotonic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FibCounters {
+    /// Refused: bad prefix, no hops, blackhole port.
+    pub bad_input: u64,
+    pub route_limit: u64,
+    pub lpm_full: u64,
+    pub next_hop_full: u64,
+    pub group_full: u64,
+    /// Groups refused (or, for zebra objects, cut to 64 members).
+    pub group_too_large: u64,
+    /// FRR routes that arrived or became without a usable next hop.
+    pub unresolvable: u64,
+    /// zebra next-hop objects whose interface maps to no port.
+    pub unusable_objects: u64,
+    /// FRR route updates for tables other than 254, ignored.
+    pub other_table: u64,
+    /// `RouteUpdate::Ignored` seen.
+    pub ignored: u64,
+    /// FRR routes and objects removed by a resync sweep.
+    pub swept: u64,
+}
+
+/// What [`Fib::maintain`] made reusable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Reclaimed {
+    pub lpm4_nodes: usize,
+    pub lpm6_nodes: usize,
+    pub next_hops: usize,
+    pub groups: usize,
+}
+
+/// Sizes of one LPM (a copy of [`LpmStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LpmInfo {
+    pub prefixes: usize,
+    pub nodes: usize,
+    pub quarantined: usize,
+    pub lookup_bytes: usize,
+    pub control_bytes: usize,
+}
+
+impl From<LpmStats> for LpmInfo {
+    fn from(s: LpmStats) -> LpmInfo {
+        LpmInfo {
+            prefixes: s.prefixes,
+            nodes: s.nodes,
+            quarantined: s.quarantined,
+            lookup_bytes: s.lookup_bytes,
+            control_bytes: s.control_bytes,
+        }
+    }
+}
+
+/// Routes of one source in one family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceCount {
+    pub source: Source,
+    /// Prefixes with a slot from this source.
+    pub routes: usize,
+    /// Prefixes whose installed route is this source's.
+    pub installed: usize,
+}
+
+/// One address family of [`FibSummary`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FamilySummary {
+    /// Prefixes with at least one slot.
+    pub prefixes: usize,
+    /// Prefixes in the LPM.
+    pub installed: usize,
+    /// Slots with no usable next hop right now.
+    pub unresolvable: usize,
+    pub max_routes: usize,
+    /// Non-empty sources, in precedence order (FRR by protocol number).
+    pub sources: Vec<SourceCount>,
+    pub lpm: LpmInfo,
+}
+
+/// `show route summary`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FibSummary {
+    pub v4: FamilySummary,
+    pub v6: FamilySummary,
+    /// Next-hop ids in use (the blackhole included).
+    pub next_hops: usize,
+    pub next_hop_capacity: u32,
+    pub groups: usize,
+    pub group_capacity: u32,
+    /// Next-hop ids and groups freed but not yet reusable.
+    pub quarantined_next_hops: usize,
+    pub quarantined_groups: usize,
+    /// zebra next-hop objects known.
+    pub frr_objects: usize,
+    pub counters: FibCounters,
+}
+
+/// One route (one source's slot of a prefix), by value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RouteInfo {
+    #[serde(serialize_with = "display")]
+    pub prefix: Prefix,
+    pub source: Source,
+    /// This slot is the one in the LPM.
+    pub installed: bool,
+    pub blackhole: bool,
+    /// No usable next hop (not installable).
+    pub unresolvable: bool,
+    /// The next hops as programmed; `weight` is the number of group slots.
+    pub hops: Vec<Hop>,
+    /// The zebra next-hop object the route references, if any.
+    pub frr_object: Option<u32>,
+    /// The LPM target id (next-hop id or `GROUP_BIT | group`).
+    pub target: Option<u32>,
+}
+
+fn display<T: fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+// ---------------------------------------------------------------------------
+// Internals.
+
+/// What a slot asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Spec {
+    /// From `set`: concrete hops.
+    Hops(Vec<Hop>),
+    /// zebra's inline list (ifindex still to map; kept for `refresh_ports`).
+    Frr(Vec<frr::NextHop>),
+    Drop,
+    /// zebra next-hop object id.
+    Obj(u32),
+}
+
+/// FIB references a slot holds itself (content-shared, refcounted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owned {
+    None,
+    Drop,
+    Hop(u32),
+    Group(u32),
+}
+
+impl Owned {
+    fn id(self) -> Option<u32> {
+        match self {
+            Owned::None => None,
+            Owned::Drop => Some(BLACKHOLE_ID),
+            Owned::Hop(id) => Some(id),
+            Owned::Group(g) => Some(GROUP_BIT | g),
+        }
+    }
+}
+
+struct Slot {
+    source: Source,
+    spec: Spec,
+    owned: Owned,
+    /// Resync generation (FRR slots).
+    gen: u32,
+    /// Had a target id when last counted.
+    usable: bool,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// At most one per rank, sorted by rank.
+    slots: Vec<Slot>,
+    /// Target id in the LPM and the source it came from.
+    installed: Option<(u32, Source)>,
+}
+
+/// A zebra next-hop object and its dedicated FIB entry.
+struct Obj {
+    /// `None`: being deleted.
+    obj: Option<NextHopObject>,
+    gen: u32,
+    fib: ObjFib,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ObjFib {
+    /// Unusable.
+    None,
+    Drop,
+    /// Dedicated next-hop id.
+    Hop {
+        id: u32,
+        weight: u64,
+    },
+    /// Dedicated group; `flat` is the weighted member list before expansion
+    /// (what a parent group multiplies through).
+    Group {
+        index: u32,
+        members: Vec<u32>,
+        flat: Vec<(u32, u64)>,
+    },
+}
+
+impl ObjFib {
+    fn id(&self) -> Option<u32> {
+        match self {
+            ObjFib::None => None,
+            ObjFib::Drop => Some(BLACKHOLE_ID),
+            ObjFib::Hop { id, .. } => Some(*id),
+            ObjFib::Group { index, .. } => Some(GROUP_BIT | index),
+        }
+    }
+
+    /// What this object gives a group containing it.
+    fn contrib(&self) -> Vec<(u32, u64)> {
+        match self {
+            ObjFib::Hop { id, weight } => vec![(*id, *weight)],
+            ObjFib::Group { flat, .. } => flat.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The dedicated table entry it owns: (is group, index).
+    fn resource(&self) -> Option<(bool, u32)> {
+        match self {
+            ObjFib::Hop { id, .. } => Some((false, *id)),
+            ObjFib::Group { index, .. } => Some((true, *index)),
+            _ => None,
+        }
+    }
+}
+
+/// Ids of one table: fresh ones, a free list, and two quarantine
+/// generations (as the LPM nodes).
+struct IdAlloc {
+    cap: u32,
+    next: u32,
+    free: Vec<u32>,
+    quarantine: Vec<u32>,
+    older: Vec<u32>,
+    live: usize,
+}
+
+impl IdAlloc {
+    fn new(first: u32, cap: u32) -> IdAlloc {
+        IdAlloc {
+            cap,
+            next: first,
+            free: Vec::new(),
+            quarantine: Vec::new(),
+            older: Vec::new(),
+            live: 0,
+        }
+    }
+
+    fn alloc(&mut self) -> Option<u32> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None if self.next < self.cap => {
+                self.next += 1;
+                self.next - 1
+            }
+            None => return None,
+        };
+        self.live += 1;
+        Some(id)
+    }
+
+    /// Give back an id no reader ever saw.
+    fn unalloc(&mut self, id: u32) {
+        self.free.push(id);
+        self.live = self.live.saturating_sub(1);
+    }
+
+    /// Free an id readers may still hold: reusable after two rotations.
+    fn release(&mut self, id: u32) {
+        self.quarantine.push(id);
+        self.live = self.live.saturating_sub(1);
+    }
+
+    /// One grace period passed: returns the ids that became reusable.
+    fn rotate(&mut self) -> Vec<u32> {
+        let done = std::mem::take(&mut self.older);
+        self.older = std::mem::take(&mut self.quarantine);
+        self.free.extend_from_slice(&done);
+        done
+    }
+
+    fn pending(&self) -> usize {
+        self.quarantine.len() + self.older.len()
+    }
+}
+
+/// Next hops and groups: the `NextHopTable` plus who uses what.
+struct Pool {
+    nht: Arc<NextHopTable>,
+    hop_ids: IdAlloc,
+    group_ids: IdAlloc,
+    /// Content of every live next-hop id (shared and dedicated).
+    hop_info: Vec<Option<NextHop>>,
+    /// Content-shared next hops: content → (id, refs).
+    shared_hops: HashMap<NextHop, (u32, u32)>,
+    /// Members of every live group (sorted).
+    group_info: Vec<Option<Vec<u32>>>,
+    /// Content-shared groups: members → (index, refs).
+    shared_groups: HashMap<Vec<u32>, (u32, u32)>,
+}
+
+impl Pool {
+    fn info(&self, id: u32) -> Option<NextHop> {
+        self.hop_info.get(id as usize).copied().flatten()
+    }
+
+    fn acquire_hop(&mut self, nh: NextHop) -> Result<u32, FibError> {
+        if let Some(e) = self.shared_hops.get_mut(&nh) {
+            e.1 += 1;
+            return Ok(e.0);
+        }
+        let id = self.alloc_hop(nh)?;
+        self.shared_hops.insert(nh, (id, 1));
+        Ok(id)
+    }
+
+    fn release_hop(&mut self, id: u32) {
+        let Some(nh) = self.info(id) else { return };
+        let Some(e) = self.shared_hops.get_mut(&nh) else {
+            return;
+        };
+        if e.0 != id {
+            return;
+        }
+        e.1 = e.1.saturating_sub(1);
+        if e.1 == 0 {
+            self.shared_hops.remove(&nh);
+            self.free_hop(id);
+        }
+    }
+
+    fn alloc_hop(&mut self, nh: NextHop) -> Result<u32, FibError> {
+        let id = self.hop_ids.alloc().ok_or(FibError::NextHopFull)?;
+        if self.nht.set(id, nh).is_err() {
+            self.hop_ids.unalloc(id);
+            return Err(FibError::NextHopFull);
+        }
+        if let Some(s) = self.hop_info.get_mut(id as usize) {
+            *s = Some(nh);
+        }
+        Ok(id)
+    }
+
+    /// Rewrite a dedicated next hop in place.
+    fn rewrite_hop(&mut self, id: u32, nh: NextHop) {
+        if self.info(id) != Some(nh) && self.nht.set(id, nh).is_ok() {
+            if let Some(s) = self.hop_info.get_mut(id as usize) {
+                *s = Some(nh);
+            }
+        }
+    }
+
+    fn free_hop(&mut self, id: u32) {
+        if let Some(s) = self.hop_info.get_mut(id as usize) {
+            *s = None;
+        }
+        // The slot keeps its content until reused: in-flight readers still
+        // forward the old way. `maintain` clears it.
+        self.hop_ids.release(id);
+    }
+
+    fn alloc_group(&mut self, members: Vec<u32>) -> Result<u32, FibError> {
+        let index = self.group_ids.alloc().ok_or(FibError::GroupFull)?;
+        if self.nht.set_group(index, &Group { members }).is_err() {
+            self.group_ids.unalloc(index);
+            return Err(FibError::GroupTooLarge);
+        }
+        Ok(index)
+    }
+
+    fn free_group(&mut self, index: u32) {
+        if let Some(s) = self.group_info.get_mut(index as usize) {
+            *s = None;
+        }
+        self.group_ids.release(index);
+    }
+
+    /// Take references for a content-shared target: one hop, or a group of
+    /// `hops` weighted. Takes nothing on error.
+    fn acquire(&mut self, hops: &[(NextHop, u64)]) -> Result<Owned, FibError> {
+        let mut merged: Vec<(NextHop, u64)> = Vec::with_capacity(hops.len());
+        for &(nh, w) in hops {
+            match merged.iter_mut().find(|m| m.0 == nh) {
+                Some(m) => m.1 = m.1.saturating_add(w.max(1)),
+                None => merged.push((nh, w.max(1))),
+            }
+        }
+        match merged.len() {
+            0 => return Ok(Owned::None),
+            1 => return self.acquire_hop(merged[0].0).map(Owned::Hop),
+            _ => {}
+        }
+        let weights: Vec<u64> = merged.iter().map(|m| m.1).collect();
+        let counts = weights_to_counts(&weights)?;
+        let mut ids = Vec::with_capacity(merged.len());
+        for &(nh, _) in &merged {
+            match self.acquire_hop(nh) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    ids.iter().for_each(|&id| self.release_hop(id));
+                    return Err(e);
+                }
+            }
+        }
+        let mut members = Vec::with_capacity(counts.iter().sum::<u32>() as usize);
+        for (&id, &c) in ids.iter().zip(&counts) {
+            members.extend(std::iter::repeat_n(id, c as usize));
+        }
+        members.sort_unstable();
+        if let Some(g) = self.shared_groups.get_mut(&members) {
+            // The group already holds one reference per member.
+            g.1 += 1;
+            let index = g.0;
+            ids.iter().for_each(|&id| self.release_hop(id));
+            return Ok(Owned::Group(index));
+        }
+        match self.alloc_group(members.clone()) {
+            Ok(index) => {
+                if let Some(s) = self.group_info.get_mut(index as usize) {
+                    *s = Some(members.clone());
+                }
+                self.shared_groups.insert(members, (index, 1));
+                Ok(Owned::Group(index))
+            }
+            Err(e) => {
+                ids.iter().for_each(|&id| self.release_hop(id));
+                Err(e)
+            }
+        }
+    }
+
+    fn release(&mut self, o: Owned) {
+        match o {
+            Owned::None | Owned::Drop => {}
+            Owned::Hop(id) => self.release_hop(id),
+            Owned::Group(index) => {
+                let Some(Some(members)) = self.group_info.get(index as usize).cloned() else {
+                    return;
+                };
+                let Some(g) = self.shared_groups.get_mut(&members) else {
+                    return;
+                };
+                g.1 = g.1.saturating_sub(1);
+                if g.1 == 0 {
+                    self.shared_groups.remove(&members);
+                    self.free_group(index);
+                    let mut last = None;
+                    for &id in &members {
+                        if last != Some(id) {
+                            self.release_hop(id);
+                            last = Some(id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next hops behind a target id, with group slot counts as weights.
+    fn describe(&self, target: u32) -> (Vec<Hop>, bool) {
+        if target == BLACKHOLE_ID {
+            return (Vec::new(), true);
+        }
+        let hop = |id: u32, weight: u16| {
+            self.info(id).map(|nh| Hop {
+                port: nh.port,
+                gateway: nh.gateway,
+                weight,
+            })
+        };
+        if target & GROUP_BIT == 0 {
+            return (hop(target, 1).into_iter().collect(), false);
+        }
+        let Some(Some(members)) = self.group_info.get((target & !GROUP_BIT) as usize) else {
+            return (Vec::new(), false);
+        };
+        let mut out: Vec<Hop> = Vec::new();
+        let mut i = 0;
+        while i < members.len() {
+            let id = members[i];
+            let n = members[i..].iter().take_while(|&&m| m == id).count();
+            out.extend(hop(id, n as u16));
+            i += n;
+        }
+        (out, false)
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Member counts for ECMP weights (0 counts as 1): reduced by their
+/// greatest common divisor; if the total is over [`MAX_GROUP_MEMBERS`],
+/// scaled to 64 slots in proportion (largest remainder), each kept ≥ 1.
+/// More than 64 weights cannot keep every member: `GroupTooLarge`.
+pub fn weights_to_counts(weights: &[u64]) -> Result<Vec<u32>, FibError> {
+    let n = weights.len();
+    if n > MAX_GROUP_MEMBERS {
+        return Err(FibError::GroupTooLarge);
+    }
+    let mut w: Vec<u64> = weights.iter().map(|&x| x.max(1)).collect();
+    let g = w.iter().fold(0, |g, &x| gcd(g, x)).max(1);
+    w.iter_mut().for_each(|x| *x /= g);
+    let total: u128 = w.iter().map(|&x| x as u128).sum();
+    let cap = MAX_GROUP_MEMBERS as u128;
+    if total <= cap {
+        return Ok(w.iter().map(|&x| x as u32).collect());
+    }
+    let mut counts: Vec<u32> = w
+        .iter()
+        .map(|&x| ((x as u128 * cap / total) as u32).max(1))
+        .collect();
+    let mut sum: u32 = counts.iter().sum();
+    // Raising small members to 1 may overshoot: take from the largest.
+    while sum > MAX_GROUP_MEMBERS as u32 {
+        let Some(i) = (0..n).filter(|&i| counts[i] > 1).max_by_key(|&i| counts[i]) else {
+            break;
+        };
+        counts[i] -= 1;
+        sum -= 1;
+    }
+    if sum < MAX_GROUP_MEMBERS as u32 {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(w[i] as u128 * cap % total));
+        for &i in order.iter().take((MAX_GROUP_MEMBERS as u32 - sum) as usize) {
+            counts[i] += 1;
+        }
+    }
+    let g = counts.iter().fold(0, |g, &x| gcd(g, x as u64)).max(1) as u32;
+    Ok(counts.iter().map(|&c| c / g).collect())
+}
+
+/// Per-family counts, kept incrementally (so `summary` scans nothing).
+#[derive(Clone)]
+struct Counts {
+    prefixes: usize,
+    installed: usize,
+    unresolvable: usize,
+    /// By source key: slots present, and installed winners.
+    routes: Vec<usize>,
+    winners: Vec<usize>,
+}
+
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            prefixes: 0,
+            installed: 0,
+            unresolvable: 0,
+            routes: vec![0; 258],
+            winners: vec![0; 258],
+        }
+    }
+
+    /// Add (or take away) what `e` contributes, with its stored flags.
+    fn tally(&mut self, e: &Entry, add: bool) {
+        fn step(x: &mut usize, add: bool) {
+            *x = if add {
+                x.saturating_add(1)
+            } else {
+                x.saturating_sub(1)
+            };
+        }
+        step(&mut self.prefixes, add);
+        for s in &e.slots {
+            step(&mut self.routes[s.source.key()], add);
+            if !s.usable {
+                step(&mut self.unresolvable, add);
+            }
+        }
+        if let Some((_, src)) = e.installed {
+            step(&mut self.installed, add);
+            step(&mut self.winners[src.key()], add);
+        }
+    }
+}
+
+struct Lpms {
+    v4: Arc<Lpm4>,
+    v6: Arc<Lpm6>,
+}
+
+impl Lpms {
+    fn insert(&self, p: &Prefix, id: u32) -> Result<(), LpmError> {
+        match p.addr {
+            IpAddr::V4(a) => self.v4.insert(u32::from(a), p.len, id).map(|_| ()),
+            IpAddr::V6(a) => self.v6.insert(u128::from(a), p.len, id).map(|_| ()),
+        }
+    }
+
+    fn remove(&self, p: &Prefix) {
+        match p.addr {
+            IpAddr::V4(a) => self.v4.remove(u32::from(a), p.len),
+            IpAddr::V6(a) => self.v6.remove(u128::from(a), p.len),
+        };
+    }
+}
+
+fn fam(p: &Prefix) -> usize {
+    usize::from(!p.is_ipv4())
+}
+
+fn slot_id(objs: &HashMap<u32, Obj>, s: &Slot) -> Option<u32> {
+    match s.spec {
+        Spec::Obj(z) => objs.get(&z).and_then(|o| o.fib.id()),
+        _ => s.owned.id(),
+    }
+}
+
+fn refresh_flags(objs: &HashMap<u32, Obj>, e: &mut Entry) {
+    for s in &mut e.slots {
+        s.usable = slot_id(objs, s).is_some();
+    }
+}
+
+/// Make the LPM hold the best usable slot's target. On error the LPM is
+/// unchanged (a refused insert changes nothing) and so is `e.installed`.
+fn install(
+    lpms: &Lpms,
+    objs: &HashMap<u32, Obj>,
+    p: &Prefix,
+    e: &mut Entry,
+) -> Result<(), LpmError> {
+    let best = e
+        .slots
+        .iter()
+        .find_map(|s| slot_id(objs, s).map(|id| (id, s.source)));
+    match (best, e.installed) {
+        (Some((id, _)), Some((cur, _))) if id == cur => {}
+        (Some((id, _)), _) => lpms.insert(p, id)?,
+        (None, Some(_)) => lpms.remove(p),
+        (None, None) => {}
+    }
+    e.installed = best;
+    Ok(())
+}
+
+const PREFIX_MIN: Prefix = Prefix {
+    addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    len: 0,
+};
+const PREFIX_MAX: Prefix = Prefix {
+    addr: IpAddr::V6(Ipv6Addr::new(
+        0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff, 0xffff,
+    )),
+    len: u8::MAX,
+};
+const V6_START: Prefix = Prefix {
+    addr: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    len: 0,
+};
+
+/// The FIB manager. Owns the tables the workers read (hand them out with
+/// [`Fib::fib4`], [`Fib::fib6`], [`Fib::nexthops`]) and is their only
+/// writer. Not thread-safe by itself: one control thread owns it (or a
+/// `Mutex` around it, for `show`).
+pub struct Fib {
+    lpms: Lpms,
+    pool: Pool,
+    routes: BTreeMap<Prefix, Entry>,
+    objs: HashMap<u32, Obj>,
+    /// zebra object id → routes referencing it (present or not).
+    obj_routes: BTreeSet<(u32, Prefix)>,
+    /// zebra object id → group objects listing it.
+    obj_parents: HashMap<u32, BTreeSet<u32>>,
+    counts: [Counts; 2],
+    counters: FibCounters,
+    max_routes: [usize; 2],
+    /// Resync generation, bumped on every zebra connection.
+    gen: u32,
+    sweep_pending: bool,
+}
+
+impl Default for Fib {
+    fn default() -> Self {
+        Fib::new()
+    }
+}
+
+impl Fib {
+    /// Empty tables with the default capacities ([`FibConfig::default`]).
+    pub fn new() -> Fib {
+        Fib::with_config(FibConfig::default())
+    }
+
+    /// Empty tables of the given capacities, clamped to what the tables
+    /// can address (at least 2 next-hop ids: the blackhole takes id 0; at
+    /// most 2^30 ids and groups, 2^31 − 1 LPM nodes). The pools are
+    /// allocated zeroed up front and cost memory only as they are used.
+    pub fn with_config(cfg: FibConfig) -> Fib {
+        let hops = cfg.next_hops.clamp(2, GROUP_BIT);
+        let groups = cfg.groups.min(GROUP_BIT);
+        let max_nodes = (1u32 << 31) - 1;
+        let nht = Arc::new(NextHopTable::new(hops as usize, groups as usize));
+        // Id 0 is within capacity (≥ 2), so this cannot fail.
+        let _ = nht.set(
+            BLACKHOLE_ID,
+            NextHop {
+                port: BLACKHOLE_PORT,
+                gateway: None,
+            },
+        );
+        let mut hop_info = vec![None; hops as usize];
+        hop_info[BLACKHOLE_ID as usize] = Some(NextHop {
+            port: BLACKHOLE_PORT,
+            gateway: None,
+        });
+        Fib {
+            lpms: Lpms {
+                v4: Arc::new(Lpm4::with_nodes(cfg.lpm4_nodes.min(max_nodes))),
+                v6: Arc::new(Lpm6::with_nodes(cfg.lpm6_nodes.min(max_nodes))),
+            },
+            pool: Pool {
+                nht,
+                hop_ids: IdAlloc::new(BLACKHOLE_ID + 1, hops),
+                group_ids: IdAlloc::new(0, groups),
+                hop_info,
+                shared_hops: HashMap::new(),
+                group_info: vec![None; groups as usize],
+                shared_groups: HashMap::new(),
+            },
+            routes: BTreeMap::new(),
+            objs: HashMap::new(),
+            obj_routes: BTreeSet::new(),
+            obj_parents: HashMap::new(),
+            counts: [Counts::new(), Counts::new()],
+            counters: FibCounters::default(),
+            max_routes: [cfg.max_routes_v4, cfg.max_routes_v6],
+            gen: 0,
+            sweep_pending: false,
+        }
+    }
+
+    /// The IPv4 LPM, for `L3Tables::fib4`.
+    pub fn fib4(&self) -> Arc<Lpm4> {
+        self.lpms.v4.clone()
+    }
+
+    /// The IPv6 LPM, for `L3Tables::fib6`.
+    pub fn fib6(&self) -> Arc<Lpm6> {
+        self.lpms.v6.clone()
+    }
+
+    /// Next hops and groups, for `L3Tables::nexthops`.
+    pub fn nexthops(&self) -> Arc<NextHopTable> {
+        self.pool.nht.clone()
+    }
+
+    // ---- configured routes ------------------------------------------------
+
+    /// Install or replace `source`'s route for `prefix` via `hops` (several:
+    /// ECMP, weighted). Host bits of the prefix are ignored.
+    pub fn set(&mut self, prefix: Prefix, source: Source, hops: Vec<Hop>) -> Result<(), FibError> {
+        self.set_route(prefix, source, RouteKind::Via(hops))
+    }
+
+    /// Install or replace `source`'s route for `prefix` as a drop.
+    pub fn set_blackhole(&mut self, prefix: Prefix, source: Source) -> Result<(), FibError> {
+        self.set_route(prefix, source, RouteKind::Blackhole)
+    }
+
+    /// Install or replace `source`'s route for `prefix`. A hop without a
+    /// gateway is connected (the destination is the neighbour). On error
+    /// nothing changed.
+    pub fn set_route(
+        &mut self,
+        prefix: Prefix,
+        source: Source,
+        kind: RouteKind,
+    ) -> Result<(), FibError> {
+        let spec = match kind {
+            RouteKind::Blackhole => Spec::Drop,
+            RouteKind::Via(hops) => {
+                if hops.is_empty() {
+                    return Err(self.note(FibError::NoHops));
+                }
+                if hops.iter().any(|h| h.port == BLACKHOLE_PORT) {
+                    return Err(self.note(FibError::BadPort));
+                }
+                Spec::Hops(hops)
+            }
+        };
+        self.set_slot(prefix, source, spec, &|_| None, false)
+    }
+
+    /// Remove `source`'s route for `prefix` (any FRR protocol for
+    /// `Source::Frr`); the next best source's route, if any, takes over.
+    /// Returns whether there was one.
+    pub fn remove(&mut self, prefix: Prefix, source: Source) -> bool {
+        match Prefix::new(prefix.addr, prefix.len) {
+            Some(p) => self.remove_slot(p, source.rank()),
+            None => false,
+        }
+    }
+
+    // ---- FRR ----------------------------------------------------------------
+
+    /// Apply one event from the FPM server. `ifindex_to_port` maps zebra's
+    /// interface indices to Lanyard ports (`None`: not a port of ours).
+    pub fn apply_frr(&mut self, ev: &FpmEvent, ifindex_to_port: &dyn Fn(u32) -> Option<u16>) {
+        match ev {
+            FpmEvent::Connected { .. } => self.frr_connected(),
+            FpmEvent::Updates(us) => {
+                for u in us {
+                    // Errors are counted; the stream goes on.
+                    let _ = self.apply_update(u, ifindex_to_port);
+                }
+            }
+            FpmEvent::Settled => {
+                self.frr_settled(ifindex_to_port);
+            }
+            // Keep forwarding on what we have; the replay after the
+            // reconnect refreshes it.
+            FpmEvent::Disconnected { .. } => {}
+        }
+    }
+
+    /// Apply one decoded update.
+    pub fn apply_update(
+        &mut self,
+        u: &RouteUpdate,
+        ifindex_to_port: &dyn Fn(u32) -> Option<u16>,
+    ) -> Result<(), FibError> {
+        match u {
+            RouteUpdate::Add {
+                prefix,
+                table,
+                protocol,
+                nexthops,
+                ..
+            } => {
+                if *table != RT_TABLE_MAIN {
+                    self.counters.other_table += 1;
+                    return Ok(());
+                }
+                let spec = match nexthops {
+                    NextHops::List(l) => Spec::Frr(l.clone()),
+                    NextHops::Id(z) => Spec::Obj(*z),
+                    NextHops::Blackhole | NextHops::Unreachable | NextHops::Prohibit => Spec::Drop,
+                    NextHops::None => Spec::Frr(Vec::new()),
+                };
+                let source = Source::Frr {
+                    protocol: *protocol,
+                };
+                self.set_slot(*prefix, source, spec, ifindex_to_port, false)
+            }
+            RouteUpdate::Del { prefix, table, .. } => {
+                if *table != RT_TABLE_MAIN {
+                    self.counters.other_table += 1;
+                } else {
+                    self.remove(*prefix, Source::Frr { protocol: 0 });
+                }
+                Ok(())
+            }
+            RouteUpdate::NextHopAdd { id, nexthop, .. } => {
+                self.obj_set(*id, Some(nexthop.clone()), ifindex_to_port);
+                Ok(())
+            }
+            RouteUpdate::NextHopDel { id } => {
+                self.obj_set(*id, None, ifindex_to_port);
+                Ok(())
+            }
+            RouteUpdate::Ignored { .. } => {
+                self.counters.ignored += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// zebra (re)connected and will replay everything: what it does not
+    /// replay before [`Fib::frr_settled`] goes then.
+    pub fn frr_connected(&mut self) {
+        self.gen = self.gen.wrapping_add(1);
+        self.sweep_pending = true;
+    }
+
+    /// The replay is over: remove FRR routes and objects it did not
+    /// refresh. Returns how many went. Does nothing unless a connection
+    /// came since the last sweep.
+    pub fn frr_settled(&mut self, ifindex_to_port: &dyn Fn(u32) -> Option<u16>) -> usize {
+        if !self.sweep_pending {
+            return 0;
+        }
+        self.sweep_pending = false;
+        let gen = self.gen;
+        let stale: Vec<Prefix> = self
+            .routes
+            .iter()
+            .filter(|(_, e)| e.slots.iter().any(|s| s.source.rank() == 2 && s.gen != gen))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in &stale {
+            self.remove_slot(*p, 2);
+        }
+        let mut objs: Vec<u32> = self
+            .objs
+            .iter()
+            .filter(|(_, o)| o.gen != gen)
+            .map(|(z, _)| *z)
+            .collect();
+        objs.sort_unstable();
+        for z in &objs {
+            self.obj_set(*z, None, ifindex_to_port);
+        }
+        let n = stale.len() + objs.len();
+        self.counters.swept += n as u64;
+        n
+    }
+
+    /// Re-map every FRR next hop after ports came or went (their ifindex
+    /// mapping changed). Walks every zebra object and every FRR route with
+    /// an inline list; objects still update their entries in place.
+    pub fn refresh_ports(&mut self, ifindex_to_port: &dyn Fn(u32) -> Option<u16>) {
+        // Singles first, so groups see their members' new state.
+        let mut ids: Vec<(bool, u32)> = self
+            .objs
+            .iter()
+            .map(|(z, o)| (matches!(o.obj, Some(NextHopObject::Group(_))), *z))
+            .collect();
+        ids.sort_unstable();
+        self.propagate(ids.into_iter().map(|x| x.1).collect(), ifindex_to_port);
+        let inline: Vec<(Prefix, Source, Spec)> = self
+            .routes
+            .iter()
+            .filter_map(|(p, e)| {
+                let s = e.slots.iter().find(|s| matches!(s.spec, Spec::Frr(_)))?;
+                Some((*p, s.source, s.spec.clone()))
+            })
+            .collect();
+        for (p, source, spec) in inline {
+            let gen = self.gen_of(&p);
+            let _ = self.set_slot(p, source, spec, ifindex_to_port, true);
+            // A refresh is not a replay: keep the slot's generation.
+            if let (Some(g), Some(e)) = (gen, self.routes.get_mut(&p)) {
+                if let Some(s) = e.slots.iter_mut().find(|s| s.source.rank() == 2) {
+                    s.gen = g;
+                }
+            }
+        }
+    }
+
+    fn gen_of(&self, p: &Prefix) -> Option<u32> {
+        let e = self.routes.get(p)?;
+        e.slots.iter().find(|s| s.source.rank() == 2).map(|s| s.gen)
+    }
+
+    // ---- maintenance ----------------------------------------------------------
+
+    /// Whether anything waits for [`Fib::maintain`]: LPM nodes, next-hop
+    /// ids or groups freed and quarantined.
+    pub fn needs_maintenance(&self) -> bool {
+        self.lpms.v4.stats().quarantined > 0
+            || self.lpms.v6.stats().quarantined > 0
+            || self.pool.hop_ids.pending() > 0
+            || self.pool.group_ids.pending() > 0
+    }
+
+    /// Make freed LPM nodes, next-hop ids and groups reusable.
+    /// `wait_quiescent` must return only once every worker has passed a
+    /// quiescent point (finished the batch it was processing when called),
+    /// e.g. by waiting for each worker's batch counter to move or the
+    /// worker to be idle. It is called before each of the two reclaim
+    /// rounds, so two reclaims — in this call or across calls — are always
+    /// separated by a grace period, and everything freed before the call is
+    /// reusable after it.
+    ///
+    /// The daemon calls it from the thread that owns the `Fib`, about once
+    /// a second when [`Fib::needs_maintenance`] (it returns at once
+    /// otherwise), and before giving up on an insert refused as full.
+    pub fn maintain(&mut self, wait_quiescent: &dyn Fn()) -> Reclaimed {
+        let mut r = Reclaimed::default();
+        if !self.needs_maintenance() {
+            return r;
+        }
+        for _ in 0..2 {
+            wait_quiescent();
+            r.lpm4_nodes += self.lpms.v4.reclaim();
+            r.lpm6_nodes += self.lpms.v6.reclaim();
+            for id in self.pool.hop_ids.rotate() {
+                self.pool.nht.clear(id);
+                r.next_hops += 1;
+            }
+            for g in self.pool.group_ids.rotate() {
+                self.pool.nht.clear_group(g);
+                r.groups += 1;
+            }
+        }
+        r
+    }
+
+    // ---- queries --------------------------------------------------------------
+
+    pub fn counters(&self) -> FibCounters {
+        self.counters
+    }
+
+    pub fn summary(&self) -> FibSummary {
+        let fam_summary = |f: usize, lpm: LpmStats| {
+            let c = &self.counts[f];
+            let sources = (0..c.routes.len())
+                .filter(|&k| c.routes[k] > 0 || c.winners[k] > 0)
+                .map(|k| SourceCount {
+                    source: Source::from_key(k),
+                    routes: c.routes[k],
+                    installed: c.winners[k],
+                })
+                .collect();
+            FamilySummary {
+                prefixes: c.prefixes,
+                installed: c.installed,
+                unresolvable: c.unresolvable,
+                max_routes: self.max_routes[f],
+                sources,
+                lpm: lpm.into(),
+            }
+        };
+        FibSummary {
+            v4: fam_summary(0, self.lpms.v4.stats()),
+            v6: fam_summary(1, self.lpms.v6.stats()),
+            next_hops: self.pool.hop_ids.live + 1,
+            next_hop_capacity: self.pool.hop_ids.cap,
+            groups: self.pool.group_ids.live,
+            group_capacity: self.pool.group_ids.cap,
+            quarantined_next_hops: self.pool.hop_ids.pending(),
+            quarantined_groups: self.pool.group_ids.pending(),
+            frr_objects: self.objs.len(),
+            counters: self.counters,
+        }
+    }
+
+    /// Every source's route for exactly `prefix`, best first.
+    pub fn route(&self, prefix: &Prefix) -> Vec<RouteInfo> {
+        let Some(p) = Prefix::new(prefix.addr, prefix.len) else {
+            return Vec::new();
+        };
+        match self.routes.get(&p) {
+            Some(e) => e.slots.iter().map(|s| self.info(&p, e, s)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The installed route the workers use for `addr` (longest match).
+    pub fn lookup(&self, addr: IpAddr) -> Option<RouteInfo> {
+        let (hit, max) = match addr {
+            IpAddr::V4(a) => (self.lpms.v4.lookup(u32::from(a)), 32),
+            IpAddr::V6(a) => (self.lpms.v6.lookup(u128::from(a)), 128),
+        };
+        hit?;
+        // The LPM holds ids only: find the prefix in the route map.
+        for len in (0..=max).rev() {
+            let p = Prefix::new(addr, len)?;
+            if let Some(e) = self.routes.get(&p) {
+                if let Some((_, src)) = e.installed {
+                    let s = e.slots.iter().find(|s| s.source == src)?;
+                    return Some(self.info(&p, e, s));
+                }
+            }
+        }
+        None
+    }
+
+    /// Every route of a family (all sources), sorted by prefix then
+    /// precedence.
+    pub fn routes(&self, family: Family) -> Vec<RouteInfo> {
+        let mut out = Vec::new();
+        let mut push = |(p, e): (&Prefix, &Entry)| {
+            out.extend(e.slots.iter().map(|s| self.info(p, e, s)));
+        };
+        match family {
+            Family::V4 => self.routes.range(..V6_START).for_each(&mut push),
+            Family::V6 => self.routes.range(V6_START..).for_each(&mut push),
+        }
+        out
+    }
+
+    fn info(&self, p: &Prefix, e: &Entry, s: &Slot) -> RouteInfo {
+        let target = slot_id(&self.objs, s);
+        let (hops, blackhole) = match target {
+            Some(t) => self.pool.describe(t),
+            None => (Vec::new(), false),
+        };
+        RouteInfo {
+            prefix: *p,
+            source: s.source,
+            installed: e.installed.is_some_and(|(_, src)| src == s.source),
+            blackhole,
+            unresolvable: target.is_none(),
+            hops,
+            frr_object: match s.spec {
+                Spec::Obj(z) => Some(z),
+                _ => None,
+            },
+            target,
+        }
+    }
+
+    // ---- route slots ------------------------------------------------------------
+
+    fn note(&mut self, e: FibError) -> FibError {
+        let c = &mut self.counters;
+        match e {
+            FibError::BadPrefix | FibError::NoHops | FibError::BadPort => c.bad_input += 1,
+            FibError::RouteLimit => c.route_limit += 1,
+            FibError::LpmFull => c.lpm_full += 1,
+            FibError::NextHopFull => c.next_hop_full += 1,
+            FibError::GroupFull => c.group_full += 1,
+            FibError::GroupTooLarge => c.group_too_large += 1,
+        }
+        e
+    }
+
+    fn acquire_spec(
+        &mut self,
+        spec: &Spec,
+        map: &dyn Fn(u32) -> Option<u16>,
+    ) -> Result<Owned, FibError> {
+        match spec {
+            Spec::Drop => Ok(Owned::Drop),
+            Spec::Obj(_) => Ok(Owned::None),
+            Spec::Hops(hs) => {
+                let l: Vec<(NextHop, u64)> = hs
+                    .iter()
+                    .map(|h| {
+                        let nh = NextHop {
+                            port: h.port,
+                            gateway: h.gateway,
+                        };
+                        (nh, h.weight as u64)
+                    })
+                    .collect();
+                self.pool.acquire(&l)
+            }
+            Spec::Frr(list) => {
+                let l: Vec<(NextHop, u64)> = list
+                    .iter()
+                    .filter_map(|nh| {
+                        let port = map_port(map, nh.ifindex)?;
+                        let hop = NextHop {
+                            port,
+                            gateway: nh.gateway,
+                        };
+                        Some((hop, nh.weight as u64))
+                    })
+                    .collect();
+                self.pool.acquire(&l)
+            }
+        }
+    }
+
+    /// Put a slot in place and install the winner; on error everything is
+    /// as before. `force`: re-resolve even if the request is unchanged.
+    fn set_slot(
+        &mut self,
+        prefix: Prefix,
+        source: Source,
+        spec: Spec,
+        map: &dyn Fn(u32) -> Option<u16>,
+        force: bool,
+    ) -> Result<(), FibError> {
+        let Some(p) = Prefix::new(prefix.addr, prefix.len) else {
+            return Err(self.note(FibError::BadPrefix));
+        };
+        let f = fam(&p);
+        let rank = source.rank();
+        match self.routes.get_mut(&p) {
+            Some(e) => {
+                if let Some(s) = e.slots.iter_mut().find(|s| s.source.rank() == rank) {
+                    if !force && s.source == source && s.spec == spec {
+                        // A replay of what we have: only refresh it.
+                        s.gen = self.gen;
+                        return Ok(());
+                    }
+                }
+            }
+            None if self.counts[f].prefixes >= self.max_routes[f] => {
+                return Err(self.note(FibError::RouteLimit));
+            }
+            None => {}
+        }
+        let owned = self.acquire_spec(&spec, map).map_err(|e| self.note(e))?;
+        let obj = match spec {
+            Spec::Obj(z) => Some(z),
+            _ => None,
+        };
+        let slot = Slot {
+            source,
+            spec,
+            owned,
+            gen: self.gen,
+            usable: false,
+        };
+        let e = self.routes.entry(p).or_default();
+        if !e.slots.is_empty() {
+            self.counts[f].tally(e, false);
+        }
+        let pos = e.slots.iter().position(|s| s.source.rank() >= rank);
+        let old = match pos {
+            Some(i) if e.slots[i].source.rank() == rank => {
+                Some(std::mem::replace(&mut e.slots[i], slot))
+            }
+            Some(i) => {
+                e.slots.insert(i, slot);
+                None
+            }
+            None => {
+                e.slots.push(slot);
+                None
+            }
+        };
+        let i = pos.unwrap_or(e.slots.len() - 1);
+        match install(&self.lpms, &self.objs, &p, e) {
+            Ok(()) => {
+                refresh_flags(&self.objs, e);
+                self.counts[f].tally(e, true);
+                if rank == 2 && !e.slots[i].usable {
+                    self.counters.unresolvable += 1;
+                }
+                if let Some(Spec::Obj(z)) = old.as_ref().map(|o| &o.spec) {
+                    self.obj_routes.remove(&(*z, p));
+                }
+                if let Some(z) = obj {
+                    self.obj_routes.insert((z, p));
+                }
+                if let Some(o) = old {
+                    // After the LPM moved away from it.
+                    self.pool.release(o.owned);
+                }
+                Ok(())
+            }
+            Err(err) => {
+                let new = match old {
+                    Some(o) => std::mem::replace(&mut e.slots[i], o),
+                    None => e.slots.remove(i),
+                };
+                if e.slots.is_empty() {
+                    self.routes.remove(&p);
+                } else {
+                    refresh_flags(&self.objs, e);
+                    self.counts[f].tally(e, true);
+                }
+                self.pool.release(new.owned);
+                Err(self.note(match err {
+                    LpmError::Full => FibError::LpmFull,
+                    LpmError::BadLength | LpmError::BadNextHop => FibError::BadPrefix,
+                }))
+            }
+        }
+    }
+
+    fn remove_slot(&mut self, p: Prefix, rank: u8) -> bool {
+        let f = fam(&p);
+        let Some(e) = self.routes.get_mut(&p) else {
+            return false;
+        };
+        let Some(i) = e.slots.iter().position(|s| s.source.rank() == rank) else {
+            return false;
+        };
+        self.counts[f].tally(e, false);
+        let old = e.slots.remove(i);
+        if install(&self.lpms, &self.objs, &p, e).is_err() {
+            // Only a fallback that was not installed before can be refused
+            // (a replaced prefix keeps its nodes): leave the prefix out.
+            self.lpms.remove(&p);
+            e.installed = None;
+            self.counters.lpm_full += 1;
+        }
+        if e.slots.is_empty() {
+            self.routes.remove(&p);
+        } else {
+            refresh_flags(&self.objs, e);
+            self.counts[f].tally(e, true);
+        }
+        if let Spec::Obj(z) = old.spec {
+            self.obj_routes.remove(&(z, p));
+        }
+        self.pool.release(old.owned);
+        true
+    }
+
+    /// Re-evaluate a prefix after objects it uses changed.
+    fn reinstall(&mut self, p: &Prefix) {
+        let f = fam(p);
+        let Some(e) = self.routes.get_mut(p) else {
+            return;
+        };
+        self.counts[f].tally(e, false);
+        let was: Vec<bool> = e.slots.iter().map(|s| s.usable).collect();
+        if install(&self.lpms, &self.objs, p, e).is_err() {
+            self.lpms.remove(p);
+            e.installed = None;
+            self.counters.lpm_full += 1;
+        }
+        refresh_flags(&self.objs, e);
+        self.counts[f].tally(e, true);
+        for (s, was) in e.slots.iter().zip(was) {
+            if was && !s.usable && s.source.rank() == 2 {
+                self.counters.unresolvable += 1;
+            }
+        }
+    }
+
+    // ---- zebra next-hop objects -------------------------------------------------
+
+    /// Create, change (`Some`) or delete (`None`) object `z`.
+    fn obj_set(&mut self, z: u32, obj: Option<NextHopObject>, map: &dyn Fn(u32) -> Option<u16>) {
+        let gen = self.gen;
+        let old = match self.objs.get_mut(&z) {
+            Some(o) if o.obj == obj => {
+                o.gen = gen;
+                return;
+            }
+            Some(o) => {
+                o.gen = gen;
+                std::mem::replace(&mut o.obj, obj.clone())
+            }
+            None if obj.is_none() => return,
+            None => {
+                self.objs.insert(
+                    z,
+                    Obj {
+                        obj: obj.clone(),
+                        gen,
+                        fib: ObjFib::None,
+                    },
+                );
+                None
+            }
+        };
+        self.link_parents(z, &old, false);
+        self.link_parents(z, &obj, true);
+        self.propagate(vec![z], map);
+        if obj.is_none() {
+            self.objs.remove(&z);
+        }
+    }
+
+    fn link_parents(&mut self, z: u32, obj: &Option<NextHopObject>, add: bool) {
+        let Some(NextHopObject::Group(members)) = obj else {
+            return;
+        };
+        for &(m, _) in members {
+            if add {
+                self.obj_parents.entry(m).or_default().insert(z);
+            } else if let Some(s) = self.obj_parents.get_mut(&m) {
+                s.remove(&z);
+                if s.is_empty() {
+                    self.obj_parents.remove(&m);
+                }
+            }
+        }
+    }
+
+    /// Recompute objects `start` and, transitively, the groups containing
+    /// them; then re-evaluate the routes whose target id changed; then free
+    /// what is no longer used (after nothing points at it).
+    fn propagate(&mut self, start: Vec<u32>, map: &dyn Fn(u32) -> Option<u16>) {
+        let mut queue: VecDeque<u32> = start.into();
+        let mut queued: HashSet<u32> = queue.iter().copied().collect();
+        // Bounds the work on cyclic groups (which zebra never sends).
+        let mut visits: HashMap<u32, u8> = HashMap::new();
+        let mut affected: BTreeSet<Prefix> = BTreeSet::new();
+        let mut to_free: Vec<(bool, u32)> = Vec::new();
+        while let Some(x) = queue.pop_front() {
+            queued.remove(&x);
+            let v = visits.entry(x).or_insert(0);
+            if *v >= 8 {
+                continue;
+            }
+            *v += 1;
+            let Some(o) = self.objs.get(&x) else { continue };
+            let old = o.fib.clone();
+            let new = self.compute(x, &old, map);
+            if new.contrib() != old.contrib() {
+                for &parent in self.obj_parents.get(&x).into_iter().flatten() {
+                    if queued.insert(parent) {
+                        queue.push_back(parent);
+                    }
+                }
+            }
+            if new.id() != old.id() {
+                affected.extend(
+                    self.obj_routes
+                        .range((x, PREFIX_MIN)..=(x, PREFIX_MAX))
+                        .map(|(_, p)| *p),
+                );
+            }
+            if let Some(r) = old.resource() {
+                if new.resource() != Some(r) {
+                    to_free.push(r);
+                }
+            }
+            if let Some(o) = self.objs.get_mut(&x) {
+                o.fib = new;
+            }
+        }
+        for p in &affected {
+            self.reinstall(p);
+        }
+        for (group, id) in to_free {
+            if group {
+                self.pool.free_group(id);
+            } else {
+                self.pool.free_hop(id);
+            }
+        }
+    }
+
+    /// The FIB entry object `x` should have now, rewriting its current one
+    /// in place when the kind stays the same.
+    fn compute(&mut self, x: u32, old: &ObjFib, map: &dyn Fn(u32) -> Option<u16>) -> ObjFib {
+        let obj = self.objs.get(&x).and_then(|o| o.obj.clone());
+        match obj {
+            None => ObjFib::None,
+            Some(NextHopObject::Blackhole) => ObjFib::Drop,
+            Some(NextHopObject::Single(nh)) => {
+                let Some(port) = map_port(map, nh.ifindex) else {
+                    self.counters.unusable_objects += 1;
+                    return ObjFib::None;
+                };
+                let hop = NextHop {
+                    port,
+                    gateway: nh.gateway,
+                };
+                let weight = nh.weight.max(1) as u64;
+                if let ObjFib::Hop { id, .. } = *old {
+                    self.pool.rewrite_hop(id, hop);
+                    return ObjFib::Hop { id, weight };
+                }
+                match self.pool.alloc_hop(hop) {
+                    Ok(id) => ObjFib::Hop { id, weight },
+                    Err(e) => {
+                        self.note(e);
+                        ObjFib::None
+                    }
+                }
+            }
+            Some(NextHopObject::Group(list)) => {
+                let mut flat: Vec<(u32, u64)> = Vec::new();
+                for &(m, w) in &list {
+                    let Some(mo) = self.objs.get(&m).filter(|_| m != x) else {
+                        continue;
+                    };
+                    for (id, fw) in mo.fib.contrib() {
+                        let w = fw.saturating_mul(w.max(1) as u64);
+                        match flat.iter_mut().find(|f| f.0 == id) {
+                            Some(f) => f.1 = f.1.saturating_add(w),
+                            None => flat.push((id, w)),
+                        }
+                    }
+                }
+                if flat.is_empty() {
+                    return ObjFib::None;
+                }
+                flat.sort_unstable();
+                let mut used = flat.clone();
+                if used.len() > MAX_GROUP_MEMBERS {
+                    // Keeping the old group could leave it pointing at
+                    // members that just went away: keep the 64 heaviest.
+                    self.note(FibError::GroupTooLarge);
+                    used.sort_by_key(|&(id, w)| (std::cmp::Reverse(w), id));
+                    used.truncate(MAX_GROUP_MEMBERS);
+                    used.sort_unstable();
+                }
+                let weights: Vec<u64> = used.iter().map(|u| u.1).collect();
+                let Ok(counts) = weights_to_counts(&weights) else {
+                    return ObjFib::None;
+                };
+                let mut members = Vec::new();
+                for (&(id, _), &c) in used.iter().zip(&counts) {
+                    members.extend(std::iter::repeat_n(id, c as usize));
+                }
+                if let ObjFib::Group {
+                    index,
+                    members: ref om,
+                    ..
+                } = *old
+                {
+                    if *om != members {
+                        let g = Group {
+                            members: members.clone(),
+                        };
+                        if self.pool.nht.set_group(index, &g).is_err() {
+                            return ObjFib::None;
+                        }
+                        if let Some(s) = self.pool.group_info.get_mut(index as usize) {
+                            *s = Some(members.clone());
+                        }
+                    }
+                    return ObjFib::Group {
+                        index,
+                        members,
+                        flat,
+                    };
+                }
+                match self.pool.alloc_group(members.clone()) {
+                    Ok(index) => {
+                        if let Some(s) = self.pool.group_info.get_mut(index as usize) {
+                            *s = Some(members.clone());
+                        }
+                        ObjFib::Group {
+                            index,
+                            members,
+                            flat,
+                        }
+                    }
+                    Err(e) => {
+                        self.note(e);
+                        ObjFib::None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A usable port for a zebra ifindex.
+fn map_port(map: &dyn Fn(u32) -> Option<u16>, ifindex: u32) -> Option<u16> {
+    if ifindex == 0 {
+        return None;
+    }
+    map(ifindex).filter(|&p| p != BLACKHOLE_PORT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_scale_proportionally_and_keep_every_member() {
+        assert_eq!(weights_to_counts(&[1, 1]).unwrap(), vec![1, 1]);
+        assert_eq!(weights_to_counts(&[5, 5, 10]).unwrap(), vec![1, 1, 2]);
+        assert_eq!(weights_to_counts(&[0, 3]).unwrap(), vec![1, 3]);
+        assert_eq!(weights_to_counts(&[100, 200]).unwrap(), vec![1, 2]);
+        let c = weights_to_counts(&[1, 1000]).unwrap();
+        assert_eq!(c, vec![1, 63]);
+        let c = weights_to_counts(&[3, 97]).unwrap();
+        assert_eq!(c.iter().sum::<u32>(), 32);
+        assert_eq!(c, vec![1, 31]);
+        // 64 members with one heavy: all kept, total exactly 64.
+        let mut w = vec![1u64; 63];
+        w.push(1000);
+        let c = weights_to_counts(&w).unwrap();
+        assert!(c.iter().all(|&x| x >= 1));
+        assert_eq!(c.iter().sum::<u32>(), 64);
+        // Huge weights do not overflow.
+        let c = weights_to_counts(&[u64::MAX, u64::MAX - 1, 7]).unwrap();
+        assert!(c.iter().sum::<u32>() <= 64 && c.iter().all(|&x| x >= 1));
+        assert_eq!(
+            weights_to_counts(&[1; 65]).unwrap_err(),
+            FibError::GroupTooLarge
+        );
+        assert_eq!(weights_to_counts(&[]).unwrap(), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn id_alloc_quarantines_for_two_rotations() {
+        let mut a = IdAlloc::new(1, 3);
+        assert_eq!(a.alloc(), Some(1));
+        assert_eq!(a.alloc(), Some(2));
+        assert_eq!(a.alloc(), None);
+        a.release(1);
+        assert_eq!(a.alloc(), None);
+        assert!(a.rotate().is_empty());
+        assert_eq!(a.alloc(), None);
+        assert_eq!(a.rotate(), vec![1]);
+        assert_eq!(a.alloc(), Some(1));
+        assert_eq!(a.live, 2);
+    }
+
+    #[test]
+    fn source_names_and_order() {
+        assert!(Source::Connected.rank() < Source::Static.rank());
+        assert!(Source::Static.rank() < Source::Frr { protocol: 186 }.rank());
+        assert_eq!(Source::Frr { protocol: 186 }.name(), "bgp");
+        assert_eq!(Source::Frr { protocol: 188 }.name(), "ospf");
+        assert_eq!(Source::Frr { protocol: 196 }.name(), "frr-static");
+        assert_eq!(Source::Frr { protocol: 77 }.name(), "proto-77");
+        for k in 0..258 {
+            assert_eq!(Source::from_key(k).key(), k);
+        }
+    }
+}

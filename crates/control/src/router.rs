@@ -1,0 +1,646 @@
+//! The layer-3 control plane: routed interfaces and their TAP twins, the
+//! punt/inject thread, the kernel neighbour mirror and the FIB feed.
+//!
+//! For every routed port Lanyard creates a TAP interface (`ly-<port>`) with
+//! the port's router MAC, MTU and addresses, so the kernel stack and FRR
+//! see the interface as if it were the port:
+//! - frames the layer-3 stage punts (ARP, ND, routing protocols, traffic to
+//!   own addresses, multicast, and packets whose next hop is not resolved
+//!   yet) are written to the TAP of the port they arrived on;
+//! - frames the kernel sends out of a TAP are injected on the port;
+//! - the kernel resolves neighbours on the TAPs (ARP/ND with its pending
+//!   queue: it forwards the punted packet itself once resolved), and the
+//!   neighbour thread copies its table into Lanyard's (`kernel::neigh`);
+//! - routes come from the configuration (connected subnets, static routes,
+//!   also installed in the kernel so the slow path agrees) and from FRR's
+//!   zebra over FPM.
+//!
+//! See docs/routing.md.
+
+use crate::config::{Config, IpNet, UrpfMode};
+use crate::fib::{Fib, Hop, Source};
+use crate::frr::{FpmServer, Prefix};
+use crate::kernel::{NeighborMonitor, Rtnl};
+use crate::ports::log;
+use crate::sysctl;
+use datapath::Shared;
+use io::tap::TAP_MAX_MTU;
+use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
+use pipeline::l3::{L3Tables, RouterInterface, Urpf};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tables::{Neighbor, NeighborState, NeighborTable};
+
+/// Neighbours the forwarding table holds.
+pub const NEIGHBOR_CAPACITY: usize = 65_536;
+/// rtnetlink protocol number of the static routes Lanyard puts in the
+/// kernel (RTPROT_STATIC).
+const RTPROT_STATIC: u8 = 4;
+
+/// One routed port as the control plane knows it.
+#[derive(Clone, Debug)]
+pub struct RoutedPort {
+    pub port: u16,
+    pub name: String,
+    pub tap: String,
+    pub tap_ifindex: u32,
+    pub mac: [u8; 6],
+    pub addresses: Vec<IpNet>,
+    pub mtu: u32,
+    pub urpf: UrpfMode,
+}
+
+/// Counters of the control-plane threads (`show ip traffic`-like output in
+/// `show counters`).
+#[derive(Default, Debug)]
+pub struct RouterStats {
+    /// Punted frames written to a TAP.
+    pub punted_to_kernel: AtomicU64,
+    /// Punted frames the TAP refused (kernel queue full, TAP gone).
+    pub punt_errors: AtomicU64,
+    /// Frames from a TAP injected on their port.
+    pub injected: AtomicU64,
+    /// Frames from a TAP that could not be sent on the port.
+    pub inject_errors: AtomicU64,
+    /// Neighbour changes applied from the kernel.
+    pub neighbor_updates: AtomicU64,
+    /// Times the kernel's neighbour notifications overran and the table
+    /// was dumped again.
+    pub neighbor_resyncs: AtomicU64,
+    /// Neighbours the table had no room for.
+    pub neighbor_table_full: AtomicU64,
+}
+
+/// The running layer-3 control plane.
+pub struct Router {
+    pub ports: Vec<RoutedPort>,
+    pub fib: Arc<Mutex<Fib>>,
+    pub neighbors: Arc<NeighborTable>,
+    pub stats: Arc<RouterStats>,
+    /// FPM listener (zebra connects here), when configured.
+    pub fpm: Option<Arc<crate::frr::FpmStats>>,
+}
+
+/// The MAC of a routed interface: the configured one, else a locally
+/// administered address from the switch name and port index (distinct
+/// from the port's own kernel MAC, so the kernel stack on the port drops
+/// routed traffic as "other host" instead of handling it too).
+pub fn router_mac(cfg: &Config, index: usize) -> [u8; 6] {
+    if let Some(m) = cfg.ports[index].router_mac {
+        return m.octets();
+    }
+    // FNV-1a of the switch name: stable across restarts.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in cfg.switch.name.bytes() {
+        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+    }
+    [
+        0x02,
+        0x4c, // 'L'
+        (h >> 8) as u8,
+        h as u8,
+        (index >> 8) as u8,
+        index as u8,
+    ]
+}
+
+/// The TAP name of routed port `name` (index `index`).
+pub fn tap_name(name: &str, index: usize) -> String {
+    let n = format!("ly-{name}");
+    if n.len() <= 15 {
+        n
+    } else {
+        format!("ly{index}")
+    }
+}
+
+/// fe80::/64 with the modified EUI-64 of `mac` (what the kernel gives the
+/// TAP by default).
+pub fn link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let m = mac;
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 2,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])
+}
+
+fn prefix_of(net: &IpNet) -> Option<Prefix> {
+    Prefix::new(net.network(), net.len)
+}
+
+impl Router {
+    /// Set up every routed port of `cfg` (TAPs, addresses, kernel
+    /// settings), program connected and static routes, publish the layer-3
+    /// tables to the workers and start the threads. `None` when the
+    /// configuration has no routed ports.
+    pub fn start(
+        cfg: &Config,
+        shared: &Arc<Shared>,
+        threads: &mut Vec<JoinHandle<()>>,
+    ) -> Result<Option<Router>, String> {
+        let routed: Vec<(usize, _)> = cfg.routed_ports().collect();
+        if routed.is_empty() {
+            return Ok(None);
+        }
+        // The kernel forwards the packets punted while their next hop is
+        // being resolved (it then resolves it); the ports themselves are set
+        // not to forward when attached.
+        sysctl::set("ipv4/ip_forward", "1").map_err(|e| format!("ip_forward: {e}"))?;
+        let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+        let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
+        let mut taps = Vec::new();
+        let mut ports = Vec::new();
+        for (index, p) in routed {
+            let mac = router_mac(cfg, index);
+            let tap = tap_name(&p.name, index);
+            let mtu = p.mtu.min(TAP_MAX_MTU);
+            let dev = TapPort::create(
+                &tap,
+                &TapOptions {
+                    mac: Some(mac),
+                    mtu: Some(mtu),
+                    up: false,
+                    persist: false,
+                    tx_slots: 256,
+                },
+            )
+            .map_err(|e| format!("TAP {tap} for port {}: {e}", p.name))?;
+            // Before the link comes up, so the first announcements follow
+            // these settings.
+            // Namespaces may default to IPv6 off; the TAP needs it.
+            let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
+            let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
+            let _ = sysctl::set_if(&tap, "ipv4", "send_redirects", "0");
+            let _ = sysctl::set_if(&tap, "ipv4", "arp_notify", "1");
+            let _ = sysctl::set_if(&tap, "ipv6", "accept_ra", "0");
+            let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
+            io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))?;
+            let ifindex = dev.ifindex();
+            for a in &p.addresses {
+                if let Err(e) = rtnl.add_address(ifindex, a.addr, a.len) {
+                    if !crate::kernel::is_exists(&e) {
+                        return Err(format!("address {a} on {tap}: {e}"));
+                    }
+                }
+            }
+            ports.push(RoutedPort {
+                port: index as u16,
+                name: p.name.clone(),
+                tap: tap.clone(),
+                tap_ifindex: ifindex,
+                mac,
+                addresses: p.addresses.clone(),
+                mtu,
+                urpf: p.urpf,
+            });
+            taps.push(dev);
+        }
+
+        let fib = Fib::new();
+        let neighbors = Arc::new(NeighborTable::new(NEIGHBOR_CAPACITY));
+        let interfaces = ports
+            .iter()
+            .map(|r| RouterInterface {
+                port: r.port,
+                mac: r.mac,
+                v4: r
+                    .addresses
+                    .iter()
+                    .filter_map(|a| match a.addr {
+                        IpAddr::V4(v4) => Some((u32::from(v4), a.len)),
+                        IpAddr::V6(_) => None,
+                    })
+                    .collect(),
+                v6: r
+                    .addresses
+                    .iter()
+                    .filter_map(|a| match a.addr {
+                        IpAddr::V6(v6) => Some((u128::from(v6), a.len)),
+                        IpAddr::V4(_) => None,
+                    })
+                    .chain(std::iter::once((u128::from(link_local(r.mac)), 64)))
+                    .collect(),
+                mtu: r.mtu.min(u16::MAX as u32) as u16,
+                urpf: match r.urpf {
+                    UrpfMode::Off => Urpf::Off,
+                    UrpfMode::Loose => Urpf::Loose,
+                    UrpfMode::Strict => Urpf::Strict,
+                },
+            })
+            .collect();
+        shared.l3.store(Some(Arc::new(L3Tables::new(
+            fib.fib4(),
+            fib.fib6(),
+            fib.nexthops(),
+            neighbors.clone(),
+            interfaces,
+        ))));
+        let fib = Arc::new(Mutex::new(fib));
+        program_config_routes(cfg, &ports, &fib, &mut rtnl)?;
+
+        let stats = Arc::new(RouterStats::default());
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| format!("spawn {name}: {e}"))
+        };
+        {
+            let shared = shared.clone();
+            let stats = stats.clone();
+            let names: Vec<(u16, String)> =
+                ports.iter().map(|r| (r.port, r.name.clone())).collect();
+            threads.push(spawn(
+                "punt",
+                Box::new(move || punt_loop(shared, taps, names, stats)),
+            )?);
+        }
+        {
+            let shared = shared.clone();
+            let stats = stats.clone();
+            let neighbors = neighbors.clone();
+            let by_ifindex: HashMap<u32, u16> =
+                ports.iter().map(|r| (r.tap_ifindex, r.port)).collect();
+            let mon = NeighborMonitor::open().map_err(|e| format!("neighbour monitor: {e}"))?;
+            threads.push(spawn(
+                "neighbors",
+                Box::new(move || neighbor_loop(shared, mon, neighbors, by_ifindex, stats)),
+            )?);
+        }
+        let mut fpm_stats = None;
+        {
+            let server = match &cfg.routing.fpm {
+                Some(addr) => {
+                    let s = FpmServer::bind(addr.as_str())
+                        .map_err(|e| format!("FPM listener {addr}: {e}"))?;
+                    fpm_stats = Some(s.stats());
+                    Some(s)
+                }
+                None => None,
+            };
+            let shared = shared.clone();
+            let fib = fib.clone();
+            let by_ifindex: HashMap<u32, u16> =
+                ports.iter().map(|r| (r.tap_ifindex, r.port)).collect();
+            threads.push(spawn(
+                "fib",
+                Box::new(move || fib_loop(shared, server, fib, by_ifindex)),
+            )?);
+        }
+        for r in &ports {
+            log::info(&format!(
+                "routed port {} via {} (mac {}, {})",
+                r.name,
+                r.tap,
+                crate::config::MacAddr(r.mac),
+                r.addresses
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        Ok(Some(Router {
+            ports,
+            fib,
+            neighbors,
+            stats,
+            fpm: fpm_stats,
+        }))
+    }
+}
+
+/// Connected subnets and static routes of the configuration, into the FIB
+/// (and the static ones into the kernel, for the punted slow path).
+fn program_config_routes(
+    cfg: &Config,
+    ports: &[RoutedPort],
+    fib: &Mutex<Fib>,
+    rtnl: &mut Rtnl,
+) -> Result<(), String> {
+    let mut fib = fib.lock().unwrap_or_else(|e| e.into_inner());
+    for r in ports {
+        for a in &r.addresses {
+            if a.len == a.max_len() {
+                continue;
+            }
+            let Some(p) = prefix_of(a) else { continue };
+            fib.set(
+                p,
+                Source::Connected,
+                vec![Hop {
+                    port: r.port,
+                    gateway: None,
+                    weight: 1,
+                }],
+            )
+            .map_err(|e| format!("connected route {a}: {e:?}"))?;
+        }
+    }
+    let port_of = |name: &str| ports.iter().find(|r| r.name == name);
+    for s in &cfg.routing.static_routes {
+        let Some(p) = prefix_of(&s.prefix) else {
+            continue;
+        };
+        if s.blackhole {
+            fib.set_blackhole(p, Source::Static)
+                .map_err(|e| format!("static route {}: {e:?}", s.prefix))?;
+            continue;
+        }
+        let egress = match (&s.interface, s.next_hop) {
+            (Some(name), _) => port_of(name),
+            (None, Some(gw)) => ports.iter().find(|r| {
+                r.addresses
+                    .iter()
+                    .any(|a| a.len < a.max_len() && a.contains(gw))
+            }),
+            (None, None) => None,
+        };
+        let Some(egress) = egress else {
+            return Err(format!("static route {}: no egress port", s.prefix));
+        };
+        fib.set(
+            p,
+            Source::Static,
+            vec![Hop {
+                port: egress.port,
+                gateway: s.next_hop,
+                weight: 1,
+            }],
+        )
+        .map_err(|e| format!("static route {}: {e:?}", s.prefix))?;
+        if let Err(e) = rtnl.replace_route(
+            p.addr,
+            p.len,
+            s.next_hop,
+            Some(egress.tap_ifindex),
+            RTPROT_STATIC,
+        ) {
+            log::warn(&format!(
+                "static route {} not installed in the kernel: {e}",
+                s.prefix
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The punt/inject thread: punted frames to the TAPs, TAP frames to the
+/// ports.
+fn punt_loop(
+    shared: Arc<Shared>,
+    mut taps: Vec<TapPort>,
+    names: Vec<(u16, String)>,
+    stats: Arc<RouterStats>,
+) {
+    let mut tap_of: HashMap<u16, usize> = HashMap::new();
+    for (k, (port, _)) in names.iter().enumerate() {
+        tap_of.insert(*port, k);
+    }
+    let mut inject: Vec<Option<InjectSocket>> = names.iter().map(|_| None).collect();
+    let mut batch = FrameBatch::new();
+    let q = &shared.punts;
+    let mut pollfds: Vec<libc::pollfd> = std::iter::once(q.event_fd())
+        .chain(taps.iter().filter_map(|t| t.rx_fd()))
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut busy = false;
+        // Punts → TAPs.
+        let mut dirty = vec![false; taps.len()];
+        while let Some(b) = q.pop() {
+            busy = true;
+            if let Some(&k) = tap_of.get(&b.port) {
+                let t = &mut taps[k];
+                if t.tx_slot().is_none() {
+                    let _ = t.flush();
+                }
+                match t.tx_slot() {
+                    Some(slot) => {
+                        let f = b.frame();
+                        let n = f.len().min(slot.len());
+                        slot[..n].copy_from_slice(&f[..n]);
+                        t.tx_commit(n);
+                        dirty[k] = true;
+                        stats.punted_to_kernel.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {
+                        stats.punt_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            q.recycle(b);
+        }
+        for (k, d) in dirty.iter().enumerate() {
+            if *d && taps[k].flush().is_err() {
+                stats.punt_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // TAPs → ports.
+        for (k, t) in taps.iter_mut().enumerate() {
+            batch.clear();
+            if t.recv(&mut batch, names[k].0).is_err() || batch.is_empty() {
+                continue;
+            }
+            busy = true;
+            for i in 0..batch.len() {
+                let ok = send_inject(&mut inject[k], &names[k].1, batch.frame(i));
+                let c = if ok {
+                    &stats.injected
+                } else {
+                    &stats.inject_errors
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if busy || !q.prepare_sleep() {
+            continue;
+        }
+        // SAFETY: pollfds is a valid array of pollfd of the given length.
+        unsafe {
+            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100);
+        }
+        q.clear_wake();
+    }
+}
+
+/// Inject one frame on a port, (re)opening the socket as needed: the port
+/// may have been deleted and re-created since.
+fn send_inject(sock: &mut Option<InjectSocket>, name: &str, frame: &[u8]) -> bool {
+    if sock.is_none() {
+        *sock = InjectSocket::open(name).ok();
+    }
+    let Some(s) = sock.as_ref() else {
+        return false;
+    };
+    match s.send(frame) {
+        Ok(()) => true,
+        Err(e) => {
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENXIO) | Some(libc::ENODEV) | Some(libc::ENETDOWN)
+            ) {
+                *sock = None;
+            }
+            false
+        }
+    }
+}
+
+/// Mirror the kernel's neighbours on the TAPs into the forwarding table.
+fn neighbor_loop(
+    shared: Arc<Shared>,
+    mut mon: NeighborMonitor,
+    table: Arc<NeighborTable>,
+    by_ifindex: HashMap<u32, u16>,
+    stats: Arc<RouterStats>,
+) {
+    if let Err(e) = mon.request_dump() {
+        log::warn(&format!("neighbour dump: {e}"));
+    }
+    while !shared.stop.load(Ordering::Relaxed) {
+        let events = match mon.recv(Duration::from_millis(200)) {
+            Ok(ev) => ev,
+            Err(e) => {
+                if crate::kernel::is_overrun(&e) {
+                    stats.neighbor_resyncs.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    log::warn(&format!("neighbour monitor: {e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                let _ = mon.request_dump();
+                continue;
+            }
+        };
+        let now = shared.now();
+        for ev in events {
+            let Some(&port) = by_ifindex.get(&ev.ifindex) else {
+                continue;
+            };
+            stats.neighbor_updates.fetch_add(1, Ordering::Relaxed);
+            match (ev.usable(), ev.mac) {
+                (true, Some(mac)) => {
+                    let state = if ev.state & crate::kernel::neigh::NUD_REACHABLE != 0 {
+                        NeighborState::Reachable
+                    } else {
+                        NeighborState::Stale
+                    };
+                    let n = Neighbor {
+                        mac,
+                        port,
+                        state,
+                        confirmed: now,
+                    };
+                    if !table.upsert(ev.ip, n) {
+                        stats.neighbor_table_full.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                _ => {
+                    if table.lookup(ev.ip).is_some_and(|n| n.port == port) {
+                        table.remove(ev.ip);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Feed the FIB from zebra, and reclaim LPM memory after grace periods.
+fn fib_loop(
+    shared: Arc<Shared>,
+    server: Option<FpmServer>,
+    fib: Arc<Mutex<Fib>>,
+    by_ifindex: HashMap<u32, u16>,
+) {
+    let port_of = |ifindex: u32| by_ifindex.get(&ifindex).copied();
+    let (handle, rx) = match server.map(|s| s.spawn_channel()) {
+        Some(Ok((h, rx))) => (Some(h), Some(rx)),
+        Some(Err(e)) => {
+            log::warn(&format!("FPM listener: {e}"));
+            (None, None)
+        }
+        None => (None, None),
+    };
+    let mut last_maintain = Instant::now();
+    while !shared.stop.load(Ordering::Relaxed) {
+        match &rx {
+            Some(rx) => {
+                if let Ok(ev) = rx.recv_timeout(Duration::from_millis(200)) {
+                    let mut f = fib.lock().unwrap_or_else(|e| e.into_inner());
+                    f.apply_frr(&ev, &port_of);
+                    // Drain what is queued under one lock.
+                    while let Ok(ev) = rx.try_recv() {
+                        f.apply_frr(&ev, &port_of);
+                    }
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(200)),
+        }
+        if last_maintain.elapsed() >= Duration::from_secs(1) {
+            last_maintain = Instant::now();
+            let mut f = fib.lock().unwrap_or_else(|e| e.into_inner());
+            if f.needs_maintenance() {
+                f.maintain(&|| {
+                    shared.quiesce(Duration::from_secs(1));
+                });
+            }
+        }
+    }
+    if let Some(h) = handle {
+        h.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_local_is_modified_eui64() {
+        let ll = link_local([0x02, 0x4c, 0x12, 0x34, 0x00, 0x01]);
+        assert_eq!(ll.to_string(), "fe80::4c:12ff:fe34:1");
+    }
+
+    #[test]
+    fn tap_names_fit_ifnamsiz() {
+        assert_eq!(tap_name("sw1", 0), "ly-sw1");
+        assert_eq!(tap_name("averyverylongname", 7), "ly7");
+        assert!(tap_name("123456789012", 3).len() <= 15);
+    }
+
+    #[test]
+    fn router_macs_are_unicast_local_and_distinct() {
+        let cfg = Config {
+            ports: (0..3)
+                .map(|i| crate::config::PortConfig::new(format!("p{i}")))
+                .collect(),
+            ..Config::default()
+        };
+        let a = router_mac(&cfg, 0);
+        let b = router_mac(&cfg, 1);
+        assert_ne!(a, b);
+        assert_eq!(a[0] & 3, 2, "locally administered unicast");
+    }
+}
