@@ -10,7 +10,7 @@ use tables::{L2Tables, LearnGate, MacTable, PortEntry, Tables, VlanSet};
 /// supervisor attaches them).
 pub fn l2_tables(cfg: &Config) -> L2Tables {
     let existing = cfg.vlan_ids();
-    let ports = cfg
+    let ports: Vec<PortEntry> = cfg
         .ports
         .iter()
         .map(|p| {
@@ -57,6 +57,15 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
             }
         })
         .collect();
+    // Each VLAN interface is the VLAN's access port to the router (an
+    // internal port id after the configured ports): frames to the router
+    // MAC are switched to it, frames from the router enter the VLAN on it.
+    let mut ports: Vec<PortEntry> = ports;
+    for (v, _) in cfg.svis() {
+        let mut e = PortEntry::new(PortMode::Access, v.id, &[v.id], TPID_8021Q);
+        e.learning = false;
+        ports.push(e);
+    }
     let vlan_flags: Vec<(u16, bool, u32)> = existing
         .iter()
         .filter_map(|id| cfg.vlan_settings(id))

@@ -64,6 +64,20 @@ impl Switch {
                 },
             );
         }
+        // A VLAN interface's MAC lives on its port to the router, so frames
+        // to it are switched there, never flooded.
+        for ifc in cfg.l3_interfaces() {
+            if let Some(vlan) = ifc.vlan {
+                tables.mac.upsert(
+                    MacKey::new(vlan, crate::router::router_mac(&cfg, &ifc)),
+                    MacEntry {
+                        port: ifc.port,
+                        is_static: true,
+                        seen: 0,
+                    },
+                );
+            }
+        }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {

@@ -17,7 +17,7 @@
 //!
 //! See docs/routing.md.
 
-use crate::config::{Config, IpNet, UrpfMode};
+use crate::config::{Config, IpNet, L3Interface, UrpfMode};
 use crate::fib::{Fib, Hop, Source};
 use crate::frr::{FpmServer, Prefix};
 use crate::kernel::{NeighborMonitor, Rtnl};
@@ -41,11 +41,15 @@ pub const NEIGHBOR_CAPACITY: usize = 65_536;
 /// kernel (RTPROT_STATIC).
 const RTPROT_STATIC: u8 = 4;
 
-/// One routed port as the control plane knows it.
+/// One layer-3 interface (routed port or VLAN interface) as the control
+/// plane knows it.
 #[derive(Clone, Debug)]
 pub struct RoutedPort {
     pub port: u16,
+    /// Port name, or `vlanN` for a VLAN interface.
     pub name: String,
+    /// `Some(vlan)` for a VLAN interface (SVI).
+    pub vlan: Option<u16>,
     pub tap: String,
     pub tap_ifindex: u32,
     pub mac: [u8; 6],
@@ -89,10 +93,11 @@ pub struct Router {
 /// administered address from the switch name and port index (distinct
 /// from the port's own kernel MAC, so the kernel stack on the port drops
 /// routed traffic as "other host" instead of handling it too).
-pub fn router_mac(cfg: &Config, index: usize) -> [u8; 6] {
-    if let Some(m) = cfg.ports[index].router_mac {
+pub fn router_mac(cfg: &Config, ifc: &L3Interface) -> [u8; 6] {
+    if let Some(m) = ifc.router_mac {
         return m.octets();
     }
+    let index = ifc.port as usize;
     // FNV-1a of the switch name: stable across restarts.
     let mut h: u32 = 0x811c_9dc5;
     for b in cfg.switch.name.bytes() {
@@ -156,7 +161,7 @@ impl Router {
         shared: &Arc<Shared>,
         threads: &mut Vec<JoinHandle<()>>,
     ) -> Result<Option<Router>, String> {
-        let routed: Vec<(usize, _)> = cfg.routed_ports().collect();
+        let routed = cfg.l3_interfaces();
         if routed.is_empty() {
             return Ok(None);
         }
@@ -168,8 +173,9 @@ impl Router {
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
         let mut taps = Vec::new();
         let mut ports = Vec::new();
-        for (index, p) in routed {
-            let mac = router_mac(cfg, index);
+        for p in &routed {
+            let index = p.port as usize;
+            let mac = router_mac(cfg, p);
             let tap = tap_name(&p.name, index);
             let mtu = p.mtu.min(TAP_MAX_MTU);
             let dev = TapPort::create(
@@ -182,7 +188,7 @@ impl Router {
                     tx_slots: 256,
                 },
             )
-            .map_err(|e| format!("TAP {tap} for port {}: {e}", p.name))?;
+            .map_err(|e| format!("TAP {tap} for {}: {e}", p.name))?;
             // Before the link comes up, so the first announcements follow
             // these settings.
             // Namespaces may default to IPv6 off; the TAP needs it.
@@ -194,7 +200,7 @@ impl Router {
             let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
             io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))?;
             let ifindex = dev.ifindex();
-            for a in &p.addresses {
+            for a in p.addresses {
                 if let Err(e) = rtnl.add_address(ifindex, a.addr, a.len) {
                     if !crate::kernel::is_exists(&e) {
                         return Err(format!("address {a} on {tap}: {e}"));
@@ -202,12 +208,13 @@ impl Router {
                 }
             }
             ports.push(RoutedPort {
-                port: index as u16,
+                port: p.port,
                 name: p.name.clone(),
+                vlan: p.vlan,
                 tap: tap.clone(),
                 tap_ifindex: ifindex,
                 mac,
-                addresses: p.addresses.clone(),
+                addresses: p.addresses.to_vec(),
                 mtu,
                 urpf: p.urpf,
             });
@@ -244,6 +251,7 @@ impl Router {
                     UrpfMode::Loose => Urpf::Loose,
                     UrpfMode::Strict => Urpf::Strict,
                 },
+                vlan: r.vlan,
             })
             .collect();
         shared.l3.store(Some(Arc::new(L3Tables::new(
@@ -266,8 +274,12 @@ impl Router {
         {
             let shared = shared.clone();
             let stats = stats.clone();
-            let names: Vec<(u16, String)> =
-                ports.iter().map(|r| (r.port, r.name.clone())).collect();
+            // VLAN interfaces have no port to inject on: their frames go
+            // back to the workers' layer-2 stage (None here).
+            let names: Vec<(u16, Option<String>)> = ports
+                .iter()
+                .map(|r| (r.port, r.vlan.is_none().then(|| r.name.clone())))
+                .collect();
             threads.push(spawn(
                 "punt",
                 Box::new(move || punt_loop(shared, taps, names, stats)),
@@ -408,7 +420,7 @@ fn program_config_routes(
 fn punt_loop(
     shared: Arc<Shared>,
     mut taps: Vec<TapPort>,
-    names: Vec<(u16, String)>,
+    names: Vec<(u16, Option<String>)>,
     stats: Arc<RouterStats>,
 ) {
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
@@ -466,13 +478,19 @@ fn punt_loop(
             }
             busy = true;
             for i in 0..batch.len() {
-                let ok = send_inject(&mut inject[k], &names[k].1, batch.frame(i));
+                let ok = match &names[k].1 {
+                    Some(port) => send_inject(&mut inject[k], port, batch.frame(i)),
+                    None => shared.to_vlan.push(names[k].0, 0, batch.frame(i)),
+                };
                 let c = if ok {
                     &stats.injected
                 } else {
                     &stats.inject_errors
                 };
                 c.fetch_add(1, Ordering::Relaxed);
+            }
+            if names[k].1.is_none() {
+                shared.to_vlan.kick();
             }
         }
         if busy || !q.prepare_sleep() {
@@ -625,6 +643,7 @@ mod tests {
 
     #[test]
     fn tap_names_fit_ifnamsiz() {
+        assert_eq!(tap_name("vlan4094", 300), "ly-vlan4094");
         assert_eq!(tap_name("sw1", 0), "ly-sw1");
         assert_eq!(tap_name("averyverylongname", 7), "ly7");
         assert!(tap_name("123456789012", 3).len() <= 15);
@@ -638,8 +657,19 @@ mod tests {
                 .collect(),
             ..Config::default()
         };
-        let a = router_mac(&cfg, 0);
-        let b = router_mac(&cfg, 1);
+        let ifs: Vec<L3Interface> = (0..2)
+            .map(|k| L3Interface {
+                name: format!("p{k}"),
+                port: k,
+                vlan: None,
+                addresses: &[],
+                urpf: UrpfMode::Off,
+                router_mac: None,
+                mtu: 1500,
+            })
+            .collect();
+        let a = router_mac(&cfg, &ifs[0]);
+        let b = router_mac(&cfg, &ifs[1]);
         assert_ne!(a, b);
         assert_eq!(a[0] & 3, 2, "locally administered unicast");
     }

@@ -113,12 +113,14 @@ fn full_example_parses_to_expected_model() {
                 name: Some("users".into()),
                 learning: true,
                 mac_limit: Some(15000),
+                router: None,
             },
             VlanConfig {
                 id: 20,
                 name: None,
                 learning: false,
                 mac_limit: None,
+                router: None,
             },
             VlanConfig::implicit(500),
         ],
@@ -261,6 +263,34 @@ fn routed_ports_and_static_routes_parse() {
     assert_eq!(cfg.routing.static_routes.len(), 3);
     assert_eq!(cfg.routing.fpm.as_deref(), Some("127.0.0.1:2620"));
     assert_eq!(cfg.routed_ports().count(), 2);
+}
+
+#[test]
+fn vlan_interfaces_parse_and_validate() {
+    let svi = "vlans:\n  - id: 10\n    router:\n      addresses: [10.0.10.1/24]\nports:\n  - name: a\n    vlan: 10\n    mtu: 1500\n  - name: r\n    mode: routed\n    addresses: [10.0.1.1/24]\nrouting:\n  static-routes:\n    - prefix: 198.51.100.0/24\n      next-hop: 10.0.10.9\n      interface: vlan10\n";
+    let cfg = ok(svi);
+    let ifs = cfg.l3_interfaces();
+    assert_eq!(ifs.len(), 2);
+    assert_eq!(
+        (ifs[1].name.as_str(), ifs[1].port, ifs[1].vlan),
+        ("vlan10", 2, Some(10))
+    );
+    assert_eq!(
+        ifs[1].mtu, 1500,
+        "SVI MTU defaults to the smallest port MTU in the VLAN"
+    );
+    one_error(
+        &svi.replace("10.0.1.1/24", "10.0.10.5/16"),
+        4,
+        "vlans[0].router.addresses[0]",
+        "overlaps",
+    );
+    one_error(
+        &svi.replace("interface: vlan10", "interface: vlan20"),
+        16,
+        "routing.static-routes[0].interface",
+        "unknown interface",
+    );
 }
 
 #[test]

@@ -81,6 +81,9 @@ pub struct Shared {
     pub l3: ArcSwapOption<L3Tables>,
     /// Frames for the control plane (the TAPs).
     pub punts: PuntQueue,
+    /// Frames the control plane sends out of a VLAN interface's TAP: the
+    /// workers switch them in the VLAN, entering on the SVI's port.
+    pub to_vlan: PuntQueue,
     /// Per worker, a counter bumped at the top of every loop: a worker
     /// holds no reference into the tables between two bumps, which is
     /// what [`Shared::quiesce`] waits for.
@@ -105,6 +108,7 @@ impl Shared {
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
             l3: ArcSwapOption::empty(),
             punts: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
+            to_vlan: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the inject queue"),
             worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             workers: AtomicUsize::new(0),
         }
@@ -189,6 +193,8 @@ pub struct Worker {
     index: usize,
     seq: u64,
     icmp: TokenBucket,
+    /// One frame's worth of room (SVI egress, ICMP errors into a VLAN).
+    scratch: Box<[u8]>,
 }
 
 /// ICMP errors a worker may send per second, and its burst.
@@ -250,6 +256,7 @@ impl Worker {
             index,
             seq: 0,
             icmp: TokenBucket::new(ICMP_RATE, ICMP_BURST),
+            scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
         }
     }
 
@@ -285,6 +292,7 @@ impl Worker {
             .rx
             .iter()
             .filter_map(|id| self.ports[*id as usize].as_ref()?.rx_fd())
+            .chain(std::iter::once(self.shared.to_vlan.event_fd()))
             .map(|fd: RawFd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -312,6 +320,10 @@ impl Worker {
         let mut l3batch = FrameBatch::new();
         let mut verdicts = Verdicts::default();
         let mut l3verdicts = Box::<L3Verdicts>::default();
+        // Frames switched to a VLAN interface (into the layer-3 stage), and
+        // frames routed out of one (into the layer-2 stage).
+        let mut to_router = FrameBatch::new();
+        let mut from_router = FrameBatch::new();
         let mut rr = 0usize;
         let mut last_rx = Instant::now();
         let mut last_stats = Instant::now();
@@ -351,6 +363,14 @@ impl Worker {
                 }
             }
             rr = rr.wrapping_add(1);
+            // What the kernel sends out of VLAN interfaces' TAPs.
+            while !batch.is_full() {
+                let Some(b) = self.shared.to_vlan.pop() else {
+                    break;
+                };
+                batch.push(b.port, b.frame());
+                self.shared.to_vlan.recycle(b);
+            }
             if batch.is_empty() && l3batch.is_empty() {
                 if last_rx.elapsed() >= self.opts.idle_spin {
                     self.sleep();
@@ -358,17 +378,35 @@ impl Worker {
                 continue;
             }
             last_rx = Instant::now();
+            to_router.clear();
+            from_router.clear();
             if !batch.is_empty() {
-                self.forward(&batch, &mut verdicts);
+                self.forward(&batch, &mut verdicts, &mut to_router);
             }
             if !l3batch.is_empty() {
-                self.route(&mut l3batch, &mut l3verdicts, last_rx);
+                self.route(&mut l3batch, &mut l3verdicts, last_rx, &mut from_router);
+            }
+            if !to_router.is_empty() {
+                self.route(&mut to_router, &mut l3verdicts, last_rx, &mut from_router);
+            }
+            if !from_router.is_empty() {
+                // Frames from the router never go back to it (they enter on
+                // the VLAN's only router port, which flooding and the same-
+                // port filter exclude), so `to_router` stays empty here.
+                to_router.clear();
+                self.forward(&from_router, &mut verdicts, &mut to_router);
             }
         }
     }
 
     /// The layer-3 path: routed ports' frames.
-    fn route(&mut self, batch: &mut FrameBatch, out: &mut L3Verdicts, now: Instant) {
+    fn route(
+        &mut self,
+        batch: &mut FrameBatch,
+        out: &mut L3Verdicts,
+        now: Instant,
+        from_router: &mut FrameBatch,
+    ) {
         let c = self.counters.clone();
         c.batches.add(1);
         for i in 0..batch.len() {
@@ -388,7 +426,14 @@ impl Worker {
         for i in 0..batch.len() {
             match out.v[i] {
                 L3Verdict::Forward { port } => {
-                    self.transmit_raw(port, batch.frame(i), &mut dirty);
+                    if l3.is_svi(port) {
+                        // Out of a VLAN interface: switched in its VLAN.
+                        if !from_router.push(port, batch.frame(i)) {
+                            c.drop_in(port, None, DropReason::TxRingFull);
+                        }
+                    } else {
+                        self.transmit_raw(port, batch.frame(i), &mut dirty);
+                    }
                 }
                 L3Verdict::Punt(reason) => {
                     if self
@@ -411,6 +456,21 @@ impl Worker {
                     let Some(ifc) = l3.interface(ingress) else {
                         continue;
                     };
+                    if ifc.vlan.is_some() {
+                        // Back into the VLAN through the layer-2 stage.
+                        let frame = batch.frame(i);
+                        let n = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                            build_icmp6_error(frame, ifc, kind, &mut self.scratch)
+                        } else {
+                            build_icmp4_error(frame, ifc, kind, &mut self.scratch)
+                        };
+                        if n > 0 && from_router.push(ingress, &self.scratch[..n]) {
+                            c.l3.icmp_sent.add(1);
+                        } else {
+                            c.l3.icmp_suppressed.add(1);
+                        }
+                        continue;
+                    }
                     let Some(port) = self.ports[ingress as usize].as_mut() else {
                         continue;
                     };
@@ -497,9 +557,11 @@ impl Worker {
                 ms,
             );
         }
+        // The inject queue's eventfd stays readable until read.
+        self.shared.to_vlan.drain_event();
     }
 
-    fn forward(&mut self, batch: &FrameBatch, verdicts: &mut Verdicts) {
+    fn forward(&mut self, batch: &FrameBatch, verdicts: &mut Verdicts, to_router: &mut FrameBatch) {
         let tables = self.shared.tables.load();
         let c = &*self.counters;
         c.batches.add(1);
@@ -518,13 +580,13 @@ impl Worker {
             match v.action {
                 Action::Drop(_) => {}
                 Action::Unicast(p) => {
-                    self.transmit(&tables, p, frame, &v, false, &mut dirty);
+                    self.transmit(&tables, p, frame, &v, &mut dirty, to_router);
                 }
                 Action::Flood => {
                     let ingress = batch.port(i);
                     for p in tables.l2.vlans[v.vlan as usize].flood.iter() {
                         if p != ingress {
-                            self.transmit(&tables, p, frame, &v, true, &mut dirty);
+                            self.transmit(&tables, p, frame, &v, &mut dirty, to_router);
                         }
                     }
                 }
@@ -545,11 +607,27 @@ impl Worker {
         p: u16,
         frame: &[u8],
         v: &pipeline::Verdict,
-        flooded: bool,
         dirty: &mut PortSet,
+        to_router: &mut FrameBatch,
     ) {
+        let flooded = v.action == Action::Flood;
         let c = &*self.counters;
         let Some(port) = self.ports[p as usize].as_mut() else {
+            // No interface: a VLAN interface's port (to the router), or a
+            // port that is down.
+            let svi = self
+                .shared
+                .l3
+                .load()
+                .as_ref()
+                .is_some_and(|l3| l3.is_svi(p));
+            if svi {
+                let n = egress::write(frame, v, tables::Encap::Untagged, &mut self.scratch);
+                if !to_router.push(p, &self.scratch[..n]) {
+                    c.drop_in(p, Some(v.vlan), DropReason::TxRingFull);
+                }
+                return;
+            }
             c.drop_in(p, Some(v.vlan), DropReason::PortDown);
             return;
         };

@@ -101,6 +101,20 @@ impl PuntQueue {
         }
     }
 
+    /// Producer side: signal the eventfd unconditionally (for consumers
+    /// that poll it among other descriptors, several of them at once).
+    pub fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.event.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
     /// Consumer side: the next punted frame.
     pub fn pop(&self) -> Option<Box<PuntBuf>> {
         self.full.pop()
@@ -125,6 +139,19 @@ impl PuntQueue {
     /// Consumer side: after waking, reset the eventfd.
     pub fn clear_wake(&self) {
         self.sleeping.store(false, Ordering::SeqCst);
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a valid u64; non-blocking fd.
+        unsafe {
+            libc::read(
+                self.event.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
+    }
+
+    /// Consumer side: reset the eventfd only (for [`PuntQueue::kick`]).
+    pub fn drain_event(&self) {
         let mut v: u64 = 0;
         // SAFETY: reads at most 8 bytes into a valid u64; non-blocking fd.
         unsafe {

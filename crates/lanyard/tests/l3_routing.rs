@@ -312,3 +312,224 @@ fn routes_between_ports_with_ttl_icmp_urpf_and_blackhole() {
         sw.log()
     );
 }
+
+const SVI_YAML: &str = r#"
+switch:
+  name: l3-svi
+vlans:
+  - id: 10
+    router:
+      addresses: [10.10.0.1/24]
+  - id: 20
+    router:
+      addresses: [10.20.0.1/24]
+ports:
+  - name: sw1
+    mode: trunk
+    allowed-vlans: "10,20"
+    native-vlan: none
+  - name: sw2
+    vlan: 10
+  - name: sw3
+    mode: routed
+    addresses: [10.3.0.1/24]
+  - name: sw4
+    vlan: 20
+"#;
+
+fn svi_mac(sw: &Switch, vlan: u16) -> Mac {
+    router_mac(sw, &format!("vlan{vlan}"))
+}
+
+/// VLAN interfaces (SVIs): routing between a VLAN and a routed port, and
+/// between two VLANs; the router answers ARP and ping in a VLAN; routed
+/// frames leave a trunk tagged with the egress VLAN.
+#[test]
+fn routes_through_vlan_interfaces() {
+    require_root!();
+    let bed = TestBed::new("l3svi", 4, 9000).expect("namespaces");
+    let t = &bed.tester;
+    for (ifn, addr) in [
+        ("t2", "10.10.0.2/24"),
+        ("t3", "10.3.0.2/24"),
+        ("t4", "10.20.0.2/24"),
+    ] {
+        t.exec(&["ip", "addr", "add", addr, "dev", ifn]).unwrap();
+    }
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        SVI_YAML,
+        &["sw1", "sw2", "sw3", "sw4"],
+    )
+    .expect("start lanyard");
+    let mut failures: Vec<String> = Vec::new();
+
+    // The router in VLAN 10 answers ARP and ping (through the VLAN, its
+    // port to the router, the TAP ly-vlan10 and back).
+    let ping = t
+        .exec(&[
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-I",
+            "t2",
+            "10.10.0.1",
+        ])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    if !ping.as_ref().is_ok_and(|s| s.contains(" 0% packet loss")) {
+        failures.push(format!("ping 10.10.0.1 from t2 (VLAN 10): {ping:?}"));
+    }
+
+    let s10 = svi_mac(&sw, 10);
+    let s20 = svi_mac(&sw, 20);
+    let r3 = router_mac(&sw, "sw3");
+    let m2 = tester_mac(&bed, "t2");
+    let m3 = tester_mac(&bed, "t3");
+    let m4 = tester_mac(&bed, "t4");
+    let p1 = bed.open(1).unwrap();
+    let p2 = bed.open(2).unwrap();
+    let p3 = bed.open(3).unwrap();
+    let p4 = bed.open(4).unwrap();
+
+    // (name, sender, its frames' dst/src MACs, src, dst, receiver, the
+    // dst/src MACs it must see)
+    type Case<'a> = (
+        &'a str,
+        &'a RawPort,
+        Mac,
+        Mac,
+        &'a str,
+        &'a str,
+        &'a RawPort,
+        Mac,
+        Mac,
+    );
+    let cases: [Case; 3] = [
+        (
+            "vlan10 -> routed",
+            &p2,
+            s10,
+            m2,
+            "10.10.0.2",
+            "10.3.0.2",
+            &p3,
+            m3,
+            r3,
+        ),
+        (
+            "routed -> vlan10",
+            &p3,
+            r3,
+            m3,
+            "10.3.0.2",
+            "10.10.0.2",
+            &p2,
+            m2,
+            s10,
+        ),
+        (
+            "vlan10 -> vlan20",
+            &p2,
+            s10,
+            m2,
+            "10.10.0.2",
+            "10.20.0.2",
+            &p4,
+            m4,
+            s20,
+        ),
+    ];
+    for (k, (name, from, dmac, smac, src, dst, to, want_dst, want_src)) in
+        cases.into_iter().enumerate()
+    {
+        let base = 100_000 * (k as u64 + 1);
+        let frames: Vec<Vec<u8>> = (0..200u64)
+            .map(|i| ip::udp(&dmac, &smac, a(src), a(dst), 64, base + i, 128))
+            .collect();
+        to.drain();
+        send(from, &frames);
+        let got: Vec<IpInfo> = collect(to, Duration::from_millis(500), Duration::from_secs(10))
+            .into_iter()
+            .filter(|p| p.seq.is_some_and(|s| s >= base && s < base + 200))
+            .collect();
+        let ok = got
+            .iter()
+            .filter(|p| {
+                p.ttl == 63
+                    && p.header_ok
+                    && p.l4_ok
+                    && p.dst_mac == want_dst
+                    && p.src_mac == want_src
+            })
+            .count();
+        if ok != 200 {
+            failures.push(format!(
+                "{name}: {ok} of 200 arrived intact (ttl 63, MACs rewritten); {} seen, e.g. {:?}",
+                got.len(),
+                got.first()
+            ));
+        }
+    }
+
+    // A VLAN-10 host reachable only over the trunk: routed frames to it
+    // leave sw1 tagged with VLAN 10 (flooded: its MAC is not learned yet).
+    let host: Mac = [0x02, 0, 0, 0, 0x0a, 0x32];
+    bed.dut
+        .exec(&[
+            "ip",
+            "neigh",
+            "replace",
+            "10.10.0.50",
+            "lladdr",
+            "02:00:00:00:0a:32",
+            "dev",
+            "ly-vlan10",
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    p1.drain();
+    let f = ip::udp(&r3, &m3, a("10.3.0.2"), a("10.10.0.50"), 64, 7, 128);
+    p3.send(&f).unwrap();
+    let mut tagged = None;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        match p1.recv_timeout(Duration::from_millis(500)).unwrap() {
+            Some(fr) if fr.len() > 18 && fr[12..14] == [0x81, 0x00] && fr[0..6] == host => {
+                tagged = Some(fr);
+                break;
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    match tagged {
+        Some(fr) if u16::from_be_bytes([fr[14], fr[15]]) & 0xfff == 10 => {
+            let mut untagged = fr[..12].to_vec();
+            untagged.extend_from_slice(&fr[16..]);
+            match ip::parse(&untagged) {
+                Some(p) if p.ttl == 63 && p.l4_ok && p.src_mac == s10 => {}
+                other => failures.push(format!("trunk egress frame wrong: {other:?}")),
+            }
+        }
+        other => failures.push(format!(
+            "no VLAN-10-tagged routed frame on the trunk: {:?}",
+            other.map(|f| testkit::frame::hex(&f, 32))
+        )),
+    }
+
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}\ncounters: {}\nlog:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        sw.counters(),
+        sw.log()
+    );
+}

@@ -45,6 +45,7 @@ fn tables(urpf: Urpf) -> (L3Tables, Prefixes) {
             v6: vec![((0x2001_0db8u128 << 96) | (u128::from(p) << 80) | 0xfe, 64)],
             mtu: 1500,
             urpf: if p == 0 { urpf } else { Urpf::Off },
+            vlan: None,
         });
     }
     nh.set(

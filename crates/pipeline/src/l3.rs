@@ -65,6 +65,10 @@ pub struct RouterInterface {
     /// Largest IP packet (header included) sent out of this interface.
     pub mtu: u16,
     pub urpf: Urpf,
+    /// `Some(vlan)` for a VLAN interface (SVI): `port` is then the VLAN's
+    /// internal port to the router, with no interface of its own — frames
+    /// to it come from and go back to the layer-2 stage.
+    pub vlan: Option<u16>,
 }
 
 const NO_IFACE: u16 = u16::MAX;
@@ -123,6 +127,12 @@ impl L3Tables {
 
     pub fn interfaces(&self) -> &[RouterInterface] {
         &self.interfaces
+    }
+
+    /// True if `port` is the internal port of a VLAN interface.
+    #[inline]
+    pub fn is_svi(&self, port: u16) -> bool {
+        self.interface(port).is_some_and(|i| i.vlan.is_some())
     }
 
     /// The router interface on `port`, if the port is routed.

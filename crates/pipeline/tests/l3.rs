@@ -40,6 +40,7 @@ fn iface(port: u16, a4: &str, a6: &[&str], mtu: u16, urpf: Urpf) -> RouterInterf
         v6: a6.iter().map(|a| (v6(a), 64)).collect(),
         mtu,
         urpf,
+        vlan: None,
     }
 }
 

@@ -24,6 +24,8 @@ pub const DEFAULT_POLL_IDLE_US: u32 = 50;
 pub const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
 /// Default port MTU.
 pub const DEFAULT_MTU: u32 = 9216;
+/// IP MTU of an SVI whose VLAN has no ports.
+pub const DEFAULT_SVI_MTU: u32 = 1500;
 /// The VLAN that always exists and is the default everywhere.
 pub const DEFAULT_VLAN: u16 = 1;
 
@@ -180,6 +182,43 @@ pub struct VlanConfig {
     /// Learned addresses beyond this are flooded, never learned.
     #[serde(default)]
     pub mac_limit: Option<u32>,
+    /// A routed VLAN interface (SVI) in this VLAN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<VlanRouter>,
+}
+
+/// `vlans[].router:` — the VLAN's routed interface (SVI).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VlanRouter {
+    /// Interface addresses (IPv4 and IPv6).
+    #[serde(default)]
+    pub addresses: Vec<IpNet>,
+    /// Reverse-path check, default off.
+    #[serde(default)]
+    pub urpf: UrpfMode,
+    /// The interface's MAC (default derived, see docs/routing.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_mac: Option<MacAddr>,
+    /// IP MTU; default the smallest MTU of the VLAN's ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+}
+
+/// A layer-3 interface: a routed port or a VLAN's SVI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct L3Interface<'a> {
+    /// Port name, or `vlan<ID>` for an SVI.
+    pub name: String,
+    /// Port id: the port's index, or for an SVI an internal id after the
+    /// configured ports (the SVI is the VLAN's port to the router).
+    pub port: u16,
+    /// `Some(vlan)` for an SVI.
+    pub vlan: Option<u16>,
+    pub addresses: &'a [IpNet],
+    pub urpf: UrpfMode,
+    pub router_mac: Option<MacAddr>,
+    pub mtu: u32,
 }
 
 impl VlanConfig {
@@ -190,6 +229,7 @@ impl VlanConfig {
             name: None,
             learning: true,
             mac_limit: None,
+            router: None,
         }
     }
 }
@@ -330,6 +370,48 @@ impl Config {
     /// Index of the port named `name` in `ports`.
     pub fn port_index(&self, name: &str) -> Option<usize> {
         self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// Every layer-3 interface: routed ports (in port order), then SVIs
+    /// (in `vlans` order), whose port ids follow the configured ports.
+    pub fn l3_interfaces(&self) -> Vec<L3Interface<'_>> {
+        let mut out: Vec<L3Interface> = self
+            .routed_ports()
+            .map(|(i, p)| L3Interface {
+                name: p.name.clone(),
+                port: i as u16,
+                vlan: None,
+                addresses: &p.addresses,
+                urpf: p.urpf,
+                router_mac: p.router_mac,
+                mtu: p.mtu,
+            })
+            .collect();
+        for (k, (v, r)) in self.svis().enumerate() {
+            let members = self
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| self.port_vlans(*i).contains(v.id));
+            let mtu = members.map(|(_, p)| p.mtu).min().unwrap_or(DEFAULT_SVI_MTU);
+            out.push(L3Interface {
+                name: format!("vlan{}", v.id),
+                port: (self.ports.len() + k) as u16,
+                vlan: Some(v.id),
+                addresses: &r.addresses,
+                urpf: r.urpf,
+                router_mac: r.router_mac,
+                mtu: r.mtu.unwrap_or(mtu),
+            });
+        }
+        out
+    }
+
+    /// VLANs with an SVI, in `vlans` order.
+    pub fn svis(&self) -> impl Iterator<Item = (&VlanConfig, &VlanRouter)> {
+        self.vlans
+            .iter()
+            .filter_map(|v| v.router.as_ref().map(|r| (v, r)))
     }
 
     /// Indices of the routed ports.

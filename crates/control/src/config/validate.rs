@@ -38,6 +38,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_vlans(cfg, &mut c);
     check_ports(cfg, &mut c);
     check_static_macs(cfg, &mut c);
+    check_interfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
     c.issues
 }
@@ -246,7 +247,6 @@ fn check_ports(cfg: &Config, c: &mut Checker) {
                         );
                     }
                 }
-                check_addresses(cfg, c, i);
             }
         }
         if p.mode != PortMode::Routed {
@@ -368,38 +368,82 @@ fn address_problem(a: &IpNet) -> Option<String> {
     }
 }
 
-fn check_addresses(cfg: &Config, c: &mut Checker, i: usize) {
-    let p = &cfg.ports[i];
-    for (k, a) in p.addresses.iter().enumerate() {
-        let path = format!("ports[{i}].addresses[{k}]");
-        if let Some(m) = address_problem(a) {
-            c.err(&path, m);
-            continue;
+/// Field path of interface `k` of `cfg.l3_interfaces()`.
+fn iface_path(cfg: &Config, vlan: Option<u16>, port: u16) -> String {
+    match vlan {
+        None => format!("ports[{port}]"),
+        Some(id) => {
+            let i = cfg.vlans.iter().position(|v| v.id == id).unwrap_or(0);
+            format!("vlans[{i}].router")
         }
-        // Subnets of different routed ports must not overlap (a connected
-        // route has one egress port). IPv6 link-local is per link: exempt.
-        let link_local = matches!(a.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-        for (j, q) in cfg.routed_ports() {
-            for (m, b) in q.addresses.iter().enumerate() {
-                if (j, m) >= (i, k) || address_problem(b).is_some() {
-                    continue;
-                }
-                if a.addr == b.addr {
-                    c.err(
-                        &path,
-                        format!("{} is already ports[{j}].addresses[{m}]", a.addr),
-                    );
-                } else if j != i && !link_local {
-                    let shorter = if a.len <= b.len { a } else { b };
-                    let other = if a.len <= b.len { b } else { a };
-                    if shorter.contains(other.addr) {
+    }
+}
+
+fn check_interfaces(cfg: &Config, c: &mut Checker) {
+    let ifs = cfg.l3_interfaces();
+    let svis = ifs.iter().filter(|i| i.vlan.is_some()).count();
+    if svis > 0 && cfg.ports.len() + svis > limits::MAX_PORTS {
+        c.err(
+            "vlans",
+            format!(
+                "{} ports and {svis} VLAN interfaces exceed {} (each VLAN interface uses a port id)",
+                cfg.ports.len(),
+                limits::MAX_PORTS
+            ),
+        );
+    }
+    for (x, ifc) in ifs.iter().enumerate() {
+        let base = iface_path(cfg, ifc.vlan, ifc.port);
+        if let (Some(_), Some(m)) = (ifc.vlan, ifc.router_mac) {
+            if !m.is_unicast() {
+                c.err(
+                    format!("{base}.router-mac"),
+                    format!("{m} is not a unicast address"),
+                );
+            }
+        }
+        if ifc.vlan.is_some() && !limits::MTU.contains(&ifc.mtu) {
+            c.err(
+                format!("{base}.mtu"),
+                format!("{} is out of range 68..9216", ifc.mtu),
+            );
+        }
+        for (k, a) in ifc.addresses.iter().enumerate() {
+            let path = format!("{base}.addresses[{k}]");
+            if let Some(m) = address_problem(a) {
+                c.err(&path, m);
+                continue;
+            }
+            // Subnets of different interfaces must not overlap (a connected
+            // route has one egress). IPv6 link-local is per link: exempt.
+            let link_local =
+                matches!(a.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+            for (y, other) in ifs.iter().enumerate() {
+                for (m, b) in other.addresses.iter().enumerate() {
+                    if (y, m) >= (x, k) || address_problem(b).is_some() {
+                        continue;
+                    }
+                    if a.addr == b.addr {
                         c.err(
                             &path,
                             format!(
-                                "subnet {a} overlaps {b} on port {:?}; a connected subnet belongs to one port",
-                                q.name
+                                "{} is already {}.addresses[{m}]",
+                                a.addr,
+                                iface_path(cfg, other.vlan, other.port)
                             ),
                         );
+                    } else if y != x && !link_local {
+                        let shorter = if a.len <= b.len { a } else { b };
+                        let longer = if a.len <= b.len { b } else { a };
+                        if shorter.contains(longer.addr) {
+                            c.err(
+                                &path,
+                                format!(
+                                    "subnet {a} overlaps {b} on {}; a connected subnet belongs to one interface",
+                                    other.name
+                                ),
+                            );
+                        }
                     }
                 }
             }
@@ -418,6 +462,7 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
         }
     }
     let mut seen: HashMap<IpNet, usize> = HashMap::new();
+    let ifs = cfg.l3_interfaces();
     for (i, s) in r.static_routes.iter().enumerate() {
         let base = format!("routing.static-routes[{i}]");
         let net = IpNet {
@@ -440,22 +485,18 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
         }
         let port = match &s.interface {
             None => None,
-            Some(name) => match cfg.port(name) {
+            Some(name) => match ifs.iter().find(|i| &i.name == name) {
+                Some(i) => Some(i),
                 None => {
-                    c.err(
-                        format!("{base}.interface"),
-                        format!("unknown port {name:?}"),
-                    );
+                    let why = match cfg.port(name) {
+                        Some(_) => format!("port {name:?} is not a routed port"),
+                        None => format!(
+                            "unknown interface {name:?} (a routed port, or vlanN for a VLAN interface)"
+                        ),
+                    };
+                    c.err(format!("{base}.interface"), why);
                     continue;
                 }
-                Some(p) if p.mode != PortMode::Routed => {
-                    c.err(
-                        format!("{base}.interface"),
-                        format!("port {name:?} is not a routed port"),
-                    );
-                    continue;
-                }
-                Some(p) => Some(p),
             },
         };
         if s.blackhole {
@@ -482,8 +523,8 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
                     continue;
                 }
                 let link_local = matches!(gw, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
-                let on_link = |p: &super::model::PortConfig| {
-                    p.addresses.iter().any(|a| a.len < a.max_len() && a.contains(gw))
+                let on_link = |i: &super::model::L3Interface| {
+                    i.addresses.iter().any(|a| a.len < a.max_len() && a.contains(gw))
                 };
                 match port {
                     Some(p) if !link_local && !on_link(p) => c.err(
@@ -494,7 +535,7 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
                         format!("{base}.interface"),
                         format!("{gw} is link-local: say which interface"),
                     ),
-                    None if !cfg.routed_ports().any(|(_, p)| on_link(p)) => c.err(
+                    None if !ifs.iter().any(on_link) => c.err(
                         format!("{base}.next-hop"),
                         format!(
                             "{gw} is not in the subnet of any routed port (recursive static routes are not supported)"
