@@ -118,7 +118,7 @@ impl Switch {
 
         // Routed interfaces (TAPs, addresses, FIB) before the ports attach,
         // so the first routed frame finds its tables.
-        let router = match crate::router::Router::start(&cfg, &shared, &mut threads) {
+        let mut router = match crate::router::Router::start(&cfg, &shared, &mut threads) {
             Ok(r) => r,
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);
@@ -133,6 +133,9 @@ impl Switch {
         };
 
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
+        if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
+            sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
+        }
         sup.poll();
         let status = sup.status();
         // Links just brought up take a moment to report carrier: wait up to

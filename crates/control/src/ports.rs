@@ -49,7 +49,13 @@ pub struct Supervisor {
     mtus: Vec<u32>,
     routed: Vec<bool>,
     attached: Vec<Option<u32>>,
+    /// Told when a port goes up or down (the router mirrors it on the
+    /// port's TAP, so routing protocols see the link state at once).
+    on_link: Option<LinkHook>,
 }
+
+/// Called with (port id, up) on every change of a port's state.
+pub type LinkHook = Box<dyn Fn(u16, bool) + Send>;
 
 impl Supervisor {
     pub fn new(
@@ -83,7 +89,13 @@ impl Supervisor {
                 .map(|p| p.mode == crate::config::PortMode::Routed)
                 .collect(),
             attached: vec![None; cfg.ports.len()],
+            on_link: None,
         }
+    }
+
+    /// Call `hook` on every port state change (see [`LinkHook`]).
+    pub fn set_link_hook(&mut self, hook: LinkHook) {
+        self.on_link = Some(hook);
     }
 
     pub fn status(&self) -> Arc<Mutex<Vec<PortStatus>>> {
@@ -234,6 +246,9 @@ impl Supervisor {
                 let is_up = next.state == PortState::Up;
                 if was_up != is_up {
                     self.set_up_flag(id as u16, is_up);
+                    if let Some(h) = &self.on_link {
+                        h(id as u16, is_up);
+                    }
                 }
             }
             self.status.lock().unwrap_or_else(|e| e.into_inner())[id] = next;

@@ -79,6 +79,38 @@ pub struct RouterStats {
     pub neighbor_table_full: AtomicU64,
 }
 
+/// `TUNSETCARRIER` (`<linux/if_tun.h>`, Linux ≥ 5.0): a TAP's carrier.
+const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
+
+/// Sets the carrier of the TAP twins to their ports' link state, so the
+/// kernel and FRR see a port going down at once (interface down, routes
+/// and neighbours flushed, OSPF adjacency dropped) rather than after a
+/// dead interval.
+pub struct CarrierMirror {
+    /// (port id, a descriptor of its TAP).
+    taps: Vec<(u16, std::os::fd::OwnedFd)>,
+}
+
+impl CarrierMirror {
+    pub fn set(&self, port: u16, up: bool) {
+        use std::os::fd::AsRawFd;
+        for (p, fd) in &self.taps {
+            if *p == port {
+                let on: libc::c_int = up.into();
+                // SAFETY: TUNSETCARRIER reads an int through the pointer,
+                // which points at a live c_int; the descriptor is ours.
+                unsafe {
+                    libc::ioctl(
+                        fd.as_raw_fd(),
+                        TUNSETCARRIER as _,
+                        &on as *const libc::c_int,
+                    )
+                };
+            }
+        }
+    }
+}
+
 /// The running layer-3 control plane.
 pub struct Router {
     pub ports: Vec<RoutedPort>,
@@ -87,6 +119,8 @@ pub struct Router {
     pub stats: Arc<RouterStats>,
     /// FPM listener (zebra connects here), when configured.
     pub fpm: Option<Arc<crate::frr::FpmStats>>,
+    /// Port link state → TAP carrier (taken by the supervisor's hook).
+    pub carrier: Option<CarrierMirror>,
 }
 
 /// The MAC of a routed interface: the configured one, else a locally
@@ -172,6 +206,7 @@ impl Router {
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
         let mut taps = Vec::new();
+        let mut carrier = Vec::new();
         let mut ports = Vec::new();
         for p in &routed {
             let index = p.port as usize;
@@ -200,6 +235,18 @@ impl Router {
             let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
             io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))?;
             let ifindex = dev.ifindex();
+            if p.vlan.is_none() {
+                // Down until the port is attached and up.
+                if let Some(fd) = dev.rx_fd() {
+                    // SAFETY: dup(2) of a descriptor we own; checked.
+                    let d = unsafe { libc::dup(fd) };
+                    if d >= 0 {
+                        // SAFETY: `d` is a fresh descriptor owned by nobody else.
+                        let owned = unsafe { std::os::fd::FromRawFd::from_raw_fd(d) };
+                        carrier.push((p.port, owned));
+                    }
+                }
+            }
             for a in p.addresses {
                 if let Err(e) = rtnl.add_address(ifindex, a.addr, a.len) {
                     if !crate::kernel::is_exists(&e) {
@@ -330,12 +377,17 @@ impl Router {
                     .join(" ")
             ));
         }
+        let carrier = CarrierMirror { taps: carrier };
+        for (p, _) in &carrier.taps {
+            carrier.set(*p, false);
+        }
         Ok(Some(Router {
             ports,
             fib,
             neighbors,
             stats,
             fpm: fpm_stats,
+            carrier: Some(carrier),
         }))
     }
 }
