@@ -1104,7 +1104,24 @@ impl Fib {
         match ev {
             FpmEvent::Connected { .. } => self.frr_connected(),
             FpmEvent::Updates(us) => {
-                for u in us {
+                for (i, u) in us.iter().enumerate() {
+                    // zebra without route-replace (FRR < 9) changes a route
+                    // as a delete and an add in one frame: apply the add as
+                    // a replace, so the prefix never leaves the LPM and no
+                    // packet in between is dropped as unroutable.
+                    if let (
+                        RouteUpdate::Del { prefix, table, .. },
+                        Some(RouteUpdate::Add {
+                            prefix: p2,
+                            table: t2,
+                            ..
+                        }),
+                    ) = (u, us.get(i + 1))
+                    {
+                        if prefix == p2 && table == t2 {
+                            continue;
+                        }
+                    }
                     // Errors are counted; the stream goes on.
                     let _ = self.apply_update(u, ifindex_to_port);
                 }

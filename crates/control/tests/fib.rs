@@ -1489,3 +1489,49 @@ fn insert_240k_routes_timing() {
     let s = fib.summary();
     assert_eq!((s.v4.prefixes, s.next_hops, s.groups), (0, 1, 0));
 }
+
+/// zebra 8 changes a route as RTM_DELROUTE + RTM_NEWROUTE in one frame:
+/// applied as a replace, the prefix never leaves the LPM (a /28 would
+/// free a node on removal; none is quarantined).
+#[test]
+fn delete_then_add_in_one_frame_is_a_replace() {
+    let mut fib = small();
+    let a = NextHops::List(vec![frr_nh("192.0.2.1", 101, 1)]);
+    let b = NextHops::List(vec![frr_nh("192.0.2.2", 102, 1)]);
+    let add = |nh: &NextHops| build::route(RTM_NEWROUTE, p("10.9.9.16/28"), 254, 188, 20, nh);
+    fib.apply_frr(&FpmEvent::Updates(decode(&add(&a)).unwrap()), &ports);
+    assert_eq!(
+        hops_at(&fib, "10.9.9.17"),
+        set_of(&[(1, Some("192.0.2.1"))])
+    );
+    let mut frame = build::route(
+        RTM_DELROUTE,
+        p("10.9.9.16/28"),
+        254,
+        188,
+        20,
+        &NextHops::None,
+    );
+    frame.extend(add(&b));
+    fib.apply_frr(&FpmEvent::Updates(decode(&frame).unwrap()), &ports);
+    assert_eq!(
+        hops_at(&fib, "10.9.9.17"),
+        set_of(&[(2, Some("192.0.2.2"))])
+    );
+    assert_eq!(
+        fib.summary().v4.lpm.quarantined,
+        0,
+        "the /28's node was never unlinked"
+    );
+    // A delete on its own still deletes.
+    let del = build::route(
+        RTM_DELROUTE,
+        p("10.9.9.16/28"),
+        254,
+        188,
+        20,
+        &NextHops::None,
+    );
+    fib.apply_frr(&FpmEvent::Updates(decode(&del).unwrap()), &ports);
+    assert!(target(&fib, ip("10.9.9.17")).is_none());
+}
