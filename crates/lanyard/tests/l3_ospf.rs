@@ -259,21 +259,7 @@ fn ospf_240k_v4_118k_v6_through_lanyard() {
             )
         })
         .collect();
-    let tester_opts = FrrOptions::default();
-    let testers: Vec<FrrInstance> = std::thread::scope(|s| {
-        let handles: Vec<_> = injectors
-            .iter()
-            .enumerate()
-            .map(|(k, r)| {
-                let (ns, opts) = (bed.tester(k + 1).name(), &tester_opts);
-                s.spawn(move || r.start(ns, &format!("r{}", k + 1), opts))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap().expect("tester FRR"))
-            .collect()
-    });
+    let testers = bed.start_routers(&injectors, &FrrOptions::default());
     let t0 = Instant::now();
     let adj = wait_adjacencies(&dut, PORTS, timeout);
     eprintln!("  {PORTS} OSPFv2 + OSPFv3 adjacencies Full over Lanyard after {adj:.1?}");

@@ -11,6 +11,7 @@
 //! It is never shipped in the binary: only `[dev-dependencies]` use it.
 
 pub mod frame;
+pub mod frr;
 pub mod ip;
 pub mod l2;
 pub mod netns;
