@@ -2,21 +2,94 @@
 //! test, tear it all down on drop.
 
 use crate::netns::{run, run_in, Topology, Wiring};
-use crate::plan::{Driver, DutSpec};
+use crate::plan::{Driver, DutSpec, Test};
+use crate::routes::{Route4, Route6};
 use crate::sig::Mac;
 use crate::LabError;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How a DUT is configured for a test: layer-3 mode (lanyard: routed
+/// ports) and the synthetic route tables. The engine restarts a DUT when
+/// the next test needs a different setup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// Routed ports (lanyard); linux-router always routes.
+    pub layer3: bool,
+    /// IPv4 routes.
+    pub routes: u32,
+    /// IPv6 routes.
+    pub routes6: u32,
+}
+
+impl Setup {
+    /// The DUT's own setup, before any test: its `routes` / `routes6`,
+    /// layer 3 on linux-router.
+    pub fn of(spec: &DutSpec) -> Setup {
+        Setup {
+            layer3: spec.driver == Driver::LinuxRouter,
+            routes: spec.routes.unwrap_or(0),
+            routes6: spec.routes6.unwrap_or(0),
+        }
+    }
+
+    /// What `test` needs from `spec`: the test's route counts override the
+    /// DUT's; only lanyard switches between layer 2 and layer 3.
+    pub fn for_test(spec: &DutSpec, test: &Test) -> Setup {
+        let l3 =
+            test.layer == Some(3) || (test.layer.is_none() && spec.driver == Driver::LinuxRouter);
+        Setup {
+            layer3: match spec.driver {
+                Driver::LinuxRouter => true,
+                Driver::Lanyard => l3,
+                _ => false,
+            },
+            routes: test.routes.or(spec.routes).unwrap_or(0),
+            routes6: test.routes6.or(spec.routes6).unwrap_or(0),
+        }
+    }
+
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if self.layer3 {
+            v.push("layer 3".to_string());
+        }
+        if self.routes + self.routes6 > 0 {
+            v.push(format!(
+                "{} IPv4 + {} IPv6 routes",
+                self.routes, self.routes6
+            ));
+        }
+        if v.is_empty() {
+            "default setup".into()
+        } else {
+            v.join(", ")
+        }
+    }
+}
 
 /// A running DUT with its topology.
 pub struct Dut {
     /// Plan entry.
     pub spec: DutSpec,
+    /// Configuration it was started with.
+    pub setup: Setup,
     /// Notes for the report (version, port type, …).
     pub info: Vec<String>,
-    /// MACs of the DUT ports (linux-router: next-hop MACs).
+    /// MACs of the DUT ports (linux-router, lanyard in layer 3: next-hop
+    /// (router) MACs).
     pub port_macs: Vec<Mac>,
+    /// IPv4 routes (installed on routing DUTs; the generator sends to
+    /// addresses in them on every DUT).
+    pub routes4: Arc<Vec<Route4>>,
+    /// IPv6 routes, likewise.
+    pub routes6: Arc<Vec<Route6>>,
+    /// Seconds from spawning the DUT to it being ready (routes included).
+    pub start_seconds: f64,
     children: Vec<Child>,
     ovs_dir: Option<PathBuf>,
     lanyard: Option<(PathBuf, PathBuf)>,
@@ -42,6 +115,25 @@ pub fn host_mac(p: usize) -> Mac {
 /// IPv4 address of the emulated host on port `p`: 198.18.<p+1>.2.
 pub fn host_ip(p: usize) -> [u8; 4] {
     [198, 18, (p + 1) as u8, 2]
+}
+
+/// The DUT's IPv4 address on port `p`: 198.18.<p+1>.1/24.
+pub fn dut_ip(p: usize) -> String {
+    format!("198.18.{}.1/24", p + 1)
+}
+
+/// The DUT's IPv6 address on port `p`: 2001:2:0:<p+1>::1/64 (the hosts
+/// are `::2`, see [`crate::sig::host_ip6`]).
+pub fn dut_ip6(p: usize) -> String {
+    format!("2001:2:0:{:x}::1/64", p + 1)
+}
+
+fn host_ip_str(p: usize) -> String {
+    Ipv4Addr::from(host_ip(p)).to_string()
+}
+
+fn host_ip6_str(p: usize) -> String {
+    Ipv6Addr::from(crate::sig::host_ip6(p)).to_string()
 }
 
 fn parse_mac(s: &str) -> Option<Mac> {
@@ -93,8 +185,30 @@ impl Dut {
         self.spec.driver == Driver::Wire
     }
 
-    /// Create the topology with `ports` ports and start the DUT.
+    /// True if the DUT routes test frames (decrements the TTL, rewrites
+    /// the MACs): linux-router, and lanyard with routed ports.
+    pub fn routes_packets(&self) -> bool {
+        match self.spec.driver {
+            Driver::LinuxRouter => true,
+            Driver::Lanyard => self.setup.layer3,
+            _ => false,
+        }
+    }
+
+    /// Create the topology with `ports` ports and start the DUT with its
+    /// own setup ([`Setup::of`]).
     pub fn start(spec: &DutSpec, ports: usize, lanyard_bin: &Path) -> Result<Dut, LabError> {
+        Self::start_with(spec, ports, lanyard_bin, Setup::of(spec))
+    }
+
+    /// Create the topology with `ports` ports and start the DUT configured
+    /// as `setup` says.
+    pub fn start_with(
+        spec: &DutSpec,
+        ports: usize,
+        lanyard_bin: &Path,
+        setup: Setup,
+    ) -> Result<Dut, LabError> {
         let ports = if spec.driver == Driver::Wire {
             ports.div_ceil(2) * 2
         } else {
@@ -107,13 +221,18 @@ impl Dut {
         )?;
         let mut d = Dut {
             spec: spec.clone(),
+            setup,
             info: Vec::new(),
             port_macs: Vec::new(),
+            routes4: Arc::new(crate::routes::v4(setup.routes, ports)),
+            routes6: Arc::new(crate::routes::v6(setup.routes6, ports)),
+            start_seconds: 0.0,
             children: Vec::new(),
             ovs_dir: None,
             lanyard: None,
             topo,
         };
+        let t0 = Instant::now();
         match spec.driver {
             Driver::Wire => d.info.push("veth pair t(2k-1) <-> t(2k)".into()),
             Driver::LinuxBridge => d.start_bridge(None)?,
@@ -128,7 +247,59 @@ impl Dut {
                 d.start_lanyard(&bin)?
             }
         }
+        d.start_seconds = t0.elapsed().as_secs_f64();
+        if setup.routes + setup.routes6 > 0 {
+            let how = if d.routes_packets() {
+                format!("installed; ready {:.1} s after start", d.start_seconds)
+            } else {
+                "not installed (the DUT does not route in this setup); destinations sampled from them"
+                    .into()
+            };
+            d.info.push(format!(
+                "{} IPv4 + {} IPv6 routes {how}",
+                setup.routes, setup.routes6
+            ));
+        }
         Ok(d)
+    }
+
+    /// Add the synthetic routes to the kernel of the DUT namespace, with
+    /// `ip -batch` (one process for all of them).
+    fn kernel_routes(&self) -> Result<(), LabError> {
+        if self.routes4.is_empty() && self.routes6.is_empty() {
+            return Ok(());
+        }
+        let mut b = crate::routes::ip_batch(&self.routes4, host_ip_str);
+        b.push_str(&crate::routes::ip_batch(&self.routes6, host_ip6_str));
+        let f = self.topo.tmp.join("routes.batch");
+        std::fs::write(&f, b).map_err(|e| LabError::Dut(format!("write {}: {e}", f.display())))?;
+        run(
+            "ip",
+            &["-n", &self.topo.dut, "-batch", &f.to_string_lossy()],
+        )?;
+        Ok(())
+    }
+
+    /// Permanent neighbour entries for the emulated hosts (IPv4 and IPv6)
+    /// on `dev(i)` (the port, or lanyard's TAP twin), in one `ip -batch`.
+    fn static_neighbours(&self, dev: impl Fn(usize) -> String) -> Result<(), LabError> {
+        let mut b = String::new();
+        for i in 0..self.topo.ports {
+            let mac = crate::sig::mac_str(&host_mac(i));
+            for ip in [host_ip_str(i), host_ip6_str(i)] {
+                b.push_str(&format!(
+                    "neigh replace {ip} lladdr {mac} dev {} nud permanent\n",
+                    dev(i)
+                ));
+            }
+        }
+        let f = self.topo.tmp.join("neigh.batch");
+        std::fs::write(&f, b).map_err(|e| LabError::Dut(format!("write {}: {e}", f.display())))?;
+        run(
+            "ip",
+            &["-n", &self.topo.dut, "-batch", &f.to_string_lossy()],
+        )?;
+        Ok(())
     }
 
     fn sw(&self) -> Vec<String> {
@@ -186,37 +357,26 @@ impl Dut {
         let ns = self.topo.dut.clone();
         run_in(&ns, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
         run_in(&ns, "sysctl", &["-qw", "net.ipv4.conf.all.rp_filter=0"])?;
+        run_in(&ns, "sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"])?;
         for (i, p) in self.sw().iter().enumerate() {
-            let addr = format!("198.18.{}.1/24", i + 1);
-            run("ip", &["-n", &ns, "addr", "add", &addr, "dev", p])?;
-            let h = host_ip(i);
-            let hip = format!("{}.{}.{}.{}", h[0], h[1], h[2], h[3]);
-            let mac = crate::sig::mac_str(&host_mac(i));
-            let dynamic = self.spec.static_neighbours == Some(false);
-            if !dynamic {
-                let args = [
-                    "-n",
-                    &ns,
-                    "neigh",
-                    "replace",
-                    &hip,
-                    "lladdr",
-                    &mac,
-                    "dev",
-                    p,
-                    "nud",
-                    "permanent",
-                ];
-                run("ip", &args)?;
-            }
+            run("ip", &["-n", &ns, "addr", "add", &dut_ip(i), "dev", p])?;
+            run(
+                "ip",
+                &["-n", &ns, "addr", "add", &dut_ip6(i), "dev", p, "nodad"],
+            )?;
             self.port_macs.push(link_mac(&ns, p)?);
         }
-        self.info
-            .push(if self.spec.static_neighbours == Some(false) {
-                "Linux IPv4 forwarding, neighbours by ARP (answered by the emulated hosts)".into()
-            } else {
-                "Linux IPv4 forwarding, static neighbours".into()
-            });
+        let dynamic = self.spec.static_neighbours == Some(false);
+        if !dynamic {
+            self.static_neighbours(|i| format!("sw{}", i + 1))?;
+        }
+        self.kernel_routes()?;
+        self.info.push(if dynamic {
+            "Linux IPv4 + IPv6 forwarding, neighbours by ARP / ND (answered by the emulated hosts)"
+                .into()
+        } else {
+            "Linux IPv4 + IPv6 forwarding, static neighbours".into()
+        });
         Ok(())
     }
 
@@ -362,7 +522,10 @@ impl Dut {
             .map_err(|e| LabError::Dut(format!("spawn {}: {e}", bin.display())))?;
         self.children.push(child);
         let mut exited = None;
-        let res = wait_for("lanyard management socket", 10.0, || {
+        // Static routes are installed (FIB and kernel) before the socket
+        // answers: allow for them.
+        let secs = 10.0 + (self.setup.routes + self.setup.routes6) as f64 / 4000.0;
+        let res = wait_for("lanyard management socket", secs, || {
             if let Some(c) = self.children.last_mut() {
                 if let Ok(Some(st)) = c.try_wait() {
                     exited = Some(st);
@@ -393,11 +556,126 @@ impl Dut {
             .unwrap_or_default();
         self.info.push(format!("lanyard {ver} ({})", bin.display()));
         self.lanyard = Some((bin.to_path_buf(), sock));
+        if self.setup.layer3 {
+            self.lanyard_layer3(&log)?;
+        }
+        Ok(())
+    }
+
+    /// `lanyard show WORDS --json` against the running instance.
+    pub fn lanyard_show(&self, words: &[&str]) -> Result<serde_json::Value, LabError> {
+        let Some((bin, sock)) = &self.lanyard else {
+            return Err(LabError::Dut("lanyard is not running".into()));
+        };
+        let out = Command::new(bin)
+            .arg("--socket")
+            .arg(sock)
+            .arg("show")
+            .args(words)
+            .arg("--json")
+            .output()
+            .map_err(|e| LabError::Dut(format!("lanyard show: {e}")))?;
+        if !out.status.success() {
+            return Err(LabError::Dut(format!(
+                "lanyard show {}: {}",
+                words.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| LabError::Dut(format!("lanyard show {}: {e}", words.join(" "))))
+    }
+
+    /// Lanyard's counters when it runs with routed ports (None otherwise):
+    /// `{"l3": …, "ports": {"sw1": {rx_frames, tx_frames, drops}, …}}`
+    /// from `show counters` (ports keyed by name, so snapshots subtract).
+    pub fn l3_counters(&self) -> Option<serde_json::Value> {
+        if self.spec.driver != Driver::Lanyard || !self.setup.layer3 {
+            return None;
+        }
+        let v = self.lanyard_show(&["counters"]).ok()?;
+        let mut ports = serde_json::Map::new();
+        for p in v["ports"].as_array().into_iter().flatten() {
+            if let Some(n) = p["name"].as_str() {
+                ports.insert(
+                    n.into(),
+                    serde_json::json!({"rx_frames": p["rx_frames"], "tx_frames": p["tx_frames"],
+                                       "drops": p["drops"]}),
+                );
+            }
+        }
+        Some(serde_json::json!({"l3": v["l3"], "ports": ports}))
+    }
+
+    /// Routed ports: next-hop MACs from `show ip interface` (the router
+    /// MAC is not the port's kernel MAC), the emulated hosts as permanent
+    /// neighbours on the TAP twins (Lanyard mirrors the kernel's table),
+    /// and a check that the FIB holds every route.
+    fn lanyard_layer3(&mut self, log: &Path) -> Result<(), LabError> {
+        let ifs = self.lanyard_show(&["ip", "interface"])?;
+        let mut taps = Vec::new();
+        for p in self.sw() {
+            let r = ifs
+                .as_array()
+                .and_then(|a| a.iter().find(|r| r["name"] == p.as_str()));
+            let (Some(mac), Some(tap)) = (
+                r.and_then(|r| r["mac"].as_str()).and_then(parse_mac),
+                r.and_then(|r| r["tap"].as_str()),
+            ) else {
+                return Err(LabError::Dut(format!(
+                    "no router MAC / TAP for {p} in {ifs}"
+                )));
+            };
+            self.port_macs.push(mac);
+            taps.push(tap.to_string());
+        }
+        if self.spec.static_neighbours != Some(false) {
+            self.static_neighbours(|i| taps[i].clone())?;
+            let want = self.topo.ports;
+            let mut seen = (0, 0);
+            let res = wait_for("lanyard to mirror the static neighbours", 10.0, || {
+                let n = |w: &[&str]| {
+                    self.lanyard_show(w)
+                        .ok()
+                        .and_then(|v| v.as_array().map(|a| a.len()))
+                        .unwrap_or(0)
+                };
+                seen = (n(&["arp"]), n(&["ipv6", "neighbors"]));
+                seen.0 >= want && seen.1 >= want
+            });
+            res.map_err(|e| {
+                LabError::Dut(format!(
+                    "{e}: {} ARP / {} ND entries of {want}; log: {}",
+                    seen.0,
+                    seen.1,
+                    tail(log)
+                ))
+            })?;
+        }
+        let mut fib = Vec::new();
+        for (fam, want) in [("ip", self.routes4.len()), ("ipv6", self.routes6.len())] {
+            let v = self.lanyard_show(&[fam, "route", "summary"])?;
+            let installed = v["installed"].as_u64().unwrap_or(0) as usize;
+            // Connected subnets are in the FIB too.
+            if installed < want {
+                return Err(LabError::Dut(format!(
+                    "lanyard installed {installed} {fam} routes, expected at least {want}: {v}"
+                )));
+            }
+            fib.push(installed);
+        }
+        self.info.push(format!(
+            "routed ports sw1..sw{} (198.18.<i>.1/24, 2001:2:0:<i>::1/64), FIB {} IPv4 / {} IPv6 installed",
+            self.topo.ports, fib[0], fib[1]
+        ));
         Ok(())
     }
 
     /// The Lanyard configuration this driver writes (docs/config.md).
     pub fn lanyard_config(&self, sock: &Path) -> String {
+        if self.setup.layer3 {
+            return self.lanyard_config_l3(sock);
+        }
         let s = &self.spec;
         let vlan = s.vlan.unwrap_or(10);
         let mut c = String::new();
@@ -422,6 +700,47 @@ impl Dut {
             c.push_str(&format!(
                 "  - name: {p}\n    mode: access\n    vlan: {vlan}\n"
             ));
+        }
+        c
+    }
+
+    /// Layer 3: routed ports with the linux-router's addressing and the
+    /// synthetic routes as `routing.static-routes`.
+    fn lanyard_config_l3(&self, sock: &Path) -> String {
+        use std::fmt::Write as _;
+        let mut c = String::with_capacity(64 * (self.routes4.len() + self.routes6.len()) + 512);
+        c.push_str("switch:\n  name: lab\n");
+        let _ = writeln!(c, "  workers: {}", self.spec.workers.unwrap_or(1));
+        let _ = writeln!(c, "management:\n  socket: {}", sock.display());
+        c.push_str("ports:\n");
+        for (i, p) in self.sw().iter().enumerate() {
+            let _ = writeln!(
+                c,
+                "  - name: {p}\n    mode: routed\n    addresses: [{}, \"{}\"]",
+                dut_ip(i),
+                dut_ip6(i)
+            );
+        }
+        if !self.routes4.is_empty() || !self.routes6.is_empty() {
+            c.push_str("routing:\n  static-routes:\n");
+            for r in self.routes4.iter() {
+                let _ = writeln!(
+                    c,
+                    "    - {{prefix: {}/{}, next-hop: {}}}",
+                    r.addr,
+                    r.len,
+                    host_ip_str(r.port)
+                );
+            }
+            for r in self.routes6.iter() {
+                let _ = writeln!(
+                    c,
+                    "    - {{prefix: \"{}/{}\", next-hop: \"{}\"}}",
+                    r.addr,
+                    r.len,
+                    host_ip6_str(r.port)
+                );
+            }
         }
         c
     }
@@ -474,6 +793,34 @@ impl Dut {
             return Some(0);
         }
         self.spec.mac_limit
+    }
+}
+
+/// `after − before` for every numeric leaf of two counter snapshots,
+/// keeping only the ones that changed (nested objects as in the input).
+pub fn counter_delta(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut o = serde_json::Map::new();
+            for (k, av) in a {
+                let d = counter_delta(b.get(k).unwrap_or(&Value::Null), av);
+                let keep = match &d {
+                    Value::Object(m) => !m.is_empty(),
+                    Value::Number(n) => n.as_i64() != Some(0),
+                    _ => false,
+                };
+                if keep {
+                    o.insert(k.clone(), d);
+                }
+            }
+            Value::Object(o)
+        }
+        (b, Value::Number(a)) => {
+            let a = a.as_i64().unwrap_or(0);
+            Value::from(a - b.as_i64().unwrap_or(0))
+        }
+        _ => Value::Null,
     }
 }
 

@@ -12,11 +12,13 @@ use crate::hist::{Histogram, LatencyStats};
 use crate::netns::{in_netns, interrupted};
 use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
 use crate::sig::{
-    build_headers, find_signature, mac_add, mono_ns, neighbour_reply, Mac, Signature, L3, SIG_LEN,
+    build_headers, finish, locate, mac_add, mono_ns, neighbour_reply, Arrival, Mac, Signature, L3,
+    MIN_FRAME_V6, SIG_LEN,
 };
 use crate::LabError;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// One stream of test frames.
 #[derive(Debug, Clone)]
@@ -35,8 +37,12 @@ pub struct Stream {
     pub dst_count: u32,
     /// Frame sizes with FCS, cycled per frame (one entry = fixed size; IMIX = several).
     pub sizes: Vec<u16>,
-    /// IPv4/UDP addresses, or None for layer-2 frames.
-    pub l3: Option<L3>,
+    /// Layer-3 (UDP) addresses, cycled per frame (frame `seq` uses entry
+    /// `seq % len`), or None for layer-2 frames.
+    pub l3: Option<Arc<[L3]>>,
+    /// What frames must look like on the expected port (routed frames:
+    /// TTL, destination MAC, IPv4 checksum); others count as malformed.
+    pub arrival: Option<Arrival>,
 }
 
 /// How long each port sends.
@@ -86,6 +92,9 @@ pub struct StreamResult {
     pub per_port: Vec<u64>,
     /// Frames seen on ports other than the expected (and transmitting) one.
     pub flooded: u64,
+    /// Frames on the expected port that failed the arrival check (wrong
+    /// TTL / hop limit, destination MAC or IPv4 checksum); not received.
+    pub malformed: u64,
     /// Latency on the expected port.
     pub latency: LatencyStats,
 }
@@ -115,6 +124,8 @@ pub struct TrialResult {
     pub reordered: u64,
     /// Frames seen on unexpected ports.
     pub flooded: u64,
+    /// Frames on their expected port that failed the arrival check.
+    pub malformed: u64,
     /// Our frames (this nonce) received per tester port.
     pub per_port_rx: Vec<u64>,
     /// Frames sent per tester port.
@@ -155,6 +166,7 @@ struct StreamRx {
     received: u64,
     dup: u64,
     reordered: u64,
+    malformed: u64,
     max_seq: Option<u32>,
     bitmap: Vec<u64>,
     hist: Histogram,
@@ -236,9 +248,20 @@ impl Tester {
         if spec.streams.len() > u16::MAX as usize {
             return Err(LabError::Other("too many streams (max 65535)".into()));
         }
-        for s in &spec.streams {
-            if s.tx >= nports || s.expect.is_some_and(|e| e >= nports) || s.sizes.is_empty() {
-                return Err(LabError::Other(format!("bad stream {s:?}")));
+        for (i, s) in spec.streams.iter().enumerate() {
+            let v6 =
+                s.l3.as_ref()
+                    .is_some_and(|v| v.iter().any(|a| matches!(a, L3::V6 { .. })));
+            if s.tx >= nports
+                || s.expect.is_some_and(|e| e >= nports)
+                || s.sizes.is_empty()
+                || s.l3.as_ref().is_some_and(|v| v.is_empty())
+                || (v6 && s.sizes.iter().any(|&z| z < MIN_FRAME_V6))
+            {
+                return Err(LabError::Other(format!(
+                    "bad stream {i}: tx {} expect {:?} sizes {:?} (IPv6 needs >= {MIN_FRAME_V6} bytes)",
+                    s.tx, s.expect, s.sizes
+                )));
             }
         }
         self.nonce = self.nonce.wrapping_add(1).max(1);
@@ -266,6 +289,7 @@ impl Tester {
                 received: 0,
                 dup: 0,
                 reordered: 0,
+                malformed: 0,
                 max_seq: None,
                 bitmap: vec![0u64; bits_for(s).div_ceil(64)],
                 hist: Histogram::new(),
@@ -316,6 +340,7 @@ impl Tester {
             duplicated: 0,
             reordered: 0,
             flooded: 0,
+            malformed: 0,
             per_port_rx: vec![0; nports],
             per_port_tx: tx_out.port_sent.clone(),
             tester_rx_drops,
@@ -360,6 +385,7 @@ impl Tester {
             res.duplicated += r.dup;
             res.reordered += r.reordered;
             res.flooded += flooded;
+            res.malformed += r.malformed;
             all.merge(&r.hist);
             res.streams.push(StreamResult {
                 id: i,
@@ -372,6 +398,7 @@ impl Tester {
                 reordered: r.reordered,
                 per_port: r.per_port.clone(),
                 flooded,
+                malformed: r.malformed,
                 latency: r.hist.stats(),
             });
         }
@@ -446,7 +473,8 @@ fn tx_loop(
         .flat_map(|s| s.sizes.iter())
         .copied()
         .max()
-        .unwrap_or(64) as usize;
+        .unwrap_or(64)
+        .max(128) as usize;
     let mut bufs = vec![vec![0u8; maxlen]; BATCH];
     let mut slot_stream = [0usize; BATCH];
     let mut lens = [0usize; BATCH];
@@ -536,7 +564,8 @@ fn tx_loop(
             let size = s.sizes[q as usize % s.sizes.len()];
             let dst = mac_add(s.dst, q % s.dst_count.max(1));
             let src = mac_add(s.src, q % s.src_count.max(1));
-            let (len, off) = build_headers(buf, size, dst, src, s.l3);
+            let l3 = s.l3.as_ref().map(|v| &v[q as usize % v.len()]);
+            let (len, off) = build_headers(buf, size, dst, src, l3);
             Signature {
                 nonce,
                 stream: si as u16,
@@ -544,6 +573,7 @@ fn tx_loop(
                 ts,
             }
             .encode(&mut buf[off..off + SIG_LEN]);
+            finish(buf, l3);
             lens[k] = len;
         }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
@@ -564,6 +594,10 @@ fn tx_loop(
         pt.sent += n as u64;
         if paced {
             pt.next += burst as f64 * pt.gap_ns;
+        } else {
+            // Unpaced ports take turns (the earliest "deadline" is the one
+            // that sent longest ago); left at t0, the first would starve the rest.
+            pt.next = mono_ns() as f64;
         }
         if let Limit::Frames(lim) = spec.limit {
             if pt.sent >= lim {
@@ -608,11 +642,10 @@ fn rx_loop(
             }
             let now = mono_ns();
             for i in 0..n {
-                let Some(sg) = find_signature(bufs.frame(i)) else {
+                let frame = bufs.frame(i);
+                let Some((sg, ip)) = locate(frame) else {
                     if let Some(h) = hosts.get(p) {
-                        if let Some(n) =
-                            neighbour_reply(bufs.frame(i), h.mac, h.ip, h.ip6, &mut reply)
-                        {
+                        if let Some(n) = neighbour_reply(frame, h.mac, h.ip, h.ip6, &mut reply) {
                             let _ = tx[p].send_batch(&[&reply[..n]]);
                         }
                     }
@@ -625,6 +658,10 @@ fn rx_loop(
                 let r = &mut rxs[sg.stream as usize];
                 r.per_port[p] += 1;
                 if st.expect != Some(p) {
+                    continue;
+                }
+                if st.arrival.is_some_and(|a| !a.check(frame, ip)) {
+                    r.malformed += 1;
                     continue;
                 }
                 let q = sg.seq as usize;

@@ -16,6 +16,7 @@ pub mod pktsock;
 pub mod plan;
 pub mod procs;
 pub mod report;
+pub mod routes;
 pub mod search;
 pub mod sig;
 
@@ -130,11 +131,20 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
     }
     let started = now_unix();
     let t0 = std::time::Instant::now();
+    let load0 = loadavg();
     let tests: Vec<plan::Test> = (0..plan.tests.len())
         .map(|i| plan.test(i))
         .collect::<Result<_, _>>()?;
-    let est: f64 = tests.iter().map(procs::estimate).sum::<f64>() * plan.duts.len() as f64
-        + 3.0 * plan.duts.len() as f64;
+    // Tests, plus starting each DUT (longer with many routes to install).
+    let est: f64 = tests
+        .iter()
+        .map(|t| procs::estimate(t) * t.duts.as_ref().map_or(plan.duts.len(), |d| d.len()) as f64)
+        .sum::<f64>()
+        + plan
+            .duts
+            .iter()
+            .map(|d| 3.0 + (d.routes.unwrap_or(0) + d.routes6.unwrap_or(0)) as f64 / 30_000.0)
+            .sum::<f64>();
     let mut progress = procs::Progress::new(est, opts.quiet);
     let mut summary = Summary {
         schema: report::SCHEMA.into(),
@@ -151,17 +161,17 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
         duts: Vec::new(),
         results: Vec::new(),
     };
-    let ports = plan.ports_needed();
-    let mut outcome = Ok(());
-    for spec in &plan.duts {
-        progress.label(format!("starting {}", spec.name));
-        let res = run_dut(spec, ports, &tests, opts, &mut progress, &mut summary);
-        if let Err(LabError::Interrupted) = res {
-            outcome = Err(LabError::Interrupted);
-            break;
-        }
-    }
+    let outcome = if plan.interleave {
+        run_interleaved(plan, &tests, opts, &mut progress, &mut summary)
+    } else {
+        run_by_dut(plan, &tests, opts, &mut progress, &mut summary)
+    };
     progress.finish();
+    summary.testbed.push(format!(
+        "load average (1 min) at start {}, at end {} (shared machine)",
+        load0.map_or("?".into(), |l| format!("{l:.1}")),
+        loadavg().map_or("?".into(), |l| format!("{l:.1}"))
+    ));
     summary.seconds = t0.elapsed().as_secs_f64();
     summary.compute_ceiling();
     write_outputs(&mut summary, opts, started)?;
@@ -197,104 +207,307 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
     None
 }
 
-fn run_dut(
-    spec: &plan::DutSpec,
-    ports: usize,
+/// What a DUT does with the current test.
+enum Mode {
+    /// Run it.
+    Run,
+    /// Rows are `n/a` for this reason.
+    Skip(&'static str),
+    /// Rows fail: the DUT could not be started for the test's setup.
+    Failed(String),
+}
+
+/// One DUT through the plan: started for the first test that runs on it,
+/// and started again (fresh topology) when a test needs another setup —
+/// lanyard switching between layer 2 and routed ports, other route counts.
+struct DutRun<'a> {
+    spec: &'a plan::DutSpec,
+    /// Index of its record in `Summary::duts`.
+    idx: usize,
+    running: Option<(dut::Dut, engine::Tester)>,
+    failed_setup: Option<(dut::Setup, String)>,
+    started_once: bool,
+    salt: u8,
+    mode: Mode,
+}
+
+impl<'a> DutRun<'a> {
+    fn new(spec: &'a plan::DutSpec, summary: &mut Summary) -> Self {
+        summary.duts.push(report::DutRecord {
+            name: spec.name.clone(),
+            driver: spec.driver.as_str().into(),
+            status: "ok".into(),
+            error: None,
+            info: Vec::new(),
+        });
+        DutRun {
+            spec,
+            idx: summary.duts.len() - 1,
+            running: None,
+            failed_setup: None,
+            started_once: false,
+            salt: 0,
+            mode: Mode::Run,
+        }
+    }
+
+    /// Get ready for test `t`: decide whether it runs here and (re)start
+    /// the DUT if its setup differs. Only an interruption is an error.
+    fn prepare(
+        &mut self,
+        t: &plan::Test,
+        ports: usize,
+        opts: &LabOptions,
+        progress: &mut procs::Progress,
+        summary: &mut Summary,
+    ) -> Result<(), LabError> {
+        let spec = self.spec;
+        if t.duts.as_ref().is_some_and(|d| !d.contains(&spec.name)) {
+            self.mode = Mode::Skip("not run on this DUT (the test's duts list)");
+            return Ok(());
+        }
+        if let Some(why) = applicable(spec.driver, t) {
+            self.mode = Mode::Skip(why);
+            return Ok(());
+        }
+        let setup = dut::Setup::for_test(spec, t);
+        self.mode = Mode::Run;
+        if self.running.as_ref().is_some_and(|(d, _)| d.setup == setup) {
+            return Ok(());
+        }
+        // Tester sockets first, then the DUT and its namespaces.
+        if let Some((d, tester)) = self.running.take() {
+            drop(tester);
+            drop(d);
+        }
+        if let Some((s, why)) = &self.failed_setup {
+            if *s == setup {
+                self.mode = Mode::Failed(why.clone());
+                return Ok(());
+            }
+        }
+        progress.label(format!("starting {} ({})", spec.name, setup.describe()));
+        let rec = &mut summary.duts[self.idx];
+        match start_dut(spec, ports, opts, setup) {
+            Ok((d, tester)) => {
+                if self.started_once {
+                    rec.info
+                        .push(format!("restarted for {} ({})", t.name, setup.describe()));
+                }
+                for i in &d.info {
+                    if !rec.info.contains(i) {
+                        rec.info.push(i.clone());
+                    }
+                }
+                self.started_once = true;
+                self.running = Some((d, tester));
+            }
+            Err(LabError::Interrupted) => return Err(LabError::Interrupted),
+            Err(e) => {
+                let why = e.to_string();
+                rec.error = Some(why.clone());
+                self.failed_setup = Some((setup, why.clone()));
+                self.mode = Mode::Failed(why);
+            }
+        }
+        Ok(())
+    }
+
+    /// Run (or report as n/a / failed) test `t` at its frame size `fi`,
+    /// adding one result row.
+    fn run_size(
+        &mut self,
+        t: &plan::Test,
+        fi: usize,
+        progress: &mut procs::Progress,
+        summary: &mut Summary,
+    ) -> Result<(), LabError> {
+        let spec = self.spec;
+        let sizes = sizes_of(t);
+        let (label, avg) = &sizes[fi];
+        let mut row = report::ResultRow::new(&t.name, t.kind, &spec.name, label, *avg);
+        let running = match (&self.mode, self.running.as_mut()) {
+            (Mode::Run, Some(r)) => r,
+            (mode, _) => {
+                (row.status, row.error) = match mode {
+                    Mode::Skip(why) => ("n/a".into(), Some(why.to_string())),
+                    Mode::Failed(why) => ("failed".into(), Some(why.clone())),
+                    Mode::Run => ("failed".into(), Some("DUT not running".into())),
+                };
+                summary.results.push(row);
+                progress.advance(procs::estimate(t) / sizes.len() as f64);
+                return Ok(());
+            }
+        };
+        let (d, tester) = (&running.0, &mut running.1);
+        progress.label(format!("{} {} {}", spec.name, t.name, label));
+        let fs = if matches!(
+            t.kind,
+            plan::TestKind::AddressCapacity
+                | plan::TestKind::LearningRate
+                | plan::TestKind::LearningCheck
+        ) {
+            t.frame_sizes[0].clone()
+        } else {
+            t.frame_sizes[fi].clone()
+        };
+        let before = d.l3_counters();
+        let mut ctx = procs::Ctx {
+            dut: d,
+            tester,
+            progress,
+            salt: self.salt,
+        };
+        let res = ctx.run_test(t, &fs, &mut row);
+        self.salt = ctx.salt;
+        // What Lanyard's data path did during the test (forwarded,
+        // punted to the kernel, drops by reason and port): where frames
+        // were lost, or that the slow path carried them.
+        if let (Some(b), Some(a)) = (before, d.l3_counters()) {
+            let delta = dut::counter_delta(&b, &a);
+            let punted = delta["l3"]["punted"].as_i64().unwrap_or(0);
+            let mut drops: Vec<String> = Vec::new();
+            if let Some(x) = delta["l3"].get("drops") {
+                drops.push(format!("l3 {x}"));
+            }
+            for (port, c) in delta["ports"].as_object().into_iter().flatten() {
+                if let Some(x) = c.get("drops") {
+                    drops.push(format!("{port} {x}"));
+                }
+            }
+            if punted > 0 || !drops.is_empty() {
+                row.notes.push(format!(
+                    "lanyard punted {punted} frames; drops: {}",
+                    if drops.is_empty() {
+                        "none".into()
+                    } else {
+                        drops.join(", ")
+                    }
+                ));
+            }
+            detail_insert(&mut row.detail, "lanyard", delta);
+        }
+        if let Some(l) = loadavg() {
+            detail_insert(&mut row.detail, "loadavg_1min", l.into());
+        }
+        let interrupted = matches!(res, Err(LabError::Interrupted));
+        if let Err(e) = res {
+            row.status = "failed".into();
+            row.error = Some(if interrupted {
+                "interrupted".into()
+            } else {
+                e.to_string()
+            });
+        }
+        summary.results.push(row);
+        if interrupted {
+            return Err(LabError::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// Stop the DUT; its record is `failed` if it never started.
+    fn finish(mut self, summary: &mut Summary) {
+        if let Some((d, tester)) = self.running.take() {
+            drop(tester);
+            drop(d);
+        }
+        let rec = &mut summary.duts[self.idx];
+        if !self.started_once && rec.error.is_some() {
+            rec.status = "failed".into();
+        }
+    }
+}
+
+fn detail_insert(detail: &mut serde_json::Value, key: &str, v: serde_json::Value) {
+    match detail.as_object_mut() {
+        Some(o) => {
+            o.insert(key.into(), v);
+        }
+        None => *detail = serde_json::json!({ key: v }),
+    }
+}
+
+/// The plan's DUTs one after the other, each through all tests.
+fn run_by_dut(
+    plan: &Plan,
     tests: &[plan::Test],
     opts: &LabOptions,
     progress: &mut procs::Progress,
     summary: &mut Summary,
 ) -> Result<(), LabError> {
-    let fail_all = |summary: &mut Summary, why: &str| {
-        for t in tests {
-            let sizes = sizes_of(t);
-            for (label, avg) in sizes {
-                let mut r = report::ResultRow::new(&t.name, t.kind, &spec.name, &label, avg);
-                r.status = "failed".into();
-                r.error = Some(why.to_string());
-                summary.results.push(r);
-            }
-        }
-    };
-    let mut rec = report::DutRecord {
-        name: spec.name.clone(),
-        driver: spec.driver.as_str().into(),
-        status: "ok".into(),
-        error: None,
-        info: Vec::new(),
-    };
-    let started = dut::Dut::start(spec, ports, &opts.lanyard_bin).and_then(|d| {
-        let names = d.topo.tester_ports();
-        let t = engine::Tester::open(&d.topo.tester, &names)?;
-        Ok((d, t))
-    });
-    let (d, mut tester) = match started {
-        Ok(x) => x,
-        Err(e) => {
-            let why = e.to_string();
-            rec.status = "failed".into();
-            rec.error = Some(why.clone());
-            summary.duts.push(rec);
-            fail_all(summary, &why);
-            return if matches!(e, LabError::Interrupted) {
-                Err(e)
-            } else {
-                Ok(())
-            };
-        }
-    };
-    rec.info = d.info.clone();
-    summary.duts.push(rec);
-    let mut salt = 0u8;
-    for t in tests {
-        let sizes = sizes_of(t);
-        for (fi, (label, avg)) in sizes.iter().enumerate() {
-            let mut row = report::ResultRow::new(&t.name, t.kind, &spec.name, label, *avg);
-            if let Some(why) = applicable(spec.driver, t) {
-                row.status = "n/a".into();
-                row.error = Some(why.into());
-                summary.results.push(row);
-                progress.advance(procs::estimate(t) / sizes.len() as f64);
-                continue;
-            }
-            progress.label(format!("{} {} {}", spec.name, t.name, label));
-            let mut ctx = procs::Ctx {
-                dut: &d,
-                tester: &mut tester,
-                progress,
-                salt,
-            };
-            let fs = if matches!(
-                t.kind,
-                plan::TestKind::AddressCapacity
-                    | plan::TestKind::LearningRate
-                    | plan::TestKind::LearningCheck
-            ) {
-                t.frame_sizes[0].clone()
-            } else {
-                t.frame_sizes[fi].clone()
-            };
-            let res = ctx.run_test(t, &fs, &mut row);
-            salt = ctx.salt;
-            match res {
-                Ok(()) => {}
-                Err(LabError::Interrupted) => {
-                    row.status = "failed".into();
-                    row.error = Some("interrupted".into());
-                    summary.results.push(row);
-                    return Err(LabError::Interrupted);
-                }
-                Err(e) => {
-                    row.status = "failed".into();
-                    row.error = Some(e.to_string());
+    let ports = plan.ports_needed();
+    for spec in &plan.duts {
+        let mut r = DutRun::new(spec, summary);
+        let res = (|| {
+            for t in tests {
+                r.prepare(t, ports, opts, progress, summary)?;
+                for fi in 0..sizes_of(t).len() {
+                    r.run_size(t, fi, progress, summary)?;
                 }
             }
-            summary.results.push(row);
-        }
+            Ok(())
+        })();
+        r.finish(summary);
+        res?;
     }
-    drop(tester);
-    drop(d);
     Ok(())
+}
+
+/// All DUTs up at once (each in its own namespaces); every test and frame
+/// size runs on each DUT in turn, the order reversed every other size, so
+/// a shared machine's changing load hits all DUTs alike.
+fn run_interleaved(
+    plan: &Plan,
+    tests: &[plan::Test],
+    opts: &LabOptions,
+    progress: &mut procs::Progress,
+    summary: &mut Summary,
+) -> Result<(), LabError> {
+    let ports = plan.ports_needed();
+    let mut runs: Vec<DutRun> = plan.duts.iter().map(|s| DutRun::new(s, summary)).collect();
+    let res = (|| {
+        for t in tests {
+            for r in runs.iter_mut() {
+                r.prepare(t, ports, opts, progress, summary)?;
+            }
+            for fi in 0..sizes_of(t).len() {
+                let n = runs.len();
+                for k in 0..n {
+                    let i = if fi % 2 == 0 { k } else { n - 1 - k };
+                    runs[i].run_size(t, fi, progress, summary)?;
+                }
+            }
+        }
+        Ok(())
+    })();
+    for r in runs {
+        r.finish(summary);
+    }
+    res
+}
+
+/// The machine's 1-minute load average (it is shared: results measured
+/// under load are not comparable).
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn start_dut(
+    spec: &plan::DutSpec,
+    ports: usize,
+    opts: &LabOptions,
+    setup: dut::Setup,
+) -> Result<(dut::Dut, engine::Tester), LabError> {
+    let d = dut::Dut::start_with(spec, ports, &opts.lanyard_bin, setup)?;
+    let names = d.topo.tester_ports();
+    let t = engine::Tester::open(&d.topo.tester, &names)?;
+    Ok((d, t))
 }
 
 fn sizes_of(t: &plan::Test) -> Vec<(String, f64)> {
@@ -470,6 +683,7 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
                     dst_count: 1,
                     sizes: vec![size],
                     l3: None,
+                    arrival: None,
                 }],
                 rates: vec![None, None],
                 limit: engine::Limit::Duration(2.0),

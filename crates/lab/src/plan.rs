@@ -16,6 +16,11 @@ pub struct Plan {
     /// Values every test inherits unless it sets its own.
     #[serde(default)]
     pub defaults: Defaults,
+    /// Run every test and frame size on each DUT in turn, all DUTs up at
+    /// once, instead of one DUT after the other (default false): on a
+    /// shared machine, load that comes and goes then hits all DUTs alike.
+    #[serde(default)]
+    pub interleave: bool,
     /// Devices under test, run back to back in this order.
     pub duts: Vec<DutSpec>,
     /// Tests, run in this order on each DUT.
@@ -111,6 +116,13 @@ pub struct DutSpec {
     /// is the tbf `rate` in kbit/s.
     #[serde(default)]
     pub rate_kbit: Option<u64>,
+    /// IPv4 routes to install (linux-router, lanyard; see `routes.rs`) and
+    /// to send layer-3 test frames to; a test's `routes` overrides it.
+    #[serde(default)]
+    pub routes: Option<u32>,
+    /// IPv6 routes, likewise.
+    #[serde(default)]
+    pub routes6: Option<u32>,
 }
 
 impl DutSpec {
@@ -129,6 +141,8 @@ impl DutSpec {
             binary: None,
             static_neighbours: None,
             rate_kbit: None,
+            routes: None,
+            routes6: None,
         }
     }
 }
@@ -188,6 +202,17 @@ pub enum TestKind {
     Holb,
 }
 
+/// IP version of layer-3 test frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// IPv4/UDP (198.18.0.0/15).
+    #[default]
+    Ipv4,
+    /// IPv6/UDP (2001:2::/48); frames of at least 84 bytes.
+    Ipv6,
+}
+
 /// Search parameters (RFC 2544 bisection).
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -218,9 +243,23 @@ pub struct TestSpec {
     /// Frame sizes.
     #[serde(default)]
     pub frame_sizes: Option<Vec<FrameSizeSpec>>,
-    /// 2 (Ethernet, EtherType 0x88B5) or 3 (IPv4/UDP). Default 2, or 3 on linux-router.
+    /// 2 (Ethernet, EtherType 0x88B5) or 3 (UDP over IP). Default 2, or 3
+    /// on linux-router; `family: ipv6` implies 3.
     #[serde(default)]
     pub layer: Option<u8>,
+    /// Layer 3: `ipv4` (default) or `ipv6`.
+    #[serde(default)]
+    pub family: Option<Family>,
+    /// IPv4 routes on the DUT for this test (overrides the DUT's `routes`);
+    /// layer-3 frames go to addresses sampled across them.
+    #[serde(default)]
+    pub routes: Option<u32>,
+    /// IPv6 routes, likewise.
+    #[serde(default)]
+    pub routes6: Option<u32>,
+    /// Run on these DUTs only (names from `duts`); the others report `n/a`.
+    #[serde(default)]
+    pub duts: Option<Vec<String>>,
     /// Both directions of a port pair (default false).
     #[serde(default)]
     pub bidirectional: Option<bool>,
@@ -288,6 +327,14 @@ pub struct Test {
     pub frame_sizes: Vec<FrameSize>,
     /// Layer 2 or 3.
     pub layer: Option<u8>,
+    /// IP version of layer-3 frames.
+    pub family: Family,
+    /// IPv4 routes (None: the DUT's).
+    pub routes: Option<u32>,
+    /// IPv6 routes (None: the DUT's).
+    pub routes6: Option<u32>,
+    /// DUTs the test runs on (None: all).
+    pub duts: Option<Vec<String>>,
     /// Both directions.
     pub bidirectional: bool,
     /// Ports used.
@@ -361,6 +408,22 @@ fn resolve_sizes(field: &str, v: &[FrameSizeSpec]) -> Result<Vec<FrameSize>, Lab
         .collect()
 }
 
+fn check_routes(at: &str, v4: Option<u32>, v6: Option<u32>) -> Result<(), LabError> {
+    if v4.is_some_and(|n| n > crate::routes::MAX_V4) {
+        return Err(bad(
+            format!("{at}.routes"),
+            format!("at most {}", crate::routes::MAX_V4),
+        ));
+    }
+    if v6.is_some_and(|n| n > crate::routes::MAX_V6) {
+        return Err(bad(
+            format!("{at}.routes6"),
+            format!("at most {}", crate::routes::MAX_V6),
+        ));
+    }
+    Ok(())
+}
+
 fn positive(field: String, v: f64) -> Result<f64, LabError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
@@ -424,6 +487,7 @@ impl Plan {
                     return Err(bad(format!("duts[{i}].vlan"), "must be 1..4094"));
                 }
             }
+            check_routes(&format!("duts[{i}]"), d.routes, d.routes6)?;
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
                     format!("duts[{i}].rate-kbit"),
@@ -469,6 +533,40 @@ impl Plan {
         if let Some(l) = t.layer {
             if l != 2 && l != 3 {
                 return Err(bad(f("layer"), "must be 2 or 3"));
+            }
+        }
+        let family = t.family.unwrap_or_default();
+        let layer = match (t.layer, t.family) {
+            (Some(2), Some(_)) => return Err(bad(f("family"), "only for layer 3")),
+            (None, Some(_)) => Some(3),
+            (l, _) => l,
+        };
+        if family == Family::Ipv6 {
+            for fs in &frame_sizes {
+                if let Some(z) = fs.sizes.iter().find(|&&z| z < crate::sig::MIN_FRAME_V6) {
+                    return Err(bad(
+                        f("frame-sizes"),
+                        format!(
+                            "{}: IPv6/UDP with the 18-byte signature needs frames of at least {} bytes, not {z}",
+                            fs.label,
+                            crate::sig::MIN_FRAME_V6
+                        ),
+                    ));
+                }
+            }
+        }
+        check_routes(&format!("tests[{i}]"), t.routes, t.routes6)?;
+        if let Some(ds) = &t.duts {
+            if ds.is_empty() {
+                return Err(bad(f("duts"), "must list at least one DUT"));
+            }
+            for (k, n) in ds.iter().enumerate() {
+                if !self.duts.iter().any(|d| d.name == *n) {
+                    return Err(bad(
+                        format!("{}[{k}]", f("duts")),
+                        format!("no DUT named {n:?}"),
+                    ));
+                }
             }
         }
         let ports = match t.kind {
@@ -549,7 +647,11 @@ impl Plan {
             }),
             kind: t.kind,
             frame_sizes,
-            layer: t.layer,
+            layer,
+            family,
+            routes: t.routes,
+            routes6: t.routes6,
+            duts: t.duts.clone(),
             bidirectional: t.bidirectional.unwrap_or(false),
             ports,
             mesh,
@@ -642,6 +744,89 @@ tests:
         assert!(e.contains("rate-kbit"), "{e}");
         let e = err("- just a list");
         assert!(!e.is_empty());
+    }
+
+    #[test]
+    fn layer3_options() {
+        let p = Plan::parse(
+            "
+name: t
+duts:
+  - {name: r, driver: linux-router, routes: 240000, routes6: 118000}
+  - {name: l, driver: lanyard}
+tests:
+  - {type: throughput, layer: 3, frame-sizes: [64]}
+  - {type: throughput, family: ipv6, routes6: 10, frame-sizes: [84, 9216], duts: [l]}
+  - {type: throughput, layer: 3, family: ipv4, routes: 500}
+",
+        )
+        .unwrap();
+        assert!(!p.interleave);
+        assert_eq!(p.duts[0].routes, Some(240_000));
+        assert_eq!(p.duts[0].routes6, Some(118_000));
+        let t0 = p.test(0).unwrap();
+        assert_eq!(
+            (t0.layer, t0.family, t0.routes),
+            (Some(3), Family::Ipv4, None)
+        );
+        let t1 = p.test(1).unwrap();
+        // family implies layer 3
+        assert_eq!((t1.layer, t1.family), (Some(3), Family::Ipv6));
+        assert_eq!((t1.routes, t1.routes6), (None, Some(10)));
+        assert_eq!(t1.duts.as_deref(), Some(&["l".to_string()][..]));
+        let t2 = p.test(2).unwrap();
+        assert_eq!((t2.routes, t2.family), (Some(500), Family::Ipv4));
+        // Test values override the DUT's; only lanyard switches layer.
+        let s = crate::dut::Setup::for_test(&p.duts[0], &t2);
+        assert_eq!((s.layer3, s.routes, s.routes6), (true, 500, 118_000));
+        let s = crate::dut::Setup::for_test(&p.duts[1], &t1);
+        assert_eq!((s.layer3, s.routes, s.routes6), (true, 0, 10));
+        let l2 = Plan::parse(
+            "name: t\ninterleave: true\nduts: [{name: l, driver: lanyard}]\ntests: [{type: throughput}]",
+        )
+        .unwrap();
+        assert!(l2.interleave);
+        let s = crate::dut::Setup::for_test(&l2.duts[0], &l2.test(0).unwrap());
+        assert!(!s.layer3);
+    }
+
+    #[test]
+    fn layer3_errors_name_the_field() {
+        let base = "name: t\nduts: [{name: c, driver: lanyard}]\ntests: ";
+        let e = err(&format!("{base}[{{type: throughput, family: ipv6}}]"));
+        assert!(
+            e.contains("tests[0].frame-sizes") && e.contains("84"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{base}[{{type: throughput, family: ipv6, frame-sizes: [imix]}}]"
+        ));
+        assert!(
+            e.contains("tests[0].frame-sizes") && e.contains("imix"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{base}[{{type: throughput, layer: 2, family: ipv6}}]"
+        ));
+        assert!(e.contains("tests[0].family"), "{e}");
+        let e = err(&format!("{base}[{{type: throughput, family: ipv5}}]"));
+        assert!(e.contains("tests[0].family"), "{e}");
+        let e = err(&format!("{base}[{{type: throughput, routes: 99000000}}]"));
+        assert!(e.contains("tests[0].routes"), "{e}");
+        let e = err(&format!("{base}[{{type: throughput, routes6: 99000000}}]"));
+        assert!(e.contains("tests[0].routes6"), "{e}");
+        let e = err(&format!("{base}[{{type: throughput, duts: [nope]}}]"));
+        assert!(e.contains("tests[0].duts[0]") && e.contains("nope"), "{e}");
+        let e = err(&format!("{base}[{{type: throughput, duts: []}}]"));
+        assert!(e.contains("tests[0].duts"), "{e}");
+        let e = err(
+            "name: t\nduts: [{name: c, driver: lanyard, routes: -1}]\ntests: [{type: throughput}]",
+        );
+        assert!(e.contains("duts[0].routes"), "{e}");
+        let e = err(
+            "name: t\nduts: [{name: c, driver: lanyard, routes: 5000000}]\ntests: [{type: throughput}]",
+        );
+        assert!(e.contains("duts[0].routes"), "{e}");
     }
 
     #[test]

@@ -3,12 +3,13 @@
 use crate::dut::{host_ip, host_mac, Dut};
 use crate::engine::{Limit, Stream, Tester, TrialResult, TrialSpec};
 use crate::netns::sleep_checked;
-use crate::plan::{Driver, FrameSize, Test, TestKind};
+use crate::plan::{Driver, Family, FrameSize, Test, TestKind};
 use crate::report::{ResultRow, TrialRecord};
 use crate::search::{bisect, trials_needed};
-use crate::sig::{Mac, L3};
+use crate::sig::{host_ip6, Arrival, Mac, L3, TTL};
 use crate::LabError;
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Progress line with ETA on stderr. On a terminal it redraws one line; in
@@ -152,6 +153,53 @@ impl Ctx<'_> {
         t.layer == Some(3) || (t.layer.is_none() && self.dut.spec.driver == Driver::LinuxRouter)
     }
 
+    /// Layer-3 addresses of a stream from port `tx` to port `rx`: with
+    /// synthetic routes, one destination in each route whose gateway is
+    /// the host on `rx` (in the routes' scattered order, so consecutive
+    /// frames hit different prefixes all over the table); without, the
+    /// host on `rx` itself.
+    fn l3_addrs(&self, t: &Test, tx: usize, rx: usize) -> Arc<[L3]> {
+        let v: Vec<L3> = match t.family {
+            Family::Ipv4 => {
+                let src = host_ip(tx);
+                self.dut
+                    .routes4
+                    .iter()
+                    .filter(|r| r.port == rx)
+                    .map(|r| L3::V4 {
+                        src,
+                        dst: r.dest.octets(),
+                    })
+                    .collect()
+            }
+            Family::Ipv6 => {
+                let src = host_ip6(tx);
+                self.dut
+                    .routes6
+                    .iter()
+                    .filter(|r| r.port == rx)
+                    .map(|r| L3::V6 {
+                        src,
+                        dst: r.dest.octets(),
+                    })
+                    .collect()
+            }
+        };
+        if !v.is_empty() {
+            return v.into();
+        }
+        Arc::new([match t.family {
+            Family::Ipv4 => L3::V4 {
+                src: host_ip(tx),
+                dst: host_ip(rx),
+            },
+            Family::Ipv6 => L3::V6 {
+                src: host_ip6(tx),
+                dst: host_ip6(rx),
+            },
+        }])
+    }
+
     /// A stream from port `tx` to port `rx`.
     fn stream(&self, t: &Test, fs: &FrameSize, tx: usize, rx: usize) -> Stream {
         let l3 = self.layer3(t);
@@ -161,6 +209,15 @@ impl Ctx<'_> {
         } else {
             host_mac(rx)
         };
+        // A routing DUT delivers to the host's MAC with the TTL decremented.
+        let arrival = l3.then(|| Arrival {
+            dst_mac: host_mac(rx),
+            ttl: if self.dut.routes_packets() {
+                TTL - 1
+            } else {
+                TTL
+            },
+        });
         Stream {
             tx,
             expect: Some(rx),
@@ -169,16 +226,18 @@ impl Ctx<'_> {
             dst,
             dst_count: hosts,
             sizes: fs.sizes.clone(),
-            l3: l3.then(|| L3 {
-                src: host_ip(tx),
-                dst: host_ip(rx),
-            }),
+            l3: l3.then(|| self.l3_addrs(t, tx, rx)),
+            arrival,
         }
     }
 
     fn learn(&mut self, t: &Test, ports: usize) -> Result<(), LabError> {
-        let v: Vec<(usize, Mac, u32)> = (0..ports).map(|p| (p, host_mac(p), t.hosts)).collect();
-        self.tester.learn(&v)?;
+        // A router learns nothing from broadcast frames (Lanyard drops them
+        // on routed ports as malformed): only the pause between trials.
+        if !(self.layer3(t) && self.dut.routes_packets()) {
+            let v: Vec<(usize, Mac, u32)> = (0..ports).map(|p| (p, host_mac(p), t.hosts)).collect();
+            self.tester.learn(&v)?;
+        }
         sleep_checked(t.learn_wait)
     }
 
@@ -194,7 +253,9 @@ impl Ctx<'_> {
             self.learn(t, learn_ports)?;
             if self.layer3(t) && self.dut.spec.static_neighbours == Some(false) {
                 // Warm-up: a few frames per stream so the router resolves the
-                // tester hosts by ARP (answered by the analyzer) before counting.
+                // tester hosts by ARP / ND (answered by the analyzer) before
+                // counting; again while frames are lost (IPv6 resolution can
+                // wait for the router's link-local address to finish DAD).
                 let warm = TrialSpec {
                     streams: streams.to_vec(),
                     rates: rates
@@ -205,7 +266,11 @@ impl Ctx<'_> {
                     drain: 0.2,
                     burst: Some(1),
                 };
-                self.tester.run(&warm)?;
+                for _ in 0..5 {
+                    if self.tester.run(&warm)?.lost == 0 {
+                        break;
+                    }
+                }
             }
         }
         let spec = TrialSpec {
@@ -538,6 +603,7 @@ impl Ctx<'_> {
             dst_count: 1,
             sizes: sizes.clone(),
             l3: None,
+            arrival: None,
         };
         let spec = TrialSpec {
             streams: vec![learn],
@@ -563,6 +629,7 @@ impl Ctx<'_> {
             dst_count: n,
             sizes,
             l3: None,
+            arrival: None,
         };
         let spec = TrialSpec {
             streams: vec![test],

@@ -63,33 +63,80 @@ impl Signature {
 }
 
 /// Find and decode the signature of a received frame (layer-2 lab frame or
-/// IPv4/UDP to the lab port, with up to two VLAN tags).
+/// IPv4/IPv6 UDP to the lab port, with up to two VLAN tags).
 #[inline]
 pub fn find_signature(frame: &[u8]) -> Option<Signature> {
+    locate(frame).map(|(s, _)| s)
+}
+
+/// Like [`find_signature`], also returning the offset of the IP header
+/// (0 for a layer-2 lab frame).
+#[inline]
+pub fn locate(frame: &[u8]) -> Option<(Signature, usize)> {
     let mut off = 12;
     loop {
         if frame.len() < off + 2 {
             return None;
         }
         let et = u16::from_be_bytes([frame[off], frame[off + 1]]);
-        match et {
-            0x8100 | 0x88a8 => off += 4,
-            ETHERTYPE_LAB => return Signature::decode(&frame[off + 2..]),
+        let ip = off + 2;
+        let udp = match et {
+            0x8100 | 0x88a8 => {
+                off += 4;
+                continue;
+            }
+            ETHERTYPE_LAB => return Signature::decode(&frame[ip..]).map(|s| (s, 0)),
             0x0800 => {
-                let ip = off + 2;
                 if frame.len() < ip + 20 || frame[ip + 9] != 17 {
                     return None;
                 }
-                let ihl = ((frame[ip] & 0x0f) as usize) * 4;
-                let udp = ip + ihl;
-                if frame.len() < udp + 8
-                    || u16::from_be_bytes([frame[udp + 2], frame[udp + 3]]) != UDP_PORT
-                {
+                ip + ((frame[ip] & 0x0f) as usize) * 4
+            }
+            // No extension headers: UDP right after the fixed header.
+            0x86dd => {
+                if frame.len() < ip + 40 || frame[ip + 6] != 17 {
                     return None;
                 }
-                return Signature::decode(&frame[udp + 8..]);
+                ip + 40
             }
             _ => return None,
+        };
+        if frame.len() < udp + 8 || u16::from_be_bytes([frame[udp + 2], frame[udp + 3]]) != UDP_PORT
+        {
+            return None;
+        }
+        return Signature::decode(&frame[udp + 8..]).map(|s| (s, ip));
+    }
+}
+
+/// What a routed test frame must look like when it arrives: destination
+/// MAC (the receiving host's), TTL / hop limit, and for IPv4 a valid header
+/// checksum (a router that decrements the TTL must update it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Destination MAC address.
+    pub dst_mac: Mac,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+}
+
+impl Arrival {
+    /// True if the frame, whose IP header starts at `ip` (as returned by
+    /// [`locate`]), matches.
+    #[inline]
+    pub fn check(&self, frame: &[u8], ip: usize) -> bool {
+        if ip == 0 || frame.len() < ip + 20 || frame[0..6] != self.dst_mac {
+            return false;
+        }
+        match frame[ip] >> 4 {
+            4 => {
+                let ihl = ((frame[ip] & 0x0f) as usize) * 4;
+                frame[ip + 8] == self.ttl
+                    && frame.len() >= ip + ihl
+                    && ip_checksum(&frame[ip..ip + ihl]) == 0
+            }
+            6 => frame[ip + 7] == self.ttl,
+            _ => false,
         }
     }
 }
@@ -113,14 +160,31 @@ pub fn mac_str(m: &Mac) -> String {
     )
 }
 
-/// IPv4 addresses for layer-3 frames.
+/// IP addresses of a layer-3 test frame (UDP to port [`UDP_PORT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct L3 {
-    /// Source address.
-    pub src: [u8; 4],
-    /// Destination address.
-    pub dst: [u8; 4],
+pub enum L3 {
+    /// IPv4.
+    V4 {
+        /// Source address.
+        src: [u8; 4],
+        /// Destination address.
+        dst: [u8; 4],
+    },
+    /// IPv6.
+    V6 {
+        /// Source address.
+        src: [u8; 16],
+        /// Destination address.
+        dst: [u8; 16],
+    },
 }
+
+/// Smallest IPv6/UDP frame (with FCS) that carries the signature:
+/// 14 + 40 + 8 + 18 + 4 bytes.
+pub const MIN_FRAME_V6: u16 = 84;
+
+/// TTL / hop limit of the frames the generator sends.
+pub const TTL: u8 = 64;
 
 fn ip_checksum(h: &[u8]) -> u16 {
     let mut s: u32 = 0;
@@ -135,13 +199,14 @@ fn ip_checksum(h: &[u8]) -> u16 {
 
 /// Write the headers of a test frame of `size` bytes (with FCS) into `buf`
 /// and return `(bytes to send, signature offset)`. The payload after the
-/// signature is left as is (zeros from a fresh buffer).
+/// signature is left as is (zeros from a fresh buffer). IPv6 frames need
+/// [`finish`] after the signature is written (UDP checksum).
 pub fn build_headers(
     buf: &mut [u8],
     size: u16,
     dst: Mac,
     src: Mac,
-    l3: Option<L3>,
+    l3: Option<&L3>,
 ) -> (usize, usize) {
     let len = (size.clamp(MIN_FRAME, MAX_FRAME) - 4) as usize;
     buf[0..6].copy_from_slice(&dst);
@@ -151,7 +216,7 @@ pub fn build_headers(
             buf[12..14].copy_from_slice(&ETHERTYPE_LAB.to_be_bytes());
             (len, 14)
         }
-        Some(a) => {
+        Some(L3::V4 { src, dst }) => {
             buf[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
             let ip_len = (len - 14) as u16;
             let ip = &mut buf[14..34];
@@ -159,11 +224,11 @@ pub fn build_headers(
             ip[1] = 0;
             ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
             ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]);
-            ip[8] = 64;
+            ip[8] = TTL;
             ip[9] = 17;
             ip[10..12].copy_from_slice(&[0, 0]);
-            ip[12..16].copy_from_slice(&a.src);
-            ip[16..20].copy_from_slice(&a.dst);
+            ip[12..16].copy_from_slice(src);
+            ip[16..20].copy_from_slice(dst);
             let c = ip_checksum(ip);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
             let udp = &mut buf[34..42];
@@ -173,6 +238,46 @@ pub fn build_headers(
             udp[6..8].copy_from_slice(&[0, 0]);
             (len, 42)
         }
+        Some(L3::V6 { src, dst }) => {
+            // Never shorter than headers + signature (plans refuse such sizes).
+            let len = len.max(MIN_FRAME_V6 as usize - 4);
+            buf[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let pl = (len - 54) as u16;
+            let ip = &mut buf[14..54];
+            ip[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+            ip[4..6].copy_from_slice(&pl.to_be_bytes());
+            ip[6] = 17;
+            ip[7] = TTL;
+            ip[8..24].copy_from_slice(src);
+            ip[24..40].copy_from_slice(dst);
+            let udp = &mut buf[54..62];
+            udp[0..2].copy_from_slice(&UDP_PORT.to_be_bytes());
+            udp[2..4].copy_from_slice(&UDP_PORT.to_be_bytes());
+            udp[4..6].copy_from_slice(&pl.to_be_bytes());
+            udp[6..8].copy_from_slice(&[0, 0]);
+            (len, 62)
+        }
+    }
+}
+
+/// Complete a frame after its signature was written: the UDP checksum of
+/// IPv6 frames (mandatory there). Summed over the pseudo-header, the UDP
+/// header and the signature only: the rest of the payload must be zeros,
+/// which holds for the generator's buffers (fresh per trial, and nothing
+/// is ever written past the signature).
+#[inline]
+pub fn finish(buf: &mut [u8], l3: Option<&L3>) {
+    if let Some(L3::V6 { .. }) = l3 {
+        let mut s = csum_add(0, &buf[22..54]); // source + destination
+        s = csum_add(s, &[0, 0]);
+        s = csum_add(s, &buf[58..60]); // UDP length (upper-layer length)
+        s = csum_add(s, &[0, 17]);
+        s = csum_add(s, &buf[54..62 + SIG_LEN]);
+        let c = match csum_fold(s) {
+            0 => 0xffff,
+            c => c,
+        };
+        buf[60..62].copy_from_slice(&c.to_be_bytes());
     }
 }
 
@@ -217,23 +322,70 @@ mod tests {
             seq: 42,
             ts: 77,
         };
-        for l3 in [
-            None,
-            Some(L3 {
-                src: [198, 18, 0, 2],
-                dst: [198, 19, 0, 2],
-            }),
-        ] {
+        let v4 = L3::V4 {
+            src: [198, 18, 0, 2],
+            dst: [198, 19, 0, 2],
+        };
+        for l3 in [None, Some(v4)] {
             let mut buf = vec![0u8; 9216];
-            let (len, off) =
-                build_headers(&mut buf, 64, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1], l3);
+            let (len, off) = build_headers(
+                &mut buf,
+                64,
+                [2, 0, 0, 0, 0, 2],
+                [2, 0, 0, 0, 0, 1],
+                l3.as_ref(),
+            );
             assert_eq!(len, 60);
             s.encode(&mut buf[off..]);
+            finish(&mut buf, l3.as_ref());
             assert_eq!(find_signature(&buf[..len]), Some(s));
             if l3.is_some() {
                 assert_eq!(ip_checksum(&buf[14..34]), 0);
+                assert_eq!(locate(&buf[..len]), Some((s, 14)));
             }
         }
+        // IPv6: the UDP checksum over the whole datagram verifies.
+        let v6 = L3::V6 {
+            src: host_ip6(0),
+            dst: host_ip6(1),
+        };
+        for size in [MIN_FRAME_V6, 1518, 9216] {
+            let mut buf = vec![0u8; 9216];
+            let (len, off) = build_headers(&mut buf, size, [2; 6], [4; 6], Some(&v6));
+            assert_eq!((len, off), (size as usize - 4, 62));
+            s.encode(&mut buf[off..]);
+            finish(&mut buf, Some(&v6));
+            assert_eq!(locate(&buf[..len]), Some((s, 14)));
+            let ulen = (len - 54) as u32;
+            let mut c = csum_add(0, &buf[22..54]);
+            c = csum_add(c, &ulen.to_be_bytes());
+            c = csum_add(c, &[0, 0, 0, 17]);
+            c = csum_add(c, &buf[54..len]);
+            assert_eq!(csum_fold(c), 0, "size {size}");
+            assert_eq!(u16::from_be_bytes([buf[18], buf[19]]) as u32, ulen);
+        }
+        // Arrival checks: destination MAC, TTL / hop limit, IPv4 checksum.
+        let mut f = vec![0u8; 128];
+        let (len, off) = build_headers(&mut f, 128, [2; 6], [4; 6], Some(&v4));
+        s.encode(&mut f[off..]);
+        let ok = Arrival {
+            dst_mac: [2; 6],
+            ttl: TTL,
+        };
+        assert!(ok.check(&f[..len], 14));
+        assert!(!Arrival { ttl: TTL - 1, ..ok }.check(&f[..len], 14));
+        assert!(!Arrival {
+            dst_mac: [3; 6],
+            ..ok
+        }
+        .check(&f[..len], 14));
+        f[22] -= 1; // TTL decremented without a checksum update
+        assert!(!Arrival { ttl: TTL - 1, ..ok }.check(&f[..len], 14));
+        let (len, off) = build_headers(&mut f, 128, [2; 6], [4; 6], Some(&v6));
+        s.encode(&mut f[off..]);
+        f[21] = TTL - 1;
+        assert!(Arrival { ttl: TTL - 1, ..ok }.check(&f[..len], 14));
+        assert!(!ok.check(&f[..len], 14));
         // Tagged frame.
         let mut buf = vec![0u8; 128];
         let (len, off) = build_headers(&mut buf, 128, [2; 6], [4; 6], None);

@@ -3,6 +3,7 @@
 use lab::dut::{host_mac, Dut};
 use lab::engine::{Limit, Stream, Tester, TrialSpec};
 use lab::plan::{Driver, DutSpec, Plan};
+use lab::sig::{host_ip6, Arrival, L3, TTL};
 use std::path::PathBuf;
 
 /// Measuring tests take the machine to themselves: run in parallel on two
@@ -50,6 +51,7 @@ fn wire_counts_are_exact() {
                         dst_count: 1,
                         sizes: vec![size],
                         l3: None,
+                        arrival: None,
                     },
                     Stream {
                         tx: 1,
@@ -60,6 +62,7 @@ fn wire_counts_are_exact() {
                         dst_count: 1,
                         sizes: vec![size],
                         l3: None,
+                        arrival: None,
                     },
                 ],
                 rates: vec![Some(30_000.0), Some(30_000.0)],
@@ -205,4 +208,154 @@ fn stale_namespaces_are_swept() {
     assert!(removed.contains(&stale) && !exists(&stale), "{removed:?}");
     assert!(exists(&live));
     lab::netns::run("ip", &["netns", "del", &live]).unwrap();
+}
+
+/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
+/// this test (`target/<profile>/lanyard`).
+fn lanyard_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LANYARD_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("lanyard");
+    p.exists().then_some(p)
+}
+
+/// Layer 3 through Lanyard with 1,000 IPv4 and 1,000 IPv6 routes: frames
+/// to addresses across the routes arrive on the port of their gateway,
+/// every one with the TTL / hop limit decremented, the host's MAC and (IPv4)
+/// a valid checksum (the analyzer's arrival check), forwarded by Lanyard's
+/// data path rather than punted to the kernel.
+#[test]
+fn lanyard_routes_to_the_right_port_with_ttl_decremented() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let Some(bin) = lanyard_bin() else {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+        return;
+    };
+    let plan = Plan::parse(
+        "name: l3
+duts: [{name: ly, driver: lanyard, routes: 1000, routes6: 1000}]
+defaults: {trial-duration: 0.5, drain: 0.3, learn-wait: 0.1}
+tests:
+  - {name: v4, type: latency, layer: 3, rate: 20000, frame-sizes: [64, 1518]}
+  - {name: v6, type: latency, family: ipv6, rate: 20000, frame-sizes: [84, 9216]}
+  - {name: both-ways, type: throughput, layer: 3, bidirectional: true, frame-sizes: [128],
+     search: {max-trials: 2}}
+",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-l3-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: bin,
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    assert_eq!(s.duts[0].status, "ok", "{:?}", s.duts[0]);
+    assert!(
+        s.duts[0]
+            .info
+            .iter()
+            .any(|i| i.contains("FIB 1002 IPv4 / 1002 IPv6")),
+        "{:?}",
+        s.duts[0].info
+    );
+    for row in &s.results {
+        let at = format!("{} {}", row.test, row.frame_size);
+        assert_eq!(row.status, "ok", "{at}: {row:?}");
+        for t in &row.trials {
+            let r = &t.result;
+            assert_eq!(r.malformed, 0, "{at}: frames without TTL decrement: {r:?}");
+            assert_eq!(r.flooded, 0, "{at}: frames on the wrong port: {r:?}");
+            assert_eq!(r.tester_rx_drops, 0, "{at}");
+            for st in &r.streams {
+                let other = 1 - st.tx;
+                assert_eq!(
+                    st.per_port[st.tx], 0,
+                    "{at}: frames back on the ingress port"
+                );
+                assert_eq!(st.per_port[other], st.received, "{at}");
+            }
+        }
+        if row.kind == lab::plan::TestKind::Latency {
+            let r = &row.trials[0].result;
+            assert!(r.sent > 5000, "{at}: {r:?}");
+            assert_eq!(r.received, r.sent, "{at}: {r:?}");
+            let l3 = &row.detail["lanyard"]["l3"];
+            assert!(
+                l3["forwarded"].as_i64().unwrap_or(0) >= r.sent as i64,
+                "{at}: lanyard forwarded {l3}, sent {}",
+                r.sent
+            );
+            assert!(l3.get("punted").is_none(), "{at}: punted {l3}");
+        } else {
+            // Both directions were routed.
+            let r = &row.trials.last().unwrap().result;
+            assert!(r.per_port_rx[0] > 0 && r.per_port_rx[1] > 0, "{at}: {r:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The arrival check catches frames a router would have changed: through
+/// a plain veth pair (TTL untouched) every frame expected with TTL 63 is
+/// counted malformed, none received.
+#[test]
+fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let d = Dut::start(&spec(Driver::Wire), 2, std::path::Path::new("/nonexistent")).unwrap();
+    let mut t = Tester::open(&d.topo.tester, &d.topo.tester_ports()).unwrap();
+    for (l3, size) in [
+        (
+            L3::V4 {
+                src: lab::dut::host_ip(0),
+                dst: [20, 1, 2, 3],
+            },
+            64u16,
+        ),
+        (
+            L3::V6 {
+                src: host_ip6(0),
+                dst: host_ip6(1),
+            },
+            84,
+        ),
+    ] {
+        for ttl in [TTL, TTL - 1] {
+            let s = TrialSpec {
+                streams: vec![Stream {
+                    tx: 0,
+                    expect: Some(1),
+                    src: host_mac(0),
+                    src_count: 1,
+                    dst: host_mac(1),
+                    dst_count: 1,
+                    sizes: vec![size],
+                    l3: Some(vec![l3].into()),
+                    arrival: Some(Arrival {
+                        dst_mac: host_mac(1),
+                        ttl,
+                    }),
+                }],
+                rates: vec![Some(10_000.0), None],
+                limit: Limit::Frames(2000),
+                drain: 0.3,
+                burst: None,
+            };
+            let r = t.run(&s).unwrap();
+            assert_eq!(r.sent, 2000);
+            if ttl == TTL {
+                assert_eq!((r.received, r.malformed), (2000, 0), "{r:?}");
+            } else {
+                assert_eq!((r.received, r.malformed), (0, 2000), "{r:?}");
+            }
+        }
+    }
 }
