@@ -32,6 +32,10 @@ pub struct ApiState {
     pub learn_stats: Arc<LearnerStats>,
     /// The layer-3 control plane, when there are routed ports.
     pub router: Option<crate::router::Router>,
+    /// The workers' mailboxes (flow cache dumps).
+    pub mailboxes: Vec<Arc<datapath::Mailbox>>,
+    /// Export counters as JSON, when flow export is on.
+    pub flow_export: Option<Box<dyn Fn() -> Value + Send + Sync>>,
 }
 
 fn mac_str(m: [u8; 6]) -> String {
@@ -432,6 +436,89 @@ impl ApiState {
         ))
     }
 
+    /// `show flow cache [top N]`: every worker's cache, the largest flows.
+    pub fn flow_cache(&self, req: &Value) -> Result<Value, String> {
+        let Some(fe) = &self.cfg.flow_export else {
+            return Err("flow export is not configured (flow-export: in the config)".into());
+        };
+        let n = match req.get("top") {
+            None | Some(Value::Null) => 20,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=10_000).contains(n))
+                .ok_or("top: expected a number 1..10000")? as usize,
+        };
+        let mut dumps = Vec::new();
+        for mb in &self.mailboxes {
+            let (tx, rx) = mpsc::sync_channel(1);
+            mb.send(datapath::PortCommand::DumpFlows { n, reply: tx });
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(d) => dumps.push(d),
+                Err(_) => return Err("a worker did not answer within 5 s".into()),
+            }
+        }
+        let mut top: Vec<tables::flow::FlowRecord> =
+            dumps.iter().flat_map(|d| d.top.iter().copied()).collect();
+        top.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+        top.truncate(n);
+        let name = |p: u16| {
+            self.cfg
+                .ports
+                .get(p as usize)
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| {
+                    if p == u16::MAX {
+                        "flood".into()
+                    } else {
+                        format!("#{p}")
+                    }
+                })
+        };
+        let ip = |fam: u8, a: u128| -> String {
+            if fam == 4 {
+                std::net::Ipv4Addr::from(a as u32).to_string()
+            } else {
+                std::net::Ipv6Addr::from(a).to_string()
+            }
+        };
+        let flows: Vec<Value> = top
+            .iter()
+            .map(|r| {
+                let k = &r.key;
+                json!({
+                    "src": ip(k.family, k.src_ip), "dst": ip(k.family, k.dst_ip),
+                    "proto": k.proto, "sport": k.src_port, "dport": k.dst_port,
+                    "tos": k.tos, "in": name(k.in_port), "out": name(r.out_port),
+                    "vlan": k.vlan, "packets": r.packets, "bytes": r.bytes,
+                    "tcp-flags": r.tcp_flags,
+                    "age-ms": r.last_ms.saturating_sub(r.first_ms),
+                })
+            })
+            .collect();
+        let workers: Vec<Value> = dumps
+            .iter()
+            .map(|d| {
+                json!({"worker": d.worker, "flows": d.flows, "capacity": d.capacity,
+                       "memory-bytes": d.memory_bytes, "cache-full": d.cache_full,
+                       "queued": d.queued})
+            })
+            .collect();
+        let export = self.flow_export.as_ref().map(|f| f());
+        Ok(json!({
+            "collector": fe.collector,
+            "version": match fe.version {
+                crate::config::services::FlowVersion::NetflowV9 => "netflow-v9",
+                crate::config::services::FlowVersion::Ipfix => "ipfix",
+            },
+            "active-timeout": fe.active_timeout, "inactive-timeout": fe.inactive_timeout,
+            "sampling": fe.sampling,
+            "flows": dumps.iter().map(|d| d.flows).sum::<usize>(),
+            "workers": workers,
+            "export": export,
+            "top": flows,
+        }))
+    }
+
     pub fn clear_mac(&self, vlan: Option<u16>) -> Result<Value, String> {
         let (tx, rx) = mpsc::channel();
         self.learner
@@ -467,6 +554,18 @@ impl ApiState {
             Some("show-arp") => self.neighbors(false),
             Some("show-ipv6-neighbors") => self.neighbors(true),
             Some("show-ip-route") => self.ip_route(req),
+            Some("show-access-lists") => crate::services::access_lists_json(
+                &self.cfg,
+                self.shared.services.load().as_deref(),
+                req.get("name").and_then(Value::as_str),
+                req.get("all").and_then(Value::as_bool).unwrap_or(false),
+            ),
+            Some("show-policy-map-interface") => crate::services::policy_maps_json(
+                &self.cfg,
+                self.shared.services.load().as_deref(),
+                req.get("port").and_then(Value::as_str),
+            ),
+            Some("show-flow-cache") => self.flow_cache(req),
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };

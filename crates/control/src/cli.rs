@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N]";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -98,6 +98,47 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
             request: json!({"cmd": "show-ipv6-neighbors"}),
             render: show::neighbors,
         },
+        ["access-lists", rest @ ..] | ["access-list", rest @ ..] => {
+            let all = rest.last() == Some(&"all");
+            let rest = &rest[..rest.len() - all as usize];
+            match rest {
+                [] => Command {
+                    request: json!({"cmd": "show-access-lists", "all": all}),
+                    render: show::access_lists,
+                },
+                [name] => Command {
+                    request: json!({"cmd": "show-access-lists", "name": name, "all": all}),
+                    render: show::access_lists,
+                },
+                _ => return Err(format!("usage: {SHOW_HELP}")),
+            }
+        }
+        ["policy-map", "interface", rest @ ..] => match rest {
+            [] => Command {
+                request: json!({"cmd": "show-policy-map-interface"}),
+                render: show::policy_maps,
+            },
+            [port] => Command {
+                request: json!({"cmd": "show-policy-map-interface", "port": port}),
+                render: show::policy_maps,
+            },
+            _ => return Err(format!("usage: {SHOW_HELP}")),
+        },
+        ["flow", "cache", rest @ ..] => {
+            let top = match rest {
+                [] => 20,
+                ["top", n] => n
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=10_000).contains(n))
+                    .ok_or_else(|| format!("top {n:?}: expected a number 1..10000"))?,
+                _ => return Err(format!("usage: {SHOW_HELP}")),
+            };
+            Command {
+                request: json!({"cmd": "show-flow-cache", "top": top}),
+                render: show::flow_cache,
+            }
+        }
         ["ip", "route", rest @ ..] => route_command(4, rest)?,
         ["ipv6", "route", rest @ ..] => route_command(6, rest)?,
         ["mac", "address-table", rest @ ..] => {
@@ -156,6 +197,26 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn parses_services_forms() {
+        let c = parse_show(&words("access-lists edge all")).unwrap();
+        assert_eq!(
+            c.request,
+            json!({"cmd": "show-access-lists", "name": "edge", "all": true})
+        );
+        let c = parse_show(&words("access-lists")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "show-access-lists", "all": false}));
+        let c = parse_show(&words("policy-map interface p1")).unwrap();
+        assert_eq!(
+            c.request,
+            json!({"cmd": "show-policy-map-interface", "port": "p1"})
+        );
+        let c = parse_show(&words("flow cache top 5")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "show-flow-cache", "top": 5}));
+        assert!(parse_show(&words("flow cache top 0")).is_err());
+        assert!(parse_show(&words("flow cache bottom 5")).is_err());
     }
 
     #[test]

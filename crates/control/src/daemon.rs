@@ -10,13 +10,14 @@
 use crate::api::{self, ApiState};
 use crate::build;
 use crate::config::{self, Config};
+use crate::flowexport::{ExportConfig, ExportVersion, FlowExporter};
 use crate::learn::{Learner, LearnerInbox, LearnerStats};
 use crate::ports::{log, PortState, Supervisor};
 use datapath::{Mailbox, Shared, Worker, WorkerOptions};
 use pipeline::WorkerCounters;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tables::{MacEntry, MacKey};
 
@@ -42,6 +43,9 @@ pub fn run(path: &Path) -> Result<(), String> {
 /// A running switch.
 pub struct Switch {
     shared: Arc<Shared>,
+    /// The flow exporter, stopped after the workers (which hand it their
+    /// caches' flows as they stop).
+    exporter: Arc<Mutex<Option<FlowExporter>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     socket: std::path::PathBuf,
 }
@@ -79,6 +83,18 @@ impl Switch {
             }
         }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
+        let nworkers = cfg.switch.workers.max(1) as usize;
+        // Services are compiled before any worker runs: the first frame
+        // already meets its ACLs.
+        if crate::services::configured(&cfg) {
+            let t0 = std::time::Instant::now();
+            let s = crate::services::compile(&cfg, nworkers)?;
+            log::info(&format!(
+                "services compiled in {} ms",
+                t0.elapsed().as_millis()
+            ));
+            shared.services.store(Some(Arc::new(s)));
+        }
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -100,7 +116,6 @@ impl Switch {
         let _ = shared.learner.set(h.thread().clone());
         threads.push(h);
 
-        let nworkers = cfg.switch.workers.max(1) as usize;
         let mut mailboxes = Vec::new();
         let mut counters = Vec::new();
         let opts = WorkerOptions {
@@ -116,22 +131,50 @@ impl Switch {
             counters.push(c);
         }
 
+        // Rules with `log: true`: their matches are written once a second.
+        if cfg
+            .access_lists
+            .iter()
+            .any(|l| l.rules.iter().any(|r| r.log))
+        {
+            let (sh, c) = (shared.clone(), cfg.clone());
+            threads.push(spawn(
+                "acl-log".into(),
+                Box::new(move || {
+                    let mut ticks = 0u32;
+                    while !sh.stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(100));
+                        ticks += 1;
+                        if !ticks.is_multiple_of(10) {
+                            continue;
+                        }
+                        if let Some(s) = sh.services.load_full() {
+                            for line in crate::services::acl_log_pass(&c, &s) {
+                                log::info(&line);
+                            }
+                        }
+                    }
+                }),
+            )?);
+        }
+
+        // Flow export: the workers' queues exist now.
+        let exporter = Arc::new(Mutex::new(None));
+        if let Some(fe) = &cfg.flow_export {
+            match start_exporter(fe, &shared) {
+                Ok(x) => *exporter.lock().unwrap_or_else(|e| e.into_inner()) = Some(x),
+                Err(e) => return Err(abort(&shared, threads, e)),
+            }
+        }
+
         // Routed interfaces (TAPs, addresses, FIB) before the ports attach,
         // so the first routed frame finds its tables.
         let mut router = match crate::router::Router::start(&cfg, &shared, &mut threads) {
             Ok(r) => r,
-            Err(e) => {
-                shared.stop.store(true, Ordering::Relaxed);
-                if let Some(t) = shared.learner.get() {
-                    t.unpark();
-                }
-                for t in threads {
-                    let _ = t.join();
-                }
-                return Err(e);
-            }
+            Err(e) => return Err(abort(&shared, threads, e)),
         };
 
+        let worker_mailboxes = mailboxes.clone();
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
@@ -164,8 +207,24 @@ impl Switch {
             learner: inbox,
             learn_stats: stats,
             router,
+            mailboxes: worker_mailboxes,
+            flow_export: cfg.flow_export.as_ref().map(|_| {
+                let x = exporter.clone();
+                Box::new(move || {
+                    let g = x.lock().unwrap_or_else(|e| e.into_inner());
+                    match g.as_ref().map(FlowExporter::stats) {
+                        Some(st) => serde_json::json!({
+                            "records": st.records, "datagrams": st.packets, "bytes": st.bytes,
+                            "send-errors": st.send_errors, "records-lost": st.records_lost,
+                            "templates": st.templates,
+                        }),
+                        None => serde_json::Value::Null,
+                    }
+                }) as Box<dyn Fn() -> serde_json::Value + Send + Sync>
+            }),
         });
         let sw = Switch {
+            exporter,
             shared: shared.clone(),
             threads,
             socket: socket.clone(),
@@ -199,6 +258,54 @@ impl Switch {
         for t in self.threads {
             let _ = t.join();
         }
+        let x = self
+            .exporter
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(x) = x {
+            let st = x.stop();
+            log::info(&format!(
+                "flow export: {} records in {} datagrams, {} lost",
+                st.records, st.packets, st.records_lost
+            ));
+        }
         let _ = std::fs::remove_file(&self.socket);
     }
+}
+
+/// Start the exporter of `flow-export:` on the workers' queues.
+fn start_exporter(
+    fe: &crate::config::services::FlowExport,
+    shared: &Shared,
+) -> Result<FlowExporter, String> {
+    use std::net::ToSocketAddrs;
+    let collector = fe
+        .collector
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("flow-export.collector {:?}: not HOST:PORT", fe.collector))?;
+    let version = match fe.version {
+        crate::config::services::FlowVersion::NetflowV9 => ExportVersion::V9,
+        crate::config::services::FlowVersion::Ipfix => ExportVersion::Ipfix,
+    };
+    let mut cfg = ExportConfig::new(collector, version);
+    cfg.template_refresh = Duration::from_secs(fe.template_refresh as u64);
+    cfg.domain_id = fe.domain_id;
+    FlowExporter::start(cfg, shared.flow_queues(), shared.epoch)
+        .map_err(|e| format!("flow export to {collector}: {e}"))
+}
+
+/// A start-up step failed: stop the threads already running, pass the
+/// error on.
+fn abort(shared: &Shared, threads: Vec<std::thread::JoinHandle<()>>, e: String) -> String {
+    shared.stop.store(true, Ordering::Relaxed);
+    if let Some(t) = shared.learner.get() {
+        t.unpark();
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    e
 }

@@ -8,10 +8,20 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fib;
+pub mod flowexport;
 pub mod frr;
 pub mod kernel;
 pub mod learn;
 pub mod ports;
 pub mod router;
+pub mod services;
 pub mod show;
 pub mod sysctl;
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn show_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}

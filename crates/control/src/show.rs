@@ -406,6 +406,184 @@ pub fn neighbors(v: &Value) -> String {
     o
 }
 
+pub fn access_lists(v: &Value) -> String {
+    let mut o = String::new();
+    for l in rows(v) {
+        let attached: Vec<String> = rows(l.get("attached").unwrap_or(&Value::Null))
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{} access list {} ({} rules){}",
+            s(l, "type"),
+            s(l, "name"),
+            u(l, "rules"),
+            if attached.is_empty() {
+                " — not attached".to_string()
+            } else {
+                format!(", on {}", attached.join(", "))
+            }
+        );
+        if let Some(c) = l.get("compiled").filter(|c| !c.is_null()) {
+            let _ = writeln!(
+                o,
+                "    compiled: {} KiB, {}",
+                u(c, "memory-bytes") / 1024,
+                s(c, "shape")
+            );
+        }
+        let entries = rows(l.get("entries").unwrap_or(&Value::Null));
+        for e in entries {
+            let _ = writeln!(
+                o,
+                "    {:>6} {} ({} matches){}",
+                u(e, "seq"),
+                s(e, "rule"),
+                u(e, "hits"),
+                match e.get("remark").and_then(Value::as_str) {
+                    Some(r) => format!("  ! {r}"),
+                    None => String::new(),
+                }
+            );
+        }
+        if (entries.len() as u64) < u(l, "rules") {
+            let _ = writeln!(
+                o,
+                "    ... {} more rules without matches (show access-lists {} all)",
+                u(l, "rules") - entries.len() as u64,
+                s(l, "name")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "           implicit deny ({} matches)",
+            u(l, "implicit-deny-hits")
+        );
+    }
+    if o.is_empty() {
+        o.push_str("no access lists\n");
+    }
+    o
+}
+
+pub fn policy_maps(v: &Value) -> String {
+    let mut o = String::new();
+    for p in rows(v) {
+        let _ = writeln!(
+            o,
+            "{}  service-policy {}: {}",
+            s(p, "port"),
+            if s(p, "direction") == "in" {
+                "input"
+            } else {
+                "output"
+            },
+            s(p, "policy")
+        );
+        for c in rows(p.get("classes").unwrap_or(&Value::Null)) {
+            let _ = writeln!(
+                o,
+                "    class {}: {} packets, {} bytes",
+                s(c, "class"),
+                u(c, "packets"),
+                u(c, "bytes")
+            );
+            if c.get("set-dscp").is_some_and(|x| !x.is_null()) {
+                let _ = writeln!(o, "      set dscp {}", s(c, "set-dscp"));
+            }
+            if c.get("set-pcp").is_some_and(|x| !x.is_null()) {
+                let _ = writeln!(o, "      set pcp {}", s(c, "set-pcp"));
+            }
+            if let Some(q) = c.get("queue").filter(|x| !x.is_null()) {
+                let kind = if q.get("priority").and_then(Value::as_bool) == Some(true) {
+                    "priority".to_string()
+                } else {
+                    format!("weight {}", u(q, "weight"))
+                };
+                let _ = writeln!(
+                    o,
+                    "      queue {kind}, depth {}: {} tail drops",
+                    u(q, "depth"),
+                    u(q, "drops")
+                );
+            }
+            if let Some(pol) = c.get("police").filter(|x| !x.is_null()) {
+                let _ = writeln!(
+                    o,
+                    "      police cir {} bps bc {} B pir {} bps be {} B",
+                    u(pol, "cir"),
+                    u(pol, "cbs"),
+                    u(pol, "pir"),
+                    u(pol, "pbs")
+                );
+                let _ = writeln!(
+                    o,
+                    "        conformed {} exceeded {} violated {} dropped {}",
+                    u(pol, "conform"),
+                    u(pol, "exceed"),
+                    u(pol, "violate"),
+                    u(pol, "dropped")
+                );
+            }
+        }
+    }
+    if o.is_empty() {
+        o.push_str("no service policies attached\n");
+    }
+    o
+}
+
+pub fn flow_cache(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Flow export to {} ({}), active timeout {} s, inactive {} s, sampling 1:{}",
+        s(v, "collector"),
+        s(v, "version"),
+        u(v, "active-timeout"),
+        u(v, "inactive-timeout"),
+        u(v, "sampling")
+    );
+    for w in rows(v.get("workers").unwrap_or(&Value::Null)) {
+        let _ = writeln!(
+            o,
+            "  worker {}: {} flows of {} ({} MiB), {} packets found the cache full, {} records queued",
+            u(w, "worker"),
+            u(w, "flows"),
+            u(w, "capacity"),
+            u(w, "memory-bytes") >> 20,
+            u(w, "cache-full"),
+            u(w, "queued")
+        );
+    }
+    if let Some(e) = v.get("export").filter(|e| !e.is_null()) {
+        let _ = writeln!(o, "  export: {e}");
+    }
+    let _ = writeln!(
+        o,
+        "{:<39} {:<39} {:>5} {:>5} {:>5} {:>3} {:<10} {:<10} {:>10} {:>12}",
+        "Source", "Destination", "Proto", "Sport", "Dport", "ToS", "In", "Out", "Packets", "Bytes"
+    );
+    for f in rows(v.get("top").unwrap_or(&Value::Null)) {
+        let _ = writeln!(
+            o,
+            "{:<39} {:<39} {:>5} {:>5} {:>5} {:>3} {:<10} {:<10} {:>10} {:>12}",
+            s(f, "src"),
+            s(f, "dst"),
+            u(f, "proto"),
+            u(f, "sport"),
+            u(f, "dport"),
+            u(f, "tos"),
+            s(f, "in"),
+            s(f, "out"),
+            u(f, "packets"),
+            u(f, "bytes")
+        );
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

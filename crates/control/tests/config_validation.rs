@@ -113,14 +113,13 @@ fn full_example_parses_to_expected_model() {
                 name: Some("users".into()),
                 learning: true,
                 mac_limit: Some(15000),
-                router: None,
+                ..VlanConfig::implicit(10)
             },
             VlanConfig {
                 id: 20,
                 name: None,
                 learning: false,
-                mac_limit: None,
-                router: None,
+                ..VlanConfig::implicit(20)
             },
             VlanConfig::implicit(500),
         ],
@@ -166,6 +165,7 @@ fn full_example_parses_to_expected_model() {
             },
         ],
         routing: Default::default(),
+        ..Config::default()
     };
     assert_eq!(cfg, expected);
 

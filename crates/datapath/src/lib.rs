@@ -17,6 +17,11 @@
 //! attach, so the split costs nothing per frame). Punted frames go to the
 //! [`punt::PuntQueue`]; ICMP errors are built straight into the ingress
 //! port's transmit ring, rate-limited per worker.
+//!
+//! Services (ACLs, QoS, flow accounting; `pipeline::services`) run after
+//! the forwarding decision, on one key extracted per frame, only when a
+//! services snapshot is published: without one the loop is unchanged.
+//! Expired flows leave through a per-worker queue to the exporter.
 
 pub mod punt;
 
@@ -25,6 +30,9 @@ use io::{FrameBatch, Port};
 use pipeline::l3::{
     build_icmp4_error, build_icmp6_error, process_l3, L3Tables, L3Verdict, L3Verdicts,
 };
+use pipeline::services::{
+    extract_key, ip_len, tos, EgressVerdict, ServiceDrop, ServiceState, Services,
+};
 use pipeline::{egress, process, Action, DropReason, Verdicts, WorkerCounters};
 use punt::PuntQueue;
 use std::os::fd::RawFd;
@@ -32,6 +40,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
+use tables::acl::AclKey;
+use tables::flow::FlowExportQueue;
 use tables::{LearnQueue, PortSet, Tables, MAX_PORTS};
 
 /// A change to a worker's set of ports.
@@ -46,6 +56,25 @@ pub enum PortCommand {
     },
     /// Close port `id` (the interface went away).
     Detach { id: u16 },
+    /// Report this worker's flow cache: its `n` largest flows.
+    DumpFlows {
+        n: usize,
+        reply: std::sync::mpsc::SyncSender<FlowDump>,
+    },
+}
+
+/// One worker's flow cache, for `show flow cache`.
+#[derive(Clone, Debug, Default)]
+pub struct FlowDump {
+    pub worker: usize,
+    pub flows: usize,
+    pub capacity: usize,
+    pub memory_bytes: usize,
+    /// Packets whose flow found no room.
+    pub cache_full: u64,
+    /// Records waiting for the exporter.
+    pub queued: usize,
+    pub top: Vec<tables::flow::FlowRecord>,
 }
 
 /// A worker's mailbox: commands plus a flag so the loop checks cheaply.
@@ -89,7 +118,14 @@ pub struct Shared {
     /// what [`Shared::quiesce`] waits for.
     worker_seq: Box<[AtomicU64]>,
     workers: AtomicUsize,
+    /// ACLs, QoS and flow accounting; `None` when none are configured.
+    pub services: ArcSwapOption<Services>,
+    /// Per worker (registration order), the queue of expired flows.
+    pub flow_queues: Mutex<Vec<Arc<FlowExportQueue>>>,
 }
+
+/// Expired flow records a worker may have waiting for the exporter.
+pub const FLOW_QUEUE_DEPTH: usize = 16_384;
 
 /// Most workers (matches the configuration limit).
 pub const MAX_WORKERS: usize = 64;
@@ -111,6 +147,8 @@ impl Shared {
             to_vlan: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the inject queue"),
             worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             workers: AtomicUsize::new(0),
+            services: ArcSwapOption::empty(),
+            flow_queues: Mutex::new(Vec::new()),
         }
     }
 
@@ -147,6 +185,14 @@ impl Shared {
         if let Some(c) = self.port_errors.get(id as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The queues of expired flows, one per worker.
+    pub fn flow_queues(&self) -> Vec<Arc<FlowExportQueue>> {
+        self.flow_queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Seconds since start: the clock of MAC ages.
@@ -195,6 +241,52 @@ pub struct Worker {
     icmp: TokenBucket,
     /// One frame's worth of room (SVI egress, ICMP errors into a VLAN).
     scratch: Box<[u8]>,
+    /// Policers and the flow cache.
+    svc: ServiceState,
+    flow_out: Arc<FlowExportQueue>,
+    last_sweep: Instant,
+    /// Ports with frames waiting in their egress class queues.
+    queued: PortSet,
+}
+
+/// A port's TX ring as the egress scheduler's sink, counting what it
+/// takes.
+struct CountingSink<'a> {
+    port: &'a mut dyn Port,
+    frames: u64,
+    bytes: u64,
+}
+
+impl pipeline::qos::TxSink for CountingSink<'_> {
+    #[inline]
+    fn slot(&mut self) -> Option<&mut [u8]> {
+        self.port.tx_slot()
+    }
+
+    #[inline]
+    fn commit(&mut self, _class: usize, len: usize) {
+        self.port.tx_commit(len);
+        self.frames += 1;
+        self.bytes += len as u64;
+    }
+}
+
+/// Per frame of a batch: its services key, where its IP header starts,
+/// and whether the key was filled.
+struct Keys {
+    k: [AclKey; io::BATCH_MAX],
+    l3: [u16; io::BATCH_MAX],
+    on: [bool; io::BATCH_MAX],
+}
+
+impl Keys {
+    fn new() -> Box<Keys> {
+        Box::new(Keys {
+            k: [AclKey::default(); io::BATCH_MAX],
+            l3: [0; io::BATCH_MAX],
+            on: [false; io::BATCH_MAX],
+        })
+    }
 }
 
 /// ICMP errors a worker may send per second, and its burst.
@@ -243,6 +335,12 @@ impl Worker {
         opts: WorkerOptions,
     ) -> Worker {
         let index = shared.register_worker().min(MAX_WORKERS - 1);
+        let flow_out = Arc::new(FlowExportQueue::new(FLOW_QUEUE_DEPTH));
+        shared
+            .flow_queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(flow_out.clone());
         Worker {
             shared,
             mailbox,
@@ -257,6 +355,10 @@ impl Worker {
             seq: 0,
             icmp: TokenBucket::new(ICMP_RATE, ICMP_BURST),
             scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
+            svc: ServiceState::new(index),
+            flow_out,
+            last_sweep: Instant::now(),
+            queued: PortSet::EMPTY,
         }
     }
 
@@ -285,6 +387,21 @@ impl Worker {
                     self.collect_stats(id);
                     self.ports[id as usize] = None;
                     self.rx.retain(|p| *p != id);
+                }
+                PortCommand::DumpFlows { n, reply } => {
+                    let mut d = FlowDump {
+                        worker: self.index,
+                        cache_full: self.svc.flow_cache_full,
+                        queued: self.flow_out.len(),
+                        ..FlowDump::default()
+                    };
+                    if let Some(c) = &self.svc.flows {
+                        d.flows = c.len();
+                        d.capacity = c.capacity();
+                        d.memory_bytes = c.memory_bytes();
+                        c.top(n, &mut d.top);
+                    }
+                    let _ = reply.try_send(d);
                 }
             }
         }
@@ -324,6 +441,7 @@ impl Worker {
         // frames routed out of one (into the layer-2 stage).
         let mut to_router = FrameBatch::new();
         let mut from_router = FrameBatch::new();
+        let mut keys = Keys::new();
         let mut rr = 0usize;
         let mut last_rx = Instant::now();
         let mut last_stats = Instant::now();
@@ -332,8 +450,10 @@ impl Worker {
             self.seq = self.seq.wrapping_add(1);
             self.shared.worker_seq[self.index].store(self.seq, Ordering::SeqCst);
             if self.shared.stop.load(Ordering::Relaxed) {
+                self.flush_flows();
                 return;
             }
+            self.sweep_flows();
             if last_stats.elapsed() >= STATS_EVERY {
                 last_stats = Instant::now();
                 for id in 0..MAX_PORTS as u16 {
@@ -371,8 +491,13 @@ impl Worker {
                 batch.push(b.port, b.frame());
                 self.shared.to_vlan.recycle(b);
             }
+            if !self.queued.is_empty() {
+                // Congested ports: let their schedulers refill the rings.
+                let q = self.queued;
+                self.flush(q);
+            }
             if batch.is_empty() && l3batch.is_empty() {
-                if last_rx.elapsed() >= self.opts.idle_spin {
+                if self.queued.is_empty() && last_rx.elapsed() >= self.opts.idle_spin {
                     self.sleep();
                 }
                 continue;
@@ -381,20 +506,44 @@ impl Worker {
             to_router.clear();
             from_router.clear();
             if !batch.is_empty() {
-                self.forward(&batch, &mut verdicts, &mut to_router);
+                self.forward(
+                    &mut batch,
+                    &mut verdicts,
+                    &mut to_router,
+                    &mut keys,
+                    last_rx,
+                );
             }
             if !l3batch.is_empty() {
-                self.route(&mut l3batch, &mut l3verdicts, last_rx, &mut from_router);
+                self.route(
+                    &mut l3batch,
+                    &mut l3verdicts,
+                    last_rx,
+                    &mut from_router,
+                    &mut keys,
+                );
             }
             if !to_router.is_empty() {
-                self.route(&mut to_router, &mut l3verdicts, last_rx, &mut from_router);
+                self.route(
+                    &mut to_router,
+                    &mut l3verdicts,
+                    last_rx,
+                    &mut from_router,
+                    &mut keys,
+                );
             }
             if !from_router.is_empty() {
                 // Frames from the router never go back to it (they enter on
                 // the VLAN's only router port, which flooding and the same-
                 // port filter exclude), so `to_router` stays empty here.
                 to_router.clear();
-                self.forward(&from_router, &mut verdicts, &mut to_router);
+                self.forward(
+                    &mut from_router,
+                    &mut verdicts,
+                    &mut to_router,
+                    &mut keys,
+                    last_rx,
+                );
             }
         }
     }
@@ -406,6 +555,7 @@ impl Worker {
         out: &mut L3Verdicts,
         now: Instant,
         from_router: &mut FrameBatch,
+        keys: &mut Keys,
     ) {
         let c = self.counters.clone();
         c.batches.add(1);
@@ -420,10 +570,49 @@ impl Worker {
             c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
             return;
         };
+        // Services keys come from the frames as received (routing
+        // rewrites addresses and TTL).
+        let svc = self.shared.services.load_full();
+        if let Some(s) = &svc {
+            self.svc.sync(s, self.ns(now));
+            for i in 0..batch.len() {
+                let port = batch.port(i);
+                keys.on[i] = s.ingress_on(port) || s.any_egress;
+                if keys.on[i] {
+                    keys.l3[i] = extract_key(batch.frame(i), 12, 0, &mut keys.k[i]) as u16;
+                }
+            }
+        }
         process_l3(&l3, batch, out, &c.l3);
         let mut dirty = PortSet::EMPTY;
         let mut punted = false;
         for i in 0..batch.len() {
+            if let (Some(s), true) = (&svc, keys.on[i]) {
+                if matches!(out.v[i], L3Verdict::Forward { .. } | L3Verdict::Punt(_)) {
+                    let port = batch.port(i);
+                    let l3off = keys.l3[i] as usize;
+                    let mut pcp = 0;
+                    let t = tos(batch.frame(i), l3off, keys.k[i].family);
+                    let len = ip_len(batch.frame(i), l3off, keys.k[i].family);
+                    if let Some(d) = self.svc.ingress(
+                        s,
+                        &mut keys.k[i],
+                        batch.frame_mut(i),
+                        l3off,
+                        port,
+                        0,
+                        &mut pcp,
+                        self.ns(now),
+                    ) {
+                        c.drop_in(port, None, drop_reason(d));
+                        continue;
+                    }
+                    if let L3Verdict::Forward { port: out_port } = out.v[i] {
+                        self.svc
+                            .account(s, &keys.k[i], t, port, 0, len, out_port, self.ms(now));
+                    }
+                }
+            }
             match out.v[i] {
                 L3Verdict::Forward { port } => {
                     if l3.is_svi(port) {
@@ -432,7 +621,17 @@ impl Worker {
                             c.drop_in(port, None, DropReason::TxRingFull);
                         }
                     } else {
-                        self.transmit_raw(port, batch.frame(i), &mut dirty);
+                        let egress = match &svc {
+                            Some(s) if keys.on[i] && s.any_egress => {
+                                // Match the addresses the copy leaves with.
+                                let f = batch.frame(i);
+                                keys.k[i].dst_mac.copy_from_slice(&f[0..6]);
+                                keys.k[i].src_mac.copy_from_slice(&f[6..12]);
+                                Some((&**s, &keys.k[i], keys.l3[i] as usize))
+                            }
+                            _ => None,
+                        };
+                        self.transmit_raw(port, batch.frame(i), &mut dirty, egress);
                     }
                 }
                 L3Verdict::Punt(reason) => {
@@ -504,12 +703,30 @@ impl Worker {
         }
     }
 
-    /// Send a finished frame (already rewritten) out of port `p`.
+    /// Send a finished frame (already rewritten) out of port `p`; with
+    /// `egress`, the port's output services decide (key, IP offset).
     #[inline]
-    fn transmit_raw(&mut self, p: u16, frame: &[u8], dirty: &mut PortSet) {
+    fn transmit_raw(
+        &mut self,
+        p: u16,
+        frame: &[u8],
+        dirty: &mut PortSet,
+        egress: Option<(&Services, &AclKey, usize)>,
+    ) {
         let c = &*self.counters;
-        let Some(port) = self.ports[p as usize].as_mut() else {
+        if self.ports[p as usize].is_none() {
             c.drop_in(p, None, DropReason::PortDown);
+            return;
+        }
+        if let Some((s, k, l3off)) = egress {
+            if self.svc.queues_on(p) {
+                let n = frame.len().min(self.scratch.len());
+                self.scratch[..n].copy_from_slice(&frame[..n]);
+                self.queue_out(s, k, l3off, p, None, n, dirty);
+                return;
+            }
+        }
+        let Some(port) = self.ports[p as usize].as_mut() else {
             return;
         };
         let mut slot = port.tx_slot();
@@ -525,6 +742,12 @@ impl Worker {
         };
         let n = frame.len().min(slot.len());
         slot[..n].copy_from_slice(&frame[..n]);
+        if let Some((s, k, l3off)) = egress {
+            if self.svc.egress(s, k, &mut slot[..n], l3off, p, 0) == EgressVerdict::Deny {
+                c.drop_in(p, None, DropReason::AclDeny);
+                return;
+            }
+        }
         port.tx_commit(n);
         dirty.insert(p);
         let pc = &c.ports[p as usize];
@@ -535,10 +758,66 @@ impl Worker {
     fn flush(&mut self, dirty: PortSet) {
         for p in dirty.iter() {
             if let Some(port) = self.ports[p as usize].as_mut() {
+                if self.queued.contains(p) {
+                    // The scheduler fills the ring; what does not fit waits.
+                    let mut sink = CountingSink {
+                        port: port.as_mut(),
+                        frames: 0,
+                        bytes: 0,
+                    };
+                    self.svc.drain(p, &mut sink);
+                    let pc = &self.counters.ports[p as usize];
+                    pc.tx_frames.add(sink.frames);
+                    pc.tx_bytes.add(sink.bytes);
+                    if self.svc.queued(p) == 0 {
+                        self.queued.remove(p);
+                    }
+                }
                 if port.flush().is_err() {
                     self.shared.count_port_error(p);
                 }
+            } else {
+                self.queued.remove(p);
             }
+        }
+    }
+
+    /// Output through port `p`'s class queues: the copy is in `scratch`
+    /// (`n` bytes, IP header at `l3off`); egress services pick its class.
+    #[allow(clippy::too_many_arguments)]
+    fn queue_out(
+        &mut self,
+        s: &Services,
+        k: &AclKey,
+        l3off: usize,
+        p: u16,
+        vlan: Option<u16>,
+        n: usize,
+        dirty: &mut PortSet,
+    ) {
+        let c = &*self.counters;
+        let class = match self
+            .svc
+            .egress(s, k, &mut self.scratch[..n], l3off, p, vlan.unwrap_or(0))
+        {
+            EgressVerdict::Deny => {
+                c.drop_in(p, vlan, DropReason::AclDeny);
+                return;
+            }
+            EgressVerdict::Queue(class) => class,
+            EgressVerdict::Send => 0,
+        };
+        if !self.svc.enqueue(p, class, &self.scratch[..n]) {
+            self.svc.count_queue_drop(s, p, class);
+            c.drop_in(p, vlan, DropReason::QueueFull);
+            return;
+        }
+        self.queued.insert(p);
+        dirty.insert(p);
+        if let Some(v) = vlan {
+            let vc = &c.vlans[v as usize];
+            vc.tx_frames.add(1);
+            vc.tx_bytes.add(n as u64);
         }
     }
 
@@ -561,9 +840,16 @@ impl Worker {
         self.shared.to_vlan.drain_event();
     }
 
-    fn forward(&mut self, batch: &FrameBatch, verdicts: &mut Verdicts, to_router: &mut FrameBatch) {
+    fn forward(
+        &mut self,
+        batch: &mut FrameBatch,
+        verdicts: &mut Verdicts,
+        to_router: &mut FrameBatch,
+        keys: &mut Keys,
+        now: Instant,
+    ) {
         let tables = self.shared.tables.load();
-        let c = &*self.counters;
+        let c = self.counters.clone();
         c.batches.add(1);
         let outcome = process(
             &tables,
@@ -571,22 +857,33 @@ impl Worker {
             self.shared.now(),
             verdicts,
             &self.shared.learn,
-            c,
+            &c,
         );
+        let svc = self.shared.services.load_full();
+        if let Some(s) = &svc {
+            self.ingress_services(s, batch, verdicts, keys, now);
+        }
         let mut dirty = PortSet::EMPTY;
         for i in 0..batch.len() {
             let v = verdicts.v[i];
             let frame = batch.frame(i);
+            let egress = match &svc {
+                Some(s) if keys.on[i] && s.any_egress => {
+                    // IP header offset relative to the inner part.
+                    Some((&**s, &keys.k[i], keys.l3[i] as usize - v.inner_off as usize))
+                }
+                _ => None,
+            };
             match v.action {
                 Action::Drop(_) => {}
                 Action::Unicast(p) => {
-                    self.transmit(&tables, p, frame, &v, &mut dirty, to_router);
+                    self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                 }
                 Action::Flood => {
                     let ingress = batch.port(i);
                     for p in tables.l2.vlans[v.vlan as usize].flood.iter() {
                         if p != ingress {
-                            self.transmit(&tables, p, frame, &v, &mut dirty, to_router);
+                            self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                         }
                     }
                 }
@@ -600,7 +897,102 @@ impl Worker {
         }
     }
 
+    /// Ingress services of a switched batch: keys, ACLs, input policy,
+    /// flow accounting. Denied or policed frames become drops.
+    fn ingress_services(
+        &mut self,
+        s: &Services,
+        batch: &mut FrameBatch,
+        verdicts: &mut Verdicts,
+        keys: &mut Keys,
+        now: Instant,
+    ) {
+        let c = self.counters.clone();
+        let (ns, ms) = (self.ns(now), self.ms(now));
+        self.svc.sync(s, ns);
+        for i in 0..batch.len() {
+            let v = &mut verdicts.v[i];
+            keys.on[i] = false;
+            if matches!(v.action, Action::Drop(_)) {
+                continue;
+            }
+            let port = batch.port(i);
+            let vlan_in = !s.vlan_in[v.vlan as usize & 0xfff].is_empty();
+            if !(s.ingress_on(port) || vlan_in || s.any_egress) {
+                continue;
+            }
+            keys.on[i] = true;
+            let l3 = extract_key(batch.frame(i), v.inner_off as usize, v.vlan, &mut keys.k[i]);
+            keys.l3[i] = l3 as u16;
+            let t = tos(batch.frame(i), l3, keys.k[i].family);
+            let len = ip_len(batch.frame(i), l3, keys.k[i].family);
+            if let Some(d) = self.svc.ingress(
+                s,
+                &mut keys.k[i],
+                batch.frame_mut(i),
+                l3,
+                port,
+                v.vlan,
+                &mut v.pcp,
+                ns,
+            ) {
+                let r = drop_reason(d);
+                v.action = Action::Drop(r);
+                c.drop_in(port, Some(v.vlan), r);
+                continue;
+            }
+            let out_port = match v.action {
+                Action::Unicast(p) => p,
+                _ => u16::MAX,
+            };
+            self.svc
+                .account(s, &keys.k[i], t, port, v.vlan, len, out_port, ms);
+        }
+    }
+
     #[inline]
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.shared.epoch).as_nanos() as u64
+    }
+
+    #[inline]
+    fn ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.shared.epoch).as_millis() as u64
+    }
+
+    /// Expire flows: a slice of the cache per loop, sized so the whole
+    /// cache is visited about once a second.
+    fn sweep_flows(&mut self) {
+        let Some(cache) = self.svc.flows.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let dt = now.saturating_duration_since(self.last_sweep);
+        if dt < Duration::from_millis(1) {
+            return;
+        }
+        self.last_sweep = now;
+        let (active, inactive) = match self.shared.services.load().as_ref().and_then(|s| s.flows) {
+            Some(f) => (f.active_ms, f.inactive_ms),
+            None => (0, 0), // accounting turned off: expire everything
+        };
+        let cap = cache.capacity();
+        let budget = ((cap as u128 * dt.as_micros()) / 1_000_000).clamp(64, cap as u128) as usize;
+        let ms = now.saturating_duration_since(self.shared.epoch).as_millis() as u64;
+        let q = &self.flow_out;
+        cache.sweep(ms, active, inactive, budget, &mut |r| q.push(r).is_ok());
+    }
+
+    /// At stop: hand every flow to the exporter.
+    fn flush_flows(&mut self) {
+        if let Some(cache) = self.svc.flows.as_mut() {
+            let q = &self.flow_out;
+            cache.flush(&mut |r| q.push(r).is_ok());
+        }
+    }
+
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn transmit(
         &mut self,
         tables: &Tables,
@@ -609,10 +1001,11 @@ impl Worker {
         v: &pipeline::Verdict,
         dirty: &mut PortSet,
         to_router: &mut FrameBatch,
+        egress: Option<(&Services, &AclKey, usize)>,
     ) {
         let flooded = v.action == Action::Flood;
         let c = &*self.counters;
-        let Some(port) = self.ports[p as usize].as_mut() else {
+        if self.ports[p as usize].is_none() {
             // No interface: a VLAN interface's port (to the router), or a
             // port that is down.
             let svi = self
@@ -630,8 +1023,23 @@ impl Worker {
             }
             c.drop_in(p, Some(v.vlan), DropReason::PortDown);
             return;
-        };
+        }
         let encap = tables.l2.ports[p as usize].encap(v.vlan);
+        let hdr = if matches!(encap, tables::Encap::Tagged { .. }) {
+            16
+        } else {
+            12
+        };
+        if let Some((s, k, rel)) = egress {
+            if self.svc.queues_on(p) {
+                let n = egress::write(frame, v, encap, &mut self.scratch);
+                self.queue_out(s, k, hdr + rel, p, Some(v.vlan), n, dirty);
+                return;
+            }
+        }
+        let Some(port) = self.ports[p as usize].as_mut() else {
+            return;
+        };
         let mut slot = port.tx_slot();
         if slot.is_none() {
             // Ring full: hand what is queued to the kernel and retry once.
@@ -645,6 +1053,12 @@ impl Worker {
             return;
         };
         let n = egress::write(frame, v, encap, slot);
+        if let Some((s, k, rel)) = egress {
+            if self.svc.egress(s, k, &mut slot[..n], hdr + rel, p, v.vlan) == EgressVerdict::Deny {
+                c.drop_in(p, Some(v.vlan), DropReason::AclDeny);
+                return;
+            }
+        }
         port.tx_commit(n);
         dirty.insert(p);
         let pc = &c.ports[p as usize];
@@ -656,5 +1070,12 @@ impl Worker {
         let vc = &c.vlans[v.vlan as usize];
         vc.tx_frames.add(1);
         vc.tx_bytes.add(n as u64);
+    }
+}
+
+fn drop_reason(d: ServiceDrop) -> DropReason {
+    match d {
+        ServiceDrop::AclDeny => DropReason::AclDeny,
+        ServiceDrop::Policed => DropReason::Policed,
     }
 }

@@ -555,6 +555,17 @@ impl Dut {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default();
         self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        if self.spec.services == Some(true) {
+            // The switch logs how long compiling its services took.
+            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+            let took = log_text
+                .lines()
+                .find_map(|l| l.split("services compiled in ").nth(1))
+                .unwrap_or("? ms");
+            self.info.push(format!(
+                "services on every port: 10,000-line IPv4 + IPv6 ACLs in and out, 500-line QoS policy re-marking every packet, IPFIX flow export (compiled in {took})"
+            ));
+        }
         self.lanyard = Some((bin.to_path_buf(), sock));
         if self.setup.layer3 {
             self.lanyard_layer3(&log)?;
@@ -673,6 +684,23 @@ impl Dut {
 
     /// The Lanyard configuration this driver writes (docs/config.md).
     pub fn lanyard_config(&self, sock: &Path) -> String {
+        let mut c = self.lanyard_config_base(sock);
+        if self.spec.services == Some(true) {
+            c.push_str(&services_yaml());
+        }
+        c
+    }
+
+    /// A port's service attachments when the DUT runs with services.
+    fn services_attach(&self) -> &'static str {
+        if self.spec.services == Some(true) {
+            "    acl-in: [lab-v4, lab-v6]\n    acl-out: [lab-v4, lab-v6]\n    policy-in: lab-qos\n"
+        } else {
+            ""
+        }
+    }
+
+    fn lanyard_config_base(&self, sock: &Path) -> String {
         if self.setup.layer3 {
             return self.lanyard_config_l3(sock);
         }
@@ -700,6 +728,7 @@ impl Dut {
             c.push_str(&format!(
                 "  - name: {p}\n    mode: access\n    vlan: {vlan}\n"
             ));
+            c.push_str(self.services_attach());
         }
         c
     }
@@ -720,6 +749,7 @@ impl Dut {
                 dut_ip(i),
                 dut_ip6(i)
             );
+            c.push_str(self.services_attach());
         }
         if !self.routes4.is_empty() || !self.routes6.is_empty() {
             c.push_str("routing:\n  static-routes:\n");
@@ -830,4 +860,61 @@ pub fn counter_delta(before: &serde_json::Value, after: &serde_json::Value) -> s
 /// the limit rather than the jitter.
 fn tbf_limit_bytes(kbit: u64) -> u64 {
     (kbit * 1000 / 8 / 50).max(6000)
+}
+
+/// TCP destination ports the services ACL denies: 10,000 distinct,
+/// non-sequential, none of them the lab's UDP port (the rules are TCP).
+pub fn services_deny_ports() -> Vec<u16> {
+    (0..10_000u32)
+        .map(|i| (1024 + (i * 7_919) % 60_000) as u16)
+        .collect()
+}
+
+/// The services a `services: true` Lanyard DUT runs with, on every port:
+/// the reports' setup. An IPv4 and an IPv6 access list of 10,000 TCP
+/// denies (non-sequential ports) and a final permit, in and out; an input
+/// policy whose 8 classes hold 500 match lines, with `class-default`
+/// re-marking every other packet to AF11; flow accounting on every packet,
+/// exported as IPFIX to a collector address in the DUT's namespace.
+/// Port attachments: `Dut::services_attach`.
+pub fn services_yaml() -> String {
+    use std::fmt::Write as _;
+    let deny = services_deny_ports();
+    let mut c = String::with_capacity(deny.len() * 2 * 64 + 40_000);
+    c.push_str("access-lists:\n");
+    for (name, kind) in [("lab-v4", "ipv4"), ("lab-v6", "ipv6")] {
+        let _ = writeln!(c, "  - name: {name}\n    type: {kind}\n    rules:");
+        for p in &deny {
+            let _ = writeln!(
+                c,
+                "      - {{action: deny, protocol: tcp, destination-port: {p}}}"
+            );
+        }
+        c.push_str("      - {action: permit}\n");
+    }
+    // 8 classes, 500 lines: TCP/UDP ports the lab never sends to.
+    c.push_str("class-maps:\n");
+    let mut line = 0u32;
+    for k in 0..8u32 {
+        let _ = writeln!(c, "  - name: lab-class{k}\n    match:");
+        let n = if k < 4 { 63 } else { 62 };
+        for _ in 0..n {
+            let proto = if line.is_multiple_of(2) { "tcp" } else { "udp" };
+            let _ = writeln!(
+                c,
+                "      - {{protocol: {proto}, destination-port: {}}}",
+                2_000 + line * 3
+            );
+            line += 1;
+        }
+    }
+    c.push_str("policy-maps:\n  - name: lab-qos\n    classes:\n");
+    for k in 0..8u32 {
+        let _ = writeln!(c, "      - {{class: lab-class{k}, set-dscp: cs{}}}", k % 8);
+    }
+    c.push_str("      - {class: class-default, set-dscp: af11}\n");
+    c.push_str(
+        "flow-export:\n  collector: 127.0.0.1:9995\n  version: ipfix\n  active-timeout: 60\n  inactive-timeout: 15\n",
+    );
+    c
 }

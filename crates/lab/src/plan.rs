@@ -123,6 +123,11 @@ pub struct DutSpec {
     /// IPv6 routes, likewise.
     #[serde(default)]
     pub routes6: Option<u32>,
+    /// lanyard: run with the three services on (issue 5): a 10,000-line
+    /// ACL in and out on every port, a 500-line QoS policy re-marking
+    /// every packet, flow accounting with export. See `dut::services_yaml`.
+    #[serde(default)]
+    pub services: Option<bool>,
 }
 
 impl DutSpec {
@@ -143,6 +148,7 @@ impl DutSpec {
             rate_kbit: None,
             routes: None,
             routes6: None,
+            services: None,
         }
     }
 }
@@ -488,6 +494,12 @@ impl Plan {
                 }
             }
             check_routes(&format!("duts[{i}]"), d.routes, d.routes6)?;
+            if d.services == Some(true) && d.driver != Driver::Lanyard {
+                return Err(bad(
+                    format!("duts[{i}].services"),
+                    "only the lanyard driver runs services",
+                ));
+            }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
                     format!("duts[{i}].rate-kbit"),

@@ -36,9 +36,15 @@ pub enum DropReason {
     /// The kernel refused or discarded a frame handed to it for transmit
     /// (link went down with frames queued, length over the MTU).
     TxError,
+    /// Denied by an access list (in or out).
+    AclDeny,
+    /// Dropped by a QoS policer.
+    Policed,
+    /// Tail drop of a full egress class queue.
+    QueueFull,
 }
 
-pub const DROP_REASONS: usize = 12;
+pub const DROP_REASONS: usize = 15;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS] = [
@@ -54,6 +60,9 @@ impl DropReason {
         DropReason::TxRingFull,
         DropReason::RxRingFull,
         DropReason::TxError,
+        DropReason::AclDeny,
+        DropReason::Policed,
+        DropReason::QueueFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +79,9 @@ impl DropReason {
             DropReason::TxRingFull => "tx-ring-full",
             DropReason::RxRingFull => "rx-ring-full",
             DropReason::TxError => "tx-error",
+            DropReason::AclDeny => "acl-deny",
+            DropReason::Policed => "policed",
+            DropReason::QueueFull => "queue-full",
         }
     }
 }

@@ -11,6 +11,8 @@ pub mod counters;
 pub mod egress;
 pub mod l2;
 pub mod l3;
+pub mod qos;
+pub mod services;
 
 pub use counters::{DropReason, PortCounters, VlanCounters, WorkerCounters};
 pub use l2::{process, Action, Verdict, Verdicts};

@@ -9,6 +9,8 @@
 //! It knows nothing of sockets or configuration syntax, and its read paths
 //! never lock or allocate.
 
+pub mod acl;
+pub mod flow;
 pub mod l2;
 pub mod learn;
 pub mod lpm4;
@@ -17,6 +19,7 @@ pub mod mac;
 pub mod neighbor;
 pub mod nexthop;
 pub mod portset;
+pub mod qos;
 
 pub use l2::{Encap, L2Tables, PortEntry, PortMode, VlanEntry, MAX_PORTS, MAX_VLANS};
 pub use learn::{LearnEvent, LearnQueue};

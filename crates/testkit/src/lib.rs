@@ -15,6 +15,7 @@ pub mod frr;
 pub mod ip;
 pub mod l2;
 pub mod netns;
+pub mod nfdump;
 pub mod rawport;
 pub mod routes;
 pub mod switch;

@@ -14,6 +14,7 @@
 mod error;
 mod lines;
 mod model;
+pub mod services;
 mod types;
 mod validate;
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::services::{AccessList, ClassMap, FlowExport, PolicyMap};
 use super::types::{IpNet, MacAddr, NativeVlan, Tpid, VlanList};
 
 /// Default `switch.name`.
@@ -66,6 +67,18 @@ pub struct Config {
     /// Layer 3: static routes and the FRR connection.
     #[serde(default)]
     pub routing: Routing,
+    /// Access lists, referenced by name from ports and VLANs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_lists: Vec<AccessList>,
+    /// QoS class maps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_maps: Vec<ClassMap>,
+    /// QoS policy maps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_maps: Vec<PolicyMap>,
+    /// Flow accounting and export (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_export: Option<FlowExport>,
 }
 
 /// `routing:` section.
@@ -185,6 +198,12 @@ pub struct VlanConfig {
     /// A routed VLAN interface (SVI) in this VLAN.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<VlanRouter>,
+    /// Access lists on frames entering (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_in: Vec<String>,
+    /// Access lists on frames leaving (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_out: Vec<String>,
 }
 
 /// `vlans[].router:` — the VLAN's routed interface (SVI).
@@ -230,6 +249,8 @@ impl VlanConfig {
             learning: true,
             mac_limit: None,
             router: None,
+            acl_in: Vec::new(),
+            acl_out: Vec::new(),
         }
     }
 }
@@ -307,6 +328,18 @@ pub struct PortConfig {
     /// name and port index, see docs/routing.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router_mac: Option<MacAddr>,
+    /// Access lists on frames entering (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_in: Vec<String>,
+    /// Access lists on frames leaving (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_out: Vec<String>,
+    /// QoS policy on frames entering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_in: Option<String>,
+    /// QoS policy on frames leaving (re-marking only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_out: Option<String>,
 }
 
 impl PortConfig {
@@ -325,6 +358,10 @@ impl PortConfig {
             addresses: Vec::new(),
             urpf: UrpfMode::Off,
             router_mac: None,
+            acl_in: Vec::new(),
+            acl_out: Vec::new(),
+            policy_in: None,
+            policy_out: None,
         }
     }
 

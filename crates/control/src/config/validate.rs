@@ -40,6 +40,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_static_macs(cfg, &mut c);
     check_interfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
+    c.issues.extend(super::services::check(cfg));
     c.issues
 }
 

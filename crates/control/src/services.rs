@@ -1,0 +1,595 @@
+//! Compile the services sections of a configuration (access lists, class
+//! and policy maps, flow export) into the snapshot the workers read
+//! ([`pipeline::services::Services`]).
+//!
+//! Every list and policy is compiled once and shared by reference by the
+//! ports and VLANs it is attached to. Compiling happens off the data path;
+//! publishing is one pointer swap, so a new rule set replaces the old one
+//! between two batches: no frame sees half of each, none is dropped.
+
+use crate::config::services::{
+    default_burst, parse_dscp, parse_match, parse_police_action, parse_quantity, AclAction,
+    AclType, PoliceAction, CLASS_DEFAULT, DEFAULT_QUEUE_DEPTH,
+};
+use crate::config::Config;
+use pipeline::qos::QueueSpec;
+use pipeline::services::{
+    class_counter, AclFamily, AclList, AclSet, ClassSpec, ColorAction, FlowSettings, PoliceSpec,
+    Policy, Services, WorkerSlots,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tables::acl::{Classifier, Match};
+use tables::qos::TrTcmConfig;
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// True if the configuration uses any service.
+pub fn configured(cfg: &Config) -> bool {
+    cfg.flow_export.is_some()
+        || cfg.ports.iter().any(|p| {
+            !p.acl_in.is_empty()
+                || !p.acl_out.is_empty()
+                || p.policy_in.is_some()
+                || p.policy_out.is_some()
+        })
+        || cfg
+            .vlans
+            .iter()
+            .any(|v| !v.acl_in.is_empty() || !v.acl_out.is_empty())
+}
+
+/// Compile an access list. The configuration is validated, so rules
+/// parse; a rule that does not (never, after validation) is an error.
+pub fn compile_acl(
+    name: &str,
+    kind: AclType,
+    rules: &[crate::config::services::AclRule],
+    workers: usize,
+) -> Result<AclList, String> {
+    let mut matches = Vec::with_capacity(rules.len());
+    for (i, r) in rules.iter().enumerate() {
+        let m = parse_match(r, Some(kind))
+            .map_err(|(f, e)| format!("access list {name} rule {i}: {f}: {e}"))?;
+        matches.push(m);
+    }
+    let classifier = Classifier::compile(&matches);
+    Ok(AclList {
+        name: name.to_string(),
+        family: match kind {
+            AclType::Ipv4 => AclFamily::Ipv4,
+            AclType::Ipv6 => AclFamily::Ipv6,
+            AclType::Mac => AclFamily::Mac,
+        },
+        classifier,
+        permit: rules
+            .iter()
+            .map(|r| r.action == Some(AclAction::Permit))
+            .collect(),
+        log: rules.iter().map(|r| r.log).collect(),
+        log_events: crossbeam_queue::ArrayQueue::new(pipeline::services::ACL_LOG_QUEUE),
+        hits: WorkerSlots::new(workers, rules.len() + 1),
+    })
+}
+
+fn color_action(a: PoliceAction) -> ColorAction {
+    match a {
+        PoliceAction::Transmit => ColorAction::Transmit,
+        PoliceAction::Drop => ColorAction::Drop,
+        PoliceAction::SetDscp(d) => ColorAction::SetDscp(d),
+    }
+}
+
+/// Compile policy map `name`.
+fn compile_policy(cfg: &Config, name: &str, workers: usize) -> Result<Policy, String> {
+    let pm = cfg
+        .policy_maps
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| format!("policy map {name:?} is not defined"))?;
+    let mut lines: Vec<Match> = Vec::new();
+    let mut line_class: Vec<u16> = Vec::new();
+    let mut classes: Vec<ClassSpec> = Vec::new();
+    let mut default: Option<ClassSpec> = None;
+    let mut queue_of: Vec<Option<crate::config::services::QueueConfig>> = Vec::new();
+    let mut default_queue = None;
+    for c in &pm.classes {
+        let spec = ClassSpec {
+            name: c.class.clone(),
+            set_dscp: c.set_dscp.as_deref().map(parse_dscp).transpose()?,
+            set_pcp: c.set_pcp,
+            police: match &c.police {
+                None => None,
+                Some(p) => {
+                    let cir = parse_quantity(&p.cir)?;
+                    let pir = p
+                        .pir
+                        .as_deref()
+                        .map(parse_quantity)
+                        .transpose()?
+                        .unwrap_or(cir);
+                    let cbs = match &p.cbs {
+                        Some(b) => parse_quantity(b)?,
+                        None => default_burst(cir),
+                    };
+                    let pbs = match &p.pbs {
+                        Some(b) => parse_quantity(b)?,
+                        None => default_burst(pir).max(cbs),
+                    };
+                    Some(PoliceSpec {
+                        rates: TrTcmConfig {
+                            cir_bps: cir,
+                            cbs_bytes: cbs,
+                            pir_bps: pir,
+                            pbs_bytes: pbs,
+                        },
+                        conform: color_action(parse_police_action(&p.conform)?),
+                        exceed: color_action(parse_police_action(&p.exceed)?),
+                        violate: color_action(parse_police_action(&p.violate)?),
+                    })
+                }
+            },
+        };
+        if c.class == CLASS_DEFAULT {
+            default = Some(spec);
+            default_queue = c.queue;
+            continue;
+        }
+        queue_of.push(c.queue);
+        let cm = cfg
+            .class_maps
+            .iter()
+            .find(|m| m.name == c.class)
+            .ok_or_else(|| format!("class map {:?} is not defined", c.class))?;
+        let k = classes.len() as u16;
+        for l in &cm.lines {
+            let m = parse_match(l, None)
+                .map_err(|(f, e)| format!("class map {}: {f}: {e}", cm.name))?;
+            if m.family.is_none() && needs_ip(&m) {
+                // No address to tell the family: match IPv4 and IPv6.
+                for fam in [4, 6] {
+                    lines.push(Match {
+                        family: Some(fam),
+                        ..m.clone()
+                    });
+                    line_class.push(k);
+                }
+            } else {
+                lines.push(m);
+                line_class.push(k);
+            }
+        }
+        classes.push(spec);
+    }
+    classes.push(default.unwrap_or(ClassSpec {
+        name: CLASS_DEFAULT.into(),
+        set_dscp: None,
+        set_pcp: None,
+        police: None,
+    }));
+    queue_of.push(default_queue);
+    let queues = queue_of.iter().any(Option::is_some).then(|| {
+        queue_of
+            .iter()
+            .map(|q| {
+                let q = q.unwrap_or_default();
+                QueueSpec {
+                    priority: q.priority,
+                    weight: q.weight.unwrap_or(1),
+                    depth: q.depth.unwrap_or(DEFAULT_QUEUE_DEPTH) as usize,
+                }
+            })
+            .collect()
+    });
+    let n = classes.len();
+    Ok(Policy {
+        queues,
+        name: name.to_string(),
+        classifier: Classifier::compile(&lines),
+        line_class: line_class.into(),
+        classes: classes.into(),
+        counters: WorkerSlots::new(workers, n * class_counter::N),
+    })
+}
+
+fn needs_ip(m: &Match) -> bool {
+    m.proto.is_some()
+        || m.dscp.is_some()
+        || m.tcp_flags.is_some()
+        || m.src_port.is_some()
+        || m.dst_port.is_some()
+}
+
+/// Compile the services snapshot of `cfg` for `workers` workers.
+pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
+    let mut s = Services::empty(workers);
+    let mut acls: HashMap<&str, Arc<AclList>> = HashMap::new();
+    let mut policies: HashMap<&str, Arc<Policy>> = HashMap::new();
+    let mut acl = |name: &str| -> Result<Arc<AclList>, String> {
+        if let Some(a) = acls.get(name) {
+            return Ok(a.clone());
+        }
+        let l = cfg
+            .access_lists
+            .iter()
+            .find(|l| l.name == name)
+            .ok_or_else(|| format!("access list {name:?} is not defined"))?;
+        let a = Arc::new(compile_acl(&l.name, l.kind, &l.rules, workers)?);
+        acls.insert(&l.name, a.clone());
+        Ok(a)
+    };
+    let mut set = |names: &[String]| -> Result<AclSet, String> {
+        let mut set = AclSet::default();
+        for n in names {
+            let a = acl(n)?;
+            match a.family {
+                AclFamily::Ipv4 => set.v4 = Some(a),
+                AclFamily::Ipv6 => set.v6 = Some(a),
+                AclFamily::Mac => set.mac = Some(a),
+            }
+        }
+        Ok(set)
+    };
+    for (i, p) in cfg.ports.iter().enumerate() {
+        s.port_in[i] = set(&p.acl_in)?;
+        s.port_out[i] = set(&p.acl_out)?;
+    }
+    for v in &cfg.vlans {
+        s.vlan_in[v.id as usize] = set(&v.acl_in)?;
+        s.vlan_out[v.id as usize] = set(&v.acl_out)?;
+    }
+    let mut policy = |name: &str| -> Result<Arc<Policy>, String> {
+        if let Some(p) = policies.get(name) {
+            return Ok(p.clone());
+        }
+        let pm = cfg
+            .policy_maps
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| format!("policy map {name:?} is not defined"))?;
+        let p = Arc::new(compile_policy(cfg, name, workers)?);
+        policies.insert(&pm.name, p.clone());
+        Ok(p)
+    };
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if let Some(n) = &p.policy_in {
+            s.policy_in[i] = Some(policy(n)?);
+        }
+        if let Some(n) = &p.policy_out {
+            s.policy_out[i] = Some(policy(n)?);
+        }
+    }
+    if let Some(f) = &cfg.flow_export {
+        s.flows = Some(FlowSettings {
+            sampling: f.sampling.max(1),
+            active_ms: f.active_timeout as u64 * 1000,
+            inactive_ms: f.inactive_timeout as u64 * 1000,
+            cache_size: f.cache_size as usize,
+        });
+    }
+    s.generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+    s.finish();
+    Ok(s)
+}
+
+/// One rule as the operator wrote it, on one line.
+pub fn rule_text(r: &crate::config::services::MatchFields) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(a) = r.action {
+        parts.push(match a {
+            AclAction::Permit => "permit".into(),
+            AclAction::Deny => "deny".into(),
+        });
+    }
+    let mut kv = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            parts.push(format!("{k} {v}"));
+        }
+    };
+    kv("protocol", &r.protocol);
+    kv("source", &r.source);
+    kv("source-port", &r.source_port);
+    kv("destination", &r.destination);
+    kv("destination-port", &r.destination_port);
+    kv("tcp-flags", &r.tcp_flags);
+    kv("dscp", &r.dscp);
+    kv("source-mac", &r.source_mac);
+    kv("destination-mac", &r.destination_mac);
+    kv("ethertype", &r.ethertype);
+    kv("vlan", &r.vlan);
+    if let Some(t) = r.icmp_type {
+        parts.push(format!("icmp-type {t}"));
+    }
+    if let Some(c) = r.icmp_code {
+        parts.push(format!("icmp-code {c}"));
+    }
+    if parts.len() <= 1 {
+        parts.push("any".into());
+    }
+    if r.log {
+        parts.push("log".into());
+    }
+    parts.join(" ")
+}
+
+/// `show access-lists [NAME]`: every attached list with per-rule hits.
+/// `all_rules` false lists only rules with hits (and the first 20).
+pub fn access_lists_json(
+    cfg: &Config,
+    s: Option<&Services>,
+    name: Option<&str>,
+    all_rules: bool,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let mut compiled: HashMap<String, Arc<AclList>> = HashMap::new();
+    let mut attached: HashMap<String, Vec<String>> = HashMap::new();
+    if let Some(s) = s {
+        let mut note = |set: &AclSet, place: String| {
+            for l in set.lists() {
+                compiled.entry(l.name.clone()).or_insert_with(|| l.clone());
+                attached
+                    .entry(l.name.clone())
+                    .or_default()
+                    .push(place.clone());
+            }
+        };
+        for (i, p) in cfg.ports.iter().enumerate() {
+            note(&s.port_in[i], format!("{} in", p.name));
+            note(&s.port_out[i], format!("{} out", p.name));
+        }
+        for v in &cfg.vlans {
+            note(&s.vlan_in[v.id as usize], format!("vlan {} in", v.id));
+            note(&s.vlan_out[v.id as usize], format!("vlan {} out", v.id));
+        }
+    }
+    if let Some(n) = name {
+        if !cfg.access_lists.iter().any(|l| l.name == n) {
+            return Err(format!("no access list {n:?}"));
+        }
+    }
+    let mut out = Vec::new();
+    for l in &cfg.access_lists {
+        if name.is_some_and(|n| n != l.name) {
+            continue;
+        }
+        let c = compiled.get(&l.name);
+        let hits = |i: usize| c.map(|c| c.hits.total(i)).unwrap_or(0);
+        let rules: Vec<serde_json::Value> = l
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| all_rules || *i < 20 || hits(*i) > 0)
+            .map(|(i, r)| {
+                json!({"seq": (i + 1) * 10, "rule": rule_text(r), "remark": r.remark, "hits": hits(i)})
+            })
+            .collect();
+        let stats = c.map(|c| {
+            json!({
+                "memory-bytes": c.classifier.memory_bytes(),
+                "shape": format!("{:?}", c.classifier.stats()),
+            })
+        });
+        out.push(json!({
+            "name": l.name,
+            "type": l.kind.as_str(),
+            "rules": l.rules.len(),
+            "entries": rules,
+            "implicit-deny-hits": hits(l.rules.len()),
+            "attached": attached.get(&l.name).cloned().unwrap_or_default(),
+            "compiled": stats,
+        }));
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
+/// `show policy-map interface [PORT]`: per port and direction, the
+/// policy's classes with their counters.
+pub fn policy_maps_json(
+    cfg: &Config,
+    s: Option<&Services>,
+    port: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    if let Some(p) = port {
+        if cfg.port(p).is_none() {
+            return Err(format!("no port {p:?}"));
+        }
+    }
+    let mut out = Vec::new();
+    let Some(s) = s else {
+        return Ok(serde_json::Value::Array(out));
+    };
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if port.is_some_and(|n| n != p.name) {
+            continue;
+        }
+        for (dir, pol) in [("in", &s.policy_in[i]), ("out", &s.policy_out[i])] {
+            let Some(pol) = pol else { continue };
+            let classes: Vec<serde_json::Value> = pol
+                .classes
+                .iter()
+                .enumerate()
+                .map(|(k, c)| {
+                    json!({
+                        "class": c.name,
+                        "packets": pol.counter(k, class_counter::PACKETS),
+                        "bytes": pol.counter(k, class_counter::BYTES),
+                        "set-dscp": c.set_dscp,
+                        "set-pcp": c.set_pcp,
+                        "queue": pol.queues.as_ref().and_then(|q| q.get(k)).map(|q| json!({
+                            "priority": q.priority, "weight": q.weight, "depth": q.depth,
+                            "drops": pol.counter(k, class_counter::QUEUE_DROPS),
+                        })),
+                        "police": c.police.map(|p| json!({
+                            "cir": p.rates.cir_bps, "cbs": p.rates.cbs_bytes,
+                            "pir": p.rates.pir_bps, "pbs": p.rates.pbs_bytes,
+                            "conform": pol.counter(k, class_counter::GREEN),
+                            "exceed": pol.counter(k, class_counter::YELLOW),
+                            "violate": pol.counter(k, class_counter::RED),
+                            "dropped": pol.counter(k, class_counter::DROPPED),
+                        })),
+                    })
+                })
+                .collect();
+            out.push(
+                json!({"port": p.name, "direction": dir, "policy": pol.name, "classes": classes}),
+            );
+        }
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
+/// Lines one pass of the ACL log writer prints at most (the rest are
+/// summed in one "suppressed" line).
+pub const ACL_LOG_LINES: usize = 20;
+
+/// One pass of the ACL log writer: drain every list's log events and
+/// format them, one line per rule and flow with its packet count
+/// (`%ACL-LOG`-style).
+pub fn acl_log_pass(cfg: &Config, s: &Services) -> Vec<String> {
+    let mut lines = Vec::new();
+    for l in s.lists() {
+        let mut flows: Vec<(pipeline::services::AclLogEvent, u64)> = Vec::new();
+        while let Some(e) = l.log_events.pop() {
+            let same = |o: &pipeline::services::AclLogEvent| {
+                o.rule == e.rule
+                    && o.port == e.port
+                    && o.key.src_ip == e.key.src_ip
+                    && o.key.dst_ip == e.key.dst_ip
+                    && o.key.proto == e.key.proto
+                    && o.key.src_port == e.key.src_port
+                    && o.key.dst_port == e.key.dst_port
+                    && o.key.src_mac == e.key.src_mac
+            };
+            match flows.iter_mut().find(|(o, _)| same(o)) {
+                Some((_, n)) => *n += 1,
+                None => flows.push((e, 1)),
+            }
+        }
+        for (e, n) in flows {
+            let port = cfg
+                .ports
+                .get(e.port as usize)
+                .map(|p| p.name.as_str())
+                .unwrap_or("?");
+            let k = &e.key;
+            let ip = |a: u128| -> String {
+                match k.family {
+                    4 => std::net::Ipv4Addr::from(a as u32).to_string(),
+                    6 => std::net::Ipv6Addr::from(a).to_string(),
+                    _ => String::new(),
+                }
+            };
+            let what = if k.family == 0 {
+                format!(
+                    "ethertype {:#06x} {} -> {}",
+                    k.ethertype,
+                    crate::show_mac(k.src_mac),
+                    crate::show_mac(k.dst_mac)
+                )
+            } else {
+                format!(
+                    "proto {} {}({}) -> {}({})",
+                    k.proto,
+                    ip(k.src_ip),
+                    k.src_port,
+                    ip(k.dst_ip),
+                    k.dst_port
+                )
+            };
+            lines.push(format!(
+                "acl: list {} rule {} {} {what} on {port}, {n} packet{}",
+                l.name,
+                (e.rule as usize + 1) * 10,
+                if e.permitted { "permitted" } else { "denied" },
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    if lines.len() > ACL_LOG_LINES {
+        let more = lines.len() - ACL_LOG_LINES;
+        lines.truncate(ACL_LOG_LINES);
+        lines.push(format!("acl: {more} more log lines suppressed"));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: &str = "switch:\n  workers: 2\naccess-lists:\n  - name: a4\n    rules:\n      - {action: deny, protocol: tcp, destination-port: 23, log: true}\n      - {action: permit}\n  - name: m\n    type: mac\n    rules:\n      - {action: permit, ethertype: arp}\nclass-maps:\n  - name: web\n    match: [{protocol: tcp, destination-port: 80}]\npolicy-maps:\n  - name: p\n    classes:\n      - {class: web, set-dscp: af21, police: {cir: 1M}}\n  - name: q\n    classes:\n      - {class: web, queue: {priority: true}}\nvlans:\n  - id: 10\n    acl-out: [m]\nports:\n  - name: a\n    vlan: 10\n    acl-in: [a4, m]\n    policy-in: p\n  - name: b\n    vlan: 10\n    acl-in: [a4]\n    policy-out: q\n";
+
+    #[test]
+    fn compiles_shared_lists_policies_and_queues() {
+        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert!(configured(&cfg));
+        let s = compile(&cfg, 2).unwrap();
+        // One compiled list shared by both ports.
+        let a = s.port_in[0].v4.as_ref().unwrap();
+        assert!(Arc::ptr_eq(a, s.port_in[1].v4.as_ref().unwrap()));
+        assert!(s.port_in[0].mac.is_some() && s.vlan_out[10].mac.is_some());
+        assert_eq!(&a.permit[..], &[false, true]);
+        assert_eq!(&a.log[..], &[true, false]);
+        assert_eq!(s.lists().len(), 2);
+        let p = s.policy_in[0].as_ref().unwrap();
+        // web: one line without addresses → an IPv4 and an IPv6 line.
+        assert_eq!(p.classifier.len(), 2);
+        assert_eq!(&p.line_class[..], &[0, 0]);
+        assert_eq!(p.classes.len(), 2);
+        assert_eq!(p.classes[0].set_dscp, Some(18));
+        let pol = p.classes[0].police.unwrap();
+        assert_eq!(pol.rates.cir_bps, 1_000_000);
+        assert_eq!(pol.rates.pir_bps, 1_000_000);
+        assert!(p.queues.is_none());
+        let q = s.policy_out[1].as_ref().unwrap();
+        let qs = q.queues.as_ref().unwrap();
+        assert!(qs[0].priority && !qs[1].priority && qs[1].weight == 1);
+        assert!(s.any_egress);
+        assert!(s.ingress_on(0) && s.ingress_on(1) && !s.ingress_on(2));
+        // Keys classify as configured.
+        let k = tables::acl::AclKey {
+            family: 4,
+            proto: 6,
+            dst_port: 80,
+            ..Default::default()
+        };
+        assert_eq!(p.classify(&k), 0);
+        assert_eq!(p.classify(&tables::acl::AclKey { dst_port: 81, ..k }), 1);
+        assert!(rule_text(&cfg.access_lists[0].rules[0]).starts_with("deny protocol tcp"));
+    }
+
+    #[test]
+    fn log_pass_aggregates_per_flow() {
+        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        let s = compile(&cfg, 1).unwrap();
+        let l = s.port_in[0].v4.as_ref().unwrap();
+        let k = tables::acl::AclKey {
+            family: 4,
+            proto: 6,
+            src_ip: 0x0a00_0001,
+            dst_ip: 0x0a00_0002,
+            src_port: 999,
+            dst_port: 23,
+            ..Default::default()
+        };
+        for _ in 0..3 {
+            let ev = pipeline::services::AclLogEvent {
+                rule: 0,
+                permitted: false,
+                port: 1,
+                key: k,
+            };
+            l.log_events.push(ev).unwrap();
+        }
+        let lines = acl_log_pass(&cfg, &s);
+        assert_eq!(
+            lines,
+            vec![
+                "acl: list a4 rule 10 denied proto 6 10.0.0.1(999) -> 10.0.0.2(23) on b, 3 packets"
+            ]
+        );
+        assert!(acl_log_pass(&cfg, &s).is_empty());
+    }
+}

@@ -1,0 +1,532 @@
+//! ACL packet classifier: first-match over an ordered rule list, compiled
+//! into a TupleMerge-style tuple space (Daly & Torng, 2017).
+//!
+//! Terms: a *rule* is a [`Match`] and its index in the list (its
+//! *priority*: lower wins); a *key* ([`AclKey`]) is what the pipeline
+//! extracted from a frame; a *tuple* is, for each hashed field, how many
+//! leading bits a table hashes (source /24, destination /32, destination
+//! port exact, protocol exact, …); a *table* is a hash table whose rules
+//! all specify at least their tuple's bits, keyed on those bits; a
+//! *bucket* is the rules of one table whose masked fields hash alike.
+//!
+//! Lookup masks the key with each table's tuple, hashes it, and verifies
+//! the (at most [`BUCKET_CAP`], in practice) rules of the one bucket it
+//! lands in, best priority first. Tables are sorted by their best rule, so
+//! the scan stops as soon as the best match found beats the next table's
+//! best rule. Cost is one hash probe per table, whatever the rule count;
+//! the compiler's job is to keep the table count low (greedy: the tuple
+//! that places the most rules into buckets of at most [`BUCKET_CAP`]
+//! first, from coarse candidate tuples) and bounded ([`MAX_TABLES`]).
+//! Design, bounds and figures: `docs/acl.md`.
+//!
+//! The compiled structure is immutable and plain data (`Send + Sync`);
+//! [`Classifier::lookup`] does not allocate, lock or make system calls.
+//! A changed list is compiled anew and published like any snapshot.
+
+mod compile;
+#[cfg(test)]
+mod tests;
+
+use compile::{Cold, Hot, Hot4, Record, Table};
+
+/// Most rules a bucket holds when the compiler can choose (rules that
+/// agree on every hashable bit of the table's tuple may exceed it; see
+/// [`ClassifierStats::largest_bucket`]).
+pub const BUCKET_CAP: usize = 8;
+
+/// Tables the greedy phase builds; past it, remaining rules join the
+/// existing table (of their family) where they lengthen a bucket least,
+/// and rules fitting none share one last table per family class.
+pub const MAX_TABLES: usize = 32;
+
+/// Tables whose probes one lookup issues together.
+const LANES: usize = 16;
+
+/// Below this size the compiled structure stays in cache: lookups do not
+/// prefetch rules and [`Classifier::lookup_batch`] looks keys up one by
+/// one.
+const BATCH_MIN_BYTES: usize = 256 << 10;
+
+/// Keys [`Classifier::lookup_batch`] interleaves.
+pub const BATCH: usize = 8;
+
+/// What the classifier looks at, extracted from a frame by the pipeline.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct AclKey {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    /// EtherType after any VLAN tags.
+    pub ethertype: u16,
+    /// VLAN the frame is in (0 = none/routed).
+    pub vlan: u16,
+    /// 0 = not IP, 4 = IPv4, 6 = IPv6.
+    pub family: u8,
+    /// Addresses; IPv4 in the low 32 bits.
+    pub src_ip: u128,
+    pub dst_ip: u128,
+    pub proto: u8,
+    /// TCP/UDP/SCTP ports; ICMP/ICMPv6: type in src_port, code in dst_port; 0 otherwise
+    /// (and 0 for non-first fragments).
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub tcp_flags: u8,
+    pub dscp: u8,
+}
+
+/// One rule's match; `None` = any. A rule matches when every present field
+/// matches.
+///
+/// Semantics of [`Match::matches`] (the reference the classifier is tested
+/// against):
+/// - MACs: `(key & mask) == (value & mask)`.
+/// - Ranges (`vlan`, ports): inclusive; `lo > hi` matches nothing.
+/// - IP prefixes are read in the width of `family`: 128 bits for
+///   `Some(6)`, 32 bits (the low 32 of the `u128`) otherwise. Lengths past
+///   the width are clamped to it; bits of the prefix past its length (host
+///   bits, and bits above the width) are ignored.
+/// - `tcp_flags` `(value, mask)`: `(flags & mask) == value` (a value with
+///   bits outside the mask matches nothing).
+/// - `family: None` means any family, even when IP or port fields are set
+///   (callers set it whenever they set those, see the field).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Match {
+    /// (value, mask)
+    pub src_mac: Option<([u8; 6], [u8; 6])>,
+    /// (value, mask)
+    pub dst_mac: Option<([u8; 6], [u8; 6])>,
+    pub ethertype: Option<u16>,
+    /// Inclusive range.
+    pub vlan: Option<(u16, u16)>,
+    /// Required family (4 or 6). Set whenever src_ip/dst_ip/proto/ports/tcp_flags/dscp are set.
+    pub family: Option<u8>,
+    /// (prefix, length in bits of the family: 0..=32 or 0..=128)
+    pub src_ip: Option<(u128, u8)>,
+    pub dst_ip: Option<(u128, u8)>,
+    pub proto: Option<u8>,
+    /// Inclusive range.
+    pub src_port: Option<(u16, u16)>,
+    pub dst_port: Option<(u16, u16)>,
+    /// (value, mask): (flags & mask) == value
+    pub tcp_flags: Option<(u8, u8)>,
+    pub dscp: Option<u8>,
+}
+
+/// Width in bits of the IP addresses of a rule of family `family`.
+#[inline]
+pub(crate) fn ip_width(family: Option<u8>) -> u32 {
+    if family == Some(6) {
+        128
+    } else {
+        32
+    }
+}
+
+/// Mask of the first `len` bits of a `width`-bit address held in the low
+/// bits of a `u128` (`len` clamped to `width`).
+#[inline]
+pub(crate) fn ip_mask(width: u32, len: u32) -> u128 {
+    let ones = if width >= 128 {
+        !0u128
+    } else {
+        (1u128 << width) - 1
+    };
+    ones & !ones.checked_shr(len.min(width)).unwrap_or(0)
+}
+
+#[inline]
+pub(crate) fn mac_u64(m: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+impl Match {
+    /// Whether `k` matches every present field (reference semantics, see
+    /// the type).
+    pub fn matches(&self, k: &AclKey) -> bool {
+        let mac = |f: Option<([u8; 6], [u8; 6])>, x: [u8; 6]| match f {
+            None => true,
+            Some((v, m)) => mac_u64(x) & mac_u64(m) == mac_u64(v) & mac_u64(m),
+        };
+        let range = |f: Option<(u16, u16)>, x: u16| match f {
+            None => true,
+            Some((lo, hi)) => lo <= x && x <= hi,
+        };
+        let width = ip_width(self.family);
+        let ip = |f: Option<(u128, u8)>, x: u128| match f {
+            None => true,
+            Some((p, l)) => {
+                let m = ip_mask(width, l as u32);
+                x & m == p & m
+            }
+        };
+        mac(self.src_mac, k.src_mac)
+            && mac(self.dst_mac, k.dst_mac)
+            && self.ethertype.is_none_or(|e| e == k.ethertype)
+            && range(self.vlan, k.vlan)
+            && self.family.is_none_or(|f| f == k.family)
+            && ip(self.src_ip, k.src_ip)
+            && ip(self.dst_ip, k.dst_ip)
+            && self.proto.is_none_or(|p| p == k.proto)
+            && range(self.src_port, k.src_port)
+            && range(self.dst_port, k.dst_port)
+            && self.tcp_flags.is_none_or(|(v, m)| k.tcp_flags & m == v)
+            && self.dscp.is_none_or(|d| d == k.dscp)
+    }
+}
+
+/// The key as the classifier's words: what tables mask and hash and rules
+/// compare. Layout (bit 0 = least significant):
+/// - `l4`: src_port 0..16, dst_port 16..32, proto 32..40, dscp 40..48,
+///   tcp_flags 48..56, family 56..64;
+/// - `l2`: dst_mac 0..48, src_mac 48..96, ethertype 96..112, vlan 112..128.
+#[derive(Clone, Copy)]
+pub(crate) struct Words {
+    pub src: u128,
+    pub dst: u128,
+    pub l2: u128,
+    pub l4: u64,
+}
+
+impl Words {
+    const ZERO: Words = Words {
+        src: 0,
+        dst: 0,
+        l2: 0,
+        l4: 0,
+    };
+
+    #[inline]
+    pub(crate) fn of(k: &AclKey) -> Words {
+        Words {
+            src: k.src_ip,
+            dst: k.dst_ip,
+            l2: mac_u64(k.dst_mac) as u128
+                | (mac_u64(k.src_mac) as u128) << 48
+                | (k.ethertype as u128) << 96
+                | (k.vlan as u128) << 112,
+            l4: k.src_port as u64
+                | (k.dst_port as u64) << 16
+                | (k.proto as u64) << 32
+                | (k.dscp as u64) << 40
+                | (k.tcp_flags as u64) << 48
+                | (k.family as u64) << 56,
+        }
+    }
+}
+
+/// Verify the buckets `found` (per table of `tables`: where its rules
+/// start, its best priority) in table order, skipping every bucket whose
+/// best rule cannot beat the best match so far and stopping once no
+/// later table can. Returns the best of `best` and the buckets' first
+/// match.
+#[inline]
+fn scan_found(tables: &[Table], found: &[(u32, u32); LANES], w: &Words, mut best: u32) -> u32 {
+    for (t, &(start, first)) in tables.iter().zip(found.iter()) {
+        if t.best >= best {
+            break;
+        }
+        if first < best {
+            best = t.scan(start, w, best);
+        }
+    }
+    best
+}
+
+/// One table's shape, for `show access-lists`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableStats {
+    /// Family every rule of the table requires (`None`: rules of any
+    /// family, IP fields read as IPv4).
+    pub family: Option<u8>,
+    /// Leading bits hashed per field: source and destination address,
+    /// source and destination port (16 = exact), protocol (0 or 8), DSCP
+    /// (0 or 8), destination and source MAC (0..=48), EtherType (0 or 16),
+    /// VLAN (0..=16).
+    pub src_ip: u8,
+    pub dst_ip: u8,
+    pub src_port: u8,
+    pub dst_port: u8,
+    pub proto: u8,
+    pub dscp: u8,
+    pub dst_mac: u8,
+    pub src_mac: u8,
+    pub ethertype: u8,
+    pub vlan: u8,
+    /// Rules in the table.
+    pub rules: usize,
+    /// Non-empty buckets.
+    pub buckets: usize,
+    /// Rules in the longest bucket.
+    pub largest_bucket: usize,
+    /// Index of the table's best (lowest) rule.
+    pub best_rule: u32,
+}
+
+/// Shape of a compiled classifier.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ClassifierStats {
+    /// Rules in the list compiled.
+    pub rules: usize,
+    /// Rules left out because nothing can match them (an empty range, or
+    /// TCP flag value bits outside the mask).
+    pub unmatchable: usize,
+    /// Rules left out because an earlier rule of the same shape and
+    /// hashed values matches everything they match (repeated rules).
+    pub shadowed: usize,
+    /// Hash tables, i.e. hash probes of a lookup that matches nothing.
+    pub tables: usize,
+    /// Non-empty buckets over all tables.
+    pub buckets: usize,
+    /// Rules in the longest bucket (what one probe verifies at most).
+    pub largest_bucket: usize,
+    /// Rules the greedy phase could not place within [`MAX_TABLES`] tables
+    /// and [`BUCKET_CAP`] rules per bucket.
+    pub overflow_rules: usize,
+    /// Heap bytes of the compiled structure.
+    pub memory_bytes: usize,
+    /// Per table, in lookup order (best rule first).
+    pub per_table: Vec<TableStats>,
+}
+
+/// A compiled, immutable ACL: first match over the rule list.
+pub struct Classifier {
+    tables: Box<[Table]>,
+    rules: usize,
+    stats: ClassifierStats,
+    /// Whether the structure outgrows the cache ([`BATCH_MIN_BYTES`]):
+    /// then lookups prefetch and `lookup_batch` interleaves keys.
+    big: bool,
+}
+
+impl Classifier {
+    /// Compile; rule i has priority i (lower index wins: first match wins).
+    pub fn compile(rules: &[Match]) -> Classifier {
+        assert!(
+            rules.len() < compile::LAST as usize,
+            "ACL longer than 2^31 - 1 rules"
+        );
+        let (tables, mut stats) = compile::build(rules);
+        stats.rules = rules.len();
+        stats.memory_bytes = compile::heap_bytes(&tables);
+        Classifier {
+            tables: tables.into_boxed_slice(),
+            rules: rules.len(),
+            big: stats.memory_bytes >= BATCH_MIN_BYTES,
+            stats,
+        }
+    }
+
+    /// Index of the first rule that matches, or None.
+    #[inline]
+    pub fn lookup(&self, k: &AclKey) -> Option<u32> {
+        let best = self.lookup_from(&Words::of(k), k.family, u32::MAX, 0);
+        (best != u32::MAX).then_some(best)
+    }
+
+    /// [`lookup`](Self::lookup) of every key: `out[i]` is the answer for
+    /// `keys[i]`, for `i` below the shorter length. Past a few hundred KiB
+    /// of tables, works on groups of [`BATCH`] keys, first hashing every key for every table and
+    /// prefetching the slots, then finding the buckets and prefetching
+    /// their first rules, then verifying: the cache misses of different
+    /// keys overlap instead of following one another. Same answers as
+    /// `lookup`; no allocation.
+    pub fn lookup_batch(&self, keys: &[AclKey], out: &mut [Option<u32>]) {
+        if !self.big {
+            // Cache-resident: nothing to overlap, per-key is cheaper.
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.lookup(k);
+            }
+            return;
+        }
+        self.lookup_interleaved(keys, out);
+    }
+
+    /// [`lookup_batch`](Self::lookup_batch)'s interleaved path, whatever
+    /// the size.
+    fn lookup_interleaved(&self, keys: &[AclKey], out: &mut [Option<u32>]) {
+        let n = self.tables.len().min(LANES);
+        let head = &self.tables[..n];
+        let skip = |t: &Table, k: &AclKey| t.family_check && t.family != k.family;
+        for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let mut ws = [Words::ZERO; BATCH];
+            let mut home = [[(0u32, 0usize); LANES]; BATCH];
+            for ((k, w), hs) in ks.iter().zip(ws.iter_mut()).zip(home.iter_mut()) {
+                *w = Words::of(k);
+                for (t, h) in head.iter().zip(hs.iter_mut()) {
+                    if !skip(t, k) {
+                        *h = t.home(w);
+                        t.prefetch_slot(h.1);
+                    }
+                }
+            }
+            let mut found = [[(0u32, u32::MAX); LANES]; BATCH];
+            for ((k, hs), fs) in ks.iter().zip(home.iter()).zip(found.iter_mut()) {
+                for ((t, &(h, i)), f) in head.iter().zip(hs.iter()).zip(fs.iter_mut()) {
+                    if skip(t, k) {
+                        continue;
+                    }
+                    if let Some(x) = t.find(h, i) {
+                        t.prefetch_rule(x.0);
+                        *f = x;
+                    }
+                }
+            }
+            for (((k, w), fs), o) in ks
+                .iter()
+                .zip(ws.iter())
+                .zip(found.iter())
+                .zip(os.iter_mut())
+            {
+                let mut best = scan_found(head, fs, w, u32::MAX);
+                if n < self.tables.len() {
+                    best = self.lookup_from(w, k.family, best, n);
+                }
+                *o = (best != u32::MAX).then_some(best);
+            }
+        }
+    }
+
+    /// The best of `best` and the first match in tables `from..`.
+    #[inline]
+    fn lookup_from(&self, w: &Words, family: u8, mut best: u32, from: usize) -> u32 {
+        // Two passes over up to LANES tables: first every probe (hash,
+        // slot, the bucket's best rule), independent of each other so
+        // their cache misses overlap; then the buckets in table order,
+        // stopping once the best match beats the next table's best rule.
+        for chunk in self.tables[from..].chunks(LANES) {
+            if chunk[0].best >= best {
+                break;
+            }
+            let mut found = [(0u32, u32::MAX); LANES];
+            for (t, f) in chunk.iter().zip(found.iter_mut()) {
+                if t.best >= best {
+                    break;
+                }
+                if t.family_check && t.family != family {
+                    continue;
+                }
+                if let Some(x) = t.probe(w) {
+                    if self.big {
+                        t.prefetch_rule(x.0);
+                    }
+                    *f = x;
+                }
+            }
+            best = scan_found(chunk, &found, w, best);
+        }
+        best
+    }
+
+    /// Rules in the list compiled (including unmatchable ones).
+    pub fn len(&self) -> usize {
+        self.rules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules == 0
+    }
+
+    /// Heap bytes used by the compiled structure.
+    pub fn memory_bytes(&self) -> usize {
+        self.stats.memory_bytes
+    }
+
+    /// Shape of the compiled structure, for `show access-lists`.
+    pub fn stats(&self) -> ClassifierStats {
+        self.stats.clone()
+    }
+}
+
+impl std::fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classifier")
+            .field("rules", &self.rules)
+            .field("tables", &self.tables.len())
+            .field("memory_bytes", &self.stats.memory_bytes)
+            .finish()
+    }
+}
+
+// Compiled rules are verified with these words; keep the key layout and
+// the rule layout in one place.
+/// `PREFIX128[len]`: the first `len` of 128 bits (`len` past 128: all).
+static PREFIX128: [u128; 256] = {
+    let mut t = [!0u128; 256];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = if i == 0 { 0 } else { !0u128 << (128 - i) };
+        i += 1;
+    }
+    t
+};
+
+/// `PREFIX32[len]`: the first `len` of 32 bits (`len` past 32: all).
+static PREFIX32: [u32; 256] = {
+    let mut t = [!0u32; 256];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = if i == 0 { 0 } else { !0u32 << (32 - i) };
+        i += 1;
+    }
+    t
+};
+
+// An address matches when its first `len` bits agree with the rule's:
+// the XOR is 0 under the prefix mask of `len` (a table lookup, cheaper
+// than a variable shift or a leading-zero count of a u128).
+impl Record for Hot {
+    #[inline]
+    fn prio(&self) -> u32 {
+        self.prio
+    }
+
+    #[inline]
+    fn cold(&self) -> bool {
+        self.cold
+    }
+
+    /// Addresses in 128 bits.
+    #[inline]
+    fn matches(&self, w: &Words) -> bool {
+        let sp = w.l4 as u16;
+        let dp = (w.l4 >> 16) as u16;
+        let m = |len: u8| PREFIX128[len as usize];
+        ((w.src ^ self.src_v) & m(self.src_len) == 0)
+            & ((w.dst ^ self.dst_v) & m(self.dst_len) == 0)
+            & ((w.l4 & self.l4_m) == self.l4_v)
+            & (sp.wrapping_sub(self.sport_lo) <= self.sport_span)
+            & (dp.wrapping_sub(self.dport_lo) <= self.dport_span)
+    }
+}
+
+impl Record for Hot4 {
+    #[inline]
+    fn prio(&self) -> u32 {
+        self.prio
+    }
+
+    #[inline]
+    fn cold(&self) -> bool {
+        self.cold
+    }
+
+    /// Addresses in the low 32 bits.
+    #[inline]
+    fn matches(&self, w: &Words) -> bool {
+        let sp = w.l4 as u16;
+        let dp = (w.l4 >> 16) as u16;
+        let m = |len: u8| PREFIX32[len as usize];
+        ((w.src as u32 ^ self.src_v) & m(self.src_len) == 0)
+            & ((w.dst as u32 ^ self.dst_v) & m(self.dst_len) == 0)
+            & (((w.l4 >> 32) as u32 & self.l4_m) == self.l4_v)
+            & (sp.wrapping_sub(self.sport_lo) <= self.sport_span)
+            & (dp.wrapping_sub(self.dport_lo) <= self.dport_span)
+    }
+}
+
+impl Cold {
+    #[inline]
+    fn matches(&self, w: &Words) -> bool {
+        let vlan = (w.l2 >> 112) as u16;
+        ((w.l2 & self.l2_m) == self.l2_v) & (vlan.wrapping_sub(self.vlan_lo) <= self.vlan_span)
+    }
+}

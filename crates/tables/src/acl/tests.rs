@@ -1,0 +1,809 @@
+use super::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn linear(rules: &[Match], k: &AclKey) -> Option<u32> {
+    rules.iter().position(|m| m.matches(k)).map(|i| i as u32)
+}
+
+/// `lookup` and `lookup_batch` agree with the linear scan on every key.
+fn check(rules: &[Match], keys: &[AclKey]) -> Classifier {
+    let c = Classifier::compile(rules);
+    for k in keys {
+        assert_eq!(c.lookup(k), linear(rules, k), "key {k:?}");
+    }
+    check_batch(&c, rules, keys);
+    c
+}
+
+/// `lookup_batch` and its interleaved path (whatever the size) over
+/// `keys` in slices of varied lengths (partial groups, an `out` longer
+/// than `keys`) agree with the linear scan.
+fn check_batch(c: &Classifier, rules: &[Match], keys: &[AclKey]) {
+    type Batch = fn(&Classifier, &[AclKey], &mut [Option<u32>]);
+    let paths: [Batch; 2] = [Classifier::lookup_batch, Classifier::lookup_interleaved];
+    for path in paths {
+        let mut out = vec![Some(u32::MAX); keys.len() + 3];
+        let mut i = 0;
+        let mut step = 1;
+        while i < keys.len() {
+            let end = (i + step).min(keys.len());
+            path(c, &keys[i..end], &mut out[i..]);
+            i = end;
+            step = step % 21 + 1;
+        }
+        for (k, o) in keys.iter().zip(&out) {
+            assert_eq!(*o, linear(rules, k), "batch, key {k:?}");
+        }
+        assert!(out[keys.len()..].iter().all(|o| *o == Some(u32::MAX)));
+    }
+}
+
+fn v4(a: u32) -> u128 {
+    a as u128
+}
+
+fn tcp4(dst: u32, len: u8, port: u16) -> Match {
+    Match {
+        family: Some(4),
+        dst_ip: Some((v4(dst), len)),
+        proto: Some(6),
+        dst_port: Some((port, port)),
+        ..Default::default()
+    }
+}
+
+fn key4(src: u32, dst: u32, proto: u8, sport: u16, dport: u16) -> AclKey {
+    AclKey {
+        ethertype: 0x0800,
+        family: 4,
+        src_ip: v4(src),
+        dst_ip: v4(dst),
+        proto,
+        src_port: sport,
+        dst_port: dport,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn classifier_is_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Classifier>();
+}
+
+#[test]
+fn empty_list_matches_nothing() {
+    let c = Classifier::compile(&[]);
+    assert!(c.is_empty());
+    assert_eq!(c.len(), 0);
+    assert_eq!(c.lookup(&AclKey::default()), None);
+    assert_eq!(c.stats().tables, 0);
+}
+
+#[test]
+fn any_matches_everything() {
+    let rules = [Match::default()];
+    let c = Classifier::compile(&rules);
+    assert_eq!(c.lookup(&AclKey::default()), Some(0));
+    assert_eq!(c.lookup(&key4(1, 2, 17, 3, 4)), Some(0));
+}
+
+#[test]
+fn field_macs() {
+    let a = [0x02, 0, 0, 0, 0, 1];
+    let b = [0x02, 0, 0, 0, 0, 2];
+    let oui = [0x00, 0x1b, 0x21, 0, 0, 0];
+    let oui_mask = [0xff, 0xff, 0xff, 0, 0, 0];
+    let all = [0xff; 6];
+    let rules = [
+        Match {
+            dst_mac: Some((a, all)),
+            ..Default::default()
+        },
+        Match {
+            src_mac: Some((oui, oui_mask)),
+            ..Default::default()
+        },
+        // Odd mask: only the group bit of the destination.
+        Match {
+            dst_mac: Some(([0x01, 0, 0, 0, 0, 0], [0x01, 0, 0, 0, 0, 0])),
+            ..Default::default()
+        },
+        // Value bits outside the mask are ignored.
+        Match {
+            src_mac: Some(([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff], [0, 0, 0, 0, 0, 0xff])),
+            ..Default::default()
+        },
+    ];
+    let k = |dst: [u8; 6], src: [u8; 6]| AclKey {
+        dst_mac: dst,
+        src_mac: src,
+        ..Default::default()
+    };
+    let c = check(&rules, &[]);
+    assert_eq!(c.lookup(&k(a, b)), Some(0));
+    assert_eq!(c.lookup(&k(b, [0x00, 0x1b, 0x21, 9, 9, 9])), Some(1));
+    assert_eq!(c.lookup(&k(b, [0x00, 0x1b, 0x22, 9, 9, 9])), None);
+    assert_eq!(c.lookup(&k([0xff; 6], b)), Some(2));
+    assert_eq!(c.lookup(&k(b, [0, 0, 0, 0, 0, 0xff])), Some(3));
+    assert_eq!(c.lookup(&k(b, [0, 0, 0, 0, 0, 0xfe])), None);
+}
+
+#[test]
+fn field_ethertype_and_vlan() {
+    let rules = [
+        Match {
+            ethertype: Some(0x0806),
+            vlan: Some((10, 10)),
+            ..Default::default()
+        },
+        Match {
+            vlan: Some((100, 199)),
+            ..Default::default()
+        },
+        Match {
+            ethertype: Some(0x86dd),
+            ..Default::default()
+        },
+        // Empty range: never matches.
+        Match {
+            vlan: Some((5, 4)),
+            ..Default::default()
+        },
+    ];
+    let k = |e: u16, v: u16| AclKey {
+        ethertype: e,
+        vlan: v,
+        ..Default::default()
+    };
+    let c = check(&rules, &[]);
+    assert_eq!(c.lookup(&k(0x0806, 10)), Some(0));
+    assert_eq!(c.lookup(&k(0x0806, 11)), None);
+    assert_eq!(c.lookup(&k(0x0806, 100)), Some(1));
+    assert_eq!(c.lookup(&k(0x0800, 199)), Some(1));
+    assert_eq!(c.lookup(&k(0x0800, 200)), None);
+    assert_eq!(c.lookup(&k(0x86dd, 200)), Some(2));
+    assert_eq!(c.lookup(&k(0, 4)), None);
+    assert_eq!(c.lookup(&k(0, 5)), None);
+    assert_eq!(c.stats().unmatchable, 1);
+}
+
+#[test]
+fn field_family() {
+    let rules = [
+        Match {
+            family: Some(6),
+            ..Default::default()
+        },
+        Match {
+            family: Some(0),
+            ..Default::default()
+        },
+    ];
+    let c = check(&rules, &[]);
+    let mut k = AclKey::default();
+    assert_eq!(c.lookup(&k), Some(1));
+    k.family = 6;
+    assert_eq!(c.lookup(&k), Some(0));
+    k.family = 4;
+    assert_eq!(c.lookup(&k), None);
+}
+
+#[test]
+fn field_ipv4_prefixes_nest_and_normalise() {
+    let rules = [
+        // Host bits set: normalised to 10.1.2.0/24.
+        Match {
+            family: Some(4),
+            src_ip: Some((v4(0x0a01_02ff), 24)),
+            dst_ip: Some((v4(0xc0a8_0001), 32)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(4),
+            src_ip: Some((v4(0x0a01_0000), 16)),
+            ..Default::default()
+        },
+        // Length past the width clamps to /32; bits above 32 ignored.
+        Match {
+            family: Some(4),
+            dst_ip: Some((1u128 << 100 | v4(0x0b00_0001), 200)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(4),
+            src_ip: Some((0, 0)),
+            ..Default::default()
+        },
+    ];
+    let c = check(&rules, &[]);
+    assert_eq!(c.lookup(&key4(0x0a01_0203, 0xc0a8_0001, 6, 1, 2)), Some(0));
+    assert_eq!(c.lookup(&key4(0x0a01_0203, 0xc0a8_0002, 6, 1, 2)), Some(1));
+    assert_eq!(c.lookup(&key4(0x0a01_0303, 0xc0a8_0001, 6, 1, 2)), Some(1));
+    assert_eq!(c.lookup(&key4(0x0a02_0303, 0x0b00_0001, 6, 1, 2)), Some(2));
+    assert_eq!(c.lookup(&key4(0x0a02_0303, 0x0b00_0002, 6, 1, 2)), Some(3));
+    let mut k6 = key4(0x0a01_0203, 0xc0a8_0001, 6, 1, 2);
+    k6.family = 6;
+    assert_eq!(c.lookup(&k6), None);
+}
+
+#[test]
+fn field_proto_ports_flags_dscp() {
+    let rules = [
+        // tcp any any eq 22 established-ish: ACK set.
+        Match {
+            family: Some(4),
+            proto: Some(6),
+            dst_port: Some((22, 22)),
+            tcp_flags: Some((0x10, 0x10)),
+            ..Default::default()
+        },
+        // SYN without ACK to 22.
+        Match {
+            family: Some(4),
+            proto: Some(6),
+            dst_port: Some((22, 22)),
+            tcp_flags: Some((0x02, 0x12)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(4),
+            proto: Some(17),
+            src_port: Some((1024, 65535)),
+            dst_port: Some((0, 1023)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(4),
+            proto: Some(17),
+            dst_port: Some((5000, 5100)),
+            ..Default::default()
+        },
+        // ICMP echo request (type 8 in src_port, code 0 in dst_port).
+        Match {
+            family: Some(4),
+            proto: Some(1),
+            src_port: Some((8, 8)),
+            dst_port: Some((0, 0)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(4),
+            dscp: Some(46),
+            ..Default::default()
+        },
+        // Flag value outside the mask: never matches.
+        Match {
+            family: Some(4),
+            tcp_flags: Some((0x01, 0x02)),
+            ..Default::default()
+        },
+    ];
+    let c = check(&rules, &[]);
+    let mut k = key4(1, 2, 6, 40000, 22);
+    k.tcp_flags = 0x18;
+    assert_eq!(c.lookup(&k), Some(0));
+    k.tcp_flags = 0x02;
+    assert_eq!(c.lookup(&k), Some(1));
+    k.tcp_flags = 0x01;
+    assert_eq!(c.lookup(&k), None);
+    k.dst_port = 23;
+    k.tcp_flags = 0x10;
+    assert_eq!(c.lookup(&k), None);
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1024, 53)), Some(2));
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1023, 53)), None);
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1024, 1024)), None);
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1, 5000)), Some(3));
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1, 5100)), Some(3));
+    assert_eq!(c.lookup(&key4(1, 2, 17, 1, 5101)), None);
+    assert_eq!(c.lookup(&key4(1, 2, 1, 8, 0)), Some(4));
+    assert_eq!(c.lookup(&key4(1, 2, 1, 0, 0)), None);
+    let mut k = key4(1, 2, 47, 0, 0);
+    k.dscp = 46;
+    assert_eq!(c.lookup(&k), Some(5));
+    k.dscp = 0;
+    assert_eq!(c.lookup(&k), None);
+    assert_eq!(c.stats().unmatchable, 1);
+}
+
+#[test]
+fn first_match_wins_over_more_specific_later_rule() {
+    let rules = [
+        Match {
+            family: Some(4),
+            dst_ip: Some((v4(0x0a00_0000), 8)),
+            ..Default::default()
+        },
+        tcp4(0x0a00_0001, 32, 80),
+    ];
+    let c = check(&rules, &[]);
+    assert_eq!(c.lookup(&key4(9, 0x0a00_0001, 6, 1, 80)), Some(0));
+}
+
+/// The acceptance shape: 10,000 denies of TCP to a host or /24 on
+/// distinct, non-sequential ports, then permit any.
+#[test]
+fn ten_thousand_denies_then_permit_any() {
+    const N: usize = 10_000;
+    let mut rules = Vec::with_capacity(N + 1);
+    let mut r = StdRng::seed_from_u64(10_000);
+    let mut ports: Vec<u16> = (1..=u16::MAX).collect();
+    for i in (1..ports.len()).rev() {
+        ports.swap(i, r.gen_range(0..=i));
+    }
+    for (i, &port) in ports.iter().take(N).enumerate() {
+        let (dst, len) = if i % 2 == 0 {
+            (0xc000_0200 | (i as u32 % 200), 32)
+        } else {
+            (0x0a00_0000 | (i as u32 % 256) << 8, 24)
+        };
+        rules.push(tcp4(dst, len, port));
+    }
+    rules.push(Match::default());
+    let c = Classifier::compile(&rules);
+    let last = N - 1;
+    let m = &rules[last];
+    let (dst, _) = m.dst_ip.unwrap();
+    let port = m.dst_port.unwrap().0;
+    // The 10,000th deny matches exactly its traffic.
+    assert_eq!(
+        c.lookup(&key4(0x0102_0304, dst as u32 | 0x7f, 6, 999, port)),
+        Some(last as u32)
+    );
+    assert_eq!(
+        c.lookup(&key4(0x0102_0304, dst as u32 | 0x7f, 17, 999, port)),
+        Some(N as u32)
+    );
+    assert_eq!(
+        c.lookup(&key4(0x0102_0304, dst as u32 ^ 0x100, 6, 999, port)),
+        Some(N as u32)
+    );
+    // Every deny, on its own traffic; and keys matching none hit the
+    // permit.
+    for (i, m) in rules[..N].iter().enumerate() {
+        let d = m.dst_ip.unwrap().0 as u32;
+        let p = m.dst_port.unwrap().0;
+        assert_eq!(c.lookup(&key4(7, d, 6, 1, p)), Some(i as u32));
+    }
+    for &p in &ports[N..] {
+        let k = key4(7, 0x0a00_0101, 6, 1, p);
+        assert_eq!(c.lookup(&k), Some(N as u32));
+        assert_eq!(linear(&rules, &k), Some(N as u32));
+    }
+    let s = c.stats();
+    assert!(s.tables <= 4, "{s:?}");
+    assert!(s.largest_bucket <= BUCKET_CAP);
+}
+
+#[test]
+fn ipv6_list() {
+    let p = |s: u128, l: u8| Some((s, l));
+    let base: u128 = 0x2001_0db8 << 96;
+    let rules = [
+        Match {
+            family: Some(6),
+            src_ip: p(base | 1, 128),
+            ..Default::default()
+        },
+        Match {
+            family: Some(6),
+            dst_ip: p(base | 0xffff << 64, 64),
+            proto: Some(6),
+            dst_port: Some((443, 443)),
+            ..Default::default()
+        },
+        Match {
+            family: Some(6),
+            src_ip: p(base, 32),
+            dst_ip: p(base | 0x1234 << 80, 48),
+            proto: Some(17),
+            ..Default::default()
+        },
+        // ICMPv6 neighbour solicitation (type 135).
+        Match {
+            family: Some(6),
+            proto: Some(58),
+            src_port: Some((135, 136)),
+            ..Default::default()
+        },
+        // Length past 128 clamps.
+        Match {
+            family: Some(6),
+            dst_ip: p(base | 9, 255),
+            ..Default::default()
+        },
+        Match {
+            family: Some(6),
+            src_ip: p(0, 0),
+            ..Default::default()
+        },
+    ];
+    let k = |src: u128, dst: u128, proto: u8, sp: u16, dp: u16| AclKey {
+        ethertype: 0x86dd,
+        family: 6,
+        src_ip: src,
+        dst_ip: dst,
+        proto,
+        src_port: sp,
+        dst_port: dp,
+        ..Default::default()
+    };
+    let c = check(&rules, &[]);
+    assert_eq!(c.lookup(&k(base | 1, 5, 6, 1, 1)), Some(0));
+    assert_eq!(
+        c.lookup(&k(base | 2, base | 0xffff << 64 | 7, 6, 1, 443)),
+        Some(1)
+    );
+    assert_eq!(
+        c.lookup(&k(base | 2, base | 0xfffe << 64 | 7, 6, 1, 443)),
+        Some(5)
+    );
+    assert_eq!(
+        c.lookup(&k(base | 2, base | 0x1234 << 80 | 1, 17, 1, 1)),
+        Some(2)
+    );
+    assert_eq!(
+        c.lookup(&k(base ^ 1 << 96, base | 0x1234 << 80, 17, 1, 1)),
+        Some(5)
+    );
+    assert_eq!(c.lookup(&k(3, 4, 58, 136, 0)), Some(3));
+    assert_eq!(c.lookup(&k(3, base | 9, 17, 1, 0)), Some(4));
+    // An IPv4 key with the same low bits does not match IPv6 rules.
+    let mut k4 = k(base | 1, 5, 6, 1, 1);
+    k4.family = 4;
+    assert_eq!(c.lookup(&k4), None);
+}
+
+// ---- randomized exactness ----
+
+/// Small pools so that prefixes nest, ports overlap and keys collide.
+struct Gen {
+    r: StdRng,
+    v4: Vec<u32>,
+    v6: Vec<u128>,
+    macs: Vec<[u8; 6]>,
+    ports: Vec<u16>,
+}
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        let mut r = StdRng::seed_from_u64(seed);
+        let v4 = (0..6)
+            .map(|_| r.gen::<u32>() & 0xffff_f0f0 | 0x0a00_0000)
+            .collect();
+        let v6 = (0..6)
+            .map(|_| (0x2001_0db8u128 << 96) | (r.gen::<u128>() & 0xff00_ff00_0000_0000_0000_00ff))
+            .collect();
+        let macs = (0..4).map(|_| r.gen()).collect();
+        let ports = (0..6).map(|_| r.gen_range(0..2000)).collect();
+        Gen {
+            r,
+            v4,
+            v6,
+            macs,
+            ports,
+        }
+    }
+
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.r.gen_range(0..v.len())]
+    }
+
+    fn prefix(&mut self, fam: u8) -> (u128, u8) {
+        let r = self.r.gen_range(0..20);
+        if fam == 6 {
+            let a = self.pick(&self.v6.clone());
+            let len = [0, 16, 32, 40, 48, 56, 64, 100, 127, 128, 129, 200][r % 12];
+            (a ^ (self.r.gen::<u128>() & 1), len)
+        } else {
+            let a = self.pick(&self.v4.clone()) as u128;
+            let len = [
+                0, 8, 12, 16, 20, 23, 24, 25, 28, 30, 31, 32, 32, 33, 40, 24, 16,
+            ][r % 17];
+            // Sometimes junk above bit 32.
+            let junk = if r == 19 { 1u128 << 77 } else { 0 };
+            (a ^ (self.r.gen::<u128>() & 0x101) | junk, len)
+        }
+    }
+
+    fn range(&mut self) -> (u16, u16) {
+        match self.r.gen_range(0..8) {
+            0 => (0, 1023),
+            1 => (1024, 65535),
+            2 => {
+                let p = self.pick(&self.ports.clone());
+                (p, p.saturating_add(self.r.gen_range(0..300)))
+            }
+            3 => {
+                let p = self.pick(&self.ports.clone());
+                (p + 1, p) // empty
+            }
+            _ => {
+                let p = self.pick(&self.ports.clone());
+                (p, p)
+            }
+        }
+    }
+
+    fn mac(&mut self) -> ([u8; 6], [u8; 6]) {
+        let v = self.pick(&self.macs.clone());
+        let m = match self.r.gen_range(0..4) {
+            0 => [0xff, 0xff, 0xff, 0, 0, 0],
+            1 => self.r.gen(),
+            _ => [0xff; 6],
+        };
+        (v, m)
+    }
+
+    fn rule(&mut self) -> Match {
+        let mut m = Match::default();
+        let kind = self.r.gen_range(0..10);
+        if kind < 2 {
+            // L2 only.
+            if self.r.gen_bool(0.5) {
+                m.dst_mac = Some(self.mac());
+            }
+            if self.r.gen_bool(0.4) {
+                m.src_mac = Some(self.mac());
+            }
+            if self.r.gen_bool(0.4) {
+                m.ethertype = Some([0x0800, 0x86dd, 0x0806][self.r.gen_range(0..3)]);
+            }
+            if self.r.gen_bool(0.3) {
+                let v = self.r.gen_range(0..20);
+                m.vlan = Some((v, v + self.r.gen_range(0..4)));
+            }
+            if self.r.gen_bool(0.1) {
+                m.family = Some([0, 4, 6][self.r.gen_range(0..3)]);
+            }
+            return m;
+        }
+        let fam = match kind {
+            2..=5 => 4,
+            6..=8 => 6,
+            _ => 0,
+        };
+        if fam != 0 {
+            m.family = Some(fam);
+        }
+        // fam 0: family-less rule with L3/L4 fields (read as IPv4).
+        let f = if fam == 0 { 4 } else { fam };
+        if self.r.gen_bool(0.6) {
+            m.src_ip = Some(self.prefix(f));
+        }
+        if self.r.gen_bool(0.7) {
+            m.dst_ip = Some(self.prefix(f));
+        }
+        if self.r.gen_bool(0.7) {
+            m.proto = Some([6, 17, 1, 58, 6, 17][self.r.gen_range(0..6)]);
+        }
+        if self.r.gen_bool(0.3) {
+            m.src_port = Some(self.range());
+        }
+        if self.r.gen_bool(0.6) {
+            m.dst_port = Some(self.range());
+        }
+        if self.r.gen_bool(0.1) {
+            let mask = self.r.gen::<u8>();
+            let v = if self.r.gen_bool(0.9) {
+                self.r.gen::<u8>() & mask
+            } else {
+                self.r.gen()
+            };
+            m.tcp_flags = Some((v, mask));
+        }
+        if self.r.gen_bool(0.1) {
+            m.dscp = Some([0, 10, 46][self.r.gen_range(0..3)]);
+        }
+        if self.r.gen_bool(0.1) {
+            m.vlan = Some((0, self.r.gen_range(0..10)));
+        }
+        if self.r.gen_bool(0.05) {
+            m.dst_mac = Some(self.mac());
+        }
+        m
+    }
+
+    fn in_range(&mut self, r: Option<(u16, u16)>) -> u16 {
+        match r {
+            Some((lo, hi)) if lo <= hi => {
+                // Ends of the range are where off-by-ones live.
+                match self.r.gen_range(0..4) {
+                    0 => lo,
+                    1 => hi,
+                    _ => self.r.gen_range(lo..=hi),
+                }
+            }
+            _ => self.r.gen(),
+        }
+    }
+
+    fn in_prefix(&mut self, p: Option<(u128, u8)>, fam: u8) -> u128 {
+        let width = if fam == 6 { 128 } else { 32 };
+        let rnd = if fam == 6 {
+            self.r.gen::<u128>()
+        } else {
+            self.r.gen::<u32>() as u128
+        };
+        match p {
+            Some((a, l)) => {
+                let m = ip_mask(width, l as u32);
+                a & m | rnd & !m
+            }
+            None => {
+                if fam == 6 {
+                    self.pick(&self.v6.clone()) ^ (rnd & 0xffff)
+                } else {
+                    self.pick(&self.v4.clone()) as u128 ^ (rnd & 0xffff)
+                }
+            }
+        }
+    }
+
+    /// A key matching `m` (when it can match), then maybe perturbed.
+    fn key_for(&mut self, m: &Match) -> AclKey {
+        let fam = m.family.unwrap_or([4, 6, 0][self.r.gen_range(0..3)] as u8);
+        let mac = |g: &mut Gen, f: Option<([u8; 6], [u8; 6])>| match f {
+            Some((v, mask)) => {
+                let x: [u8; 6] = g.r.gen();
+                std::array::from_fn(|i| v[i] & mask[i] | x[i] & !mask[i])
+            }
+            None => g.pick(&g.macs.clone()),
+        };
+        let mut k = AclKey {
+            src_mac: mac(self, m.src_mac),
+            dst_mac: mac(self, m.dst_mac),
+            ethertype: m.ethertype.unwrap_or(match fam {
+                4 => 0x0800,
+                6 => 0x86dd,
+                _ => 0x0806,
+            }),
+            vlan: self.in_range(m.vlan.or(Some((0, 20)))),
+            family: fam,
+            src_ip: self.in_prefix(m.src_ip, fam),
+            dst_ip: self.in_prefix(m.dst_ip, fam),
+            proto: m.proto.unwrap_or([6, 17, 1, 58][self.r.gen_range(0..4)]),
+            src_port: self.in_range(m.src_port),
+            dst_port: self.in_range(m.dst_port),
+            tcp_flags: match m.tcp_flags {
+                Some((v, mask)) => v & mask | self.r.gen::<u8>() & !mask,
+                None => self.r.gen(),
+            },
+            dscp: m.dscp.unwrap_or([0, 10, 46][self.r.gen_range(0..3)]),
+        };
+        // Perturb one field half the time: near misses.
+        match self.r.gen_range(0..20) {
+            0 => k.src_ip ^= 1 << self.r.gen_range(0..32),
+            1 => k.dst_ip ^= 1 << self.r.gen_range(0..32),
+            2 => k.dst_port = k.dst_port.wrapping_add(1),
+            3 => k.src_port = k.src_port.wrapping_sub(1),
+            4 => k.proto = self.r.gen(),
+            5 => k.family = [0, 4, 6][self.r.gen_range(0..3)],
+            6 => k.vlan = k.vlan.wrapping_add(1),
+            7 => k.dst_mac[5] ^= 1,
+            8 => k.tcp_flags ^= 1 << self.r.gen_range(0..8),
+            9 => k.dscp ^= 2,
+            10 => k.src_ip |= 1 << 100,
+            _ => {}
+        }
+        k
+    }
+
+    fn random_key(&mut self) -> AclKey {
+        let fam = [0u8, 4, 6][self.r.gen_range(0..3)];
+        let mut k = self.key_for(&Match::default());
+        k.family = fam;
+        k.src_port = self.r.gen();
+        k.dst_port = self.r.gen();
+        k
+    }
+}
+
+fn random_round(seed: u64, n_rules: usize, n_keys: usize) -> Classifier {
+    let mut g = Gen::new(seed);
+    let mut rules: Vec<Match> = (0..n_rules).map(|_| g.rule()).collect();
+    if g.r.gen_bool(0.3) {
+        rules.push(Match::default());
+    }
+    let mut keys = Vec::with_capacity(n_keys);
+    for i in 0..n_keys {
+        if rules.is_empty() || i % 8 == 0 {
+            keys.push(g.random_key());
+        } else {
+            let m = rules[g.r.gen_range(0..rules.len())].clone();
+            keys.push(g.key_for(&m));
+        }
+    }
+    check(&rules, &keys)
+}
+
+/// Random rule lists mixing every field type against the linear scan.
+#[test]
+fn random_lists_match_linear_scan() {
+    for seed in 0..400u64 {
+        let n = [0, 1, 2, 5, 10, 30, 100, 300][seed as usize % 8];
+        random_round(seed, n, 400);
+    }
+}
+
+/// Larger random lists: enough rules to fill buckets, build many tables
+/// and reach the table bound.
+#[test]
+fn random_large_lists_match_linear_scan() {
+    let mut overflowed = false;
+    for seed in 0..5u64 {
+        let c = random_round(1000 + seed, 2000 + 1000 * seed as usize, 2500);
+        let s = c.stats();
+        overflowed |= s.overflow_rules > 0;
+        assert!(s.tables <= MAX_TABLES + 4, "{s:?}");
+    }
+    assert!(overflowed, "no list reached the table bound");
+}
+
+/// Many rules that agree on every hashed bit (only TCP flags differ):
+/// one long bucket, still exact.
+#[test]
+fn identical_hash_keys_overflow_a_bucket() {
+    let mut rules: Vec<Match> = (0..=255u8)
+        .map(|f| Match {
+            family: Some(4),
+            proto: Some(6),
+            tcp_flags: Some((f, 0xff)),
+            ..Default::default()
+        })
+        .collect();
+    rules.push(Match::default());
+    let keys: Vec<AclKey> = (0..=255u8)
+        .map(|f| {
+            let mut k = key4(1, 2, 6, 3, 4);
+            k.tcp_flags = f;
+            k
+        })
+        .collect();
+    let c = check(&rules, &keys);
+    assert!(c.stats().tables <= MAX_TABLES + 2);
+}
+
+/// Compile at the sizes of the requirement, spot-checked against the scan.
+#[test]
+fn compiles_32k_rules() {
+    let mut g = Gen::new(32_292);
+    let mut r = StdRng::seed_from_u64(5);
+    let mut rules: Vec<Match> = (0..32_291)
+        .map(|i| {
+            if i % 3 == 0 {
+                g.rule()
+            } else {
+                let mut m = tcp4(r.gen(), [24, 32][i % 2], r.gen());
+                if i % 5 == 0 {
+                    m.src_ip = Some((r.gen::<u32>() as u128, r.gen_range(8..=32)));
+                }
+                m
+            }
+        })
+        .collect();
+    rules.push(Match::default());
+    let t = std::time::Instant::now();
+    let c = Classifier::compile(&rules);
+    eprintln!(
+        "compiled {} rules in {:?}: {:?}",
+        rules.len(),
+        t.elapsed(),
+        (c.stats().tables, c.memory_bytes())
+    );
+    let keys: Vec<AclKey> = (0..3000)
+        .map(|i| {
+            if i % 4 == 0 {
+                g.random_key()
+            } else {
+                let m = rules[r.gen_range(0..rules.len())].clone();
+                g.key_for(&m)
+            }
+        })
+        .collect();
+    for k in &keys {
+        assert_eq!(c.lookup(k), linear(&rules, k), "{k:?}");
+    }
+    check_batch(&c, &rules, &keys);
+}
