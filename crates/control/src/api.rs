@@ -519,6 +519,30 @@ impl ApiState {
         }))
     }
 
+    /// `show monitor`: mirror sessions with their destinations' counters.
+    pub fn monitor_sessions(&self) -> Value {
+        let rows: Vec<Value> = self
+            .cfg
+            .mirror_sessions
+            .iter()
+            .map(|m| {
+                let d = self.cfg.port_index(&m.destination).unwrap_or(0);
+                json!({
+                    "name": m.name,
+                    "sources": m.source_ports,
+                    "vlans": m.source_vlans,
+                    "direction": format!("{:?}", m.direction).to_lowercase(),
+                    "destination": m.destination,
+                    "tx_frames": self.sum(|c| c.ports[d].tx_frames.get()),
+                    "tx_bytes": self.sum(|c| c.ports[d].tx_bytes.get()),
+                    "drops": self.sum(|c| c.ports[d].drops[DropReason::TxRingFull as usize].get()
+                        + c.ports[d].drops[DropReason::PortDown as usize].get()),
+                })
+            })
+            .collect();
+        Value::Array(rows)
+    }
+
     pub fn clear_mac(&self, vlan: Option<u16>) -> Result<Value, String> {
         let (tx, rx) = mpsc::channel();
         self.learner
@@ -566,6 +590,7 @@ impl ApiState {
                 req.get("port").and_then(Value::as_str),
             ),
             Some("show-flow-cache") => self.flow_cache(req),
+            Some("show-monitor") => Ok(self.monitor_sessions()),
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };

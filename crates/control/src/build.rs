@@ -13,7 +13,16 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
     let ports: Vec<PortEntry> = cfg
         .ports
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
+            if cfg.is_monitor_port(i) {
+                // A mirror destination: in no VLAN, never flooded to;
+                // what it receives is dropped (unknown VLAN).
+                let mut e = PortEntry::new(PortMode::Access, 0, &[], TPID_8021Q);
+                e.learning = false;
+                e.up = false;
+                return e;
+            }
             let mut vlans = VlanSet::default();
             let (mode, pvid, tpid) = match p.mode {
                 CfgMode::Access => (
@@ -81,6 +90,38 @@ pub fn initial_tables(cfg: &Config) -> Tables {
         mac: Arc::new(MacTable::new(cfg.switch.mac_table_size as usize)),
         learn_gate: Arc::new(LearnGate::default()),
     }
+}
+
+/// Where mirrored copies go (`mirror-sessions`); `None` without sessions.
+pub fn mirror_table(cfg: &Config) -> Option<tables::mirror::MirrorTable> {
+    if cfg.mirror_sessions.is_empty() {
+        return None;
+    }
+    let mut t = tables::mirror::MirrorTable::default();
+    for s in &cfg.mirror_sessions {
+        let Some(d) = cfg.port_index(&s.destination) else {
+            continue;
+        };
+        let d = d as u16;
+        t.monitors.insert(d);
+        for p in s.source_ports.iter().filter_map(|n| cfg.port_index(n)) {
+            if s.direction.rx() {
+                t.rx_port[p].insert(d);
+            }
+            if s.direction.tx() {
+                t.tx_port[p].insert(d);
+            }
+        }
+        for v in &s.source_vlans {
+            if s.direction.rx() {
+                t.rx_vlan[*v as usize].insert(d);
+            }
+            if s.direction.tx() {
+                t.tx_vlan[*v as usize].insert(d);
+            }
+        }
+    }
+    Some(t)
 }
 
 #[cfg(test)]

@@ -83,6 +83,9 @@ impl Switch {
             }
         }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
+        if let Some(m) = build::mirror_table(&cfg) {
+            shared.mirrors.store(Some(Arc::new(m)));
+        }
         let nworkers = cfg.switch.workers.max(1) as usize;
         // Services are compiled before any worker runs: the first frame
         // already meets its ACLs.

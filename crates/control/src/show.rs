@@ -584,6 +584,40 @@ pub fn flow_cache(v: &Value) -> String {
     o
 }
 
+pub fn monitor(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<12} {:<9} {:<24} {:<12} {:>12} {:>8}",
+        "Session", "Direction", "Sources", "Destination", "Copies", "Drops"
+    );
+    for r in rows(v) {
+        let list = |k: &str| -> Vec<String> {
+            rows(r.get(k).unwrap_or(&Value::Null))
+                .iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| format!("vlan {x}"))
+                })
+                .collect()
+        };
+        let mut src = list("sources");
+        src.extend(list("vlans"));
+        let _ = writeln!(
+            o,
+            "{:<12} {:<9} {:<24} {:<12} {:>12} {:>8}",
+            s(r, "name"),
+            s(r, "direction"),
+            src.join(","),
+            s(r, "destination"),
+            u(r, "tx_frames"),
+            u(r, "drops")
+        );
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,7 +228,9 @@ fn docs_example_is_valid() {
     let len = doc[start..].find("```").unwrap();
     let cfg =
         config::parse(&doc[start..start + len], "docs/config.md").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cfg.ports.len(), 3);
+    assert_eq!(cfg.ports.len(), 4);
+    assert_eq!(cfg.mirror_sessions.len(), 1);
+    assert!(cfg.is_monitor_port(2));
     assert_eq!(cfg.port_vlans(1).as_slice(), &[1, 10]);
     assert_eq!(cfg.routing.static_routes.len(), 3);
 }

@@ -42,6 +42,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 use tables::acl::AclKey;
 use tables::flow::FlowExportQueue;
+use tables::mirror::MirrorTable;
 use tables::{LearnQueue, PortSet, Tables, MAX_PORTS};
 
 /// A change to a worker's set of ports.
@@ -122,6 +123,8 @@ pub struct Shared {
     pub services: ArcSwapOption<Services>,
     /// Per worker (registration order), the queue of expired flows.
     pub flow_queues: Mutex<Vec<Arc<FlowExportQueue>>>,
+    /// Port mirroring; `None` without sessions.
+    pub mirrors: ArcSwapOption<MirrorTable>,
 }
 
 /// Expired flow records a worker may have waiting for the exporter.
@@ -149,6 +152,7 @@ impl Shared {
             workers: AtomicUsize::new(0),
             services: ArcSwapOption::empty(),
             flow_queues: Mutex::new(Vec::new()),
+            mirrors: ArcSwapOption::empty(),
         }
     }
 
@@ -247,6 +251,10 @@ pub struct Worker {
     last_sweep: Instant,
     /// Ports with frames waiting in their egress class queues.
     queued: PortSet,
+    /// The mirror table for this batch (loaded once per batch).
+    mirror: Option<Arc<MirrorTable>>,
+    /// A copy of a frame as it left, for its mirror copies.
+    mirror_buf: Box<[u8]>,
 }
 
 /// A port's TX ring as the egress scheduler's sink, counting what it
@@ -359,6 +367,8 @@ impl Worker {
             flow_out,
             last_sweep: Instant::now(),
             queued: PortSet::EMPTY,
+            mirror: None,
+            mirror_buf: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
         }
     }
 
@@ -570,6 +580,18 @@ impl Worker {
             c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
             return;
         };
+        // Received-frame mirrors see the frames before routing rewrites them.
+        self.mirror = self.shared.mirrors.load_full();
+        if self.mirror.is_some() {
+            let mut dirty = PortSet::EMPTY;
+            for i in 0..batch.len() {
+                let dests = self.mirror.as_ref().map(|m| m.rx(batch.port(i), 0));
+                for d in dests.iter().flat_map(PortSet::iter) {
+                    self.transmit_raw(d, batch.frame(i), &mut dirty, None);
+                }
+            }
+            self.flush(dirty);
+        }
         // Services keys come from the frames as received (routing
         // rewrites addresses and TTL).
         let svc = self.shared.services.load_full();
@@ -748,11 +770,20 @@ impl Worker {
                 return;
             }
         }
+        // Sources are never monitor ports, so copies are not mirrored again.
+        let mirror = self.mirror.as_ref().map(|m| m.tx(p, 0));
+        let mirror = mirror.filter(|d| !d.is_empty());
+        if mirror.is_some() {
+            self.mirror_buf[..n].copy_from_slice(&slot[..n]);
+        }
         port.tx_commit(n);
         dirty.insert(p);
         let pc = &c.ports[p as usize];
         pc.tx_frames.add(1);
         pc.tx_bytes.add(n as u64);
+        if let Some(dests) = mirror {
+            self.mirror_out(dests, n, dirty);
+        }
     }
 
     fn flush(&mut self, dirty: PortSet) {
@@ -819,6 +850,12 @@ impl Worker {
             vc.tx_frames.add(1);
             vc.tx_bytes.add(n as u64);
         }
+        // Sent-frame mirrors of a queueing port copy at enqueue time.
+        let mirror = self.mirror.as_ref().map(|m| m.tx(p, vlan.unwrap_or(0)));
+        if let Some(dests) = mirror.filter(|d| !d.is_empty()) {
+            self.mirror_buf[..n].copy_from_slice(&self.scratch[..n]);
+            self.mirror_out(dests, n, dirty);
+        }
     }
 
     fn sleep(&mut self) {
@@ -859,11 +896,22 @@ impl Worker {
             &self.shared.learn,
             &c,
         );
+        let mut dirty = PortSet::EMPTY;
+        self.mirror = self.shared.mirrors.load_full();
+        if self.mirror.is_some() {
+            // As received: before services re-mark anything.
+            for i in 0..batch.len() {
+                let vlan = verdicts.v[i].vlan;
+                let dests = self.mirror.as_ref().map(|m| m.rx(batch.port(i), vlan));
+                for d in dests.iter().flat_map(PortSet::iter) {
+                    self.transmit_raw(d, batch.frame(i), &mut dirty, None);
+                }
+            }
+        }
         let svc = self.shared.services.load_full();
         if let Some(s) = &svc {
             self.ingress_services(s, batch, verdicts, keys, now);
         }
-        let mut dirty = PortSet::EMPTY;
         for i in 0..batch.len() {
             let v = verdicts.v[i];
             let frame = batch.frame(i);
@@ -1059,6 +1107,11 @@ impl Worker {
                 return;
             }
         }
+        let mirror = self.mirror.as_ref().map(|m| m.tx(p, v.vlan));
+        let mirror = mirror.filter(|d| !d.is_empty());
+        if mirror.is_some() {
+            self.mirror_buf[..n].copy_from_slice(&slot[..n]);
+        }
         port.tx_commit(n);
         dirty.insert(p);
         let pc = &c.ports[p as usize];
@@ -1070,6 +1123,18 @@ impl Worker {
         let vc = &c.vlans[v.vlan as usize];
         vc.tx_frames.add(1);
         vc.tx_bytes.add(n as u64);
+        if let Some(dests) = mirror {
+            self.mirror_out(dests, n, dirty);
+        }
+    }
+
+    /// Send the copy in `mirror_buf` (`n` bytes) to every port of `dests`.
+    fn mirror_out(&mut self, dests: PortSet, n: usize, dirty: &mut PortSet) {
+        let buf = std::mem::take(&mut self.mirror_buf);
+        for d in dests.iter() {
+            self.transmit_raw(d, &buf[..n], dirty, None);
+        }
+        self.mirror_buf = buf;
     }
 }
 

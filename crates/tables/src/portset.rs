@@ -31,6 +31,16 @@ impl PortSet {
         p < MAX_PORTS && self.0[p / 64] & (1 << (p % 64)) != 0
     }
 
+    /// Ports in either set.
+    #[inline]
+    pub fn union(&self, o: &PortSet) -> PortSet {
+        let mut r = *self;
+        for (a, b) in r.0.iter_mut().zip(o.0.iter()) {
+            *a |= *b;
+        }
+        r
+    }
+
     #[inline]
     pub fn and(&self, o: &PortSet) -> PortSet {
         let mut r = *self;

@@ -13,6 +13,7 @@
 
 mod error;
 mod lines;
+pub mod mirror;
 mod model;
 pub mod services;
 mod types;

@@ -79,6 +79,9 @@ pub struct Config {
     /// Flow accounting and export (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_export: Option<FlowExport>,
+    /// Port mirroring (SPAN) sessions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirror_sessions: Vec<super::mirror::MirrorSession>,
 }
 
 /// `routing:` section.
@@ -525,5 +528,15 @@ impl Config {
     /// [`Config::port_vlans`].
     pub fn effective_port_vlans(&self) -> Vec<VlanList> {
         (0..self.ports.len()).map(|i| self.port_vlans(i)).collect()
+    }
+}
+
+impl Config {
+    /// True if port `index` is a mirror session's destination (a monitor
+    /// port: in no VLAN, forwards only copies).
+    pub fn is_monitor_port(&self, index: usize) -> bool {
+        self.ports
+            .get(index)
+            .is_some_and(|p| self.mirror_sessions.iter().any(|s| s.destination == p.name))
     }
 }

@@ -41,6 +41,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_interfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
     c.issues.extend(super::services::check(cfg));
+    c.issues.extend(super::mirror::check(cfg));
     c.issues
 }
 
