@@ -519,6 +519,26 @@ impl ApiState {
         }))
     }
 
+    /// `show control-plane`: policing per punt class.
+    pub fn copp(&self) -> Value {
+        let cfg = self.shared.copp.load();
+        let classes: Vec<Value> = pipeline::copp::CoppClass::ALL
+            .iter()
+            .map(|c| {
+                let k = *c as usize;
+                let r = cfg.rates[k];
+                json!({
+                    "class": c.name(),
+                    "rate": r.map(|r| r.pps),
+                    "burst": r.map(|r| r.burst),
+                    "passed": self.sum(|w| w.copp.passed[k].get()),
+                    "dropped": self.sum(|w| w.copp.dropped[k].get()),
+                })
+            })
+            .collect();
+        json!({"enabled": cfg.rates.iter().any(Option::is_some), "classes": classes})
+    }
+
     /// `show monitor`: mirror sessions with their destinations' counters.
     pub fn monitor_sessions(&self) -> Value {
         let rows: Vec<Value> = self
@@ -591,6 +611,7 @@ impl ApiState {
             ),
             Some("show-flow-cache") => self.flow_cache(req),
             Some("show-monitor") => Ok(self.monitor_sessions()),
+            Some("show-copp") => Ok(self.copp()),
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };

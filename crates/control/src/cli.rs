@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -123,6 +123,10 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
                 render: show::policy_maps,
             },
             _ => return Err(format!("usage: {SHOW_HELP}")),
+        },
+        ["control-plane"] | ["policy-map", "control-plane"] => Command {
+            request: json!({"cmd": "show-copp"}),
+            render: show::copp,
         },
         ["monitor"] | ["monitor", "session"] | ["monitor", "sessions"] => Command {
             request: json!({"cmd": "show-monitor"}),

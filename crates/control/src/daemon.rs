@@ -83,6 +83,9 @@ impl Switch {
             }
         }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
+        shared
+            .copp
+            .store(Arc::new(cfg.control_plane_policing.to_config()));
         if let Some(m) = build::mirror_table(&cfg) {
             shared.mirrors.store(Some(Arc::new(m)));
         }

@@ -584,6 +584,34 @@ pub fn flow_cache(v: &Value) -> String {
     o
 }
 
+pub fn copp(v: &Value) -> String {
+    let mut o = String::new();
+    let on = v.get("enabled").and_then(Value::as_bool) == Some(true);
+    let _ = writeln!(
+        o,
+        "Control-plane policing: {}",
+        if on { "on" } else { "off" }
+    );
+    let _ = writeln!(
+        o,
+        "{:<12} {:>10} {:>8} {:>12} {:>12}",
+        "Class", "Rate pps", "Burst", "Passed", "Dropped"
+    );
+    for r in rows(v.get("classes").unwrap_or(&Value::Null)) {
+        let rate = r.get("rate").and_then(Value::as_u64);
+        let _ = writeln!(
+            o,
+            "{:<12} {:>10} {:>8} {:>12} {:>12}",
+            s(r, "class"),
+            rate.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+            s(r, "burst"),
+            u(r, "passed"),
+            u(r, "dropped")
+        );
+    }
+    o
+}
+
 pub fn monitor(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(

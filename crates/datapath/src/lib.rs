@@ -27,6 +27,7 @@ pub mod punt;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use io::{FrameBatch, Port};
+use pipeline::copp::{self, CoppClass, CoppConfig, CoppPolicer};
 use pipeline::l3::{
     build_icmp4_error, build_icmp6_error, process_l3, L3Tables, L3Verdict, L3Verdicts,
 };
@@ -125,6 +126,8 @@ pub struct Shared {
     pub flow_queues: Mutex<Vec<Arc<FlowExportQueue>>>,
     /// Port mirroring; `None` without sessions.
     pub mirrors: ArcSwapOption<MirrorTable>,
+    /// Control-plane policing rates (on by default).
+    pub copp: ArcSwap<CoppConfig>,
 }
 
 /// Expired flow records a worker may have waiting for the exporter.
@@ -153,6 +156,7 @@ impl Shared {
             services: ArcSwapOption::empty(),
             flow_queues: Mutex::new(Vec::new()),
             mirrors: ArcSwapOption::empty(),
+            copp: ArcSwap::from_pointee(CoppConfig::default()),
         }
     }
 
@@ -242,7 +246,9 @@ pub struct Worker {
     /// Index in `Shared::worker_seq`.
     index: usize,
     seq: u64,
-    icmp: TokenBucket,
+    /// Control-plane policing buckets, and the rates they were built from.
+    copp: CoppPolicer,
+    copp_cfg: Arc<CoppConfig>,
     /// One frame's worth of room (SVI egress, ICMP errors into a VLAN).
     scratch: Box<[u8]>,
     /// Policers and the flow cache.
@@ -297,44 +303,6 @@ impl Keys {
     }
 }
 
-/// ICMP errors a worker may send per second, and its burst.
-const ICMP_RATE: u32 = 1000;
-const ICMP_BURST: u32 = 200;
-
-/// A token bucket on the worker's clock (no system call: fed from the
-/// `Instant` the loop reads anyway).
-struct TokenBucket {
-    tokens: u32,
-    rate: u32,
-    burst: u32,
-    last: Instant,
-}
-
-impl TokenBucket {
-    fn new(rate: u32, burst: u32) -> TokenBucket {
-        TokenBucket {
-            tokens: burst,
-            rate,
-            burst,
-            last: Instant::now(),
-        }
-    }
-
-    fn take(&mut self, now: Instant) -> bool {
-        let dt = now.saturating_duration_since(self.last);
-        let add = (dt.as_micros() as u64 * self.rate as u64 / 1_000_000) as u32;
-        if add > 0 {
-            self.tokens = (self.tokens + add).min(self.burst);
-            self.last = now;
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
-}
-
 impl Worker {
     pub fn new(
         shared: Arc<Shared>,
@@ -361,7 +329,8 @@ impl Worker {
             routed: vec![false; MAX_PORTS],
             index,
             seq: 0,
-            icmp: TokenBucket::new(ICMP_RATE, ICMP_BURST),
+            copp: CoppPolicer::new(&CoppConfig::default(), 1),
+            copp_cfg: Arc::new(CoppConfig::default()),
             scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
             svc: ServiceState::new(index),
             flow_out,
@@ -580,6 +549,12 @@ impl Worker {
             c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
             return;
         };
+        let cfg = self.shared.copp.load();
+        if !Arc::ptr_eq(&cfg, &self.copp_cfg) {
+            let workers = self.shared.workers.load(Ordering::Relaxed);
+            self.copp = CoppPolicer::new(&cfg, workers);
+            self.copp_cfg = Arc::clone(&cfg);
+        }
         // Received-frame mirrors see the frames before routing rewrites them.
         self.mirror = self.shared.mirrors.load_full();
         if self.mirror.is_some() {
@@ -657,6 +632,12 @@ impl Worker {
                     }
                 }
                 L3Verdict::Punt(reason) => {
+                    let class = copp::classify(batch.frame(i), reason);
+                    if !self.copp.admit(class, self.ns(now)) {
+                        c.copp.dropped[class as usize].add(1);
+                        continue;
+                    }
+                    c.copp.passed[class as usize].add(1);
                     if self
                         .shared
                         .punts
@@ -670,10 +651,13 @@ impl Worker {
                 }
                 L3Verdict::IcmpError(kind) => {
                     let ingress = batch.port(i);
-                    if !self.icmp.take(now) {
+                    let class = CoppClass::TtlExpired;
+                    if !self.copp.admit(class, self.ns(now)) {
+                        c.copp.dropped[class as usize].add(1);
                         c.l3.icmp_suppressed.add(1);
                         continue;
                     }
+                    c.copp.passed[class as usize].add(1);
                     let Some(ifc) = l3.interface(ingress) else {
                         continue;
                     };

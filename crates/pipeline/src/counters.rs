@@ -141,6 +141,8 @@ pub struct WorkerCounters {
     pub batches: Counter,
     /// The layer-3 stage (routed ports).
     pub l3: crate::l3::L3Counters,
+    /// Control-plane policing, per class.
+    pub copp: crate::copp::CoppCounters,
 }
 
 impl Default for WorkerCounters {
@@ -151,6 +153,7 @@ impl Default for WorkerCounters {
             learn_queue_full: Counter::default(),
             batches: Counter::default(),
             l3: crate::l3::L3Counters::default(),
+            copp: crate::copp::CoppCounters::default(),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Structural problems (YAML syntax, unknown keys, wrong types) stop at the
 //! first one; semantic problems are all reported together.
 
+pub mod copp;
 mod error;
 mod lines;
 pub mod mirror;

@@ -82,6 +82,9 @@ pub struct Config {
     /// Port mirroring (SPAN) sessions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mirror_sessions: Vec<super::mirror::MirrorSession>,
+    /// Control-plane policing (on by default).
+    #[serde(default)]
+    pub control_plane_policing: super::copp::CoppSettings,
 }
 
 /// `routing:` section.
