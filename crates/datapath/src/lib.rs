@@ -491,6 +491,7 @@ impl Worker {
                     &mut to_router,
                     &mut keys,
                     last_rx,
+                    false,
                 );
             }
             if !l3batch.is_empty() {
@@ -522,6 +523,7 @@ impl Worker {
                     &mut to_router,
                     &mut keys,
                     last_rx,
+                    true,
                 );
             }
         }
@@ -868,6 +870,7 @@ impl Worker {
         to_router: &mut FrameBatch,
         keys: &mut Keys,
         now: Instant,
+        routed: bool,
     ) {
         let tables = self.shared.tables.load();
         let c = self.counters.clone();
@@ -894,7 +897,7 @@ impl Worker {
         }
         let svc = self.shared.services.load_full();
         if let Some(s) = &svc {
-            self.ingress_services(s, batch, verdicts, keys, now);
+            self.ingress_services(s, batch, verdicts, keys, now, routed);
         }
         for i in 0..batch.len() {
             let v = verdicts.v[i];
@@ -902,7 +905,11 @@ impl Worker {
             let egress = match &svc {
                 Some(s) if keys.on[i] && s.any_egress => {
                     // IP header offset relative to the inner part.
-                    Some((&**s, &keys.k[i], keys.l3[i] as usize - v.inner_off as usize))
+                    Some((
+                        &**s,
+                        &keys.k[i],
+                        (keys.l3[i] as usize).saturating_sub(v.inner_off as usize),
+                    ))
                 }
                 _ => None,
             };
@@ -938,6 +945,7 @@ impl Worker {
         verdicts: &mut Verdicts,
         keys: &mut Keys,
         now: Instant,
+        routed: bool,
     ) {
         let c = self.counters.clone();
         let (ns, ms) = (self.ns(now), self.ms(now));
@@ -971,6 +979,11 @@ impl Worker {
                 let r = drop_reason(d);
                 v.action = Action::Drop(r);
                 c.drop_in(port, Some(v.vlan), r);
+                continue;
+            }
+            if routed {
+                // Routed out of a VLAN interface: the flow was accounted
+                // when it entered the router.
                 continue;
             }
             let out_port = match v.action {
