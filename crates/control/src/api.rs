@@ -38,13 +38,6 @@ pub struct ApiState {
     pub flow_export: Option<Box<dyn Fn() -> Value + Send + Sync>>,
 }
 
-fn mac_str(m: [u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
-}
-
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
     let mut m = Map::new();
     for r in DropReason::ALL {
@@ -146,7 +139,7 @@ impl ApiState {
                 .map(|(k, e)| {
                     json!({
                         "vlan": k.vlan(),
-                        "mac": mac_str(k.mac()),
+                        "mac": crate::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
                         "port": self.cfg.ports.get(e.port as usize).map(|p| p.name.as_str()),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
@@ -309,7 +302,7 @@ impl ApiState {
                         "name": p.name,
                         "state": st.get(id).map(|s| s.state),
                         "tap": p.tap,
-                        "mac": mac_str(p.mac),
+                        "mac": crate::show_mac(p.mac),
                         "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
                         "link_local": format!("{}/64", crate::router::link_local(p.mac)),
                         "mtu": p.mtu,
@@ -426,7 +419,7 @@ impl ApiState {
                 .map(|(ip, n)| {
                     json!({
                         "address": ip.to_string(),
-                        "mac": mac_str(n.mac),
+                        "mac": crate::show_mac(n.mac),
                         "interface": self.cfg.ports.get(n.port as usize).map(|p| p.name.as_str()),
                         "state": format!("{:?}", n.state).to_lowercase(),
                         "age": now.saturating_sub(n.confirmed),

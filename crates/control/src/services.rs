@@ -81,13 +81,12 @@ fn color_action(a: PoliceAction) -> ColorAction {
     }
 }
 
-/// Compile policy map `name`.
-fn compile_policy(cfg: &Config, name: &str, workers: usize) -> Result<Policy, String> {
-    let pm = cfg
-        .policy_maps
-        .iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| format!("policy map {name:?} is not defined"))?;
+/// Compile policy map `pm` (its class maps come from `cfg`).
+fn compile_policy(
+    cfg: &Config,
+    pm: &crate::config::services::PolicyMap,
+    workers: usize,
+) -> Result<Policy, String> {
     let mut lines: Vec<Match> = Vec::new();
     let mut line_class: Vec<u16> = Vec::new();
     let mut classes: Vec<ClassSpec> = Vec::new();
@@ -185,7 +184,7 @@ fn compile_policy(cfg: &Config, name: &str, workers: usize) -> Result<Policy, St
     let n = classes.len();
     Ok(Policy {
         queues,
-        name: name.to_string(),
+        name: pm.name.clone(),
         classifier: Classifier::compile(&lines),
         line_class: line_class.into(),
         classes: classes.into(),
@@ -248,7 +247,7 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| format!("policy map {name:?} is not defined"))?;
-        let p = Arc::new(compile_policy(cfg, name, workers)?);
+        let p = Arc::new(compile_policy(cfg, pm, workers)?);
         policies.insert(&pm.name, p.clone());
         Ok(p)
     };

@@ -551,6 +551,8 @@ impl Worker {
             c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
             return;
         };
+        // The batch's clock, in the units the policers and flows use.
+        let (now_ns, now_ms) = (self.ns(now), self.ms(now));
         let cfg = self.shared.copp.load();
         if !Arc::ptr_eq(&cfg, &self.copp_cfg) {
             let workers = self.shared.workers.load(Ordering::Relaxed);
@@ -573,7 +575,7 @@ impl Worker {
         // rewrites addresses and TTL).
         let svc = self.shared.services.load_full();
         if let Some(s) = &svc {
-            self.svc.sync(s, self.ns(now));
+            self.svc.sync(s, now_ns);
             for i in 0..batch.len() {
                 let port = batch.port(i);
                 keys.on[i] = s.ingress_on(port) || s.any_egress;
@@ -601,14 +603,14 @@ impl Worker {
                         port,
                         0,
                         &mut pcp,
-                        self.ns(now),
+                        now_ns,
                     ) {
                         c.drop_in(port, None, drop_reason(d));
                         continue;
                     }
                     if let L3Verdict::Forward { port: out_port } = out.v[i] {
                         self.svc
-                            .account(s, &keys.k[i], t, port, 0, len, out_port, self.ms(now));
+                            .account(s, &keys.k[i], t, port, 0, len, out_port, now_ms);
                     }
                 }
             }
@@ -635,7 +637,7 @@ impl Worker {
                 }
                 L3Verdict::Punt(reason) => {
                     let class = copp::classify(batch.frame(i), reason);
-                    if !self.copp.admit(class, self.ns(now)) {
+                    if !self.copp.admit(class, now_ns) {
                         c.copp.dropped[class as usize].add(1);
                         continue;
                     }
@@ -654,7 +656,7 @@ impl Worker {
                 L3Verdict::IcmpError(kind) => {
                     let ingress = batch.port(i);
                     let class = CoppClass::TtlExpired;
-                    if !self.copp.admit(class, self.ns(now)) {
+                    if !self.copp.admit(class, now_ns) {
                         c.copp.dropped[class as usize].add(1);
                         c.l3.icmp_suppressed.add(1);
                         continue;

@@ -81,10 +81,6 @@ pub struct AclList {
 }
 
 impl AclList {
-    pub fn rules(&self) -> usize {
-        self.permit.len()
-    }
-
     /// Decide one frame; counts the hit. True = permitted.
     #[inline]
     fn check(&self, k: &AclKey, worker: usize, port: u16) -> bool {

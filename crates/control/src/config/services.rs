@@ -390,15 +390,8 @@ pub fn parse_match(
             .unwrap_or((0, 4095));
         m.vlan = Some((a, b));
     }
-    let needs_family = m.src_ip.is_some()
-        || m.dst_ip.is_some()
-        || m.proto.is_some()
-        || m.dscp.is_some()
-        || m.tcp_flags.is_some();
-    if family.is_none() && needs_family && kind != Some(AclType::Mac) {
-        // A class-map line without addresses: resolved by the caller,
-        // which expands it into an IPv4 and an IPv6 line.
-    }
+    // A class-map line without addresses keeps family `None`: the
+    // compiler expands it into an IPv4 and an IPv6 line.
     m.family = family;
     if let (Some(fam), Some(p)) = (family, m.proto) {
         if (fam == 4 && p == 58) || (fam == 6 && p == 1) {
