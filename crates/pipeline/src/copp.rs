@@ -86,7 +86,9 @@ impl Default for CoppConfig {
                 r(1000, 250),  // igmp
                 r(500, 100),   // icmp
                 r(1000, 200),  // ttl-expired
-                r(1000, 200),  // glean
+                // Glean: generous, the kernel queues these while it
+                // resolves; a burst of a new flow must fit.
+                r(5000, 1000), // glean
                 r(200, 50),    // unknown
             ],
         }
