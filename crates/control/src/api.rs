@@ -36,6 +36,8 @@ pub struct ApiState {
     pub mailboxes: Vec<Arc<datapath::Mailbox>>,
     /// Export counters as JSON, when flow export is on.
     pub flow_export: Option<Box<dyn Fn() -> Value + Send + Sync>>,
+    /// Backup pairs and port channels.
+    pub ha: Arc<crate::ha::Ha>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -533,6 +535,10 @@ impl ApiState {
     }
 
     /// `show monitor`: mirror sessions with their destinations' counters.
+    fn port_names(&self) -> Vec<String> {
+        self.cfg.ports.iter().map(|p| p.name.clone()).collect()
+    }
+
     pub fn monitor_sessions(&self) -> Value {
         let rows: Vec<Value> = self
             .cfg
@@ -605,6 +611,29 @@ impl ApiState {
             Some("show-flow-cache") => self.flow_cache(req),
             Some("show-monitor") => Ok(self.monitor_sessions()),
             Some("show-copp") => Ok(self.copp()),
+            Some("show-backup-pairs") => Ok(self
+                .ha
+                .snapshot()
+                .pairs_json(&self.port_names(), std::time::Instant::now())),
+            Some("show-port-channel") => {
+                let mut rows = self.ha.snapshot().channels_json(&self.port_names());
+                let lacp = self
+                    .ha
+                    .lacp_info
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                for (r, info) in rows.iter_mut().zip(lacp) {
+                    if let Some(ms) = r["members"].as_array_mut() {
+                        for (m, i) in ms.iter_mut().zip(info) {
+                            if let (Some(m), Value::Object(i)) = (m.as_object_mut(), i) {
+                                m.extend(i);
+                            }
+                        }
+                    }
+                }
+                Ok(Value::Array(rows))
+            }
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };

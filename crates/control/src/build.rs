@@ -63,6 +63,9 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
                 learning: p.learning,
                 mac_limit: p.mac_limit.unwrap_or(0),
                 up: false,
+                logical: tables::l2::SELF,
+                blocked: false,
+                egress: tables::l2::Egress::Direct,
             }
         })
         .collect();
@@ -74,6 +77,31 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
         let mut e = PortEntry::new(PortMode::Access, v.id, &[v.id], TPID_8021Q);
         e.learning = false;
         ports.push(e);
+    }
+    // Port channels: a port id each after the SVIs, with their members'
+    // (identical) VLAN settings; members enter the layer-2 stage as the
+    // channel and stay blocked until they distribute (crate::ha).
+    for (k, c) in cfg.port_channels.iter().enumerate() {
+        let id = cfg.channel_port_id(k);
+        let first = c.members.first().and_then(|m| cfg.port_index(m));
+        let mut e = match first {
+            Some(i) => ports[i].clone(),
+            None => PortEntry::new(PortMode::Access, 0, &[], TPID_8021Q),
+        };
+        e.up = false;
+        e.egress = tables::l2::Egress::Channel(k as u8);
+        ports.push(e);
+        for m in c.members.iter().filter_map(|m| cfg.port_index(m)) {
+            ports[m].logical = id;
+            ports[m].blocked = true;
+        }
+    }
+    // Backup pairs start on the primary; the backup is standby.
+    for b in &cfg.backup_pairs {
+        if let (Some(p), Some(s)) = (cfg.port_index(&b.primary), cfg.port_index(&b.backup)) {
+            ports[s].blocked = true;
+            ports[s].egress = tables::l2::Egress::Via(p as u16);
+        }
     }
     let vlan_flags: Vec<(u16, bool, u32)> = existing
         .iter()

@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -127,6 +127,14 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
         ["control-plane"] | ["policy-map", "control-plane"] => Command {
             request: json!({"cmd": "show-copp"}),
             render: show::copp,
+        },
+        ["backup-pairs"] | ["backup-pair"] | ["interfaces", "switchport", "backup"] => Command {
+            request: json!({"cmd": "show-backup-pairs"}),
+            render: show::backup_pairs,
+        },
+        ["port-channel"] | ["port-channels"] | ["etherchannel"] | ["lacp"] => Command {
+            request: json!({"cmd": "show-port-channel"}),
+            render: show::port_channels,
         },
         ["monitor"] | ["monitor", "session"] | ["monitor", "sessions"] => Command {
             request: json!({"cmd": "show-monitor"}),

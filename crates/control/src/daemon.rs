@@ -181,7 +181,30 @@ impl Switch {
         };
 
         let worker_mailboxes = mailboxes.clone();
-        let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, inbox.clone());
+        let ha = Arc::new(crate::ha::Ha::new(&cfg, shared.clone(), inbox.clone()));
+        {
+            // After a failover, tell upstream switches where the addresses
+            // behind this switch now are.
+            let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+            let pairs: Vec<(u16, u16, bool)> = ha
+                .snapshot()
+                .pairs
+                .iter()
+                .map(|p| (p.primary, p.backup, p.mac_move_update))
+                .collect();
+            let sh = shared.clone();
+            ha.set_failover_hook(Box::new(move |pair, _from, to| {
+                if let Some(&(p, b, true)) = pairs.get(pair) {
+                    let name = names[to as usize].clone();
+                    crate::ha::spawn_mac_move_update(&sh, name, to, (p, b));
+                }
+            }));
+        }
+        if crate::ha::HaRunner::needed(&cfg) {
+            let r = crate::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
+            threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
+        }
+        let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
         }
@@ -214,6 +237,7 @@ impl Switch {
             learn_stats: stats,
             router,
             mailboxes: worker_mailboxes,
+            ha,
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {

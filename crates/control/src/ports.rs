@@ -1,20 +1,19 @@
 //! Port supervision: attach interfaces by name, follow them as they go
 //! down, come up, disappear and come back, without restarting the switch.
 //!
-//! Every 100 ms the supervisor asks the kernel about each port (ioctl in
-//! the switch's own network namespace). A new interface (or a new ifindex
+//! The supervisor asks the kernel about each port (ioctl in the switch's
+//! own network namespace) whenever rtnetlink reports a link event, and
+//! every 100 ms in any case. A new interface (or a new ifindex
 //! behind the same name) gets fresh sockets, one per worker; a vanished one
 //! is detached; link changes update the snapshot's flood sets and flush the
 //! port's learned addresses, as a hardware switch does on link down.
 
 use crate::config::Config;
-use crate::learn::{LearnerInbox, LearnerRequest};
 use datapath::{Mailbox, PortCommand, Shared};
 use io::{link, AfPacketOptions, AfPacketPort};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tables::Tables;
 
 /// What `show interfaces` reports for a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -43,7 +42,6 @@ pub struct PortStatus {
 pub struct Supervisor {
     shared: Arc<Shared>,
     mailboxes: Vec<Arc<Mailbox>>,
-    inbox: Arc<LearnerInbox>,
     status: Arc<Mutex<Vec<PortStatus>>>,
     names: Vec<String>,
     mtus: Vec<u32>,
@@ -52,6 +50,8 @@ pub struct Supervisor {
     /// Told when a port goes up or down (the router mirrors it on the
     /// port's TAP, so routing protocols see the link state at once).
     on_link: Option<LinkHook>,
+    /// Link state → snapshot (backup pairs, channels, flood sets).
+    ha: Arc<crate::ha::Ha>,
 }
 
 /// Called with (port id, up) on every change of a port's state.
@@ -62,7 +62,7 @@ impl Supervisor {
         cfg: &Config,
         shared: Arc<Shared>,
         mailboxes: Vec<Arc<Mailbox>>,
-        inbox: Arc<LearnerInbox>,
+        ha: Arc<crate::ha::Ha>,
     ) -> Supervisor {
         let status = cfg
             .ports
@@ -79,7 +79,6 @@ impl Supervisor {
         Supervisor {
             shared,
             mailboxes,
-            inbox,
             status: Arc::new(Mutex::new(status)),
             names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
             mtus: cfg.ports.iter().map(|p| p.mtu).collect(),
@@ -90,6 +89,7 @@ impl Supervisor {
                 .collect(),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
+            ha,
         }
     }
 
@@ -108,19 +108,9 @@ impl Supervisor {
     }
 
     fn set_up_flag(&self, id: u16, up: bool) {
-        self.shared.tables.rcu(|cur| {
-            let mut l2 = cur.l2.clone();
-            l2.set_port_up(id, up);
-            Tables {
-                l2,
-                mac: cur.mac.clone(),
-                learn_gate: cur.learn_gate.clone(),
-            }
-        });
-        if !up {
-            self.inbox
-                .send(&self.shared, LearnerRequest::FlushPort { port: id });
-        }
+        // One snapshot; a plain port's addresses are flushed on link down,
+        // a pair's or channel's are redirected (crate::ha).
+        self.ha.set_link(id, up);
     }
 
     fn attach(&mut self, id: usize, ifindex: u32) -> Result<(), String> {
@@ -256,11 +246,20 @@ impl Supervisor {
         changed
     }
 
-    /// Poll until `shared.stop`.
+    /// Poll until `shared.stop`: at once on a link event, else every
+    /// 100 ms.
     pub fn run(mut self) {
+        let monitor = link::LinkMonitor::open()
+            .map_err(|e| log::warn(&format!("link events unavailable ({e}): polling only")))
+            .ok();
         while !self.shared.stop.load(Ordering::Relaxed) {
             self.poll();
-            std::thread::sleep(Duration::from_millis(100));
+            match &monitor {
+                Some(m) => {
+                    m.wait(Duration::from_millis(100));
+                }
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
         }
     }
 }

@@ -701,3 +701,69 @@ mod tests {
         assert!(s.contains("ospf") && s.contains("240000"), "{s}");
     }
 }
+
+pub fn backup_pairs(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<16} {:<14} {:<16} {:<14} {:<8} {:>9} {:>14}",
+        "Primary", "State", "Backup", "State", "Preempt", "Failovers", "Last (ms ago)"
+    );
+    for r in rows(v) {
+        let last = r
+            .get("last_failover_ms_ago")
+            .and_then(Value::as_u64)
+            .map_or("-".to_string(), |x| x.to_string());
+        let _ = writeln!(
+            o,
+            "{:<16} {:<14} {:<16} {:<14} {:<8} {:>9} {:>14}",
+            s(r, "primary"),
+            s(r, "primary_state"),
+            s(r, "backup"),
+            s(r, "backup_state"),
+            if r.get("preempt").and_then(Value::as_bool) == Some(true) {
+                "yes"
+            } else {
+                "no"
+            },
+            u(r, "failovers"),
+            last
+        );
+    }
+    o
+}
+
+pub fn port_channels(v: &Value) -> String {
+    let mut o = String::new();
+    for r in rows(v) {
+        let up = r.get("up").and_then(Value::as_bool) == Some(true);
+        let _ = writeln!(
+            o,
+            "{} ({}): lacp {}, rate {}, load-balance {}, min-links {}",
+            s(r, "name"),
+            if up { "up" } else { "down" },
+            s(r, "lacp"),
+            s(r, "rate"),
+            s(r, "load_balance"),
+            u(r, "min_links")
+        );
+        let _ = writeln!(
+            o,
+            "  {:<16} {:<6} {:<13} {:<28} {:<28}",
+            "Member", "Link", "Distributing", "Actor state", "Partner"
+        );
+        for m in rows(r.get("members").unwrap_or(&Value::Null)) {
+            let d = m.get("distributing").and_then(Value::as_bool) == Some(true);
+            let _ = writeln!(
+                o,
+                "  {:<16} {:<6} {:<13} {:<28} {:<28}",
+                s(m, "port"),
+                s(m, "link"),
+                if d { "yes" } else { "no" },
+                s(m, "actor_state"),
+                s(m, "partner")
+            );
+        }
+    }
+    o
+}

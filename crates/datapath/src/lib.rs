@@ -128,6 +128,8 @@ pub struct Shared {
     pub mirrors: ArcSwapOption<MirrorTable>,
     /// Control-plane policing rates (on by default).
     pub copp: ArcSwap<CoppConfig>,
+    /// Link-layer control frames (LACP) for the control plane.
+    pub l2_control: PuntQueue,
 }
 
 /// Expired flow records a worker may have waiting for the exporter.
@@ -137,6 +139,8 @@ pub const FLOW_QUEUE_DEPTH: usize = 16_384;
 pub const MAX_WORKERS: usize = 64;
 /// Punted frames buffered for the control plane.
 pub const PUNT_QUEUE_DEPTH: usize = 1024;
+/// Link-layer control frames (LACPDUs) buffered for the control plane.
+pub const L2_CONTROL_QUEUE_DEPTH: usize = 256;
 
 impl Shared {
     pub fn new(tables: Tables, learn_queue: usize) -> Shared {
@@ -157,6 +161,8 @@ impl Shared {
             flow_queues: Mutex::new(Vec::new()),
             mirrors: ArcSwapOption::empty(),
             copp: ArcSwap::from_pointee(CoppConfig::default()),
+            l2_control: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH)
+                .expect("eventfd for the l2 control queue"),
         }
     }
 
@@ -553,12 +559,7 @@ impl Worker {
         };
         // The batch's clock, in the units the policers and flows use.
         let (now_ns, now_ms) = (self.ns(now), self.ms(now));
-        let cfg = self.shared.copp.load();
-        if !Arc::ptr_eq(&cfg, &self.copp_cfg) {
-            let workers = self.shared.workers.load(Ordering::Relaxed);
-            self.copp = CoppPolicer::new(&cfg, workers);
-            self.copp_cfg = Arc::clone(&cfg);
-        }
+        self.sync_copp();
         // Received-frame mirrors see the frames before routing rewrites them.
         self.mirror = self.shared.mirrors.load_full();
         if self.mirror.is_some() {
@@ -711,6 +712,33 @@ impl Worker {
         if punted {
             self.shared.punts.wake();
         }
+    }
+
+    /// Rebuild the policing buckets if the rates changed.
+    fn sync_copp(&mut self) {
+        let cfg = self.shared.copp.load();
+        if !Arc::ptr_eq(&cfg, &self.copp_cfg) {
+            let workers = self.shared.workers.load(Ordering::Relaxed);
+            self.copp = CoppPolicer::new(&cfg, workers);
+            self.copp_cfg = Arc::clone(&cfg);
+        }
+    }
+
+    /// A link-layer control frame for the control plane (policed).
+    fn control_frame(&mut self, port: u16, frame: &[u8], now: Instant) -> bool {
+        self.sync_copp();
+        let c = &*self.counters;
+        let class = CoppClass::L2Control;
+        if !self.copp.admit(class, self.ns(now)) {
+            c.copp.dropped[class as usize].add(1);
+            return false;
+        }
+        c.copp.passed[class as usize].add(1);
+        if !self.shared.l2_control.push(port, 0, frame) {
+            c.l3.punt_queue_full.add(1);
+            return false;
+        }
+        true
     }
 
     /// Send a finished frame (already rewritten) out of port `p`; with
@@ -901,9 +929,14 @@ impl Worker {
         if let Some(s) = &svc {
             self.ingress_services(s, batch, verdicts, keys, now, routed);
         }
+        let mut control = false;
         for i in 0..batch.len() {
             let v = verdicts.v[i];
             let frame = batch.frame(i);
+            if v.action == Action::Control {
+                control |= self.control_frame(batch.port(i), frame, now);
+                continue;
+            }
             let egress = match &svc {
                 Some(s) if keys.on[i] && s.any_egress => {
                     // IP header offset relative to the inner part.
@@ -916,12 +949,14 @@ impl Worker {
                 _ => None,
             };
             match v.action {
-                Action::Drop(_) => {}
+                Action::Drop(_) | Action::Control => {}
                 Action::Unicast(p) => {
                     self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                 }
                 Action::Flood => {
-                    let ingress = batch.port(i);
+                    // A channel member's frames never flood back into the
+                    // channel.
+                    let ingress = tables.l2.logical(batch.port(i));
                     for p in tables.l2.vlans[v.vlan as usize].flood.iter() {
                         if p != ingress {
                             self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
@@ -931,6 +966,9 @@ impl Worker {
             }
         }
         self.flush(dirty);
+        if control {
+            self.shared.l2_control.wake();
+        }
         if outcome.learned > 0 && self.shared.learner_parked.load(Ordering::Acquire) {
             if let Some(t) = self.shared.learner.get() {
                 t.unpark();
@@ -955,7 +993,7 @@ impl Worker {
         for i in 0..batch.len() {
             let v = &mut verdicts.v[i];
             keys.on[i] = false;
-            if matches!(v.action, Action::Drop(_)) {
+            if matches!(v.action, Action::Drop(_) | Action::Control) {
                 continue;
             }
             let port = batch.port(i);
@@ -1052,6 +1090,21 @@ impl Worker {
     ) {
         let flooded = v.action == Action::Flood;
         let c = &*self.counters;
+        // A port channel: one member, chosen by the flow's hash.
+        let p = match tables.l2.ports.get(p as usize).map(|e| e.egress) {
+            Some(tables::l2::Egress::Channel(n)) => {
+                let ch = &tables.l2.channels[n as usize];
+                let h = pipeline::channel::flow_hash(frame, v.inner_off as usize, ch.hash);
+                match ch.pick(h) {
+                    Some(m) => m,
+                    None => {
+                        c.drop_in(p, Some(v.vlan), DropReason::PortDown);
+                        return;
+                    }
+                }
+            }
+            _ => p,
+        };
         if self.ports[p as usize].is_none() {
             // No interface: a VLAN interface's port (to the router), or a
             // port that is down.

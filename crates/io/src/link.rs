@@ -39,6 +39,21 @@ pub fn query(name: &str) -> Option<LinkInfo> {
     })
 }
 
+/// The interface's MAC address (`SIOCGIFHWADDR`); `None` if it does not
+/// exist.
+pub fn mac(name: &str) -> Option<[u8; 6]> {
+    let sock = ctl_socket().ok()?;
+    let mut req = ifreq(name).ok()?;
+    ioctl(&sock, libc::SIOCGIFHWADDR, &mut req).ok()?;
+    // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member.
+    let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(data) {
+        *d = s as u8;
+    }
+    Some(mac)
+}
+
 /// Set `IFF_UP` on the interface (no-op if already up).
 pub fn set_up(name: &str) -> Result<(), PortError> {
     let sock = ctl_socket().map_err(|err| PortError::Os { op: "socket", err })?;
@@ -148,5 +163,90 @@ mod tests {
             set_mtu("lyio-nonexistent0", 1500),
             Err(PortError::NoSuchInterface(_))
         ));
+    }
+}
+
+/// Link events from the kernel (rtnetlink `RTMGRP_LINK`), so a carrier
+/// change is seen microseconds after it happens instead of at the next
+/// poll. The messages are not parsed: any event means "look again".
+pub struct LinkMonitor {
+    fd: OwnedFd,
+}
+
+impl LinkMonitor {
+    /// Subscribe in the calling thread's network namespace.
+    pub fn open() -> io::Result<LinkMonitor> {
+        // SAFETY: plain socket(2) call; the result is checked.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                libc::NETLINK_ROUTE,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_nl is plain data; zeroed is a valid value.
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as u16;
+        sa.nl_groups = libc::RTMGRP_LINK as u32;
+        // SAFETY: sa is a valid sockaddr_nl and its size is passed.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(LinkMonitor { fd })
+    }
+
+    /// Wait up to `timeout` for events; true if any arrived (all pending
+    /// messages are consumed). An overrun (ENOBUFS) counts as an event.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe {
+            libc::poll(
+                &mut pfd,
+                1,
+                timeout.as_millis().min(i32::MAX as u128) as i32,
+            )
+        };
+        if n <= 0 {
+            return false;
+        }
+        let mut buf = [0u8; 8192];
+        let mut any = false;
+        loop {
+            // SAFETY: buf is valid for its length.
+            let r = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                any = true;
+                continue;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) {
+                any = true;
+                continue;
+            }
+            return any;
+        }
     }
 }

@@ -28,9 +28,11 @@ pub enum CoppClass {
     Glean,
     /// Everything else: other multicast, other traffic to the switch.
     Unknown,
+    /// Link-layer control: LACP (slow protocols) and Lanyard's keepalives.
+    L2Control,
 }
 
-pub const COPP_CLASSES: usize = 7;
+pub const COPP_CLASSES: usize = 8;
 
 impl CoppClass {
     pub const ALL: [CoppClass; COPP_CLASSES] = [
@@ -41,6 +43,7 @@ impl CoppClass {
         CoppClass::TtlExpired,
         CoppClass::Glean,
         CoppClass::Unknown,
+        CoppClass::L2Control,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +55,7 @@ impl CoppClass {
             CoppClass::TtlExpired => "ttl-expired",
             CoppClass::Glean => "glean",
             CoppClass::Unknown => "unknown",
+            CoppClass::L2Control => "l2-control",
         }
     }
 
@@ -90,6 +94,8 @@ impl Default for CoppConfig {
                 // resolves; a burst of a new flow must fit.
                 r(5000, 1000), // glean
                 r(200, 50),    // unknown
+                // LACP: one PDU per second per member at the fast rate.
+                r(500, 100), // l2-control
             ],
         }
     }

@@ -42,9 +42,15 @@ pub enum DropReason {
     Policed,
     /// Tail drop of a full egress class queue.
     QueueFull,
+    /// Received on a port that does not forward: a standby backup port, a
+    /// port-channel member that is not collecting.
+    Blocked,
+    /// A link-local control frame (01:80:c2:00:00:0x) no bridge forwards,
+    /// and no protocol of Lanyard's takes on this port.
+    L2Control,
 }
 
-pub const DROP_REASONS: usize = 15;
+pub const DROP_REASONS: usize = 17;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS] = [
@@ -63,6 +69,8 @@ impl DropReason {
         DropReason::AclDeny,
         DropReason::Policed,
         DropReason::QueueFull,
+        DropReason::Blocked,
+        DropReason::L2Control,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +90,8 @@ impl DropReason {
             DropReason::AclDeny => "acl-deny",
             DropReason::Policed => "policed",
             DropReason::QueueFull => "queue-full",
+            DropReason::Blocked => "blocked",
+            DropReason::L2Control => "l2-control",
         }
     }
 }

@@ -22,6 +22,9 @@ pub enum Action {
     Drop(DropReason),
     Unicast(u16),
     Flood,
+    /// A link-layer control frame for Lanyard itself (LACP on a channel
+    /// member): handed to the control plane, never forwarded.
+    Control,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -72,6 +75,25 @@ fn be16(b: &[u8], o: usize) -> u16 {
     u16::from_be_bytes([b[o], b[o + 1]])
 }
 
+/// The IEEE 802.1D/Q reserved group addresses 01:80:c2:00:00:00–0f: no
+/// bridge forwards them (STP, LACP, LLDP, 802.1X …).
+#[inline]
+fn is_reserved_group(dst: &[u8]) -> bool {
+    dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f
+}
+
+/// Slow protocols (IEEE 802.3 Annex 57A): LACP, marker.
+pub const ETHERTYPE_SLOW: u16 = 0x8809;
+
+/// Destination of a backup pair's keepalives (locally administered
+/// multicast, "LYKA"): seen by the receiving Lanyard, never forwarded.
+pub const KEEPALIVE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4b, 0x41, 0x00];
+/// Destination of MAC-move update frames ("LYMMU"): forwarded like any
+/// multicast, so every upstream switch sees their sources.
+pub const MAC_MOVE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4d, 0x4d, 0x55];
+/// EtherType of keepalive and MAC-move frames (IEEE local experimental).
+pub const ETHERTYPE_LANYARD: u16 = 0x88b5;
+
 /// Ingress classification of one frame: VLAN, inner offset, priority.
 #[inline]
 fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
@@ -83,6 +105,26 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
         return v;
     };
     let etype = be16(frame, 12);
+    if frame[0] & 1 != 0 && frame[..6] == KEEPALIVE_MAC {
+        // Counted as received (that is what keepalives are for), then gone.
+        v.action = Action::Drop(DropReason::L2Control);
+        return v;
+    }
+    if frame[0] & 1 != 0 && is_reserved_group(frame) && p.mode != PortMode::Tunnel {
+        // LACP reaches the control plane from channel members, collecting
+        // or not; other link-local control frames stop here. (802.1ad
+        // customer ports carry their customers' control frames.)
+        v.action = if etype == ETHERTYPE_SLOW && p.logical != port {
+            Action::Control
+        } else {
+            Action::Drop(DropReason::L2Control)
+        };
+        return v;
+    }
+    if p.blocked {
+        v.action = Action::Drop(DropReason::Blocked);
+        return v;
+    }
     let is_tag = match p.mode {
         // Access ports understand only 802.1Q tags (priority tags).
         PortMode::Access => etype == TPID_8021Q,
@@ -169,6 +211,7 @@ pub fn process(
                 let vlan = (v.vlan != 0).then_some(v.vlan);
                 c.drop_in(port, vlan, r);
             }
+            Action::Control => {}
             _ => {
                 let vc = &c.vlans[v.vlan as usize];
                 vc.rx_frames.add(1);
@@ -179,7 +222,7 @@ pub fn process(
 
     // Overlap the MAC table's cache misses for the whole batch.
     for i in 0..n {
-        if !matches!(out.v[i].action, Action::Drop(_)) {
+        if !matches!(out.v[i].action, Action::Drop(_) | Action::Control) {
             let frame = batch.frame(i);
             let vlan = out.v[i].vlan;
             t.mac.prefetch(MacKey::from_slice(vlan, &frame[6..12]));
@@ -187,13 +230,14 @@ pub fn process(
         }
     }
 
-    // Pass 2: source addresses — validate, refresh, learn.
+    // Pass 2: source addresses — validate, refresh, learn. A channel
+    // member's frames are learned on the channel.
     for i in 0..n {
-        if matches!(out.v[i].action, Action::Drop(_)) {
+        if matches!(out.v[i].action, Action::Drop(_) | Action::Control) {
             continue;
         }
         let frame = batch.frame(i);
-        let port = batch.port(i);
+        let port = t.l2.logical(batch.port(i));
         let vlan = out.v[i].vlan;
         if frame[6] & 1 != 0 {
             out.v[i].action = Action::Drop(DropReason::InvalidSource);
@@ -226,28 +270,31 @@ pub fn process(
     // Pass 3: destinations.
     for i in 0..n {
         let v = &mut out.v[i];
-        if matches!(v.action, Action::Drop(_)) {
+        if matches!(v.action, Action::Drop(_) | Action::Control) {
             continue;
         }
         let frame = batch.frame(i);
-        let port = batch.port(i);
+        let in_port = batch.port(i);
+        let port = t.l2.logical(in_port);
         if frame[0] & 1 == 0 {
             if let Some(e) = t.mac.lookup(MacKey::from_slice(v.vlan, &frame[0..6])) {
-                if e.port == port {
+                // A backup pair's addresses leave by its active member.
+                let to = t.l2.redirect(e.port);
+                if to == port {
                     v.action = Action::Drop(DropReason::SamePort);
-                    c.drop_in(port, Some(v.vlan), DropReason::SamePort);
+                    c.drop_in(in_port, Some(v.vlan), DropReason::SamePort);
                     continue;
                 }
-                let up = t.l2.ports.get(e.port as usize).is_some_and(|p| p.up);
-                if up && t.l2.vlans[v.vlan as usize].members.contains(e.port) {
-                    v.action = Action::Unicast(e.port);
+                let fwd = t.l2.ports.get(to as usize).is_some_and(|p| p.forwarding());
+                if fwd && t.l2.vlans[v.vlan as usize].members.contains(to) {
+                    v.action = Action::Unicast(to);
                     continue;
                 }
                 // Stale entry (port down or left the VLAN): flood instead.
             }
         }
         v.action = Action::Flood;
-        c.ports[port as usize].rx_flooded.add(1);
+        c.ports[in_port as usize].rx_flooded.add(1);
         c.vlans[v.vlan as usize].flooded.add(1);
     }
     outcome

@@ -7,6 +7,7 @@
 //! allocation: the caller (the `datapath` worker) does the I/O, using
 //! [`egress::write`] to encapsulate each copy for its egress port.
 
+pub mod channel;
 pub mod copp;
 pub mod counters;
 pub mod egress;

@@ -45,6 +45,73 @@ pub struct PortEntry {
     pub mac_limit: u32,
     /// Operationally up and attached: only such ports get frames.
     pub up: bool,
+    /// The layer-2 port this interface's frames enter on: itself, or the
+    /// port channel it is a member of (learning, filtering and flooding
+    /// see the channel, never the member).
+    pub logical: u16,
+    /// Frames received here are dropped and nothing is flooded here: a
+    /// standby backup port, a channel member that is not collecting.
+    pub blocked: bool,
+    /// Where frames addressed to this port leave.
+    pub egress: Egress,
+}
+
+/// `PortEntry::logical` before the tables are built: the port itself.
+pub const SELF: u16 = u16::MAX;
+
+/// Where frames addressed to a port (by the MAC table) leave. The
+/// indirection is what makes failover one snapshot swap: addresses keep
+/// pointing at the port they were learned on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Out of the port itself.
+    Direct,
+    /// Out of another port: the active member of a backup pair.
+    Via(u16),
+    /// Out of one member of port channel `n` (`L2Tables::channels`),
+    /// chosen by a hash of the frame.
+    Channel(u8),
+}
+
+/// Most members of one port channel.
+pub const MAX_CHANNEL_MEMBERS: usize = 16;
+
+/// Which header fields choose a channel member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LoadBalance {
+    /// Source and destination MAC.
+    L2,
+    /// Source and destination IP (MACs for non-IP frames).
+    L3,
+    /// Addresses plus TCP/UDP ports.
+    #[default]
+    L3L4,
+}
+
+/// A port channel as the data path sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Channel {
+    /// Members that distribute (carry traffic), in a stable order.
+    pub members: [u16; MAX_CHANNEL_MEMBERS],
+    pub active: u8,
+    pub hash: LoadBalance,
+}
+
+impl Channel {
+    pub const EMPTY: Channel = Channel {
+        members: [0; MAX_CHANNEL_MEMBERS],
+        active: 0,
+        hash: LoadBalance::L3L4,
+    };
+
+    /// The member for a frame of flow hash `h`, if any member distributes.
+    #[inline]
+    pub fn pick(&self, h: u32) -> Option<u16> {
+        match self.active {
+            0 => None,
+            n => Some(self.members[(h % n as u32) as usize]),
+        }
+    }
 }
 
 impl PortEntry {
@@ -61,7 +128,16 @@ impl PortEntry {
             learning: true,
             mac_limit: 0,
             up: true,
+            logical: SELF,
+            blocked: false,
+            egress: Egress::Direct,
         }
+    }
+
+    /// Takes part in flooding: up, and not a standby or non-collecting port.
+    #[inline]
+    pub fn forwarding(&self) -> bool {
+        self.up && !self.blocked
     }
 
     /// Egress encapsulation of VLAN `vid` on this port.
@@ -95,6 +171,8 @@ pub struct VlanEntry {
 pub struct L2Tables {
     pub ports: Vec<PortEntry>,
     pub vlans: Box<[VlanEntry]>,
+    /// Port channels, indexed by `Egress::Channel`.
+    pub channels: Vec<Channel>,
 }
 
 impl L2Tables {
@@ -108,27 +186,52 @@ impl L2Tables {
             v.learning = learning;
             v.mac_limit = limit;
         }
-        let mut t = L2Tables { ports, vlans };
+        let mut t = L2Tables {
+            ports,
+            vlans,
+            channels: Vec::new(),
+        };
         t.recompute_members();
         t
     }
 
-    /// Re-derive VLAN member and flood sets from the port entries.
+    /// Re-derive VLAN member and flood sets from the port entries. Channel
+    /// members are not VLAN members themselves: their channel is.
     pub fn recompute_members(&mut self) {
         for v in self.vlans.iter_mut() {
             v.members = PortSet::EMPTY;
             v.flood = PortSet::EMPTY;
         }
-        for (id, p) in self.ports.iter().enumerate() {
+        for (id, p) in self.ports.iter_mut().enumerate() {
+            if p.logical == SELF {
+                p.logical = id as u16;
+            }
+            if p.logical != id as u16 {
+                continue;
+            }
             for vid in 1..4095u16 {
                 if p.vlans.contains(vid) && self.vlans[vid as usize].configured {
                     let v = &mut self.vlans[vid as usize];
                     v.members.insert(id as u16);
-                    if p.up {
+                    if p.forwarding() {
                         v.flood.insert(id as u16);
                     }
                 }
             }
+        }
+    }
+
+    /// Re-derive flood sets after `up` / `blocked` changed (membership
+    /// stays).
+    pub fn recompute_flood(&mut self) {
+        for v in self.vlans.iter_mut() {
+            let mut f = PortSet::EMPTY;
+            for p in v.members.iter() {
+                if self.ports.get(p as usize).is_some_and(|e| e.forwarding()) {
+                    f.insert(p);
+                }
+            }
+            v.flood = f;
         }
     }
 
@@ -137,14 +240,34 @@ impl L2Tables {
         if let Some(p) = self.ports.get_mut(port as usize) {
             p.up = up;
         }
+        let fwd = self
+            .ports
+            .get(port as usize)
+            .is_some_and(|p| p.forwarding());
         for v in self.vlans.iter_mut() {
             if v.members.contains(port) {
-                if up {
+                if fwd {
                     v.flood.insert(port);
                 } else {
                     v.flood.remove(port);
                 }
             }
+        }
+    }
+
+    /// The layer-2 port a frame received on interface `port` enters on.
+    #[inline]
+    pub fn logical(&self, port: u16) -> u16 {
+        self.ports.get(port as usize).map_or(port, |p| p.logical)
+    }
+
+    /// The port a frame for `port` (as the MAC table says) leaves by,
+    /// before channel member selection: a backup pair's active member.
+    #[inline]
+    pub fn redirect(&self, port: u16) -> u16 {
+        match self.ports.get(port as usize).map(|p| p.egress) {
+            Some(Egress::Via(to)) => to,
+            _ => port,
         }
     }
 }

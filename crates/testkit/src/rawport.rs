@@ -571,7 +571,9 @@ fn capture_loop(
         if n < 0 {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                // ENETDOWN: the link went down under the capture (a
+                // failover test); keep listening, it may come back.
+                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ENETDOWN) => {
                     if stopping {
                         return Ok(res);
                     }

@@ -60,6 +60,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod lacp;
 pub mod netflow;
 pub mod tcp;
 pub mod udp;

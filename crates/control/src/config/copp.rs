@@ -35,6 +35,8 @@ pub struct CoppSettings {
     pub glean: Option<ClassRate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown: Option<ClassRate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2_control: Option<ClassRate>,
 }
 
 impl Default for CoppSettings {
@@ -48,6 +50,7 @@ impl Default for CoppSettings {
             ttl_expired: None,
             glean: None,
             unknown: None,
+            l2_control: None,
         }
     }
 }
@@ -62,6 +65,7 @@ impl CoppSettings {
             (CoppClass::TtlExpired, self.ttl_expired),
             (CoppClass::Glean, self.glean),
             (CoppClass::Unknown, self.unknown),
+            (CoppClass::L2Control, self.l2_control),
         ]
     }
 

@@ -13,6 +13,7 @@
 
 pub mod copp;
 mod error;
+pub mod ha;
 mod lines;
 pub mod mirror;
 mod model;

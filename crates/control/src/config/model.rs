@@ -85,6 +85,12 @@ pub struct Config {
     /// Control-plane policing (on by default).
     #[serde(default)]
     pub control_plane_policing: super::copp::CoppSettings,
+    /// Flexlink-style backup port pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backup_pairs: Vec<super::ha::BackupPair>,
+    /// Port channels (link aggregation, LACP).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_channels: Vec<super::ha::PortChannel>,
 }
 
 /// `routing:` section.
@@ -455,6 +461,19 @@ impl Config {
         self.vlans
             .iter()
             .filter_map(|v| v.router.as_ref().map(|r| (v, r)))
+    }
+
+    /// Port id of port channel `k`: after the ports and the SVIs.
+    pub fn channel_port_id(&self, k: usize) -> u16 {
+        (self.ports.len() + self.svis().count() + k) as u16
+    }
+
+    /// The port channel port `index` is a member of, if any.
+    pub fn channel_of(&self, index: usize) -> Option<usize> {
+        let name = &self.ports.get(index)?.name;
+        self.port_channels
+            .iter()
+            .position(|c| c.members.contains(name))
     }
 
     /// Indices of the routed ports.

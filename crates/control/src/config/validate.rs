@@ -42,6 +42,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_routing(cfg, &mut c);
     c.issues.extend(super::services::check(cfg));
     c.issues.extend(super::mirror::check(cfg));
+    c.issues.extend(super::ha::check(cfg));
     c.issues.extend(super::copp::check(cfg));
     c.issues
 }

@@ -1,0 +1,413 @@
+//! Link aggregation against a real LACP peer (issue 7, F-HA): Lanyard's
+//! port channel of four members, LACP active / fast, facing an Open
+//! vSwitch bond (`lacp=active`, `bond_mode=balance-tcp`, fast LACP) on
+//! OVS's userspace datapath in its own namespace. Checks: all four
+//! members negotiate and distribute (on both ends), every member carries
+//! traffic, nothing is lost or duplicated, and when one member's link goes
+//! its flows move to the others within a few milliseconds (the lab gives
+//! the figure; here a generous bound).
+//!
+//! ```text
+//!  tester t1 ── sw1 [Lanyard] sw2..sw5 ══ o2..o5 [OVS bond0] o6 ── t6 tester
+//! ```
+//! Needs root and Open vSwitch (ovsdb-server, ovs-vswitchd), else SKIPPED.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use testkit::frame::{mac, Mac, BROADCAST};
+use testkit::netns::veth;
+use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
+
+const FLOWS: u32 = 256;
+const RATE: u64 = 20_000;
+
+/// Private OVS daemons in a namespace, killed on drop.
+struct Ovs {
+    dir: PathBuf,
+    children: Vec<Child>,
+    db: String,
+}
+
+impl Ovs {
+    fn start(ns: &Netns, dir: &Path) -> Result<Ovs, String> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let run = |args: &[&str]| -> Result<String, String> {
+            let o = Command::new(args[0])
+                .args(&args[1..])
+                .output()
+                .map_err(|e| format!("{}: {e}", args[0]))?;
+            if !o.status.success() {
+                return Err(format!(
+                    "{args:?}: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+            }
+            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+        };
+        run(&[
+            "ovsdb-tool",
+            "create",
+            &p("conf.db"),
+            "/usr/share/openvswitch/vswitch.ovsschema",
+        ])?;
+        let spawn = |args: Vec<String>| -> Result<Child, String> {
+            Command::new("ip")
+                .args(["netns", "exec", ns.name()])
+                .args(&args)
+                .env("OVS_RUNDIR", dir)
+                .env("OVS_LOGDIR", dir)
+                .env("OVS_DBDIR", dir)
+                .env("OVS_SYSCONFDIR", dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("spawn {}: {e}", args[0]))
+        };
+        let mut ovs = Ovs {
+            dir: dir.to_path_buf(),
+            children: Vec::new(),
+            db: format!("--db=unix:{}", p("db.sock")),
+        };
+        ovs.children.push(spawn(vec![
+            "ovsdb-server".into(),
+            p("conf.db"),
+            format!("--remote=punix:{}", p("db.sock")),
+            format!("--unixctl={}", p("ovsdb.ctl")),
+            format!("--log-file={}", p("ovsdb.log")),
+        ])?);
+        wait(10.0, || dir.join("db.sock").exists()).ok_or("ovsdb-server socket")?;
+        ovs.vsctl(&["--no-wait", "init"])?;
+        ovs.children.push(spawn(vec![
+            "ovs-vswitchd".into(),
+            format!("unix:{}", p("db.sock")),
+            format!("--unixctl={}", p("vswitchd.ctl")),
+            format!("--log-file={}", p("vswitchd.log")),
+        ])?);
+        wait(10.0, || dir.join("vswitchd.ctl").exists()).ok_or("ovs-vswitchd socket")?;
+        Ok(ovs)
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
+        let o = Command::new("ovs-vsctl")
+            .arg(&self.db)
+            .arg("--timeout=20")
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !o.status.success() {
+            return Err(format!(
+                "ovs-vsctl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    fn appctl(&self, args: &[&str]) -> String {
+        let ctl = self.dir.join("vswitchd.ctl");
+        Command::new("ovs-appctl")
+            .arg(format!("--target={}", ctl.display()))
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> Option<()> {
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < secs {
+        if ok() {
+            return Some(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+fn have_ovs() -> bool {
+    ["ovsdb-server", "ovs-vswitchd", "ovs-vsctl"]
+        .iter()
+        .all(|b| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {b}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+fn flow_src(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8))
+}
+
+fn distributing(sw: &Switch) -> Vec<bool> {
+    sw.try_show_json(&["show", "port-channel"])
+        .ok()
+        .and_then(|v| {
+            v[0]["members"]
+                .as_array()
+                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
+        })
+        .unwrap_or_default()
+}
+
+/// Counts UDP test packets from `src` arriving on `port` (by sequence
+/// number, so duplicates show).
+struct Receiver {
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+    seen: Arc<Mutex<HashSet<u64>>>,
+    dups: Arc<AtomicU64>,
+    h: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Receiver {
+    fn start(port: RawPort, src: Mac) -> Receiver {
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let dups = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(Mutex::new(HashSet::new()));
+        let (s2, c2, d2, seen2) = (stop.clone(), count.clone(), dups.clone(), seen.clone());
+        let h = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(50)) else {
+                    continue;
+                };
+                if let Some(i) = ip::parse(&f).filter(|i| i.src_mac == src) {
+                    if let Some(seq) = i.seq {
+                        if seen2.lock().unwrap().insert(seq) {
+                            c2.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            d2.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        });
+        Receiver {
+            stop,
+            count,
+            seen,
+            dups,
+            h: Some(h),
+        }
+    }
+
+    fn wait_quiet(&self) -> u64 {
+        let mut last = u64::MAX;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let n = self.count.load(Ordering::Relaxed);
+            if n == last {
+                return n;
+            }
+            last = n;
+        }
+    }
+
+    fn reset(&self) {
+        self.count.store(0, Ordering::Relaxed);
+        self.dups.store(0, Ordering::Relaxed);
+        self.seen.lock().unwrap().clear();
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.h.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn member_tx(sw: &Switch) -> Vec<u64> {
+    let c = sw.counters();
+    (2..=5)
+        .map(|i| testkit::switch::port_counter(&c, &format!("sw{i}"), "tx_frames"))
+        .collect()
+}
+
+#[test]
+fn four_member_bundle_with_open_vswitch() {
+    require_root!();
+    if !have_ovs() {
+        eprintln!("SKIPPED: Open vSwitch is not installed");
+        return;
+    }
+    let _g = l2::heavy();
+    let tester = Netns::new("lyla-t").unwrap();
+    let dut = Netns::new("lyla-d").unwrap();
+    let ovsns = Netns::new("lyla-o").unwrap();
+    veth(&tester, "t1", &dut, "sw1", 1500).unwrap();
+    for i in 2..=5 {
+        veth(&dut, &format!("sw{i}"), &ovsns, &format!("o{i}"), 1500).unwrap();
+    }
+    veth(&ovsns, "o6", &tester, "t6", 1500).unwrap();
+
+    let tmp = std::env::temp_dir().join(format!("lyla-ovs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ovs = Ovs::start(&ovsns, &tmp).expect("start OVS");
+    ovs.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ])
+    .unwrap();
+    ovs.vsctl(&[
+        "add-bond",
+        "br0",
+        "bond0",
+        "o2",
+        "o3",
+        "o4",
+        "o5",
+        "lacp=active",
+        "bond_mode=balance-tcp",
+        "other_config:lacp-time=fast",
+    ])
+    .unwrap();
+    ovs.vsctl(&["add-port", "br0", "o6"]).unwrap();
+
+    let yaml = "switch:\n  name: lacp-dut\nports:\n  - {name: sw1}\n  - {name: sw2}\n  - {name: sw3}\n  - {name: sw4}\n  - {name: sw5}\n\
+                port-channels:\n  - {name: po1, members: [sw2, sw3, sw4, sw5], lacp: active, lacp-rate: fast, load-balance: l3l4}\n";
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &dut,
+        yaml,
+        &["sw1", "sw2", "sw3", "sw4", "sw5"],
+    )
+    .expect("start lanyard");
+
+    // Negotiation: all four distribute on Lanyard's side and OVS's.
+    let t0 = Instant::now();
+    let up = wait(20.0, || distributing(&sw) == vec![true; 4]);
+    let pc = sw
+        .try_show_json(&["show", "port-channel"])
+        .unwrap_or_default();
+    let bond = ovs.appctl(&["bond/show", "bond0"]);
+    assert!(
+        up.is_some(),
+        "LACP did not bring all members up in 20 s\nlanyard: {pc:#}\novs: {bond}\n{}",
+        ovs.appctl(&["lacp/show", "bond0"])
+    );
+    eprintln!("all 4 members distributing after {:?}", t0.elapsed());
+    let ovs_ok = wait(10.0, || {
+        ovs.appctl(&["bond/show", "bond0"])
+            .matches("may_enable: true")
+            .count()
+            == 4
+            || ovs
+                .appctl(&["bond/show", "bond0"])
+                .matches(": enabled")
+                .count()
+                >= 4
+    });
+    assert!(
+        ovs_ok.is_some(),
+        "OVS members: {}",
+        ovs.appctl(&["bond/show", "bond0"])
+    );
+    assert!(pc[0]["members"][0]["partner"].is_string(), "{pc:#}");
+
+    let p1 = RawPort::open(tester.name(), "t1").unwrap();
+    let p6 = RawPort::open(tester.name(), "t6").unwrap();
+    let (ha, hb) = (mac(0xa1), mac(0xb6));
+    // Each host announces itself so both switches learn it.
+    let hello = |p: &RawPort, src: &Mac| {
+        let f = testkit::frame::test_frame(&BROADCAST, src, &[], 1, 0, 64);
+        p.send(&f).unwrap();
+    };
+    hello(&p6, &hb);
+    std::thread::sleep(Duration::from_millis(200));
+    hello(&p1, &ha);
+    std::thread::sleep(Duration::from_millis(300));
+    let rx = Receiver::start(p6.try_clone().unwrap(), ha);
+
+    // Every member carries traffic; nothing lost or duplicated.
+    let before = member_tx(&sw);
+    let n = 20_000usize;
+    let dst = IpAddr::V4(Ipv4Addr::new(10, 2, 0, 6));
+    p1.send_paced(n, RATE, |i, b| {
+        *b = ip::udp(&hb, &ha, flow_src(i as u32 % FLOWS), dst, 64, i as u64, 128)
+    })
+    .unwrap();
+    let got = rx.wait_quiet();
+    let per: Vec<u64> = member_tx(&sw)
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a - b)
+        .collect();
+    eprintln!("sent {n}, received {got}, per member {per:?}");
+    assert_eq!(got, n as u64, "loss through the bundle");
+    assert_eq!(rx.dups.load(Ordering::Relaxed), 0);
+    for (k, c) in per.iter().enumerate() {
+        assert!(
+            *c as usize > n / 10,
+            "member sw{} carried only {c} of {n}",
+            k + 2
+        );
+    }
+
+    // A member fails under a constant-rate stream: its flows move.
+    rx.reset();
+    let total = (RATE * 3 / 2) as usize;
+    let sender = p1.try_clone().unwrap();
+    let tx = std::thread::spawn(move || {
+        sender
+            .send_paced(total, RATE, |i, b| {
+                *b = ip::udp(&hb, &ha, flow_src(i as u32 % FLOWS), dst, 64, i as u64, 128)
+            })
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    ovsns.exec(&["ip", "link", "set", "o3", "down"]).unwrap();
+    let took = tx.join().unwrap();
+    let got = rx.wait_quiet();
+    let rate = total as f64 / took.as_secs_f64();
+    let lost = total as u64 - got;
+    eprintln!(
+        "member down: sent {total} at {rate:.0} fps, received {got}, lost {lost} = {:.2} ms",
+        lost as f64 * 1000.0 / rate
+    );
+    assert_eq!(rx.dups.load(Ordering::Relaxed), 0);
+    assert!(
+        (lost as f64) < rate * 0.05,
+        "lost {lost} frames: more than 50 ms of traffic"
+    );
+    assert_eq!(distributing(&sw), vec![true, false, true, true]);
+    // And back: the member rejoins by LACP.
+    ovsns.exec(&["ip", "link", "set", "o3", "up"]).unwrap();
+    let back = wait(15.0, || distributing(&sw) == vec![true; 4]);
+    assert!(
+        back.is_some(),
+        "{:#}",
+        sw.try_show_json(&["show", "port-channel"])
+            .unwrap_or_default()
+    );
+    drop(rx);
+    drop(sw);
+    drop(ovs);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
