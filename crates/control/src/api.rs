@@ -24,7 +24,8 @@ use std::time::Duration;
 
 /// What the API reads.
 pub struct ApiState {
-    pub cfg: Config,
+    /// The running configuration, and config apply / rollback / bypass.
+    pub applier: Arc<crate::apply::Applier>,
     pub shared: Arc<Shared>,
     pub counters: Vec<Arc<WorkerCounters>>,
     pub ports: Arc<Mutex<Vec<PortStatus>>>,
@@ -49,12 +50,17 @@ fn drops_json(f: impl Fn(usize) -> u64) -> Value {
 }
 
 impl ApiState {
+    /// The running configuration.
+    fn cfg(&self) -> Arc<Config> {
+        self.applier.running()
+    }
+
     fn sum(&self, f: impl Fn(&WorkerCounters) -> u64) -> u64 {
         self.counters.iter().map(|c| f(c)).sum()
     }
 
     fn port_vlan(&self, id: usize) -> Value {
-        let p = &self.cfg.ports[id];
+        let p = &self.cfg().ports[id];
         match p.mode {
             PortMode::Trunk => json!(p.effective_native_vlan().and_then(|n| n.id())),
             _ => json!(p.effective_vlan()),
@@ -67,7 +73,7 @@ impl ApiState {
             .iter()
             .enumerate()
             .map(|(id, s)| {
-                let p = &self.cfg.ports[id];
+                let p = &self.cfg().ports[id];
                 let drops: u64 = (0..DROP_REASONS)
                     .map(|r| self.sum(|c| c.ports[id].drops[r].get()))
                     .sum();
@@ -76,7 +82,7 @@ impl ApiState {
                     "id": id,
                     "mode": p.mode.as_str(),
                     "vlan": self.port_vlan(id),
-                    "vlans": self.cfg.port_vlans(id).to_string(),
+                    "vlans": self.cfg().port_vlans(id).to_string(),
                     "tpid": p.effective_tpid().map(|t| format!("{:#06x}", t.value())),
                     "state": s.state,
                     "ifindex": s.ifindex,
@@ -96,10 +102,10 @@ impl ApiState {
     pub fn vlans(&self) -> Value {
         let t = self.shared.tables.load();
         let rows: Vec<Value> = self
-            .cfg
+            .cfg()
             .vlan_ids()
             .iter()
-            .filter_map(|id| self.cfg.vlan_settings(id))
+            .filter_map(|id| self.cfg().vlan_settings(id))
             .map(|v| {
                 let ports: Vec<Value> = t.l2.vlans[v.id as usize]
                     .members
@@ -107,7 +113,7 @@ impl ApiState {
                     .map(|p| {
                         let pe = &t.l2.ports[p as usize];
                         json!({
-                            "name": self.cfg.ports[p as usize].name,
+                            "name": self.cfg().ports[p as usize].name,
                             "tagged": pe.encap(v.id) != tables::Encap::Untagged,
                             "up": pe.up,
                         })
@@ -143,7 +149,7 @@ impl ApiState {
                         "vlan": k.vlan(),
                         "mac": crate::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
-                        "port": self.cfg.ports.get(e.port as usize).map(|p| p.name.as_str()),
+                        "port": self.cfg().ports.get(e.port as usize).map(|p| p.name.as_str()),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
                     })
                 })
@@ -163,7 +169,7 @@ impl ApiState {
             }
         });
         let ids: Vec<u16> = self
-            .cfg
+            .cfg()
             .vlan_ids()
             .iter()
             .filter(|id| vlan.is_none_or(|v| v == *id))
@@ -171,7 +177,7 @@ impl ApiState {
         let vlans: Vec<Value> = ids
             .iter()
             .map(|&id| {
-                let limit = self.cfg.vlan_settings(id).and_then(|v| v.mac_limit);
+                let limit = self.cfg().vlan_settings(id).and_then(|v| v.mac_limit);
                 json!({"vlan": id, "count": dynm[id as usize] + stat[id as usize],
                        "dynamic": dynm[id as usize], "static": stat[id as usize], "limit": limit})
             })
@@ -193,7 +199,7 @@ impl ApiState {
 
     pub fn counters(&self) -> Value {
         let ports: Vec<Value> = self
-            .cfg
+            .cfg()
             .ports
             .iter()
             .enumerate()
@@ -211,7 +217,7 @@ impl ApiState {
             })
             .collect();
         let vlans: Vec<Value> = self
-            .cfg
+            .cfg()
             .vlan_ids()
             .iter()
             .map(|id| {
@@ -373,7 +379,7 @@ impl ApiState {
         };
         drop(fib);
         let name = |port: u16| {
-            self.cfg
+            self.cfg()
                 .ports
                 .get(port as usize)
                 .map(|p| p.name.clone())
@@ -422,7 +428,7 @@ impl ApiState {
                     json!({
                         "address": ip.to_string(),
                         "mac": crate::show_mac(n.mac),
-                        "interface": self.cfg.ports.get(n.port as usize).map(|p| p.name.as_str()),
+                        "interface": self.cfg().ports.get(n.port as usize).map(|p| p.name.as_str()),
                         "state": format!("{:?}", n.state).to_lowercase(),
                         "age": now.saturating_sub(n.confirmed),
                     })
@@ -433,7 +439,7 @@ impl ApiState {
 
     /// `show flow cache [top N]`: every worker's cache, the largest flows.
     pub fn flow_cache(&self, req: &Value) -> Result<Value, String> {
-        let Some(fe) = &self.cfg.flow_export else {
+        let Some(fe) = &self.cfg().flow_export else {
             return Err("flow export is not configured (flow-export: in the config)".into());
         };
         let n = match req.get("top") {
@@ -457,7 +463,7 @@ impl ApiState {
         top.sort_by_key(|r| std::cmp::Reverse(r.bytes));
         top.truncate(n);
         let name = |p: u16| {
-            self.cfg
+            self.cfg()
                 .ports
                 .get(p as usize)
                 .map(|c| c.name.clone())
@@ -536,16 +542,16 @@ impl ApiState {
 
     /// `show monitor`: mirror sessions with their destinations' counters.
     fn port_names(&self) -> Vec<String> {
-        self.cfg.ports.iter().map(|p| p.name.clone()).collect()
+        self.cfg().ports.iter().map(|p| p.name.clone()).collect()
     }
 
     pub fn monitor_sessions(&self) -> Value {
         let rows: Vec<Value> = self
-            .cfg
+            .cfg()
             .mirror_sessions
             .iter()
             .map(|m| {
-                let d = self.cfg.port_index(&m.destination).unwrap_or(0);
+                let d = self.cfg().port_index(&m.destination).unwrap_or(0);
                 json!({
                     "name": m.name,
                     "sources": m.source_ports,
@@ -590,7 +596,7 @@ impl ApiState {
             Some("show-mac-count") => Ok(self.mac_count(vlan)),
             Some("show-counters") => Ok(self.counters()),
             Some("show-version") => Ok(json!({"version": env!("CARGO_PKG_VERSION"),
-                                              "name": self.cfg.switch.name,
+                                              "name": self.cfg().switch.name,
                                               "uptime": self.shared.now()})),
             Some("clear-mac") => self.clear_mac(vlan),
             Some("show-ip-interfaces") => self.ip_interfaces(),
@@ -598,19 +604,36 @@ impl ApiState {
             Some("show-ipv6-neighbors") => self.neighbors(true),
             Some("show-ip-route") => self.ip_route(req),
             Some("show-access-lists") => crate::services::access_lists_json(
-                &self.cfg,
+                &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("name").and_then(Value::as_str),
                 req.get("all").and_then(Value::as_bool).unwrap_or(false),
             ),
             Some("show-policy-map-interface") => crate::services::policy_maps_json(
-                &self.cfg,
+                &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("port").and_then(Value::as_str),
             ),
             Some("show-flow-cache") => self.flow_cache(req),
             Some("show-monitor") => Ok(self.monitor_sessions()),
             Some("show-copp") => Ok(self.copp()),
+            Some("config-diff") => match req.get("path").and_then(Value::as_str) {
+                Some(p) => self.applier.diff_file(std::path::Path::new(p)),
+                None => Err("config-diff needs \"path\"".into()),
+            },
+            Some("config-apply") => match req.get("path").and_then(Value::as_str) {
+                Some(p) => self.applier.apply_file(std::path::Path::new(p)),
+                None => Err("config-apply needs \"path\"".into()),
+            },
+            Some("config-rollback") => self.applier.rollback(),
+            Some("bypass") => match req.get("on").and_then(Value::as_bool) {
+                Some(on) => Ok(self.applier.set_bypass(on)),
+                None => Ok(json!({"bypass": self.applier.bypass()})),
+            },
+            Some("restart") => {
+                crate::daemon::request_restart();
+                Ok(json!({"restarting": true}))
+            }
             Some("show-backup-pairs") => Ok(self
                 .ha
                 .snapshot()

@@ -24,20 +24,84 @@ use tables::{MacEntry, MacKey};
 /// Learning events the queue holds before workers start dropping them.
 const LEARN_QUEUE: usize = 1 << 16;
 
+/// Set by `lanyard restart` (API): the run loop re-executes the binary.
+static RESTART: AtomicBool = AtomicBool::new(false);
+
+/// Ask the running switch to restart its data plane (see [`run`]).
+pub fn request_restart() {
+    RESTART.store(true, Ordering::SeqCst);
+}
+
+/// Environment of a restarted switch: when its predecessor stopped
+/// forwarding (CLOCK_MONOTONIC, ns).
+const RESTART_ENV: &str = "LANYARD_RESTARTED_AT_NS";
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into a valid timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Run the switch described by the file at `path` until a signal arrives.
+///
+/// `lanyard restart` (e.g. after installing a new binary) stops the
+/// workers, leaves the learned addresses in a file beside the API socket
+/// and re-executes the binary in place (same PID, same arguments); the
+/// new image reads the configuration again, restores the addresses and
+/// reports how long forwarding was interrupted.
 pub fn run(path: &Path) -> Result<(), String> {
     let cfg = config::load(path).map_err(|e| e.to_string())?;
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
     }
+    let macs = crate::apply::mac_state_path(&cfg);
     let sw = Switch::start(cfg)?;
+    if let Some(t0) = std::env::var(RESTART_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        log::info(&format!(
+            "restart: forwarding resumed {:.1} ms after it stopped",
+            monotonic_ns().saturating_sub(t0) as f64 / 1e6
+        ));
+    }
     while !term.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
+        if RESTART.load(Ordering::SeqCst) {
+            return restart(sw, &macs);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
     log::info("shutting down");
     sw.stop();
     Ok(())
+}
+
+/// Stop forwarding, hand the learned addresses over, exec.
+fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    // Workers stop at the top of their loop (microseconds); everything
+    // else ends with the exec, which closes every socket.
+    sw.shared.stop.store(true, Ordering::SeqCst);
+    let t0 = monotonic_ns();
+    let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
+    let exe = std::env::args_os()
+        .next()
+        .filter(|a| a.to_string_lossy().contains('/'))
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .ok_or("restart: cannot find the binary")?;
+    log::info(&format!(
+        "restart: {n} addresses saved, executing {}",
+        exe.display()
+    ));
+    let _ = std::fs::remove_file(&sw.socket);
+    let err = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env(RESTART_ENV, t0.to_string())
+        .exec();
+    Err(format!("restart: exec {}: {err}", exe.display()))
 }
 
 /// A running switch.
@@ -52,6 +116,7 @@ pub struct Switch {
 
 impl Switch {
     pub fn start(cfg: Config) -> Result<Switch, String> {
+        let t_start = std::time::Instant::now();
         let tables = build::initial_tables(&cfg);
         // Static entries go in before any thread runs: the learner is not
         // yet the table's writer.
@@ -83,6 +148,7 @@ impl Switch {
             }
         }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
+        let restored = crate::apply::load_macs(&crate::apply::mac_state_path(&cfg));
         shared
             .copp
             .store(Arc::new(cfg.control_plane_policing.to_config()));
@@ -121,6 +187,15 @@ impl Switch {
         let h = spawn("learner".into(), Box::new(move || learner.run()))?;
         let _ = shared.learner.set(h.thread().clone());
         threads.push(h);
+        if !restored.is_empty() {
+            // A restart: the predecessor's addresses, learned again (limits
+            // apply) before the first frame is forwarded.
+            log::info(&format!("restart: {} addresses restored", restored.len()));
+            inbox.send(
+                &shared,
+                crate::learn::LearnerRequest::Restore { entries: restored },
+            );
+        }
 
         let mut mailboxes = Vec::new();
         let mut counters = Vec::new();
@@ -205,10 +280,22 @@ impl Switch {
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
+        let (ports_tx, ports_rx) = std::sync::mpsc::channel();
+        sup.set_config_channel(ports_rx);
+        let applier = Arc::new(crate::apply::Applier::new(
+            cfg.clone(),
+            shared.clone(),
+            ha.clone(),
+            inbox.clone(),
+            ports_tx,
+            nworkers,
+        ));
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
         }
+        let t_attach = std::time::Instant::now();
         sup.poll();
+        let t_attached = t_attach.elapsed();
         let status = sup.status();
         // Links just brought up take a moment to report carrier: wait up to
         // a second so `ready` means "forwarding on every present port".
@@ -229,7 +316,7 @@ impl Switch {
 
         let socket = cfg.management.socket.clone();
         let api_state = Arc::new(ApiState {
-            cfg: cfg.clone(),
+            applier,
             shared: shared.clone(),
             counters,
             ports: status,
@@ -265,11 +352,13 @@ impl Switch {
                 sw.threads.push(h);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
                 log::info(&format!(
-                    "ready: {} ports ({} up), {} worker(s), api {}",
+                    "ready: {} ports ({} up), {} worker(s), api {} (in {} ms; ports attached in {} ms)",
                     st.len(),
                     up,
                     nworkers,
-                    socket.display()
+                    socket.display(),
+                    t_start.elapsed().as_millis(),
+                    t_attached.as_millis()
                 ));
                 Ok(sw)
             }

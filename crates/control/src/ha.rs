@@ -347,7 +347,7 @@ pub struct Ha {
     shared: Arc<Shared>,
     inbox: Arc<LearnerInbox>,
     /// Configured ports (ids below this have links).
-    nports: usize,
+    nports: std::sync::atomic::AtomicUsize,
     on_failover: Mutex<Option<FailoverHook>>,
     /// Per channel and member: LACP details for `show` (from the runner).
     pub lacp_info: Mutex<Vec<Vec<serde_json::Value>>>,
@@ -362,7 +362,7 @@ impl Ha {
             state: Mutex::new(HaState::new(cfg)),
             shared,
             inbox,
-            nports: cfg.ports.len(),
+            nports: std::sync::atomic::AtomicUsize::new(cfg.ports.len()),
             on_failover: Mutex::new(None),
             lacp_info: Mutex::new(Vec::new()),
         }
@@ -377,9 +377,10 @@ impl Ha {
     pub fn update(&self, f: impl FnOnce(&mut HaState) -> Changes) -> Changes {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let ch = f(&mut st);
+        let nports = self.nports.load(std::sync::atomic::Ordering::Relaxed);
         self.shared.tables.rcu(|cur| {
             let mut l2 = cur.l2.clone();
-            st.derive(&mut l2, self.nports);
+            st.derive(&mut l2, nports);
             Tables {
                 l2,
                 mac: cur.mac.clone(),
@@ -405,6 +406,21 @@ impl Ha {
             }
         }
         ch
+    }
+
+    /// Publish new layer-2 tables (a configuration change) with the
+    /// current link, pair and channel state written in; the MAC table
+    /// stays.
+    pub fn replace_l2(&self, mut l2: L2Tables, nports: usize) {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        self.nports
+            .store(nports, std::sync::atomic::Ordering::Relaxed);
+        st.derive(&mut l2, nports);
+        self.shared.tables.rcu(|cur| Tables {
+            l2: l2.clone(),
+            mac: cur.mac.clone(),
+            learn_gate: cur.learn_gate.clone(),
+        });
     }
 
     /// A port's link changed (from the supervisor).

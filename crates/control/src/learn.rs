@@ -24,6 +24,8 @@ pub enum LearnerRequest {
     FlushPort { port: u16 },
     /// Install a static entry.
     AddStatic { key: MacKey, port: u16 },
+    /// Learn addresses a previous run of the switch knew (restart).
+    Restore { entries: Vec<(MacKey, u16)> },
 }
 
 /// Learner statistics for `show`.
@@ -250,6 +252,11 @@ impl Learner {
             }
             LearnerRequest::FlushPort { port } => {
                 self.forget(t, |_, e| e.port == port);
+            }
+            LearnerRequest::Restore { entries } => {
+                for (key, port) in entries {
+                    self.learn(t, key, port);
+                }
             }
             LearnerRequest::AddStatic { key, port } => {
                 // A static entry replaces a dynamic one for the same key.

@@ -3,6 +3,7 @@
 //! it builds what the workers read and reads what they count.
 
 pub mod api;
+pub mod apply;
 pub mod build;
 pub mod cli;
 pub mod config;

@@ -52,6 +52,9 @@ pub struct Supervisor {
     on_link: Option<LinkHook>,
     /// Link state → snapshot (backup pairs, channels, flood sets).
     ha: Arc<crate::ha::Ha>,
+    /// New port lists from `config apply` (ports added or removed at the
+    /// end; the others keep their ids).
+    changes: Option<std::sync::mpsc::Receiver<Config>>,
 }
 
 /// Called with (port id, up) on every change of a port's state.
@@ -90,6 +93,47 @@ impl Supervisor {
             attached: vec![None; cfg.ports.len()],
             on_link: None,
             ha,
+            changes: None,
+        }
+    }
+
+    /// Take port lists from `rx` (see [`Supervisor::set_ports`]).
+    pub fn set_config_channel(&mut self, rx: std::sync::mpsc::Receiver<Config>) {
+        self.changes = Some(rx);
+    }
+
+    /// Adopt a new port list: ports past its end are detached, new ones
+    /// attach on the next poll.
+    pub fn set_ports(&mut self, cfg: &Config) {
+        let n = cfg.ports.len();
+        for id in n..self.names.len() {
+            if self.attached[id].is_some() {
+                self.detach(id);
+            }
+            if self.status.lock().unwrap_or_else(|e| e.into_inner())[id].state == PortState::Up {
+                self.set_up_flag(id as u16, false);
+            }
+            log::info(&format!("port {}: removed", self.names[id]));
+        }
+        self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
+        self.mtus = cfg.ports.iter().map(|p| p.mtu).collect();
+        self.routed = cfg
+            .ports
+            .iter()
+            .map(|p| p.mode == crate::config::PortMode::Routed)
+            .collect();
+        self.attached.resize(n, None);
+        let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        st.truncate(n);
+        for p in cfg.ports.iter().skip(st.len()) {
+            st.push(PortStatus {
+                name: p.name.clone(),
+                state: PortState::Missing,
+                ifindex: 0,
+                mtu: 0,
+                error: None,
+                attaches: 0,
+            });
         }
     }
 
@@ -253,6 +297,10 @@ impl Supervisor {
             .map_err(|e| log::warn(&format!("link events unavailable ({e}): polling only")))
             .ok();
         while !self.shared.stop.load(Ordering::Relaxed) {
+            let next = self.changes.as_ref().and_then(|rx| rx.try_iter().last());
+            if let Some(cfg) = next {
+                self.set_ports(&cfg);
+            }
             self.poll();
             match &monitor {
                 Some(m) => {

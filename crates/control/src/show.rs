@@ -646,62 +646,6 @@ pub fn monitor(v: &Value) -> String {
     o
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn mac_table_uses_dotted_macs_and_totals() {
-        let t = mac_table(&json!([
-            {"vlan": 10, "mac": "02:00:00:00:00:01", "type": "dynamic", "port": "sw1", "age": 3},
-            {"vlan": 10, "mac": "02:00:00:00:00:02", "type": "static", "port": "sw2", "age": null}
-        ]));
-        assert!(t.contains("0200.0000.0001"), "{t}");
-        assert!(t.contains("DYNAMIC") && t.contains("STATIC"));
-        assert!(t.contains("Total Mac Addresses for this criterion: 2"));
-    }
-
-    #[test]
-    fn counters_list_only_nonzero_drops() {
-        let t = counters(&json!({"ports": [{"name": "sw1", "rx_frames": 5,
-            "drops": {"malformed": 2, "oversize": 0}}], "vlans": []}));
-        assert!(t.contains("malformed 2") && !t.contains("oversize"), "{t}");
-    }
-
-    #[test]
-    fn routes_show_codes_ecmp_and_blackholes() {
-        let t = routes(&json!([
-            {"prefix": "10.0.0.0/24", "source": "connected", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": null, "weight": 1}]},
-            {"prefix": "198.51.100.0/24", "source": "ospf", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": "10.0.0.2", "weight": 1},
-                          {"interface": "sw2", "gateway": "10.0.1.2", "weight": 1}]},
-            {"prefix": "203.0.113.0/24", "source": "static", "installed": true,
-             "blackhole": true, "unresolvable": false, "nexthops": []}
-        ]));
-        assert!(
-            t.contains("C* 10.0.0.0/24") && t.contains("directly connected, sw1"),
-            "{t}"
-        );
-        assert!(
-            t.contains("O* 198.51.100.0/24") && t.contains("via 10.0.1.2, sw2"),
-            "{t}"
-        );
-        assert!(
-            t.contains("S* 203.0.113.0/24") && t.contains("blackhole"),
-            "{t}"
-        );
-        assert!(t.contains("Total: 3"), "{t}");
-        let s = route_summary(&json!({"prefixes": 3, "installed": 3,
-            "sources": [{"source": "ospf", "routes": 240000, "installed": 240000}],
-            "lpm": {"nodes": 10}, "next_hops": 4, "next_hop_capacity": 65536}));
-        assert!(s.contains("ospf") && s.contains("240000"), "{s}");
-    }
-}
-
 pub fn backup_pairs(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -766,4 +710,60 @@ pub fn port_channels(v: &Value) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mac_table_uses_dotted_macs_and_totals() {
+        let t = mac_table(&json!([
+            {"vlan": 10, "mac": "02:00:00:00:00:01", "type": "dynamic", "port": "sw1", "age": 3},
+            {"vlan": 10, "mac": "02:00:00:00:00:02", "type": "static", "port": "sw2", "age": null}
+        ]));
+        assert!(t.contains("0200.0000.0001"), "{t}");
+        assert!(t.contains("DYNAMIC") && t.contains("STATIC"));
+        assert!(t.contains("Total Mac Addresses for this criterion: 2"));
+    }
+
+    #[test]
+    fn counters_list_only_nonzero_drops() {
+        let t = counters(&json!({"ports": [{"name": "sw1", "rx_frames": 5,
+            "drops": {"malformed": 2, "oversize": 0}}], "vlans": []}));
+        assert!(t.contains("malformed 2") && !t.contains("oversize"), "{t}");
+    }
+
+    #[test]
+    fn routes_show_codes_ecmp_and_blackholes() {
+        let t = routes(&json!([
+            {"prefix": "10.0.0.0/24", "source": "connected", "installed": true,
+             "blackhole": false, "unresolvable": false,
+             "nexthops": [{"interface": "sw1", "gateway": null, "weight": 1}]},
+            {"prefix": "198.51.100.0/24", "source": "ospf", "installed": true,
+             "blackhole": false, "unresolvable": false,
+             "nexthops": [{"interface": "sw1", "gateway": "10.0.0.2", "weight": 1},
+                          {"interface": "sw2", "gateway": "10.0.1.2", "weight": 1}]},
+            {"prefix": "203.0.113.0/24", "source": "static", "installed": true,
+             "blackhole": true, "unresolvable": false, "nexthops": []}
+        ]));
+        assert!(
+            t.contains("C* 10.0.0.0/24") && t.contains("directly connected, sw1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("O* 198.51.100.0/24") && t.contains("via 10.0.1.2, sw2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("S* 203.0.113.0/24") && t.contains("blackhole"),
+            "{t}"
+        );
+        assert!(t.contains("Total: 3"), "{t}");
+        let s = route_summary(&json!({"prefixes": 3, "installed": 3,
+            "sources": [{"source": "ospf", "routes": 240000, "installed": 240000}],
+            "lpm": {"nodes": 10}, "next_hops": 4, "next_hop_capacity": 65536}));
+        assert!(s.contains("ospf") && s.contains("240000"), "{s}");
+    }
 }

@@ -148,24 +148,6 @@ fn ioctl(sock: &OwnedFd, request: libc::c_ulong, req: &mut libc::ifreq) -> io::R
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_exists_and_bogus_does_not() {
-        let lo = query("lo").expect("lo exists in every namespace");
-        assert!(lo.ifindex >= 1 && lo.mtu > 0);
-        assert!(query("lyio-nonexistent0").is_none());
-        assert!(query("").is_none());
-        assert!(query("a-name-that-is-way-too-long").is_none());
-        assert!(matches!(
-            set_mtu("lyio-nonexistent0", 1500),
-            Err(PortError::NoSuchInterface(_))
-        ));
-    }
-}
-
 /// Link events from the kernel (rtnetlink `RTMGRP_LINK`), so a carrier
 /// change is seen microseconds after it happens instead of at the next
 /// poll. The messages are not parsed: any event means "look again".
@@ -248,5 +230,23 @@ impl LinkMonitor {
             }
             return any;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_exists_and_bogus_does_not() {
+        let lo = query("lo").expect("lo exists in every namespace");
+        assert!(lo.ifindex >= 1 && lo.mtu > 0);
+        assert!(query("lyio-nonexistent0").is_none());
+        assert!(query("").is_none());
+        assert!(query("a-name-that-is-way-too-long").is_none());
+        assert!(matches!(
+            set_mtu("lyio-nonexistent0", 1500),
+            Err(PortError::NoSuchInterface(_))
+        ));
     }
 }

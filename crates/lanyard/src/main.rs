@@ -51,6 +51,14 @@ enum Cmd {
         #[arg(required = true, num_args = 1..)]
         words: Vec<String>,
     },
+    /// Restart the data plane in place (same PID; e.g. after an upgrade):
+    /// learned addresses are kept; prints nothing until the switch is back.
+    Restart,
+    /// Bypass (wire) mode: forward without services (ACLs, QoS, flows).
+    Bypass {
+        /// on | off | status
+        state: String,
+    },
     /// The test bed: run plans against Lanyard and peer switches.
     Lab {
         #[command(subcommand)]
@@ -62,6 +70,13 @@ enum Cmd {
 enum ConfigCmd {
     /// Validate a configuration file; every error names file, line and field.
     Check { file: PathBuf },
+    /// What applying FILE to the running switch would change.
+    Diff { file: PathBuf },
+    /// Apply FILE to the running switch without interrupting traffic
+    /// (atomic: nothing changes if any part fails).
+    Apply { file: PathBuf },
+    /// Go back to the configuration before the last apply.
+    Rollback,
 }
 
 #[derive(Subcommand)]
@@ -80,6 +95,34 @@ enum LabCmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+/// A path the daemon (another process, maybe another cwd) can open.
+fn absolute(p: &std::path::Path) -> Result<String, String> {
+    std::fs::canonicalize(p)
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// `lanyard restart`: ask, then wait until the switch answers again.
+fn restart(socket: &std::path::Path) -> Result<(), String> {
+    let t0 = std::time::Instant::now();
+    control::api::request(socket, &serde_json::json!({"cmd": "restart"}))?;
+    // The old image removes its socket before exec: wait for it to go,
+    // then for the new image to answer.
+    let ver = serde_json::json!({"cmd": "show-version"});
+    let mut gone = false;
+    while t0.elapsed() < std::time::Duration::from_secs(60) {
+        let up = control::api::request(socket, &ver).is_ok();
+        if !up {
+            gone = true;
+        } else if gone {
+            println!("restarted in {} ms", t0.elapsed().as_millis());
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Err("the switch did not come back within 60 s".into())
 }
 
 fn api(socket: &std::path::Path, cmd: control::cli::Command, json: bool) -> Result<(), String> {
@@ -134,6 +177,66 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.to_string().trim_end().to_string()),
         },
+        Cmd::Config {
+            cmd: ConfigCmd::Diff { file },
+        } => absolute(&file).and_then(|f| {
+            let v = control::api::request(
+                &cli.socket,
+                &serde_json::json!({"cmd": "config-diff", "path": f}),
+            )?;
+            for l in v["changes"].as_array().into_iter().flatten() {
+                println!("{}", l.as_str().unwrap_or_default());
+            }
+            match v["restart_required"].as_array() {
+                Some(r) if !r.is_empty() => {
+                    println!(
+                        "needs restart: {}",
+                        r.iter()
+                            .filter_map(|x| x.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                }
+                _ => println!("applies live"),
+            }
+            Ok(())
+        }),
+        Cmd::Config {
+            cmd: ConfigCmd::Apply { file },
+        } => absolute(&file).and_then(|f| {
+            let v = control::api::request(
+                &cli.socket,
+                &serde_json::json!({"cmd": "config-apply", "path": f}),
+            )?;
+            println!(
+                "applied: {} change(s) in {} us",
+                v["changes"].as_array().map_or(0, |a| a.len()),
+                v["us"].as_u64().unwrap_or(0)
+            );
+            Ok(())
+        }),
+        Cmd::Config {
+            cmd: ConfigCmd::Rollback,
+        } => control::api::request(&cli.socket, &serde_json::json!({"cmd": "config-rollback"}))
+            .map(|v| {
+                println!(
+                    "rolled back: {} change(s)",
+                    v["changes"].as_array().map_or(0, |a| a.len())
+                );
+            }),
+        Cmd::Restart => restart(&cli.socket),
+        Cmd::Bypass { state } => {
+            let req = match state.as_str() {
+                "on" => Ok(serde_json::json!({"cmd": "bypass", "on": true})),
+                "off" => Ok(serde_json::json!({"cmd": "bypass", "on": false})),
+                "status" => Ok(serde_json::json!({"cmd": "bypass"})),
+                s => Err(format!("bypass {s:?}: expected on, off or status")),
+            };
+            req.and_then(|r| control::api::request(&cli.socket, &r))
+                .map(|v| {
+                    println!("bypass {}", if v["bypass"] == true { "on" } else { "off" });
+                })
+        }
         Cmd::Show { json, words } => {
             control::cli::parse_show(&words).and_then(|c| api(&cli.socket, c, json))
         }

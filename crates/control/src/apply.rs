@@ -1,0 +1,407 @@
+//! Hitless configuration change: `lanyard config diff|apply|rollback`,
+//! bypass mode, and what a restart carries over (docs/ha.md).
+//!
+//! An apply validates the whole file, compiles every table it implies
+//! (layer 2, services, mirrors, policing) *before* publishing any of them,
+//! then publishes each with one pointer store: workers see the old tables
+//! or the new ones, never a half-built one, and nothing on an unaffected
+//! port is lost. The MAC table is kept. What cannot change under traffic
+//! (worker count, routed interfaces, FRR, flow export, pairs/channels) is
+//! refused with the list of what needs `lanyard restart`.
+
+use crate::config::{self, Config, PortMode};
+use crate::ha::Ha;
+use crate::learn::{LearnerInbox, LearnerRequest};
+use crate::ports::log;
+use arc_swap::ArcSwap;
+use datapath::Shared;
+use pipeline::services::Services;
+use serde_json::{json, Value};
+use std::sync::{mpsc, Arc, Mutex};
+use tables::Tables;
+
+/// What changed between two configurations.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Diff {
+    /// One line per change, `+`/`-`/`~` first.
+    pub lines: Vec<String>,
+    /// Changes that need a restart (empty: the change applies live).
+    pub restart: Vec<String>,
+}
+
+fn as_map(cfg: &Config) -> serde_json::Map<String, Value> {
+    match serde_json::to_value(cfg) {
+        Ok(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Sections that only a restart changes.
+const RESTART_SECTIONS: &[&str] = &[
+    "switch",
+    "management",
+    "routing",
+    "static-macs",
+    "flow-export",
+    "backup-pairs",
+    "port-channels",
+];
+
+/// Compare `old` (running) and `new`.
+pub fn diff(old: &Config, new: &Config) -> Diff {
+    let mut d = Diff::default();
+    let (a, b) = (as_map(old), as_map(new));
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let (x, y) = (a.get(k), b.get(k));
+        if x == y {
+            continue;
+        }
+        match k.as_str() {
+            "ports" => diff_ports(old, new, &mut d),
+            "vlans" => diff_vlans(old, new, &mut d),
+            s => {
+                d.lines.push(format!("~ {s}"));
+                if RESTART_SECTIONS.contains(&s) {
+                    d.restart.push(s.to_string());
+                }
+            }
+        }
+    }
+    d
+}
+
+fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
+    for (i, p) in old.ports.iter().enumerate() {
+        match new.port_index(&p.name) {
+            None => {
+                d.lines.push(format!("- port {}", p.name));
+                if p.mode == PortMode::Routed {
+                    d.restart.push(format!("routed port {} removed", p.name));
+                } else if i < new.ports.len() {
+                    d.restart.push(format!(
+                        "port {} removed before other ports (ports keep their position: remove from the end)",
+                        p.name
+                    ));
+                }
+            }
+            Some(j) => {
+                let q = &new.ports[j];
+                if j != i {
+                    d.lines.push(format!("~ port {} moved {i} -> {j}", p.name));
+                    d.restart.push(format!("port {} moved", p.name));
+                } else if p != q {
+                    d.lines.push(format!("~ port {}", p.name));
+                }
+                if p != q && (p.mode == PortMode::Routed || q.mode == PortMode::Routed) {
+                    d.restart.push(format!("routed port {} changed", p.name));
+                } else if p.mtu != q.mtu {
+                    d.restart.push(format!("port {} mtu", p.name));
+                }
+            }
+        }
+    }
+    for (j, q) in new.ports.iter().enumerate() {
+        if old.port_index(&q.name).is_none() {
+            d.lines.push(format!("+ port {}", q.name));
+            if q.mode == PortMode::Routed {
+                d.restart.push(format!("routed port {} added", q.name));
+            } else if j < old.ports.len() {
+                d.restart.push(format!(
+                    "port {} added before other ports (add new ports at the end)",
+                    q.name
+                ));
+            }
+        }
+    }
+}
+
+fn diff_vlans(old: &Config, new: &Config, d: &mut Diff) {
+    for v in &old.vlans {
+        match new.vlan_config(v.id) {
+            None => {
+                d.lines.push(format!("- vlan {}", v.id));
+                if v.router.is_some() {
+                    d.restart.push(format!("vlan {} interface removed", v.id));
+                }
+            }
+            Some(w) if w != v => {
+                d.lines.push(format!("~ vlan {}", v.id));
+                if w.router != v.router {
+                    d.restart.push(format!("vlan {} interface changed", v.id));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    for w in &new.vlans {
+        if old.vlan_config(w.id).is_none() {
+            d.lines.push(format!("+ vlan {}", w.id));
+            if w.router.is_some() {
+                d.restart.push(format!("vlan {} interface added", w.id));
+            }
+        }
+    }
+}
+
+/// The running configuration and the means to change it.
+pub struct Applier {
+    running: ArcSwap<Config>,
+    previous: Mutex<Option<Config>>,
+    shared: Arc<Shared>,
+    ha: Arc<Ha>,
+    learner: Arc<LearnerInbox>,
+    /// New port lists for the supervisor.
+    ports: Mutex<mpsc::Sender<Config>>,
+    workers: usize,
+    /// Services set aside while in bypass mode.
+    bypassed: Mutex<Option<Option<Arc<Services>>>>,
+    /// One change at a time.
+    lock: Mutex<()>,
+}
+
+impl Applier {
+    pub fn new(
+        cfg: Config,
+        shared: Arc<Shared>,
+        ha: Arc<Ha>,
+        learner: Arc<LearnerInbox>,
+        ports: mpsc::Sender<Config>,
+        workers: usize,
+    ) -> Applier {
+        Applier {
+            running: ArcSwap::from_pointee(cfg),
+            previous: Mutex::new(None),
+            shared,
+            ha,
+            learner,
+            ports: Mutex::new(ports),
+            workers,
+            bypassed: Mutex::new(None),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// The running configuration.
+    pub fn running(&self) -> Arc<Config> {
+        self.running.load_full()
+    }
+
+    /// `config diff`: the changes from the running configuration.
+    pub fn diff_file(&self, path: &std::path::Path) -> Result<Value, String> {
+        let new = config::load(path).map_err(|e| e.to_string().trim_end().to_string())?;
+        let d = diff(&self.running(), &new);
+        Ok(json!({"changes": d.lines, "restart_required": d.restart, "live": d.restart.is_empty()}))
+    }
+
+    /// `config apply FILE`.
+    pub fn apply_file(&self, path: &std::path::Path) -> Result<Value, String> {
+        let new = config::load(path).map_err(|e| e.to_string().trim_end().to_string())?;
+        self.apply(new)
+    }
+
+    /// `config rollback`: back to the configuration before the last apply.
+    pub fn rollback(&self) -> Result<Value, String> {
+        let prev = self
+            .previous
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("nothing to roll back to (no configuration was applied)")?;
+        self.apply(prev)
+    }
+
+    /// Apply a validated configuration (see the module docs).
+    pub fn apply(&self, new: Config) -> Result<Value, String> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.running();
+        let d = diff(&old, &new);
+        if !d.restart.is_empty() {
+            return Err(format!(
+                "these changes need `lanyard restart`: {}",
+                d.restart.join("; ")
+            ));
+        }
+        if d.lines.is_empty() {
+            return Ok(json!({"changes": [], "applied": true}));
+        }
+        let t0 = std::time::Instant::now();
+        // Compile everything first: an error leaves the switch untouched.
+        let l2 = crate::build::l2_tables(&new);
+        let services = if crate::services::configured(&new) {
+            Some(Arc::new(crate::services::compile(&new, self.workers)?))
+        } else {
+            None
+        };
+        let mirrors = crate::build::mirror_table(&new).map(Arc::new);
+        let copp = Arc::new(new.control_plane_policing.to_config());
+        // Publish.
+        self.ha.replace_l2(l2, new.ports.len());
+        let bypass = self.bypassed.lock().unwrap_or_else(|e| e.into_inner());
+        match bypass.is_some() {
+            // In bypass: the new services wait for bypass off.
+            true => {
+                drop(bypass);
+                *self.bypassed.lock().unwrap_or_else(|e| e.into_inner()) = Some(services);
+            }
+            false => {
+                drop(bypass);
+                self.shared.services.store(services);
+            }
+        }
+        self.shared.mirrors.store(mirrors);
+        self.shared.copp.store(copp);
+        // Removed ports: their addresses go with them.
+        for (i, p) in old.ports.iter().enumerate() {
+            if new.port_index(&p.name).is_none() {
+                self.learner
+                    .send(&self.shared, LearnerRequest::FlushPort { port: i as u16 });
+            }
+        }
+        if old
+            .ports
+            .iter()
+            .map(|p| &p.name)
+            .ne(new.ports.iter().map(|p| &p.name))
+        {
+            let _ = self
+                .ports
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send(new.clone());
+        }
+        log::info(&format!(
+            "configuration applied in {} us: {}",
+            t0.elapsed().as_micros(),
+            d.lines.join(", ")
+        ));
+        *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = Some((*old).clone());
+        self.running.store(Arc::new(new));
+        Ok(json!({"changes": d.lines, "applied": true, "us": t0.elapsed().as_micros() as u64}))
+    }
+
+    /// Bypass (wire) mode: forward without services (ACLs, QoS, flow
+    /// accounting), entered and left with one pointer store each.
+    pub fn set_bypass(&self, on: bool) -> Value {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = self.bypassed.lock().unwrap_or_else(|e| e.into_inner());
+        match (on, b.is_some()) {
+            (true, false) => {
+                *b = Some(self.shared.services.swap(None));
+                log::info("bypass on: forwarding without services");
+            }
+            (false, true) => {
+                if let Some(s) = b.take() {
+                    self.shared.services.store(s);
+                }
+                log::info("bypass off: services back");
+            }
+            _ => {}
+        }
+        json!({"bypass": b.is_some()})
+    }
+
+    pub fn bypass(&self) -> bool {
+        self.bypassed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+/// Where a restarting switch leaves its learned addresses for its
+/// successor: next to the API socket.
+pub fn mac_state_path(cfg: &Config) -> std::path::PathBuf {
+    cfg.management.socket.with_extension("macs")
+}
+
+/// Write the dynamic MAC entries (vlan, mac, port: 10 bytes each).
+pub fn save_macs(t: &Tables, path: &std::path::Path) -> std::io::Result<usize> {
+    let mut buf = Vec::with_capacity(t.mac.len() * 10);
+    t.mac.for_each(|k, e| {
+        if !e.is_static {
+            buf.extend_from_slice(&k.vlan().to_be_bytes());
+            buf.extend_from_slice(&k.mac());
+            buf.extend_from_slice(&e.port.to_be_bytes());
+        }
+    });
+    std::fs::write(path, &buf)?;
+    Ok(buf.len() / 10)
+}
+
+/// Read what [`save_macs`] wrote (and remove the file).
+pub fn load_macs(path: &std::path::Path) -> Vec<(tables::MacKey, u16)> {
+    let Ok(b) = std::fs::read(path) else {
+        return Vec::new();
+    };
+    let _ = std::fs::remove_file(path);
+    b.chunks_exact(10)
+        .map(|c| {
+            let mut m = [0u8; 6];
+            m.copy_from_slice(&c[2..8]);
+            (
+                tables::MacKey::new(u16::from_be_bytes([c[0], c[1]]), m),
+                u16::from_be_bytes([c[8], c[9]]),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(s: &str) -> Config {
+        config::parse(s, "t.yaml").unwrap()
+    }
+
+    #[test]
+    fn live_and_restart_changes() {
+        let a = cfg("vlans: [{id: 10}]\nports: [{name: a, vlan: 10}, {name: b}]\n");
+        let b = cfg(
+            "vlans: [{id: 10}, {id: 20}]\nports: [{name: a, vlan: 20}, {name: b}, {name: c}]\n",
+        );
+        let d = diff(&a, &b);
+        assert!(d.restart.is_empty(), "{d:?}");
+        assert_eq!(d.lines, vec!["~ port a", "+ port c", "+ vlan 20"]);
+        // A port inserted in front moves the others: restart.
+        let c = cfg("ports: [{name: z}, {name: a, vlan: 10}, {name: b}]\nvlans: [{id: 10}]\n");
+        let d = diff(&a, &c);
+        assert!(!d.restart.is_empty());
+        // Removing the last port is live; the first is not.
+        let e = cfg("vlans: [{id: 10}]\nports: [{name: a, vlan: 10}]\n");
+        assert!(diff(&a, &e).restart.is_empty());
+        let f = cfg("vlans: [{id: 10}]\nports: [{name: b}]\n");
+        assert!(!diff(&a, &f).restart.is_empty());
+        // Worker count: restart.
+        let g = cfg(
+            "switch: {workers: 2}\nvlans: [{id: 10}]\nports: [{name: a, vlan: 10}, {name: b}]\n",
+        );
+        assert_eq!(diff(&a, &g).restart, vec!["switch"]);
+        assert!(diff(&a, &a).lines.is_empty());
+    }
+
+    #[test]
+    fn mac_state_round_trip() {
+        let t = crate::build::initial_tables(&cfg("ports: [{name: a}, {name: b}]\n"));
+        for i in 0..100u8 {
+            t.mac.upsert(
+                tables::MacKey::new(1, [2, 0, 0, 0, 0, i]),
+                tables::MacEntry {
+                    port: (i % 2) as u16,
+                    is_static: false,
+                    seen: 0,
+                },
+            );
+        }
+        let p = std::env::temp_dir().join(format!("ly-macs-{}", std::process::id()));
+        assert_eq!(save_macs(&t, &p).unwrap(), 100);
+        let mut back = load_macs(&p);
+        back.sort_by_key(|(k, _)| k.0);
+        assert_eq!(back.len(), 100);
+        assert_eq!(back[7], (tables::MacKey::new(1, [2, 0, 0, 0, 0, 7]), 1));
+        assert!(!p.exists());
+    }
+}
