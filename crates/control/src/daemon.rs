@@ -35,6 +35,8 @@ pub fn request_restart() {
 /// Environment of a restarted switch: when its predecessor stopped
 /// forwarding (CLOCK_MONOTONIC, ns).
 const RESTART_ENV: &str = "LANYARD_RESTARTED_AT_NS";
+/// Sockets handed over by the predecessor (`worker:port:rx:state;…`).
+const HANDOVER_ENV: &str = "LANYARD_HANDOVER";
 
 fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into a valid timespec.
@@ -78,13 +80,25 @@ pub fn run(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Stop forwarding, hand the learned addresses over, exec.
+/// Stop forwarding, hand the ports and the learned addresses over, exec.
 fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    // Workers stop at the top of their loop (microseconds); everything
-    // else ends with the exec, which closes every socket.
-    sw.shared.stop.store(true, Ordering::SeqCst);
+    // Workers hand their sockets over at the top of their loop (the
+    // rings keep receiving meanwhile) and stop for good.
     let t0 = monotonic_ns();
+    sw.shared.handover.store(true, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    while sw.shared.handed_workers.load(Ordering::SeqCst) < sw.workers
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::yield_now();
+    }
+    let handed = sw
+        .shared
+        .handed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .join(";");
     let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
     let exe = std::env::args_os()
         .next()
@@ -93,13 +107,15 @@ fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
         .or_else(|| std::env::current_exe().ok())
         .ok_or("restart: cannot find the binary")?;
     log::info(&format!(
-        "restart: {n} addresses saved, executing {}",
+        "restart: {n} addresses saved, {} sockets handed over, executing {}",
+        handed.split(';').filter(|x| !x.is_empty()).count(),
         exe.display()
     ));
     let _ = std::fs::remove_file(&sw.socket);
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env(RESTART_ENV, t0.to_string())
+        .env(HANDOVER_ENV, handed)
         .exec();
     Err(format!("restart: exec {}: {err}", exe.display()))
 }
@@ -112,6 +128,7 @@ pub struct Switch {
     exporter: Arc<Mutex<Option<FlowExporter>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     socket: std::path::PathBuf,
+    workers: usize,
 }
 
 impl Switch {
@@ -280,6 +297,11 @@ impl Switch {
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
+        if let Ok(h) = std::env::var(HANDOVER_ENV) {
+            // Read once: a later restart hands over afresh.
+            std::env::remove_var(HANDOVER_ENV);
+            sup.set_handover(&h);
+        }
         let (ports_tx, ports_rx) = std::sync::mpsc::channel();
         sup.set_config_channel(ports_rx);
         let applier = Arc::new(crate::apply::Applier::new(
@@ -311,6 +333,7 @@ impl Switch {
             std::thread::sleep(Duration::from_millis(50));
             sup.poll();
         }
+        sup.close_unadopted();
         let st = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
         threads.push(spawn("supervisor".into(), Box::new(move || sup.run()))?);
 
@@ -345,6 +368,7 @@ impl Switch {
             shared: shared.clone(),
             threads,
             socket: socket.clone(),
+            workers: nworkers,
         };
         match api::serve(&socket, api_state) {
             Ok(h) => {

@@ -55,6 +55,11 @@ pub struct Supervisor {
     /// New port lists from `config apply` (ports added or removed at the
     /// end; the others keep their ids).
     changes: Option<std::sync::mpsc::Receiver<Config>>,
+    /// Sockets a predecessor image handed over (restart in place):
+    /// (worker, port name, rx) → state for `AfPacketPort::adopt`.
+    handover: Vec<((usize, String, bool), String)>,
+    /// Attach commands waiting for the end of the poll.
+    pending: Vec<(usize, PortCommand)>,
 }
 
 /// Called with (port id, up) on every change of a port's state.
@@ -94,6 +99,37 @@ impl Supervisor {
             on_link: None,
             ha,
             changes: None,
+            handover: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Sockets from a predecessor (see `daemon::restart`), used by the
+    /// first attach of each port; the rest are closed after it.
+    pub fn set_handover(&mut self, spec: &str) {
+        for e in spec.split(';').filter(|e| !e.is_empty()) {
+            let mut it = e.splitn(4, ':');
+            let (Some(w), Some(name), Some(rx), Some(state)) =
+                (it.next(), it.next(), it.next(), it.next())
+            else {
+                continue;
+            };
+            if let Ok(w) = w.parse::<usize>() {
+                self.handover
+                    .push(((w, name.to_string(), rx == "1"), state.to_string()));
+            }
+        }
+    }
+
+    /// Close handed-over sockets nobody adopted (a port removed, a
+    /// different worker count).
+    pub fn close_unadopted(&mut self) {
+        for (_, state) in self.handover.drain(..) {
+            if let Some(fd) = state.split(',').next().and_then(|f| f.parse::<i32>().ok()) {
+                // SAFETY: the predecessor left this descriptor open for us
+                // and nothing adopted it.
+                unsafe { libc::close(fd) };
+            }
         }
     }
 
@@ -158,7 +194,7 @@ impl Supervisor {
     }
 
     fn attach(&mut self, id: usize, ifindex: u32) -> Result<(), String> {
-        let name = &self.names[id];
+        let name = &self.names[id].clone();
         let info = link::query(name).ok_or("interface vanished")?;
         if info.mtu != self.mtus[id] {
             link::set_mtu(name, self.mtus[id]).map_err(|e| format!("set mtu: {e}"))?;
@@ -195,16 +231,37 @@ impl Supervisor {
                 rx_blocks: 1024,
                 ..AfPacketOptions::default()
             };
-            let port = AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?;
+            let key = (w, name.clone(), rx);
+            let handed = self
+                .handover
+                .iter()
+                .position(|(k, _)| *k == key)
+                .map(|i| self.handover.swap_remove(i).1);
+            let port = match handed.map(|st| AfPacketPort::adopt(name, &st)) {
+                Some(Ok(p)) => p,
+                Some(Err(e)) => {
+                    log::warn(&format!(
+                        "port {name}: handed-over socket refused ({e}): opening anew"
+                    ));
+                    AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?
+                }
+                None => AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?,
+            };
             opened.push((w, port, rx));
         }
+        // Handed to the workers at the end of the poll, once the port is
+        // marked up: a handed-over ring may hold a backlog, and frames
+        // forwarded before that would meet a port that is still down.
         for (w, port, rx) in opened {
-            self.mailboxes[w].send(PortCommand::Attach {
-                id: id as u16,
-                port: Box::new(port),
-                rx,
-                routed: self.routed[id],
-            });
+            self.pending.push((
+                w,
+                PortCommand::Attach {
+                    id: id as u16,
+                    port: Box::new(port),
+                    rx,
+                    routed: self.routed[id],
+                },
+            ));
         }
         self.attached[id] = Some(ifindex);
         Ok(())
@@ -286,6 +343,9 @@ impl Supervisor {
                 }
             }
             self.status.lock().unwrap_or_else(|e| e.into_inner())[id] = next;
+        }
+        for (w, cmd) in self.pending.drain(..) {
+            self.mailboxes[w].send(cmd);
         }
         changed
     }

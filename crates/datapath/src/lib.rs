@@ -130,6 +130,12 @@ pub struct Shared {
     pub copp: ArcSwap<CoppConfig>,
     /// Link-layer control frames (LACP) for the control plane.
     pub l2_control: PuntQueue,
+    /// Restart in place: workers hand their ports over (see
+    /// `io::Port::handover`) and stop for good.
+    pub handover: AtomicBool,
+    /// What the workers handed over: `worker:port:rx:state` per port.
+    pub handed: Mutex<Vec<String>>,
+    pub handed_workers: AtomicUsize,
 }
 
 /// Expired flow records a worker may have waiting for the exporter.
@@ -163,6 +169,9 @@ impl Shared {
             copp: ArcSwap::from_pointee(CoppConfig::default()),
             l2_control: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH)
                 .expect("eventfd for the l2 control queue"),
+            handover: AtomicBool::new(false),
+            handed: Mutex::new(Vec::new()),
+            handed_workers: AtomicUsize::new(0),
         }
     }
 
@@ -438,6 +447,9 @@ impl Worker {
                 self.flush_flows();
                 return;
             }
+            if self.shared.handover.load(Ordering::Relaxed) {
+                self.hand_over();
+            }
             self.sweep_flows();
             if last_stats.elapsed() >= STATS_EVERY {
                 last_stats = Instant::now();
@@ -532,6 +544,30 @@ impl Worker {
                     true,
                 );
             }
+        }
+    }
+
+    /// Restart in place: hand every port to the successor image, then
+    /// wait for the `exec` that ends this process (never drop the ports:
+    /// that would close what was handed over).
+    fn hand_over(&mut self) -> ! {
+        let mut out = Vec::new();
+        for id in 0..MAX_PORTS {
+            if let Some(p) = self.ports[id].as_mut() {
+                if let Some(state) = p.handover() {
+                    let rx = self.rx.contains(&(id as u16));
+                    out.push(format!("{}:{}:{}:{state}", self.index, p.name(), rx as u8));
+                }
+            }
+        }
+        self.shared
+            .handed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(out);
+        self.shared.handed_workers.fetch_add(1, Ordering::SeqCst);
+        loop {
+            std::thread::park();
         }
     }
 

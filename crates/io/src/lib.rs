@@ -94,6 +94,13 @@ pub trait Port: Send {
     /// Ring-level counters.
     fn stats(&mut self) -> PortStats;
 
+    /// Prepare to hand the port to a successor image (restart in place);
+    /// `None` if this backend cannot. After `Some`, the port must be
+    /// neither used nor dropped.
+    fn handover(&mut self) -> Option<String> {
+        None
+    }
+
     /// Copy `frame` into a transmit slot and queue it. Returns false (and
     /// counts nothing) if the ring is full or the frame does not fit.
     fn send(&mut self, frame: &[u8]) -> bool {

@@ -2,7 +2,8 @@
 //! under constant-rate traffic lose nothing on the ports they do not
 //! touch; a change that needs a restart is refused and changes nothing;
 //! bypass mode turns services off and on without loss; `lanyard restart`
-//! comes back in place with its learned addresses and reports the gap.
+//! comes back in place with its sockets and learned addresses, losing
+//! nothing, and reports the pause.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -226,7 +227,9 @@ fn bypass_and_restart() {
         (sent - got) as f64 * 1000.0 / RATE as f64
     );
     assert!(log.contains("addresses restored"), "{log}");
-    assert!(got > sent / 2, "forwarding did not resume: {got} of {sent}");
+    // The sockets are handed over: frames that arrive during the restart
+    // wait in the receive ring, so none is lost (only delayed).
+    assert_eq!(got, sent, "frames lost across the restart");
     let after = sw.show_json(&["show", "mac", "address-table", "count"]);
     eprintln!("mac count before {before} after {after}");
     assert_eq!(denied(20), 0, "services after restart");

@@ -501,6 +501,129 @@ impl AfPacketPort {
     }
 
     /// Interface index the socket is bound to.
+    /// Hand the socket to a successor image (restart in place): queued
+    /// frames are flushed, the descriptor survives `exec` (close-on-exec
+    /// cleared), and the returned line lets [`AfPacketPort::adopt`] map the
+    /// same rings and carry on where this port stopped. Frames that arrive
+    /// meanwhile wait in the receive ring. The port must not be used or
+    /// dropped afterwards (that would close the descriptor).
+    pub fn handover_state(&mut self) -> Option<String> {
+        let _ = Port::flush(self);
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: fcntl on a descriptor we own.
+        let ok = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == 0;
+        if !ok || self.tx_lent {
+            return None;
+        }
+        let v = match self.version {
+            RxRing::V3 => 3,
+            RxRing::V2 => 2,
+        };
+        Some(format!(
+            "{fd},{},{v},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.ifindex,
+            self.rx_block_size,
+            self.rx_blocks,
+            self.rx_block,
+            self.rx_pkt_idx,
+            self.rx_pkt_off,
+            self.rx_frame_size,
+            self.rx_frames_per_block,
+            self.rx_frames,
+            self.rx_frame,
+            self.tx_base,
+            self.tx_frame_size,
+            self.tx_frames,
+            self.tx_head,
+            self.tx_kick,
+            self.tx_pending,
+            self.map_len,
+        ))
+    }
+
+    /// Take over a socket a predecessor image handed over (see
+    /// [`AfPacketPort::handover_state`]) on interface `ifname`. Refused if
+    /// the interface is not the one the socket is bound to.
+    pub fn adopt(ifname: &str, state: &str) -> Result<AfPacketPort, PortError> {
+        let bad = || invalid("handover state");
+        let f: Vec<usize> = state
+            .split(',')
+            .map(|x| x.parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        if f.len() != 19 {
+            return Err(bad());
+        }
+        let fd = f[0] as RawFd;
+        let ifindex = ifindex_of(ifname)?;
+        if ifindex as usize != f[1] {
+            return Err(bad());
+        }
+        // SAFETY: the predecessor left this descriptor open for us; from
+        // here on we own it (and restore close-on-exec).
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        let v2 = f[2] == 2;
+        let map_len = f[18];
+        // SAFETY: the rings exist on this socket with exactly this total
+        // length (the predecessor mapped the same); the result is checked.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(PortError::Os {
+                op: "mmap (adopt)",
+                err: io::Error::last_os_error(),
+            });
+        }
+        Ok(AfPacketPort {
+            name: ifname.to_string(),
+            ifindex,
+            fd,
+            map: map as *mut u8,
+            map_len,
+            version: if v2 { RxRing::V2 } else { RxRing::V3 },
+            rx_block_size: f[3],
+            rx_blocks: f[4],
+            rx_block: f[5],
+            rx_pkt_idx: f[6] as u32,
+            rx_pkt_off: f[7],
+            rx_frame_size: f[8],
+            rx_frames_per_block: f[9],
+            rx_frames: f[10],
+            rx_frame: f[11],
+            tx_base: f[12],
+            tx_frame_size: f[13],
+            tx_frames: f[14],
+            tx_head: f[15],
+            tx_kick: f[16],
+            tx_pending: f[17],
+            tx_lent: false,
+            tx_data_off: if v2 { TX2_DATA_OFFSET } else { TX_DATA_OFFSET },
+            tx_status_off: if v2 {
+                TX2_STATUS_OFFSET
+            } else {
+                TX3_STATUS_OFFSET
+            },
+            tx_len_off: if v2 { TX2_LEN_OFFSET } else { TX3_LEN_OFFSET },
+            tx_snaplen_off: if v2 {
+                TX2_SNAPLEN_OFFSET
+            } else {
+                TX3_SNAPLEN_OFFSET
+            },
+            tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
+            stats: PortStats::default(),
+        })
+    }
+
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
@@ -953,6 +1076,10 @@ impl Port for AfPacketPort {
 
     fn rx_fd(&self) -> Option<RawFd> {
         (self.rx_blocks > 0).then(|| self.fd.as_raw_fd())
+    }
+
+    fn handover(&mut self) -> Option<String> {
+        self.handover_state()
     }
 
     fn stats(&mut self) -> PortStats {
