@@ -794,9 +794,10 @@ impl HaRunner {
         }
         for (m, lost) in verdicts {
             log::info(&format!(
-                "port {}: keepalive {}",
+                "port {}: keepalive {} (rx {})",
                 self.names[m as usize],
-                if lost { "lost" } else { "back" }
+                if lost { "lost" } else { "back" },
+                self.rx_frames(m)
             ));
             self.ha.update(|st| st.set_keepalive_down(m, lost, now));
         }

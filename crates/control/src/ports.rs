@@ -191,6 +191,11 @@ impl Supervisor {
         // One snapshot; a plain port's addresses are flushed on link down,
         // a pair's or channel's are redirected (crate::ha).
         self.ha.set_link(id, up);
+        if !up {
+            for m in &self.mailboxes {
+                m.send(PortCommand::DiscardTx { id });
+            }
+        }
     }
 
     fn attach(&mut self, id: usize, ifindex: u32) -> Result<(), String> {

@@ -58,6 +58,8 @@ pub enum PortCommand {
     },
     /// Close port `id` (the interface went away).
     Detach { id: u16 },
+    /// Port `id`'s link went down: drop what waits in its transmit ring.
+    DiscardTx { id: u16 },
     /// Report this worker's flow cache: its `n` largest flows.
     DumpFlows {
         n: usize,
@@ -381,6 +383,12 @@ impl Worker {
                     self.collect_stats(id);
                     self.ports[id as usize] = None;
                     self.rx.retain(|p| *p != id);
+                }
+                PortCommand::DiscardTx { id } => {
+                    if let Some(p) = self.ports[id as usize].as_mut() {
+                        p.discard_tx();
+                    }
+                    self.queued.remove(id);
                 }
                 PortCommand::DumpFlows { n, reply } => {
                     let mut d = FlowDump {

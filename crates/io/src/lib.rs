@@ -94,6 +94,10 @@ pub trait Port: Send {
     /// Ring-level counters.
     fn stats(&mut self) -> PortStats;
 
+    /// Drop frames queued for transmit that the kernel has not taken (the
+    /// link went down: they must not leave, stale, when it returns).
+    fn discard_tx(&mut self) {}
+
     /// Prepare to hand the port to a successor image (restart in place);
     /// `None` if this backend cannot. After `Some`, the port must be
     /// neither used nor dropped.

@@ -2,14 +2,15 @@
 //! test, tear it all down on drop.
 
 use crate::netns::{run, run_in, Topology, Wiring};
-use crate::plan::{Driver, DutSpec, Test};
+use crate::plan::{ConvTopology, Driver, DutSpec, EventSide, Failover, Test};
 use crate::routes::{Route4, Route6};
 use crate::sig::Mac;
 use crate::LabError;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How a DUT is configured for a test: layer-3 mode (lanyard: routed
@@ -23,6 +24,9 @@ pub struct Setup {
     pub routes: u32,
     /// IPv6 routes.
     pub routes6: u32,
+    /// Convergence tests: sw3 backs up sw2 (lanyard `backup-pairs`, the
+    /// linux-bridge `failover` mode).
+    pub backup_pair: bool,
 }
 
 impl Setup {
@@ -33,6 +37,7 @@ impl Setup {
             layer3: spec.driver == Driver::LinuxRouter,
             routes: spec.routes.unwrap_or(0),
             routes6: spec.routes6.unwrap_or(0),
+            backup_pair: false,
         }
     }
 
@@ -49,6 +54,15 @@ impl Setup {
             },
             routes: test.routes.or(spec.routes).unwrap_or(0),
             routes6: test.routes6.or(spec.routes6).unwrap_or(0),
+            backup_pair: test
+                .convergence
+                .as_ref()
+                .is_some_and(|c| c.topology == ConvTopology::BackupPair)
+                && match spec.driver {
+                    Driver::Lanyard => true,
+                    Driver::LinuxBridge => spec.failover.is_some(),
+                    _ => false,
+                },
         }
     }
 
@@ -57,6 +71,9 @@ impl Setup {
         let mut v = Vec::new();
         if self.layer3 {
             v.push("layer 3".to_string());
+        }
+        if self.backup_pair {
+            v.push("backup pair sw2/sw3".to_string());
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -90,7 +107,10 @@ pub struct Dut {
     pub routes6: Arc<Vec<Route6>>,
     /// Seconds from spawning the DUT to it being ready (routes included).
     pub start_seconds: f64,
-    children: Vec<Child>,
+    /// DUT processes; behind a lock so `event: kill` can replace one.
+    children: Mutex<Vec<Child>>,
+    /// The linux-bridge failover script (its own process group).
+    script: Option<Child>,
     ovs_dir: Option<PathBuf>,
     lanyard: Option<(PathBuf, PathBuf)>,
     /// Topology (dropped last: namespaces go after the processes).
@@ -99,7 +119,13 @@ pub struct Dut {
 
 impl Drop for Dut {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().rev() {
+        if let Some(c) = self.script.as_mut() {
+            // SAFETY: kill(2) of the process group we created for the script.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+        let ch = self.children.get_mut().unwrap_or_else(|e| e.into_inner());
+        for c in ch.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -227,7 +253,8 @@ impl Dut {
             routes4: Arc::new(crate::routes::v4(setup.routes, ports)),
             routes6: Arc::new(crate::routes::v6(setup.routes6, ports)),
             start_seconds: 0.0,
-            children: Vec::new(),
+            children: Mutex::new(Vec::new()),
+            script: None,
             ovs_dir: None,
             lanyard: None,
             topo,
@@ -344,6 +371,9 @@ impl Dut {
         let kv = run("uname", &["-r"]).unwrap_or_default();
         self.info
             .push(format!("Linux bridge, kernel {}", kv.trim()));
+        if self.setup.backup_pair {
+            self.start_failover()?;
+        }
         if let Some(k) = tbf_kbit {
             self.info.push(format!(
                 "tbf rate {k} kbit/s, burst 6000 B, limit {} B on each sw port",
@@ -351,6 +381,272 @@ impl Dut {
             ));
         }
         Ok(())
+    }
+
+    /// Convergence, linux-bridge: make sw3 back up sw2 as `failover` says.
+    fn start_failover(&mut self) -> Result<(), LabError> {
+        let ns = self.topo.dut.clone();
+        if self.topo.ports < 3 {
+            return Err(LabError::Dut("a backup pair needs sw1..sw3".into()));
+        }
+        match self.spec.failover {
+            None => {}
+            Some(Failover::BackupPort) => {
+                run(
+                    "bridge",
+                    &["-n", &ns, "link", "set", "dev", "sw2", "backup_port", "sw3"],
+                )
+                .map_err(|e| {
+                    LabError::Unsupported(format!(
+                        "failover: backup-port (bridge link set dev sw2 backup_port sw3): {e}"
+                    ))
+                })?;
+                self.info.push(
+                    "failover: backup-port — bridge link set dev sw2 backup_port sw3 (the kernel \
+                     sends known unicast for sw2 out of sw3 while sw2 has no carrier, and keeps \
+                     sw2's FDB entries; sw3 is an ordinary forwarding port)"
+                        .into(),
+                );
+            }
+            Some(Failover::Script) => {
+                let script = self.topo.tmp.join("failover.sh");
+                let log = self.topo.tmp.join("failover.log");
+                std::fs::write(&script, FAILOVER_SCRIPT)
+                    .map_err(|e| LabError::Dut(format!("write {}: {e}", script.display())))?;
+                let _ = std::fs::remove_file(&log);
+                let child = Command::new("ip")
+                    .args(["netns", "exec", &ns, "sh"])
+                    .arg(&script)
+                    .arg(&log)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .map_err(|e| LabError::Dut(format!("spawn failover script: {e}")))?;
+                self.script = Some(child);
+                wait_for("the failover script to disable sw3", 5.0, || {
+                    self.bridge_port_state("sw3").as_deref() == Some("disabled")
+                })?;
+                // Let `ip monitor` subscribe before anything happens.
+                std::thread::sleep(Duration::from_millis(300));
+                self.info.push(
+                    "failover: script — sw3 `state 0` (disabled: nothing in or out); a shell loop \
+                     on `ip -o monitor link` runs `bridge link set dev sw3 state 3` when sw2 goes \
+                     down and `state 0` when it comes back"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A bridge port's STP state (`forwarding`, `disabled`, …).
+    pub fn bridge_port_state(&self, port: &str) -> Option<String> {
+        let out = run(
+            "bridge",
+            &["-n", &self.topo.dut, "-j", "link", "show", "dev", port],
+        )
+        .ok()?;
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        v[0]["state"].as_str().map(String::from)
+    }
+
+    /// Namespace and interface of the primary link's end on `side`
+    /// (convergence: `sw2` in the DUT namespace, or the tester's `t2`).
+    pub fn primary_link(&self, side: EventSide) -> Result<(String, String), LabError> {
+        match side {
+            EventSide::Tester => Ok((self.topo.tester.clone(), "t2".into())),
+            EventSide::Dut if self.is_wire() => Err(LabError::Unsupported(
+                "link-down on the DUT side: the wire DUT has no DUT namespace (use event-side: tester)"
+                    .into(),
+            )),
+            EventSide::Dut => Ok((self.topo.dut.clone(), "sw2".into())),
+        }
+    }
+
+    /// A `link-down` event made ready ahead of time: `ip -n NS -batch -`
+    /// already running (namespace entered, netlink socket open), waiting
+    /// for its command on stdin, so the event's moment is not spent
+    /// starting a process. [`LinkDown::fire`] sends `link set dev IF down`.
+    pub fn prepare_link_down(&self, side: EventSide) -> Result<LinkDown, LabError> {
+        let (ns, ifname) = self.primary_link(side)?;
+        let child = Command::new("ip")
+            .args(["-n", &ns, "-batch", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| LabError::Command(format!("ip -n {ns} -batch -: {e}")))?;
+        // Give it time to start and reach its read.
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(LinkDown { child, ifname })
+    }
+
+    /// `ip -n NS link set IF up|down`.
+    pub fn set_link(&self, ns: &str, ifname: &str, up: bool) -> Result<(), LabError> {
+        run(
+            "ip",
+            &[
+                "-n",
+                ns,
+                "link",
+                "set",
+                ifname,
+                if up { "up" } else { "down" },
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Wait until `ifname` in `ns` is operationally up (carrier on both ends).
+    pub fn wait_oper_up(&self, ns: &str, ifname: &str, secs: f64) -> Result<(), LabError> {
+        wait_for(&format!("{ifname} to come up"), secs, || {
+            run("ip", &["-n", ns, "-j", "link", "show", "dev", ifname])
+                .ok()
+                .and_then(|o| serde_json::from_str::<serde_json::Value>(&o).ok())
+                .is_some_and(|v| v[0]["operstate"] == "UP")
+        })
+    }
+
+    /// After the primary link is back: return the DUT to "primary active,
+    /// backup standby" where it does not do so by itself. Script failover:
+    /// wait for the script to disable sw3 again. Lanyard with `preempt:
+    /// false`: take the (active) backup down and up, so the pair fails
+    /// back to the primary and the backup returns as standby.
+    pub fn fail_back(&self, secs: f64) -> Result<(), LabError> {
+        if !self.setup.backup_pair {
+            return Ok(());
+        }
+        match self.spec.driver {
+            Driver::LinuxBridge if self.spec.failover == Some(Failover::Script) => {
+                wait_for("the failover script to disable sw3 again", secs, || {
+                    self.bridge_port_state("sw3").as_deref() == Some("disabled")
+                })
+            }
+            Driver::Lanyard if self.spec.preempt != Some(true) => {
+                let ns = self.topo.dut.clone();
+                self.set_link(&ns, "sw3", false)?;
+                std::thread::sleep(Duration::from_millis(100));
+                self.set_link(&ns, "sw3", true)?;
+                self.wait_oper_up(&ns, "sw3", secs)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// When the failover script first switched to `what` (`backup` or
+    /// `primary`) at or after `since` (`CLOCK_REALTIME` seconds), from its log.
+    pub fn script_switched(&self, what: &str, since: f64) -> Option<f64> {
+        let log = std::fs::read_to_string(self.topo.tmp.join("failover.log")).ok()?;
+        log.lines().find_map(|l| {
+            let mut it = l.split_whitespace();
+            let t: f64 = it.next()?.parse().ok()?;
+            (it.next()? == what && t >= since).then_some(t)
+        })
+    }
+
+    /// Environment for `event-command` / `restore-command`: `LAB_DUT_NS`,
+    /// `LAB_TESTER_NS`, `LAB_TMP`; for lanyard also `LANYARD` (binary),
+    /// `LANYARD_SOCKET`, `LANYARD_CONFIG` (the config the lab wrote).
+    pub fn command_env(&self) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("LAB_DUT_NS".to_string(), self.topo.dut.clone()),
+            ("LAB_TESTER_NS".to_string(), self.topo.tester.clone()),
+            ("LAB_TMP".to_string(), self.topo.tmp.display().to_string()),
+        ];
+        if let Some((bin, sock)) = &self.lanyard {
+            v.push(("LANYARD".into(), bin.display().to_string()));
+            v.push(("LANYARD_SOCKET".into(), sock.display().to_string()));
+            v.push((
+                "LANYARD_CONFIG".into(),
+                self.topo
+                    .tmp
+                    .join("lanyard/lanyard.yaml")
+                    .display()
+                    .to_string(),
+            ));
+        }
+        v
+    }
+
+    /// `sh -c CMD` in the DUT namespace (the wire DUT: the tester's), with
+    /// [`Dut::command_env`]; error with its output if it fails.
+    pub fn run_command(&self, cmd: &str) -> Result<String, LabError> {
+        let ns = if self.is_wire() {
+            &self.topo.tester
+        } else {
+            &self.topo.dut
+        };
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c", cmd])
+            .envs(self.command_env())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LabError::Command(format!("sh -c {cmd:?}: {e}")))?;
+        if !out.status.success() {
+            return Err(LabError::Command(format!(
+                "sh -c {cmd:?} ({}): {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `event: kill`: SIGKILL the DUT's process and, as its supervisor,
+    /// start it again at once with the same configuration (log appended).
+    /// Returns when the new process is spawned; [`Dut::wait_ready`] waits
+    /// until it answers. Only lanyard has a process the lab supervises.
+    pub fn kill_and_restart(&self) -> Result<(), LabError> {
+        let Some((bin, _)) = &self.lanyard else {
+            return Err(LabError::Unsupported(format!(
+                "event: kill: the {} driver has no DUT process the lab supervises (lanyard only)",
+                self.spec.driver.as_str()
+            )));
+        };
+        let dir = self.topo.tmp.join("lanyard");
+        let mut ch = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = ch.last_mut() else {
+            return Err(LabError::Dut("lanyard is not running".into()));
+        };
+        let _ = c.kill();
+        let _ = c.wait();
+        *c = spawn_lanyard(
+            &self.topo.dut,
+            bin,
+            &dir.join("lanyard.yaml"),
+            &dir.join("lanyard.log"),
+            true,
+        )?;
+        Ok(())
+    }
+
+    /// True when [`Dut::kill_and_restart`] is supported.
+    pub fn can_restart(&self) -> bool {
+        self.lanyard.is_some()
+    }
+
+    /// Wait until the DUT answers again (lanyard: its management socket);
+    /// immediate for the others.
+    pub fn wait_ready(&self, secs: f64) -> Result<(), LabError> {
+        let Some((bin, sock)) = &self.lanyard else {
+            return Ok(());
+        };
+        let log = self.topo.tmp.join("lanyard/lanyard.log");
+        wait_for("lanyard management socket after the restart", secs, || {
+            Command::new(bin)
+                .arg("--socket")
+                .arg(sock)
+                .args(["show", "interfaces", "--json"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        })
+        .map_err(|e| LabError::Dut(format!("{e}; log: {}", tail(&log))))
     }
 
     fn start_router(&mut self) -> Result<(), LabError> {
@@ -407,7 +703,7 @@ impl Dut {
                 .spawn()
                 .map_err(|e| LabError::Dut(format!("spawn {}: {e}", args[0])))
         };
-        self.children.push(spawn(vec![
+        self.children.get_mut().unwrap().push(spawn(vec![
             "ovsdb-server".into(),
             p("conf.db"),
             format!("--remote=punix:{}", p("db.sock")),
@@ -418,7 +714,7 @@ impl Dut {
         let db = format!("--db=unix:{}", p("db.sock"));
         wait_for("ovsdb-server socket", 10.0, || dir.join("db.sock").exists())?;
         run("ovs-vsctl", &[&db, "--no-wait", "init"])?;
-        self.children.push(spawn(vec![
+        self.children.get_mut().unwrap().push(spawn(vec![
             "ovs-vswitchd".into(),
             format!("unix:{}", p("db.sock")),
             format!("--unixctl={}", p("vswitchd.ctl")),
@@ -508,25 +804,14 @@ impl Dut {
         std::fs::write(&cfg, self.lanyard_config(&sock))
             .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
         let log = dir.join("lanyard.log");
-        let logf = std::fs::File::create(&log).map_err(|e| LabError::Dut(format!("log: {e}")))?;
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns])
-            .arg(bin)
-            .arg("run")
-            .arg("--config")
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone().map_err(|e| LabError::Dut(e.to_string()))?)
-            .stderr(logf)
-            .spawn()
-            .map_err(|e| LabError::Dut(format!("spawn {}: {e}", bin.display())))?;
-        self.children.push(child);
+        let child = spawn_lanyard(&ns, bin, &cfg, &log, false)?;
+        self.children.get_mut().unwrap().push(child);
         let mut exited = None;
         // Static routes are installed (FIB and kernel) before the socket
         // answers: allow for them.
         let secs = 10.0 + (self.setup.routes + self.setup.routes6) as f64 / 4000.0;
         let res = wait_for("lanyard management socket", secs, || {
-            if let Some(c) = self.children.last_mut() {
+            if let Some(c) = self.children.get_mut().unwrap().last_mut() {
                 if let Ok(Some(st)) = c.try_wait() {
                     exited = Some(st);
                     return true;
@@ -730,7 +1015,20 @@ impl Dut {
             ));
             c.push_str(self.services_attach());
         }
+        if self.setup.backup_pair {
+            c.push_str(&self.backup_pairs_yaml());
+        }
         c
+    }
+
+    /// Convergence: sw3 backs up sw2 (same VLAN settings: every port is
+    /// an access port in `vlan`).
+    pub fn backup_pairs_yaml(&self) -> String {
+        format!(
+            "backup-pairs:\n  - primary: sw2\n    backup: sw3\n    preempt: {}\n    mac-move-update: {}\n",
+            self.spec.preempt.unwrap_or(false),
+            self.spec.mac_move_update.unwrap_or(true)
+        )
     }
 
     /// Layer 3: routed ports with the linux-router's addressing and the
@@ -825,6 +1123,117 @@ impl Dut {
         self.spec.mac_limit
     }
 }
+
+/// A prepared `ip link set IF down` (see [`Dut::prepare_link_down`]).
+pub struct LinkDown {
+    child: Child,
+    ifname: String,
+}
+
+impl LinkDown {
+    /// Take the link down now; returns when `ip` has done it and exited.
+    pub fn fire(mut self) -> Result<(), LabError> {
+        use std::io::Write as _;
+        let line = format!("link set dev {} down\n", self.ifname);
+        let mut stdin = self
+            .child
+            .stdin
+            .take()
+            .ok_or_else(|| LabError::Command("ip -batch: no stdin".into()))?;
+        let w = stdin.write_all(line.as_bytes());
+        drop(stdin);
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| LabError::Command(format!("ip -batch: {e}")))?;
+        w.map_err(|e| LabError::Command(format!("ip -batch: {e}")))?;
+        if !status.success() {
+            let mut err = String::new();
+            if let Some(mut e) = self.child.stderr.take() {
+                use std::io::Read as _;
+                let _ = e.read_to_string(&mut err);
+            }
+            return Err(LabError::Command(format!(
+                "ip link set dev {} down: {}",
+                self.ifname,
+                err.trim()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LinkDown {
+    fn drop(&mut self) {
+        // Not fired (the trial failed first): ip exits on EOF, doing nothing.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `bin run --config CFG` in namespace `ns`, output to `log`
+/// (appended when `append`).
+fn spawn_lanyard(
+    ns: &str,
+    bin: &Path,
+    cfg: &Path,
+    log: &Path,
+    append: bool,
+) -> Result<Child, LabError> {
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(log)
+        .map_err(|e| LabError::Dut(format!("log: {e}")))?;
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(bin)
+        .arg("run")
+        .arg("--config")
+        .arg(cfg)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().map_err(|e| LabError::Dut(e.to_string()))?)
+        .stderr(logf)
+        .spawn()
+        .map_err(|e| LabError::Dut(format!("spawn {}: {e}", bin.display())))
+}
+
+/// The linux-bridge `failover: script` (argument: a log file): what an
+/// operator would write for Flexlink on Linux. sw3 is disabled (STP state
+/// 0: nothing in or out; state 4 "blocking" would not hold, since the
+/// kernel makes every designated port forwarding whenever another port
+/// changes state); on `ip monitor` news of sw2 losing its link, sw3 is set
+/// forwarding; when sw2 is up again, sw3 is disabled again (preemption).
+/// Each switch is logged with its `CLOCK_REALTIME` time (taken after the
+/// `bridge` command, off the critical path).
+pub const FAILOVER_SCRIPT: &str = r#"#!/bin/sh
+# Flexlink-style failover on a Linux bridge: sw3 backs up sw2.
+P=sw2 B=sw3 LOG="$1"
+bridge link set dev $B state 0 || exit 1
+active=primary
+ip -o monitor link | while read -r line; do
+  case "$line" in
+    *": $P@"*|*": $P:"*) ;;
+    *) continue ;;
+  esac
+  case "$line" in
+    *NO-CARRIER*) up=0 ;;
+    *"state UP "*) up=1 ;;
+    *) up=0 ;;
+  esac
+  if [ $up = 0 ] && [ $active = primary ]; then
+    bridge link set dev $B state 3
+    active=backup
+    echo "$(date +%s.%N) backup" >> "$LOG"
+  elif [ $up = 1 ] && [ $active = backup ]; then
+    bridge link set dev $B state 0
+    active=primary
+    echo "$(date +%s.%N) primary" >> "$LOG"
+  fi
+done
+"#;
 
 /// `after − before` for every numeric leaf of two counter snapshots,
 /// keeping only the ones that changed (nested objects as in the input).

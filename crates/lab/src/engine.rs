@@ -17,7 +17,7 @@ use crate::sig::{
 };
 use crate::LabError;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// One stream of test frames.
@@ -27,6 +27,10 @@ pub struct Stream {
     pub tx: usize,
     /// Tester port the frames should arrive on (None: flooded, count everywhere).
     pub expect: Option<usize>,
+    /// A second port where frames count as received too (convergence: the
+    /// backup uplink). A frame counts once, on whichever port it reaches
+    /// first; the other copy is a duplicate. Not counted as flooded.
+    pub also: Option<usize>,
     /// First source MAC; frame `seq` uses `src + seq % src_count`.
     pub src: Mac,
     /// Number of distinct source MACs (≥ 1).
@@ -69,6 +73,54 @@ pub struct TrialSpec {
     pub burst: Option<usize>,
 }
 
+/// Shared with a running trial ([`Tester::run_with`]): when transmission
+/// started, when to stop, and the mark (an event's start) that splits
+/// frames into "sent before" and "sent after". Times are `CLOCK_MONOTONIC`
+/// ns; 0 = not set.
+#[derive(Debug, Default)]
+pub struct TrialControl {
+    /// Set by the transmit thread when it starts (first deadline).
+    pub t0: AtomicU64,
+    /// Pauses of the transmit thread are measured if they overlap
+    /// `[mark, stall_until]` (0 = no end yet).
+    pub stall_until: AtomicU64,
+    /// Transmission stops at this time (in addition to the trial's limit).
+    pub stop_at: AtomicU64,
+    /// Frames with a transmit timestamp before it are "before the mark".
+    pub mark: AtomicU64,
+}
+
+impl TrialControl {
+    /// Wait (up to 5 s) until the transmit thread has started; its t0.
+    pub fn wait_t0(&self) -> Option<u64> {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let t = self.t0.load(Ordering::Acquire);
+            if t != 0 {
+                return Some(t);
+            }
+            if std::time::Instant::now() > end || interrupted() {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+/// Counts split at a trial's mark (see [`TrialControl`]), per stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkSplit {
+    /// Frames sent before the mark.
+    pub sent_before: u64,
+    /// Of those, received (unique, on the expected or `also` port).
+    pub received_before: u64,
+    /// Per tester port: transmit time (ns after the trial's first
+    /// transmission) of the earliest-sent unique frame received there.
+    pub first_tx_ns: Vec<Option<u64>>,
+    /// Per tester port: transmit time of the latest-sent one.
+    pub last_tx_ns: Vec<Option<u64>>,
+}
+
 /// Per-stream result.
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamResult {
@@ -97,6 +149,12 @@ pub struct StreamResult {
     pub malformed: u64,
     /// Latency on the expected port.
     pub latency: LatencyStats,
+    /// Unique frames received on the `also` port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_also: Option<u64>,
+    /// Counts split at the mark, when the trial had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mark: Option<MarkSplit>,
 }
 
 /// Result of one trial.
@@ -138,10 +196,28 @@ pub struct TrialResult {
     pub latency: LatencyStats,
     /// Per-stream detail.
     pub streams: Vec<StreamResult>,
+    /// The mark (ns after the first transmission), when the trial had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mark_ns: Option<u64>,
+    /// With a mark: the longest pause of the transmit thread (between two
+    /// sends) overlapping `[mark, stall_until]`, and when it began (ns
+    /// after the first transmission). A paced generator sends every ~20 µs; a long
+    /// pause means it was held off the CPU, and caught up afterwards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_stall: Option<(u64, u64)>,
 }
 
 /// The tester side of a topology: one TX and one RX socket per port.
 pub struct Tester {
+    /// Leave CPU to the DUT: the paced transmit thread sleeps (timer slack
+    /// 1 µs) whenever it is more than 30 µs ahead instead of yielding and
+    /// spinning, and the receive thread naps 100 µs after a pass that found
+    /// fewer than 16 frames. Convergence trials use it: on a small machine
+    /// a DUT process that has to act (a failover script, `ip`, a control
+    /// thread) otherwise takes its CPU from the generator exactly while the
+    /// DUT converges, and the frames due then go out late, after it
+    /// converged, hiding the loss. Costs latency accuracy (≤ 100 µs).
+    pub gentle: bool,
     tx: Vec<PacketSocket>,
     rx: Vec<PacketSocket>,
     nonce: u16,
@@ -164,6 +240,10 @@ pub struct Host {
 struct StreamRx {
     per_port: Vec<u64>,
     received: u64,
+    received_also: u64,
+    received_before: u64,
+    first_ts: Vec<u64>,
+    last_ts: Vec<u64>,
     dup: u64,
     reordered: u64,
     malformed: u64,
@@ -202,6 +282,7 @@ impl Tester {
             })
             .collect();
         Ok(Tester {
+            gentle: false,
             hosts,
             tx: socks.0,
             rx: socks.1,
@@ -244,6 +325,18 @@ impl Tester {
 
     /// Run one trial and return exact end-of-trial counts.
     pub fn run(&mut self, spec: &TrialSpec) -> Result<TrialResult, LabError> {
+        self.run_with(spec, |_| ()).map(|(r, ())| r)
+    }
+
+    /// Like [`Tester::run`], and calls `during` on this thread while the
+    /// trial runs (right after the transmit and receive threads start),
+    /// with the trial's [`TrialControl`]: it may wait for `t0`, set the mark
+    /// and `stop_at`. The drain starts when transmission ends.
+    pub fn run_with<R>(
+        &mut self,
+        spec: &TrialSpec,
+        during: impl FnOnce(&TrialControl) -> R,
+    ) -> Result<(TrialResult, R), LabError> {
         let nports = self.tx.len();
         if spec.streams.len() > u16::MAX as usize {
             return Err(LabError::Other("too many streams (max 65535)".into()));
@@ -254,6 +347,7 @@ impl Tester {
                     .is_some_and(|v| v.iter().any(|a| matches!(a, L3::V6 { .. })));
             if s.tx >= nports
                 || s.expect.is_some_and(|e| e >= nports)
+                || s.also.is_some_and(|e| e >= nports || s.expect.is_none())
                 || s.sizes.is_empty()
                 || s.l3.as_ref().is_some_and(|v| v.is_empty())
                 || (v6 && s.sizes.iter().any(|&z| z < MIN_FRAME_V6))
@@ -287,6 +381,10 @@ impl Tester {
             .map(|s| StreamRx {
                 per_port: vec![0; nports],
                 received: 0,
+                received_also: 0,
+                received_before: 0,
+                first_ts: vec![u64::MAX; nports],
+                last_ts: vec![0; nports],
                 dup: 0,
                 reordered: 0,
                 malformed: 0,
@@ -300,19 +398,28 @@ impl Tester {
             r.take_drops();
         }
         let stop = AtomicBool::new(false);
+        let ctl = TrialControl::default();
         let rx_socks = &self.rx;
         let tx_socks = &self.tx;
         let streams = &spec.streams;
         let hosts = &self.hosts;
-        let (tx_out, rx_res) = std::thread::scope(|sc| {
+        let gentle = self.gentle;
+        let (tx_out, rx_res, during_out) = std::thread::scope(|sc| {
             let rxh = sc.spawn(|| {
                 pin_from_env(1);
-                rx_loop(rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop)
+                rx_loop(
+                    rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop, &ctl, gentle,
+                )
             });
             let txh = sc.spawn(|| {
                 pin_from_env(0);
-                tx_loop(tx_socks, spec, &port_streams, nonce)
+                if gentle {
+                    // SAFETY: prctl on the calling thread only.
+                    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+                }
+                tx_loop(tx_socks, spec, &port_streams, nonce, &ctl, gentle)
             });
+            let during_out = during(&ctl);
             let tx_out = txh.join();
             // Drain: keep receiving for a while after the last frame.
             let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(spec.drain);
@@ -321,7 +428,7 @@ impl Tester {
             }
             stop.store(true, Ordering::Relaxed);
             let rx_res = rxh.join();
-            (tx_out, rx_res)
+            (tx_out, rx_res, during_out)
         });
         let tx_out = tx_out.map_err(|_| LabError::Other("tx thread panicked".into()))??;
         rx_res.map_err(|_| LabError::Other("rx thread panicked".into()))??;
@@ -347,7 +454,15 @@ impl Tester {
             generator_limited: false,
             latency: LatencyStats::default(),
             streams: Vec::new(),
+            mark_ns: None,
+            tx_stall: None,
         };
+        let t0 = tx_out.t0;
+        let mark = ctl.mark.load(Ordering::Acquire);
+        if mark != 0 {
+            res.mark_ns = Some(mark.saturating_sub(t0));
+            res.tx_stall = Some((tx_out.stall.0, tx_out.stall.1.saturating_sub(t0)));
+        }
         let mut all = Histogram::new();
         let mut paced = true;
         for (p, ss) in port_streams.iter().enumerate() {
@@ -368,7 +483,7 @@ impl Tester {
                 .per_port
                 .iter()
                 .enumerate()
-                .filter(|(p, _)| Some(*p) != s.expect && *p != s.tx)
+                .filter(|(p, _)| Some(*p) != s.expect && Some(*p) != s.also && *p != s.tx)
                 .map(|(_, c)| *c)
                 .sum();
             for (p, c) in r.per_port.iter().enumerate() {
@@ -400,6 +515,24 @@ impl Tester {
                 flooded,
                 malformed: r.malformed,
                 latency: r.hist.stats(),
+                received_also: s.also.map(|_| r.received_also),
+                mark: (mark != 0).then(|| {
+                    let rel = |v: u64| v.saturating_sub(t0);
+                    MarkSplit {
+                        sent_before: tx_out.stream_sent_before[i],
+                        received_before: r.received_before,
+                        first_tx_ns: r
+                            .first_ts
+                            .iter()
+                            .map(|&v| (v != u64::MAX).then(|| rel(v)))
+                            .collect(),
+                        last_tx_ns: r
+                            .last_ts
+                            .iter()
+                            .map(|&v| (v != 0).then(|| rel(v)))
+                            .collect(),
+                    }
+                }),
             });
         }
         let expected_sent: u64 = res
@@ -420,7 +553,7 @@ impl Tester {
         };
         res.generator_limited = paced && res.offered_fps < 0.98 * res.intended_fps;
         res.latency = all.stats();
-        Ok(res)
+        Ok((res, during_out))
     }
 }
 
@@ -448,8 +581,12 @@ fn pin_from_env(which: usize) {
 
 struct TxOut {
     seconds: f64,
+    t0: u64,
     port_sent: Vec<u64>,
     stream_sent: Vec<u64>,
+    stream_sent_before: Vec<u64>,
+    /// Longest gap between sends ending after the mark: (length, start), ns.
+    stall: (u64, u64),
 }
 
 struct PortTx {
@@ -466,7 +603,14 @@ fn tx_loop(
     spec: &TrialSpec,
     port_streams: &[Vec<usize>],
     nonce: u16,
+    ctl: &TrialControl,
+    gentle: bool,
 ) -> Result<TxOut, LabError> {
+    let (sleep_over, sleep_margin) = if gentle {
+        (30_000.0, 8_000.0)
+    } else {
+        (300_000.0, 150_000.0)
+    };
     let maxlen = spec
         .streams
         .iter()
@@ -480,7 +624,10 @@ fn tx_loop(
     let mut lens = [0usize; BATCH];
     let mut seq = vec![0u32; spec.streams.len()];
     let mut stream_sent = vec![0u64; spec.streams.len()];
-    let t0 = mono_ns() as f64;
+    let mut stream_sent_before = vec![0u64; spec.streams.len()];
+    let t0_ns = mono_ns();
+    ctl.t0.store(t0_ns, Ordering::Release);
+    let t0 = t0_ns as f64;
     let mut ports: Vec<PortTx> = port_streams
         .iter()
         .enumerate()
@@ -505,6 +652,8 @@ fn tx_loop(
         Limit::Frames(_) => f64::INFINITY,
     };
     let mut last = t0;
+    let mut last_send = 0u64;
+    let mut stall = (0u64, 0u64);
     let mut iter = 0u32;
     // Earliest deadline among active ports.
     while let Some(pi) = ports
@@ -521,7 +670,8 @@ fn tx_loop(
         let pt = &mut ports[pi];
         let paced = pt.gap_ns > 0.0;
         let mut now = mono_ns() as f64;
-        if now >= end_ns {
+        let stop_at = ctl.stop_at.load(Ordering::Relaxed);
+        if now >= end_ns || (stop_at != 0 && now >= stop_at as f64) {
             pt.done = true;
             continue;
         }
@@ -532,8 +682,10 @@ fn tx_loop(
             }
             while now < pt.next {
                 let wait = pt.next - now;
-                if wait > 300_000.0 {
-                    std::thread::sleep(std::time::Duration::from_nanos((wait - 150_000.0) as u64));
+                if wait > sleep_over {
+                    std::thread::sleep(std::time::Duration::from_nanos(
+                        (wait - sleep_margin) as u64,
+                    ));
                 } else if wait > 20_000.0 {
                     std::thread::yield_now();
                 } else {
@@ -588,8 +740,24 @@ fn tx_loop(
             let si = slot_stream[k];
             seq[si] = seq[si].wrapping_sub(1);
         }
+        let mark = ctl.mark.load(Ordering::Relaxed);
+        let before = mark == 0 || ts < mark;
+        if n > 0 {
+            let until = ctl.stall_until.load(Ordering::Relaxed);
+            if !before
+                && last_send != 0
+                && (until == 0 || last_send <= until)
+                && ts - last_send > stall.0
+            {
+                stall = (ts - last_send, last_send);
+            }
+            last_send = ts;
+        }
         for &si in slot_stream.iter().take(n) {
             stream_sent[si] += 1;
+            if before {
+                stream_sent_before[si] += 1;
+            }
         }
         pt.sent += n as u64;
         if paced {
@@ -612,11 +780,15 @@ fn tx_loop(
     }
     Ok(TxOut {
         seconds: ((last - t0) / 1e9).max(1e-9),
+        t0: t0_ns,
         port_sent,
         stream_sent,
+        stream_sent_before,
+        stall,
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn rx_loop(
     socks: &[PacketSocket],
     tx: &[PacketSocket],
@@ -625,6 +797,8 @@ fn rx_loop(
     rxs: &mut [StreamRx],
     nonce: u16,
     stop: &AtomicBool,
+    ctl: &TrialControl,
+    gentle: bool,
 ) -> Result<(), LabError> {
     let mut bufs = RxBufs::new();
     let mut reply = [0u8; 128];
@@ -657,7 +831,7 @@ fn rx_loop(
                 let st = &streams[sg.stream as usize];
                 let r = &mut rxs[sg.stream as usize];
                 r.per_port[p] += 1;
-                if st.expect != Some(p) {
+                if st.expect != Some(p) && st.also != Some(p) {
                     continue;
                 }
                 if st.arrival.is_some_and(|a| !a.check(frame, ip)) {
@@ -675,6 +849,15 @@ fn rx_loop(
                     *w |= b;
                 }
                 r.received += 1;
+                if st.also == Some(p) {
+                    r.received_also += 1;
+                }
+                let mark = ctl.mark.load(Ordering::Relaxed);
+                if mark == 0 || sg.ts < mark {
+                    r.received_before += 1;
+                }
+                r.first_ts[p] = r.first_ts[p].min(sg.ts);
+                r.last_ts[p] = r.last_ts[p].max(sg.ts);
                 match r.max_seq {
                     Some(m) if sg.seq < m => r.reordered += 1,
                     _ => r.max_seq = Some(sg.seq),
@@ -687,6 +870,8 @@ fn rx_loop(
                 break;
             }
             poll_any(&fds, 2);
+        } else if gentle && got < 16 {
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
     Ok(())

@@ -8,6 +8,7 @@
 //!
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
+pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod hist;
@@ -195,6 +196,14 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
     ) || (t.kind == TestKind::FullMesh);
     if driver == Driver::Wire && needs_switch {
         return Some("needs a switching DUT (wire is a plain veth pair)");
+    }
+    if let Some(c) = &t.convergence {
+        if driver == Driver::LinuxRouter {
+            return Some("layer-2 failover test on a router");
+        }
+        if driver == Driver::Wire && c.event != plan::Event::None {
+            return Some("wire runs convergence only with event: none (the baseline)");
+        }
     }
     if driver == Driver::LinuxRouter
         && matches!(
@@ -677,6 +686,7 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
                 streams: vec![engine::Stream {
                     tx: 0,
                     expect: Some(1),
+                    also: None,
                     src: dut::host_mac(0),
                     src_count: 1,
                     dst: dut::host_mac(1),

@@ -276,7 +276,9 @@ impl RxBufs {
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
+                // ENETDOWN: the port was taken down (a convergence test's
+                // tester-side link-down); the socket works again once it is up.
+                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ENETDOWN) => Ok(0),
                 _ => Err(os("recvmmsg")),
             };
         }

@@ -128,6 +128,43 @@ pub struct DutSpec {
     /// every packet, flow accounting with export. See `dut::services_yaml`.
     #[serde(default)]
     pub services: Option<bool>,
+    /// linux-bridge, convergence tests: how `sw3` backs up `sw2` — `script`
+    /// (sw3 disabled, a shell script on `ip monitor link` sets it forwarding
+    /// when sw2 goes down) or `backup-port` (the kernel's `backup_port`).
+    /// Without it sw3 is an ordinary bridge port.
+    #[serde(default)]
+    pub failover: Option<Failover>,
+    /// lanyard, convergence tests: the backup pair's `preempt` (default false).
+    #[serde(default)]
+    pub preempt: Option<bool>,
+    /// lanyard, convergence tests: the backup pair's `mac-move-update`
+    /// (default true).
+    #[serde(default)]
+    pub mac_move_update: Option<bool>,
+}
+
+/// How a Linux bridge DUT fails over from `sw2` to `sw3` (convergence tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failover {
+    /// sw3 `state 0` (disabled); a script in the DUT namespace watching
+    /// `ip monitor link` sets it forwarding (`state 3`) when sw2 goes down
+    /// and disabled again when sw2 comes back.
+    Script,
+    /// `bridge link set dev sw2 backup_port sw3`: the kernel redirects known
+    /// unicast for sw2 to sw3 while sw2 has no carrier (sw3 forwards
+    /// normally otherwise).
+    BackupPort,
+}
+
+impl Failover {
+    /// Name as written in plans.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Failover::Script => "script",
+            Failover::BackupPort => "backup-port",
+        }
+    }
 }
 
 impl DutSpec {
@@ -149,6 +186,9 @@ impl DutSpec {
             routes: None,
             routes6: None,
             services: None,
+            failover: None,
+            preempt: None,
+            mac_move_update: None,
         }
     }
 }
@@ -206,6 +246,94 @@ pub enum TestKind {
     LearningCheck,
     /// RFC 2889 congestion control / head-of-line blocking.
     Holb,
+    /// Failover convergence: constant-rate traffic, an event (link down,
+    /// process kill, command), convergence time = lost frames / offered rate.
+    Convergence,
+}
+
+/// A rate in a plan: frames/s, or (convergence) `max` / `"N%"` of the
+/// highest rate the DUT forwards without loss.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum RateSpec {
+    /// Frames/s.
+    Fps(f64),
+    /// `max` or `"N%"`.
+    Word(String),
+}
+
+/// Convergence event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Event {
+    /// `ip link set <primary> down` (DUT side `sw2`, or tester side `t2`).
+    LinkDown,
+    /// Kill the DUT process (SIGKILL); the lab, as the DUT's supervisor,
+    /// starts it again at once.
+    Kill,
+    /// `sh -c <event-command>` in the DUT namespace.
+    Command,
+    /// No event: steady-state baseline (should lose nothing).
+    None,
+}
+
+impl Event {
+    /// Name as written in plans.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Event::LinkDown => "link-down",
+            Event::Kill => "kill",
+            Event::Command => "command",
+            Event::None => "none",
+        }
+    }
+}
+
+/// Which end of the primary link a `link-down` event takes down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventSide {
+    /// The DUT's `sw2` (in the DUT namespace).
+    #[default]
+    Dut,
+    /// The tester's `t2`: the DUT sees its carrier go away.
+    Tester,
+}
+
+/// Convergence topologies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConvTopology {
+    /// T1 - sw1 (source), T2 - sw2 (primary), T3 - sw3 (backup).
+    #[default]
+    BackupPair,
+}
+
+/// A convergence test's resolved parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Convergence {
+    /// Topology.
+    pub topology: ConvTopology,
+    /// The event.
+    pub event: Event,
+    /// Link-down side.
+    pub event_side: EventSide,
+    /// Shell command of `event: command`.
+    pub event_command: Option<String>,
+    /// Shell command run in the DUT namespace after every trial's restore.
+    pub restore_command: Option<String>,
+    /// Seconds of traffic before the event.
+    pub event_at: f64,
+    /// Seconds of traffic after the event (counted from its end).
+    pub after_event: f64,
+    /// Destination-MAC groups (streams) the addresses are split into.
+    pub streams: u32,
+    /// Goal in milliseconds (report only).
+    pub goal_ms: f64,
+    /// Seconds to wait for the DUT to be back between trials.
+    pub restore_timeout: f64,
+    /// `rate: max` / `"N%"`: fraction of the DUT's measured maximum.
+    pub max_fraction: Option<f64>,
 }
 
 /// IP version of layer-3 test frames.
@@ -291,9 +419,10 @@ pub struct TestSpec {
     /// Repetitions (latency, learning-check; default 1).
     #[serde(default)]
     pub trials: Option<u32>,
-    /// Frames/s per sending port (latency, holb, learning-rate upper bound).
+    /// Frames/s per sending port (latency, holb, learning-rate upper bound,
+    /// convergence); convergence also takes `max` or `"N%"` (of max).
     #[serde(default)]
-    pub rate: Option<f64>,
+    pub rate: Option<RateSpec>,
     /// Search parameters.
     #[serde(default)]
     pub search: Option<SearchSpec>,
@@ -320,6 +449,36 @@ pub struct TestSpec {
     /// taken from the passing trial at that rate).
     #[serde(default)]
     pub latency_trial: Option<bool>,
+    /// Convergence: `backup-pair` (default).
+    #[serde(default)]
+    pub topology: Option<ConvTopology>,
+    /// Convergence: `link-down` (default), `kill`, `command` or `none`.
+    #[serde(default)]
+    pub event: Option<Event>,
+    /// Convergence, link-down: `dut` (default) or `tester`.
+    #[serde(default)]
+    pub event_side: Option<EventSide>,
+    /// Convergence, `event: command`: run with `sh -c` in the DUT namespace.
+    #[serde(default)]
+    pub event_command: Option<String>,
+    /// Convergence: command run in the DUT namespace after each restore.
+    #[serde(default)]
+    pub restore_command: Option<String>,
+    /// Convergence: seconds of steady traffic before the event (default 1, at least 1).
+    #[serde(default)]
+    pub event_at: Option<f64>,
+    /// Convergence: seconds of traffic after the event ends (default 2, at least 2).
+    #[serde(default)]
+    pub after_event: Option<f64>,
+    /// Convergence: streams (destination-MAC groups; default 16).
+    #[serde(default)]
+    pub streams: Option<u32>,
+    /// Convergence: goal in ms (default 1; reported, pass = every trial below it).
+    #[serde(default)]
+    pub goal_ms: Option<f64>,
+    /// Convergence: seconds to wait for the DUT to be back between trials (default 10).
+    #[serde(default)]
+    pub restore_timeout: Option<f64>,
 }
 
 /// A test with defaults applied and checked.
@@ -381,6 +540,8 @@ pub struct Test {
     pub hosts: u32,
     /// Separate latency trial.
     pub latency_trial: bool,
+    /// Convergence parameters (convergence tests only).
+    pub convergence: Option<Convergence>,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -428,6 +589,24 @@ fn check_routes(at: &str, v4: Option<u32>, v6: Option<u32>) -> Result<(), LabErr
         ));
     }
     Ok(())
+}
+
+/// `max` → 1.0, `"N%"` → N / 100 (0 < N ≤ 100).
+pub fn parse_max_rate(w: &str) -> Result<f64, String> {
+    let w = w.trim();
+    if w == "max" {
+        return Ok(1.0);
+    }
+    if let Some(p) = w.strip_suffix('%') {
+        if let Ok(p) = p.trim().parse::<f64>() {
+            if p > 0.0 && p <= 100.0 {
+                return Ok(p / 100.0);
+            }
+        }
+    }
+    Err(format!(
+        "{w:?}: frames/s, max, or \"N%\" of max with 0 < N <= 100"
+    ))
 }
 
 fn positive(field: String, v: f64) -> Result<f64, LabError> {
@@ -500,6 +679,23 @@ impl Plan {
                     "only the lanyard driver runs services",
                 ));
             }
+            if d.failover.is_some() && d.driver != Driver::LinuxBridge {
+                return Err(bad(
+                    format!("duts[{i}].failover"),
+                    "only the linux-bridge driver takes a failover mode",
+                ));
+            }
+            for (k, v) in [
+                ("preempt", d.preempt),
+                ("mac-move-update", d.mac_move_update),
+            ] {
+                if v.is_some() && d.driver != Driver::Lanyard {
+                    return Err(bad(
+                        format!("duts[{i}].{k}"),
+                        "only the lanyard driver has backup pairs",
+                    ));
+                }
+            }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
                     format!("duts[{i}].rate-kbit"),
@@ -523,10 +719,12 @@ impl Plan {
             .clone()
             .or(d.frame_sizes.clone())
             .unwrap_or_else(|| {
-                [64u16, 128, 256, 512, 1024, 1280, 1518]
-                    .iter()
-                    .map(|&b| FrameSizeSpec::Bytes(b))
-                    .collect()
+                let all: &[u16] = if t.kind == TestKind::Convergence {
+                    &[64]
+                } else {
+                    &[64, 128, 256, 512, 1024, 1280, 1518]
+                };
+                all.iter().map(|&b| FrameSizeSpec::Bytes(b)).collect()
             });
         let frame_sizes = resolve_sizes(&f("frame-sizes"), &sizes_spec)?;
         let search = t.search.or(d.search).unwrap_or_default();
@@ -584,7 +782,10 @@ impl Plan {
         let ports = match t.kind {
             TestKind::FullMesh => t.ports.unwrap_or(4),
             TestKind::Holb => 4,
-            TestKind::AddressCapacity | TestKind::LearningRate | TestKind::LearningCheck => 3,
+            TestKind::AddressCapacity
+            | TestKind::LearningRate
+            | TestKind::LearningCheck
+            | TestKind::Convergence => 3,
             _ => 2,
         };
         if !(2..=64).contains(&ports) {
@@ -640,9 +841,19 @@ impl Plan {
         if !(1..=1_000_000).contains(&hosts) {
             return Err(bad(f("hosts"), "must be 1..1000000"));
         }
-        let rate = match t.rate {
-            Some(r) => Some(positive(f("rate"), r)?),
-            None => None,
+        let (rate, max_fraction) = match &t.rate {
+            None => (None, None),
+            Some(RateSpec::Fps(r)) => (Some(positive(f("rate"), *r)?), None),
+            Some(RateSpec::Word(w)) if t.kind == TestKind::Convergence => (
+                None,
+                Some(parse_max_rate(w).map_err(|m| bad(f("rate"), m))?),
+            ),
+            Some(RateSpec::Word(w)) => {
+                return Err(bad(
+                    f("rate"),
+                    format!("{w:?}: frames/s expected (only convergence tests take max or \"N%\")"),
+                ))
+            }
         };
         if matches!(t.kind, TestKind::Latency) && rate.is_none() {
             return Err(bad(
@@ -650,6 +861,25 @@ impl Plan {
                 "required by latency tests (frames/s per port)",
             ));
         }
+        let convergence = self.convergence(
+            i,
+            t,
+            rate.is_some() || max_fraction.is_some(),
+            max_fraction,
+            addresses,
+        )?;
+        let trial_duration = match &convergence {
+            Some(c) => c.event_at + c.after_event,
+            None => positive(
+                f("trial-duration"),
+                t.trial_duration.or(d.trial_duration).unwrap_or(2.0),
+            )?,
+        };
+        let learn_rate_default = if convergence.is_some() {
+            50_000.0
+        } else {
+            10_000.0
+        };
         Ok(Test {
             name: t.name.clone().unwrap_or_else(|| {
                 serde_json::to_value(t.kind)
@@ -667,13 +897,13 @@ impl Plan {
             bidirectional: t.bidirectional.unwrap_or(false),
             ports,
             mesh,
-            trial_duration: positive(
-                f("trial-duration"),
-                t.trial_duration.or(d.trial_duration).unwrap_or(2.0),
-            )?,
+            trial_duration,
             drain: positive(f("drain"), t.drain.or(d.drain).unwrap_or(1.0))?,
             learn_wait: t.learn_wait.or(d.learn_wait).unwrap_or(1.0).max(0.0),
-            trials: t.trials.unwrap_or(1).max(1),
+            trials: t
+                .trials
+                .unwrap_or(if convergence.is_some() { 5 } else { 1 })
+                .max(1),
             rate,
             resolution,
             max_trials,
@@ -685,12 +915,124 @@ impl Plan {
             },
             addresses,
             search_addresses: t.search_addresses.unwrap_or(false),
-            learn_rate: positive(f("learn-rate"), t.learn_rate.unwrap_or(10_000.0))?,
+            learn_rate: positive(f("learn-rate"), t.learn_rate.unwrap_or(learn_rate_default))?,
             steps,
             burst: t.burst,
             hosts,
             latency_trial: t.latency_trial.unwrap_or(false),
+            convergence,
         })
+    }
+
+    /// The convergence parameters of test `i` (None for other types, whose
+    /// convergence-only keys are errors).
+    fn convergence(
+        &self,
+        i: usize,
+        t: &TestSpec,
+        has_rate: bool,
+        max_fraction: Option<f64>,
+        addresses: u32,
+    ) -> Result<Option<Convergence>, LabError> {
+        let f = |n: &str| format!("tests[{i}].{n}");
+        let only: [(&str, bool); 10] = [
+            ("topology", t.topology.is_some()),
+            ("event", t.event.is_some()),
+            ("event-side", t.event_side.is_some()),
+            ("event-command", t.event_command.is_some()),
+            ("restore-command", t.restore_command.is_some()),
+            ("event-at", t.event_at.is_some()),
+            ("after-event", t.after_event.is_some()),
+            ("streams", t.streams.is_some()),
+            ("goal-ms", t.goal_ms.is_some()),
+            ("restore-timeout", t.restore_timeout.is_some()),
+        ];
+        if t.kind != TestKind::Convergence {
+            if let Some((k, _)) = only.iter().find(|(_, set)| *set) {
+                return Err(bad(f(k), "only convergence tests take it"));
+            }
+            return Ok(None);
+        }
+        if !has_rate {
+            return Err(bad(
+                f("rate"),
+                "required by convergence tests: frames/s from the source port, max, or \"N%\" of max",
+            ));
+        }
+        if t.trial_duration.is_some() {
+            return Err(bad(
+                f("trial-duration"),
+                "convergence trials last event-at + after-event seconds",
+            ));
+        }
+        if t.layer.is_some_and(|l| l != 2) || t.family.is_some() {
+            return Err(bad(f("layer"), "convergence tests are layer 2"));
+        }
+        for (k, set) in [
+            ("bidirectional", t.bidirectional.is_some()),
+            ("hosts", t.hosts.is_some()),
+            ("routes", t.routes.is_some() || t.routes6.is_some()),
+        ] {
+            if set {
+                return Err(bad(f(k), "not a convergence option"));
+            }
+        }
+        let event = t.event.unwrap_or(Event::LinkDown);
+        if t.event_side.is_some() && event != Event::LinkDown {
+            return Err(bad(f("event-side"), "only with event: link-down"));
+        }
+        match (&t.event_command, event) {
+            (None, Event::Command) => {
+                return Err(bad(
+                    f("event-command"),
+                    "required with event: command (a shell command run in the DUT namespace)",
+                ))
+            }
+            (Some(c), Event::Command) if c.trim().is_empty() => {
+                return Err(bad(f("event-command"), "must not be empty"))
+            }
+            (Some(_), e) if e != Event::Command => {
+                return Err(bad(f("event-command"), "only with event: command"))
+            }
+            _ => {}
+        }
+        let event_at = t.event_at.unwrap_or(1.0);
+        if !(event_at.is_finite() && event_at >= 1.0) {
+            return Err(bad(
+                f("event-at"),
+                format!("at least 1 s of steady traffic before the event, got {event_at}"),
+            ));
+        }
+        let after_event = t.after_event.unwrap_or(2.0);
+        if !(after_event.is_finite() && after_event >= 2.0) {
+            return Err(bad(
+                f("after-event"),
+                format!("at least 2 s of traffic after the event, got {after_event}"),
+            ));
+        }
+        let streams = t.streams.unwrap_or(16.min(addresses));
+        if streams == 0 || streams > 1024 || streams > addresses {
+            return Err(bad(
+                f("streams"),
+                format!("must be 1..1024 and at most addresses ({addresses})"),
+            ));
+        }
+        if t.trials == Some(0) {
+            return Err(bad(f("trials"), "must be at least 1"));
+        }
+        Ok(Some(Convergence {
+            topology: t.topology.unwrap_or_default(),
+            event,
+            event_side: t.event_side.unwrap_or_default(),
+            event_command: t.event_command.clone(),
+            restore_command: t.restore_command.clone(),
+            event_at,
+            after_event,
+            streams,
+            goal_ms: positive(f("goal-ms"), t.goal_ms.unwrap_or(1.0))?,
+            restore_timeout: positive(f("restore-timeout"), t.restore_timeout.unwrap_or(10.0))?,
+            max_fraction,
+        }))
     }
 
     /// Ports the topology of `dut` needs (the most any test uses).
@@ -839,6 +1181,189 @@ tests:
             "name: t\nduts: [{name: c, driver: lanyard, routes: 5000000}]\ntests: [{type: throughput}]",
         );
         assert!(e.contains("duts[0].routes"), "{e}");
+    }
+
+    #[test]
+    fn convergence_options() {
+        let p = Plan::parse(
+            "
+name: c
+duts:
+  - {name: s, driver: linux-bridge, failover: script}
+  - {name: b, driver: linux-bridge, failover: backup-port}
+  - {name: l, driver: lanyard, preempt: false, mac-move-update: true}
+  - {name: w, driver: wire}
+tests:
+  - {type: convergence, addresses: 90000, rate: 100000}
+  - {type: convergence, addresses: 1000, rate: max, event: kill, trials: 2, streams: 4,
+     event-at: 1.5, after-event: 3, goal-ms: 2, restore-timeout: 5}
+  - {type: convergence, rate: '90%', event: link-down, event-side: tester}
+  - {type: convergence, rate: 1000, event: command, event-command: 'true', restore-command: 'true'}
+  - {type: convergence, rate: 1000, event: none, frame-sizes: [64, 1518]}
+",
+        )
+        .unwrap();
+        assert_eq!(p.duts[0].failover, Some(Failover::Script));
+        assert_eq!(p.duts[1].failover, Some(Failover::BackupPort));
+        assert_eq!(p.ports_needed(), 3);
+        let t = p.test(0).unwrap();
+        let c = t.convergence.clone().unwrap();
+        assert_eq!(t.rate, Some(100_000.0));
+        assert_eq!((t.trials, t.addresses, t.learn_rate), (5, 90_000, 50_000.0));
+        assert_eq!(t.frame_sizes.len(), 1);
+        assert_eq!(t.frame_sizes[0].label, "64");
+        assert_eq!(
+            (c.event, c.event_side, c.topology),
+            (Event::LinkDown, EventSide::Dut, ConvTopology::BackupPair)
+        );
+        assert_eq!(
+            (c.event_at, c.after_event, c.streams, c.goal_ms),
+            (1.0, 2.0, 16, 1.0)
+        );
+        assert_eq!(c.max_fraction, None);
+        assert_eq!(t.trial_duration, 3.0);
+        let t = p.test(1).unwrap();
+        let c = t.convergence.clone().unwrap();
+        assert_eq!((t.rate, c.max_fraction), (None, Some(1.0)));
+        assert_eq!((c.event, t.trials, c.streams), (Event::Kill, 2, 4));
+        assert_eq!(
+            (c.event_at, c.after_event, c.goal_ms, c.restore_timeout),
+            (1.5, 3.0, 2.0, 5.0)
+        );
+        assert_eq!(t.trial_duration, 4.5);
+        let c = p.test(2).unwrap().convergence.unwrap();
+        assert_eq!(
+            (c.max_fraction, c.event_side),
+            (Some(0.9), EventSide::Tester)
+        );
+        let c = p.test(3).unwrap().convergence.unwrap();
+        assert_eq!(c.event_command.as_deref(), Some("true"));
+        assert_eq!(p.test(4).unwrap().frame_sizes.len(), 2);
+        // Only convergence tests run the backup-pair setup, and only where
+        // the DUT has one.
+        let conv = p.test(0).unwrap();
+        for (i, want) in [(0, true), (1, true), (2, true), (3, false)] {
+            assert_eq!(
+                crate::dut::Setup::for_test(&p.duts[i], &conv).backup_pair,
+                want
+            );
+        }
+        let thr =
+            Plan::parse("name: t\nduts: [{name: l, driver: lanyard}]\ntests: [{type: throughput}]")
+                .unwrap();
+        assert!(!crate::dut::Setup::for_test(&thr.duts[0], &thr.test(0).unwrap()).backup_pair);
+        assert_eq!(parse_max_rate("max"), Ok(1.0));
+        assert_eq!(parse_max_rate("50%"), Ok(0.5));
+        assert!(parse_max_rate("150%").is_err() && parse_max_rate("fast").is_err());
+    }
+
+    #[test]
+    fn convergence_errors_name_the_field() {
+        let base = "name: t\nduts: [{name: c, driver: linux-bridge}]\ntests: ";
+        for (test, field, words) in [
+            ("{type: convergence}", "tests[0].rate", "required"),
+            ("{type: convergence, rate: fast}", "tests[0].rate", "max"),
+            ("{type: convergence, rate: 0}", "tests[0].rate", "positive"),
+            (
+                "{type: latency, rate: max}",
+                "tests[0].rate",
+                "only convergence",
+            ),
+            (
+                "{type: throughput, event: kill}",
+                "tests[0].event",
+                "only convergence",
+            ),
+            (
+                "{type: throughput, streams: 4}",
+                "tests[0].streams",
+                "only convergence",
+            ),
+            (
+                "{type: convergence, rate: 1000, event: explode}",
+                "tests[0].event",
+                "unknown variant",
+            ),
+            (
+                "{type: convergence, rate: 1000, event: command}",
+                "tests[0].event-command",
+                "required",
+            ),
+            (
+                "{type: convergence, rate: 1000, event-command: ls}",
+                "tests[0].event-command",
+                "only with event: command",
+            ),
+            (
+                "{type: convergence, rate: 1000, event: kill, event-side: tester}",
+                "tests[0].event-side",
+                "link-down",
+            ),
+            (
+                "{type: convergence, rate: 1000, event-at: 0.5}",
+                "tests[0].event-at",
+                "at least 1",
+            ),
+            (
+                "{type: convergence, rate: 1000, after-event: 1}",
+                "tests[0].after-event",
+                "at least 2",
+            ),
+            (
+                "{type: convergence, rate: 1000, addresses: 8, streams: 9}",
+                "tests[0].streams",
+                "at most addresses",
+            ),
+            (
+                "{type: convergence, rate: 1000, streams: 2000}",
+                "tests[0].streams",
+                "1..1024",
+            ),
+            (
+                "{type: convergence, rate: 1000, trial-duration: 5}",
+                "tests[0].trial-duration",
+                "event-at",
+            ),
+            (
+                "{type: convergence, rate: 1000, layer: 3}",
+                "tests[0].layer",
+                "layer 2",
+            ),
+            (
+                "{type: convergence, rate: 1000, hosts: 4}",
+                "tests[0].hosts",
+                "not a convergence",
+            ),
+            (
+                "{type: convergence, rate: 1000, trials: 0}",
+                "tests[0].trials",
+                "at least 1",
+            ),
+            (
+                "{type: convergence, rate: 1000, goal-ms: -1}",
+                "tests[0].goal-ms",
+                "positive",
+            ),
+            (
+                "{type: convergence, rate: 1000, topology: ring}",
+                "tests[0].topology",
+                "unknown variant",
+            ),
+        ] {
+            let e = err(&format!("{base}[{test}]"));
+            assert!(e.contains(field) && e.contains(words), "{test}: {e}");
+        }
+        let e = err(
+            "name: t\nduts: [{name: c, driver: lanyard, failover: script}]\ntests: [{type: holb}]",
+        );
+        assert!(e.contains("duts[0].failover"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: linux-bridge, failover: magic}]\ntests: [{type: holb}]");
+        assert!(e.contains("duts[0].failover"), "{e}");
+        let e =
+            err("name: t\nduts: [{name: c, driver: ovs, preempt: true}]\ntests: [{type: holb}]");
+        assert!(e.contains("duts[0].preempt"), "{e}");
+        let e = err("name: t\nduts: [{name: c, driver: wire, mac-move-update: true}]\ntests: [{type: holb}]");
+        assert!(e.contains("duts[0].mac-move-update"), "{e}");
     }
 
     #[test]

@@ -120,6 +120,22 @@ pub fn estimate(t: &Test) -> f64 {
             };
             one * k
         }
+        TestKind::Convergence => {
+            let c = t.convergence.as_ref();
+            let restore = c.map_or(0.0, |_| 1.0);
+            let one = t.trial_duration
+                + t.drain
+                + t.addresses as f64 / t.learn_rate
+                + t.learn_wait
+                + 0.6
+                + restore;
+            let search = if t.rate.is_none() {
+                (1.0 + search) * (1.0 + t.drain) + t.addresses as f64 / t.learn_rate
+            } else {
+                0.0
+            };
+            n * (one * t.trials as f64 + search)
+        }
     }
 }
 
@@ -221,6 +237,7 @@ impl Ctx<'_> {
         Stream {
             tx,
             expect: Some(rx),
+            also: None,
             src: host_mac(tx),
             src_count: hosts,
             dst,
@@ -317,6 +334,7 @@ impl Ctx<'_> {
             TestKind::AddressCapacity => self.capacity(t, row),
             TestKind::LearningRate => self.learning_rate(t, row),
             TestKind::LearningCheck => self.learning_check(t, row),
+            TestKind::Convergence => self.convergence(t, fs, row),
         }
     }
 
@@ -597,6 +615,7 @@ impl Ctx<'_> {
         let learn = Stream {
             tx: 0,
             expect: Some(1),
+            also: None,
             src: base,
             src_count: n,
             dst: host_mac(1),
@@ -623,6 +642,7 @@ impl Ctx<'_> {
         let test = Stream {
             tx: 1,
             expect: Some(0),
+            also: None,
             src: host_mac(1),
             src_count: 1,
             dst: base,

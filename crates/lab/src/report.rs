@@ -225,6 +225,17 @@ impl Summary {
             if rate_test {
                 let _ = writeln!(o, "cell: kfps (% of ceiling) | latency avg/p99 µs");
             }
+            let conv = kind == TestKind::Convergence;
+            if conv {
+                let goal = rows
+                    .iter()
+                    .find_map(|r| r.detail["goal_ms"].as_f64())
+                    .unwrap_or(1.0);
+                let _ = writeln!(
+                    o,
+                    "cell: convergence min/avg/max ms over the trials (lost frames / offered rate); goal < {goal} ms"
+                );
+            }
             let w = 36;
             let _ = write!(o, "{:>6}", "frame");
             for d in &duts {
@@ -242,6 +253,18 @@ impl Summary {
                     let _ = write!(o, " | {:<w$}", cell);
                 }
                 let _ = writeln!(o);
+            }
+            if conv {
+                for s in &sizes {
+                    for d in &duts {
+                        if let Some(r) = rows
+                            .iter()
+                            .find(|r| r.dut == *d && r.frame_size == *s && r.status == "ok")
+                        {
+                            let _ = writeln!(o, "  {s:>5} {d}: {}", conv_line(r));
+                        }
+                    }
+                }
             }
             if rate_test {
                 let pairs: Vec<(&str, &str)> = duts
@@ -461,12 +484,87 @@ impl Summary {
     }
 }
 
+/// `a/b/c` of a `{min, avg, max}` JSON object.
+fn mam(v: &serde_json::Value, d: usize) -> Option<String> {
+    Some(format!(
+        "{:.d$}/{:.d$}/{:.d$}",
+        v["min"].as_f64()?,
+        v["avg"].as_f64()?,
+        v["max"].as_f64()?
+    ))
+}
+
+/// The detail line of a convergence row.
+fn conv_line(r: &ResultRow) -> String {
+    let d = &r.detail;
+    let mut v = Vec::new();
+    let n = d["trials"].as_array().map_or(0, |a| a.len());
+    let src = d["rate"]["source"].as_str().unwrap_or("fixed");
+    v.push(format!(
+        "{n} trials at {:.0} fps offered ({}), {} MACs in {} streams, event {}{}",
+        d["offered_fps"]["avg"].as_f64().unwrap_or(0.0),
+        if src == "max" {
+            format!(
+                "{:.0}% of max {:.0} fps",
+                d["rate"]["fraction"].as_f64().unwrap_or(1.0) * 100.0,
+                d["rate"]["max_fps"].as_f64().unwrap_or(0.0)
+            )
+        } else {
+            "fixed".into()
+        },
+        d["addresses"],
+        d["streams"],
+        d["event"].as_str().unwrap_or("?"),
+        match d["event_side"].as_str() {
+            Some("tester") => " (tester side)",
+            _ => "",
+        }
+    ));
+    if let Some(x) = mam(&d["lost"], 0) {
+        v.push(format!("lost {x} frames"));
+    }
+    if let Some(w) = d["worst_stream_ms"].as_f64() {
+        v.push(format!(
+            "worst stream {w:.3} ms (trial {}, stream {})",
+            d["worst_stream"]["trial"], d["worst_stream"]["stream"]
+        ));
+    }
+    if let Some(x) = mam(&d["outage_ms"], 3) {
+        v.push(format!("outage by timestamps {x} ms"));
+    }
+    if let Some(x) = mam(&d["event_ms"], 1) {
+        v.push(format!("event took {x} ms"));
+    }
+    if let Some(x) = mam(&d["script_ms"], 1) {
+        v.push(format!("script switched {x} ms after the event started"));
+    }
+    if let Some(x) = mam(&d["tx_stall_ms"], 2) {
+        v.push(format!("generator pause {x} ms"));
+    }
+    v.push(format!(
+        "dup {} reordered {} lost-before-event {}",
+        d["duplicated"], d["reordered"], d["lost_before_event"]
+    ));
+    v.join("; ")
+}
+
 fn cell(r: &ResultRow, rate_test: bool) -> String {
     if r.status != "ok" {
         let e = r.error.clone().unwrap_or_default();
         let mut s = format!("{}: {e}", r.status);
         s.truncate(36);
         return s;
+    }
+    if r.kind == TestKind::Convergence {
+        let p = match r.pass {
+            Some(true) => "PASS ",
+            Some(false) => "FAIL ",
+            None => "",
+        };
+        return format!(
+            "{p}{} ms",
+            mam(&r.detail["convergence_ms"], 3).unwrap_or_else(|| "-".into())
+        );
     }
     if rate_test {
         let f = r.throughput_fps.unwrap_or(0.0) / 1e3;

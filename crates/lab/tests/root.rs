@@ -45,6 +45,7 @@ fn wire_counts_are_exact() {
                     Stream {
                         tx: 0,
                         expect: Some(1),
+                        also: None,
                         src: host_mac(0),
                         src_count: 1,
                         dst: host_mac(1),
@@ -56,6 +57,7 @@ fn wire_counts_are_exact() {
                     Stream {
                         tx: 1,
                         expect: Some(0),
+                        also: None,
                         src: host_mac(1),
                         src_count: 1,
                         dst: host_mac(0),
@@ -333,6 +335,7 @@ fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
                 streams: vec![Stream {
                     tx: 0,
                     expect: Some(1),
+                    also: None,
                     src: host_mac(0),
                     src_count: 1,
                     dst: host_mac(1),

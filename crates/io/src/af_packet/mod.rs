@@ -1082,6 +1082,13 @@ impl Port for AfPacketPort {
         self.handover_state()
     }
 
+    fn discard_tx(&mut self) {
+        // The kernel keeps a frame it could not send (queue stopped while
+        // the carrier is off) in SEND_REQUEST and would send it with the
+        // next kick, whenever that is; `tx_pending` covers those slots.
+        self.discard_pending_tx();
+    }
+
     fn stats(&mut self) -> PortStats {
         if let Some(l) = link::query(&self.name) {
             self.tx_max_len = l.mtu as usize + 14;
