@@ -285,7 +285,13 @@ impl Switch {
                 .map(|p| (p.primary, p.backup, p.mac_move_update))
                 .collect();
             let sh = shared.clone();
-            ha.set_failover_hook(Box::new(move |pair, _from, to| {
+            let mbs = mailboxes.clone();
+            ha.set_failover_hook(Box::new(move |pair, from, to| {
+                // Frames already queued on the port that failed leave by
+                // the one that took over.
+                for m in &mbs {
+                    m.send(datapath::PortCommand::MoveTx { from, to });
+                }
                 if let Some(&(p, b, true)) = pairs.get(pair) {
                     let name = names[to as usize].clone();
                     crate::ha::spawn_mac_move_update(&sh, name, to, (p, b));

@@ -429,6 +429,19 @@ impl Ha {
         self.update(|st| st.set_link(port, up, now));
     }
 
+    /// For a port-channel member whose link just went: a member still
+    /// distributing, to take the frames stranded in its transmit ring.
+    pub fn channel_takeover(&self, port: u16) -> Option<u16> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (c, _) = st.channel_of(port)?;
+        let ch = &st.channels[c];
+        ch.members
+            .iter()
+            .zip(&ch.distributing)
+            .find(|(m, d)| **m != port && **d && st.usable(**m))
+            .map(|(m, _)| *m)
+    }
+
     /// A copy of the state (for `show`).
     pub fn snapshot(&self) -> HaState {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -844,6 +857,11 @@ pub fn spawn_mac_move_update(shared: &Arc<Shared>, name: String, to: u16, pair: 
     let _ = std::thread::Builder::new()
         .name("mac-move".into())
         .spawn(move || {
+            // Spawned from the (real-time) supervisor: back to normal
+            // scheduling, this is bulk work.
+            let prio = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on the calling thread.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &prio) };
             let Ok(sock) = io::InjectSocket::open(&name) else {
                 return;
             };

@@ -192,7 +192,14 @@ impl Supervisor {
         // a pair's or channel's are redirected (crate::ha).
         self.ha.set_link(id, up);
         if !up {
+            // Frames stranded in its transmit ring: a channel's surviving
+            // member sends them (a backup pair's failover hook did the
+            // same); whatever is left is dropped, never sent stale.
+            let to = self.ha.channel_takeover(id);
             for m in &self.mailboxes {
+                if let Some(to) = to {
+                    m.send(PortCommand::MoveTx { from: id, to });
+                }
                 m.send(PortCommand::DiscardTx { id });
             }
         }
@@ -358,6 +365,14 @@ impl Supervisor {
     /// Poll until `shared.stop`: at once on a link event, else every
     /// 100 ms.
     pub fn run(mut self) {
+        // Link events are the clock of failover: this thread must run the
+        // moment one arrives, not after a busy worker's time slice.
+        // SCHED_FIFO needs CAP_SYS_NICE; without it, carry on as is.
+        let prio = libc::sched_param { sched_priority: 10 };
+        // SAFETY: plain syscall on the calling thread (pid 0).
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
+            log::info("supervisor: real-time priority unavailable; link events at normal priority");
+        }
         let monitor = link::LinkMonitor::open()
             .map_err(|e| log::warn(&format!("link events unavailable ({e}): polling only")))
             .ok();

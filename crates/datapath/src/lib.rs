@@ -60,6 +60,9 @@ pub enum PortCommand {
     Detach { id: u16 },
     /// Port `id`'s link went down: drop what waits in its transmit ring.
     DiscardTx { id: u16 },
+    /// A backup pair failed over from `from` to `to`: frames stranded in
+    /// `from`'s transmit ring (its link is gone) leave by `to` instead.
+    MoveTx { from: u16, to: u16 },
     /// Report this worker's flow cache: its `n` largest flows.
     DumpFlows {
         n: usize,
@@ -383,6 +386,20 @@ impl Worker {
                     self.collect_stats(id);
                     self.ports[id as usize] = None;
                     self.rx.retain(|p| *p != id);
+                }
+                PortCommand::MoveTx { from, to } => {
+                    let (f, t) = (from as usize, to as usize);
+                    if f != t && f < MAX_PORTS && t < MAX_PORTS {
+                        let mut src = self.ports[f].take();
+                        if let (Some(a), Some(b)) = (src.as_mut(), self.ports[t].as_mut()) {
+                            let mut moved = 0u64;
+                            a.take_tx(&mut |frame| moved += b.send(frame) as u64);
+                            let _ = b.flush();
+                            let pc = &self.counters.ports[t];
+                            pc.tx_frames.add(moved);
+                        }
+                        self.ports[f] = src;
+                    }
                 }
                 PortCommand::DiscardTx { id } => {
                     if let Some(p) = self.ports[id as usize].as_mut() {

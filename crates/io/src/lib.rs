@@ -98,6 +98,13 @@ pub trait Port: Send {
     /// link went down: they must not leave, stale, when it returns).
     fn discard_tx(&mut self) {}
 
+    /// Like [`Port::discard_tx`], handing each frame to `out` first (a
+    /// failover resends them on the port that took over).
+    fn take_tx(&mut self, out: &mut dyn FnMut(&[u8])) {
+        let _ = out;
+        self.discard_tx();
+    }
+
     /// Prepare to hand the port to a successor image (restart in place);
     /// `None` if this backend cannot. After `Some`, the port must be
     /// neither used nor dropped.

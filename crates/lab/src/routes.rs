@@ -17,7 +17,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Most IPv4 routes (one per usable /20 slot).
-pub const MAX_V4: u32 = 215 * 4096;
+pub const MAX_V4: u32 = 217 * 4096;
 /// Most IPv6 routes the lab generates.
 pub const MAX_V6: u32 = 4_000_000;
 
@@ -57,7 +57,8 @@ pub fn v4(n: u32, ports: usize) -> Vec<Route4> {
     let octets = v4_first_octets();
     let slots = octets.len() as u64 * 4096;
     debug_assert_eq!(slots, MAX_V4 as u64);
-    // A multiplier coprime to 2^12 · 5 · 43 makes k → a·k + c a bijection.
+    // A multiplier coprime to 2^12 · 7 · 31 (217 first octets) makes
+    // k → a·k + c a bijection.
     let (a, c) = (1_000_003u64, 77_777u64);
     (0..n.min(MAX_V4))
         .map(|k| {

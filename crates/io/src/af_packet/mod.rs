@@ -1062,7 +1062,11 @@ impl Port for AfPacketPort {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(()),
                 // A refused frame (WRONG_FORMAT) was handled by reconcile_tx.
                 Some(libc::EMSGSIZE) | Some(libc::EINVAL) if self.tx_pending == 0 => Ok(()),
-                Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+                // Link down: the frames stay queued, so a failover can
+                // move them to the port that takes over (`take_tx`); the
+                // supervisor discards them otherwise (`discard_tx`).
+                Some(libc::ENETDOWN) => Err(link::map_err(&self.name, "sendto", e)),
+                Some(libc::ENXIO) | Some(libc::ENODEV) => {
                     self.discard_pending_tx();
                     Err(link::map_err(&self.name, "sendto", e))
                 }
@@ -1080,6 +1084,29 @@ impl Port for AfPacketPort {
 
     fn handover(&mut self) -> Option<String> {
         self.handover_state()
+    }
+
+    fn take_tx(&mut self, out: &mut dyn FnMut(&[u8])) {
+        // Frames the kernel has not taken, oldest first; then the slots
+        // are given back as discard_pending_tx does.
+        let mut i = self.tx_kick;
+        for _ in 0..self.tx_pending {
+            if self.tx_status(i).load(Ordering::Acquire) == TP_STATUS_SEND_REQUEST {
+                let p = self.tx_frame_ptr(i);
+                // SAFETY: a SEND_REQUEST slot the kernel is not reading
+                // (no sendto in progress: this thread owns the socket); its
+                // length word was written by tx_commit and is bounded by
+                // the slot.
+                let f = unsafe {
+                    let len = (*(p.add(self.tx_len_off) as *const u32) as usize)
+                        .min(self.tx_frame_size - self.tx_data_off);
+                    std::slice::from_raw_parts(p.add(self.tx_data_off), len)
+                };
+                out(f);
+            }
+            i = (i + 1) % self.tx_frames;
+        }
+        self.discard_pending_tx();
     }
 
     fn discard_tx(&mut self) {
