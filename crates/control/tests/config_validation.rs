@@ -228,7 +228,10 @@ fn docs_example_is_valid() {
     let len = doc[start..].find("```").unwrap();
     let cfg =
         config::parse(&doc[start..start + len], "docs/config.md").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cfg.ports.len(), 4);
+    assert_eq!(cfg.ports.len(), 8);
+    assert_eq!(cfg.backup_pairs.len(), 1);
+    assert_eq!(cfg.port_channels[0].members, ["veth-e", "veth-f"]);
+    assert_eq!(cfg.channel_of(6), Some(0));
     assert_eq!(cfg.mirror_sessions.len(), 1);
     assert!(cfg.is_monitor_port(2));
     assert_eq!(cfg.port_vlans(1).as_slice(), &[1, 10]);
@@ -1017,4 +1020,35 @@ fn random_mutations_never_panic() {
         }
     }
     assert!(valid > 0 && invalid > 0, "valid {valid}, invalid {invalid}");
+}
+
+#[test]
+fn backup_pairs_and_port_channels_validate() {
+    let base = "vlans: [{id: 10}]\nports:\n  - {name: a, vlan: 10}\n  - {name: b, vlan: 10}\n  - {name: c, mode: trunk}\n  - {name: r, mode: routed, addresses: [10.0.0.1/24]}\n";
+    let cfg = ok(&format!(
+        "{base}backup-pairs: [{{primary: a, backup: b, preempt: true}}]\n"
+    ));
+    assert!(cfg.backup_pairs[0].mac_move_update, "default on");
+    let e = |extra: &str| -> Vec<String> {
+        errors(&format!("{base}{extra}"))
+            .into_iter()
+            .map(|(_, f, m)| format!("{f}: {m}"))
+            .collect()
+    };
+    let v = e("backup-pairs: [{primary: a, backup: c}]\n");
+    assert!(v.iter().any(|m| m.contains("same mode, VLANs")), "{v:?}");
+    let v = e("backup-pairs: [{primary: a, backup: r}]\n");
+    assert!(v.iter().any(|m| m.contains("routed")), "{v:?}");
+    let v = e("backup-pairs: [{primary: a, backup: a}]\n");
+    assert!(v.iter().any(|m| m.contains("same port")), "{v:?}");
+    let v = e("port-channels: [{name: po1, members: [a, b]}, {name: po2, members: [b]}]\n");
+    assert!(v.iter().any(|m| m.contains("already belongs")), "{v:?}");
+    let v = e("port-channels: [{name: po1, members: [a, c]}]\n");
+    assert!(v.iter().any(|m| m.contains("same mode, VLANs")), "{v:?}");
+    let v = e("port-channels: [{name: po1, members: [a, b], min-links: 3}]\n");
+    assert!(v.iter().any(|m| m.contains("min-links")), "{v:?}");
+    let v = e("port-channels: [{name: po1, members: [a], lacp: sometimes}]\n");
+    assert!(!v.is_empty());
+    let v = e("port-channels: [{name: a, members: [b]}]\n");
+    assert!(v.iter().any(|m| m.contains("already a port")), "{v:?}");
 }
