@@ -369,3 +369,90 @@ fn random_frames_never_panic() {
     let rx: u64 = (0..6).map(|p| r.c.ports[p].rx_frames.get()).sum();
     assert_eq!(rx, total);
 }
+
+/// Ports 0 and 1 (access VLAN 10) as members of a channel whose own port
+/// id is 6; port 2 stays what it was.
+fn with_channel(r: &mut Run, distributing: &[u16]) {
+    let mut ch = r.t.l2.ports[0].clone();
+    ch.egress = tables::l2::Egress::Channel(0);
+    ch.logical = tables::l2::SELF;
+    r.t.l2.ports.push(ch);
+    for m in [0, 1] {
+        r.t.l2.ports[m].logical = 6;
+        r.t.l2.ports[m].blocked = !distributing.contains(&(m as u16));
+    }
+    let mut c = tables::l2::Channel::EMPTY;
+    for (k, m) in distributing.iter().enumerate() {
+        c.members[k] = *m;
+    }
+    c.active = distributing.len() as u8;
+    r.t.l2.channels = vec![c];
+    r.t.l2.recompute_members();
+}
+
+#[test]
+fn channel_members_learn_and_filter_as_the_channel() {
+    let mut r = Run::new();
+    with_channel(&mut r, &[0, 1]);
+    // Flood sets hold the channel, not its members.
+    assert!(r.t.l2.vlans[10].flood.contains(6));
+    assert!(!r.t.l2.vlans[10].flood.contains(0) && !r.t.l2.vlans[10].flood.contains(1));
+    // Learned on member 0: the entry is the channel's.
+    r.go(&[(0, frame(mac(2), mac(1), &[], 60))]);
+    r.learn_all();
+    assert_eq!(r.t.mac.lookup(MacKey::new(10, mac(1))).unwrap().port, 6);
+    // From member 1 to it: same port (the channel), filtered.
+    let a = r.go(&[(1, frame(mac(1), mac(3), &[], 60))]);
+    assert_eq!(a, vec![Action::Drop(DropReason::SamePort)]);
+}
+
+#[test]
+fn blocked_ports_and_link_local_control_frames() {
+    let mut r = Run::new();
+    with_channel(&mut r, &[0]);
+    let lacp = {
+        let mut f = frame([0x01, 0x80, 0xc2, 0, 0, 2], mac(1), &[], 124);
+        f[12..14].copy_from_slice(&0x8809u16.to_be_bytes());
+        f
+    };
+    let stp = frame([0x01, 0x80, 0xc2, 0, 0, 0], mac(1), &[], 60);
+    let keepalive = frame(pipeline::l2::KEEPALIVE_MAC, mac(1), &[], 60);
+    let a = r.go(&[
+        // LACP from a member that is not collecting still reaches control.
+        (1, lacp.clone()),
+        // Data on it does not.
+        (1, frame(mac(2), mac(4), &[], 60)),
+        // LACP on a port outside any channel, STP anywhere: never forwarded.
+        (2, lacp),
+        (2, stp.clone()),
+        (2, keepalive),
+        // An 802.1ad customer port carries its customer's STP.
+        (4, stp),
+    ]);
+    assert_eq!(
+        a,
+        vec![
+            Action::Control,
+            Action::Drop(DropReason::Blocked),
+            Action::Drop(DropReason::L2Control),
+            Action::Drop(DropReason::L2Control),
+            Action::Drop(DropReason::L2Control),
+            Action::Flood,
+        ]
+    );
+}
+
+#[test]
+fn backup_pair_redirects_addresses_to_the_active_member() {
+    let mut r = Run::new();
+    // Port 1 fails over to port 0: addresses on 1 leave by 0; 1 is down.
+    r.go(&[(1, frame(mac(9), mac(5), &[], 60))]);
+    r.learn_all();
+    r.t.l2.ports[1].egress = tables::l2::Egress::Via(0);
+    r.t.l2.set_port_up(1, false);
+    let a = r.go(&[(3, frame(mac(5), mac(6), &[(TPID_8021Q, 10)], 64))]);
+    assert_eq!(a, vec![Action::Unicast(0)]);
+    // From the active member itself: filtered as the same port.
+    let a = r.go(&[(0, frame(mac(5), mac(7), &[], 60))]);
+    assert_eq!(a, vec![Action::Drop(DropReason::SamePort)]);
+}
