@@ -16,6 +16,7 @@ pub mod learn;
 pub mod lpm4;
 pub mod lpm6;
 pub mod mac;
+pub mod mcast;
 pub mod mirror;
 pub mod neighbor;
 pub mod nexthop;
