@@ -239,16 +239,12 @@ impl Applier {
         let copp = Arc::new(new.control_plane_policing.to_config());
         // Publish.
         self.ha.replace_l2(l2, new.ports.len());
-        let bypass = self.bypassed.lock().unwrap_or_else(|e| e.into_inner());
-        match bypass.is_some() {
-            // In bypass: the new services wait for bypass off.
-            true => {
-                drop(bypass);
-                *self.bypassed.lock().unwrap_or_else(|e| e.into_inner()) = Some(services);
-            }
-            false => {
-                drop(bypass);
-                self.shared.services.store(services);
+        {
+            let mut b = self.bypassed.lock().unwrap_or_else(|e| e.into_inner());
+            match b.as_mut() {
+                // In bypass: the new services wait for bypass off.
+                Some(saved) => *saved = services,
+                None => self.shared.services.store(services),
             }
         }
         self.shared.mirrors.store(mirrors);

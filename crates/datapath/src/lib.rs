@@ -392,11 +392,17 @@ impl Worker {
                     if f != t && f < MAX_PORTS && t < MAX_PORTS {
                         let mut src = self.ports[f].take();
                         if let (Some(a), Some(b)) = (src.as_mut(), self.ports[t].as_mut()) {
-                            let mut moved = 0u64;
-                            a.take_tx(&mut |frame| moved += b.send(frame) as u64);
+                            let (mut moved, mut bytes) = (0u64, 0u64);
+                            a.take_tx(&mut |frame| {
+                                if b.send(frame) {
+                                    moved += 1;
+                                    bytes += frame.len() as u64;
+                                }
+                            });
                             let _ = b.flush();
                             let pc = &self.counters.ports[t];
                             pc.tx_frames.add(moved);
+                            pc.tx_bytes.add(bytes);
                         }
                         self.ports[f] = src;
                     }
