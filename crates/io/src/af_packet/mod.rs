@@ -250,6 +250,26 @@ fn packet_statistics<T: Default>(fd: &OwnedFd) -> Option<T> {
     (r == 0).then_some(st)
 }
 
+/// Transmit slot header layout of a V2 or V3 socket: offsets of the
+/// data, `tp_status`, `tp_len` and `tp_snaplen`.
+fn tx_offsets(v2: bool) -> (usize, usize, usize, usize) {
+    if v2 {
+        (
+            TX2_DATA_OFFSET,
+            TX2_STATUS_OFFSET,
+            TX2_LEN_OFFSET,
+            TX2_SNAPLEN_OFFSET,
+        )
+    } else {
+        (
+            TX_DATA_OFFSET,
+            TX3_STATUS_OFFSET,
+            TX3_LEN_OFFSET,
+            TX3_SNAPLEN_OFFSET,
+        )
+    }
+}
+
 fn invalid(msg: &'static str) -> PortError {
     PortError::Os {
         op: "AfPacketOptions",
@@ -419,6 +439,7 @@ impl AfPacketPort {
                 err: io::Error::last_os_error(),
             });
         }
+        let (tx_data_off, tx_status_off, tx_len_off, tx_snaplen_off) = tx_offsets(v2);
         // From here on, Drop unmaps.
         let port = AfPacketPort {
             name: ifname.to_string(),
@@ -443,18 +464,10 @@ impl AfPacketPort {
             tx_kick: 0,
             tx_pending: 0,
             tx_lent: false,
-            tx_data_off: if v2 { TX2_DATA_OFFSET } else { TX_DATA_OFFSET },
-            tx_status_off: if v2 {
-                TX2_STATUS_OFFSET
-            } else {
-                TX3_STATUS_OFFSET
-            },
-            tx_len_off: if v2 { TX2_LEN_OFFSET } else { TX3_LEN_OFFSET },
-            tx_snaplen_off: if v2 {
-                TX2_SNAPLEN_OFFSET
-            } else {
-                TX3_SNAPLEN_OFFSET
-            },
+            tx_data_off,
+            tx_status_off,
+            tx_len_off,
+            tx_snaplen_off,
             tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
             stats: PortStats::default(),
         };
@@ -584,6 +597,7 @@ impl AfPacketPort {
                 err: io::Error::last_os_error(),
             });
         }
+        let (tx_data_off, tx_status_off, tx_len_off, tx_snaplen_off) = tx_offsets(v2);
         Ok(AfPacketPort {
             name: ifname.to_string(),
             ifindex,
@@ -607,18 +621,10 @@ impl AfPacketPort {
             tx_kick: f[16],
             tx_pending: f[17],
             tx_lent: false,
-            tx_data_off: if v2 { TX2_DATA_OFFSET } else { TX_DATA_OFFSET },
-            tx_status_off: if v2 {
-                TX2_STATUS_OFFSET
-            } else {
-                TX3_STATUS_OFFSET
-            },
-            tx_len_off: if v2 { TX2_LEN_OFFSET } else { TX3_LEN_OFFSET },
-            tx_snaplen_off: if v2 {
-                TX2_SNAPLEN_OFFSET
-            } else {
-                TX3_SNAPLEN_OFFSET
-            },
+            tx_data_off,
+            tx_status_off,
+            tx_len_off,
+            tx_snaplen_off,
             tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
             stats: PortStats::default(),
         })
