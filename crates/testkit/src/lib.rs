@@ -16,6 +16,7 @@ pub mod frr;
 pub mod ip;
 pub mod l2;
 pub mod netns;
+pub mod pim;
 pub mod nfdump;
 pub mod rawport;
 pub mod routes;

@@ -34,6 +34,7 @@
 //!
 //! Sockets belong to the network namespace of the thread that opens them.
 
+pub mod mfc;
 pub mod neigh;
 mod nl;
 pub mod rtnl;

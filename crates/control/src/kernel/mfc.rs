@@ -1,0 +1,1 @@
+//! The kernel's multicast forwarding cache (placeholder; being written).

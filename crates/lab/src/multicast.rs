@@ -1,0 +1,1 @@
+//! RFC 3918 multicast procedure (placeholder; being written).

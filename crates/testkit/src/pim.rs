@@ -1,0 +1,1 @@
+//! FRR pimd for tests (placeholder; being written).
