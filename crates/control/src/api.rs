@@ -39,6 +39,8 @@ pub struct ApiState {
     pub flow_export: Option<Box<dyn Fn() -> Value + Send + Sync>>,
     /// Backup pairs and port channels.
     pub ha: Arc<crate::ha::Ha>,
+    /// IGMP/MLD snooping and multicast routes.
+    pub mcast: Arc<crate::mcast::Multicast>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -634,6 +636,15 @@ impl ApiState {
                 crate::daemon::request_restart();
                 Ok(json!({"restarting": true}))
             }
+            Some("show-igmp-snooping") => Ok(self.mcast.show_groups(
+                req.get("family").and_then(Value::as_u64) == Some(6),
+                vlan,
+                req.get("count").and_then(Value::as_bool).unwrap_or(false),
+            )),
+            Some("show-mroute") => Ok(self.mcast.show_mroute(
+                req.get("family").and_then(Value::as_u64) == Some(6),
+                req.get("summary").and_then(Value::as_bool).unwrap_or(false),
+            )),
             Some("show-backup-pairs") => Ok(self
                 .ha
                 .snapshot()

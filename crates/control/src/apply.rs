@@ -160,6 +160,8 @@ pub struct Applier {
     bypassed: Mutex<Option<Option<Arc<Services>>>>,
     /// One change at a time.
     lock: Mutex<()>,
+    /// The multicast control plane (snooping settings, static routes).
+    mcast: std::sync::OnceLock<Arc<crate::mcast::Multicast>>,
 }
 
 impl Applier {
@@ -181,7 +183,13 @@ impl Applier {
             workers,
             bypassed: Mutex::new(None),
             lock: Mutex::new(()),
+            mcast: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hand over the multicast control plane (created after the applier).
+    pub fn set_multicast(&self, m: Arc<crate::mcast::Multicast>) {
+        let _ = self.mcast.set(m);
     }
 
     /// The running configuration.
@@ -249,6 +257,9 @@ impl Applier {
         }
         self.shared.mirrors.store(mirrors);
         self.shared.copp.store(copp);
+        if let Some(m) = self.mcast.get() {
+            m.reconfigure(&new);
+        }
         // Removed ports: their addresses go with them.
         for (i, p) in old.ports.iter().enumerate() {
             if new.port_index(&p.name).is_none() {

@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel | ip igmp snooping groups [vlan N] [count] | ipv6 mld snooping groups [vlan N] [count] | ip mroute [summary] | ipv6 mroute [summary]";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -153,6 +153,49 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
             Command {
                 request: json!({"cmd": "show-flow-cache", "top": top}),
                 render: show::flow_cache,
+            }
+        }
+        ["ip", "igmp", "snooping", rest @ ..] | ["ipv6", "mld", "snooping", rest @ ..] => {
+            let family = if w[0] == "ipv6" { 6 } else { 4 };
+            let rest = match rest {
+                ["groups", r @ ..] => r,
+                r => r,
+            };
+            let (vlan, rest) = vlan_arg(rest)?;
+            let count = match rest.as_slice() {
+                [] => false,
+                [c] if c == "count" => true,
+                _ => {
+                    return Err(format!(
+                        "unexpected {:?}; usage: {SHOW_HELP}",
+                        rest.join(" ")
+                    ))
+                }
+            };
+            Command {
+                request: json!({"cmd": "show-igmp-snooping", "family": family, "vlan": vlan, "count": count}),
+                render: if count {
+                    show::snooping_count
+                } else {
+                    show::snooping_groups
+                },
+            }
+        }
+        ["ip", "mroute", rest @ ..] | ["ipv6", "mroute", rest @ ..] => {
+            let family = if w[0] == "ipv6" { 6 } else { 4 };
+            let summary = match rest {
+                [] => false,
+                ["summary"] | ["count"] => true,
+                _ => {
+                    return Err(format!(
+                        "unexpected {:?}; usage: {SHOW_HELP}",
+                        rest.join(" ")
+                    ))
+                }
+            };
+            Command {
+                request: json!({"cmd": "show-mroute", "family": family, "summary": summary}),
+                render: show::mroutes,
             }
         }
         ["ip", "route", rest @ ..] => route_command(4, rest)?,

@@ -318,6 +318,12 @@ impl Switch {
             ports_tx,
             nworkers,
         ));
+        let mcast = Arc::new(crate::mcast::Multicast::new(
+            &cfg,
+            shared.clone(),
+            counters.clone(),
+        ));
+        applier.set_multicast(mcast.clone());
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
         }
@@ -340,6 +346,12 @@ impl Switch {
             sup.poll();
         }
         sup.close_unadopted();
+        {
+            // After the ports are up: the startup queries reach them.
+            let m = mcast.clone();
+            m.restart_querier();
+            threads.push(spawn("mcast".into(), Box::new(move || m.run()))?);
+        }
         let st = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
         threads.push(spawn("supervisor".into(), Box::new(move || sup.run()))?);
 
@@ -354,6 +366,7 @@ impl Switch {
             router,
             mailboxes: worker_mailboxes,
             ha,
+            mcast,
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {

@@ -15,6 +15,7 @@ pub mod ha;
 pub mod kernel;
 pub mod lacp;
 pub mod learn;
+pub mod mcast;
 pub mod ports;
 pub mod router;
 pub mod services;

@@ -767,3 +767,104 @@ mod tests {
         assert!(s.contains("ospf") && s.contains("240000"), "{s}");
     }
 }
+
+/// Snooping summary lines per VLAN (both renderers start with them).
+fn snooping_vlans(v: &Value, o: &mut String) {
+    for r in rows(v.get("vlans").unwrap_or(&Value::Null)) {
+        let routers: Vec<String> = rows(r.get("router-ports").unwrap_or(&Value::Null))
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect();
+        let _ = writeln!(
+            o,
+            "VLAN {}: {} groups, querier {}, router ports {}",
+            u(r, "vlan"),
+            u(r, "groups"),
+            r.get("querier")
+                .and_then(Value::as_str)
+                .unwrap_or("none heard"),
+            if routers.is_empty() {
+                "none".to_string()
+            } else {
+                routers.join(",")
+            }
+        );
+    }
+}
+
+pub fn snooping_count(v: &Value) -> String {
+    let mut o = String::new();
+    snooping_vlans(v, &mut o);
+    o
+}
+
+pub fn snooping_groups(v: &Value) -> String {
+    let mut o = String::new();
+    snooping_vlans(v, &mut o);
+    let _ = writeln!(
+        o,
+        "{:<6} {:<40} {:<16} {:<8} Sources",
+        "VLAN", "Group", "Port", "Mode"
+    );
+    for g in rows(v.get("groups").unwrap_or(&Value::Null)) {
+        for p in rows(g.get("ports").unwrap_or(&Value::Null)) {
+            let srcs: Vec<String> = rows(p.get("sources").unwrap_or(&Value::Null))
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:<6} {:<40} {:<16} {:<8} {}",
+                u(g, "vlan"),
+                s(g, "group"),
+                s(p, "port"),
+                s(p, "mode"),
+                srcs.join(",")
+            );
+        }
+    }
+    o
+}
+
+pub fn mroutes(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} routes: {} (S,G), {} (*,G); {} snooped, {} routed; {} bytes",
+        u(v, "count"),
+        u(v, "s-g"),
+        u(v, "star-g"),
+        u(v, "snooped"),
+        u(v, "routed"),
+        u(v, "memory-bytes")
+    );
+    let Some(routes) = v.get("routes") else {
+        return o;
+    };
+    let _ = writeln!(
+        o,
+        "{:<6} {:<28} {:<28} {:<10} {:<28} {:>12} {:>14}",
+        "VLAN", "Source", "Group", "In", "Out", "Packets", "Bytes"
+    );
+    for r in rows(routes) {
+        let oifs: Vec<String> = rows(r.get("oifs").unwrap_or(&Value::Null))
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{:<6} {:<28} {:<28} {:<10} {:<28} {:>12} {:>14}",
+            r.get("vlan")
+                .and_then(Value::as_u64)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s(r, "source"),
+            s(r, "group"),
+            s(r, "iif"),
+            oifs.join(","),
+            u(r, "packets"),
+            u(r, "bytes")
+        );
+    }
+    o
+}

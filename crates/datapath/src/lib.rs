@@ -43,6 +43,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 use tables::acl::AclKey;
 use tables::flow::FlowExportQueue;
+use tables::mcast::McastTables;
 use tables::mirror::MirrorTable;
 use tables::{LearnQueue, PortSet, Tables, MAX_PORTS};
 
@@ -141,7 +142,20 @@ pub struct Shared {
     /// What the workers handed over: `worker:port:rx:state` per port.
     pub handed: Mutex<Vec<String>>,
     pub handed_workers: AtomicUsize,
+    /// IGMP/MLD snooping and multicast routes; `None` without multicast.
+    pub mcast: ArcSwapOption<McastTables>,
+    /// IGMP/MLD messages (and PIM hellos) for the snooping thread.
+    pub snoop: PuntQueue,
+    /// Frames the snooping thread sends (its queries): `port` is the port
+    /// to send on, or [`MC_OUT_FLOOD`] for every port of `vlan`. Untagged;
+    /// each port's encapsulation is applied on the way out.
+    pub mc_out: PuntQueue,
 }
+
+/// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
+pub const MC_OUT_FLOOD: u16 = u16::MAX;
+/// IGMP/MLD messages buffered for the snooping thread.
+pub const SNOOP_QUEUE_DEPTH: usize = 2048;
 
 /// Expired flow records a worker may have waiting for the exporter.
 pub const FLOW_QUEUE_DEPTH: usize = 16_384;
@@ -177,6 +191,9 @@ impl Shared {
             handover: AtomicBool::new(false),
             handed: Mutex::new(Vec::new()),
             handed_workers: AtomicUsize::new(0),
+            mcast: ArcSwapOption::empty(),
+            snoop: PuntQueue::new(SNOOP_QUEUE_DEPTH).expect("eventfd for the snooping queue"),
+            mc_out: PuntQueue::new(256).expect("eventfd for the snooping output queue"),
         }
     }
 
@@ -435,6 +452,7 @@ impl Worker {
             .iter()
             .filter_map(|id| self.ports[*id as usize].as_ref()?.rx_fd())
             .chain(std::iter::once(self.shared.to_vlan.event_fd()))
+            .chain(std::iter::once(self.shared.mc_out.event_fd()))
             .map(|fd: RawFd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -511,6 +529,9 @@ impl Worker {
                 }
             }
             rr = rr.wrapping_add(1);
+            if !self.shared.mc_out.is_empty() {
+                self.send_snooper_frames();
+            }
             // What the kernel sends out of VLAN interfaces' TAPs.
             while !batch.is_full() {
                 let Some(b) = self.shared.to_vlan.pop() else {
@@ -653,6 +674,7 @@ impl Worker {
             }
         }
         process_l3(&l3, batch, out, &c.l3);
+        let mc = self.shared.mcast.load_full();
         let mut dirty = PortSet::EMPTY;
         let mut punted = false;
         for i in 0..batch.len() {
@@ -704,6 +726,13 @@ impl Worker {
                     }
                 }
                 L3Verdict::Punt(reason) => {
+                    if reason == pipeline::l3::Punt::Multicast {
+                        if let Some(mc) = mc.as_deref().filter(|m| m.routing) {
+                            if self.route_multicast(mc, &l3, batch, i, &mut dirty, from_router) {
+                                continue;
+                            }
+                        }
+                    }
                     let class = copp::classify(batch.frame(i), reason);
                     if !self.copp.admit(class, now_ns) {
                         c.copp.dropped[class as usize].add(1);
@@ -781,6 +810,73 @@ impl Worker {
         }
     }
 
+    /// Routed multicast: frame `i` of `batch` (a routed port's) by the
+    /// multicast routes. False if no route matches (the kernel — pimd —
+    /// gets it, as before). Each outgoing port gets one copy with its own
+    /// source MAC; TTL / hop limit decremented once.
+    fn route_multicast(
+        &mut self,
+        mc: &McastTables,
+        l3: &L3Tables,
+        batch: &mut FrameBatch,
+        i: usize,
+        dirty: &mut PortSet,
+        from_router: &mut FrameBatch,
+    ) -> bool {
+        use pipeline::mcast::{inspect, McPacket};
+        let McPacket::Data {
+            group,
+            source,
+            ttl,
+            ttl_off,
+        } = inspect(batch.frame(i), 12)
+        else {
+            return false;
+        };
+        let Some(r) = mc
+            .routes
+            .lookup_index(0, group, source)
+            .and_then(|e| mc.routes.route_at(e))
+            .copied()
+        else {
+            return false;
+        };
+        let c = self.counters.clone();
+        let ingress = batch.port(i);
+        if r.iif != tables::mcast::ANY_IIF && r.iif != ingress {
+            c.mcast.rpf_fail.add(1);
+            return true;
+        }
+        if ttl <= 1 || ttl <= r.ttl_threshold {
+            c.mcast.ttl_threshold.add(1);
+            return true;
+        }
+        c.mroutes.add(r.index, batch.frame(i).len() as u64);
+        pipeline::mcast::decrement_ttl(batch.frame_mut(i), ttl_off);
+        let mut copies = 0;
+        for p in r.oifs.iter() {
+            if p == ingress {
+                continue;
+            }
+            let Some(ifc) = l3.interface(p) else {
+                continue;
+            };
+            batch.frame_mut(i)[6..12].copy_from_slice(&ifc.mac);
+            if ifc.vlan.is_some() {
+                // A VLAN interface: switched (and snooped) in its VLAN.
+                if !from_router.push(p, batch.frame(i)) {
+                    c.drop_in(p, None, DropReason::TxRingFull);
+                    continue;
+                }
+            } else {
+                self.transmit_raw(p, batch.frame(i), dirty, None);
+            }
+            copies += 1;
+        }
+        c.mcast.replicated.add(copies);
+        true
+    }
+
     /// Rebuild the policing buckets if the rates changed.
     fn sync_copp(&mut self) {
         let cfg = self.shared.copp.load();
@@ -806,6 +902,53 @@ impl Worker {
             return false;
         }
         true
+    }
+
+    /// An IGMP/MLD message for the snooping thread (policed as `igmp`).
+    fn snoop_frame(&mut self, port: u16, vlan: u16, frame: &[u8], now: Instant) -> bool {
+        self.sync_copp();
+        let c = &*self.counters;
+        let class = CoppClass::Igmp;
+        if !self.copp.admit(class, self.ns(now)) {
+            c.copp.dropped[class as usize].add(1);
+            return false;
+        }
+        c.copp.passed[class as usize].add(1);
+        if !self.shared.snoop.push_in_vlan(port, vlan, 0, frame) {
+            c.mcast.snoop_queue_full.add(1);
+            return false;
+        }
+        c.mcast.snooped.add(1);
+        true
+    }
+
+    /// Frames the snooping thread sends (queries): out of one port or
+    /// every port of their VLAN, each with that port's encapsulation.
+    fn send_snooper_frames(&mut self) {
+        let tables = self.shared.tables.load();
+        let mut dirty = PortSet::EMPTY;
+        let mut scratch = FrameBatch::new();
+        while let Some(b) = self.shared.mc_out.pop() {
+            let v = pipeline::Verdict {
+                action: Action::Flood,
+                vlan: b.vlan & 0xfff,
+                inner_off: 12,
+                pcp: 0,
+            };
+            let frame = b.frame();
+            if frame.len() >= 14 {
+                let members = tables.l2.vlans[v.vlan as usize].flood;
+                if b.port == MC_OUT_FLOOD {
+                    for p in members.iter() {
+                        self.transmit(&tables, p, frame, &v, &mut dirty, &mut scratch, None);
+                    }
+                } else if members.contains(b.port) {
+                    self.transmit(&tables, b.port, frame, &v, &mut dirty, &mut scratch, None);
+                }
+            }
+            self.shared.mc_out.recycle(b);
+        }
+        self.flush(dirty);
     }
 
     /// Send a finished frame (already rewritten) out of port `p`; with
@@ -956,8 +1099,9 @@ impl Worker {
                 ms,
             );
         }
-        // The inject queue's eventfd stays readable until read.
+        // The inject queues' eventfds stay readable until read.
         self.shared.to_vlan.drain_event();
+        self.shared.mc_out.drain_event();
     }
 
     fn forward(
@@ -980,6 +1124,10 @@ impl Worker {
             &self.shared.learn,
             &c,
         );
+        let mc = self.shared.mcast.load_full();
+        if let Some(mc) = &mc {
+            pipeline::mcast::snoop(mc, batch, verdicts, &c);
+        }
         let mut dirty = PortSet::EMPTY;
         self.mirror = self.shared.mirrors.load_full();
         if self.mirror.is_some() {
@@ -997,12 +1145,16 @@ impl Worker {
             self.ingress_services(s, batch, verdicts, keys, now, routed);
         }
         let mut control = false;
+        let mut snooped = false;
         for i in 0..batch.len() {
             let v = verdicts.v[i];
             let frame = batch.frame(i);
             if v.action == Action::Control {
                 control |= self.control_frame(batch.port(i), frame, now);
                 continue;
+            }
+            if matches!(v.action, Action::Snoop { .. }) {
+                snooped |= self.snoop_frame(batch.port(i), v.vlan, frame, now);
             }
             let egress = match &svc {
                 Some(s) if keys.on[i] && s.any_egress => {
@@ -1020,7 +1172,7 @@ impl Worker {
                 Action::Unicast(p) => {
                     self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                 }
-                Action::Flood => {
+                Action::Flood | Action::Snoop { flood: true } => {
                     // A channel member's frames never flood back into the
                     // channel.
                     let ingress = tables.l2.logical(batch.port(i));
@@ -1030,11 +1182,42 @@ impl Worker {
                         }
                     }
                 }
+                Action::Snoop { flood: false } | Action::Mcast(_) => {
+                    let Some(mc) = &mc else { continue };
+                    let vl = mc.snooping(v.vlan).copied().unwrap_or_default();
+                    let oifs = match v.action {
+                        Action::Mcast(e) if e != pipeline::mcast::UNREGISTERED => {
+                            match mc.routes.route_at(e) {
+                                Some(r) => {
+                                    c.mroutes.add(r.index, frame.len() as u64);
+                                    r.oifs
+                                }
+                                None => vl.router_ports,
+                            }
+                        }
+                        _ => vl.router_ports,
+                    };
+                    // Only ports that forward in the VLAN now (down,
+                    // blocked or removed ports drop out here).
+                    let oifs = oifs.and(&tables.l2.vlans[v.vlan as usize].flood);
+                    let ingress = tables.l2.logical(batch.port(i));
+                    let mut copies = 0;
+                    for p in oifs.iter() {
+                        if p != ingress {
+                            self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
+                            copies += 1;
+                        }
+                    }
+                    c.mcast.replicated.add(copies);
+                }
             }
         }
         self.flush(dirty);
         if control {
             self.shared.l2_control.wake();
+        }
+        if snooped {
+            self.shared.snoop.wake();
         }
         if outcome.learned > 0 && self.shared.learner_parked.load(Ordering::Acquire) {
             if let Some(t) = self.shared.learner.get() {

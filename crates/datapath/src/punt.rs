@@ -19,6 +19,8 @@ pub struct PuntBuf {
     pub port: u16,
     /// `pipeline::l3::Punt` as a number (for counters and debugging).
     pub reason: u8,
+    /// VLAN of a switched frame (snooping), 0 otherwise.
+    pub vlan: u16,
     pub len: usize,
     pub data: Box<[u8]>,
 }
@@ -49,6 +51,7 @@ impl PuntQueue {
             let _ = free.push(Box::new(PuntBuf {
                 port: 0,
                 reason: 0,
+                vlan: 0,
                 len: 0,
                 data: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
             }));
@@ -71,6 +74,12 @@ impl PuntQueue {
     /// buffer is in use.
     #[inline]
     pub fn push(&self, port: u16, reason: u8, frame: &[u8]) -> bool {
+        self.push_in_vlan(port, 0, reason, frame)
+    }
+
+    /// [`push`](Self::push) with the VLAN the frame was switched in.
+    #[inline]
+    pub fn push_in_vlan(&self, port: u16, vlan: u16, reason: u8, frame: &[u8]) -> bool {
         let Some(mut b) = self.free.pop() else {
             return false;
         };
@@ -79,6 +88,7 @@ impl PuntQueue {
         b.len = n;
         b.port = port;
         b.reason = reason;
+        b.vlan = vlan;
         // Cannot fail: there are as many queue slots as buffers.
         let _ = self.full.push(b);
         true

@@ -153,6 +153,61 @@ pub struct WorkerCounters {
     pub l3: crate::l3::L3Counters,
     /// Control-plane policing, per class.
     pub copp: crate::copp::CoppCounters,
+    /// Packets and bytes per multicast route (`McRoute::index`).
+    pub mroutes: RouteCounters,
+    /// Multicast frames: replicated copies sent, IGMP/MLD messages seen.
+    pub mcast: McastCounters,
+}
+
+/// Packet and byte counters per multicast route, indexed by the route's
+/// stable counter slot.
+pub struct RouteCounters {
+    cells: Box<[Counter]>,
+}
+
+impl RouteCounters {
+    pub fn new(routes: usize) -> RouteCounters {
+        RouteCounters {
+            cells: (0..routes * 2).map(|_| Counter::default()).collect(),
+        }
+    }
+
+    #[inline]
+    pub fn add(&self, index: u32, bytes: u64) {
+        let i = index as usize * 2;
+        if let (Some(p), Some(b)) = (self.cells.get(i), self.cells.get(i + 1)) {
+            p.add(1);
+            b.add(bytes);
+        }
+    }
+
+    /// (packets, bytes) of one slot.
+    pub fn get(&self, index: u32) -> (u64, u64) {
+        let i = index as usize * 2;
+        match (self.cells.get(i), self.cells.get(i + 1)) {
+            (Some(p), Some(b)) => (p.get(), b.get()),
+            _ => (0, 0),
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+pub struct McastCounters {
+    /// Frames of a registered group (a route matched).
+    pub registered: Counter,
+    /// Frames of an unregistered group (to router ports, or flooded).
+    pub unregistered: Counter,
+    /// Copies of multicast frames sent by replication.
+    pub replicated: Counter,
+    /// IGMP/MLD messages handed to the snooping thread.
+    pub snooped: Counter,
+    /// IGMP/MLD messages lost because the snooping queue was full.
+    pub snoop_queue_full: Counter,
+    /// Routed multicast dropped: arrived on another port than the route's
+    /// incoming one (RPF failure).
+    pub rpf_fail: Counter,
+    /// Routed multicast dropped: TTL at or below the threshold.
+    pub ttl_threshold: Counter,
 }
 
 impl Default for WorkerCounters {
@@ -164,6 +219,8 @@ impl Default for WorkerCounters {
             batches: Counter::default(),
             l3: crate::l3::L3Counters::default(),
             copp: crate::copp::CoppCounters::default(),
+            mroutes: RouteCounters::new(tables::mcast::MAX_MROUTES),
+            mcast: McastCounters::default(),
         }
     }
 }

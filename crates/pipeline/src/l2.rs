@@ -25,6 +25,16 @@ pub enum Action {
     /// A link-layer control frame for Lanyard itself (LACP on a channel
     /// member): handed to the control plane, never forwarded.
     Control,
+    /// An IGMP/MLD message in a snooping VLAN (set by `mcast::snoop`):
+    /// copied to the snooping thread; forwarded to every port (`flood`:
+    /// queries) or to the VLAN's multicast-router ports (reports, leaves).
+    Snoop {
+        flood: bool,
+    },
+    /// Multicast data in a snooping VLAN (set by `mcast::snoop`): the
+    /// multicast route at this position of the snapshot's table, or
+    /// `mcast::UNREGISTERED` (router ports only).
+    Mcast(u32),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -13,6 +13,7 @@ pub mod counters;
 pub mod egress;
 pub mod l2;
 pub mod l3;
+pub mod mcast;
 pub mod qos;
 pub mod services;
 

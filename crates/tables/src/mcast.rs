@@ -294,6 +294,11 @@ impl MrouteTable {
 
     #[inline]
     fn find(&self, k: &Packed) -> Option<&McRoute> {
+        self.find_index(k).map(|i| &self.entries[i as usize].route)
+    }
+
+    #[inline]
+    fn find_index(&self, k: &Packed) -> Option<u32> {
         let h = hash(k);
         let tag = (h >> 32) as u32;
         let mut i = h as usize & self.mask;
@@ -303,9 +308,8 @@ impl MrouteTable {
                 return None;
             }
             if s.tag == tag {
-                let e = &self.entries[s.idx as usize];
-                if e.key == *k {
-                    return Some(&e.route);
+                if self.entries[s.idx as usize].key == *k {
+                    return Some(s.idx);
                 }
             }
             i = (i + 1) & self.mask;
@@ -323,6 +327,20 @@ impl MrouteTable {
     pub fn lookup(&self, vlan: u16, group: McAddr, source: McAddr) -> Option<&McRoute> {
         self.find(&pack(vlan, group, Some(source)))
             .or_else(|| self.find(&pack(vlan, group, None)))
+    }
+
+    /// Data-path lookup returning the entry's position (for
+    /// [`route_at`](Self::route_at)): (S,G), then (*,G).
+    #[inline]
+    pub fn lookup_index(&self, vlan: u16, group: McAddr, source: McAddr) -> Option<u32> {
+        self.find_index(&pack(vlan, group, Some(source)))
+            .or_else(|| self.find_index(&pack(vlan, group, None)))
+    }
+
+    /// The entry at a position [`lookup_index`](Self::lookup_index) gave.
+    #[inline]
+    pub fn route_at(&self, i: u32) -> Option<&McRoute> {
+        self.entries.get(i as usize).map(|e| &e.route)
     }
 
     pub fn len(&self) -> usize {
@@ -344,6 +362,41 @@ impl MrouteTable {
         self.entries.iter().map(|e| (e.key.unpack(), &e.route))
     }
 }
+
+/// Per VLAN, what the data path needs of snooping.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct McVlan {
+    /// The VLAN snoops: its multicast follows the table, not flooding.
+    pub snooping: bool,
+    /// Unregistered groups go to every port instead of router ports only.
+    pub flood_unregistered: bool,
+    /// Multicast-router ports (learned from queries, or configured).
+    pub router_ports: PortSet,
+}
+
+/// The multicast snapshot the workers read: routes of every snooping VLAN
+/// and the routed ones (VLAN 0), plus the per-VLAN settings. Published as
+/// a whole by the snooping thread; never changed in place.
+#[derive(Default)]
+pub struct McastTables {
+    pub routes: MrouteTable,
+    /// Indexed by VLAN id; VLANs past the end do not snoop.
+    pub vlans: Box<[McVlan]>,
+    /// Routed ports whose multicast follows the routes (VLAN 0) instead
+    /// of going to the kernel.
+    pub routing: bool,
+}
+
+impl McastTables {
+    /// The VLAN's settings if it snoops.
+    #[inline]
+    pub fn snooping(&self, vlan: u16) -> Option<&McVlan> {
+        self.vlans.get(vlan as usize).filter(|v| v.snooping)
+    }
+}
+
+/// Per-route counter slots a switch has (425,000 routes fit).
+pub const MAX_MROUTES: usize = 1 << 19;
 
 // ---------------------------------------------------------------------------
 // Snooping state.
@@ -474,6 +527,11 @@ impl SnoopTable {
         self.vlan
     }
 
+    /// New timers and limits; existing state keeps its deadlines.
+    pub fn set_config(&mut self, cfg: SnoopConfig) {
+        self.cfg = cfg;
+    }
+
     pub fn config(&self) -> &SnoopConfig {
         &self.cfg
     }
@@ -589,22 +647,32 @@ impl SnoopTable {
     }
 
     /// Run timers up to `now`: source and group timers, router ports.
-    pub fn expire(&mut self, now: u64) {
+    /// True if forwarding changed (something expired).
+    pub fn expire(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        let before = self.router_ports.len();
         self.router_ports.retain(|_, d| *d > now);
+        changed |= self.router_ports.len() != before;
         self.groups.retain(|_, ports| {
             ports.retain(|_, f| {
                 match f.mode {
-                    FilterMode::Include => f.sources.retain(|_, t| t.is_some_and(|d| d > now)),
+                    FilterMode::Include => {
+                        let n = f.sources.len();
+                        f.sources.retain(|_, t| t.is_some_and(|d| d > now));
+                        changed |= f.sources.len() != n;
+                    }
                     FilterMode::Exclude if f.group_deadline <= now => {
                         // Group timer expired: back to INCLUDE with the
                         // sources that still have running timers.
                         f.mode = FilterMode::Include;
                         f.sources.retain(|_, t| t.is_some_and(|d| d > now));
+                        changed = true;
                     }
                     FilterMode::Exclude => {
                         for t in f.sources.values_mut() {
                             if t.is_some_and(|d| d <= now) {
                                 *t = None; // X → Y: no longer forwarded
+                                changed = true;
                             }
                         }
                     }
@@ -613,6 +681,7 @@ impl SnoopTable {
             });
             !ports.is_empty()
         });
+        changed
     }
 
     /// Ports that receive traffic of `group` from `source` (None: a source
@@ -952,9 +1021,9 @@ mod tests {
         assert_eq!(t.ports_for(g, Some(v4("10.0.0.1"))), ports(&[1, 2]));
         t.leave(1, g, 1_000).unwrap();
         // Still a member until the last member query time passes.
-        t.expire(2_999);
+        assert!(!t.expire(2_999), "nothing expired yet");
         assert_eq!(t.ports_for(g, None), ports(&[1, 2]));
-        t.expire(3_000);
+        assert!(t.expire(3_000), "port 1 left: a change");
         assert_eq!(t.ports_for(g, None), ports(&[2]));
         // A report during the last member query keeps the port.
         t.leave(2, g, 4_000).unwrap();
@@ -962,7 +1031,7 @@ mod tests {
         t.expire(7_000);
         assert_eq!(t.ports_for(g, None), ports(&[2]));
         // Group membership interval timeout.
-        t.expire(5_000 + 260_000);
+        assert!(t.expire(5_000 + 260_000));
         assert_eq!(t.group_count(), 0);
         assert!(t.ports_for(g, None).is_empty());
         // Leave for an unknown group creates nothing.
@@ -1165,7 +1234,7 @@ mod tests {
                     8 => t.router_port_seen(200 + port, now),
                     _ => {
                         now += r.next() % 200_000;
-                        t.expire(now)
+                        t.expire(now);
                     }
                 }
                 if step % 7 != 0 {

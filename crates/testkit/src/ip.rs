@@ -11,7 +11,7 @@ pub const IP_SIGNATURE: [u8; 8] = *b"LYROUTE1";
 pub const TEST_SPORT: u16 = 40000;
 pub const TEST_DPORT: u16 = 50000;
 
-fn sum(data: &[u8], mut acc: u32) -> u32 {
+pub(crate) fn sum(data: &[u8], mut acc: u32) -> u32 {
     let mut chunks = data.chunks_exact(2);
     for c in &mut chunks {
         acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
@@ -22,14 +22,14 @@ fn sum(data: &[u8], mut acc: u32) -> u32 {
     acc
 }
 
-fn fold(mut acc: u32) -> u16 {
+pub(crate) fn fold(mut acc: u32) -> u16 {
     while acc >> 16 != 0 {
         acc = (acc & 0xffff) + (acc >> 16);
     }
     !(acc as u16)
 }
 
-fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> u32 {
+pub(crate) fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> u32 {
     let mut acc = 0;
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {

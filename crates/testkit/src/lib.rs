@@ -13,11 +13,12 @@
 pub mod flood;
 pub mod frame;
 pub mod frr;
+pub mod igmp;
 pub mod ip;
 pub mod l2;
 pub mod netns;
-pub mod pim;
 pub mod nfdump;
+pub mod pim;
 pub mod rawport;
 pub mod routes;
 pub mod switch;

@@ -17,6 +17,7 @@ pub mod ha;
 mod lines;
 pub mod mirror;
 mod model;
+pub mod multicast;
 pub mod services;
 mod types;
 mod validate;

@@ -91,6 +91,13 @@ pub struct Config {
     /// Port channels (link aggregation, LACP).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub port_channels: Vec<super::ha::PortChannel>,
+    /// IGMP/MLD snooping and multicast routing.
+    #[serde(default, skip_serializing_if = "is_default_multicast")]
+    pub multicast: super::multicast::MulticastConfig,
+}
+
+fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
+    *m == super::multicast::MulticastConfig::default()
 }
 
 /// `routing:` section.

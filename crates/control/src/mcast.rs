@@ -1,0 +1,1121 @@
+//! The multicast control plane: IGMP/MLD snooping per VLAN, Lanyard's own
+//! querier, and the multicast routes (static, and learned from the kernel
+//! where FRR's pimd programs them), compiled into the snapshot the
+//! workers read (`tables::mcast::McastTables`).
+//!
+//! One thread owns the state. Workers hand it every IGMP/MLD message (and
+//! PIM hello) of a snooping VLAN through `Shared::snoop` (policed as the
+//! CoPP class `igmp`) and forward the message themselves — queries to
+//! every port, reports and leaves to router ports — so the thread never
+//! sits in the forwarding path of a message. What it sends itself (general
+//! queries, group-specific queries after a leave) goes out through
+//! `Shared::mc_out`.
+//!
+//! A change is published as a whole new snapshot, at most once per
+//! [`PUBLISH_EVERY`]: a join storm costs one rebuild per interval, not one
+//! per report. Per-route counters live in the workers, indexed by a slot
+//! that stays with a route (its key) for as long as the route exists.
+
+use crate::config::multicast::{Snooping, StaticMroute};
+use crate::config::Config;
+use datapath::{Shared, MC_OUT_FLOOD};
+use pipeline::WorkerCounters;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tables::mcast::{
+    McAddr, McKey, McRoute, McVlan, McastTables, MrouteTable, RecordType, SnoopConfig, SnoopTable,
+    ANY_IIF, MAX_MROUTES,
+};
+use tables::PortSet;
+use wire::igmp::{self, IgmpMessage};
+use wire::mld::{self, MldMessage};
+
+/// Longest a change waits before it reaches the data path.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(10);
+/// Timer resolution (group and router-port expiry, queries).
+const TICK: Duration = Duration::from_millis(100);
+
+/// What snooping does, compiled from `multicast.igmp-snooping`.
+#[derive(Clone, Debug)]
+struct Settings {
+    cfg: SnoopConfig,
+    querier: bool,
+    querier_v4: Ipv4Addr,
+    querier_v6: Ipv6Addr,
+    query_interval_ms: u64,
+    query_response_ms: u64,
+    robustness: u8,
+    last_member_ms: u64,
+    flood_unregistered: bool,
+    static_router_ports: PortSet,
+    mac: [u8; 6],
+}
+
+impl Settings {
+    fn new(s: &Snooping, cfg: &Config) -> Settings {
+        let mut static_router_ports = PortSet::EMPTY;
+        for name in &s.router_ports {
+            if let Some(i) = cfg.ports.iter().position(|p| &p.name == name) {
+                static_router_ports.insert(i as u16);
+            }
+        }
+        let mac = switch_mac(cfg);
+        Settings {
+            cfg: SnoopConfig {
+                gmi_ms: s.gmi_ms(),
+                lmqt_ms: s.lmqt_ms(),
+                // Other querier present interval (RFC 3376 8.5).
+                router_timeout_ms: s.robustness as u64 * s.query_interval as u64 * 1000
+                    + s.query_response_ms as u64 / 2,
+                fast_leave: s.fast_leave,
+                max_groups: s.max_groups as usize,
+                max_sources_per_record: 1024,
+            },
+            querier: s.querier,
+            querier_v4: match s.querier_address {
+                Some(IpAddr::V4(a)) => a,
+                _ => Ipv4Addr::UNSPECIFIED,
+            },
+            querier_v6: link_local(mac),
+            query_interval_ms: s.query_interval as u64 * 1000,
+            query_response_ms: s.query_response_ms as u64,
+            robustness: s.robustness,
+            last_member_ms: s.last_member_interval_ms as u64,
+            flood_unregistered: s.flood_unregistered,
+            static_router_ports,
+            mac,
+        }
+    }
+}
+
+/// The source MAC of Lanyard's own queries: stable per switch name.
+fn switch_mac(cfg: &Config) -> [u8; 6] {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in cfg.switch.name.bytes() {
+        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+    }
+    let h = h.to_be_bytes();
+    [0x02, 0x4c, 0x51, h[1], h[2], h[3]]
+}
+
+/// fe80:: with the EUI-64 of `mac` (MLD queries come from a link-local
+/// address, RFC 3810 5.1.14).
+fn link_local(mac: [u8; 6]) -> Ipv6Addr {
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        u16::from_be_bytes([mac[0] ^ 2, mac[1]]),
+        u16::from_be_bytes([mac[2], 0xff]),
+        u16::from_be_bytes([0xfe, mac[3]]),
+        u16::from_be_bytes([mac[4], mac[5]]),
+    )
+}
+
+/// Querier state of one VLAN and family.
+#[derive(Clone, Debug, Default)]
+struct Querier {
+    /// Another querier with a better claim was heard until then (ms).
+    other_until: u64,
+    other: Option<IpAddr>,
+    next_query: u64,
+    /// Startup queries still to send (RFC 3376 8.7).
+    startup_left: u8,
+    sent: u64,
+}
+
+struct VlanSnoop {
+    table: SnoopTable,
+    q4: Querier,
+    q6: Querier,
+}
+
+/// A group-specific query still to send after a leave.
+struct PendingQuery {
+    due: u64,
+    vlan: u16,
+    port: u16,
+    group: McAddr,
+    left: u8,
+}
+
+/// Counters of the snooping thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SnoopStats {
+    pub igmp: u64,
+    pub mld: u64,
+    pub pim_hellos: u64,
+    /// Messages that did not parse (bad checksum, truncated, unknown).
+    pub malformed: u64,
+    pub queries_sent: u64,
+    pub publishes: u64,
+    /// Route slots exhausted (more routes than `MAX_MROUTES`).
+    pub slots_exhausted: u64,
+    pub build_errors: u64,
+}
+
+struct State {
+    settings: Option<Settings>,
+    vlans: BTreeMap<u16, VlanSnoop>,
+    routing: bool,
+    static_routes: Vec<(McKey, McRoute)>,
+    kernel_routes: Vec<(McKey, McRoute)>,
+    /// Counter slot of every route key, and the pass that last saw it.
+    slots: HashMap<McKey, (u32, u64)>,
+    free: Vec<u32>,
+    next_slot: u32,
+    generation: u64,
+    /// Counter values when a slot was (re)assigned: shown as zero then.
+    base: Vec<(u64, u64)>,
+    pending: Vec<PendingQuery>,
+    dirty: bool,
+    stats: SnoopStats,
+    port_names: Vec<String>,
+}
+
+/// The multicast control plane (see the module documentation).
+pub struct Multicast {
+    shared: Arc<Shared>,
+    counters: Vec<Arc<WorkerCounters>>,
+    state: Mutex<State>,
+    epoch: Instant,
+}
+
+impl Multicast {
+    /// Whether `cfg` asks for any multicast processing.
+    pub fn configured(cfg: &Config) -> bool {
+        let m = &cfg.multicast;
+        m.igmp_snooping
+            .as_ref()
+            .is_some_and(|s| !s.vlans.is_empty())
+            || m.routing
+            || !m.static_routes.is_empty()
+    }
+
+    pub fn new(cfg: &Config, shared: Arc<Shared>, counters: Vec<Arc<WorkerCounters>>) -> Self {
+        let m = Multicast {
+            shared,
+            counters,
+            state: Mutex::new(State {
+                settings: None,
+                vlans: BTreeMap::new(),
+                routing: false,
+                static_routes: Vec::new(),
+                kernel_routes: Vec::new(),
+                slots: HashMap::new(),
+                free: Vec::new(),
+                next_slot: 0,
+                generation: 0,
+                base: Vec::new(),
+                pending: Vec::new(),
+                dirty: true,
+                stats: SnoopStats::default(),
+                port_names: Vec::new(),
+            }),
+            epoch: Instant::now(),
+        };
+        m.reconfigure(cfg);
+        m.publish();
+        m
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Take a new configuration: snooping VLANs keep their members when
+    /// they stay; static routes are replaced.
+    pub fn reconfigure(&self, cfg: &Config) {
+        let now = self.now();
+        let mut st = self.lock();
+        st.port_names = cfg.ports.iter().map(|p| p.name.clone()).collect();
+        let snooping = cfg.multicast.igmp_snooping.as_ref();
+        st.settings = snooping.map(|s| Settings::new(s, cfg));
+        let vlans: Vec<u16> = snooping.map(|s| s.vlans.clone()).unwrap_or_default();
+        st.vlans.retain(|v, _| vlans.contains(v));
+        if let Some(set) = st.settings.clone() {
+            for v in vlans {
+                let vs = st.vlans.entry(v).or_insert_with(|| VlanSnoop {
+                    table: SnoopTable::new(v, set.cfg),
+                    q4: Querier::default(),
+                    q6: Querier::default(),
+                });
+                vs.table.set_config(set.cfg);
+                for p in 0..tables::MAX_PORTS as u16 {
+                    vs.table
+                        .set_static_router_port(p, set.static_router_ports.contains(p));
+                }
+                if set.querier && vs.q4.sent == 0 {
+                    // Startup: the first query at once, then robustness − 1
+                    // more a quarter interval apart.
+                    for q in [&mut vs.q4, &mut vs.q6] {
+                        q.next_query = now;
+                        q.startup_left = set.robustness;
+                    }
+                }
+            }
+        }
+        st.routing = cfg.multicast.routing;
+        st.static_routes = static_routes(cfg, &cfg.multicast.static_routes);
+        st.dirty = true;
+    }
+
+    /// Begin the startup queries now (at start, once the ports are up).
+    pub fn restart_querier(&self) {
+        let now = self.now();
+        let mut st = self.lock();
+        let r = st.settings.as_ref().map_or(0, |s| s.robustness);
+        for vs in st.vlans.values_mut() {
+            for q in [&mut vs.q4, &mut vs.q6] {
+                q.next_query = now;
+                q.startup_left = r;
+            }
+        }
+    }
+
+    /// Routes learned from the kernel (pimd), replacing the previous set.
+    pub fn set_kernel_routes(&self, routes: Vec<(McKey, McRoute)>) {
+        let mut st = self.lock();
+        st.kernel_routes = routes;
+        st.dirty = true;
+    }
+
+    /// The thread: messages, timers, publishing. Returns at stop.
+    pub fn run(&self) {
+        let mut last_publish = Instant::now();
+        let mut last_tick = Instant::now();
+        let q = &self.shared.snoop;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let mut n = 0;
+            while let Some(b) = q.pop() {
+                self.handle(b.port, b.vlan, b.frame());
+                q.recycle(b);
+                n += 1;
+                if n >= 1024 {
+                    break;
+                }
+            }
+            if last_tick.elapsed() >= TICK {
+                last_tick = Instant::now();
+                self.tick();
+            }
+            let dirty = self.lock().dirty;
+            if dirty && last_publish.elapsed() >= PUBLISH_EVERY {
+                self.publish();
+                last_publish = Instant::now();
+            }
+            if !q.is_empty() {
+                continue;
+            }
+            let wait = if dirty { PUBLISH_EVERY } else { TICK };
+            if q.prepare_sleep() {
+                let mut pfd = libc::pollfd {
+                    fd: q.event_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, length 1.
+                unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) };
+                q.clear_wake();
+            }
+        }
+    }
+
+    /// One message from a worker: `port` it entered on, `vlan` it was
+    /// switched in, the frame as received.
+    pub fn handle(&self, port: u16, vlan: u16, frame: &[u8]) {
+        let now = self.now();
+        let port = self.shared.tables.load().l2.logical(port);
+        let mut st = self.lock();
+        let State {
+            settings,
+            vlans,
+            stats,
+            pending,
+            dirty,
+            ..
+        } = &mut *st;
+        let (Some(set), Some(vs)) = (settings.as_ref(), vlans.get_mut(&vlan)) else {
+            return;
+        };
+        match parse(frame) {
+            Some(Message::Igmp(src, m)) => {
+                stats.igmp += 1;
+                *dirty |= igmp_message(set, vs, port, src, m, now, pending);
+            }
+            Some(Message::Mld(src, m)) => {
+                stats.mld += 1;
+                *dirty |= mld_message(set, vs, port, src, m, now, pending);
+            }
+            Some(Message::PimHello) => {
+                stats.pim_hellos += 1;
+                let had = vs.table.router_ports().contains(port);
+                vs.table.router_port_seen(port, now);
+                *dirty |= !had;
+            }
+            None => stats.malformed += 1,
+        }
+    }
+
+    /// Timers: expiry, queries.
+    fn tick(&self) {
+        let now = self.now();
+        let mut out: Vec<(u16, u16, Vec<u8>)> = Vec::new();
+        {
+            let mut st = self.lock();
+            let State {
+                settings,
+                vlans,
+                pending,
+                dirty,
+                stats,
+                ..
+            } = &mut *st;
+            let Some(set) = settings.as_ref() else {
+                return;
+            };
+            for (vlan, vs) in vlans.iter_mut() {
+                *dirty |= vs.table.expire(now);
+                if !set.querier {
+                    continue;
+                }
+                for v6 in [false, true] {
+                    let q = if v6 { &mut vs.q6 } else { &mut vs.q4 };
+                    if now < q.other_until || now < q.next_query {
+                        continue;
+                    }
+                    let interval = if q.startup_left > 1 {
+                        q.startup_left -= 1;
+                        set.query_interval_ms / 4
+                    } else {
+                        q.startup_left = 0;
+                        set.query_interval_ms
+                    };
+                    q.next_query = now + interval;
+                    q.sent += 1;
+                    stats.queries_sent += 1;
+                    out.push((*vlan, MC_OUT_FLOOD, query_frame(set, v6, None)));
+                }
+            }
+            // Group-specific queries after leaves (when we are the querier).
+            pending.retain_mut(|p| {
+                if p.due > now {
+                    return true;
+                }
+                let v6 = p.group.is_v6();
+                out.push((p.vlan, p.port, query_frame(set, v6, Some(p.group))));
+                stats.queries_sent += 1;
+                p.left -= 1;
+                p.due = now + set.last_member_ms;
+                p.left > 0
+            });
+        }
+        for (vlan, port, f) in out {
+            if self.shared.mc_out.push_in_vlan(port, vlan, 0, &f) {
+                self.shared.mc_out.kick();
+            }
+        }
+    }
+
+    /// Compile the state into a snapshot and publish it.
+    pub fn publish(&self) {
+        let mut st = self.lock();
+        st.dirty = false;
+        st.generation += 1;
+        let gen = st.generation;
+        let mut entries: Vec<(McKey, McRoute)> = Vec::new();
+        for vs in st.vlans.values() {
+            entries.extend(vs.table.to_mroutes());
+        }
+        if st.routing {
+            entries.extend(st.kernel_routes.iter().copied());
+        }
+        // Configured routes win over learned ones with the same key.
+        entries.retain(|(k, _)| !st.static_routes.iter().any(|(s, _)| s == k));
+        entries.extend(st.static_routes.iter().copied());
+        let mut kept = Vec::with_capacity(entries.len());
+        for (k, mut r) in entries {
+            match st.slot(k, gen, &self.counters) {
+                Some(s) => {
+                    r.index = s;
+                    kept.push((k, r));
+                }
+                None => st.stats.slots_exhausted += 1,
+            }
+        }
+        // Free the slots of routes that are gone.
+        let State { slots, free, .. } = &mut *st;
+        slots.retain(|_, (s, g)| {
+            if *g != gen {
+                free.push(*s);
+                false
+            } else {
+                true
+            }
+        });
+        let routes = match MrouteTable::build(kept) {
+            Ok(t) => t,
+            Err(e) => {
+                st.stats.build_errors += 1;
+                crate::ports::log::warn(&format!("multicast routes not published: {e}"));
+                return;
+            }
+        };
+        let top = st.vlans.keys().next_back().copied().unwrap_or(0) as usize;
+        let mut vlans = vec![McVlan::default(); if st.vlans.is_empty() { 0 } else { top + 1 }];
+        if let Some(set) = &st.settings {
+            for (v, vs) in &st.vlans {
+                vlans[*v as usize] = McVlan {
+                    snooping: true,
+                    flood_unregistered: set.flood_unregistered,
+                    router_ports: vs.table.router_ports(),
+                };
+            }
+        }
+        st.stats.publishes += 1;
+        let routing = st.routing || !st.static_routes.is_empty();
+        if vlans.is_empty() && !routing {
+            // Nothing to do: the workers skip the multicast pass entirely.
+            self.shared.mcast.store(None);
+            return;
+        }
+        self.shared.mcast.store(Some(Arc::new(McastTables {
+            routes,
+            vlans: vlans.into_boxed_slice(),
+            routing,
+        })));
+    }
+
+    fn route_counters(&self, slot: u32) -> (u64, u64) {
+        sum_counters(&self.counters, slot)
+    }
+
+    /// `show ip igmp snooping groups` / `show ipv6 mld snooping groups`.
+    pub fn show_groups(&self, v6: bool, vlan: Option<u16>, count: bool) -> Value {
+        let st = self.lock();
+        let name = |p: u16| {
+            st.port_names
+                .get(p as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("port{p}"))
+        };
+        let mut rows = Vec::new();
+        let mut per_vlan = Vec::new();
+        for (v, vs) in &st.vlans {
+            if vlan.is_some_and(|x| x != *v) {
+                continue;
+            }
+            let mut n = 0;
+            for (g, ports) in vs.table.groups() {
+                if g.is_v6() != v6 {
+                    continue;
+                }
+                n += 1;
+                if count {
+                    continue;
+                }
+                let members: Vec<Value> = ports
+                    .iter()
+                    .map(|(p, f)| {
+                        json!({
+                            "port": name(*p),
+                            "mode": match f.mode {
+                                tables::mcast::FilterMode::Include => "include",
+                                tables::mcast::FilterMode::Exclude => "exclude",
+                            },
+                            "sources": f.sources.keys().map(|s| IpAddr::from(*s).to_string()).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                rows.push(
+                    json!({"vlan": v, "group": IpAddr::from(g).to_string(), "ports": members}),
+                );
+            }
+            let q = if v6 { &vs.q6 } else { &vs.q4 };
+            let c = vs.table.counters();
+            per_vlan.push(json!({
+                "vlan": v,
+                "groups": n,
+                "router-ports": vs.table.router_ports().iter().map(name).collect::<Vec<_>>(),
+                "querier": match (st.settings.as_ref(), q.other) {
+                    (_, Some(a)) if self.now() < q.other_until => json!(a.to_string()),
+                    (Some(s), _) if s.querier => json!(if v6 { s.querier_v6.to_string() } else { s.querier_v4.to_string() } + " (this switch)"),
+                    _ => Value::Null,
+                },
+                "queries-sent": q.sent,
+                "refused": {
+                    "group-limit": c.refused_group_limit,
+                    "too-many-sources": c.refused_too_many_sources,
+                    "invalid": c.refused_invalid,
+                },
+            }));
+        }
+        let s = st.stats;
+        let stats = json!({
+            "igmp": s.igmp, "mld": s.mld, "pim-hellos": s.pim_hellos,
+            "malformed": s.malformed, "queries-sent": s.queries_sent,
+            "publishes": s.publishes,
+        });
+        if count {
+            json!({"vlans": per_vlan, "messages": stats})
+        } else {
+            json!({"vlans": per_vlan, "groups": rows, "messages": stats})
+        }
+    }
+
+    /// `show ip mroute [summary]` (both families with `all`).
+    pub fn show_mroute(&self, v6: bool, summary: bool) -> Value {
+        let Some(mc) = self.shared.mcast.load_full() else {
+            return json!({"routes": [], "count": 0});
+        };
+        let st = self.lock();
+        let name = |p: u16| {
+            st.port_names
+                .get(p as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("port{p}"))
+        };
+        let mut rows = Vec::new();
+        let (mut sg, mut starg, mut l2, mut l3) = (0u64, 0u64, 0u64, 0u64);
+        for (k, r) in mc.routes.iter() {
+            if k.group.is_v6() != v6 {
+                continue;
+            }
+            if k.source.is_some() {
+                sg += 1;
+            } else {
+                starg += 1;
+            }
+            if k.vlan == 0 {
+                l3 += 1;
+            } else {
+                l2 += 1;
+            }
+            if summary {
+                continue;
+            }
+            let (p, b) = self.route_counters(r.index);
+            let (bp, bb) = st.base.get(r.index as usize).copied().unwrap_or((0, 0));
+            rows.push(json!({
+                "vlan": if k.vlan == 0 { Value::Null } else { json!(k.vlan) },
+                "source": k.source.map(|s| IpAddr::from(s).to_string()).unwrap_or_else(|| "*".into()),
+                "group": IpAddr::from(k.group).to_string(),
+                "iif": if r.iif == ANY_IIF { json!("any") } else { json!(name(r.iif)) },
+                "oifs": r.oifs.iter().map(name).collect::<Vec<_>>(),
+                "ttl-threshold": r.ttl_threshold,
+                "origin": if k.vlan != 0 { "snooping" } else if st.static_routes.iter().any(|(s, _)| *s == k) { "static" } else { "kernel" },
+                "packets": p.wrapping_sub(bp),
+                "bytes": b.wrapping_sub(bb),
+            }));
+        }
+        let c = |f: fn(&pipeline::counters::McastCounters) -> u64| -> u64 {
+            self.counters.iter().map(|w| f(&w.mcast)).sum()
+        };
+        let mut v = json!({
+            "count": sg + starg,
+            "s-g": sg,
+            "star-g": starg,
+            "snooped": l2,
+            "routed": l3,
+            "memory-bytes": mc.routes.memory_bytes(),
+            "data-path": {
+                "registered": c(|m| m.registered.get()),
+                "unregistered": c(|m| m.unregistered.get()),
+                "replicated": c(|m| m.replicated.get()),
+                "snooped": c(|m| m.snooped.get()),
+                "snoop-queue-full": c(|m| m.snoop_queue_full.get()),
+                "rpf-fail": c(|m| m.rpf_fail.get()),
+                "ttl-threshold": c(|m| m.ttl_threshold.get()),
+            },
+        });
+        if !summary {
+            v["routes"] = Value::Array(rows);
+        }
+        v
+    }
+
+    /// Snooping thread counters.
+    pub fn stats(&self) -> SnoopStats {
+        self.lock().stats
+    }
+}
+
+fn sum_counters(counters: &[Arc<WorkerCounters>], slot: u32) -> (u64, u64) {
+    counters.iter().fold((0, 0), |(p, b), c| {
+        let (x, y) = c.mroutes.get(slot);
+        (p.wrapping_add(x), b.wrapping_add(y))
+    })
+}
+
+impl State {
+    /// The counter slot of `k`, assigning one to a new route.
+    fn slot(&mut self, k: McKey, gen: u64, counters: &[Arc<WorkerCounters>]) -> Option<u32> {
+        if let Some(e) = self.slots.get_mut(&k) {
+            e.1 = gen;
+            return Some(e.0);
+        }
+        let s = match self.free.pop() {
+            Some(s) => s,
+            None if (self.next_slot as usize) < MAX_MROUTES => {
+                self.next_slot += 1;
+                self.next_slot - 1
+            }
+            None => return None,
+        };
+        if self.base.len() <= s as usize {
+            self.base.resize(s as usize + 1, (0, 0));
+        }
+        self.base[s as usize] = sum_counters(counters, s);
+        self.slots.insert(k, (s, gen));
+        Some(s)
+    }
+}
+
+fn static_routes(cfg: &Config, routes: &[StaticMroute]) -> Vec<(McKey, McRoute)> {
+    let port = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as u16);
+    routes
+        .iter()
+        .map(|r| {
+            let mut oifs = PortSet::EMPTY;
+            for o in r.oifs.iter().filter_map(|o| port(o)) {
+                oifs.insert(o);
+            }
+            (
+                McKey {
+                    vlan: 0,
+                    group: r.group.into(),
+                    source: r.source.map(McAddr::from),
+                },
+                McRoute {
+                    iif: r.iif.as_deref().and_then(port).unwrap_or(ANY_IIF),
+                    oifs,
+                    ttl_threshold: r.ttl_threshold,
+                    index: 0,
+                },
+            )
+        })
+        .collect()
+}
+
+enum Message {
+    Igmp(Ipv4Addr, IgmpMessage),
+    Mld(Ipv6Addr, MldMessage),
+    PimHello,
+}
+
+/// The IGMP/MLD message (or PIM hello) in a frame as a worker received it
+/// (at most one VLAN tag). None if anything does not check out.
+fn parse(frame: &[u8]) -> Option<Message> {
+    let mut off = 12;
+    let mut et = u16::from_be_bytes(frame.get(off..off + 2)?.try_into().ok()?);
+    if matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+        off += 4;
+        et = u16::from_be_bytes(frame.get(off..off + 2)?.try_into().ok()?);
+    }
+    let ip = frame.get(off + 2..)?;
+    match et {
+        0x0800 => {
+            let ihl = (*ip.first()? & 0x0f) as usize * 4;
+            let total = u16::from_be_bytes(ip.get(2..4)?.try_into().ok()?) as usize;
+            if ip[0] >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() {
+                return None;
+            }
+            if wire::checksum::fold(wire::checksum::sum(&ip[..ihl])) != 0xffff {
+                return None;
+            }
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            match ip[9] {
+                2 => IgmpMessage::parse(&ip[ihl..total])
+                    .ok()
+                    .map(|m| Message::Igmp(src, m)),
+                103 if ip.get(ihl).is_some_and(|b| b & 0x0f == 0) => Some(Message::PimHello),
+                _ => None,
+            }
+        }
+        0x86dd => {
+            if ip.len() < 40 || ip[0] >> 4 != 6 {
+                return None;
+            }
+            let plen = u16::from_be_bytes([ip[4], ip[5]]) as usize;
+            let end = (40 + plen).min(ip.len());
+            let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).ok()?);
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).ok()?);
+            let (mut nh, mut at) = (ip[6], 40);
+            if nh == 0 {
+                nh = *ip.get(at)?;
+                at += (*ip.get(at + 1)? as usize + 1) * 8;
+            }
+            match nh {
+                58 => MldMessage::parse(ip.get(at..end)?, src, dst)
+                    .ok()
+                    .map(|m| Message::Mld(src, m)),
+                103 if ip.get(at).is_some_and(|b| b & 0x0f == 0) => Some(Message::PimHello),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn rtype(t: igmp::RecordType) -> Option<RecordType> {
+    use igmp::RecordType as W;
+    Some(match t {
+        W::ModeIsInclude => RecordType::IsIn,
+        W::ModeIsExclude => RecordType::IsEx,
+        W::ChangeToInclude => RecordType::ToIn,
+        W::ChangeToExclude => RecordType::ToEx,
+        W::AllowNewSources => RecordType::Allow,
+        W::BlockOldSources => RecordType::Block,
+        W::Unknown(_) => return None, // ignored (RFC 3376 4.2.12)
+    })
+}
+
+/// Link-local groups are always flooded: no state for them (RFC 4541 2.1.2).
+fn is_link_local(g: McAddr) -> bool {
+    match g {
+        McAddr::V4(a) => a >> 8 == 0xe0_0000,
+        McAddr::V6(a) => (a >> 112) & 0xf <= 2,
+    }
+}
+
+/// A query from `src` heard on `port`: router port, querier election.
+fn heard_query(set: &Settings, vs: &mut VlanSnoop, port: u16, src: IpAddr, now: u64) -> bool {
+    let had = vs.table.router_ports().contains(port);
+    let (q, ours) = match src {
+        IpAddr::V4(_) => (&mut vs.q4, IpAddr::V4(set.querier_v4)),
+        IpAddr::V6(_) => (&mut vs.q6, IpAddr::V6(set.querier_v6)),
+    };
+    if !src.is_unspecified() {
+        vs.table.router_port_seen(port, now);
+        // The lowest address wins (RFC 3376 6.6.2); an unaddressed
+        // snooping querier defers to any real one.
+        if !set.querier || ours.is_unspecified() || src < ours {
+            q.other_until = now + set.cfg.router_timeout_ms;
+            q.other = Some(src);
+        }
+    }
+    !had && !src.is_unspecified()
+}
+
+fn leave_query(
+    set: &Settings,
+    vs: &VlanSnoop,
+    port: u16,
+    group: McAddr,
+    now: u64,
+    pending: &mut Vec<PendingQuery>,
+) {
+    let q = if group.is_v6() { &vs.q6 } else { &vs.q4 };
+    if set.querier && !set.cfg.fast_leave && now >= q.other_until {
+        pending.retain(|p| !(p.vlan == vs.table.vlan() && p.port == port && p.group == group));
+        pending.push(PendingQuery {
+            due: now,
+            vlan: vs.table.vlan(),
+            port,
+            group,
+            left: set.robustness.max(1),
+        });
+    }
+}
+
+fn igmp_message(
+    set: &Settings,
+    vs: &mut VlanSnoop,
+    port: u16,
+    src: Ipv4Addr,
+    m: IgmpMessage,
+    now: u64,
+    pending: &mut Vec<PendingQuery>,
+) -> bool {
+    let g = |a: Ipv4Addr| McAddr::V4(a.into());
+    match m {
+        IgmpMessage::Query(_) => heard_query(set, vs, port, IpAddr::V4(src), now),
+        IgmpMessage::ReportV1 { group } | IgmpMessage::ReportV2 { group } => {
+            !is_link_local(g(group)) && vs.table.join(port, g(group), now).is_ok()
+        }
+        IgmpMessage::Leave { group } => {
+            if is_link_local(g(group)) {
+                return false;
+            }
+            leave_query(set, vs, port, g(group), now, pending);
+            vs.table.leave(port, g(group), now).is_ok()
+        }
+        IgmpMessage::ReportV3(records) => {
+            let mut changed = false;
+            let mut srcs = Vec::new();
+            for r in records {
+                let (Some(t), group) = (rtype(r.record_type), g(r.group)) else {
+                    continue;
+                };
+                if is_link_local(group) {
+                    continue;
+                }
+                srcs.clear();
+                srcs.extend(r.sources.iter().map(|s| McAddr::V4((*s).into())));
+                if matches!(t, RecordType::ToIn | RecordType::Block) {
+                    leave_query(set, vs, port, group, now, pending);
+                }
+                changed |= vs.table.report(port, group, t, &srcs, now).is_ok();
+            }
+            changed
+        }
+    }
+}
+
+fn mld_message(
+    set: &Settings,
+    vs: &mut VlanSnoop,
+    port: u16,
+    src: Ipv6Addr,
+    m: MldMessage,
+    now: u64,
+    pending: &mut Vec<PendingQuery>,
+) -> bool {
+    let g = |a: Ipv6Addr| McAddr::V6(a.into());
+    match m {
+        MldMessage::Query(_) => heard_query(set, vs, port, IpAddr::V6(src), now),
+        MldMessage::ReportV1 { group } => {
+            !is_link_local(g(group)) && vs.table.join(port, g(group), now).is_ok()
+        }
+        MldMessage::Done { group } => {
+            if is_link_local(g(group)) {
+                return false;
+            }
+            leave_query(set, vs, port, g(group), now, pending);
+            vs.table.leave(port, g(group), now).is_ok()
+        }
+        MldMessage::ReportV2(records) => {
+            let mut changed = false;
+            let mut srcs = Vec::new();
+            for r in records {
+                let (Some(t), group) = (rtype(r.record_type), g(r.group)) else {
+                    continue;
+                };
+                if is_link_local(group) {
+                    continue;
+                }
+                srcs.clear();
+                srcs.extend(r.sources.iter().map(|s| McAddr::V6((*s).into())));
+                if matches!(t, RecordType::ToIn | RecordType::Block) {
+                    leave_query(set, vs, port, group, now, pending);
+                }
+                changed |= vs.table.report(port, group, t, &srcs, now).is_ok();
+            }
+            changed
+        }
+    }
+}
+
+/// A general query (`group` None) or a group-specific one, as an
+/// untagged frame: IGMPv3 / MLDv2, with the router alert option.
+fn query_frame(set: &Settings, v6: bool, group: Option<McAddr>) -> Vec<u8> {
+    let mut f = Vec::with_capacity(96);
+    if !v6 {
+        let g = match group {
+            Some(McAddr::V4(a)) => Ipv4Addr::from(a),
+            _ => Ipv4Addr::UNSPECIFIED,
+        };
+        let dst = if group.is_some() {
+            g
+        } else {
+            Ipv4Addr::new(224, 0, 0, 1)
+        };
+        let d = dst.octets();
+        f.extend_from_slice(&[0x01, 0x00, 0x5e, d[1] & 0x7f, d[2], d[3]]);
+        f.extend_from_slice(&set.mac);
+        f.extend_from_slice(&[0x08, 0x00]);
+        let resp = if group.is_some() {
+            set.last_member_ms
+        } else {
+            set.query_response_ms
+        };
+        let msg = IgmpMessage::Query(igmp::Query {
+            max_resp_code: igmp::encode_code((resp / 100).min(31_744) as u32),
+            group: g,
+            v3: Some(igmp::QueryV3 {
+                suppress_router_processing: false,
+                qrv: set.robustness.min(7),
+                qqic: igmp::encode_code((set.query_interval_ms / 1000) as u32),
+                sources: Vec::new(),
+            }),
+        });
+        let mut body = vec![0u8; msg.buffer_len()];
+        let n = msg.emit(&mut body).unwrap_or(0);
+        let total = (24 + n) as u16;
+        let mut ip = [0u8; 24];
+        ip[0] = 0x46; // version 4, IHL 6 (router alert)
+        ip[1] = 0xc0; // DSCP CS6 (RFC 3376 4: internetwork control)
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[8] = 1; // TTL 1
+        ip[9] = 2; // IGMP
+        ip[12..16].copy_from_slice(&set.querier_v4.octets());
+        ip[16..20].copy_from_slice(&d);
+        ip[20..24].copy_from_slice(&[0x94, 0x04, 0x00, 0x00]);
+        let c = !wire::checksum::fold(wire::checksum::sum(&ip));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&body[..n]);
+    } else {
+        let g = match group {
+            Some(McAddr::V6(a)) => Ipv6Addr::from(a),
+            _ => Ipv6Addr::UNSPECIFIED,
+        };
+        let dst = if group.is_some() {
+            g
+        } else {
+            Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)
+        };
+        let d = dst.octets();
+        f.extend_from_slice(&[0x33, 0x33, d[12], d[13], d[14], d[15]]);
+        f.extend_from_slice(&set.mac);
+        f.extend_from_slice(&[0x86, 0xdd]);
+        let resp = if group.is_some() {
+            set.last_member_ms
+        } else {
+            set.query_response_ms
+        };
+        let msg = MldMessage::Query(mld::Query {
+            max_resp_code: mld::encode_max_resp_code(resp.min(8_387_584) as u32),
+            group: g,
+            v2: Some(mld::QueryV2 {
+                suppress_router_processing: false,
+                qrv: set.robustness.min(7),
+                qqic: igmp::encode_code((set.query_interval_ms / 1000) as u32),
+                sources: Vec::new(),
+            }),
+        });
+        let mut body = vec![0u8; msg.buffer_len()];
+        let n = msg.emit(set.querier_v6, dst, &mut body).unwrap_or(0);
+        let plen = (8 + n) as u16;
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&plen.to_be_bytes());
+        f.extend_from_slice(&[0, 1]); // hop-by-hop next, hop limit 1
+        f.extend_from_slice(&set.querier_v6.octets());
+        f.extend_from_slice(&d);
+        // Hop-by-hop: next ICMPv6, router alert (MLD), PadN.
+        f.extend_from_slice(&[58, 0, 5, 2, 0, 0, 1, 0]);
+        f.extend_from_slice(&body[..n]);
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        let cfg: Config = crate::config::parse(
+            "ports: [{name: a}, {name: b}]\nmulticast:\n  igmp-snooping: {vlans: [1], querier: true, querier-address: 10.0.0.9}\n",
+            "t.yaml",
+        )
+        .expect("config");
+        Settings::new(cfg.multicast.igmp_snooping.as_ref().unwrap(), &cfg)
+    }
+
+    #[test]
+    fn queries_parse_back() {
+        let set = settings();
+        for (v6, g) in [
+            (false, None),
+            (false, Some(McAddr::V4(0xef01_0101))),
+            (true, None),
+            (true, Some(McAddr::V6(0xff05 << 112 | 7))),
+        ] {
+            let f = query_frame(&set, v6, g);
+            match parse(&f) {
+                Some(Message::Igmp(src, IgmpMessage::Query(q))) => {
+                    assert!(!v6);
+                    assert_eq!(src, Ipv4Addr::new(10, 0, 0, 9));
+                    assert_eq!(q.is_general(), g.is_none());
+                    assert_eq!(q.query_interval(), Some(Duration::from_secs(125)));
+                }
+                Some(Message::Mld(src, MldMessage::Query(q))) => {
+                    assert!(v6);
+                    assert_eq!(src, set.querier_v6);
+                    assert_eq!(q.is_general(), g.is_none());
+                    assert_eq!(q.version(), 2);
+                }
+                _ => panic!("query frame does not parse back (v6 {v6}, {g:?})"),
+            }
+            // The data path sees it as a query too (flooded).
+            assert_eq!(
+                pipeline::mcast::inspect(&f, 12),
+                pipeline::mcast::McPacket::Control { flood: true }
+            );
+        }
+    }
+
+    #[test]
+    fn parse_refuses_garbage_and_bad_checksums() {
+        let set = settings();
+        let mut f = query_frame(&set, false, None);
+        f[14 + 10] ^= 0xff; // IP header checksum
+        assert!(parse(&f).is_none());
+        let mut x = 0x9e37_79b9u32;
+        for len in 0..140 {
+            for _ in 0..40 {
+                let mut g: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        x as u8
+                    })
+                    .collect();
+                if g.len() > 14 {
+                    g[12] = 0x08;
+                    g[13] = 0x00;
+                }
+                let _ = parse(&g);
+            }
+        }
+    }
+
+    #[test]
+    fn election_lowest_address_wins() {
+        let set = settings();
+        let mut vs = VlanSnoop {
+            table: SnoopTable::new(1, set.cfg),
+            q4: Querier::default(),
+            q6: Querier::default(),
+        };
+        // Higher address: we stay querier, but the port leads to a router.
+        assert!(heard_query(
+            &set,
+            &mut vs,
+            1,
+            "10.0.0.20".parse().unwrap(),
+            0
+        ));
+        assert_eq!(vs.q4.other_until, 0);
+        assert!(vs.table.router_ports().contains(1));
+        // Lower address: it wins.
+        heard_query(&set, &mut vs, 0, "10.0.0.1".parse().unwrap(), 5);
+        assert!(vs.q4.other_until > 5);
+        // A 0.0.0.0 query (another snooping switch) marks nothing.
+        assert!(!heard_query(
+            &set,
+            &mut vs,
+            1,
+            "0.0.0.0".parse().unwrap(),
+            6
+        ));
+    }
+
+    #[test]
+    fn link_local_groups_keep_no_state() {
+        assert!(is_link_local(McAddr::V4(0xe000_00fb)));
+        assert!(!is_link_local(McAddr::V4(0xe000_0100)));
+        assert!(is_link_local(McAddr::V6(0xff02 << 112 | 0xfb)));
+        assert!(!is_link_local(McAddr::V6(0xff05 << 112 | 1)));
+    }
+}
