@@ -324,6 +324,18 @@ impl Switch {
             counters.clone(),
         ));
         applier.set_multicast(mcast.clone());
+        if cfg.multicast.routing {
+            // pimd's routes, read from the kernel's MFC of the TAPs.
+            let by_ifindex: std::collections::HashMap<u32, u16> = router
+                .as_ref()
+                .map(|r| r.ports.iter().map(|p| (p.tap_ifindex, p.port)).collect())
+                .unwrap_or_default();
+            let m = mcast.clone();
+            threads.push(spawn(
+                "mfc".into(),
+                Box::new(move || m.follow_kernel(by_ifindex)),
+            )?);
+        }
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
         }

@@ -157,6 +157,8 @@ pub struct SnoopStats {
     /// Route slots exhausted (more routes than `MAX_MROUTES`).
     pub slots_exhausted: u64,
     pub build_errors: u64,
+    /// Entries in the kernel's multicast forwarding cache (pimd's).
+    pub kernel_entries: u64,
 }
 
 struct State {
@@ -563,7 +565,7 @@ impl Multicast {
         let stats = json!({
             "igmp": s.igmp, "mld": s.mld, "pim-hellos": s.pim_hellos,
             "malformed": s.malformed, "queries-sent": s.queries_sent,
-            "publishes": s.publishes,
+            "publishes": s.publishes, "kernel-entries": s.kernel_entries,
         });
         if count {
             json!({"vlans": per_vlan, "messages": stats})
@@ -647,6 +649,104 @@ impl Multicast {
     pub fn stats(&self) -> SnoopStats {
         self.lock().stats
     }
+}
+
+impl Multicast {
+    /// Follow the kernel's multicast forwarding cache (what pimd installs
+    /// on the TAPs) until stop: every change becomes the new set of
+    /// kernel routes. `by_ifindex` maps a TAP's ifindex to its port.
+    /// Entries naming an interface that is not a TAP (pimd's `pimreg`:
+    /// pimd wants the packets itself) are left to the kernel.
+    pub fn follow_kernel(&self, by_ifindex: HashMap<u32, u16>) {
+        use crate::kernel::mfc::{is_overrun, MfcEvent, MfcMonitor};
+        let mut entries: HashMap<(IpAddr, IpAddr), crate::kernel::mfc::MfcEntry> = HashMap::new();
+        let mut mon = match MfcMonitor::open() {
+            Ok(m) => m,
+            Err(e) => {
+                crate::ports::log::warn(&format!("multicast routing: kernel MFC: {e}"));
+                return;
+            }
+        };
+        let mut resync = true;
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            let mut changed = false;
+            if resync {
+                match mon.dump() {
+                    Ok(all) => {
+                        entries = all.into_iter().map(|e| (e.key(), e)).collect();
+                        changed = true;
+                        resync = false;
+                    }
+                    Err(e) => {
+                        crate::ports::log::warn(&format!("multicast routing: MFC dump: {e}"));
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                }
+            }
+            match mon.poll(Duration::from_millis(200)) {
+                Ok(evs) => {
+                    for ev in evs {
+                        changed = true;
+                        match ev {
+                            MfcEvent::Add(e) => {
+                                entries.insert(e.key(), e);
+                            }
+                            MfcEvent::Del { source, group } => {
+                                entries.remove(&(source, group));
+                            }
+                        }
+                    }
+                }
+                Err(e) if is_overrun(&e) => resync = true,
+                Err(e) => {
+                    crate::ports::log::warn(&format!("multicast routing: MFC: {e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            if changed {
+                let routes = entries
+                    .values()
+                    .filter_map(|e| kernel_route(e, &by_ifindex))
+                    .collect();
+                self.set_kernel_routes(routes);
+                self.lock().stats.kernel_entries = entries.len() as u64;
+            }
+        }
+    }
+}
+
+/// One MFC entry as a Lanyard route, if every interface it names is one
+/// of Lanyard's TAPs.
+fn kernel_route(
+    e: &crate::kernel::mfc::MfcEntry,
+    by_ifindex: &HashMap<u32, u16>,
+) -> Option<(McKey, McRoute)> {
+    let iif = *by_ifindex.get(&e.iif)?;
+    let mut oifs = PortSet::EMPTY;
+    let mut ttl = u8::MAX;
+    for (ifindex, t) in &e.oifs {
+        oifs.insert(*by_ifindex.get(ifindex)?);
+        ttl = ttl.min(*t);
+    }
+    if oifs.is_empty() || !e.group.is_multicast() {
+        return None;
+    }
+    let source = (!e.source.is_unspecified()).then(|| McAddr::from(e.source));
+    Some((
+        McKey {
+            vlan: 0,
+            group: e.group.into(),
+            source,
+        },
+        McRoute {
+            iif,
+            oifs,
+            // The kernel forwards when TTL > threshold; so does Lanyard.
+            ttl_threshold: ttl.min(254),
+            index: 0,
+        },
+    ))
 }
 
 fn sum_counters(counters: &[Arc<WorkerCounters>], slot: u32) -> (u64, u64) {

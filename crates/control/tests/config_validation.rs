@@ -1052,3 +1052,31 @@ fn backup_pairs_and_port_channels_validate() {
     let v = e("port-channels: [{name: a, members: [b]}]\n");
     assert!(v.iter().any(|m| m.contains("already a port")), "{v:?}");
 }
+
+#[test]
+fn multicast_section_checks() {
+    let ok = "ports:\n  - {name: a}\n  - {name: r, mode: routed, addresses: [10.0.0.1/24]}\n  - {name: s, mode: routed, addresses: [10.0.1.1/24]}\n\
+              multicast:\n  igmp-snooping: {vlans: [1], router-ports: [a], querier: true}\n  routing: true\n  static-routes:\n    - {group: 232.1.1.1, source: 10.0.0.2, iif: r, oifs: [s]}\n";
+    let c = config::parse(ok, "t.yaml").unwrap_or_else(|e| panic!("{e}"));
+    let s = c.multicast.igmp_snooping.as_ref().unwrap();
+    assert_eq!(
+        (s.query_interval, s.robustness, s.max_groups),
+        (125, 2, 32_768)
+    );
+    assert_eq!(s.gmi_ms(), 260_000, "RFC 3376 group membership interval");
+    for (bad, want) in [
+        ("multicast:\n  igmp-snooping: {vlans: [30]}\n", "multicast.igmp-snooping.vlans[0]"),
+        ("multicast:\n  igmp-snooping: {vlans: [1], router-ports: [nope]}\n", "router-ports[0]"),
+        ("multicast:\n  igmp-snooping: {vlans: [1], robustness: 0}\n", "robustness"),
+        ("multicast:\n  igmp-snooping: {vlans: [1], query-interval: 5, query-response-ms: 6000}\n", "query-response-ms"),
+        ("multicast:\n  igmp-snooping: {vlans: [1], querier-address: \"2001:db8::1\"}\n", "querier-address"),
+        ("multicast:\n  routing: true\n", "needs routed ports"),
+        ("multicast:\n  static-routes: [{group: 10.1.1.1, oifs: [a]}]\n", "not a multicast address"),
+        ("multicast:\n  static-routes: [{group: 232.1.1.1, source: 232.0.0.1, oifs: [a]}]\n", "source"),
+        ("multicast:\n  igmp-snooping: {vlans: [1], bogus: 1}\n", "bogus"),
+    ] {
+        let y = format!("ports:\n  - {{name: a}}\n{bad}");
+        let e = config::parse(&y, "t.yaml").expect_err(bad).to_string();
+        assert!(e.contains(want), "{bad:?}: {e}");
+    }
+}

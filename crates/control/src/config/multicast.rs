@@ -197,6 +197,12 @@ pub(super) fn check(cfg: &super::Config) -> Vec<super::Issue> {
             }
         }
     }
+    if (m.routing || !m.static_routes.is_empty()) && cfg.l3_interfaces().is_empty() {
+        err(
+            "multicast".into(),
+            "multicast routing needs routed ports or VLAN interfaces".into(),
+        );
+    }
     if m.static_routes.len() > MAX_STATIC_ROUTES {
         err(
             "multicast.static-routes".into(),

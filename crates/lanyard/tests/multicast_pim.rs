@@ -1,0 +1,234 @@
+//! Multicast routing with FRR's pimd as the control plane (issue 6,
+//! F-MC): pimd runs on Lanyard's TAPs, takes the IGMPv3 joins the data
+//! path punts to it, installs (S,G) routes in the kernel's multicast
+//! forwarding cache, and Lanyard forwards the traffic itself — TTL
+//! decremented, one copy per joined port, nothing to the others — with
+//! the routes shown by `show ip mroute` (origin: kernel).
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use testkit::frame::mac;
+use testkit::igmp::{self, group_mac};
+use testkit::ip;
+use testkit::l2;
+use testkit::pim::{PimConfig, PimRouter};
+use testkit::{require_pim, require_root, RawPort, Switch, TestBed};
+
+const RECEIVERS: usize = 4;
+
+fn v4(a: u8, b: u8, c: u8, d: u8) -> Ipv4Addr {
+    Ipv4Addr::new(a, b, c, d)
+}
+
+/// Every test packet sequence number `port` receives until quiet, with
+/// the TTLs seen.
+fn collect(port: &RawPort, quiet: Duration) -> (Vec<u64>, HashSet<u8>) {
+    let mut seqs = Vec::new();
+    let mut ttls = HashSet::new();
+    while let Ok(Some(f)) = port.recv_timeout(quiet) {
+        if let Some(p) = ip::parse(&f) {
+            if let Some(s) = p.seq {
+                seqs.push(s);
+                ttls.insert(p.ttl);
+            }
+        }
+    }
+    (seqs, ttls)
+}
+
+#[test]
+fn pimd_ssm_routes_forwarded_by_lanyard() {
+    require_root!();
+    require_pim!();
+    let _g = l2::heavy();
+    let n = RECEIVERS + 2; // sw1 source, sw2..sw5 receivers, sw6 joins nothing
+    let bed = TestBed::new("mcpim", n, 1500).expect("namespaces");
+    let mut yaml = String::from("switch:\n  name: mcpim\nports:\n");
+    for i in 1..=n {
+        yaml.push_str(&format!(
+            "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
+        ));
+    }
+    yaml.push_str("multicast:\n  routing: true\n");
+    let names: Vec<String> = (1..=n).map(|i| format!("sw{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &refs,
+    )
+    .expect("start lanyard");
+    let taps: Vec<String> = (1..=n).map(|i| format!("ly-sw{i}")).collect();
+    let tap_refs: Vec<&str> = taps.iter().map(String::as_str).collect();
+    let router =
+        PimRouter::start(bed.dut.name(), "mcpim", &PimConfig::new(&tap_refs)).expect("pimd");
+    router
+        .wait_interfaces(&tap_refs, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}\n{}", router.logs()));
+
+    // Receiver r joins groups 232.1.1.(r..r+2) from the source, by IGMPv3.
+    let source = v4(10, 1, 0, 2);
+    let groups =
+        |r: usize| -> Vec<Ipv4Addr> { (r..r + 3).map(|g| v4(232, 1, 1, g as u8)).collect() };
+    let rx: Vec<RawPort> = (2..=n).map(|i| bed.open(i).unwrap()).collect();
+    for (r, p) in rx.iter().take(RECEIVERS).enumerate() {
+        let recs: Vec<(u8, Ipv4Addr, Vec<Ipv4Addr>)> = groups(r)
+            .into_iter()
+            .map(|g| (igmp::MODE_IS_INCLUDE, g, vec![source]))
+            .collect();
+        p.send(&igmp::igmpv3_report(
+            &mac(100 + r as u32),
+            v4(10, r as u8 + 2, 0, 2),
+            &recs,
+        ))
+        .unwrap();
+    }
+    // Six groups in all; pimd installs each (S,G) on the join, Lanyard
+    // reads it from the kernel.
+    let want: usize = (0..RECEIVERS)
+        .flat_map(groups)
+        .collect::<HashSet<_>>()
+        .len();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut routes = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        routes = sw.show_json(&["show", "ip", "mroute"]);
+        if routes["routed"].as_u64() == Some(want as u64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        routes["routed"].as_u64(),
+        Some(want as u64),
+        "kernel routes in Lanyard: {routes}\npimd: {}\n{}",
+        router.vtysh(&["show ip mroute"]),
+        router.logs()
+    );
+    for r in routes["routes"].as_array().unwrap() {
+        assert_eq!(r["origin"], "kernel", "{r}");
+        assert_eq!(r["iif"], "sw1", "{r}");
+    }
+    for p in &rx {
+        p.drain();
+    }
+
+    // Data: 50 packets to each group, TTL 64.
+    let smac = mac(1);
+    let all: Vec<Ipv4Addr> = (0..RECEIVERS + 2).map(|g| v4(232, 1, 1, g as u8)).collect();
+    let frames: Vec<Vec<u8>> = (0..50u64)
+        .flat_map(|k| all.iter().enumerate().map(move |(g, grp)| (k, g, *grp)))
+        .map(|(k, g, grp)| {
+            ip::udp(
+                &group_mac(grp.into()),
+                &smac,
+                source.into(),
+                grp.into(),
+                64,
+                g as u64 * 1000 + k,
+                128,
+            )
+        })
+        .collect();
+    let p1 = bed.open(1).unwrap();
+    p1.send_paced(frames.len(), 2_000, |k, b| {
+        b.clear();
+        b.extend_from_slice(&frames[k]);
+    })
+    .unwrap();
+    let mut failures = Vec::new();
+    for (r, p) in rx.iter().enumerate() {
+        let (seqs, ttls) = collect(p, Duration::from_millis(700));
+        let expect: HashSet<u64> = if r < RECEIVERS {
+            groups(r)
+                .iter()
+                .flat_map(|g| {
+                    let gi = g.octets()[3] as u64;
+                    (0..50).map(move |k| gi * 1000 + k)
+                })
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        let got: HashSet<u64> = seqs.iter().copied().collect();
+        if got != expect
+            || seqs.len() != expect.len()
+            || (!seqs.is_empty() && ttls != HashSet::from([63]))
+        {
+            failures.push(format!(
+                "sw{}: {} packets ({} distinct), want {}; TTLs {ttls:?}",
+                r + 2,
+                seqs.len(),
+                got.len(),
+                expect.len()
+            ));
+        }
+    }
+    let after = sw.show_json(&["show", "ip", "mroute"]);
+    let fast: u64 = after["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["packets"].as_u64())
+        .sum();
+    // Every packet of a joined group went through Lanyard's own routes.
+    if fast != 50 * want as u64 {
+        failures.push(format!("per-route counters: {fast}, want {}", 50 * want));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\nmroutes: {after}\npimd: {}",
+        failures.join("\n"),
+        router.vtysh(&["show ip mroute"])
+    );
+
+    // Receiver 0 leaves its groups (BLOCK): pimd prunes, the kernel
+    // entry loses the oif (or goes), and so does Lanyard's route.
+    rx[0]
+        .send(&igmp::igmpv3_report(
+            &mac(100),
+            v4(10, 2, 0, 2),
+            &groups(0)
+                .into_iter()
+                .map(|g| (igmp::BLOCK_OLD_SOURCES, g, vec![source]))
+                .collect::<Vec<_>>(),
+        ))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let v = sw.show_json(&["show", "ip", "mroute"]);
+        let still = v["routes"].as_array().unwrap().iter().any(|r| {
+            r["oifs"]
+                .as_array()
+                .is_some_and(|o| o.iter().any(|x| x == "sw2"))
+        });
+        if !still {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sw2 still an outgoing port after the leave: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rx[0].drain();
+    let frames: Vec<Vec<u8>> = (0..10u64)
+        .map(|k| {
+            ip::udp(
+                &group_mac(all[0].into()),
+                &smac,
+                source.into(),
+                all[0].into(),
+                64,
+                5000 + k,
+                128,
+            )
+        })
+        .collect();
+    p1.send_batch(&frames).unwrap();
+    let (seqs, _) = collect(&rx[0], Duration::from_millis(500));
+    assert!(seqs.is_empty(), "sw2 left but got {seqs:?}");
+}
