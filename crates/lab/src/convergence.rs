@@ -363,6 +363,7 @@ impl Ctx<'_> {
                 sizes: fs.sizes.clone(),
                 l3: None,
                 arrival: None,
+                receivers: None,
             })
             .collect();
         let name = self.dut.spec.name.clone();
@@ -484,6 +485,7 @@ impl Ctx<'_> {
                 sizes: vec![64],
                 l3: None,
                 arrival: None,
+                receivers: None,
             };
             let r1 = self.tester.run(&TrialSpec {
                 streams: vec![learn],
@@ -748,6 +750,7 @@ mod tests {
             latency: LatencyStats::default(),
             received_also: Some(on_backup),
             mark: Some(mark),
+            receivers: None,
         }
     }
 
@@ -786,6 +789,7 @@ mod tests {
             streams,
             mark_ns: Some(1_000_000_000),
             tx_stall: Some((300_000, 1_000_500_000)),
+            per_port_latency: None,
         };
         let ev = EventTiming {
             start_ms: Some(1000.0),

@@ -1,6 +1,7 @@
 //! DUT drivers: build the topology, start and configure the device under
 //! test, tear it all down on drop.
 
+use crate::multicast::{KernelMroutes, McPattern};
 use crate::netns::{run, run_in, Topology, Wiring};
 use crate::plan::{ConvTopology, Driver, DutSpec, EventSide, Failover, Test};
 use crate::routes::{Route4, Route6};
@@ -27,6 +28,22 @@ pub struct Setup {
     /// Convergence tests: sw3 backs up sw2 (lanyard `backup-pairs`, the
     /// linux-bridge `failover` mode).
     pub backup_pair: bool,
+    /// Multicast tests: IGMP snooping (layer 2) or multicast routing with
+    /// static (S,G) routes for this pattern (layer 3).
+    pub multicast: Option<McSetup>,
+}
+
+/// What a multicast test needs from the DUT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McSetup {
+    /// Layer 2: IGMP snooping in the ports' VLAN / bridge. The pattern is
+    /// part of the setup so that a test with other groups or ports starts
+    /// on a fresh DUT: memberships left by the previous test would
+    /// otherwise send its groups to ports that are sources now.
+    Snooping(McPattern),
+    /// Layer 3: multicast routing, the pattern's (S,G) routes installed
+    /// statically (no PIM daemon in the lab).
+    Routes(McPattern),
 }
 
 impl Setup {
@@ -38,7 +55,14 @@ impl Setup {
             routes: spec.routes.unwrap_or(0),
             routes6: spec.routes6.unwrap_or(0),
             backup_pair: false,
+            multicast: None,
         }
+    }
+
+    /// True when the DUT forwards multicast by static routes (IGMP
+    /// reports change nothing: no join / leave delay to measure).
+    pub fn multicast_static(&self) -> bool {
+        matches!(self.multicast, Some(McSetup::Routes(_)))
     }
 
     /// What `test` needs from `spec`: the test's route counts override the
@@ -63,6 +87,18 @@ impl Setup {
                     Driver::LinuxBridge => spec.failover.is_some(),
                     _ => false,
                 },
+            multicast: test.multicast.as_ref().map(|m| {
+                let routed = match spec.driver {
+                    Driver::LinuxRouter => true,
+                    Driver::Lanyard => l3,
+                    _ => false,
+                };
+                if routed {
+                    McSetup::Routes(McPattern::of(m))
+                } else {
+                    McSetup::Snooping(McPattern::of(m))
+                }
+            }),
         }
     }
 
@@ -74,6 +110,17 @@ impl Setup {
         }
         if self.backup_pair {
             v.push("backup pair sw2/sw3".to_string());
+        }
+        match self.multicast {
+            Some(McSetup::Snooping(p)) => v.push(format!(
+                "IGMP snooping, {} sources, {} receivers, {} groups",
+                p.sources, p.receivers, p.groups
+            )),
+            Some(McSetup::Routes(p)) => v.push(format!(
+                "multicast routing, {} static (S,G) routes",
+                p.sources as u64 * p.groups as u64
+            )),
+            None => {}
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -113,6 +160,9 @@ pub struct Dut {
     script: Option<Child>,
     ovs_dir: Option<PathBuf>,
     lanyard: Option<(PathBuf, PathBuf)>,
+    /// linux-router, multicast: the socket holding the kernel's static
+    /// (S,G) routes.
+    mroutes: Option<KernelMroutes>,
     /// Topology (dropped last: namespaces go after the processes).
     pub topo: Topology,
 }
@@ -257,6 +307,7 @@ impl Dut {
             script: None,
             ovs_dir: None,
             lanyard: None,
+            mroutes: None,
             topo,
         };
         let t0 = Instant::now();
@@ -367,7 +418,14 @@ impl Dut {
                 )?;
             }
         }
+        if self.setup.multicast.is_some() {
+            self.bridge_snooping()?;
+        }
         run("ip", &["-n", &ns, "link", "set", "br0", "up"])?;
+        if self.setup.multicast.is_some() && self.spec.igmp_querier != Some(false) {
+            // Past the querier delay (see bridge_snooping).
+            crate::netns::sleep_checked(1.5)?;
+        }
         let kv = run("uname", &["-r"]).unwrap_or_default();
         self.info
             .push(format!("Linux bridge, kernel {}", kv.trim()));
@@ -380,6 +438,47 @@ impl Dut {
                 tbf_limit_bytes(k)
             ));
         }
+        Ok(())
+    }
+
+    /// Multicast, linux-bridge: IGMP snooping (IGMPv3, so source lists and
+    /// BLOCK records count), with the bridge's own querier unless
+    /// `igmp-querier: false`. The bridge forwards a group only to joined
+    /// ports while it knows a querier exists (its own, or one heard on a
+    /// port); with none it floods every multicast frame, snooping or not.
+    fn bridge_snooping(&mut self) -> Result<(), LabError> {
+        let ns = self.topo.dut.clone();
+        let querier = self.spec.igmp_querier.unwrap_or(true);
+        let set = |kv: &[&str]| -> Result<String, LabError> {
+            let mut a = vec!["-n", ns.as_str(), "link", "set", "br0", "type", "bridge"];
+            a.extend_from_slice(kv);
+            run("ip", &a)
+        };
+        set(&["mcast_snooping", "1", "mcast_igmp_version", "3"])?;
+        // Enabling the querier arms a "querier delay" of one query
+        // response interval (default 10 s) during which the bridge still
+        // floods: shorten the interval (centiseconds) first, in its own
+        // command, so the delay is 1 s.
+        set(&["mcast_query_response_interval", "100"])?;
+        set(&["mcast_querier", if querier { "1" } else { "0" }])?;
+        let fast = self.spec.fast_leave.unwrap_or(false);
+        if fast {
+            for p in self.sw() {
+                run(
+                    "bridge",
+                    &["-n", &ns, "link", "set", "dev", &p, "fastleave", "on"],
+                )?;
+            }
+        }
+        self.info.push(format!(
+            "IGMP snooping on (IGMPv3), querier {}, fast leave {}",
+            if querier {
+                "on (the bridge's own)"
+            } else {
+                "off"
+            },
+            if fast { "on" } else { "off" }
+        ));
         Ok(())
     }
 
@@ -667,6 +766,19 @@ impl Dut {
             self.static_neighbours(|i| format!("sw{}", i + 1))?;
         }
         self.kernel_routes()?;
+        if let Some(McSetup::Routes(p)) = self.setup.multicast {
+            // VIFs for the test's ports only: the kernel has at most 32.
+            let names: Vec<String> = (1..=p.sources + p.receivers)
+                .map(|i| format!("sw{i}"))
+                .collect();
+            let m = crate::netns::in_netns(&ns, move || KernelMroutes::install(&names, &p))?
+                .map_err(|e| LabError::Unsupported(format!("kernel multicast routing: {e}")))?;
+            self.info.push(format!(
+                "kernel multicast routing: one VIF per port, {} static (S,G) MFC entries (no PIM daemon)",
+                m.routes
+            ));
+            self.mroutes = Some(m);
+        }
         self.info.push(if dynamic {
             "Linux IPv4 + IPv6 forwarding, neighbours by ARP / ND (answered by the emulated hosts)"
                 .into()
@@ -746,8 +858,18 @@ impl Dut {
         if let Some(s) = self.spec.mac_limit.or(self.spec.mac_table_size) {
             br.push(format!("other_config:mac-table-size={s}"));
         }
+        if self.setup.multicast.is_some() {
+            // Snooping with unregistered multicast not flooded: OVS then
+            // forwards a group only to ports that joined it.
+            br.push("mcast_snooping_enable=true".into());
+            br.push("other_config:mcast-snooping-disable-flood-unregistered=true".into());
+        }
         let brr: Vec<&str> = br.iter().map(|s| s.as_str()).collect();
         run("ovs-vsctl", &brr)?;
+        if self.setup.multicast.is_some() {
+            self.info
+                .push("IGMP snooping on (mcast_snooping_enable, unregistered not flooded)".into());
+        }
         let want = self.spec.port_type.clone().unwrap_or_else(|| "auto".into());
         let mut used = String::new();
         for t in ["afxdp", "af-packet"] {
@@ -840,6 +962,19 @@ impl Dut {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default();
         self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        match self.setup.multicast {
+            Some(McSetup::Snooping(_)) => self.info.push(format!(
+                "multicast.igmp-snooping in VLAN {}: querier {}, fast-leave {}, flood-unregistered false",
+                self.spec.vlan.unwrap_or(10),
+                self.spec.igmp_querier.unwrap_or(true),
+                self.spec.fast_leave.unwrap_or(false)
+            )),
+            Some(McSetup::Routes(p)) => self.info.push(format!(
+                "multicast.routing with {} static (S,G) routes",
+                p.sources as u64 * p.groups as u64
+            )),
+            None => {}
+        }
         if self.spec.services == Some(true) {
             // The switch logs how long compiling its services took.
             let log_text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -1018,6 +1153,36 @@ impl Dut {
         if self.setup.backup_pair {
             c.push_str(&self.backup_pairs_yaml());
         }
+        if matches!(self.setup.multicast, Some(McSetup::Snooping(_))) {
+            c.push_str(&self.igmp_snooping_yaml(vlan));
+        }
+        c
+    }
+
+    /// Multicast, layer 2: IGMP snooping in the ports' VLAN.
+    pub fn igmp_snooping_yaml(&self, vlan: u16) -> String {
+        format!(
+            "multicast:\n  igmp-snooping:\n    vlans: [{vlan}]\n    querier: {}\n    fast-leave: {}\n    flood-unregistered: false\n",
+            self.spec.igmp_querier.unwrap_or(true),
+            self.spec.fast_leave.unwrap_or(false)
+        )
+    }
+
+    /// Multicast, layer 3: routing on, the pattern's (S,G) routes static.
+    pub fn mroutes_yaml(&self, p: &McPattern) -> String {
+        use std::fmt::Write as _;
+        let mut c = String::from("multicast:\n  routing: true\n  static-routes:\n");
+        for (s, g, oifs) in p.routes() {
+            let oifs: Vec<String> = oifs.iter().map(|o| format!("sw{}", o + 1)).collect();
+            let _ = writeln!(
+                c,
+                "    - {{group: {}, source: {}, iif: sw{}, oifs: [{}]}}",
+                Ipv4Addr::from(g),
+                Ipv4Addr::from(host_ip(s)),
+                s + 1,
+                oifs.join(", ")
+            );
+        }
         c
     }
 
@@ -1069,6 +1234,9 @@ impl Dut {
                     host_ip6_str(r.port)
                 );
             }
+        }
+        if let Some(McSetup::Routes(p)) = self.setup.multicast {
+            c.push_str(&self.mroutes_yaml(&p));
         }
         c
     }

@@ -47,6 +47,10 @@ pub struct Stream {
     /// What frames must look like on the expected port (routed frames:
     /// TTL, destination MAC, IPv4 checksum); others count as malformed.
     pub arrival: Option<Arrival>,
+    /// Multicast: every port listed receives its own copy of each frame,
+    /// counted per port (unique, duplicates, first and last arrival);
+    /// `expect` and `also` must be None. Expected deliveries = sent × len.
+    pub receivers: Option<Arc<[usize]>>,
 }
 
 /// How long each port sends.
@@ -155,6 +159,28 @@ pub struct StreamResult {
     /// Counts split at the mark, when the trial had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mark: Option<MarkSplit>,
+    /// Multicast streams: counts per receiving port, in `receivers` order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receivers: Option<Vec<ReceiverCount>>,
+}
+
+/// What one receiving port got of a multicast stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceiverCount {
+    /// Tester port index.
+    pub port: usize,
+    /// Unique frames received.
+    pub received: u64,
+    /// Second and later copies of a frame.
+    pub duplicated: u64,
+    /// Frames that failed the arrival check (not received).
+    pub malformed: u64,
+    /// Receive time (`CLOCK_MONOTONIC` ns) of the first unique frame, 0 if none.
+    #[serde(skip)]
+    pub first_rx: u64,
+    /// Receive time of the last unique frame, 0 if none.
+    #[serde(skip)]
+    pub last_rx: u64,
 }
 
 /// Result of one trial.
@@ -205,6 +231,45 @@ pub struct TrialResult {
     /// pause means it was held off the CPU, and caught up afterwards.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tx_stall: Option<(u64, u64)>,
+    /// Multicast trials: latency per tester port over the frames it
+    /// received of the streams it is a receiver of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_port_latency: Option<Vec<LatencyStats>>,
+}
+
+/// Sends frames on the tester's ports while a trial runs
+/// ([`Tester::run_with_raw`]): IGMP joins and leaves at chosen moments.
+pub struct RawTx<'a> {
+    socks: &'a [PacketSocket],
+}
+
+impl RawTx<'_> {
+    /// Send `frames` on tester port `port`; returns when the kernel took them.
+    pub fn send(&self, port: usize, frames: &[&[u8]]) -> Result<(), LabError> {
+        send_all(self.socks, port, frames)
+    }
+}
+
+fn send_all(socks: &[PacketSocket], port: usize, frames: &[&[u8]]) -> Result<(), LabError> {
+    let s = socks
+        .get(port)
+        .ok_or_else(|| LabError::Other(format!("no tester port {port}")))?;
+    let mut done = 0;
+    let mut tries = 0;
+    while done < frames.len() {
+        let n = s
+            .send_batch(&frames[done..])
+            .map_err(|e| LabError::Other(format!("send on t{}: {e}", port + 1)))?;
+        done += n;
+        if n == 0 {
+            tries += 1;
+            if tries > 1000 {
+                return Err(LabError::Other(format!("t{}: send queue stuck", port + 1)));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+    Ok(())
 }
 
 /// The tester side of a topology: one TX and one RX socket per port.
@@ -250,6 +315,22 @@ struct StreamRx {
     max_seq: Option<u32>,
     bitmap: Vec<u64>,
     hist: Histogram,
+    /// Multicast: slot in `mc` per tester port (`NO_SLOT` = not a receiver).
+    mc_slot: Vec<u16>,
+    mc: Vec<McRx>,
+}
+
+const NO_SLOT: u16 = u16::MAX;
+
+/// One receiving port of a multicast stream.
+struct McRx {
+    received: u64,
+    dup: u64,
+    malformed: u64,
+    max_seq: Option<u32>,
+    first_rx: u64,
+    last_rx: u64,
+    bitmap: Vec<u64>,
 }
 
 impl Tester {
@@ -295,6 +376,11 @@ impl Tester {
         self.tx.len()
     }
 
+    /// Send `frames` on tester port `port` outside a trial (IGMP reports).
+    pub fn send_raw(&self, port: usize, frames: &[&[u8]]) -> Result<(), LabError> {
+        send_all(&self.tx, port, frames)
+    }
+
     /// Make the DUT learn where hosts live: for each `(port, first MAC,
     /// count)`, one broadcast frame from each of `count` consecutive source
     /// MACs (two rounds, paced at about 50,000 frames/s). The frames carry
@@ -337,6 +423,16 @@ impl Tester {
         spec: &TrialSpec,
         during: impl FnOnce(&TrialControl) -> R,
     ) -> Result<(TrialResult, R), LabError> {
+        self.run_with_raw(spec, |ctl, _| during(ctl))
+    }
+
+    /// Like [`Tester::run_with`]; `during` can also send frames of its own
+    /// on the tester ports (multicast joins and leaves mid-trial).
+    pub fn run_with_raw<R>(
+        &mut self,
+        spec: &TrialSpec,
+        during: impl FnOnce(&TrialControl, &RawTx) -> R,
+    ) -> Result<(TrialResult, R), LabError> {
         let nports = self.tx.len();
         if spec.streams.len() > u16::MAX as usize {
             return Err(LabError::Other("too many streams (max 65535)".into()));
@@ -348,6 +444,9 @@ impl Tester {
             if s.tx >= nports
                 || s.expect.is_some_and(|e| e >= nports)
                 || s.also.is_some_and(|e| e >= nports || s.expect.is_none())
+                || s.receivers.as_ref().is_some_and(|r| {
+                    s.expect.is_some() || r.iter().any(|&p| p >= nports || p == s.tx)
+                })
                 || s.sizes.is_empty()
                 || s.l3.as_ref().is_some_and(|v| v.is_empty())
                 || (v6 && s.sizes.iter().any(|&z| z < MIN_FRAME_V6))
@@ -391,8 +490,35 @@ impl Tester {
                 max_seq: None,
                 bitmap: vec![0u64; bits_for(s).div_ceil(64)],
                 hist: Histogram::new(),
+                mc_slot: {
+                    let mut v = vec![NO_SLOT; nports];
+                    for (k, &p) in s.receivers.iter().flat_map(|r| r.iter()).enumerate() {
+                        v[p] = k as u16;
+                    }
+                    v
+                },
+                mc: s
+                    .receivers
+                    .iter()
+                    .flat_map(|r| r.iter())
+                    .map(|_| McRx {
+                        received: 0,
+                        dup: 0,
+                        malformed: 0,
+                        max_seq: None,
+                        first_rx: 0,
+                        last_rx: 0,
+                        bitmap: vec![0u64; bits_for(s).div_ceil(64)],
+                    })
+                    .collect(),
             })
             .collect();
+        let multicast = spec.streams.iter().any(|s| s.receivers.is_some());
+        let mut port_hist: Vec<Histogram> = if multicast {
+            (0..nports).map(|_| Histogram::new()).collect()
+        } else {
+            Vec::new()
+        };
         for r in &self.rx {
             r.drain();
             r.take_drops();
@@ -408,7 +534,16 @@ impl Tester {
             let rxh = sc.spawn(|| {
                 pin_from_env(1);
                 rx_loop(
-                    rx_socks, tx_socks, hosts, streams, &mut rxs, nonce, &stop, &ctl, gentle,
+                    rx_socks,
+                    tx_socks,
+                    hosts,
+                    streams,
+                    &mut rxs,
+                    &mut port_hist,
+                    nonce,
+                    &stop,
+                    &ctl,
+                    gentle,
                 )
             });
             let txh = sc.spawn(|| {
@@ -419,7 +554,7 @@ impl Tester {
                 }
                 tx_loop(tx_socks, spec, &port_streams, nonce, &ctl, gentle)
             });
-            let during_out = during(&ctl);
+            let during_out = during(&ctl, &RawTx { socks: tx_socks });
             let tx_out = txh.join();
             // Drain: keep receiving for a while after the last frame.
             let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(spec.drain);
@@ -456,6 +591,7 @@ impl Tester {
             streams: Vec::new(),
             mark_ns: None,
             tx_stall: None,
+            per_port_latency: multicast.then(|| port_hist.iter().map(|h| h.stats()).collect()),
         };
         let t0 = tx_out.t0;
         let mark = ctl.mark.load(Ordering::Acquire);
@@ -483,14 +619,21 @@ impl Tester {
                 .per_port
                 .iter()
                 .enumerate()
-                .filter(|(p, _)| Some(*p) != s.expect && Some(*p) != s.also && *p != s.tx)
+                .filter(|(p, _)| {
+                    Some(*p) != s.expect
+                        && Some(*p) != s.also
+                        && *p != s.tx
+                        && r.mc_slot[*p] == NO_SLOT
+                })
                 .map(|(_, c)| *c)
                 .sum();
             for (p, c) in r.per_port.iter().enumerate() {
                 res.per_port_rx[p] += c;
             }
-            let (received, lost) = if s.expect.is_some() {
-                (r.received, sent as i64 - r.received as i64)
+            // A multicast frame is due once on every receiving port.
+            let (received, lost) = if s.expect.is_some() || !r.mc.is_empty() {
+                let due = sent * r.mc.len().max(1) as u64;
+                (r.received, due as i64 - r.received as i64)
             } else {
                 (0, 0)
             };
@@ -533,13 +676,27 @@ impl Tester {
                             .collect(),
                     }
                 }),
+                receivers: s.receivers.as_ref().map(|ports| {
+                    ports
+                        .iter()
+                        .zip(r.mc.iter())
+                        .map(|(&port, m)| ReceiverCount {
+                            port,
+                            received: m.received,
+                            duplicated: m.dup,
+                            malformed: m.malformed,
+                            first_rx: m.first_rx,
+                            last_rx: m.last_rx,
+                        })
+                        .collect()
+                }),
             });
         }
         let expected_sent: u64 = res
             .streams
             .iter()
-            .filter(|s| s.expect.is_some())
-            .map(|s| s.sent)
+            .filter(|s| s.expect.is_some() || s.receivers.is_some())
+            .map(|s| s.sent * s.receivers.as_ref().map_or(1, |r| r.len() as u64))
             .sum();
         res.loss_ratio = if expected_sent > 0 {
             res.lost.max(0) as f64 / expected_sent as f64
@@ -795,6 +952,7 @@ fn rx_loop(
     hosts: &[Host],
     streams: &[Stream],
     rxs: &mut [StreamRx],
+    port_hist: &mut [Histogram],
     nonce: u16,
     stop: &AtomicBool,
     ctl: &TrialControl,
@@ -831,6 +989,41 @@ fn rx_loop(
                 let st = &streams[sg.stream as usize];
                 let r = &mut rxs[sg.stream as usize];
                 r.per_port[p] += 1;
+                let slot = r.mc_slot[p];
+                if slot != NO_SLOT {
+                    // Multicast: each receiving port is counted on its own.
+                    let m = &mut r.mc[slot as usize];
+                    if st.arrival.is_some_and(|a| !a.check(frame, ip)) {
+                        m.malformed += 1;
+                        r.malformed += 1;
+                        continue;
+                    }
+                    let q = sg.seq as usize;
+                    if q / 64 < m.bitmap.len() {
+                        let w = &mut m.bitmap[q / 64];
+                        let b = 1u64 << (q % 64);
+                        if *w & b != 0 {
+                            m.dup += 1;
+                            r.dup += 1;
+                            continue;
+                        }
+                        *w |= b;
+                    }
+                    m.received += 1;
+                    r.received += 1;
+                    if m.first_rx == 0 {
+                        m.first_rx = now;
+                    }
+                    m.last_rx = now;
+                    match m.max_seq {
+                        Some(x) if sg.seq < x => r.reordered += 1,
+                        _ => m.max_seq = Some(sg.seq),
+                    }
+                    let lat = now.saturating_sub(sg.ts);
+                    r.hist.record(lat);
+                    port_hist[p].record(lat);
+                    continue;
+                }
                 if st.expect != Some(p) && st.also != Some(p) {
                     continue;
                 }

@@ -206,6 +206,21 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
             return Some("wire runs convergence only with event: none (the baseline)");
         }
     }
+    if t.kind == TestKind::Multicast {
+        let l3 = t.layer == Some(3) || (t.layer.is_none() && driver == Driver::LinuxRouter);
+        match (driver, l3) {
+            (Driver::Wire | Driver::Lossy, _) => {
+                return Some("needs a multicast-capable DUT (snooping switch or multicast router)")
+            }
+            (Driver::LinuxRouter, false) => {
+                return Some("layer-2 multicast (IGMP snooping) on a router")
+            }
+            (Driver::LinuxBridge | Driver::Ovs, true) => {
+                return Some("not supported by this driver: layer-3 multicast needs a router")
+            }
+            _ => {}
+        }
+    }
     if driver == Driver::LinuxRouter
         && matches!(
             t.kind,
@@ -695,6 +710,7 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
                     sizes: vec![size],
                     l3: None,
                     arrival: None,
+                    receivers: None,
                 }],
                 rates: vec![None, None],
                 limit: engine::Limit::Duration(2.0),

@@ -141,6 +141,15 @@ pub struct DutSpec {
     /// (default true).
     #[serde(default)]
     pub mac_move_update: Option<bool>,
+    /// Multicast tests (linux-bridge, lanyard): the DUT's own IGMP querier
+    /// (default true: a snooping Linux bridge forwards only to joined
+    /// ports while it knows of a querier, otherwise it floods).
+    #[serde(default)]
+    pub igmp_querier: Option<bool>,
+    /// Multicast tests (linux-bridge, lanyard): leave a group at once on a
+    /// leave instead of querying the port first (default false).
+    #[serde(default)]
+    pub fast_leave: Option<bool>,
 }
 
 /// How a Linux bridge DUT fails over from `sw2` to `sw3` (convergence tests).
@@ -189,6 +198,8 @@ impl DutSpec {
             failover: None,
             preempt: None,
             mac_move_update: None,
+            igmp_querier: None,
+            fast_leave: None,
         }
     }
 }
@@ -249,6 +260,10 @@ pub enum TestKind {
     /// Failover convergence: constant-rate traffic, an event (link down,
     /// process kill, command), convergence time = lost frames / offered rate.
     Convergence,
+    /// RFC 3918 multicast: IGMP joins from receiver ports, traffic from
+    /// source ports to the groups, throughput (bisection), per-receiver
+    /// loss / latency / leaks, optionally join and leave delay.
+    Multicast,
 }
 
 /// A rate in a plan: frames/s, or (convergence) `max` / `"N%"` of the
@@ -479,6 +494,100 @@ pub struct TestSpec {
     /// Convergence: seconds to wait for the DUT to be back between trials (default 10).
     #[serde(default)]
     pub restore_timeout: Option<f64>,
+    /// Multicast: source ports (uplinks) t1..tN (default 1).
+    #[serde(default)]
+    pub sources: Option<usize>,
+    /// Multicast: receiver ports after the sources (default 4).
+    #[serde(default)]
+    pub receivers: Option<usize>,
+    /// Multicast: groups in all (default 1); every source sends to every group.
+    #[serde(default)]
+    pub groups: Option<u32>,
+    /// Multicast: `all` (default: every receiver joins every group) or k
+    /// (each group joined by k receivers, spread round-robin).
+    #[serde(default)]
+    pub replication: Option<Replication>,
+    /// Multicast: IGMPv3 `include` (INCLUDE {the sources}, default) or
+    /// `exclude` (EXCLUDE {}: any source).
+    #[serde(default)]
+    pub filter_mode: Option<FilterMode>,
+    /// Multicast: IGMP version of the reports, 3 (default) or 2 (any source).
+    #[serde(default)]
+    pub igmp_version: Option<u8>,
+    /// Multicast: first group address (default 232.1.0.1 for include,
+    /// 239.1.0.1 for exclude / IGMPv2); groups are consecutive.
+    #[serde(default)]
+    pub first_group: Option<std::net::Ipv4Addr>,
+    /// Multicast: also measure group join and leave delay (default false).
+    #[serde(default)]
+    pub join_leave: Option<bool>,
+    /// Multicast: frames/s per source of the join/leave trial (default 10000).
+    #[serde(default)]
+    pub delay_rate: Option<f64>,
+    /// Multicast: seconds of traffic after the leaves in the join/leave
+    /// trial (default 3: Linux without fast leave takes about 2 s).
+    #[serde(default)]
+    pub leave_wait: Option<f64>,
+    /// Multicast: nominal link speed of a port in Mbit/s for "% of line
+    /// rate" (default 1000, the reports' GbE ports).
+    #[serde(default)]
+    pub line_rate_mbps: Option<f64>,
+}
+
+/// Which receivers join a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Replication {
+    /// `all` (the only word accepted).
+    Word(AllWord),
+    /// Each group is joined by this many receivers.
+    Count(usize),
+}
+
+/// The word `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllWord {
+    /// Every receiver.
+    All,
+}
+
+/// IGMPv3 filter mode of the receivers' membership.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilterMode {
+    /// INCLUDE {sources}: source-specific (SSM).
+    #[default]
+    Include,
+    /// EXCLUDE {}: any source (ASM).
+    Exclude,
+}
+
+/// A multicast test's resolved parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Multicast {
+    /// Source ports: tester ports 0..sources.
+    pub sources: usize,
+    /// Receiver ports: tester ports sources..sources+receivers.
+    pub receivers: usize,
+    /// Groups in all.
+    pub groups: u32,
+    /// Receivers per group (None: all).
+    pub replication: Option<usize>,
+    /// Filter mode of the joins.
+    pub filter: FilterMode,
+    /// 2 or 3.
+    pub igmp_version: u8,
+    /// First group address.
+    pub first_group: [u8; 4],
+    /// Run the join / leave delay trial.
+    pub join_leave: bool,
+    /// Frames/s per source in that trial.
+    pub delay_rate: f64,
+    /// Seconds of traffic after the leaves.
+    pub leave_wait: f64,
+    /// Nominal port speed, Mbit/s.
+    pub line_rate_mbps: f64,
 }
 
 /// A test with defaults applied and checked.
@@ -542,6 +651,8 @@ pub struct Test {
     pub latency_trial: bool,
     /// Convergence parameters (convergence tests only).
     pub convergence: Option<Convergence>,
+    /// Multicast parameters (multicast tests only).
+    pub multicast: Option<Multicast>,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -696,6 +807,17 @@ impl Plan {
                     ));
                 }
             }
+            for (k, v) in [
+                ("igmp-querier", d.igmp_querier),
+                ("fast-leave", d.fast_leave),
+            ] {
+                if v.is_some() && !matches!(d.driver, Driver::LinuxBridge | Driver::Lanyard) {
+                    return Err(bad(
+                        format!("duts[{i}].{k}"),
+                        "only the linux-bridge and lanyard drivers snoop IGMP with these knobs",
+                    ));
+                }
+            }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
                     format!("duts[{i}].rate-kbit"),
@@ -779,8 +901,10 @@ impl Plan {
                 }
             }
         }
+        let multicast = self.multicast(i, t)?;
         let ports = match t.kind {
             TestKind::FullMesh => t.ports.unwrap_or(4),
+            TestKind::Multicast => multicast.as_ref().map_or(2, |m| m.sources + m.receivers),
             TestKind::Holb => 4,
             TestKind::AddressCapacity
             | TestKind::LearningRate
@@ -921,7 +1045,128 @@ impl Plan {
             hosts,
             latency_trial: t.latency_trial.unwrap_or(false),
             convergence,
+            multicast,
         })
+    }
+
+    /// The multicast parameters of test `i` (None for other types, whose
+    /// multicast-only keys are errors).
+    fn multicast(&self, i: usize, t: &TestSpec) -> Result<Option<Multicast>, LabError> {
+        let f = |n: &str| format!("tests[{i}].{n}");
+        let only: [(&str, bool); 11] = [
+            ("sources", t.sources.is_some()),
+            ("receivers", t.receivers.is_some()),
+            ("groups", t.groups.is_some()),
+            ("replication", t.replication.is_some()),
+            ("filter-mode", t.filter_mode.is_some()),
+            ("igmp-version", t.igmp_version.is_some()),
+            ("first-group", t.first_group.is_some()),
+            ("join-leave", t.join_leave.is_some()),
+            ("delay-rate", t.delay_rate.is_some()),
+            ("leave-wait", t.leave_wait.is_some()),
+            ("line-rate-mbps", t.line_rate_mbps.is_some()),
+        ];
+        if t.kind != TestKind::Multicast {
+            if let Some((k, _)) = only.iter().find(|(_, set)| *set) {
+                return Err(bad(f(k), "only multicast tests take it"));
+            }
+            return Ok(None);
+        }
+        if t.family == Some(Family::Ipv6) {
+            return Err(bad(
+                f("family"),
+                "multicast tests are IPv4 (IGMP); MLD is not implemented",
+            ));
+        }
+        for (k, set) in [
+            ("bidirectional", t.bidirectional.is_some()),
+            ("hosts", t.hosts.is_some()),
+            ("routes", t.routes.is_some() || t.routes6.is_some()),
+            ("ports", t.ports.is_some()),
+        ] {
+            if set {
+                return Err(bad(f(k), "not a multicast option"));
+            }
+        }
+        let sources = t.sources.unwrap_or(1);
+        if !(1..=32).contains(&sources) {
+            return Err(bad(f("sources"), "must be 1..32"));
+        }
+        let receivers = t.receivers.unwrap_or(4);
+        if receivers == 0 || sources + receivers > 64 {
+            return Err(bad(
+                f("receivers"),
+                format!("must be at least 1, with sources + receivers <= 64 (sources = {sources})"),
+            ));
+        }
+        let groups = t.groups.unwrap_or(1);
+        if !(1..=1024).contains(&groups) {
+            return Err(bad(f("groups"), "must be 1..1024"));
+        }
+        if (sources as u64) * (groups as u64) > 8192 {
+            return Err(bad(
+                f("groups"),
+                format!(
+                    "sources x groups must be at most 8192 (one stream each), got {}",
+                    sources as u32 * groups
+                ),
+            ));
+        }
+        let replication = match t.replication {
+            None | Some(Replication::Word(AllWord::All)) => None,
+            Some(Replication::Count(k)) if (1..=receivers).contains(&k) => Some(k),
+            Some(Replication::Count(k)) => {
+                return Err(bad(
+                    f("replication"),
+                    format!("{k}: receivers per group must be 1..{receivers} (or all)"),
+                ))
+            }
+        };
+        let igmp_version = t.igmp_version.unwrap_or(3);
+        if igmp_version != 2 && igmp_version != 3 {
+            return Err(bad(f("igmp-version"), "must be 2 or 3"));
+        }
+        let filter = match (t.filter_mode, igmp_version) {
+            (Some(FilterMode::Include), 2) => {
+                return Err(bad(
+                    f("filter-mode"),
+                    "IGMPv2 has no source filter: use exclude (any source) or igmp-version: 3",
+                ))
+            }
+            (None, 2) => FilterMode::Exclude,
+            (m, _) => m.unwrap_or_default(),
+        };
+        let first = t.first_group.unwrap_or(match filter {
+            FilterMode::Include => std::net::Ipv4Addr::new(232, 1, 0, 1),
+            FilterMode::Exclude => std::net::Ipv4Addr::new(239, 1, 0, 1),
+        });
+        let lo = u32::from(first);
+        let hi = lo as u64 + groups as u64 - 1;
+        // Link-local groups (224.0.0.x) are flooded by every snooping switch.
+        if !first.is_multicast() || lo < 0xE000_0100 || hi > 0xEFFF_FFFF {
+            return Err(bad(
+                f("first-group"),
+                format!("{first} + {groups} groups must stay within 224.0.1.0..239.255.255.255"),
+            ));
+        }
+        let delay_rate = positive(f("delay-rate"), t.delay_rate.unwrap_or(10_000.0))?;
+        let leave_wait = t.leave_wait.unwrap_or(3.0);
+        if !(leave_wait.is_finite() && leave_wait >= 0.5) {
+            return Err(bad(f("leave-wait"), "at least 0.5 s"));
+        }
+        Ok(Some(Multicast {
+            sources,
+            receivers,
+            groups,
+            replication,
+            filter,
+            igmp_version,
+            first_group: first.octets(),
+            join_leave: t.join_leave.unwrap_or(false),
+            delay_rate,
+            leave_wait,
+            line_rate_mbps: positive(f("line-rate-mbps"), t.line_rate_mbps.unwrap_or(1000.0))?,
+        }))
     }
 
     /// The convergence parameters of test `i` (None for other types, whose
@@ -1364,6 +1609,200 @@ tests:
         assert!(e.contains("duts[0].preempt"), "{e}");
         let e = err("name: t\nduts: [{name: c, driver: wire, mac-move-update: true}]\ntests: [{type: holb}]");
         assert!(e.contains("duts[0].mac-move-update"), "{e}");
+    }
+
+    #[test]
+    fn multicast_options() {
+        let p = Plan::parse(
+            "
+name: m
+duts:
+  - {name: b, driver: linux-bridge, igmp-querier: true, fast-leave: true}
+  - {name: l, driver: lanyard, fast-leave: false}
+  - {name: r, driver: linux-router}
+tests:
+  - {type: multicast}
+  - {type: multicast, sources: 8, receivers: 24, groups: 48, replication: 3, layer: 3,
+     filter-mode: exclude, first-group: 239.2.0.1, join-leave: true, delay-rate: 2000,
+     leave-wait: 1, line-rate-mbps: 10000, rate: 1000}
+  - {type: multicast, igmp-version: 2, replication: all}
+",
+        )
+        .unwrap();
+        assert_eq!(p.duts[0].fast_leave, Some(true));
+        assert_eq!(p.ports_needed(), 32);
+        let t = p.test(0).unwrap();
+        let m = t.multicast.clone().unwrap();
+        assert_eq!(t.ports, 5);
+        assert_eq!((m.sources, m.receivers, m.groups), (1, 4, 1));
+        assert_eq!(
+            (m.replication, m.filter, m.igmp_version),
+            (None, FilterMode::Include, 3)
+        );
+        assert_eq!(m.first_group, [232, 1, 0, 1]);
+        assert!(!m.join_leave);
+        let t = p.test(1).unwrap();
+        let m = t.multicast.clone().unwrap();
+        assert_eq!((t.ports, t.layer, t.rate), (32, Some(3), Some(1000.0)));
+        assert_eq!((m.replication, m.filter), (Some(3), FilterMode::Exclude));
+        assert_eq!(m.first_group, [239, 2, 0, 1]);
+        assert_eq!(
+            (m.delay_rate, m.leave_wait, m.line_rate_mbps),
+            (2000.0, 1.0, 10000.0)
+        );
+        // Layer 3: the routers get static routes, bridges only snooping.
+        use crate::dut::{McSetup, Setup};
+        assert!(matches!(
+            Setup::for_test(&p.duts[1], &t).multicast,
+            Some(McSetup::Routes(_))
+        ));
+        assert!(matches!(
+            Setup::for_test(&p.duts[0], &p.test(0).unwrap()).multicast,
+            Some(McSetup::Snooping(_))
+        ));
+        // Another pattern is another setup (a fresh DUT, no stale joins).
+        assert_ne!(
+            Setup::for_test(&p.duts[0], &p.test(0).unwrap()),
+            Setup::for_test(&p.duts[0], &p.test(2).unwrap())
+        );
+        assert!(Setup::for_test(&p.duts[2], &p.test(0).unwrap()).multicast_static());
+        let m = p.test(2).unwrap().multicast.unwrap();
+        assert_eq!((m.igmp_version, m.filter), (2, FilterMode::Exclude));
+        assert_eq!(m.first_group, [239, 1, 0, 1]);
+        assert!(p.test(0).unwrap().multicast.is_some());
+        let thr =
+            Plan::parse("name: t\nduts: [{name: l, driver: lanyard}]\ntests: [{type: throughput}]")
+                .unwrap();
+        assert!(thr.test(0).unwrap().multicast.is_none());
+    }
+
+    #[test]
+    fn multicast_errors_name_the_field() {
+        let base = "name: t\nduts: [{name: c, driver: linux-bridge}]\ntests: ";
+        for (test, field, words) in [
+            (
+                "{type: throughput, groups: 4}",
+                "tests[0].groups",
+                "only multicast",
+            ),
+            (
+                "{type: holb, sources: 2}",
+                "tests[0].sources",
+                "only multicast",
+            ),
+            ("{type: multicast, sources: 0}", "tests[0].sources", "1..32"),
+            (
+                "{type: multicast, sources: 8, receivers: 57}",
+                "tests[0].receivers",
+                "<= 64",
+            ),
+            (
+                "{type: multicast, receivers: 0}",
+                "tests[0].receivers",
+                "at least 1",
+            ),
+            ("{type: multicast, groups: 0}", "tests[0].groups", "1..1024"),
+            (
+                "{type: multicast, sources: 9, groups: 1000}",
+                "tests[0].groups",
+                "8192",
+            ),
+            (
+                "{type: multicast, replication: 5}",
+                "tests[0].replication",
+                "1..4",
+            ),
+            (
+                "{type: multicast, replication: some}",
+                "tests[0].replication",
+                "",
+            ),
+            (
+                "{type: multicast, filter-mode: maybe}",
+                "tests[0].filter-mode",
+                "unknown variant",
+            ),
+            (
+                "{type: multicast, igmp-version: 1}",
+                "tests[0].igmp-version",
+                "2 or 3",
+            ),
+            (
+                "{type: multicast, igmp-version: 2, filter-mode: include}",
+                "tests[0].filter-mode",
+                "IGMPv2",
+            ),
+            (
+                "{type: multicast, first-group: 10.0.0.1}",
+                "tests[0].first-group",
+                "224.0.1.0",
+            ),
+            (
+                "{type: multicast, first-group: 224.0.0.5}",
+                "tests[0].first-group",
+                "224.0.1.0",
+            ),
+            (
+                "{type: multicast, first-group: 239.255.255.255, groups: 2}",
+                "tests[0].first-group",
+                "239.255.255.255",
+            ),
+            (
+                "{type: multicast, first-group: 300.1.1.1}",
+                "tests[0].first-group",
+                "",
+            ),
+            (
+                "{type: multicast, delay-rate: 0}",
+                "tests[0].delay-rate",
+                "positive",
+            ),
+            (
+                "{type: multicast, leave-wait: 0.1}",
+                "tests[0].leave-wait",
+                "0.5",
+            ),
+            (
+                "{type: multicast, line-rate-mbps: -1}",
+                "tests[0].line-rate-mbps",
+                "positive",
+            ),
+            (
+                "{type: multicast, family: ipv6, frame-sizes: [128]}",
+                "tests[0].family",
+                "MLD",
+            ),
+            (
+                "{type: multicast, hosts: 4}",
+                "tests[0].hosts",
+                "not a multicast",
+            ),
+            (
+                "{type: multicast, bidirectional: true}",
+                "tests[0].bidirectional",
+                "not a multicast",
+            ),
+            (
+                "{type: multicast, routes: 10}",
+                "tests[0].routes",
+                "not a multicast",
+            ),
+            (
+                "{type: multicast, ports: 4}",
+                "tests[0].ports",
+                "not a multicast",
+            ),
+        ] {
+            let e = err(&format!("{base}[{test}]"));
+            assert!(e.contains(field) && e.contains(words), "{test}: {e}");
+        }
+        let e =
+            err("name: t\nduts: [{name: c, driver: ovs, fast-leave: true}]\ntests: [{type: holb}]");
+        assert!(e.contains("duts[0].fast-leave"), "{e}");
+        let e = err(
+            "name: t\nduts: [{name: c, driver: wire, igmp-querier: true}]\ntests: [{type: holb}]",
+        );
+        assert!(e.contains("duts[0].igmp-querier"), "{e}");
     }
 
     #[test]

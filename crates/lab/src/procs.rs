@@ -120,6 +120,21 @@ pub fn estimate(t: &Test) -> f64 {
             };
             one * k
         }
+        TestKind::Multicast => {
+            let delay = t
+                .multicast
+                .as_ref()
+                .filter(|m| m.join_leave)
+                .map_or(0.0, |m| {
+                    1.5 + 2.0 * m.leave_wait.max(t.learn_wait) + t.drain
+                });
+            let trials = if t.rate.is_some() {
+                t.trials as f64
+            } else {
+                search + t.latency_trial as u32 as f64
+            };
+            n * (per * trials + delay)
+        }
         TestKind::Convergence => {
             let c = t.convergence.as_ref();
             let restore = c.map_or(0.0, |_| 1.0);
@@ -154,7 +169,7 @@ pub struct Ctx<'a> {
 /// Throughput pass rule: loss within tolerance and, when the test sets a
 /// latency limit, median latency within it (a DUT that buffers a growing
 /// backlog loses nothing in a short trial, but its latency gives it away).
-fn pass_rate(r: &TrialResult, t: &Test) -> bool {
+pub(crate) fn pass_rate(r: &TrialResult, t: &Test) -> bool {
     pass(r, t.loss_tolerance)
         && t.latency_limit_ms
             .is_none_or(|l| (r.latency.p50_ns as f64) <= l * 1e6)
@@ -245,6 +260,7 @@ impl Ctx<'_> {
             sizes: fs.sizes.clone(),
             l3: l3.then(|| self.l3_addrs(t, tx, rx)),
             arrival,
+            receivers: None,
         }
     }
 
@@ -255,10 +271,15 @@ impl Ctx<'_> {
             let v: Vec<(usize, Mac, u32)> = (0..ports).map(|p| (p, host_mac(p), t.hosts)).collect();
             self.tester.learn(&v)?;
         }
+        // Multicast: the receivers' membership reports; learn-wait lets
+        // the joins take before traffic (RFC 3918 section 4).
+        if let Some(m) = &t.multicast {
+            self.mc_membership(m, false)?;
+        }
         sleep_checked(t.learn_wait)
     }
 
-    fn trial(
+    pub(crate) fn trial(
         &mut self,
         t: &Test,
         streams: &[Stream],
@@ -335,6 +356,7 @@ impl Ctx<'_> {
             TestKind::LearningRate => self.learning_rate(t, row),
             TestKind::LearningCheck => self.learning_check(t, row),
             TestKind::Convergence => self.convergence(t, fs, row),
+            TestKind::Multicast => self.multicast(t, fs, row),
         }
     }
 
@@ -355,7 +377,7 @@ impl Ctx<'_> {
 
     /// RFC 2544 throughput: one unpaced trial gives the upper bound, then
     /// bisection; latency from the passing trial at the result.
-    fn throughput(
+    pub(crate) fn throughput(
         &mut self,
         t: &Test,
         streams: &[Stream],
@@ -623,6 +645,7 @@ impl Ctx<'_> {
             sizes: sizes.clone(),
             l3: None,
             arrival: None,
+            receivers: None,
         };
         let spec = TrialSpec {
             streams: vec![learn],
@@ -650,6 +673,7 @@ impl Ctx<'_> {
             sizes,
             l3: None,
             arrival: None,
+            receivers: None,
         };
         let spec = TrialSpec {
             streams: vec![test],

@@ -212,8 +212,9 @@ impl Summary {
             }
             let rate_test = matches!(
                 kind,
-                TestKind::Throughput | TestKind::FullMesh | TestKind::Latency
+                TestKind::Throughput | TestKind::FullMesh | TestKind::Latency | TestKind::Multicast
             );
+            let mc = kind == TestKind::Multicast;
             let _ = writeln!(
                 o,
                 "\n== {test} ({}) ==",
@@ -222,7 +223,20 @@ impl Summary {
                     .as_str()
                     .unwrap_or("")
             );
-            if rate_test {
+            if mc {
+                if let Some(m) = rows.iter().find_map(|r| r.detail.get("multicast")) {
+                    let _ = writeln!(
+                        o,
+                        "{} source(s) -> {} receivers, {} group(s), {} receivers/group, IGMPv{} {}, layer {}",
+                        m["sources"], m["receivers"], m["groups"], m["receivers_per_group"],
+                        m["igmp_version"], m["filter_mode"].as_str().unwrap_or(""), m["layer"]
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "cell: kfps offered by the sources (% of line rate) | latency avg/p99 µs; PASS/FAIL = no frame leaked or duplicated"
+                );
+            } else if rate_test {
                 let _ = writeln!(o, "cell: kfps (% of ceiling) | latency avg/p99 µs");
             }
             let conv = kind == TestKind::Convergence;
@@ -254,14 +268,15 @@ impl Summary {
                 }
                 let _ = writeln!(o);
             }
-            if conv {
+            if conv || mc {
                 for s in &sizes {
                     for d in &duts {
                         if let Some(r) = rows
                             .iter()
                             .find(|r| r.dut == *d && r.frame_size == *s && r.status == "ok")
                         {
-                            let _ = writeln!(o, "  {s:>5} {d}: {}", conv_line(r));
+                            let line = if mc { mc_line(r) } else { conv_line(r) };
+                            let _ = writeln!(o, "  {s:>5} {d}: {line}");
                         }
                     }
                 }
@@ -354,7 +369,12 @@ impl Summary {
         let tests: Vec<String> = self
             .tests()
             .into_iter()
-            .filter(|(_, k)| matches!(k, TestKind::Throughput | TestKind::FullMesh))
+            .filter(|(_, k)| {
+                matches!(
+                    k,
+                    TestKind::Throughput | TestKind::FullMesh | TestKind::Multicast
+                )
+            })
             .map(|(t, _)| t)
             .collect();
         let (pw, ph) = (520.0, 300.0);
@@ -548,6 +568,39 @@ fn conv_line(r: &ResultRow) -> String {
     v.join("; ")
 }
 
+/// One line per multicast row: the receivers' spread, leaks, delays.
+fn mc_line(r: &ResultRow) -> String {
+    let d = &r.detail;
+    let s = &d["summary"];
+    let mut v = vec![format!(
+        "{} receivers, loss max {}, lost {}, leaked {} (+{} to sources), dup {}",
+        s["receivers"],
+        s["loss_ratio"]["max"]
+            .as_f64()
+            .map_or("-".into(), |x| format!("{x:.6}")),
+        s["lost"],
+        s["leaked"],
+        s["leaked_to_sources"],
+        s["duplicated"]
+    )];
+    if let Some(x) = mam(&s["latency_avg_us"], 0) {
+        v.push(format!("latency avg across receivers {x} µs"));
+    }
+    if let Some(x) = mam(&s["latency_p99_us"], 0) {
+        v.push(format!("p99 {x} µs"));
+    }
+    if let Some(x) = d["replicated_fps"].as_f64() {
+        v.push(format!("{:.1} kfps delivered", x / 1e3));
+    }
+    if let Some(x) = mam(&d["join_delay_ms"], 2) {
+        v.push(format!("join delay {x} ms"));
+    }
+    if let Some(x) = mam(&d["leave_delay_ms"], 2) {
+        v.push(format!("leave delay {x} ms"));
+    }
+    v.join("; ")
+}
+
 fn cell(r: &ResultRow, rate_test: bool) -> String {
     if r.status != "ok" {
         let e = r.error.clone().unwrap_or_default();
@@ -568,10 +621,21 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
     }
     if rate_test {
         let f = r.throughput_fps.unwrap_or(0.0) / 1e3;
-        let pct = r
-            .pct_ceiling
-            .map(|p| format!(" ({p:.0}%)"))
-            .unwrap_or_default();
+        let pct = if r.kind == TestKind::Multicast {
+            r.detail["pct_line_rate"]
+                .as_f64()
+                .map(|p| format!(" ({p:.1}% LR)"))
+                .unwrap_or_default()
+        } else {
+            r.pct_ceiling
+                .map(|p| format!(" ({p:.0}%)"))
+                .unwrap_or_default()
+        };
+        let verdict = match (r.kind, r.pass) {
+            (TestKind::Multicast, Some(true)) => "PASS ",
+            (TestKind::Multicast, Some(false)) => "FAIL ",
+            _ => "",
+        };
         let lat = r
             .latency
             .map(|l| {
@@ -583,7 +647,7 @@ fn cell(r: &ResultRow, rate_test: bool) -> String {
             })
             .unwrap_or_default();
         let g = if r.generator_limited { "*" } else { "" };
-        return format!("{f:.1}{g}{pct}{lat}");
+        return format!("{verdict}{f:.1}{g}{pct}{lat}");
     }
     let p = match r.pass {
         Some(true) => "PASS ",

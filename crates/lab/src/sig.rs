@@ -186,7 +186,8 @@ pub const MIN_FRAME_V6: u16 = 84;
 /// TTL / hop limit of the frames the generator sends.
 pub const TTL: u8 = 64;
 
-fn ip_checksum(h: &[u8]) -> u16 {
+/// Internet checksum (RFC 1071) of `h`; 0 when `h` holds a valid one.
+pub(crate) fn ip_checksum(h: &[u8]) -> u16 {
     let mut s: u32 = 0;
     for c in h.chunks(2) {
         s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;

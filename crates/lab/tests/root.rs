@@ -53,6 +53,7 @@ fn wire_counts_are_exact() {
                         sizes: vec![size],
                         l3: None,
                         arrival: None,
+                        receivers: None,
                     },
                     Stream {
                         tx: 1,
@@ -65,6 +66,7 @@ fn wire_counts_are_exact() {
                         sizes: vec![size],
                         l3: None,
                         arrival: None,
+                        receivers: None,
                     },
                 ],
                 rates: vec![Some(30_000.0), Some(30_000.0)],
@@ -346,6 +348,7 @@ fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
                         dst_mac: host_mac(1),
                         ttl,
                     }),
+                    receivers: None,
                 }],
                 rates: vec![Some(10_000.0), None],
                 limit: Limit::Frames(2000),

@@ -232,3 +232,143 @@ fn pimd_ssm_routes_forwarded_by_lanyard() {
     let (seqs, _) = collect(&rx[0], Duration::from_millis(500));
     assert!(seqs.is_empty(), "sw2 left but got {seqs:?}");
 }
+
+/// The acceptance's first pattern, routed: 24 receiver ports each join
+/// the same `GROUPS` groups by IGMPv3 INCLUDE with `SOURCES` sources, all
+/// behind the source port; pimd installs the (S,G) routes, Lanyard
+/// forwards one packet of every (S,G) to all 24 ports, TTL decremented.
+/// Scale from `LANYARD_PIM_SCALE` = "groups,sources" (default 100,200).
+#[test]
+fn pimd_ssm_24_receivers_pattern() {
+    require_root!();
+    require_pim!();
+    let _g = l2::heavy();
+    let (groups_n, sources_n) = std::env::var("LANYARD_PIM_SCALE")
+        .ok()
+        .and_then(|s| {
+            let (a, b) = s.split_once(',')?;
+            Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
+        })
+        .unwrap_or((100, 200));
+    const RX: usize = 24;
+    let n = RX + 1;
+    let bed = TestBed::new("mcp24", n, 1500).expect("namespaces");
+    let mut yaml = String::from(
+        "switch:\n  name: mcp24\n  workers: 2\ncontrol-plane-policing:\n  igmp: {rate: 5000, burst: 1000}\nports:\n",
+    );
+    for i in 1..=n {
+        yaml.push_str(&format!(
+            "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
+        ));
+    }
+    yaml.push_str("multicast:\n  routing: true\n");
+    let names: Vec<String> = (1..=n).map(|i| format!("sw{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &refs,
+    )
+    .expect("start lanyard");
+    let taps: Vec<String> = (1..=n).map(|i| format!("ly-sw{i}")).collect();
+    let tap_refs: Vec<&str> = taps.iter().map(String::as_str).collect();
+    let router =
+        PimRouter::start(bed.dut.name(), "mcp24", &PimConfig::new(&tap_refs)).expect("pimd");
+    router
+        .wait_interfaces(&tap_refs, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("{e}\n{}", router.logs()));
+    let group = |g: u32| Ipv4Addr::from(0xe801_0000 + g); // 232.1.0.0 +
+    let source = |s: u32| Ipv4Addr::from(0x0a01_0000 + 2 + s); // 10.1.0.2 +
+    let sources: Vec<Ipv4Addr> = (0..sources_n).map(source).collect();
+    let t0 = Instant::now();
+    for r in 0..RX {
+        let p = bed.open(r + 2).unwrap();
+        let reports: Vec<Vec<u8>> = (0..groups_n)
+            .map(|g| {
+                igmp::igmpv3_report(
+                    &mac(200 + r as u32),
+                    v4(10, r as u8 + 2, 0, 2),
+                    &[(igmp::MODE_IS_INCLUDE, group(g), sources.clone())],
+                )
+            })
+            .collect();
+        p.send_paced(reports.len(), 500, |k, b| {
+            b.clear();
+            b.extend_from_slice(&reports[k]);
+        })
+        .unwrap();
+    }
+    let want = groups_n as u64 * sources_n as u64;
+    let full = |v: &serde_json::Value| -> u64 {
+        v["routes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|r| r["oifs"].as_array().is_some_and(|o| o.len() == RX))
+                    .count() as u64
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut v = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        v = sw.show_json(&["show", "ip", "mroute"]);
+        if full(&v) == want {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let joined_in = t0.elapsed();
+    assert_eq!(
+        full(&v),
+        want,
+        "routes with all {RX} receivers after {joined_in:?} (of {} routes)",
+        v["count"]
+    );
+    eprintln!("{want} (S,G) from pimd with {RX} oifs each in {joined_in:?}");
+
+    let rx: Vec<RawPort> = (2..=n).map(|i| bed.open(i).unwrap()).collect();
+    for p in &rx {
+        p.drain();
+    }
+    let threads: Vec<std::thread::JoinHandle<(Vec<u64>, HashSet<u8>)>> = rx
+        .into_iter()
+        .map(|p| std::thread::spawn(move || collect(&p, Duration::from_secs(3))))
+        .collect();
+    let smac = mac(1);
+    let frames: Vec<Vec<u8>> = (0..sources_n)
+        .flat_map(|s| (0..groups_n).map(move |g| (s, g)))
+        .map(|(s, g)| {
+            ip::udp(
+                &group_mac(group(g).into()),
+                &smac,
+                source(s).into(),
+                group(g).into(),
+                64,
+                s as u64 * 100_000 + g as u64,
+                128,
+            )
+        })
+        .collect();
+    let p1 = bed.open(1).unwrap();
+    p1.send_paced(frames.len(), 4_000, |k, b| {
+        b.clear();
+        b.extend_from_slice(&frames[k]);
+    })
+    .unwrap();
+    let mut failures = Vec::new();
+    for (r, t) in threads.into_iter().enumerate() {
+        let (seqs, ttls) = t.join().unwrap();
+        let got: HashSet<u64> = seqs.iter().copied().collect();
+        if got.len() as u64 != want || seqs.len() as u64 != want || ttls != HashSet::from([63]) {
+            failures.push(format!(
+                "sw{}: {} packets ({} distinct) of {want}, TTLs {ttls:?}",
+                r + 2,
+                seqs.len(),
+                got.len()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
