@@ -530,7 +530,10 @@ impl Worker {
             }
             rr = rr.wrapping_add(1);
             if !self.shared.mc_out.is_empty() {
-                self.send_snooper_frames();
+                // Copies for a VLAN interface would go to the router: the
+                // kernel has no use for the snooping querier's queries.
+                self.send_snooper_frames(&mut to_router);
+                to_router.clear();
             }
             // What the kernel sends out of VLAN interfaces' TAPs.
             while !batch.is_full() {
@@ -924,10 +927,9 @@ impl Worker {
 
     /// Frames the snooping thread sends (queries): out of one port or
     /// every port of their VLAN, each with that port's encapsulation.
-    fn send_snooper_frames(&mut self) {
+    fn send_snooper_frames(&mut self, scratch: &mut FrameBatch) {
         let tables = self.shared.tables.load();
         let mut dirty = PortSet::EMPTY;
-        let mut scratch = FrameBatch::new();
         while let Some(b) = self.shared.mc_out.pop() {
             let v = pipeline::Verdict {
                 action: Action::Flood,
@@ -940,10 +942,10 @@ impl Worker {
                 let members = tables.l2.vlans[v.vlan as usize].flood;
                 if b.port == MC_OUT_FLOOD {
                     for p in members.iter() {
-                        self.transmit(&tables, p, frame, &v, &mut dirty, &mut scratch, None);
+                        self.transmit(&tables, p, frame, &v, &mut dirty, scratch, None);
                     }
                 } else if members.contains(b.port) {
-                    self.transmit(&tables, b.port, frame, &v, &mut dirty, &mut scratch, None);
+                    self.transmit(&tables, b.port, frame, &v, &mut dirty, scratch, None);
                 }
             }
             self.shared.mc_out.recycle(b);

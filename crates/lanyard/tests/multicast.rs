@@ -804,3 +804,73 @@ fn routes_static_multicast_with_rpf_and_ttl() {
     assert_eq!(mr["data-path"]["rpf-fail"], 10, "{mr}");
     assert_eq!(mr["data-path"]["ttl-threshold"], 10, "{mr}");
 }
+
+/// The first acceptance pattern routed at full scale, with static routes
+/// (pimd's own limit at that scale: docs/performance.md): 20,000 (S,G)
+/// routes from one source port to 24 routed ports; one packet per (S,G)
+/// reaches every port exactly once, TTL decremented.
+#[test]
+fn routes_20000_static_source_groups_to_24_ports() {
+    require_root!();
+    let _g = l2::heavy();
+    const RX: usize = 24;
+    let n = RX + 1;
+    let bed = TestBed::new("mcl3b", n, 1500).expect("namespaces");
+    let mut yaml = String::from("switch:\n  name: mcl3b\n  workers: 2\nports:\n");
+    for i in 1..=n {
+        yaml.push_str(&format!(
+            "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
+        ));
+    }
+    let oifs: Vec<String> = (2..=n).map(|i| format!("sw{i}")).collect();
+    let oifs = oifs.join(", ");
+    yaml.push_str("multicast:\n  static-routes:\n");
+    let group = |g: u32| Ipv4Addr::from(0xe801_0000 + g);
+    let source = |s: u32| Ipv4Addr::from(0x0a01_0000 + 2 + s);
+    for g in 0..100 {
+        for s in 0..200 {
+            yaml.push_str(&format!(
+                "    - {{group: {}, source: {}, iif: sw1, oifs: [{oifs}]}}\n",
+                group(g),
+                source(s)
+            ));
+        }
+    }
+    let sw = start(&bed, &yaml, n);
+    assert_eq!(
+        wait_routes(&sw, false, 20_000, Duration::from_secs(10)),
+        20_000
+    );
+    let rx: Vec<Rx> = (2..=n)
+        .map(|i| Rx::start(bed.open(i).unwrap(), Some(63)))
+        .collect();
+    let m = mac(1);
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .flat_map(|s| (0..100u32).map(move |g| (s, g)))
+        .map(|(s, g)| {
+            udp_to(
+                source(s).into(),
+                group(g).into(),
+                &m,
+                64,
+                s as u64 * 1000 + g as u64,
+            )
+        })
+        .collect();
+    send_all(&bed.open(1).unwrap(), &frames, 5_000);
+    wait_replicated(&sw, 20_000 * RX as u64, Duration::from_secs(60));
+    let mut failures = Vec::new();
+    for (r, s) in rx.into_iter().map(Rx::finish).enumerate() {
+        let got: HashSet<u64> = s.seqs.iter().copied().collect();
+        if got.len() != 20_000 || s.seqs.len() != 20_000 || !s.bad.is_empty() {
+            failures.push(format!(
+                "sw{}: {} packets ({} distinct) of 20000, {} bad",
+                r + 2,
+                s.seqs.len(),
+                got.len(),
+                s.bad.len()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
