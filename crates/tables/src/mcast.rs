@@ -307,10 +307,8 @@ impl MrouteTable {
             if s.idx == EMPTY {
                 return None;
             }
-            if s.tag == tag {
-                if self.entries[s.idx as usize].key == *k {
-                    return Some(s.idx);
-                }
+            if s.tag == tag && self.entries[s.idx as usize].key == *k {
+                return Some(s.idx);
             }
             i = (i + 1) & self.mask;
         }
