@@ -831,18 +831,29 @@ mod tests {
 
     #[test]
     fn multicast_tables() {
-        let t = mroutes(&json!({"count": 2, "s-g": 1, "star-g": 1, "snooped": 2, "routed": 0,
+        let t = mroutes(
+            &json!({"count": 2, "s-g": 1, "star-g": 1, "snooped": 2, "routed": 0,
             "memory-bytes": 64, "routes": [
             {"vlan": 10, "source": "10.0.0.1", "group": "232.1.1.1", "iif": "any",
-             "oifs": ["sw2", "sw3"], "packets": 7, "bytes": 896}]}));
+             "oifs": ["sw2", "sw3"], "packets": 7, "bytes": 896}]}),
+        );
         assert!(t.contains("2 routes: 1 (S,G), 1 (*,G)"), "{t}");
-        assert!(t.contains("232.1.1.1") && t.contains("sw2,sw3") && t.contains("896"), "{t}");
+        assert!(
+            t.contains("232.1.1.1") && t.contains("sw2,sw3") && t.contains("896"),
+            "{t}"
+        );
         let g = snooping_groups(&json!({"vlans": [{"vlan": 10, "groups": 1,
             "router-ports": ["sw4"], "querier": "10.0.0.1"}],
             "groups": [{"vlan": 10, "group": "239.1.1.1",
             "ports": [{"port": "sw2", "mode": "include", "sources": ["10.9.9.9"]}]}]}));
-        assert!(g.contains("VLAN 10: 1 groups, querier 10.0.0.1, router ports sw4"), "{g}");
-        assert!(g.contains("239.1.1.1") && g.contains("include") && g.contains("10.9.9.9"), "{g}");
+        assert!(
+            g.contains("VLAN 10: 1 groups, querier 10.0.0.1, router ports sw4"),
+            "{g}"
+        );
+        assert!(
+            g.contains("239.1.1.1") && g.contains("include") && g.contains("10.9.9.9"),
+            "{g}"
+        );
     }
 
     #[test]
@@ -884,4 +895,3 @@ mod tests {
         assert!(s.contains("ospf") && s.contains("240000"), "{s}");
     }
 }
-
