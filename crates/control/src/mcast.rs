@@ -349,23 +349,18 @@ impl Multicast {
         let (Some(set), Some(vs)) = (settings.as_ref(), vlans.get_mut(&vlan)) else {
             return;
         };
-        match parse(frame) {
-            Some(Message::Igmp(src, m)) => {
-                stats.igmp += 1;
-                *dirty |= igmp_message(set, vs, port, src, m, now, pending);
-            }
-            Some(Message::Mld(src, m)) => {
-                stats.mld += 1;
-                *dirty |= mld_message(set, vs, port, src, m, now, pending);
-            }
-            Some(Message::PimHello) => {
-                stats.pim_hellos += 1;
-                let had = vs.table.router_ports().contains(port);
-                vs.table.router_port_seen(port, now);
-                *dirty |= !had;
-            }
-            None => stats.malformed += 1,
+        let Some(m) = parse(frame) else {
+            stats.malformed += 1;
+            return;
+        };
+        match &m {
+            Message::PimHello => stats.pim_hellos += 1,
+            Message::Query(IpAddr::V6(_)) => stats.mld += 1,
+            Message::Join(g) | Message::Leave(g) if g.is_v6() => stats.mld += 1,
+            Message::Records(r) if r.first().is_some_and(|(_, g, _)| g.is_v6()) => stats.mld += 1,
+            _ => stats.igmp += 1,
         }
+        *dirty |= snoop_message(set, vs, port, m, now, pending);
     }
 
     /// Timers: expiry, queries.
@@ -806,10 +801,57 @@ fn static_routes(cfg: &Config, routes: &[StaticMroute]) -> Vec<(McKey, McRoute)>
         .collect()
 }
 
+/// An IGMP or MLD message in family-neutral form (the snooping rules are
+/// the same for both: RFC 4541).
+#[derive(Debug)]
 enum Message {
-    Igmp(Ipv4Addr, IgmpMessage),
-    Mld(Ipv6Addr, MldMessage),
+    /// A query from this address (any version, general or specific).
+    Query(IpAddr),
+    /// IGMPv1/v2 report, MLDv1 report: EXCLUDE {} for the group.
+    Join(McAddr),
+    /// IGMPv2 leave, MLDv1 done: TO_IN {}.
+    Leave(McAddr),
+    /// IGMPv3 / MLDv2 records (unknown record types already dropped).
+    Records(Vec<(RecordType, McAddr, Vec<McAddr>)>),
     PimHello,
+}
+
+fn from_igmp(src: Ipv4Addr, m: IgmpMessage) -> Message {
+    let g = |a: Ipv4Addr| McAddr::V4(a.into());
+    match m {
+        IgmpMessage::Query(_) => Message::Query(IpAddr::V4(src)),
+        IgmpMessage::ReportV1 { group } | IgmpMessage::ReportV2 { group } => {
+            Message::Join(g(group))
+        }
+        IgmpMessage::Leave { group } => Message::Leave(g(group)),
+        IgmpMessage::ReportV3(records) => Message::Records(
+            records
+                .into_iter()
+                .filter_map(|r| {
+                    let srcs = r.sources.into_iter().map(g).collect();
+                    Some((rtype(r.record_type)?, g(r.group), srcs))
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn from_mld(src: Ipv6Addr, m: MldMessage) -> Message {
+    let g = |a: Ipv6Addr| McAddr::V6(a.into());
+    match m {
+        MldMessage::Query(_) => Message::Query(IpAddr::V6(src)),
+        MldMessage::ReportV1 { group } => Message::Join(g(group)),
+        MldMessage::Done { group } => Message::Leave(g(group)),
+        MldMessage::ReportV2(records) => Message::Records(
+            records
+                .into_iter()
+                .filter_map(|r| {
+                    let srcs = r.sources.into_iter().map(g).collect();
+                    Some((rtype(r.record_type)?, g(r.group), srcs))
+                })
+                .collect(),
+        ),
+    }
 }
 
 /// The IGMP/MLD message (or PIM hello) in a frame as a worker received it
@@ -836,7 +878,7 @@ fn parse(frame: &[u8]) -> Option<Message> {
             match ip[9] {
                 2 => IgmpMessage::parse(&ip[ihl..total])
                     .ok()
-                    .map(|m| Message::Igmp(src, m)),
+                    .map(|m| from_igmp(src, m)),
                 103 if ip.get(ihl).is_some_and(|b| b & 0x0f == 0) => Some(Message::PimHello),
                 _ => None,
             }
@@ -857,7 +899,7 @@ fn parse(frame: &[u8]) -> Option<Message> {
             match nh {
                 58 => MldMessage::parse(ip.get(at..end)?, src, dst)
                     .ok()
-                    .map(|m| Message::Mld(src, m)),
+                    .map(|m| from_mld(src, m)),
                 103 if ip.get(at).is_some_and(|b| b & 0x0f == 0) => Some(Message::PimHello),
                 _ => None,
             }
@@ -927,90 +969,42 @@ fn leave_query(
     }
 }
 
-fn igmp_message(
+/// Apply one message heard on `port`; true if forwarding changed.
+fn snoop_message(
     set: &Settings,
     vs: &mut VlanSnoop,
     port: u16,
-    src: Ipv4Addr,
-    m: IgmpMessage,
+    m: Message,
     now: u64,
     pending: &mut Vec<PendingQuery>,
 ) -> bool {
-    let g = |a: Ipv4Addr| McAddr::V4(a.into());
     match m {
-        IgmpMessage::Query(_) => heard_query(set, vs, port, IpAddr::V4(src), now),
-        IgmpMessage::ReportV1 { group } | IgmpMessage::ReportV2 { group } => {
-            !is_link_local(g(group)) && vs.table.join(port, g(group), now).is_ok()
-        }
-        IgmpMessage::Leave { group } => {
-            if is_link_local(g(group)) {
+        Message::Query(src) => heard_query(set, vs, port, src, now),
+        Message::Join(g) => !is_link_local(g) && vs.table.join(port, g, now).is_ok(),
+        Message::Leave(g) => {
+            if is_link_local(g) {
                 return false;
             }
-            leave_query(set, vs, port, g(group), now, pending);
-            vs.table.leave(port, g(group), now).is_ok()
+            leave_query(set, vs, port, g, now, pending);
+            vs.table.leave(port, g, now).is_ok()
         }
-        IgmpMessage::ReportV3(records) => {
+        Message::Records(records) => {
             let mut changed = false;
-            let mut srcs = Vec::new();
-            for r in records {
-                let (Some(t), group) = (rtype(r.record_type), g(r.group)) else {
-                    continue;
-                };
-                if is_link_local(group) {
+            for (t, g, srcs) in records {
+                if is_link_local(g) {
                     continue;
                 }
-                srcs.clear();
-                srcs.extend(r.sources.iter().map(|s| McAddr::V4((*s).into())));
                 if matches!(t, RecordType::ToIn | RecordType::Block) {
-                    leave_query(set, vs, port, group, now, pending);
+                    leave_query(set, vs, port, g, now, pending);
                 }
-                changed |= vs.table.report(port, group, t, &srcs, now).is_ok();
+                changed |= vs.table.report(port, g, t, &srcs, now).is_ok();
             }
             changed
         }
-    }
-}
-
-fn mld_message(
-    set: &Settings,
-    vs: &mut VlanSnoop,
-    port: u16,
-    src: Ipv6Addr,
-    m: MldMessage,
-    now: u64,
-    pending: &mut Vec<PendingQuery>,
-) -> bool {
-    let g = |a: Ipv6Addr| McAddr::V6(a.into());
-    match m {
-        MldMessage::Query(_) => heard_query(set, vs, port, IpAddr::V6(src), now),
-        MldMessage::ReportV1 { group } => {
-            !is_link_local(g(group)) && vs.table.join(port, g(group), now).is_ok()
-        }
-        MldMessage::Done { group } => {
-            if is_link_local(g(group)) {
-                return false;
-            }
-            leave_query(set, vs, port, g(group), now, pending);
-            vs.table.leave(port, g(group), now).is_ok()
-        }
-        MldMessage::ReportV2(records) => {
-            let mut changed = false;
-            let mut srcs = Vec::new();
-            for r in records {
-                let (Some(t), group) = (rtype(r.record_type), g(r.group)) else {
-                    continue;
-                };
-                if is_link_local(group) {
-                    continue;
-                }
-                srcs.clear();
-                srcs.extend(r.sources.iter().map(|s| McAddr::V6((*s).into())));
-                if matches!(t, RecordType::ToIn | RecordType::Block) {
-                    leave_query(set, vs, port, group, now, pending);
-                }
-                changed |= vs.table.report(port, group, t, &srcs, now).is_ok();
-            }
-            changed
+        Message::PimHello => {
+            let had = vs.table.router_ports().contains(port);
+            vs.table.router_port_seen(port, now);
+            !had
         }
     }
 }
@@ -1132,19 +1126,31 @@ mod tests {
         ] {
             let f = query_frame(&set, v6, g);
             match parse(&f) {
-                Some(Message::Igmp(src, IgmpMessage::Query(q))) => {
+                Some(Message::Query(IpAddr::V4(src))) => {
                     assert!(!v6);
                     assert_eq!(src, Ipv4Addr::new(10, 0, 0, 9));
-                    assert_eq!(q.is_general(), g.is_none());
-                    assert_eq!(q.query_interval(), Some(Duration::from_secs(125)));
                 }
-                Some(Message::Mld(src, MldMessage::Query(q))) => {
+                Some(Message::Query(IpAddr::V6(src))) => {
                     assert!(v6);
                     assert_eq!(src, set.querier_v6);
-                    assert_eq!(q.is_general(), g.is_none());
-                    assert_eq!(q.version(), 2);
                 }
-                _ => panic!("query frame does not parse back (v6 {v6}, {g:?})"),
+                m => panic!("query frame does not parse back (v6 {v6}, {g:?}): {m:?}"),
+            }
+            // General or group-specific, with the configured interval.
+            if v6 {
+                let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&f[38..54]).unwrap());
+                let Ok(MldMessage::Query(q)) = MldMessage::parse(&f[62..], set.querier_v6, dst)
+                else {
+                    panic!("MLD query");
+                };
+                assert_eq!((q.is_general(), q.version()), (g.is_none(), 2));
+                assert_eq!(q.query_interval(), Some(Duration::from_secs(125)));
+            } else {
+                let Ok(IgmpMessage::Query(q)) = IgmpMessage::parse(&f[38..]) else {
+                    panic!("IGMP query");
+                };
+                assert_eq!(q.is_general(), g.is_none());
+                assert_eq!(q.query_interval(), Some(Duration::from_secs(125)));
             }
             // The data path sees it as a query too (flooded).
             assert_eq!(
@@ -1160,17 +1166,10 @@ mod tests {
         let mut f = query_frame(&set, false, None);
         f[14 + 10] ^= 0xff; // IP header checksum
         assert!(parse(&f).is_none());
-        let mut x = 0x9e37_79b9u32;
+        let mut r = testkit::routes::Rng(0x9e37_79b9);
         for len in 0..140 {
             for _ in 0..40 {
-                let mut g: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 17;
-                        x ^= x << 5;
-                        x as u8
-                    })
-                    .collect();
+                let mut g: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
                 if g.len() > 14 {
                     g[12] = 0x08;
                     g[13] = 0x00;

@@ -49,18 +49,6 @@ fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
     parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
 }
 
-fn router_mac(sw: &Switch, port: &str) -> Mac {
-    let v = sw.show_json(&["show", "ip", "interface"]);
-    let m = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == port)
-        .and_then(|r| r["mac"].as_str())
-        .expect("router MAC in show ip interface");
-    parse_mac(m).unwrap()
-}
-
 /// Every IP frame `port` receives until it has been quiet for `quiet`.
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
     let start = Instant::now();
@@ -129,8 +117,8 @@ fn routes_between_ports_with_ttl_icmp_urpf_and_blackhole() {
         failures.push(format!("ping 10.1.0.1 from t1: {ping:?}"));
     }
 
-    let r1 = router_mac(&sw, "sw1");
-    let r2 = router_mac(&sw, "sw2");
+    let r1 = sw.router_mac("sw1");
+    let r2 = sw.router_mac("sw2");
     let m1 = tester_mac(&bed, "t1");
     let m2 = tester_mac(&bed, "t2");
     let p1 = bed.open(1).unwrap();
@@ -364,7 +352,7 @@ ports:
 "#;
 
 fn svi_mac(sw: &Switch, vlan: u16) -> Mac {
-    router_mac(sw, &format!("vlan{vlan}"))
+    sw.router_mac(&format!("vlan{vlan}"))
 }
 
 /// VLAN interfaces (SVIs): routing between a VLAN and a routed port, and
@@ -413,7 +401,7 @@ fn routes_through_vlan_interfaces() {
 
     let s10 = svi_mac(&sw, 10);
     let s20 = svi_mac(&sw, 20);
-    let r3 = router_mac(&sw, "sw3");
+    let r3 = sw.router_mac("sw3");
     let m2 = tester_mac(&bed, "t2");
     let m3 = tester_mac(&bed, "t3");
     let m4 = tester_mac(&bed, "t4");

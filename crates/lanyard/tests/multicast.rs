@@ -678,18 +678,6 @@ fn routes_static_multicast_with_rpf_and_ttl() {
         \x20   - {group: 232.9.9.9, source: 10.1.0.2, iif: sw1, oifs: [sw2, sw3]}\n\
         \x20   - {group: 239.9.9.9, iif: sw1, oifs: [sw3], ttl-threshold: 8}\n";
     let sw = start(&bed, yaml, 4);
-    let rmac = |port: &str| -> Mac {
-        let v = sw.show_json(&["show", "ip", "interface"]);
-        let m = v
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == port)
-            .and_then(|r| r["mac"].as_str())
-            .unwrap()
-            .to_string();
-        testkit::frame::parse_mac(&m).unwrap()
-    };
     let p1 = bed.open(1).unwrap();
     let p4 = bed.open(4).unwrap();
     let rx: Vec<Rx> = (2..=4)
@@ -785,7 +773,11 @@ fn routes_static_multicast_with_rpf_and_ttl() {
         }
         got.expect("a copy on sw2")
     };
-    assert_eq!(&f[6..12], &rmac("sw2"), "source MAC of the copy on sw2");
+    assert_eq!(
+        &f[6..12],
+        &sw.router_mac("sw2"),
+        "source MAC of the copy on sw2"
+    );
     assert_eq!(
         &f[0..6],
         &group_mac(v4(232, 9, 9, 9).into()),

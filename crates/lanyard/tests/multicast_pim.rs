@@ -38,14 +38,13 @@ fn collect(port: &RawPort, quiet: Duration) -> (Vec<u64>, HashSet<u8>) {
     (seqs, ttls)
 }
 
-#[test]
-fn pimd_ssm_routes_forwarded_by_lanyard() {
-    require_root!();
-    require_pim!();
-    let _g = l2::heavy();
-    let n = RECEIVERS + 2; // sw1 source, sw2..sw5 receivers, sw6 joins nothing
-    let bed = TestBed::new("mcpim", n, 1500).expect("namespaces");
-    let mut yaml = String::from("switch:\n  name: mcpim\nports:\n");
+/// `n` routed ports `sw1..swN` (`10.<i>.0.1/24`) with multicast routing
+/// from the kernel, and zebra + pimd on their TAPs.
+fn start_routed(name: &str, n: usize) -> (TestBed, Switch, PimRouter) {
+    let bed = TestBed::new(name, n, 1500).expect("namespaces");
+    let mut yaml = format!(
+        "switch:\n  name: {name}\n  workers: 2\ncontrol-plane-policing:\n  igmp: {{rate: 5000, burst: 1000}}\nports:\n"
+    );
     for i in 1..=n {
         yaml.push_str(&format!(
             "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
@@ -63,11 +62,20 @@ fn pimd_ssm_routes_forwarded_by_lanyard() {
     .expect("start lanyard");
     let taps: Vec<String> = (1..=n).map(|i| format!("ly-sw{i}")).collect();
     let tap_refs: Vec<&str> = taps.iter().map(String::as_str).collect();
-    let router =
-        PimRouter::start(bed.dut.name(), "mcpim", &PimConfig::new(&tap_refs)).expect("pimd");
+    let router = PimRouter::start(bed.dut.name(), name, &PimConfig::new(&tap_refs)).expect("pimd");
     router
-        .wait_interfaces(&tap_refs, Duration::from_secs(30))
+        .wait_interfaces(&tap_refs, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("{e}\n{}", router.logs()));
+    (bed, sw, router)
+}
+
+#[test]
+fn pimd_ssm_routes_forwarded_by_lanyard() {
+    require_root!();
+    require_pim!();
+    let _g = l2::heavy();
+    let n = RECEIVERS + 2; // sw1 source, sw2..sw5 receivers, sw6 joins nothing
+    let (bed, sw, router) = start_routed("mcpim", n);
 
     // Receiver r joins groups 232.1.1.(r..r+2) from the source, by IGMPv3.
     let source = v4(10, 1, 0, 2);
@@ -250,33 +258,7 @@ struct Pattern {
 
 fn run_pattern(pt: &Pattern) {
     let n = pt.srcs + pt.rx;
-    let bed = TestBed::new(pt.name, n, 1500).expect("namespaces");
-    let mut yaml = format!(
-        "switch:\n  name: {}\n  workers: 2\ncontrol-plane-policing:\n  igmp: {{rate: 5000, burst: 1000}}\nports:\n",
-        pt.name
-    );
-    for i in 1..=n {
-        yaml.push_str(&format!(
-            "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
-        ));
-    }
-    yaml.push_str("multicast:\n  routing: true\n");
-    let names: Vec<String> = (1..=n).map(|i| format!("sw{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &yaml,
-        &refs,
-    )
-    .expect("start lanyard");
-    let taps: Vec<String> = (1..=n).map(|i| format!("ly-sw{i}")).collect();
-    let tap_refs: Vec<&str> = taps.iter().map(String::as_str).collect();
-    let router =
-        PimRouter::start(bed.dut.name(), pt.name, &PimConfig::new(&tap_refs)).expect("pimd");
-    router
-        .wait_interfaces(&tap_refs, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("{e}\n{}", router.logs()));
+    let (bed, sw, _router) = start_routed(pt.name, n);
     let group = |g: u32| Ipv4Addr::from(0xe801_0000 + g); // 232.1.0.0 +
     let src_port = |g: u32| (g as usize % pt.srcs) + 1; // 1-based port
     let source = |port: usize, k: u32| v4(10, port as u8, 0, 2 + k as u8);

@@ -292,17 +292,10 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        let mut x = 0x1234_5678u32;
+        let mut r = testkit::routes::Rng(0x1234_5678);
         for len in 0..120 {
             for _ in 0..50 {
-                let f: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 17;
-                        x ^= x << 5;
-                        x as u8
-                    })
-                    .collect();
+                let f: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
                 let _ = inspect(&f, 12);
                 let _ = inspect(&f, 16);
                 let _ = inspect(&f, 200);

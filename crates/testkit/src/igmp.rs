@@ -81,6 +81,20 @@ pub fn igmpv2_query(src_mac: &Mac, src: Ipv4Addr) -> Vec<u8> {
     ipv4_frame(src_mac, src, Ipv4Addr::new(224, 0, 0, 1), &m)
 }
 
+/// The record count and the records of an IGMPv3 / MLDv2 report (the
+/// same layout in both, RFC 3376 4.2 / RFC 3810 5.2).
+fn push_records<A: Copy>(m: &mut Vec<u8>, records: &[(u8, A, Vec<A>)], octets: fn(A) -> Vec<u8>) {
+    m.extend_from_slice(&(records.len() as u16).to_be_bytes());
+    for (t, g, srcs) in records {
+        m.extend_from_slice(&[*t, 0]);
+        m.extend_from_slice(&(srcs.len() as u16).to_be_bytes());
+        m.extend_from_slice(&octets(*g));
+        for s in srcs {
+            m.extend_from_slice(&octets(*s));
+        }
+    }
+}
+
 /// IGMPv3 report with `records` (type, group, sources), to 224.0.0.22.
 pub fn igmpv3_report(
     src_mac: &Mac,
@@ -88,15 +102,7 @@ pub fn igmpv3_report(
     records: &[(u8, Ipv4Addr, Vec<Ipv4Addr>)],
 ) -> Vec<u8> {
     let mut m = vec![0x22, 0, 0, 0, 0, 0];
-    m.extend_from_slice(&(records.len() as u16).to_be_bytes());
-    for (t, g, srcs) in records {
-        m.extend_from_slice(&[*t, 0]);
-        m.extend_from_slice(&(srcs.len() as u16).to_be_bytes());
-        m.extend_from_slice(&g.octets());
-        for s in srcs {
-            m.extend_from_slice(&s.octets());
-        }
-    }
+    push_records(&mut m, records, |a| a.octets().to_vec());
     igmp_checksum(&mut m);
     ipv4_frame(src_mac, src, Ipv4Addr::new(224, 0, 0, 22), &m)
 }
@@ -129,15 +135,7 @@ pub fn mldv2_report(
     records: &[(u8, Ipv6Addr, Vec<Ipv6Addr>)],
 ) -> Vec<u8> {
     let mut m = vec![143, 0, 0, 0, 0, 0];
-    m.extend_from_slice(&(records.len() as u16).to_be_bytes());
-    for (t, g, srcs) in records {
-        m.extend_from_slice(&[*t, 0]);
-        m.extend_from_slice(&(srcs.len() as u16).to_be_bytes());
-        m.extend_from_slice(&g.octets());
-        for s in srcs {
-            m.extend_from_slice(&s.octets());
-        }
-    }
+    push_records(&mut m, records, |a| a.octets().to_vec());
     ipv6_frame(
         src_mac,
         src,

@@ -155,6 +155,18 @@ impl Switch {
         self.try_show_json(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The router MAC of routed port (or `vlanN` interface) `port`, from
+    /// `show ip interface`.
+    pub fn router_mac(&self, port: &str) -> crate::frame::Mac {
+        let v = self.show_json(&["show", "ip", "interface"]);
+        let m = v
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == port))
+            .and_then(|r| r["mac"].as_str())
+            .unwrap_or_else(|| panic!("no router MAC for {port} in show ip interface: {v}"));
+        crate::frame::parse_mac(m).unwrap_or_else(|| panic!("bad MAC {m:?}"))
+    }
+
     /// Runs a CLI command that must succeed (e.g. `clear mac address-table`).
     pub fn run_cli(&self, args: &[&str]) {
         let out = self.cli(args).expect("run lanyard CLI");
