@@ -731,7 +731,8 @@ impl Worker {
                 L3Verdict::Punt(reason) => {
                     if reason == pipeline::l3::Punt::Multicast {
                         if let Some(mc) = mc.as_deref().filter(|m| m.routing) {
-                            if self.route_multicast(mc, &l3, batch, i, &mut dirty, from_router) {
+                            if self.route_multicast(mc, &l3, &c, batch, i, &mut dirty, from_router)
+                            {
                                 continue;
                             }
                         }
@@ -817,10 +818,12 @@ impl Worker {
     /// multicast routes. False if no route matches (the kernel — pimd —
     /// gets it, as before). Each outgoing port gets one copy with its own
     /// source MAC; TTL / hop limit decremented once.
+    #[allow(clippy::too_many_arguments)]
     fn route_multicast(
         &mut self,
         mc: &McastTables,
         l3: &L3Tables,
+        c: &WorkerCounters,
         batch: &mut FrameBatch,
         i: usize,
         dirty: &mut PortSet,
@@ -844,7 +847,6 @@ impl Worker {
         else {
             return false;
         };
-        let c = self.counters.clone();
         let ingress = batch.port(i);
         if r.iif != tables::mcast::ANY_IIF && r.iif != ingress {
             c.mcast.rpf_fail.add(1);
