@@ -1211,6 +1211,34 @@ mod tests {
     }
 
     #[test]
+    fn kernel_entries_become_routes_only_over_taps() {
+        use crate::kernel::mfc::MfcEntry;
+        let taps: HashMap<u32, u16> = [(10, 0), (11, 1), (12, 2)].into_iter().collect();
+        let e = |iif, oifs: Vec<(u32, u8)>, source: &str| MfcEntry {
+            source: source.parse().unwrap(),
+            group: "232.1.1.1".parse().unwrap(),
+            iif,
+            oifs,
+            packets: 0,
+            bytes: 0,
+            wrong_if: 0,
+        };
+        let (k, r) = kernel_route(&e(10, vec![(11, 1), (12, 1)], "10.0.0.2"), &taps).unwrap();
+        assert_eq!(k.vlan, 0);
+        assert_eq!(k.source, Some(McAddr::V4(0x0a00_0002)));
+        assert_eq!((r.iif, r.ttl_threshold), (0, 1));
+        assert!(r.oifs.contains(1) && r.oifs.contains(2) && !r.oifs.contains(0));
+        // (*,G): no source.
+        let (k, _) = kernel_route(&e(10, vec![(11, 1)], "0.0.0.0"), &taps).unwrap();
+        assert_eq!(k.source, None);
+        // pimreg (not a TAP) among the oifs, an unknown iif, no oifs: the
+        // kernel keeps those.
+        assert!(kernel_route(&e(10, vec![(11, 1), (99, 1)], "10.0.0.2"), &taps).is_none());
+        assert!(kernel_route(&e(99, vec![(11, 1)], "10.0.0.2"), &taps).is_none());
+        assert!(kernel_route(&e(10, vec![], "10.0.0.2"), &taps).is_none());
+    }
+
+    #[test]
     fn link_local_groups_keep_no_state() {
         assert!(is_link_local(McAddr::V4(0xe000_00fb)));
         assert!(!is_link_local(McAddr::V4(0xe000_0100)));

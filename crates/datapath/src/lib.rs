@@ -866,6 +866,12 @@ impl Worker {
             let Some(ifc) = l3.interface(p) else {
                 continue;
             };
+            if batch.frame(i).len() - 14 > ifc.mtu as usize {
+                // No fragmenting (IPv6 never; IPv4 multicast rarely sets
+                // DF, but one copy is not worth a fragmenter): counted.
+                c.l3.drops[pipeline::l3::L3Drop::Mtu as usize].add(1);
+                continue;
+            }
             batch.frame_mut(i)[6..12].copy_from_slice(&ifc.mac);
             if ifc.vlan.is_some() {
                 // A VLAN interface: switched (and snooped) in its VLAN.

@@ -672,7 +672,7 @@ fn routes_static_multicast_with_rpf_and_ttl() {
     let yaml = "switch:\n  name: mcl3\nports:\n\
         \x20 - {name: sw1, mode: routed, addresses: [10.1.0.1/24]}\n\
         \x20 - {name: sw2, mode: routed, addresses: [10.2.0.1/24]}\n\
-        \x20 - {name: sw3, mode: routed, addresses: [10.3.0.1/24]}\n\
+        \x20 - {name: sw3, mode: routed, addresses: [10.3.0.1/24], mtu: 1000}\n\
         \x20 - {name: sw4, mode: routed, addresses: [10.4.0.1/24]}\n\
         multicast:\n  static-routes:\n\
         \x20   - {group: 232.9.9.9, source: 10.1.0.2, iif: sw1, oifs: [sw2, sw3]}\n\
@@ -783,6 +783,32 @@ fn routes_static_multicast_with_rpf_and_ttl() {
         &group_mac(v4(232, 9, 9, 9).into()),
         "group MAC kept"
     );
+    // Larger than sw3's MTU (1000): sw2 gets it, sw3 does not (counted).
+    let mtu_before = sw.counters()["l3"]["drops"]["mtu"].as_u64().unwrap_or(0);
+    let rx = (
+        Rx::start(bed.open(2).unwrap(), Some(63)),
+        Rx::start(bed.open(3).unwrap(), Some(63)),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    p1.send(&ip::udp(
+        &group_mac(v4(232, 9, 9, 9).into()),
+        &m,
+        v4(10, 1, 0, 2).into(),
+        v4(232, 9, 9, 9).into(),
+        64,
+        8,
+        1200,
+    ))
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (s2, s3) = (rx.0.finish(), rx.1.finish());
+    assert_eq!(
+        (s2.seqs, s3.seqs),
+        (vec![8], vec![]),
+        "1200-byte packet vs MTU 1000 on sw3"
+    );
+    let mtu_after = sw.counters()["l3"]["drops"]["mtu"].as_u64().unwrap_or(0);
+    assert_eq!(mtu_after - mtu_before, 1, "MTU drop counted");
     let mr = sw.show_json(&["show", "ip", "mroute"]);
     let route = mr["routes"]
         .as_array()
@@ -791,7 +817,7 @@ fn routes_static_multicast_with_rpf_and_ttl() {
         .find(|r| r["group"] == "232.9.9.9")
         .cloned()
         .unwrap();
-    assert_eq!(route["packets"], 101, "{route}");
+    assert_eq!(route["packets"], 102, "{route}");
     assert_eq!(route["origin"], "static");
     assert_eq!(mr["data-path"]["rpf-fail"], 10, "{mr}");
     assert_eq!(mr["data-path"]["ttl-threshold"], 10, "{mr}");
