@@ -80,6 +80,13 @@ pub struct AfPacketOptions {
     /// `PACKET_IGNORE_OUTGOING`: do not receive frames transmitted on this
     /// interface (by us or anyone else).
     pub ignore_outgoing: bool,
+    /// Hand every transmitted frame to the kernel as one linear buffer
+    /// (`PACKET_VNET_HDR`, header length = frame length) instead of page
+    /// references into the ring: a veth peer, a packet tap or the stack
+    /// would otherwise copy the pages again (`skb_copy_ubufs`) and pull
+    /// headers. Only with a TPACKET_V3 receive ring (or none), whose frames
+    /// are found by `tp_mac` whatever the kernel puts before them.
+    pub linear_tx: bool,
 }
 
 impl AfPacketOptions {
@@ -145,6 +152,7 @@ impl Default for AfPacketOptions {
             promiscuous: true,
             qdisc_bypass: true,
             ignore_outgoing: true,
+            linear_tx: true,
         }
     }
 }
@@ -194,6 +202,8 @@ pub struct AfPacketPort {
     /// Slot header layout of this socket's version: data offset and the
     /// offsets of `tp_status`, `tp_len`, `tp_snaplen` in a slot.
     tx_data_off: usize,
+    /// Bytes of `virtio_net_hdr` before each transmitted frame (0 or 10).
+    tx_vnet: usize,
     tx_status_off: usize,
     tx_len_off: usize,
     tx_snaplen_off: usize,
@@ -228,6 +238,27 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// An `int` socket option.
+fn getsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(v)
     }
 }
 
@@ -350,6 +381,13 @@ impl AfPacketPort {
             setsockopt(&fd, SOL_PACKET, PACKET_QDISC_BYPASS, &1 as &libc::c_int)
                 .map_err(os("PACKET_QDISC_BYPASS"))?;
         }
+        let tx_vnet = if opts.tx && opts.linear_tx && (!opts.rx || !v2) {
+            setsockopt(&fd, SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)
+                .map_err(os("PACKET_VNET_HDR"))?;
+            VNET_HDR_LEN
+        } else {
+            0
+        };
         if opts.ignore_outgoing {
             setsockopt(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)
                 .map_err(os("PACKET_IGNORE_OUTGOING"))?;
@@ -465,6 +503,7 @@ impl AfPacketPort {
             tx_pending: 0,
             tx_lent: false,
             tx_data_off,
+            tx_vnet,
             tx_status_off,
             tx_len_off,
             tx_snaplen_off,
@@ -598,6 +637,12 @@ impl AfPacketPort {
             });
         }
         let (tx_data_off, tx_status_off, tx_len_off, tx_snaplen_off) = tx_offsets(v2);
+        // The socket keeps PACKET_VNET_HDR across the hand-over: ask it.
+        let tx_vnet = if getsockopt_int(&fd, SOL_PACKET, PACKET_VNET_HDR).unwrap_or(0) != 0 {
+            VNET_HDR_LEN
+        } else {
+            0
+        };
         Ok(AfPacketPort {
             name: ifname.to_string(),
             ifindex,
@@ -622,6 +667,7 @@ impl AfPacketPort {
             tx_pending: f[17],
             tx_lent: false,
             tx_data_off,
+            tx_vnet,
             tx_status_off,
             tx_len_off,
             tx_snaplen_off,
@@ -1013,12 +1059,8 @@ impl Port for AfPacketPort {
         // touch it until we set SEND_REQUEST; its data area starts at
         // tx_data_off and runs to the end of the slot, inside the mapping.
         // The borrow is tied to `&mut self`, so no second slot is lent meanwhile.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(
-                p.add(self.tx_data_off),
-                self.tx_frame_size - self.tx_data_off,
-            )
-        })
+        let off = self.tx_data_off + self.tx_vnet;
+        Some(unsafe { std::slice::from_raw_parts_mut(p.add(off), self.tx_frame_size - off) })
     }
 
     fn tx_commit(&mut self, len: usize) {
@@ -1026,7 +1068,7 @@ impl Port for AfPacketPort {
             debug_assert!(false, "tx_commit without a lent tx_slot");
             return;
         }
-        let off = self.tx_data_off;
+        let off = self.tx_data_off + self.tx_vnet;
         let cap = self.tx_frame_size - off;
         let p = self.tx_frame_ptr(self.tx_head);
         // SAFETY: the slot is still ours (AVAILABLE, lent); bytes 12..14 of
@@ -1045,8 +1087,17 @@ impl Port for AfPacketPort {
             if self.version == RxRing::V3 {
                 (*(p as *mut tpacket3_hdr)).tp_next_offset = 0;
             }
-            *(p.add(self.tx_len_off) as *mut u32) = len as u32;
-            *(p.add(self.tx_snaplen_off) as *mut u32) = len as u32;
+            let wire = (len + self.tx_vnet) as u32;
+            *(p.add(self.tx_len_off) as *mut u32) = wire;
+            *(p.add(self.tx_snaplen_off) as *mut u32) = wire;
+            if self.tx_vnet != 0 {
+                // virtio_net_hdr: no checksum offload, no GSO, and the whole
+                // frame as "header" so the kernel copies it into the skb's
+                // linear part (little-endian: a modern virtio header).
+                let h = p.add(self.tx_data_off);
+                ptr::write_bytes(h, 0, self.tx_vnet);
+                ptr::copy_nonoverlapping((len as u16).to_le_bytes().as_ptr(), h.add(2), 2);
+            }
         }
         self.tx_status(self.tx_head)
             .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
@@ -1103,10 +1154,12 @@ impl Port for AfPacketPort {
                 // (no sendto in progress: this thread owns the socket); its
                 // length word was written by tx_commit and is bounded by
                 // the slot.
+                let off = self.tx_data_off + self.tx_vnet;
                 let f = unsafe {
                     let len = (*(p.add(self.tx_len_off) as *const u32) as usize)
-                        .min(self.tx_frame_size - self.tx_data_off);
-                    std::slice::from_raw_parts(p.add(self.tx_data_off), len)
+                        .saturating_sub(self.tx_vnet)
+                        .min(self.tx_frame_size - off);
+                    std::slice::from_raw_parts(p.add(off), len)
                 };
                 out(f);
             }

@@ -12,6 +12,7 @@ pub const PACKET_STATISTICS: libc::c_int = 6;
 pub const PACKET_VERSION: libc::c_int = 10;
 pub const PACKET_TX_RING: libc::c_int = 13;
 pub const PACKET_LOSS: libc::c_int = 14;
+pub const PACKET_VNET_HDR: libc::c_int = 15;
 pub const PACKET_FANOUT: libc::c_int = 18;
 pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
 pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -21,6 +22,8 @@ pub const PACKET_FANOUT_HASH: u32 = 0;
 pub const TPACKET_V2: libc::c_int = 1;
 pub const TPACKET_V3: libc::c_int = 2;
 pub const ETH_P_ALL: u16 = 0x0003;
+/// `struct virtio_net_hdr` (PACKET_VNET_HDR).
+pub const VNET_HDR_LEN: usize = 10;
 
 // Frame / block status bits.
 pub const TP_STATUS_KERNEL: u32 = 0;
