@@ -71,37 +71,51 @@ pub const ALL_ROUTERS: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 2);
 /// All IGMPv3-capable routers 224.0.0.22, destination of v3 reports.
 pub const V3_ROUTERS: Ipv4Addr = Ipv4Addr::new(224, 0, 0, 22);
 
+/// The floating-point codes of IGMPv3 and MLDv2: a code below
+/// `1 << (mant_bits + 3)` is the value itself, otherwise it is
+/// `1 | exp(3) | mant(mant_bits)` meaning `(mant | 1 << mant_bits) << (exp + 3)`.
+pub(crate) const fn decode_float(code: u32, mant_bits: u32) -> u32 {
+    if code < 1 << (mant_bits + 3) {
+        code
+    } else {
+        let exp = (code >> mant_bits) & 0x7;
+        let mant = code & ((1 << mant_bits) - 1);
+        (mant | 1 << mant_bits) << (exp + 3)
+    }
+}
+
+/// The inverse of [`decode_float`]: rounds down to the nearest value the
+/// code can carry, saturating at the largest.
+pub(crate) const fn encode_float(value: u32, mant_bits: u32) -> u32 {
+    let one = 1 << mant_bits;
+    if value < one << 3 {
+        return value;
+    }
+    let mut exp = 7u32;
+    loop {
+        let m = value >> (exp + 3);
+        if m >= one {
+            let m = if m > 2 * one - 1 { 2 * one - 1 } else { m };
+            return 1 << (mant_bits + 3) | (exp << mant_bits) | (m & (one - 1));
+        }
+        // value >= 8·one gives m >= one at exp 0: no underflow.
+        exp -= 1;
+    }
+}
+
 /// Decodes an 8-bit IGMPv3 Max Resp Code or QQIC (RFC 3376 4.1.1, 4.1.7):
 /// below 128 the value itself, otherwise `1 | exp(3) | mant(4)` meaning
 /// `(mant | 0x10) << (exp + 3)`. Max Resp Code is in tenths of a second,
 /// QQIC in seconds. MLDv2's QQIC uses the same encoding (RFC 3810 5.1.9).
 pub const fn decode_code(code: u8) -> u32 {
-    if code < 0x80 {
-        code as u32
-    } else {
-        let exp = ((code >> 4) & 0x7) as u32;
-        let mant = (code & 0xf) as u32;
-        (mant | 0x10) << (exp + 3)
-    }
+    decode_float(code as u32, 4)
 }
 
 /// Encodes `value` as an 8-bit code, rounding down to the nearest value
 /// the encoding can carry (saturating at 31744, code 0xff). The inverse of
 /// [`decode_code`] on every value it can produce.
 pub const fn encode_code(value: u32) -> u8 {
-    if value < 0x80 {
-        return value as u8;
-    }
-    let mut exp = 7u32;
-    loop {
-        let m = value >> (exp + 3);
-        if m >= 0x10 {
-            let m = if m > 0x1f { 0x1f } else { m };
-            return 0x80 | ((exp as u8) << 4) | ((m & 0xf) as u8);
-        }
-        // value >= 128 gives m >= 16 at exp 0, so this never underflows.
-        exp -= 1;
-    }
+    encode_float(value, 4) as u8
 }
 
 /// IGMP version a query belongs to (RFC 3376 7.1).
@@ -221,21 +235,129 @@ impl From<RecordType> for u8 {
     }
 }
 
-/// One group record of an IGMPv3 report (aux data dropped).
+/// One group record of an IGMPv3 report or address record of an MLDv2
+/// report (aux data dropped): the same layout in both, with 4- or
+/// 16-octet addresses (RFC 3376 4.2.4, RFC 3810 5.2.4).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct GroupRecord {
+pub struct Record<A> {
     /// Record type.
     pub record_type: RecordType,
     /// Multicast address.
-    pub group: Ipv4Addr,
+    pub group: A,
     /// Source addresses.
-    pub sources: Vec<Ipv4Addr>,
+    pub sources: Vec<A>,
 }
 
-impl GroupRecord {
-    fn wire_len(&self) -> usize {
-        RECORD_HEADER_LEN + 4 * self.sources.len()
+/// An IGMPv3 group record.
+pub type GroupRecord = Record<Ipv4Addr>;
+
+/// An address of either family as IGMP and MLD carry it.
+pub trait WireAddr: Copy {
+    /// Octets on the wire.
+    const LEN: usize;
+    /// From exactly `LEN` octets.
+    fn read(b: &[u8]) -> Self;
+    /// Into exactly `LEN` octets.
+    fn write(&self, d: &mut [u8]);
+}
+
+impl WireAddr for Ipv4Addr {
+    const LEN: usize = 4;
+    fn read(b: &[u8]) -> Self {
+        Ipv4Addr::new(b[0], b[1], b[2], b[3])
     }
+    fn write(&self, d: &mut [u8]) {
+        d.copy_from_slice(&self.octets());
+    }
+}
+
+impl WireAddr for std::net::Ipv6Addr {
+    const LEN: usize = 16;
+    fn read(b: &[u8]) -> Self {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(b);
+        a.into()
+    }
+    fn write(&self, d: &mut [u8]) {
+        d.copy_from_slice(&self.octets());
+    }
+}
+
+impl<A: WireAddr> Record<A> {
+    /// Type, aux length, source count, address: [`RECORD_HEADER_LEN`]
+    /// for IGMP, `mld::RECORD_HEADER_LEN` for MLD.
+    pub(crate) const HEADER_LEN: usize = 4 + A::LEN;
+
+    pub(crate) fn wire_len(&self) -> usize {
+        Self::HEADER_LEN + A::LEN * self.sources.len()
+    }
+}
+
+/// Reads `n` addresses at `at`, checking they are all present before
+/// allocating.
+pub(crate) fn read_addrs<A: WireAddr>(b: &[u8], at: usize, n: usize) -> Result<Vec<A>> {
+    let end = n
+        .checked_mul(A::LEN)
+        .and_then(|l| at.checked_add(l))
+        .ok_or(Error::Truncated)?;
+    let s = b.get(at..end).ok_or(Error::Truncated)?;
+    Ok(s.chunks_exact(A::LEN).map(A::read).collect())
+}
+
+/// Writes `addrs` back to back at the start of `d`.
+pub(crate) fn write_addrs<A: WireAddr>(d: &mut [u8], addrs: &[A]) {
+    for (d, a) in d.chunks_exact_mut(A::LEN).zip(addrs) {
+        a.write(d);
+    }
+}
+
+/// Parses `m` records starting at `at` of `msg`.
+pub(crate) fn parse_records<A: WireAddr>(
+    msg: &[u8],
+    mut at: usize,
+    m: usize,
+) -> Result<Vec<Record<A>>> {
+    let hl = Record::<A>::HEADER_LEN;
+    // Each record takes at least its header: cap by what is there.
+    let cap = m.min(msg.len().saturating_sub(at) / hl);
+    let mut records = Vec::with_capacity(cap);
+    for _ in 0..m {
+        let hdr = msg.get(at..at + hl).ok_or(Error::Truncated)?;
+        let aux = usize::from(hdr[1]) * 4;
+        let n = usize::from(u16::from_be_bytes([hdr[2], hdr[3]]));
+        let sources = read_addrs(msg, at + hl, n)?;
+        at += hl + A::LEN * n;
+        if msg.len() - at < aux {
+            return Err(Error::Truncated);
+        }
+        at += aux;
+        records.push(Record {
+            record_type: RecordType::from(hdr[0]),
+            group: A::read(&hdr[4..]),
+            sources,
+        });
+    }
+    Ok(records)
+}
+
+/// Writes `records` from the start of `b` (zeroed, long enough: the sum of
+/// their `wire_len`). `count` turns a source count into its field.
+pub(crate) fn emit_records<A: WireAddr>(
+    b: &mut [u8],
+    records: &[Record<A>],
+    count: impl Fn(usize) -> Result<u16>,
+) -> Result<()> {
+    let hl = Record::<A>::HEADER_LEN;
+    let mut at = 0;
+    for r in records {
+        let d = &mut b[at..at + r.wire_len()];
+        d[0] = r.record_type.into();
+        d[2..4].copy_from_slice(&count(r.sources.len())?.to_be_bytes());
+        r.group.write(&mut d[4..hl]);
+        write_addrs(&mut d[hl..], &r.sources);
+        at += r.wire_len();
+    }
+    Ok(())
 }
 
 /// A parsed IGMP message.
@@ -272,16 +394,6 @@ fn be16(b: &[u8], at: usize) -> Result<u16> {
     Ok(u16::from_be_bytes([s[0], s[1]]))
 }
 
-/// Reads `n` IPv4 addresses at `at`, checking they are all present before
-/// allocating.
-fn sources(b: &[u8], at: usize, n: usize) -> Result<Vec<Ipv4Addr>> {
-    let end = at.checked_add(n * 4).ok_or(Error::Truncated)?;
-    let s = b.get(at..end).ok_or(Error::Truncated)?;
-    Ok(s.chunks_exact(4)
-        .map(|c| Ipv4Addr::new(c[0], c[1], c[2], c[3]))
-        .collect())
-}
-
 impl IgmpMessage {
     /// Parses an IGMP message (see the module doc for the input and what
     /// is accepted), verifying its checksum.
@@ -307,7 +419,7 @@ impl IgmpMessage {
                             suppress_router_processing: msg[8] & 0x08 != 0,
                             qrv: msg[8] & 0x07,
                             qqic: msg[9],
-                            sources: sources(msg, QUERY_V3_LEN, n)?,
+                            sources: read_addrs(msg, QUERY_V3_LEN, n)?,
                         })
                     }
                 };
@@ -322,29 +434,7 @@ impl IgmpMessage {
             TYPE_LEAVE => Ok(IgmpMessage::Leave { group }),
             TYPE_REPORT_V3 => {
                 let m = usize::from(be16(msg, 6)?);
-                let mut at = HEADER_LEN;
-                // Each record takes at least 8 octets: cap by what is there.
-                let cap = m.min((msg.len() - HEADER_LEN) / RECORD_HEADER_LEN);
-                let mut records = Vec::with_capacity(cap);
-                for _ in 0..m {
-                    let hdr = msg
-                        .get(at..at + RECORD_HEADER_LEN)
-                        .ok_or(Error::Truncated)?;
-                    let aux = usize::from(hdr[1]) * 4;
-                    let n = usize::from(u16::from_be_bytes([hdr[2], hdr[3]]));
-                    let group = Ipv4Addr::new(hdr[4], hdr[5], hdr[6], hdr[7]);
-                    let srcs = sources(msg, at + RECORD_HEADER_LEN, n)?;
-                    at += RECORD_HEADER_LEN + 4 * n;
-                    if msg.len() - at < aux {
-                        return Err(Error::Truncated);
-                    }
-                    at += aux;
-                    records.push(GroupRecord {
-                        record_type: RecordType::from(hdr[0]),
-                        group,
-                        sources: srcs,
-                    });
-                }
+                let records = parse_records(msg, HEADER_LEN, m)?;
                 Ok(IgmpMessage::ReportV3(records))
             }
             _ => Err(Error::Unsupported("IGMP message type")),
@@ -384,9 +474,7 @@ impl IgmpMessage {
                     b[8] = (u8::from(v.suppress_router_processing) << 3) | v.qrv;
                     b[9] = v.qqic;
                     b[10..12].copy_from_slice(&count(v.sources.len())?.to_be_bytes());
-                    for (d, s) in b[QUERY_V3_LEN..].chunks_exact_mut(4).zip(&v.sources) {
-                        d.copy_from_slice(&s.octets());
-                    }
+                    write_addrs(&mut b[QUERY_V3_LEN..], &v.sources);
                 }
                 (TYPE_QUERY, q.group)
             }
@@ -395,17 +483,7 @@ impl IgmpMessage {
             IgmpMessage::Leave { group } => (TYPE_LEAVE, *group),
             IgmpMessage::ReportV3(records) => {
                 b[6..8].copy_from_slice(&count(records.len())?.to_be_bytes());
-                let mut at = HEADER_LEN;
-                for r in records {
-                    let d = &mut b[at..at + r.wire_len()];
-                    d[0] = r.record_type.into();
-                    d[2..4].copy_from_slice(&count(r.sources.len())?.to_be_bytes());
-                    d[4..8].copy_from_slice(&r.group.octets());
-                    for (d, s) in d[RECORD_HEADER_LEN..].chunks_exact_mut(4).zip(&r.sources) {
-                        d.copy_from_slice(&s.octets());
-                    }
-                    at += r.wire_len();
-                }
+                emit_records(&mut b[HEADER_LEN..], records, count)?;
                 (TYPE_REPORT_V3, Ipv4Addr::UNSPECIFIED)
             }
         };
@@ -421,6 +499,15 @@ impl IgmpMessage {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn record_header_lengths() {
+        assert_eq!(GroupRecord::HEADER_LEN, RECORD_HEADER_LEN);
+        assert_eq!(
+            crate::mld::AddressRecord::HEADER_LEN,
+            crate::mld::RECORD_HEADER_LEN
+        );
+    }
+
     use super::*;
 
     fn a(s: &str) -> Ipv4Addr {

@@ -38,7 +38,8 @@ use core::time::Duration;
 use std::net::Ipv6Addr;
 
 use crate::checksum;
-pub use crate::igmp::RecordType;
+use crate::igmp::{emit_records, parse_records, read_addrs, write_addrs};
+pub use crate::igmp::{Record, RecordType};
 use crate::ip::{IpPair, IpProtocol};
 use crate::{Error, Result};
 
@@ -71,32 +72,14 @@ pub const V2_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 0x16);
 /// (RFC 3810 5.1.3): below 32768 the value itself, otherwise
 /// `1 | exp(3) | mant(12)` meaning `(mant | 0x1000) << (exp + 3)`.
 pub const fn decode_max_resp_code(code: u16) -> u32 {
-    if code < 0x8000 {
-        code as u32
-    } else {
-        let exp = ((code >> 12) & 0x7) as u32;
-        let mant = (code & 0x0fff) as u32;
-        (mant | 0x1000) << (exp + 3)
-    }
+    crate::igmp::decode_float(code as u32, 12)
 }
 
 /// Encodes milliseconds as a Maximum Response Code, rounding down to a
 /// value the encoding can carry (saturating at 8387584 ms, code 0xffff).
 /// The inverse of [`decode_max_resp_code`] on every value it produces.
 pub const fn encode_max_resp_code(ms: u32) -> u16 {
-    if ms < 0x8000 {
-        return ms as u16;
-    }
-    let mut exp = 7u32;
-    loop {
-        let m = ms >> (exp + 3);
-        if m >= 0x1000 {
-            let m = if m > 0x1fff { 0x1fff } else { m };
-            return 0x8000 | ((exp as u16) << 12) | ((m & 0x0fff) as u16);
-        }
-        // ms >= 32768 gives m >= 0x1000 at exp 0: no underflow.
-        exp -= 1;
-    }
+    crate::igmp::encode_float(ms, 12) as u16
 }
 
 /// The MLDv2-only part of a query.
@@ -159,21 +142,7 @@ impl Query {
 }
 
 /// One multicast address record of an MLDv2 report (aux data dropped).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AddressRecord {
-    /// Record type.
-    pub record_type: RecordType,
-    /// Multicast address.
-    pub group: Ipv6Addr,
-    /// Source addresses.
-    pub sources: Vec<Ipv6Addr>,
-}
-
-impl AddressRecord {
-    fn wire_len(&self) -> usize {
-        RECORD_HEADER_LEN + 16 * self.sources.len()
-    }
-}
+pub type AddressRecord = Record<Ipv6Addr>;
 
 /// A parsed MLD message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -204,20 +173,6 @@ fn ip6(b: &[u8], at: usize) -> Result<Ipv6Addr> {
 fn be16(b: &[u8], at: usize) -> Result<u16> {
     let s = b.get(at..at + 2).ok_or(Error::Truncated)?;
     Ok(u16::from_be_bytes([s[0], s[1]]))
-}
-
-/// Reads `n` IPv6 addresses at `at`, checking they are all present before
-/// allocating.
-fn sources(b: &[u8], at: usize, n: usize) -> Result<Vec<Ipv6Addr>> {
-    let end = at.checked_add(n * 16).ok_or(Error::Truncated)?;
-    let s = b.get(at..end).ok_or(Error::Truncated)?;
-    Ok(s.chunks_exact(16)
-        .map(|c| {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(c);
-            Ipv6Addr::from(a)
-        })
-        .collect())
 }
 
 fn pseudo(src: Ipv6Addr, dst: Ipv6Addr, len: usize) -> u32 {
@@ -253,7 +208,7 @@ impl MldMessage {
                             suppress_router_processing: msg[24] & 0x08 != 0,
                             qrv: msg[24] & 0x07,
                             qqic: msg[25],
-                            sources: sources(msg, QUERY_V2_LEN, n)?,
+                            sources: read_addrs(msg, QUERY_V2_LEN, n)?,
                         })
                     }
                 };
@@ -271,29 +226,7 @@ impl MldMessage {
             }),
             TYPE_REPORT_V2 => {
                 let m = usize::from(be16(msg, 6)?);
-                let mut at = REPORT_V2_HEADER_LEN;
-                // Each record takes at least 20 octets: cap by what is there.
-                let cap = m.min((msg.len() - at) / RECORD_HEADER_LEN);
-                let mut records = Vec::with_capacity(cap);
-                for _ in 0..m {
-                    let hdr = msg
-                        .get(at..at + RECORD_HEADER_LEN)
-                        .ok_or(Error::Truncated)?;
-                    let aux = usize::from(hdr[1]) * 4;
-                    let n = usize::from(u16::from_be_bytes([hdr[2], hdr[3]]));
-                    let group = ip6(hdr, 4)?;
-                    let srcs = sources(msg, at + RECORD_HEADER_LEN, n)?;
-                    at += RECORD_HEADER_LEN + 16 * n;
-                    if msg.len() - at < aux {
-                        return Err(Error::Truncated);
-                    }
-                    at += aux;
-                    records.push(AddressRecord {
-                        record_type: RecordType::from(hdr[0]),
-                        group,
-                        sources: srcs,
-                    });
-                }
+                let records = parse_records(msg, REPORT_V2_HEADER_LEN, m)?;
                 Ok(MldMessage::ReportV2(records))
             }
             _ => Err(Error::Unsupported("ICMPv6 type is not MLD")),
@@ -335,9 +268,7 @@ impl MldMessage {
                     b[24] = (u8::from(v.suppress_router_processing) << 3) | v.qrv;
                     b[25] = v.qqic;
                     b[26..28].copy_from_slice(&count(v.sources.len())?.to_be_bytes());
-                    for (d, s) in b[QUERY_V2_LEN..].chunks_exact_mut(16).zip(&v.sources) {
-                        d.copy_from_slice(&s.octets());
-                    }
+                    write_addrs(&mut b[QUERY_V2_LEN..], &v.sources);
                 }
                 (TYPE_QUERY, Some(q.group))
             }
@@ -345,17 +276,7 @@ impl MldMessage {
             MldMessage::Done { group } => (TYPE_DONE, Some(*group)),
             MldMessage::ReportV2(records) => {
                 b[6..8].copy_from_slice(&count(records.len())?.to_be_bytes());
-                let mut at = REPORT_V2_HEADER_LEN;
-                for r in records {
-                    let d = &mut b[at..at + r.wire_len()];
-                    d[0] = r.record_type.into();
-                    d[2..4].copy_from_slice(&count(r.sources.len())?.to_be_bytes());
-                    d[4..20].copy_from_slice(&r.group.octets());
-                    for (d, s) in d[RECORD_HEADER_LEN..].chunks_exact_mut(16).zip(&r.sources) {
-                        d.copy_from_slice(&s.octets());
-                    }
-                    at += r.wire_len();
-                }
+                emit_records(&mut b[REPORT_V2_HEADER_LEN..], records, count)?;
                 (TYPE_REPORT_V2, None)
             }
         };
