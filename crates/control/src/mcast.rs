@@ -816,6 +816,19 @@ enum Message {
     PimHello,
 }
 
+/// IGMPv3 / MLDv2 records, unknown record types dropped.
+fn records_message<A: Into<McAddr>>(records: Vec<wire::igmp::Record<A>>) -> Message {
+    Message::Records(
+        records
+            .into_iter()
+            .filter_map(|r| {
+                let srcs = r.sources.into_iter().map(Into::into).collect();
+                Some((rtype(r.record_type)?, r.group.into(), srcs))
+            })
+            .collect(),
+    )
+}
+
 fn from_igmp(src: Ipv4Addr, m: IgmpMessage) -> Message {
     let g = |a: Ipv4Addr| McAddr::V4(a.into());
     match m {
@@ -824,15 +837,7 @@ fn from_igmp(src: Ipv4Addr, m: IgmpMessage) -> Message {
             Message::Join(g(group))
         }
         IgmpMessage::Leave { group } => Message::Leave(g(group)),
-        IgmpMessage::ReportV3(records) => Message::Records(
-            records
-                .into_iter()
-                .filter_map(|r| {
-                    let srcs = r.sources.into_iter().map(g).collect();
-                    Some((rtype(r.record_type)?, g(r.group), srcs))
-                })
-                .collect(),
-        ),
+        IgmpMessage::ReportV3(records) => records_message(records),
     }
 }
 
@@ -842,15 +847,7 @@ fn from_mld(src: Ipv6Addr, m: MldMessage) -> Message {
         MldMessage::Query(_) => Message::Query(IpAddr::V6(src)),
         MldMessage::ReportV1 { group } => Message::Join(g(group)),
         MldMessage::Done { group } => Message::Leave(g(group)),
-        MldMessage::ReportV2(records) => Message::Records(
-            records
-                .into_iter()
-                .filter_map(|r| {
-                    let srcs = r.sources.into_iter().map(g).collect();
-                    Some((rtype(r.record_type)?, g(r.group), srcs))
-                })
-                .collect(),
-        ),
+        MldMessage::ReportV2(records) => records_message(records),
     }
 }
 
