@@ -69,11 +69,18 @@ impl ApiState {
         }
     }
 
-    pub fn interfaces(&self) -> Value {
+    /// `show interfaces [PORT]`.
+    pub fn interfaces(&self, port: Option<&str>) -> Result<Value, String> {
+        if let Some(p) = port {
+            if self.cfg().port_index(p).is_none() {
+                return Err(format!("no port {p:?}"));
+            }
+        }
         let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let rows: Vec<Value> = st
             .iter()
             .enumerate()
+            .filter(|(_, s)| port.is_none_or(|p| p == s.name))
             .map(|(id, s)| {
                 let p = &self.cfg().ports[id];
                 let drops: u64 = (0..DROP_REASONS)
@@ -98,15 +105,24 @@ impl ApiState {
                 })
             })
             .collect();
-        Value::Array(rows)
+        Ok(Value::Array(rows))
     }
 
-    pub fn vlans(&self) -> Value {
+    /// `show vlan [id N]`. A member port's `state` is the one `show
+    /// interfaces` gives it (up, down, missing).
+    pub fn vlans(&self, vlan: Option<u16>) -> Result<Value, String> {
+        if let Some(v) = vlan {
+            if !self.cfg().vlan_ids().contains(v) {
+                return Err(format!("VLAN {v} is not configured"));
+            }
+        }
         let t = self.shared.tables.load();
+        let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let rows: Vec<Value> = self
             .cfg()
             .vlan_ids()
             .iter()
+            .filter(|id| vlan.is_none_or(|v| v == *id))
             .filter_map(|id| self.cfg().vlan_settings(id))
             .map(|v| {
                 let ports: Vec<Value> = t.l2.vlans[v.id as usize]
@@ -114,10 +130,12 @@ impl ApiState {
                     .iter()
                     .map(|p| {
                         let pe = &t.l2.ports[p as usize];
+                        let state = st.get(p as usize).map(|s| s.state);
                         json!({
-                            "name": self.cfg().ports[p as usize].name,
+                            "name": self.cfg().ports.get(p as usize).map(|c| c.name.as_str()),
                             "tagged": pe.encap(v.id) != tables::Encap::Untagged,
                             "up": pe.up,
+                            "state": state,
                         })
                     })
                     .collect();
@@ -131,20 +149,49 @@ impl ApiState {
                 })
             })
             .collect();
-        Value::Array(rows)
+        Ok(Value::Array(rows))
     }
 
-    pub fn mac_table(&self, vlan: Option<u16>) -> Value {
+    /// `show mac address-table`: `vlan`, and in `req` optional filters
+    /// `port` (a port name), `mac` (`aa:bb:..`) and `type`
+    /// (`dynamic` / `static`).
+    pub fn mac_table(&self, vlan: Option<u16>, req: &Value) -> Result<Value, String> {
+        let port = match req.get("port").and_then(Value::as_str) {
+            Some(p) => Some(
+                self.cfg()
+                    .port_index(p)
+                    .ok_or_else(|| format!("no port {p:?}"))? as u16,
+            ),
+            None => None,
+        };
+        let mac = match req.get("mac").and_then(Value::as_str) {
+            Some(m) => Some(
+                m.parse::<crate::config::MacAddr>()
+                    .map_err(|_| format!("{m:?} is not a MAC address"))?
+                    .0,
+            ),
+            None => None,
+        };
+        let want_static = match req.get("type").and_then(Value::as_str) {
+            None => None,
+            Some("static") => Some(true),
+            Some("dynamic") => Some(false),
+            Some(t) => return Err(format!("type {t:?}: expected dynamic or static")),
+        };
         let t = self.shared.tables.load();
         let now = self.shared.now();
         let mut rows = Vec::new();
         t.mac.for_each(|k, e| {
-            if vlan.is_none_or(|v| v == k.vlan()) {
+            if vlan.is_none_or(|v| v == k.vlan())
+                && port.is_none_or(|p| p == e.port)
+                && mac.is_none_or(|m| m == k.mac())
+                && want_static.is_none_or(|s| s == e.is_static)
+            {
                 rows.push((k, e));
             }
         });
         rows.sort_by_key(|(k, _)| (k.vlan(), k.mac()));
-        Value::Array(
+        Ok(Value::Array(
             rows.into_iter()
                 .map(|(k, e)| {
                     json!({
@@ -156,7 +203,23 @@ impl ApiState {
                     })
                 })
                 .collect(),
-        )
+        ))
+    }
+
+    /// `show version`.
+    pub fn version(&self) -> Value {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .ok();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "name": self.cfg().switch.name,
+            "uptime": self.shared.now(),
+            "kernel": kernel,
+            "ports": self.cfg().ports.len(),
+            "workers": self.counters.len(),
+            "bypass": self.applier.bypass(),
+        })
     }
 
     pub fn mac_count(&self, vlan: Option<u16>) -> Value {
@@ -347,7 +410,13 @@ impl ApiState {
             v["frr_objects"] = json!(s.frr_objects);
             v["counters"] = serde_json::to_value(s.counters).map_err(|e| e.to_string())?;
             v["fpm"] = match &r.fpm {
-                Some(st) => serde_json::to_value(st.snapshot()).unwrap_or(Value::Null),
+                Some(st) => {
+                    let c = st.snapshot();
+                    let mut f = serde_json::to_value(c).unwrap_or(Value::Null);
+                    f["connected"] = json!(c.connections > c.disconnections);
+                    f["address"] = json!(self.cfg().routing.fpm);
+                    f
+                }
                 None => Value::Null,
             };
             return Ok(v);
@@ -592,14 +661,14 @@ impl ApiState {
             },
         };
         let r = match req.get("cmd").and_then(Value::as_str) {
-            Some("show-interfaces") => Ok(self.interfaces()),
-            Some("show-vlans") => Ok(self.vlans()),
-            Some("show-mac") => Ok(self.mac_table(vlan)),
+            Some("show-interfaces") => {
+                self.interfaces(req.get("port").and_then(Value::as_str))
+            }
+            Some("show-vlans") => self.vlans(vlan),
+            Some("show-mac") => self.mac_table(vlan, req),
             Some("show-mac-count") => Ok(self.mac_count(vlan)),
             Some("show-counters") => Ok(self.counters()),
-            Some("show-version") => Ok(json!({"version": env!("CARGO_PKG_VERSION"),
-                                              "name": self.cfg().switch.name,
-                                              "uptime": self.shared.now()})),
+            Some("show-version") => Ok(self.version()),
             Some("clear-mac") => self.clear_mac(vlan),
             Some("show-ip-interfaces") => self.ip_interfaces(),
             Some("show-arp") => self.neighbors(false),
@@ -744,8 +813,13 @@ pub fn serve(path: &Path, state: Arc<ApiState>) -> std::io::Result<std::thread::
 
 /// Send one request to a switch and return its `data` (client side).
 pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("cannot reach the switch at {}: {e}", path.display()))?;
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "cannot reach the switch at {}: {e} (is `lanyard run` up? another switch: \
+             --socket PATH or LANYARD_SOCKET=PATH)",
+            path.display()
+        )
+    })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     writeln!(s, "{req}").map_err(|e| format!("send: {e}"))?;
     let mut line = String::new();

@@ -246,6 +246,8 @@ impl Applier {
         let mirrors = crate::build::mirror_table(&new).map(Arc::new);
         let copp = Arc::new(new.control_plane_policing.to_config());
         // Publish.
+        self.ha
+            .set_port_names(new.ports.iter().map(|p| p.name.clone()).collect());
         self.ha.replace_l2(l2, new.ports.len());
         {
             let mut b = self.bypassed.lock().unwrap_or_else(|e| e.into_inner());

@@ -351,6 +351,8 @@ pub struct Ha {
     on_failover: Mutex<Option<FailoverHook>>,
     /// Per channel and member: LACP details for `show` (from the runner).
     pub lacp_info: Mutex<Vec<Vec<serde_json::Value>>>,
+    /// Port names by id, for log lines.
+    names: Mutex<Vec<String>>,
 }
 
 /// Called after a pair switched (pair, from, to), outside the state lock.
@@ -365,7 +367,18 @@ impl Ha {
             nports: std::sync::atomic::AtomicUsize::new(cfg.ports.len()),
             on_failover: Mutex::new(None),
             lacp_info: Mutex::new(Vec::new()),
+            names: Mutex::new(cfg.ports.iter().map(|p| p.name.clone()).collect()),
         }
+    }
+
+    /// The name of port `id` (`port N` if unknown).
+    fn port_name(&self, id: u16) -> String {
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("port {id}"))
     }
 
     pub fn set_failover_hook(&self, hook: FailoverHook) {
@@ -387,14 +400,20 @@ impl Ha {
                 learn_gate: cur.learn_gate.clone(),
             }
         });
+        let members: Vec<(u16, u16)> = st.pairs.iter().map(|p| (p.primary, p.backup)).collect();
         drop(st);
         for &port in &ch.flush {
             self.inbox
                 .send(&self.shared, LearnerRequest::FlushPort { port });
         }
         for &(pair, from, to) in &ch.failovers {
+            let (primary, backup) = members.get(pair).copied().unwrap_or((from, to));
             log::info(&format!(
-                "backup pair {pair}: port {from} -> port {to} now forwards"
+                "backup pair {} / {}: {} now forwards, {} stands by",
+                self.port_name(primary),
+                self.port_name(backup),
+                self.port_name(to),
+                self.port_name(from)
             ));
             if let Some(h) = self
                 .on_failover
@@ -411,6 +430,11 @@ impl Ha {
     /// Publish new layer-2 tables (a configuration change) with the
     /// current link, pair and channel state written in; the MAC table
     /// stays.
+    /// Port names by id after a configuration change (ports keep their ids).
+    pub fn set_port_names(&self, names: Vec<String>) {
+        *self.names.lock().unwrap_or_else(|e| e.into_inner()) = names;
+    }
+
     pub fn replace_l2(&self, mut l2: L2Tables, nports: usize) {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.nports
@@ -740,9 +764,24 @@ impl HaRunner {
                     .iter()
                     .map(|p| {
                         let c = p.counters();
+                        // State flags as lists of names (802.1AX 6.4.2.3).
+                        let flags = |st: wire::lacp::LacpState| -> Vec<String> {
+                            st.to_string()
+                                .split(' ')
+                                .filter(|f| *f != "none")
+                                .map(String::from)
+                                .collect()
+                        };
                         serde_json::json!({
-                            "actor_state": p.actor_state().to_string(),
-                            "partner": p.partner().map(|x| format!("{}", x)),
+                            "actor_state": flags(p.actor_state()),
+                            "partner": p.partner().map(|x| serde_json::json!({
+                                "system": crate::show_mac(x.system),
+                                "system_priority": x.system_priority,
+                                "key": x.key,
+                                "port": x.port,
+                                "port_priority": x.port_priority,
+                                "state": flags(x.state),
+                            })),
                             "rx_state": p.rx_state().name(),
                             "mux_state": p.mux_state().name(),
                             "pdus_rx": c.pdus_rx,

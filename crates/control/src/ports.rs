@@ -60,7 +60,17 @@ pub struct Supervisor {
     handover: Vec<((usize, String, bool), String)>,
     /// Attach commands waiting for the end of the poll.
     pending: Vec<(usize, PortCommand)>,
+    /// Per port: the state last written to the log (None: not yet), and
+    /// when the port was last attached (see [`LINK_SETTLE`]).
+    announced: Vec<Option<PortState>>,
+    attached_at: Vec<Option<std::time::Instant>>,
 }
+
+/// A port just attached (and set up by us) takes a moment to report its
+/// link — a veth's carrier, a NIC's autonegotiation. Its state is not
+/// logged as `down` during this time, so a start reads `up` and not a
+/// flap (`down` then `up`); the data path sees the real state throughout.
+const LINK_SETTLE: Duration = Duration::from_secs(3);
 
 /// Called with (port id, up) on every change of a port's state.
 pub type LinkHook = Box<dyn Fn(u16, bool) + Send>;
@@ -101,6 +111,8 @@ impl Supervisor {
             changes: None,
             handover: Vec::new(),
             pending: Vec::new(),
+            announced: vec![None; cfg.ports.len()],
+            attached_at: vec![None; cfg.ports.len()],
         }
     }
 
@@ -159,6 +171,8 @@ impl Supervisor {
             .map(|p| p.mode == crate::config::PortMode::Routed)
             .collect();
         self.attached.resize(n, None);
+        self.announced.resize(n, None);
+        self.attached_at.resize(n, None);
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
         st.truncate(n);
         for p in cfg.ports.iter().skip(st.len()) {
@@ -310,6 +324,7 @@ impl Supervisor {
                             Ok(()) => {
                                 next.error = None;
                                 next.attaches += 1;
+                                self.attached_at[id] = Some(std::time::Instant::now());
                             }
                             Err(e) => {
                                 if prev.error.as_deref() != Some(e.as_str()) {
@@ -334,17 +349,9 @@ impl Supervisor {
                     };
                 }
             }
+            self.announce(id, &next);
             if next.state != prev.state {
                 changed = true;
-                log::info(&format!(
-                    "port {}: {}",
-                    self.names[id],
-                    match next.state {
-                        PortState::Up => "up",
-                        PortState::Down => "down (link)",
-                        PortState::Missing => "missing (no such interface)",
-                    }
-                ));
                 let was_up = prev.state == PortState::Up;
                 let is_up = next.state == PortState::Up;
                 if was_up != is_up {
@@ -360,6 +367,36 @@ impl Supervisor {
             self.mailboxes[w].send(cmd);
         }
         changed
+    }
+
+    /// Log port `id`'s state when it differs from what was logged last:
+    /// every configured port gets a first line (`up`, `down`, or
+    /// `missing`), a fresh attach's `down` waits [`LINK_SETTLE`].
+    fn announce(&mut self, id: usize, st: &PortStatus) {
+        if self.announced[id] == Some(st.state) {
+            return;
+        }
+        let settling = self.attached_at[id].is_some_and(|t| t.elapsed() < LINK_SETTLE);
+        let first = self.announced[id].is_none();
+        let msg = match st.state {
+            PortState::Down if settling => return,
+            // The attach failure was logged as a warning, with its reason.
+            PortState::Missing if st.error.is_some() => {
+                self.announced[id] = Some(st.state);
+                return;
+            }
+            PortState::Up if first || self.announced[id] == Some(PortState::Missing) => {
+                format!("up (ifindex {}, mtu {})", st.ifindex, st.mtu)
+            }
+            PortState::Up => "up".into(),
+            PortState::Down => "down (link)".into(),
+            PortState::Missing if first => {
+                "missing: no such interface (attached when it appears)".into()
+            }
+            PortState::Missing => "missing: the interface went away".into(),
+        };
+        log::info(&format!("port {}: {msg}", self.names[id]));
+        self.announced[id] = Some(st.state);
     }
 
     /// Poll until `shared.stop`: at once on a link event, else every

@@ -360,13 +360,19 @@ pub fn access_lists_json(
             .enumerate()
             .filter(|(i, _)| all_rules || *i < 20 || hits(*i) > 0)
             .map(|(i, r)| {
-                json!({"seq": (i + 1) * 10, "rule": rule_text(r), "remark": r.remark, "hits": hits(i)})
+                json!({"index": i + 1, "rule": rule_text(r), "remark": r.remark, "hits": hits(i)})
             })
             .collect();
         let stats = c.map(|c| {
+            let st = c.classifier.stats();
             json!({
                 "memory-bytes": c.classifier.memory_bytes(),
-                "shape": format!("{:?}", c.classifier.stats()),
+                "tables": st.tables,
+                "buckets": st.buckets,
+                "largest-bucket": st.largest_bucket,
+                "overflow-rules": st.overflow_rules,
+                "unmatchable": st.unmatchable,
+                "shadowed": st.shadowed,
             })
         });
         out.push(json!({

@@ -1,27 +1,80 @@
-//! Text form of `show` commands, rendered from the API's JSON so the CLI
-//! and scripts read the same source.
+//! Text form of `show` commands: pure functions from the management API's
+//! JSON answer to the text an operator reads, so the CLI and scripts read
+//! the same source and a golden test can render any answer
+//! (`tests/golden/`).
+//!
+//! Layout rules, after FRR's vtysh, Arista EOS and Cisco IOS: a summary line
+//! first, one table with a dashed rule under its headers, totals at the
+//! foot; no line wider than [`MAX_WIDTH`]; lists that do not fit wrap under
+//! their column; a table too wide for one line puts its last columns on a
+//! second, indented line. Nothing here prints JSON or a debug dump: a value
+//! that is not a scalar or a list of scalars shows as `?`.
 
 use serde_json::Value;
 use std::fmt::Write;
 
-fn s(v: &Value, k: &str) -> String {
-    match v.get(k) {
-        Some(Value::String(x)) => x.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(x) => x.to_string(),
+/// No text line is wider than this.
+pub const MAX_WIDTH: usize = 120;
+
+// ---------------------------------------------------------------------
+// Reading the API's JSON
+
+/// A scalar as text: strings as they are, numbers, booleans as yes/no,
+/// null (or absent) as `-`, a list of scalars joined with `,`.
+fn text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => if *b { "yes" } else { "no" }.into(),
+        Some(Value::Array(a)) if a.is_empty() => "-".into(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| match x {
+                Value::Array(_) | Value::Object(_) => "?".into(),
+                x => text(Some(x)),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Some(Value::Object(_)) => "?".into(),
     }
+}
+
+fn s(v: &Value, k: &str) -> String {
+    text(v.get(k))
 }
 
 fn u(v: &Value, k: &str) -> u64 {
     v.get(k).and_then(Value::as_u64).unwrap_or(0)
 }
 
+fn opt_u(v: &Value, k: &str) -> Option<u64> {
+    v.get(k).and_then(Value::as_u64)
+}
+
+fn flag(v: &Value, k: &str) -> bool {
+    v.get(k).and_then(Value::as_bool) == Some(true)
+}
+
 fn rows(v: &Value) -> &[Value] {
     v.as_array().map(|a| a.as_slice()).unwrap_or(&[])
 }
 
+fn rows_at<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+    v.get(k).map(rows).unwrap_or(&[])
+}
+
+/// Strings of a list field (non-strings shown as text).
+fn strings(v: &Value, k: &str) -> Vec<String> {
+    rows_at(v, k).iter().map(|x| text(Some(x))).collect()
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Cisco-style dotted MAC (aabb.ccdd.eeff) from "aa:bb:cc:dd:ee:ff".
-fn dotted(mac: &str) -> String {
+pub fn dotted(mac: &str) -> String {
     let h: String = mac.chars().filter(|c| *c != ':').collect();
     if h.len() != 12 {
         return mac.to_string();
@@ -29,110 +82,482 @@ fn dotted(mac: &str) -> String {
     format!("{}.{}.{}", &h[0..4], &h[4..8], &h[8..12])
 }
 
-pub fn interfaces(v: &Value) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<15} {:<12} {:<6} {:<8} {:>7} {:>5} {:>12} {:>12} {:>10}",
-        "Port", "Mode", "VLAN", "Status", "Ifindex", "MTU", "RX frames", "TX frames", "Drops"
-    );
-    for r in rows(v) {
-        let vlan = match s(r, "mode").as_str() {
-            "trunk" => "trunk".to_string(),
-            _ => s(r, "vlan"),
+/// The name of a DSCP value (RFC 2474 class selectors, RFC 2597 AF,
+/// RFC 3246 EF, RFC 5865 VOICE-ADMIT), or the number.
+pub fn dscp_name(d: u64) -> String {
+    match d {
+        0 => "default".into(),
+        8 | 16 | 24 | 32 | 40 | 48 | 56 => format!("cs{}", d / 8),
+        10 | 12 | 14 | 18 | 20 | 22 | 26 | 28 | 30 | 34 | 36 | 38 => {
+            format!("af{}{}", d / 8, (d % 8) / 2)
+        }
+        44 => "voice-admit".into(),
+        46 => "ef".into(),
+        d => d.to_string(),
+    }
+}
+
+/// A DSCP field that may be a number or already a name.
+fn dscp_field(v: &Value, k: &str) -> String {
+    match v.get(k) {
+        Some(Value::Number(n)) => n.as_u64().map(dscp_name).unwrap_or_else(|| n.to_string()),
+        x => text(x),
+    }
+}
+
+/// `1 day, 2 hours, 3 minutes` (IOS `show version` style); seconds
+/// under a minute.
+pub fn uptime(secs: u64) -> String {
+    let (d, h, m) = (secs / 86_400, secs / 3_600 % 24, secs / 60 % 60);
+    let mut parts = Vec::new();
+    if d > 0 {
+        parts.push(plural(d, "day", "days"));
+    }
+    if h > 0 {
+        parts.push(plural(h, "hour", "hours"));
+    }
+    if m > 0 || parts.is_empty() && secs >= 60 {
+        parts.push(plural(m, "minute", "minutes"));
+    }
+    if parts.is_empty() {
+        parts.push(plural(secs, "second", "seconds"));
+    }
+    parts.join(", ")
+}
+
+/// A table cell "age in seconds" the way `show` reads: `-` for none.
+fn age(v: &Value, k: &str) -> String {
+    opt_u(v, k).map_or("-".into(), |a| a.to_string())
+}
+
+/// `items` joined with `sep`, broken into lines no wider than `width`.
+fn wrap(items: &[String], sep: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for (i, it) in items.iter().enumerate() {
+        let piece = if i + 1 < items.len() {
+            format!("{it}{}", sep.trim_end())
+        } else {
+            it.clone()
         };
+        let add = if cur.is_empty() { 0 } else { 1 } + piece.chars().count();
+        if !cur.is_empty() && cur.chars().count() + add > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(&piece);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// A line of `text` wrapped at spaces to [`MAX_WIDTH`], continuation
+/// lines indented by `indent` spaces.
+fn para(o: &mut String, first: &str, indent: usize) {
+    let words: Vec<String> = first.split(' ').map(String::from).collect();
+    let mut line = String::new();
+    for w in words {
+        let n = line.chars().count();
+        if n > indent && n + 1 + w.chars().count() > MAX_WIDTH {
+            let _ = writeln!(o, "{}", line.trim_end());
+            line = " ".repeat(indent);
+        } else if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(&w);
+    }
+    let _ = writeln!(o, "{}", line.trim_end());
+}
+
+// ---------------------------------------------------------------------
+// Tables
+
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A text table: headers with a dashed rule, columns as wide as their
+/// widest cell. The last column may hold a list (`, `-separated) that
+/// wraps under itself. When the table is wider than [`MAX_WIDTH`], the
+/// columns from `split` on go to a second line of each row, indented.
+struct Table {
+    indent: usize,
+    cols: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+    /// Rows after which a rule is drawn (totals at the foot).
+    rule_before: Option<usize>,
+    split: Option<usize>,
+}
+
+const GAP: &str = "  ";
+
+impl Table {
+    fn new(cols: &[&'static str]) -> Table {
+        Table {
+            indent: 0,
+            cols: cols
+                .iter()
+                .map(|c| match c.strip_prefix('>') {
+                    Some(c) => (c, Align::Right),
+                    None => (*c, Align::Left),
+                })
+                .collect(),
+            rows: Vec::new(),
+            rule_before: None,
+            split: None,
+        }
+    }
+
+    fn indent(mut self, n: usize) -> Table {
+        self.indent = n;
+        self
+    }
+
+    fn split(mut self, at: usize) -> Table {
+        self.split = Some(at);
+        self
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// A last row under a rule (`Total ...`).
+    fn total(&mut self, cells: Vec<String>) {
+        self.rule_before = Some(self.rows.len());
+        self.rows.push(cells);
+    }
+
+    fn widths(&self, cols: std::ops::Range<usize>) -> Vec<usize> {
+        cols.map(|i| {
+            self.rows
+                .iter()
+                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                .max()
+                .unwrap_or(0)
+                .max(self.cols[i].0.chars().count())
+        })
+        .collect()
+    }
+
+    fn render(&self, o: &mut String) {
+        let n = self.cols.len();
+        let all = Group::new(self, 0..n, self.indent);
+        let groups = match self.split {
+            Some(at) if all.natural > MAX_WIDTH && at > 0 && at < n => vec![
+                Group::new(self, 0..at, self.indent),
+                Group::new(self, at..n, self.indent + 4),
+            ],
+            _ => vec![all],
+        };
+        let heads: Vec<String> = self.cols.iter().map(|c| c.0.to_string()).collect();
+        let mut head_lines = Vec::new();
+        for g in &groups {
+            head_lines.extend(g.line(self, &heads));
+        }
+        let rule = if groups.len() == 1 {
+            let g = &groups[0];
+            let dashes: Vec<String> = g.w.iter().map(|w| "-".repeat(*w)).collect();
+            format!("{}{}", " ".repeat(g.indent), dashes.join(GAP))
+        } else {
+            let wide = head_lines
+                .iter()
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(
+                    groups
+                        .iter()
+                        .map(|g| g.start_last + g.w[g.w.len() - 1])
+                        .max()
+                        .unwrap_or(0),
+                )
+                .min(MAX_WIDTH);
+            format!(
+                "{}{}",
+                " ".repeat(self.indent),
+                "-".repeat(wide - self.indent)
+            )
+        };
+        for l in head_lines {
+            let _ = writeln!(o, "{l}");
+        }
+        let _ = writeln!(o, "{rule}");
+        for (k, r) in self.rows.iter().enumerate() {
+            if self.rule_before == Some(k) {
+                let _ = writeln!(o, "{rule}");
+            }
+            for g in &groups {
+                for l in g.line(self, r) {
+                    let _ = writeln!(o, "{l}");
+                }
+            }
+        }
+    }
+}
+
+/// Columns printed on one line: their widths, and where the last starts.
+struct Group {
+    cols: std::ops::Range<usize>,
+    indent: usize,
+    w: Vec<usize>,
+    start_last: usize,
+    /// Width of the line without wrapping the last column.
+    natural: usize,
+}
+
+impl Group {
+    fn new(t: &Table, cols: std::ops::Range<usize>, indent: usize) -> Group {
+        let mut w = t.widths(cols.clone());
+        let k = w.len() - 1;
+        let start_last = indent + w[..k].iter().sum::<usize>() + GAP.len() * k;
+        let natural = start_last + w[k];
+        w[k] = w[k].min(MAX_WIDTH.saturating_sub(start_last).max(12));
+        Group {
+            cols,
+            indent,
+            w,
+            start_last,
+            natural,
+        }
+    }
+
+    /// One row's cells of this group: one line, more when the last cell
+    /// is a list that wraps.
+    fn line(&self, t: &Table, cells: &[String]) -> Vec<String> {
+        let last = self.cols.end - 1;
+        let mut head = " ".repeat(self.indent);
+        for (k, i) in self.cols.clone().enumerate() {
+            if i == last {
+                break;
+            }
+            let c = cells.get(i).map(String::as_str).unwrap_or("");
+            let _ = match t.cols[i].1 {
+                Align::Left => write!(head, "{c:<width$}{GAP}", width = self.w[k]),
+                Align::Right => write!(head, "{c:>width$}{GAP}", width = self.w[k]),
+            };
+        }
+        let last_w = self.w[self.w.len() - 1];
+        let c = cells.get(last).map(String::as_str).unwrap_or("");
+        let parts: Vec<String> = if c.chars().count() > last_w && c.contains(", ") {
+            let items: Vec<String> = c.split(", ").map(String::from).collect();
+            wrap(&items, ", ", last_w)
+        } else {
+            vec![c.to_string()]
+        };
+        parts
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let lead = if k == 0 {
+                    head.clone()
+                } else {
+                    " ".repeat(self.start_last)
+                };
+                let cell = match t.cols[last].1 {
+                    Align::Right => format!("{p:>width$}", width = last_w),
+                    Align::Left => p.clone(),
+                };
+                format!("{lead}{cell}").trim_end().to_string()
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------
+// Renderers, one per `show` command (see `crate::cli::SHOW`)
+
+/// `show version`.
+pub fn version(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "Lanyard version {}", s(v, "version"));
+    let _ = writeln!(o, "Switch name: {}", s(v, "name"));
+    let _ = writeln!(o, "Uptime: {}", uptime(u(v, "uptime")));
+    if v.get("kernel").is_some() {
+        let _ = writeln!(o, "Kernel: Linux {}", s(v, "kernel"));
+    }
+    if v.get("ports").is_some() {
         let _ = writeln!(
             o,
-            "{:<15} {:<12} {:<6} {:<8} {:>7} {:>5} {:>12} {:>12} {:>10}",
-            s(r, "name"),
-            s(r, "mode"),
-            vlan,
-            s(r, "state"),
-            u(r, "ifindex"),
-            u(r, "mtu"),
-            u(r, "rx_frames"),
-            u(r, "tx_frames"),
-            u(r, "drops")
+            "Data plane: {}, {}, {}",
+            plural(u(v, "ports"), "port", "ports"),
+            plural(u(v, "workers"), "worker", "workers"),
+            if flag(v, "bypass") {
+                "bypass ON (services off)"
+            } else {
+                "services on"
+            }
         );
-        if r.get("mode").and_then(Value::as_str) == Some("trunk") {
-            let _ = writeln!(
-                o,
-                "{:<15}   allowed {}  native {}  tpid {}",
-                "",
-                s(r, "vlans"),
-                s(r, "vlan"),
-                s(r, "tpid")
-            );
-        }
+    }
+    if v.get("config").is_some() {
+        let _ = writeln!(o, "Configuration: {}", s(v, "config"));
+    }
+    o
+}
+
+/// Ports in each state, for the summary line of `show interfaces`.
+fn port_states(ports: &[Value]) -> String {
+    let count = |st: &str| ports.iter().filter(|p| s(p, "state") == st).count() as u64;
+    let mut parts = vec![format!("{} up", count("up")), format!("{} down", count("down"))];
+    let missing = count("missing");
+    if missing > 0 {
+        parts.push(format!("{missing} missing"));
+    }
+    format!(
+        "{}: {}",
+        plural(ports.len() as u64, "port", "ports"),
+        parts.join(", ")
+    )
+}
+
+/// The VLAN column of a port: its access VLAN, `trunk`, `routed`, or
+/// `tunnel N` (802.1ad S-VLAN).
+fn port_vlan(r: &Value) -> String {
+    match s(r, "mode").as_str() {
+        "trunk" => "trunk".into(),
+        "routed" => "routed".into(),
+        "dot1q-tunnel" => format!("tunnel {}", s(r, "vlan")),
+        _ => s(r, "vlan"),
+    }
+}
+
+/// `show interfaces [PORT]` (Cisco `show interfaces status`).
+pub fn interfaces(v: &Value) -> String {
+    let mut o = String::new();
+    let ports = rows(v);
+    let _ = writeln!(o, "{}", port_states(ports));
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Port", "Status", "Mode", "VLAN", ">MTU", ">Ifindex", ">RX frames", ">TX frames", ">Drops",
+    ]);
+    let mut errors = Vec::new();
+    for r in ports {
+        t.row(vec![
+            s(r, "name"),
+            s(r, "state"),
+            s(r, "mode"),
+            port_vlan(r),
+            opt_u(r, "mtu").filter(|m| *m > 0).map_or("-".into(), |m| m.to_string()),
+            opt_u(r, "ifindex").filter(|i| *i > 0).map_or("-".into(), |i| i.to_string()),
+            u(r, "rx_frames").to_string(),
+            u(r, "tx_frames").to_string(),
+            u(r, "drops").to_string(),
+        ]);
         if let Some(e) = r.get("error").and_then(Value::as_str) {
-            let _ = writeln!(o, "{:<15}   last error: {e}", "");
+            errors.push(format!("{}: {e}", s(r, "name")));
+        }
+    }
+    t.render(&mut o);
+    if !errors.is_empty() {
+        let _ = writeln!(o);
+        for e in errors {
+            para(&mut o, &format!("Last error on {e}"), 4);
         }
     }
     o
 }
 
+/// `show interfaces trunk`: trunk and 802.1ad tunnel ports, their
+/// native VLAN, TPID and the VLANs they carry.
+pub fn interfaces_trunk(v: &Value) -> String {
+    let mut o = String::new();
+    let trunks: Vec<&Value> = rows(v)
+        .iter()
+        .filter(|r| matches!(s(r, "mode").as_str(), "trunk" | "dot1q-tunnel"))
+        .collect();
+    let _ = writeln!(o, "{}", plural(trunks.len() as u64, "trunk port", "trunk ports"));
+    let _ = writeln!(o);
+    let mut t = Table::new(&["Port", "Mode", "Status", "Native", "TPID", "VLANs carried"]);
+    for r in trunks {
+        t.row(vec![
+            s(r, "name"),
+            s(r, "mode"),
+            s(r, "state"),
+            if s(r, "mode") == "trunk" {
+                s(r, "vlan")
+            } else {
+                "-".into()
+            },
+            s(r, "tpid"),
+            s(r, "vlans").replace(',', ", "),
+        ]);
+    }
+    t.render(&mut o);
+    o
+}
+
+/// `show vlan`.
 pub fn vlans(v: &Value) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<5} {:<16} {:<8} {:>8} {:>8}  Ports",
-        "VLAN", "Name", "Learning", "Limit", "MACs"
-    );
-    let _ = writeln!(o, "{}", "-".repeat(60));
+    let _ = writeln!(o, "{}", plural(rows(v).len() as u64, "VLAN", "VLANs"));
+    let _ = writeln!(o, "Ports: (T) tagged; (down) link down; (missing) no such interface");
+    let _ = writeln!(o);
+    let mut t = Table::new(&["VLAN", "Name", "Learning", ">Limit", ">MACs", "Ports"]);
     for r in rows(v) {
-        let ports: Vec<String> = rows(&r["ports"])
+        let ports: Vec<String> = rows_at(r, "ports")
             .iter()
             .map(|p| {
                 let mut n = s(p, "name");
-                if p["tagged"] == Value::Bool(true) {
+                if flag(p, "tagged") {
                     n.push_str("(T)");
                 }
-                if p["up"] != Value::Bool(true) {
-                    n.push_str("(down)");
+                // The state of `show interfaces`; older answers say only up.
+                let state = match p.get("state").and_then(Value::as_str) {
+                    Some(st) => st.to_string(),
+                    None if flag(p, "up") => "up".into(),
+                    None => "down".into(),
+                };
+                if state != "up" {
+                    n.push_str(&format!("({state})"));
                 }
                 n
             })
             .collect();
         let name = match r.get("name") {
             Some(Value::String(n)) => n.clone(),
+            _ if u(r, "vlan") == 1 => "default".into(),
             _ => format!("VLAN{:04}", u(r, "vlan")),
         };
-        let _ = writeln!(
-            o,
-            "{:<5} {:<16} {:<8} {:>8} {:>8}  {}",
-            u(r, "vlan"),
+        t.row(vec![
+            u(r, "vlan").to_string(),
             name,
-            if r["learning"] == Value::Bool(true) {
-                "on"
-            } else {
-                "off"
-            },
+            if flag(r, "learning") { "on" } else { "off" }.into(),
             s(r, "limit"),
-            u(r, "macs"),
-            ports.join(", ")
-        );
+            u(r, "macs").to_string(),
+            if ports.is_empty() {
+                "-".into()
+            } else {
+                ports.join(", ")
+            },
+        ]);
     }
+    t.render(&mut o);
     o
 }
 
+/// `show mac address-table [...]`.
 pub fn mac_table(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "          Mac Address Table");
     let _ = writeln!(o, "-------------------------------------------");
     let _ = writeln!(o);
-    let _ = writeln!(o, "Vlan    Mac Address       Type        Ports     Age");
-    let _ = writeln!(o, "----    -----------       --------    -----     ---");
+    let mut t = Table::new(&["Vlan", "Mac Address", "Type", "Ports", ">Age (s)"]);
     for r in rows(v) {
-        let _ = writeln!(
-            o,
-            "{:>4}    {:<17} {:<11} {:<9} {}",
-            u(r, "vlan"),
+        t.row(vec![
+            u(r, "vlan").to_string(),
             dotted(&s(r, "mac")),
             s(r, "type").to_uppercase(),
             s(r, "port"),
-            s(r, "age")
-        );
+            age(r, "age"),
+        ]);
     }
+    t.render(&mut o);
     let _ = writeln!(
         o,
         "Total Mac Addresses for this criterion: {}",
@@ -141,28 +566,45 @@ pub fn mac_table(v: &Value) -> String {
     o
 }
 
+/// `show mac address-table [vlan N] count`.
 pub fn mac_count(v: &Value) -> String {
     let mut o = String::new();
-    for r in rows(&v["vlans"]) {
-        let _ = writeln!(o, "Mac Entries for Vlan {}:", u(r, "vlan"));
-        let _ = writeln!(o, "---------------------------");
-        let _ = writeln!(o, "Dynamic Address Count  : {}", u(r, "dynamic"));
-        let _ = writeln!(o, "Static  Address Count  : {}", u(r, "static"));
-        let _ = writeln!(o, "Total Mac Addresses    : {}", u(r, "count"));
-        let _ = writeln!(o, "Learning Limit         : {}", s(r, "limit"));
-        let _ = writeln!(o);
-    }
+    let _ = writeln!(
+        o,
+        "Total Mac Addresses: {} ({} dynamic, {} static) of {}",
+        u(v, "total"),
+        u(v, "dynamic"),
+        u(v, "static"),
+        u(v, "capacity")
+    );
     let _ = writeln!(
         o,
         "Total Mac Address Space Available: {}",
         u(v, "capacity").saturating_sub(u(v, "total"))
     );
+    let _ = writeln!(o);
+    let mut t = Table::new(&["Vlan", ">Dynamic", ">Static", ">Total", ">Learning limit"]);
+    for r in rows_at(v, "vlans") {
+        t.row(vec![
+            u(r, "vlan").to_string(),
+            u(r, "dynamic").to_string(),
+            u(r, "static").to_string(),
+            u(r, "count").to_string(),
+            s(r, "limit"),
+        ]);
+    }
+    t.render(&mut o);
+    let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "Learned {}  moves {}  aged {}  refused by limit {}  refused table full {}  learn queue overflows {}",
+        "Learning: {} learned, {} moves, {} aged",
         u(v, "learned"),
         u(v, "moves"),
-        u(v, "aged"),
+        u(v, "aged")
+    );
+    let _ = writeln!(
+        o,
+        "Refused: {} over a limit, {} table full; {} learn-queue overflows",
         u(v, "limit_refused"),
         u(v, "table_full"),
         u(v, "learn_queue_full")
@@ -170,87 +612,181 @@ pub fn mac_count(v: &Value) -> String {
     o
 }
 
-fn drop_summary(d: &Value) -> String {
-    let parts: Vec<String> = d
-        .as_object()
+/// Non-zero counters of an object `{name: n}`, largest first.
+fn nonzero(d: Option<&Value>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = d
+        .and_then(Value::as_object)
         .map(|m| {
             m.iter()
-                .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
-                .map(|(k, n)| format!("{k} {n}"))
+                .filter_map(|(k, n)| n.as_u64().filter(|n| *n > 0).map(|n| (k.clone(), n)))
                 .collect()
         })
         .unwrap_or_default();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(", ")
-    }
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
-pub fn counters(v: &Value) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<15} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}  Drops",
-        "Port", "RX frames", "RX bytes", "TX frames", "TX bytes", "RX flood", "TX flood"
-    );
-    for r in rows(&v["ports"]) {
-        let _ = writeln!(
-            o,
-            "{:<15} {:>12} {:>14} {:>12} {:>14} {:>10} {:>10}  {}",
-            s(r, "name"),
+fn drop_total(d: Option<&Value>) -> u64 {
+    nonzero(d).iter().map(|(_, n)| n).sum()
+}
+
+fn port_counter_table(ports: &[Value]) -> Table {
+    let mut t = Table::new(&[
+        "Port",
+        ">RX frames",
+        ">RX bytes",
+        ">TX frames",
+        ">TX bytes",
+        ">RX flooded",
+        ">TX flooded",
+        ">Drops",
+    ]);
+    let mut tot = [0u64; 7];
+    for r in ports {
+        let c = [
             u(r, "rx_frames"),
             u(r, "rx_bytes"),
             u(r, "tx_frames"),
             u(r, "tx_bytes"),
             u(r, "rx_flooded"),
             u(r, "tx_flooded"),
-            drop_summary(&r["drops"])
-        );
+            drop_total(r.get("drops")),
+        ];
+        for (t, x) in tot.iter_mut().zip(c) {
+            *t += x;
+        }
+        let mut cells = vec![s(r, "name")];
+        cells.extend(c.iter().map(u64::to_string));
+        t.row(cells);
     }
+    let mut cells = vec!["Total".to_string()];
+    cells.extend(tot.iter().map(u64::to_string));
+    t.total(cells);
+    t
+}
+
+/// `Drops by reason` lines: one row per (what, reason) with frames.
+fn drop_reasons(o: &mut String, title: &'static str, items: &[(String, Option<&Value>)]) {
+    let mut t = Table::new(&[title, "Reason", ">Frames"]);
+    for (name, d) in items {
+        for (reason, n) in nonzero(*d) {
+            t.row(vec![name.clone(), reason, n.to_string()]);
+        }
+    }
+    if t.rows.is_empty() {
+        let _ = writeln!(o, "No drops.");
+    } else {
+        t.render(o);
+    }
+}
+
+/// `show interfaces counters`.
+pub fn interfaces_counters(v: &Value) -> String {
+    let mut o = String::new();
+    port_counter_table(rows_at(v, "ports")).render(&mut o);
+    o
+}
+
+/// `show interfaces counters errors`: drops per port and reason.
+pub fn interfaces_errors(v: &Value) -> String {
+    let mut o = String::new();
+    let items: Vec<(String, Option<&Value>)> = rows_at(v, "ports")
+        .iter()
+        .map(|p| (s(p, "name"), p.get("drops")))
+        .collect();
+    drop_reasons(&mut o, "Port", &items);
+    o
+}
+
+/// `show counters`: ports, VLANs, drops by reason, routing.
+pub fn counters(v: &Value) -> String {
+    let mut o = String::new();
+    port_counter_table(rows_at(v, "ports")).render(&mut o);
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "{:<6} {:>12} {:>14} {:>12} {:>14} {:>10}  Drops",
-        "VLAN", "RX frames", "RX bytes", "TX frames", "TX bytes", "Flooded"
-    );
-    for r in rows(&v["vlans"]) {
-        let _ = writeln!(
-            o,
-            "{:<6} {:>12} {:>14} {:>12} {:>14} {:>10}  {}",
-            u(r, "vlan"),
-            u(r, "rx_frames"),
-            u(r, "rx_bytes"),
-            u(r, "tx_frames"),
-            u(r, "tx_bytes"),
-            u(r, "flooded"),
-            drop_summary(&r["drops"])
-        );
+    let mut t = Table::new(&[
+        "VLAN",
+        ">RX frames",
+        ">RX bytes",
+        ">TX frames",
+        ">TX bytes",
+        ">Flooded",
+        ">Drops",
+    ]);
+    for r in rows_at(v, "vlans") {
+        t.row(vec![
+            u(r, "vlan").to_string(),
+            u(r, "rx_frames").to_string(),
+            u(r, "rx_bytes").to_string(),
+            u(r, "tx_frames").to_string(),
+            u(r, "tx_bytes").to_string(),
+            u(r, "flooded").to_string(),
+            drop_total(r.get("drops")).to_string(),
+        ]);
     }
+    t.render(&mut o);
+    let _ = writeln!(o);
+    let mut items: Vec<(String, Option<&Value>)> = rows_at(v, "ports")
+        .iter()
+        .map(|p| (s(p, "name"), p.get("drops")))
+        .collect();
+    items.extend(
+        rows_at(v, "vlans")
+            .iter()
+            .map(|x| (format!("vlan {}", u(x, "vlan")), x.get("drops"))),
+    );
     let l3 = &v["l3"];
+    if l3.is_object() {
+        items.push(("routing".into(), l3.get("drops")));
+    }
+    drop_reasons(&mut o, "Where", &items);
     if l3.is_object() {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "Routing: rx {}  forwarded {}  punted {} (queue full {})  injected {}",
+            "Routing: {} received, {} forwarded, {} punted ({} punt-queue full), {} injected",
             u(l3, "rx_frames"),
             u(l3, "forwarded"),
             u(l3, "punted"),
             u(l3, "punt_queue_full"),
             u(l3, "injected")
         );
-        let _ = writeln!(o, "  drops: {}", drop_summary(&l3["drops"]));
-        let _ = writeln!(o, "  punts: {}", drop_summary(&l3["punts"]));
-        let _ = writeln!(
-            o,
-            "  icmp errors: {} sent, {} suppressed ({})",
-            u(l3, "icmp_sent"),
-            u(l3, "icmp_suppressed"),
-            drop_summary(&l3["icmp_requested"])
+        let punts: Vec<String> = nonzero(l3.get("punts"))
+            .into_iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        para(
+            &mut o,
+            &format!(
+                "  Punts: {}",
+                if punts.is_empty() {
+                    "none".into()
+                } else {
+                    punts.join(", ")
+                }
+            ),
+            9,
+        );
+        let icmp: Vec<String> = nonzero(l3.get("icmp_requested"))
+            .into_iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        para(
+            &mut o,
+            &format!(
+                "  ICMP errors: {} sent, {} suppressed by control-plane policing{}",
+                u(l3, "icmp_sent"),
+                u(l3, "icmp_suppressed"),
+                if icmp.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (asked for: {})", icmp.join(", "))
+                }
+            ),
+            4,
         );
         let _ = writeln!(
             o,
-            "  neighbours: {} updates from the kernel, {} resyncs, {} refused (table full)",
+            "  Neighbours: {} updates from the kernel, {} resyncs, {} refused (table full)",
             u(l3, "neighbor_updates"),
             u(l3, "neighbor_resyncs"),
             u(l3, "neighbor_table_full")
@@ -259,35 +795,37 @@ pub fn counters(v: &Value) -> String {
     o
 }
 
+/// `show ip interface`.
 pub fn ip_interfaces(v: &Value) -> String {
     let mut o = String::new();
+    let up = rows(v).iter().filter(|r| s(r, "state") == "up").count();
     let _ = writeln!(
         o,
-        "{:<15} {:<8} {:<15} {:<17} {:>5} {:<7} Addresses",
-        "Interface", "Status", "TAP", "MAC", "MTU", "uRPF"
+        "{}, {up} up",
+        plural(rows(v).len() as u64, "routed interface", "routed interfaces")
     );
+    let _ = writeln!(o);
+    let mut t = Table::new(&["Interface", "Status", "TAP", "Router MAC", ">MTU", "uRPF", "Addresses"]);
     for r in rows(v) {
-        let addrs: Vec<String> = rows(&r["addresses"])
-            .iter()
-            .filter_map(|a| a.as_str().map(String::from))
-            .chain(std::iter::once(s(r, "link_local")))
-            .collect();
-        let _ = writeln!(
-            o,
-            "{:<15} {:<8} {:<15} {:<17} {:>5} {:<7} {}",
+        let mut addrs = strings(r, "addresses");
+        if r.get("link_local").is_some_and(|l| !l.is_null()) {
+            addrs.push(s(r, "link_local"));
+        }
+        t.row(vec![
             s(r, "name"),
             s(r, "state"),
             s(r, "tap"),
-            s(r, "mac"),
-            u(r, "mtu"),
+            dotted(&s(r, "mac")),
+            u(r, "mtu").to_string(),
             s(r, "urpf"),
-            addrs.join(" ")
-        );
+            addrs.join(", "),
+        ]);
     }
+    t.render(&mut o);
     o
 }
 
-/// Route codes as on other routers: C connected, S static, O OSPF, B BGP.
+/// Route codes as on FRR and IOS: C connected, S static, O OSPF, B BGP.
 fn route_code(source: &str) -> &'static str {
     match source {
         "connected" => "C",
@@ -297,183 +835,341 @@ fn route_code(source: &str) -> &'static str {
         "isis" => "i",
         "rip" | "ripng" => "R",
         "kernel" => "K",
+        "babel" => "A",
+        "eigrp" => "D",
+        "nhrp" => "N",
+        "openfabric" => "f",
         _ => "?",
     }
 }
 
+const ROUTE_CODES: &str = "Codes: C - connected, S - static, O - OSPF, B - BGP, i - IS-IS, R - RIP, \
+K - kernel (via FRR), ? - other\n       * - installed in the FIB, ! - no usable next hop";
+
+/// `show ip route [PREFIX | ADDRESS]` and `show ipv6 route ...`.
 pub fn routes(v: &Value) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "Codes: C connected, S static, O OSPF, B BGP, K kernel; * installed, ! unresolvable"
-    );
+    let _ = writeln!(o, "{ROUTE_CODES}");
+    let _ = writeln!(o);
+    let width = rows(v)
+        .iter()
+        .map(|r| s(r, "prefix").chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(18);
+    let mut installed = 0;
     for r in rows(v) {
-        let flag = if r["installed"] == Value::Bool(true) {
+        let flag_ch = if flag(r, "installed") {
+            installed += 1;
             "*"
-        } else if r["unresolvable"] == Value::Bool(true) {
+        } else if flag(r, "unresolvable") {
             "!"
         } else {
             " "
         };
-        let code = route_code(r["source"].as_str().unwrap_or(""));
+        let src = s(r, "source");
+        let code = route_code(&src);
         let prefix = s(r, "prefix");
-        if r["blackhole"] == Value::Bool(true) {
-            let _ = writeln!(
-                o,
-                "{code}{flag} {prefix:<43} blackhole ({})",
-                s(r, "source")
-            );
+        let lead = format!("{code}{flag_ch} {prefix:<width$}");
+        if flag(r, "blackhole") {
+            let _ = writeln!(o, "{lead}  [{src}] blackhole");
             continue;
         }
-        let hops = rows(&r["nexthops"]);
+        let hops = rows_at(r, "nexthops");
+        if hops.is_empty() {
+            let _ = writeln!(o, "{lead}  [{src}] no next hop");
+        }
         for (k, h) in hops.iter().enumerate() {
             let via = match h.get("gateway").and_then(Value::as_str) {
                 Some(g) => format!("via {g}, {}", s(h, "interface")),
-                None => format!("directly connected, {}", s(h, "interface")),
+                None => format!("is directly connected, {}", s(h, "interface")),
             };
-            let w = u(h, "weight");
             let w = if hops.len() > 1 {
-                format!(" weight {w}")
+                format!(", weight {}", u(h, "weight").max(1))
             } else {
                 String::new()
             };
             if k == 0 {
-                let _ = writeln!(o, "{code}{flag} {prefix:<43} {via}{w} ({})", s(r, "source"));
+                let _ = writeln!(o, "{lead}  [{src}] {via}{w}");
             } else {
-                let _ = writeln!(o, "   {:<43} {via}{w}", "");
+                let pad = 3 + width + 2 + src.chars().count() + 3;
+                let _ = writeln!(o, "{:pad$}{via}{w}", "");
             }
         }
     }
-    let _ = writeln!(o, "Total: {}", rows(v).len());
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "Total: {}, {installed} installed",
+        plural(rows(v).len() as u64, "route", "routes")
+    );
     o
 }
 
+/// What a route source is, for the foot of `show ip route summary`.
+fn source_note(src: &str) -> Option<&'static str> {
+    match src {
+        "connected" => Some("connected: subnets of Lanyard's routed ports and VLAN interfaces"),
+        "static" => Some("static: routing.static-routes in Lanyard's configuration"),
+        "kernel" => Some(
+            "kernel: routes zebra found in the kernel and sent over FPM, mostly the ly-* TAPs' \
+own subnets (Lanyard's connected routes win: not installed)",
+        ),
+        "frr-static" => Some("frr-static: FRR's staticd (ip route in frr.conf)"),
+        _ => None,
+    }
+}
+
+/// `show ip route summary` (FRR's layout): routes per source, totals at
+/// the foot, then the FIB's resources and the FPM session.
 pub fn route_summary(v: &Value) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{:<16} {:>10} {:>10}", "Source", "Routes", "Installed");
-    for r in rows(&v["sources"]) {
-        let _ = writeln!(
-            o,
-            "{:<16} {:>10} {:>10}",
-            s(r, "source"),
-            u(r, "routes"),
-            u(r, "installed")
-        );
+    let mut t = Table::new(&["Route Source", ">Routes", ">FIB"]);
+    let mut notes = Vec::new();
+    for r in rows_at(v, "sources") {
+        let src = s(r, "source");
+        let from_frr = !matches!(src.as_str(), "connected" | "static");
+        t.row(vec![
+            if from_frr {
+                format!("{src} (FRR)")
+            } else {
+                src.clone()
+            },
+            u(r, "routes").to_string(),
+            u(r, "installed").to_string(),
+        ]);
+        if let Some(n) = source_note(&src) {
+            notes.push(n);
+        }
     }
+    t.total(vec![
+        "Totals".into(),
+        u(v, "prefixes").to_string(),
+        u(v, "installed").to_string(),
+    ]);
+    t.render(&mut o);
+    let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "{:<16} {:>10} {:>10}",
-        "Totals",
+        "Routes counts every source's route (one prefix may have several); FIB counts the prefixes installed."
+    );
+    for n in notes {
+        para(&mut o, n, 4);
+    }
+    let _ = writeln!(o);
+    let lpm = v.get("lpm").cloned().unwrap_or(Value::Null);
+    let _ = writeln!(
+        o,
+        "FIB: {} without a usable next hop; {} of {} routes allowed",
+        u(v, "unresolvable"),
         u(v, "prefixes"),
-        u(v, "installed")
+        s(v, "max_routes")
     );
     let _ = writeln!(
         o,
-        "Unresolvable: {}  Next hops: {} of {}  ECMP groups: {} of {}  FIB nodes: {} ({} KiB)",
-        u(v, "unresolvable"),
+        "     next hops {} of {}, ECMP groups {} of {}; lookup structure {} nodes, {} KiB",
         u(v, "next_hops"),
         u(v, "next_hop_capacity"),
         u(v, "groups"),
         u(v, "group_capacity"),
-        u(&v["lpm"], "nodes"),
-        (u(&v["lpm"], "lookup_bytes") + u(&v["lpm"], "control_bytes")) / 1024
+        u(&lpm, "nodes"),
+        (u(&lpm, "lookup_bytes") + u(&lpm, "control_bytes")) / 1024
     );
-    if v["fpm"].is_object() {
-        let _ = writeln!(o, "FPM: {}", v["fpm"]);
+    let c = v.get("counters").cloned().unwrap_or(Value::Null);
+    let refused: Vec<String> = nonzero(Some(&c))
+        .into_iter()
+        .map(|(k, n)| format!("{} {n}", k.replace('_', "-")))
+        .collect();
+    if !refused.is_empty() {
+        para(
+            &mut o,
+            &format!("     updates refused or skipped: {}", refused.join(", ")),
+            5,
+        );
+    }
+    match v.get("fpm") {
+        Some(f) if f.is_object() => {
+            let _ = writeln!(o);
+            let state = match f.get("connected").and_then(Value::as_bool) {
+                Some(true) => "zebra connected",
+                Some(false) => "zebra not connected",
+                None => "listening",
+            };
+            let _ = writeln!(
+                o,
+                "FPM {}: {state}, {} since start",
+                s(f, "address"),
+                plural(u(f, "connections"), "connection", "connections")
+            );
+            let _ = writeln!(
+                o,
+                "     received {} frames ({} bytes), {} netlink messages",
+                u(f, "frames"),
+                u(f, "bytes"),
+                u(f, "messages")
+            );
+            let _ = writeln!(
+                o,
+                "     routes {} added, {} removed; next-hop objects {} added, {} removed",
+                u(f, "routes_added"),
+                u(f, "routes_removed"),
+                u(f, "nexthops_added"),
+                u(f, "nexthops_removed")
+            );
+            let _ = writeln!(
+                o,
+                "     {} ignored (MPLS, MACs, other tables), {} decode errors, {} framing errors",
+                u(f, "ignored"),
+                u(f, "decode_errors"),
+                u(f, "frame_errors")
+            );
+        }
+        _ => {
+            let _ = writeln!(o);
+            let _ = writeln!(o, "FPM: off (routing.fpm is not configured)");
+        }
     }
     o
 }
 
+/// `show arp` / `show ipv6 neighbors`.
 pub fn neighbors(v: &Value) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{:<40} {:<15} {:<10} {:>6}  Interface",
-        "Address", "MAC", "State", "Age"
-    );
+    let mut t = Table::new(&["Address", ">Age (s)", "MAC Address", "State", "Interface"]);
     for r in rows(v) {
-        let _ = writeln!(
-            o,
-            "{:<40} {:<15} {:<10} {:>6}  {}",
+        t.row(vec![
             s(r, "address"),
+            age(r, "age"),
             dotted(&s(r, "mac")),
             s(r, "state"),
-            u(r, "age"),
-            s(r, "interface")
-        );
+            s(r, "interface"),
+        ]);
     }
-    let _ = writeln!(o, "Total: {}", rows(v).len());
+    t.render(&mut o);
+    let _ = writeln!(
+        o,
+        "Total: {}",
+        plural(rows(v).len() as u64, "entry", "entries")
+    );
     o
 }
 
+/// The `compiled:` line of an access list, from the classifier's
+/// statistics (`memory-bytes`, `tables`, `buckets`, ...).
+fn acl_compiled(c: &Value) -> String {
+    let mut parts = vec![
+        plural(u(c, "tables"), "hash table", "hash tables"),
+        format!(
+            "{} (largest {})",
+            plural(u(c, "buckets"), "bucket", "buckets"),
+            u(c, "largest-bucket")
+        ),
+        format!("{} KiB", u(c, "memory-bytes").div_ceil(1024)),
+    ];
+    if u(c, "overflow-rules") > 0 {
+        parts.push(format!("{} rules checked linearly", u(c, "overflow-rules")));
+    }
+    if u(c, "unmatchable") > 0 {
+        parts.push(format!("{} rules can never match", u(c, "unmatchable")));
+    }
+    if u(c, "shadowed") > 0 {
+        parts.push(format!("{} rules shadowed by earlier ones", u(c, "shadowed")));
+    }
+    parts.join(", ")
+}
+
+/// `show access-lists [NAME] [all]`. Rules are listed in configuration
+/// order, with a sequence number only when the configuration gave one.
 pub fn access_lists(v: &Value) -> String {
     let mut o = String::new();
-    for l in rows(v) {
-        let attached: Vec<String> = rows(l.get("attached").unwrap_or(&Value::Null))
-            .iter()
-            .filter_map(|a| a.as_str().map(String::from))
-            .collect();
+    if rows(v).is_empty() {
+        o.push_str("No access lists configured.\n");
+        return o;
+    }
+    for (k, l) in rows(v).iter().enumerate() {
+        if k > 0 {
+            let _ = writeln!(o);
+        }
+        let kind = match s(l, "type").as_str() {
+            "ipv4" => "IPv4".to_string(),
+            "ipv6" => "IPv6".to_string(),
+            "mac" => "MAC".to_string(),
+            t => t.to_string(),
+        };
         let _ = writeln!(
             o,
-            "{} access list {} ({} rules){}",
-            s(l, "type"),
+            "{kind} access list {}: {}",
             s(l, "name"),
-            u(l, "rules"),
-            if attached.is_empty() {
-                " — not attached".to_string()
-            } else {
-                format!(", on {}", attached.join(", "))
-            }
+            plural(u(l, "rules"), "rule", "rules")
         );
-        if let Some(c) = l.get("compiled").filter(|c| !c.is_null()) {
-            let _ = writeln!(
-                o,
-                "    compiled: {} KiB, {}",
-                u(c, "memory-bytes") / 1024,
-                s(c, "shape")
-            );
+        let attached = strings(l, "attached");
+        if attached.is_empty() {
+            let _ = writeln!(o, "    not attached");
+        } else {
+            let lines = wrap(&attached, ", ", MAX_WIDTH - 16);
+            for (i, line) in lines.iter().enumerate() {
+                let _ = writeln!(o, "    {:<12}{line}", if i == 0 { "attached on" } else { "" });
+            }
         }
-        let entries = rows(l.get("entries").unwrap_or(&Value::Null));
+        if let Some(c) = l.get("compiled").filter(|c| c.is_object()) {
+            para(&mut o, &format!("    compiled: {}", acl_compiled(c)), 14);
+        }
+        let entries = rows_at(l, "entries");
         for e in entries {
-            let _ = writeln!(
-                o,
-                "    {:>6} {} ({} matches){}",
-                u(e, "seq"),
-                s(e, "rule"),
-                u(e, "hits"),
-                match e.get("remark").and_then(Value::as_str) {
-                    Some(r) => format!("  ! {r}"),
-                    None => String::new(),
-                }
+            let seq = opt_u(e, "seq").map_or(String::new(), |q| format!("{q} "));
+            let remark = match e.get("remark").and_then(Value::as_str) {
+                Some(r) => format!("  ! {r}"),
+                None => String::new(),
+            };
+            para(
+                &mut o,
+                &format!(
+                    "    {seq}{} ({}){remark}",
+                    s(e, "rule"),
+                    plural(u(e, "hits"), "match", "matches")
+                ),
+                8,
             );
         }
-        if (entries.len() as u64) < u(l, "rules") {
+        let shown = entries.len() as u64;
+        if shown < u(l, "rules") {
             let _ = writeln!(
                 o,
-                "    ... {} more rules without matches (show access-lists {} all)",
-                u(l, "rules") - entries.len() as u64,
+                "    ... {} more without matches (show access-lists {} all)",
+                plural(u(l, "rules") - shown, "rule", "rules"),
                 s(l, "name")
             );
         }
         let _ = writeln!(
             o,
-            "           implicit deny ({} matches)",
-            u(l, "implicit-deny-hits")
+            "    implicit deny ({})",
+            plural(u(l, "implicit-deny-hits"), "match", "matches")
         );
-    }
-    if o.is_empty() {
-        o.push_str("no access lists\n");
     }
     o
 }
 
+/// `show policy-map interface [PORT]` (IOS layout: port, policy, class
+/// blocks).
 pub fn policy_maps(v: &Value) -> String {
     let mut o = String::new();
+    if rows(v).is_empty() {
+        o.push_str("No service policies attached.\n");
+        return o;
+    }
+    let mut last_port = String::new();
     for p in rows(v) {
+        let port = s(p, "port");
+        if port != last_port {
+            if !last_port.is_empty() {
+                let _ = writeln!(o);
+            }
+            let _ = writeln!(o, "{port}");
+            last_port = port;
+        }
         let _ = writeln!(
             o,
-            "{}  service-policy {}: {}",
-            s(p, "port"),
+            "  Service-policy {}: {}",
             if s(p, "direction") == "in" {
                 "input"
             } else {
@@ -481,37 +1177,37 @@ pub fn policy_maps(v: &Value) -> String {
             },
             s(p, "policy")
         );
-        for c in rows(p.get("classes").unwrap_or(&Value::Null)) {
+        for c in rows_at(p, "classes") {
+            let _ = writeln!(o, "    Class {}", s(c, "class"));
             let _ = writeln!(
                 o,
-                "    class {}: {} packets, {} bytes",
-                s(c, "class"),
-                u(c, "packets"),
-                u(c, "bytes")
+                "      {}, {}",
+                plural(u(c, "packets"), "packet", "packets"),
+                plural(u(c, "bytes"), "byte", "bytes")
             );
             if c.get("set-dscp").is_some_and(|x| !x.is_null()) {
-                let _ = writeln!(o, "      set dscp {}", s(c, "set-dscp"));
+                let _ = writeln!(o, "      set dscp {}", dscp_field(c, "set-dscp"));
             }
             if c.get("set-pcp").is_some_and(|x| !x.is_null()) {
-                let _ = writeln!(o, "      set pcp {}", s(c, "set-pcp"));
+                let _ = writeln!(o, "      set cos {}", s(c, "set-pcp"));
             }
-            if let Some(q) = c.get("queue").filter(|x| !x.is_null()) {
-                let kind = if q.get("priority").and_then(Value::as_bool) == Some(true) {
-                    "priority".to_string()
+            if let Some(q) = c.get("queue").filter(|x| x.is_object()) {
+                let kind = if flag(q, "priority") {
+                    "strict priority".to_string()
                 } else {
                     format!("weight {}", u(q, "weight"))
                 };
                 let _ = writeln!(
                     o,
-                    "      queue {kind}, depth {}: {} tail drops",
+                    "      queue: {kind}, depth {}, {} tail drops",
                     u(q, "depth"),
                     u(q, "drops")
                 );
             }
-            if let Some(pol) = c.get("police").filter(|x| !x.is_null()) {
+            if let Some(pol) = c.get("police").filter(|x| x.is_object()) {
                 let _ = writeln!(
                     o,
-                    "      police cir {} bps bc {} B pir {} bps be {} B",
+                    "      police: cir {} bps, bc {} bytes, pir {} bps, be {} bytes",
                     u(pol, "cir"),
                     u(pol, "cbs"),
                     u(pol, "pir"),
@@ -519,7 +1215,7 @@ pub fn policy_maps(v: &Value) -> String {
                 );
                 let _ = writeln!(
                     o,
-                    "        conformed {} exceeded {} violated {} dropped {}",
+                    "        conformed {}, exceeded {}, violated {} packets; {} dropped",
                     u(pol, "conform"),
                     u(pol, "exceed"),
                     u(pol, "violate"),
@@ -528,289 +1224,504 @@ pub fn policy_maps(v: &Value) -> String {
             }
         }
     }
-    if o.is_empty() {
-        o.push_str("no service policies attached\n");
-    }
     o
 }
 
+fn proto_name(p: u64) -> String {
+    match p {
+        1 => "icmp".into(),
+        2 => "igmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        47 => "gre".into(),
+        50 => "esp".into(),
+        58 => "icmp6".into(),
+        89 => "ospf".into(),
+        103 => "pim".into(),
+        132 => "sctp".into(),
+        p => p.to_string(),
+    }
+}
+
+/// `show flow cache [top N]`.
 pub fn flow_cache(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "Flow export to {} ({}), active timeout {} s, inactive {} s, sampling 1:{}",
+        "Flow export to {} ({}): active timeout {} s, inactive timeout {} s, sampling 1 in {}",
         s(v, "collector"),
         s(v, "version"),
         u(v, "active-timeout"),
         u(v, "inactive-timeout"),
-        u(v, "sampling")
+        u(v, "sampling").max(1)
     );
-    for w in rows(v.get("workers").unwrap_or(&Value::Null)) {
+    if let Some(e) = v.get("export").filter(|e| e.is_object()) {
         let _ = writeln!(
             o,
-            "  worker {}: {} flows of {} ({} MiB), {} packets found the cache full, {} records queued",
-            u(w, "worker"),
-            u(w, "flows"),
-            u(w, "capacity"),
-            u(w, "memory-bytes") >> 20,
-            u(w, "cache-full"),
-            u(w, "queued")
+            "Exported: {} in {} ({} bytes), {} template sends; {} send errors, {} records lost",
+            plural(u(e, "records"), "record", "records"),
+            plural(u(e, "datagrams"), "datagram", "datagrams"),
+            u(e, "bytes"),
+            u(e, "templates"),
+            u(e, "send-errors"),
+            u(e, "records-lost")
         );
     }
-    if let Some(e) = v.get("export").filter(|e| !e.is_null()) {
-        let _ = writeln!(o, "  export: {e}");
+    let _ = writeln!(o);
+    let mut w = Table::new(&["Worker", ">Flows", ">Capacity", ">Memory (MiB)", ">Cache full", ">Queued"]);
+    for x in rows_at(v, "workers") {
+        w.row(vec![
+            u(x, "worker").to_string(),
+            u(x, "flows").to_string(),
+            u(x, "capacity").to_string(),
+            (u(x, "memory-bytes") >> 20).to_string(),
+            u(x, "cache-full").to_string(),
+            u(x, "queued").to_string(),
+        ]);
     }
+    let workers = rows_at(v, "workers");
+    let flows: u64 = workers.iter().map(|x| u(x, "flows")).sum();
+    w.total(vec![
+        "Total".into(),
+        flows.to_string(),
+        workers.iter().map(|x| u(x, "capacity")).sum::<u64>().to_string(),
+        (workers.iter().map(|x| u(x, "memory-bytes")).sum::<u64>() >> 20).to_string(),
+        workers.iter().map(|x| u(x, "cache-full")).sum::<u64>().to_string(),
+        workers.iter().map(|x| u(x, "queued")).sum::<u64>().to_string(),
+    ]);
+    w.render(&mut o);
+    let _ = writeln!(o);
+    let top = rows_at(v, "top");
     let _ = writeln!(
         o,
-        "{:<39} {:<39} {:>5} {:>5} {:>5} {:>3} {:<10} {:<10} {:>10} {:>12}",
-        "Source", "Destination", "Proto", "Sport", "Dport", "ToS", "In", "Out", "Packets", "Bytes"
+        "Largest flows by bytes ({} of {flows}):",
+        top.len()
     );
-    for f in rows(v.get("top").unwrap_or(&Value::Null)) {
-        let _ = writeln!(
-            o,
-            "{:<39} {:<39} {:>5} {:>5} {:>5} {:>3} {:<10} {:<10} {:>10} {:>12}",
+    let mut t = Table::new(&[
+        "Source", ">Sport", "Destination", ">Dport", "Proto", "DSCP", "In", "Out", ">Packets", ">Bytes",
+    ])
+    .split(4);
+    for f in top {
+        let tos = u(f, "tos");
+        t.row(vec![
             s(f, "src"),
+            u(f, "sport").to_string(),
             s(f, "dst"),
-            u(f, "proto"),
-            u(f, "sport"),
-            u(f, "dport"),
-            u(f, "tos"),
+            u(f, "dport").to_string(),
+            proto_name(u(f, "proto")),
+            dscp_name(tos >> 2),
             s(f, "in"),
             s(f, "out"),
-            u(f, "packets"),
-            u(f, "bytes")
-        );
+            u(f, "packets").to_string(),
+            u(f, "bytes").to_string(),
+        ]);
     }
+    t.render(&mut o);
     o
 }
 
+/// `show control-plane`: control-plane policing per punt class.
 pub fn copp(v: &Value) -> String {
     let mut o = String::new();
-    let on = v.get("enabled").and_then(Value::as_bool) == Some(true);
     let _ = writeln!(
         o,
         "Control-plane policing: {}",
-        if on { "on" } else { "off" }
+        if flag(v, "enabled") { "on" } else { "off" }
     );
-    let _ = writeln!(
-        o,
-        "{:<12} {:>10} {:>8} {:>12} {:>12}",
-        "Class", "Rate pps", "Burst", "Passed", "Dropped"
-    );
-    for r in rows(v.get("classes").unwrap_or(&Value::Null)) {
-        let rate = r.get("rate").and_then(Value::as_u64);
-        let _ = writeln!(
-            o,
-            "{:<12} {:>10} {:>8} {:>12} {:>12}",
+    let _ = writeln!(o);
+    let mut t = Table::new(&["Class", ">Rate (pps)", ">Burst", ">Passed", ">Dropped"]);
+    let (mut passed, mut dropped) = (0, 0);
+    for r in rows_at(v, "classes") {
+        passed += u(r, "passed");
+        dropped += u(r, "dropped");
+        t.row(vec![
             s(r, "class"),
-            rate.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+            opt_u(r, "rate").map_or("none".into(), |x| x.to_string()),
             s(r, "burst"),
-            u(r, "passed"),
-            u(r, "dropped")
-        );
+            u(r, "passed").to_string(),
+            u(r, "dropped").to_string(),
+        ]);
     }
+    t.total(vec![
+        "Total".into(),
+        String::new(),
+        String::new(),
+        passed.to_string(),
+        dropped.to_string(),
+    ]);
+    t.render(&mut o);
     o
 }
 
+/// `show monitor`: port mirroring sessions.
 pub fn monitor(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<12} {:<9} {:<24} {:<12} {:>12} {:>8}",
-        "Session", "Direction", "Sources", "Destination", "Copies", "Drops"
+        "{}",
+        plural(rows(v).len() as u64, "mirror session", "mirror sessions")
     );
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Session",
+        "Destination",
+        "Direction",
+        ">Copies sent",
+        ">Drops",
+        "Sources",
+    ]);
     for r in rows(v) {
-        let list = |k: &str| -> Vec<String> {
-            rows(r.get(k).unwrap_or(&Value::Null))
+        let mut src = strings(r, "sources");
+        src.extend(
+            rows_at(r, "vlans")
                 .iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| format!("vlan {x}"))
-                })
-                .collect()
-        };
-        let mut src = list("sources");
-        src.extend(list("vlans"));
-        let _ = writeln!(
-            o,
-            "{:<12} {:<9} {:<24} {:<12} {:>12} {:>8}",
-            s(r, "name"),
-            s(r, "direction"),
-            src.join(","),
-            s(r, "destination"),
-            u(r, "tx_frames"),
-            u(r, "drops")
+                .map(|x| format!("vlan {}", text(Some(x)))),
         );
+        t.row(vec![
+            s(r, "name"),
+            s(r, "destination"),
+            s(r, "direction"),
+            u(r, "tx_frames").to_string(),
+            u(r, "drops").to_string(),
+            src.join(", "),
+        ]);
     }
+    t.render(&mut o);
     o
 }
 
+/// `show backup-pairs`.
 pub fn backup_pairs(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<16} {:<14} {:<16} {:<14} {:<8} {:>9} {:>14}",
-        "Primary", "State", "Backup", "State", "Preempt", "Failovers", "Last (ms ago)"
+        "{}",
+        plural(rows(v).len() as u64, "backup pair", "backup pairs")
     );
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Primary",
+        "State",
+        "Backup",
+        "State",
+        "Active",
+        "Preempt",
+        "Keepalive",
+        ">Failovers",
+        ">Last failover",
+    ]);
     for r in rows(v) {
-        let last = r
-            .get("last_failover_ms_ago")
-            .and_then(Value::as_u64)
-            .map_or("-".to_string(), |x| x.to_string());
-        let _ = writeln!(
-            o,
-            "{:<16} {:<14} {:<16} {:<14} {:<8} {:>9} {:>14}",
+        let preempt = if flag(r, "preempt") {
+            match opt_u(r, "preempt_delay_ms") {
+                Some(d) if d > 0 => format!("after {d} ms"),
+                _ => "yes".into(),
+            }
+        } else {
+            "no".into()
+        };
+        t.row(vec![
             s(r, "primary"),
             s(r, "primary_state"),
             s(r, "backup"),
             s(r, "backup_state"),
-            if r.get("preempt").and_then(Value::as_bool) == Some(true) {
-                "yes"
-            } else {
-                "no"
-            },
-            u(r, "failovers"),
-            last
-        );
+            s(r, "active"),
+            preempt,
+            opt_u(r, "keepalive_ms").map_or("off".into(), |k| format!("{k} ms")),
+            u(r, "failovers").to_string(),
+            opt_u(r, "last_failover_ms_ago").map_or("never".into(), |ms| {
+                if ms < 10_000 {
+                    format!("{ms} ms ago")
+                } else {
+                    format!("{} ago", uptime(ms / 1000))
+                }
+            }),
+        ]);
     }
+    t.render(&mut o);
     o
 }
 
+/// LACP state flags as letters, one column each (EOS `show lacp`):
+/// A activity, T short timeout, G aggregatable, S in sync, C collecting,
+/// D distributing, F defaulted, E expired; `.` when clear.
+fn lacp_flags(v: Option<&Value>) -> String {
+    const FLAGS: [(&str, char); 8] = [
+        ("activity", 'A'),
+        ("timeout", 'T'),
+        ("aggregation", 'G'),
+        ("synchronization", 'S'),
+        ("collecting", 'C'),
+        ("distributing", 'D'),
+        ("defaulted", 'F'),
+        ("expired", 'E'),
+    ];
+    let set: Vec<String> = match v {
+        Some(Value::Array(a)) => a.iter().map(|x| text(Some(x))).collect(),
+        Some(Value::String(s)) => s.split_whitespace().map(String::from).collect(),
+        Some(Value::Number(n)) => {
+            let b = n.as_u64().unwrap_or(0);
+            FLAGS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| b & (1 << i) != 0)
+                .map(|(_, f)| f.0.to_string())
+                .collect()
+        }
+        _ => return "-".into(),
+    };
+    FLAGS
+        .iter()
+        .map(|(name, c)| if set.iter().any(|x| x == name) { *c } else { '.' })
+        .collect()
+}
+
+/// `show port-channel`: each channel, its members' link and LACP state,
+/// then each member's partner and LACPDU counters.
 pub fn port_channels(v: &Value) -> String {
     let mut o = String::new();
-    for r in rows(v) {
-        let up = r.get("up").and_then(Value::as_bool) == Some(true);
+    let _ = writeln!(
+        o,
+        "{}",
+        plural(rows(v).len() as u64, "port channel", "port channels")
+    );
+    let lacp_any = rows(v).iter().any(|r| s(r, "lacp") != "off");
+    if lacp_any {
         let _ = writeln!(
             o,
-            "{} ({}): lacp {}, rate {}, load-balance {}, min-links {}",
+            "LACP flags: A active, T short timeout, G aggregatable, S in sync, C collecting, \
+D distributing, F defaulted, E expired"
+        );
+    }
+    for r in rows(v) {
+        let members = rows_at(r, "members");
+        let dist = members.iter().filter(|m| flag(m, "distributing")).count();
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{}: {}, {} of {} distributing (min-links {}), LACP {}, rate {}, load-balance {}",
             s(r, "name"),
-            if up { "up" } else { "down" },
+            if flag(r, "up") { "up" } else { "down" },
+            dist,
+            plural(members.len() as u64, "member", "members"),
+            u(r, "min_links"),
             s(r, "lacp"),
             s(r, "rate"),
-            s(r, "load_balance"),
-            u(r, "min_links")
+            s(r, "load_balance")
         );
-        let _ = writeln!(
-            o,
-            "  {:<16} {:<6} {:<13} {:<28} {:<28}",
-            "Member", "Link", "Distributing", "Actor state", "Partner"
-        );
-        for m in rows(r.get("members").unwrap_or(&Value::Null)) {
-            let d = m.get("distributing").and_then(Value::as_bool) == Some(true);
-            let _ = writeln!(
-                o,
-                "  {:<16} {:<6} {:<13} {:<28} {:<28}",
+        let lacp = s(r, "lacp") != "off";
+        if !lacp {
+            let mut t = Table::new(&["Member", "Link", "Distributing"]).indent(2);
+            for m in members {
+                t.row(vec![
+                    s(m, "port"),
+                    s(m, "link"),
+                    if flag(m, "distributing") { "yes" } else { "no" }.into(),
+                ]);
+            }
+            t.render(&mut o);
+            continue;
+        }
+        let mut t = Table::new(&[
+            "Member",
+            "Link",
+            "Distributing",
+            "LACP rx",
+            "LACP mux",
+            "Actor",
+            "Partner",
+        ])
+        .indent(2);
+        for m in members {
+            t.row(vec![
                 s(m, "port"),
                 s(m, "link"),
-                if d { "yes" } else { "no" },
-                s(m, "actor_state"),
-                s(m, "partner")
-            );
+                if flag(m, "distributing") { "yes" } else { "no" }.into(),
+                s(m, "rx_state"),
+                s(m, "mux_state"),
+                lacp_flags(m.get("actor_state")),
+                m.get("partner")
+                    .filter(|p| p.is_object())
+                    .map_or("-".into(), |p| lacp_flags(p.get("state"))),
+            ]);
         }
+        t.render(&mut o);
+        let _ = writeln!(o);
+        let mut t = Table::new(&[
+            "Member",
+            "Partner system",
+            ">Key",
+            ">Port",
+            ">PDUs in",
+            ">PDUs out",
+            ">Bad PDUs",
+            ">Timeouts",
+        ])
+        .indent(2);
+        for m in members {
+            let (sys, key, port) = match m.get("partner").filter(|p| p.is_object()) {
+                Some(p) => (
+                    format!("{},{}", u(p, "system_priority"), dotted(&s(p, "system"))),
+                    u(p, "key").to_string(),
+                    format!("{},{}", u(p, "port_priority"), u(p, "port")),
+                ),
+                None => ("none heard".into(), "-".into(), "-".into()),
+            };
+            t.row(vec![
+                s(m, "port"),
+                sys,
+                key,
+                port,
+                u(m, "pdus_rx").to_string(),
+                u(m, "pdus_tx").to_string(),
+                u(m, "bad_rx").to_string(),
+                u(m, "timeouts").to_string(),
+            ]);
+        }
+        t.render(&mut o);
     }
     o
 }
 
-/// Snooping summary lines per VLAN (both renderers start with them).
+/// Snooping summary per VLAN (both snooping renderers start with it).
 fn snooping_vlans(v: &Value, o: &mut String) {
-    for r in rows(v.get("vlans").unwrap_or(&Value::Null)) {
-        let routers: Vec<String> = rows(r.get("router-ports").unwrap_or(&Value::Null))
-            .iter()
-            .filter_map(|x| x.as_str().map(String::from))
-            .collect();
-        let _ = writeln!(
-            o,
-            "VLAN {}: {} groups, querier {}, router ports {}",
-            u(r, "vlan"),
-            u(r, "groups"),
+    let vlans = rows_at(v, "vlans");
+    let groups: u64 = vlans.iter().map(|r| u(r, "groups")).sum();
+    let _ = writeln!(
+        o,
+        "{} in {}",
+        plural(groups, "group", "groups"),
+        plural(vlans.len() as u64, "VLAN", "VLANs")
+    );
+    let _ = writeln!(o);
+    let mut t = Table::new(&["VLAN", ">Groups", "Querier", ">Queries sent", "Router ports"]);
+    for r in vlans {
+        let routers = strings(r, "router-ports");
+        t.row(vec![
+            u(r, "vlan").to_string(),
+            u(r, "groups").to_string(),
             r.get("querier")
                 .and_then(Value::as_str)
-                .unwrap_or("none heard"),
+                .unwrap_or("none heard")
+                .to_string(),
+            u(r, "queries-sent").to_string(),
             if routers.is_empty() {
                 "none".to_string()
             } else {
-                routers.join(",")
-            }
+                routers.join(", ")
+            },
+        ]);
+    }
+    t.render(o);
+    let refused: Vec<String> = vlans
+        .iter()
+        .flat_map(|r| {
+            nonzero(r.get("refused"))
+                .into_iter()
+                .map(move |(k, n)| format!("vlan {} {k} {n}", u(r, "vlan")))
+        })
+        .collect();
+    if !refused.is_empty() {
+        para(o, &format!("Refused: {}", refused.join(", ")), 9);
+    }
+    if let Some(m) = v.get("messages").filter(|m| m.is_object()) {
+        let _ = writeln!(
+            o,
+            "Messages: {} IGMP, {} MLD, {} PIM hellos, {} malformed",
+            u(m, "igmp"),
+            u(m, "mld"),
+            u(m, "pim-hellos"),
+            u(m, "malformed")
         );
     }
 }
 
+/// `show ip igmp snooping [vlan N] count` (and MLD).
 pub fn snooping_count(v: &Value) -> String {
     let mut o = String::new();
     snooping_vlans(v, &mut o);
     o
 }
 
+/// `show ip igmp snooping groups [vlan N]` (and MLD).
 pub fn snooping_groups(v: &Value) -> String {
     let mut o = String::new();
     snooping_vlans(v, &mut o);
-    let _ = writeln!(
-        o,
-        "{:<6} {:<40} {:<16} {:<8} Sources",
-        "VLAN", "Group", "Port", "Mode"
-    );
-    for g in rows(v.get("groups").unwrap_or(&Value::Null)) {
-        for p in rows(g.get("ports").unwrap_or(&Value::Null)) {
-            let srcs: Vec<String> = rows(p.get("sources").unwrap_or(&Value::Null))
-                .iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect();
-            let _ = writeln!(
-                o,
-                "{:<6} {:<40} {:<16} {:<8} {}",
-                u(g, "vlan"),
+    let _ = writeln!(o);
+    let mut t = Table::new(&["VLAN", "Group", "Port", "Mode", "Sources"]);
+    for g in rows_at(v, "groups") {
+        for p in rows_at(g, "ports") {
+            let srcs = strings(p, "sources");
+            t.row(vec![
+                u(g, "vlan").to_string(),
                 s(g, "group"),
                 s(p, "port"),
                 s(p, "mode"),
-                srcs.join(",")
-            );
+                if srcs.is_empty() {
+                    "any".to_string()
+                } else {
+                    srcs.join(", ")
+                },
+            ]);
         }
     }
+    t.render(&mut o);
     o
 }
 
+/// `show ip mroute [summary]` (and IPv6).
 pub fn mroutes(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} routes: {} (S,G), {} (*,G); {} snooped, {} routed; {} bytes",
-        u(v, "count"),
+        "{}: {} (S,G), {} (*,G); {} snooped, {} routed; {} KiB",
+        plural(u(v, "count"), "route", "routes"),
         u(v, "s-g"),
         u(v, "star-g"),
         u(v, "snooped"),
         u(v, "routed"),
-        u(v, "memory-bytes")
+        u(v, "memory-bytes").div_ceil(1024)
     );
+    if let Some(d) = v.get("data-path").filter(|d| d.is_object()) {
+        let _ = writeln!(
+            o,
+            "Data path: {} replicated, {} with a route, {} without; drops: {} RPF failures, {} under TTL threshold",
+            u(d, "replicated"),
+            u(d, "registered"),
+            u(d, "unregistered"),
+            u(d, "rpf-fail"),
+            u(d, "ttl-threshold")
+        );
+    }
     let Some(routes) = v.get("routes") else {
         return o;
     };
-    let _ = writeln!(
-        o,
-        "{:<6} {:<28} {:<28} {:<10} {:<28} {:>12} {:>14}",
-        "VLAN", "Source", "Group", "In", "Out", "Packets", "Bytes"
-    );
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "VLAN", "Source", "Group", "Origin", "In", ">Packets", ">Bytes", "Out",
+    ])
+    .split(4);
     for r in rows(routes) {
-        let oifs: Vec<String> = rows(r.get("oifs").unwrap_or(&Value::Null))
-            .iter()
-            .filter_map(|x| x.as_str().map(String::from))
-            .collect();
-        let _ = writeln!(
-            o,
-            "{:<6} {:<28} {:<28} {:<10} {:<28} {:>12} {:>14}",
-            r.get("vlan")
-                .and_then(Value::as_u64)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "-".into()),
+        t.row(vec![
+            opt_u(r, "vlan").map_or("-".into(), |v| v.to_string()),
             s(r, "source"),
             s(r, "group"),
+            s(r, "origin"),
             s(r, "iif"),
-            oifs.join(","),
-            u(r, "packets"),
-            u(r, "bytes")
-        );
+            u(r, "packets").to_string(),
+            u(r, "bytes").to_string(),
+            strings(r, "oifs").join(", "),
+        ]);
     }
+    t.render(&mut o);
     o
+}
+
+/// `clear mac address-table [vlan N]`.
+pub fn cleared(v: &Value) -> String {
+    format!(
+        "Cleared {}.\n",
+        plural(u(v, "cleared"), "dynamic address", "dynamic addresses")
+    )
 }
 
 #[cfg(test)]
@@ -819,79 +1730,58 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn mac_table_uses_dotted_macs_and_totals() {
-        let t = mac_table(&json!([
-            {"vlan": 10, "mac": "02:00:00:00:00:01", "type": "dynamic", "port": "sw1", "age": 3},
-            {"vlan": 10, "mac": "02:00:00:00:00:02", "type": "static", "port": "sw2", "age": null}
-        ]));
-        assert!(t.contains("0200.0000.0001"), "{t}");
-        assert!(t.contains("DYNAMIC") && t.contains("STATIC"));
-        assert!(t.contains("Total Mac Addresses for this criterion: 2"));
+    fn names_dscp_values() {
+        assert_eq!(dscp_name(46), "ef");
+        assert_eq!(dscp_name(34), "af41");
+        assert_eq!(dscp_name(10), "af11");
+        assert_eq!(dscp_name(38), "af43");
+        assert_eq!(dscp_name(48), "cs6");
+        assert_eq!(dscp_name(0), "default");
+        assert_eq!(dscp_name(44), "voice-admit");
+        assert_eq!(dscp_name(5), "5");
     }
 
     #[test]
-    fn multicast_tables() {
-        let t = mroutes(
-            &json!({"count": 2, "s-g": 1, "star-g": 1, "snooped": 2, "routed": 0,
-            "memory-bytes": 64, "routes": [
-            {"vlan": 10, "source": "10.0.0.1", "group": "232.1.1.1", "iif": "any",
-             "oifs": ["sw2", "sw3"], "packets": 7, "bytes": 896}]}),
-        );
-        assert!(t.contains("2 routes: 1 (S,G), 1 (*,G)"), "{t}");
-        assert!(
-            t.contains("232.1.1.1") && t.contains("sw2,sw3") && t.contains("896"),
-            "{t}"
-        );
-        let g = snooping_groups(&json!({"vlans": [{"vlan": 10, "groups": 1,
-            "router-ports": ["sw4"], "querier": "10.0.0.1"}],
-            "groups": [{"vlan": 10, "group": "239.1.1.1",
-            "ports": [{"port": "sw2", "mode": "include", "sources": ["10.9.9.9"]}]}]}));
-        assert!(
-            g.contains("VLAN 10: 1 groups, querier 10.0.0.1, router ports sw4"),
-            "{g}"
-        );
-        assert!(
-            g.contains("239.1.1.1") && g.contains("include") && g.contains("10.9.9.9"),
-            "{g}"
-        );
+    fn never_prints_json() {
+        assert_eq!(text(Some(&json!({"a": 1}))), "?");
+        assert_eq!(text(Some(&json!([1, "x", {"b": 2}]))), "1,x,?");
+        assert_eq!(text(Some(&json!(null))), "-");
+        assert_eq!(text(Some(&json!(true))), "yes");
     }
 
     #[test]
-    fn counters_list_only_nonzero_drops() {
-        let t = counters(&json!({"ports": [{"name": "sw1", "rx_frames": 5,
-            "drops": {"malformed": 2, "oversize": 0}}], "vlans": []}));
-        assert!(t.contains("malformed 2") && !t.contains("oversize"), "{t}");
+    fn uptime_reads_like_ios() {
+        assert_eq!(uptime(5), "5 seconds");
+        assert_eq!(uptime(61), "1 minute");
+        assert_eq!(uptime(90_061), "1 day, 1 hour, 1 minute");
     }
 
     #[test]
-    fn routes_show_codes_ecmp_and_blackholes() {
-        let t = routes(&json!([
-            {"prefix": "10.0.0.0/24", "source": "connected", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": null, "weight": 1}]},
-            {"prefix": "198.51.100.0/24", "source": "ospf", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": "10.0.0.2", "weight": 1},
-                          {"interface": "sw2", "gateway": "10.0.1.2", "weight": 1}]},
-            {"prefix": "203.0.113.0/24", "source": "static", "installed": true,
-             "blackhole": true, "unresolvable": false, "nexthops": []}
-        ]));
-        assert!(
-            t.contains("C* 10.0.0.0/24") && t.contains("directly connected, sw1"),
-            "{t}"
+    fn tables_wrap_lists_and_split_wide_rows() {
+        let mut t = Table::new(&["Port", "Members"]);
+        let many: Vec<String> = (0..60).map(|i| format!("port{i}")).collect();
+        t.row(vec!["x".into(), many.join(", ")]);
+        let mut o = String::new();
+        t.render(&mut o);
+        assert!(o.lines().all(|l| l.chars().count() <= MAX_WIDTH), "{o}");
+        assert!(o.contains("port59") && o.lines().count() > 3, "{o}");
+
+        let mut t = Table::new(&["A", "B", "C", "D"]).split(2);
+        let wide = "x".repeat(55);
+        t.row(vec![wide.clone(), wide.clone(), "c".repeat(10), "d".into()]);
+        let mut o = String::new();
+        t.render(&mut o);
+        assert!(o.lines().all(|l| l.chars().count() <= MAX_WIDTH), "{o}");
+        assert!(o.lines().any(|l| l.starts_with("    cccccccccc  d")), "{o}");
+    }
+
+    #[test]
+    fn lacp_flags_from_names_or_bits() {
+        assert_eq!(
+            lacp_flags(Some(&json!(["activity", "aggregation", "synchronization"]))),
+            "A.GS...."
         );
-        assert!(
-            t.contains("O* 198.51.100.0/24") && t.contains("via 10.0.1.2, sw2"),
-            "{t}"
-        );
-        assert!(
-            t.contains("S* 203.0.113.0/24") && t.contains("blackhole"),
-            "{t}"
-        );
-        assert!(t.contains("Total: 3"), "{t}");
-        let s = route_summary(&json!({"prefixes": 3, "installed": 3,
-            "sources": [{"source": "ospf", "routes": 240000, "installed": 240000}],
-            "lpm": {"nodes": 10}, "next_hops": 4, "next_hop_capacity": 65536}));
-        assert!(s.contains("ospf") && s.contains("240000"), "{s}");
+        assert_eq!(lacp_flags(Some(&json!(0x3d))), "A.GSCD..");
+        assert_eq!(lacp_flags(None), "-");
     }
 }

@@ -1,9 +1,11 @@
 //! `lanyard`: the switch and its test bed, one binary. Glue only: every
 //! command is parsed here and carried out by a library crate.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
 
 #[derive(Parser)]
 #[command(
@@ -12,52 +14,80 @@ use std::process::ExitCode;
     about = "A software multilayer switch/router for Linux, and its test bed"
 )]
 struct Cli {
-    /// Management socket of the switch to talk to.
+    /// Management socket of the running switch (default: $LANYARD_SOCKET
+    /// or /run/lanyard/lanyard.sock)
     #[arg(
         long,
-        global = true,
         env = "LANYARD_SOCKET",
-        default_value = "/run/lanyard/lanyard.sock"
+        default_value = DEFAULT_SOCKET,
+        value_name = "PATH",
+        hide_env = true,
+        hide_default_value = true
     )]
     socket: PathBuf,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// `--socket` after a command that talks to a running switch.
+#[derive(Args)]
+struct SocketOpt {
+    /// Management socket of the switch (default: $LANYARD_SOCKET or /run/lanyard/lanyard.sock)
+    #[arg(long = "socket", value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the switch in the foreground (logs to stderr; SIGINT/SIGTERM stop it).
     Run {
-        #[arg(long, short)]
+        /// Configuration file (YAML; docs/config.md; check it with `config check`).
+        #[arg(long, short, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Configuration tools.
+    /// Configuration tools: check, diff, apply, rollback.
     Config {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
-    /// Show state: interfaces | vlan | mac address-table [vlan N] [count] | counters | version
+    /// Show the switch's state as tables (--json: the API's JSON answer).
+    #[command(arg_required_else_help = true)]
     Show {
-        /// Print the API's JSON instead of a table.
+        /// Print the management API's JSON answer instead of a table.
         #[arg(long)]
         json: bool,
-        #[arg(required = true, num_args = 1..)]
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// One of the commands listed above, e.g. `mac address-table vlan 10`.
+        #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
         words: Vec<String>,
     },
-    /// Clear state: mac address-table [vlan N]
+    /// Clear state: mac address-table [vlan N].
+    #[command(arg_required_else_help = true)]
     Clear {
+        /// Print the management API's JSON answer.
         #[arg(long)]
         json: bool,
-        #[arg(required = true, num_args = 1..)]
+        #[command(flatten)]
+        socket: SocketOpt,
+        /// One of the commands listed above.
+        #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
         words: Vec<String>,
     },
-    /// Restart the data plane in place (same PID; e.g. after an upgrade):
-    /// learned addresses are kept; prints nothing until the switch is back.
-    Restart,
+    /// Restart the data plane in place, keeping learned addresses.
+    ///
+    /// Same PID (e.g. after an upgrade); prints nothing until the switch
+    /// is back.
+    Restart {
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
     /// Bypass (wire) mode: forward without services (ACLs, QoS, flows).
     Bypass {
         /// on | off | status
         state: String,
+        #[command(flatten)]
+        socket: SocketOpt,
     },
     /// The test bed: run plans against Lanyard and peer switches.
     Lab {
@@ -69,32 +99,94 @@ enum Cmd {
 #[derive(Subcommand)]
 enum ConfigCmd {
     /// Validate a configuration file; every error names file, line and field.
-    Check { file: PathBuf },
+    Check {
+        /// Configuration file (YAML; docs/config.md).
+        file: PathBuf,
+    },
     /// What applying FILE to the running switch would change.
-    Diff { file: PathBuf },
+    Diff {
+        /// The new configuration file.
+        file: PathBuf,
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
     /// Apply FILE to the running switch without interrupting traffic
     /// (atomic: nothing changes if any part fails).
-    Apply { file: PathBuf },
+    Apply {
+        /// The new configuration file.
+        file: PathBuf,
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
     /// Go back to the configuration before the last apply.
-    Rollback,
+    Rollback {
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
 }
 
 #[derive(Subcommand)]
 enum LabCmd {
     /// Run a plan (YAML) and print the comparison tables.
     Run {
+        /// Test plan (YAML; examples in plans/, reference in docs/lab.md).
         plan: PathBuf,
         /// Where to write JSON, CSV and SVG results (default lab-results/<time>/).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Print nothing (no progress, no tables): results go to the files only.
         #[arg(long, short)]
         quiet: bool,
     },
     /// Measure the test bed's ceiling (and trafgen's rate, if installed).
     Calibrate {
-        #[arg(long)]
+        /// Where to write calibration.json (default lab-results/<time>/).
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+}
+
+/// Every command, one line each, for `lanyard help`.
+fn command_list() -> String {
+    let other = [
+        ("run --config FILE", "run the switch in the foreground"),
+        ("config check FILE", "validate a configuration file"),
+        ("config diff FILE", "what applying FILE to the running switch would change"),
+        ("config apply FILE", "apply FILE to the running switch, hitless and atomic"),
+        ("config rollback", "back to the configuration before the last apply"),
+        ("restart", "restart the data plane in place, keeping learned addresses"),
+        ("bypass on | off | status", "forward without services (ACLs, QoS, flows)"),
+        ("lab run PLAN [--out DIR] [-q]", "run a test plan, print the comparison tables"),
+        ("lab calibrate [--out DIR]", "measure the test bed's ceiling"),
+    ];
+    let mut o = String::from("Every command (show and clear words may be abbreviated: show int):\n");
+    for (c, h) in other {
+        o.push_str(&format!("  {c:<w$}{h}\n", w = control::cli::HELP_COLUMN));
+    }
+    o.push_str(&control::cli::help(control::cli::SHOW, "show"));
+    o.push_str(&control::cli::help(control::cli::CLEAR, "clear"));
+    o.push_str("\nshow and clear take --json (the API's JSON answer) and --socket PATH.");
+    o
+}
+
+/// The clap command with the help lists generated from the command tables.
+fn command() -> clap::Command {
+    Cli::command()
+        .after_help(command_list())
+        .mut_subcommand("show", |c| {
+            c.before_help(format!(
+                "Commands (words may be abbreviated: show int, show ip ro):\n{}",
+                control::cli::help(control::cli::SHOW, "show")
+            ))
+            .help_template("{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}")
+        })
+        .mut_subcommand("clear", |c| {
+            c.before_help(format!(
+                "Commands:\n{}",
+                control::cli::help(control::cli::CLEAR, "clear")
+            ))
+            .help_template("{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}")
+        })
 }
 
 /// A path the daemon (another process, maybe another cwd) can open.
@@ -158,30 +250,57 @@ fn lab_cmd(cmd: LabCmd) -> Result<(), String> {
     }
 }
 
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `config check`: what the file configures, in one line.
+fn check(file: &std::path::Path) -> Result<(), String> {
+    let cfg = control::config::load(file).map_err(|e| e.to_string().trim_end().to_string())?;
+    let mut parts = vec![
+        plural(cfg.ports.len(), "port", "ports"),
+        // VLAN 1 exists without being configured: count what the file says.
+        format!(
+            "{} (and the default VLAN 1)",
+            plural(
+                cfg.vlans.iter().filter(|v| v.id != 1).count(),
+                "VLAN",
+                "VLANs"
+            )
+        ),
+        plural(cfg.static_macs.len(), "static MAC", "static MACs"),
+    ];
+    for (n, one, many) in [
+        (cfg.l3_interfaces().len(), "routed interface", "routed interfaces"),
+        (cfg.access_lists.len(), "access list", "access lists"),
+        (cfg.policy_maps.len(), "policy map", "policy maps"),
+        (cfg.mirror_sessions.len(), "mirror session", "mirror sessions"),
+        (cfg.backup_pairs.len(), "backup pair", "backup pairs"),
+        (cfg.port_channels.len(), "port channel", "port channels"),
+    ] {
+        if n > 0 {
+            parts.push(plural(n, one, many));
+        }
+    }
+    println!("{}: ok: {}", file.display(), parts.join(", "));
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let top = cli.socket;
+    let sock = |o: SocketOpt| o.socket.unwrap_or_else(|| top.clone());
     let r = match cli.cmd {
         Cmd::Run { config } => control::daemon::run(&config),
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
-        } => match control::config::load(&file) {
-            Ok(cfg) => {
-                println!(
-                    "{}: ok ({} ports, {} vlans, {} static macs)",
-                    file.display(),
-                    cfg.ports.len(),
-                    cfg.vlan_ids().len(),
-                    cfg.static_macs.len()
-                );
-                Ok(())
-            }
-            Err(e) => Err(e.to_string().trim_end().to_string()),
-        },
+        } => check(&file),
         Cmd::Config {
-            cmd: ConfigCmd::Diff { file },
+            cmd: ConfigCmd::Diff { file, socket },
         } => absolute(&file).and_then(|f| {
             let v = control::api::request(
-                &cli.socket,
+                &sock(socket),
                 &serde_json::json!({"cmd": "config-diff", "path": f}),
             )?;
             for l in v["changes"].as_array().into_iter().flatten() {
@@ -202,10 +321,10 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Cmd::Config {
-            cmd: ConfigCmd::Apply { file },
+            cmd: ConfigCmd::Apply { file, socket },
         } => absolute(&file).and_then(|f| {
             let v = control::api::request(
-                &cli.socket,
+                &sock(socket),
                 &serde_json::json!({"cmd": "config-apply", "path": f}),
             )?;
             println!(
@@ -216,33 +335,40 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Cmd::Config {
-            cmd: ConfigCmd::Rollback,
-        } => control::api::request(&cli.socket, &serde_json::json!({"cmd": "config-rollback"}))
-            .map(|v| {
-                println!(
-                    "rolled back: {} change(s)",
-                    v["changes"].as_array().map_or(0, |a| a.len())
-                );
-            }),
-        Cmd::Restart => restart(&cli.socket),
-        Cmd::Bypass { state } => {
+            cmd: ConfigCmd::Rollback { socket },
+        } => control::api::request(
+            &sock(socket),
+            &serde_json::json!({"cmd": "config-rollback"}),
+        )
+        .map(|v| {
+            println!(
+                "rolled back: {} change(s)",
+                v["changes"].as_array().map_or(0, |a| a.len())
+            );
+        }),
+        Cmd::Restart { socket } => restart(&sock(socket)),
+        Cmd::Bypass { state, socket } => {
             let req = match state.as_str() {
                 "on" => Ok(serde_json::json!({"cmd": "bypass", "on": true})),
                 "off" => Ok(serde_json::json!({"cmd": "bypass", "on": false})),
                 "status" => Ok(serde_json::json!({"cmd": "bypass"})),
                 s => Err(format!("bypass {s:?}: expected on, off or status")),
             };
-            req.and_then(|r| control::api::request(&cli.socket, &r))
+            req.and_then(|r| control::api::request(&sock(socket), &r))
                 .map(|v| {
                     println!("bypass {}", if v["bypass"] == true { "on" } else { "off" });
                 })
         }
-        Cmd::Show { json, words } => {
-            control::cli::parse_show(&words).and_then(|c| api(&cli.socket, c, json))
-        }
-        Cmd::Clear { json, words } => {
-            control::cli::parse_clear(&words).and_then(|c| api(&cli.socket, c, json))
-        }
+        Cmd::Show {
+            json,
+            socket,
+            words,
+        } => control::cli::parse_show(&words).and_then(|c| api(&sock(socket), c, json)),
+        Cmd::Clear {
+            json,
+            socket,
+            words,
+        } => control::cli::parse_clear(&words).and_then(|c| api(&sock(socket), c, json)),
         Cmd::Lab { cmd } => lab_cmd(cmd),
     };
     match r {

@@ -122,6 +122,9 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
 #[derive(Debug, Default)]
 pub struct FpmStats {
     pub connections: AtomicU64,
+    /// Connections that ended (zebra is connected while fewer than
+    /// `connections`).
+    pub disconnections: AtomicU64,
     pub bytes: AtomicU64,
     pub frames: AtomicU64,
     /// Netlink messages decoded (several may share a frame).
@@ -143,6 +146,7 @@ pub struct FpmStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FpmCounters {
     pub connections: u64,
+    pub disconnections: u64,
     pub bytes: u64,
     pub frames: u64,
     pub messages: u64,
@@ -160,6 +164,7 @@ impl FpmStats {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         FpmCounters {
             connections: g(&self.connections),
+            disconnections: g(&self.disconnections),
             bytes: g(&self.bytes),
             frames: g(&self.frames),
             messages: g(&self.messages),
@@ -336,6 +341,7 @@ fn serve<F: FnMut(FpmEvent)>(server: FpmServer, stop: Arc<AtomicBool>, mut handl
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 handler(FpmEvent::Connected { peer });
                 let reason = serve_conn(stream, &config, &stats, &stop, &mut handler);
+                stats.disconnections.fetch_add(1, Ordering::Relaxed);
                 handler(FpmEvent::Disconnected { reason });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(config.poll),
