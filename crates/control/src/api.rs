@@ -132,7 +132,7 @@ impl ApiState {
                         let pe = &t.l2.ports[p as usize];
                         let state = st.get(p as usize).map(|s| s.state);
                         json!({
-                            "name": self.cfg().ports.get(p as usize).map(|c| c.name.as_str()),
+                            "name": self.cfg().port_label(p),
                             "tagged": pe.encap(v.id) != tables::Encap::Untagged,
                             "up": pe.up,
                             "state": state,
@@ -198,7 +198,7 @@ impl ApiState {
                         "vlan": k.vlan(),
                         "mac": crate::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
-                        "port": self.cfg().ports.get(e.port as usize).map(|p| p.name.as_str()),
+                        "port": self.cfg().port_label(e.port),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
                     })
                 })
@@ -371,9 +371,22 @@ impl ApiState {
                 .iter()
                 .map(|p| {
                     let id = p.port as usize;
+                    // A VLAN interface is up while a port of its VLAN is.
+                    let state = match p.vlan {
+                        None => st.get(id).map(|s| json!(s.state)).unwrap_or(Value::Null),
+                        Some(v) => {
+                            let up = self.cfg().ports.iter().enumerate().any(|(i, _)| {
+                                self.cfg().port_vlans(i).contains(v)
+                                    && st
+                                        .get(i)
+                                        .is_some_and(|s| s.state == crate::ports::PortState::Up)
+                            });
+                            json!(if up { "up" } else { "down" })
+                        }
+                    };
                     json!({
                         "name": p.name,
-                        "state": st.get(id).map(|s| s.state),
+                        "state": state,
                         "tap": p.tap,
                         "mac": crate::show_mac(p.mac),
                         "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
@@ -449,13 +462,7 @@ impl ApiState {
             }
         };
         drop(fib);
-        let name = |port: u16| {
-            self.cfg()
-                .ports
-                .get(port as usize)
-                .map(|p| p.name.clone())
-                .unwrap_or_else(|| format!("port{port}"))
-        };
+        let name = |port: u16| self.cfg().port_label(port);
         Ok(Value::Array(
             infos
                 .into_iter()
@@ -534,17 +541,11 @@ impl ApiState {
         top.sort_by_key(|r| std::cmp::Reverse(r.bytes));
         top.truncate(n);
         let name = |p: u16| {
-            self.cfg()
-                .ports
-                .get(p as usize)
-                .map(|c| c.name.clone())
-                .unwrap_or_else(|| {
-                    if p == u16::MAX {
-                        "flood".into()
-                    } else {
-                        format!("#{p}")
-                    }
-                })
+            if p == u16::MAX {
+                "flood".into()
+            } else {
+                self.cfg().port_label(p)
+            }
         };
         let ip = |fam: u8, a: u128| -> String {
             if fam == 4 {
@@ -661,9 +662,7 @@ impl ApiState {
             },
         };
         let r = match req.get("cmd").and_then(Value::as_str) {
-            Some("show-interfaces") => {
-                self.interfaces(req.get("port").and_then(Value::as_str))
-            }
+            Some("show-interfaces") => self.interfaces(req.get("port").and_then(Value::as_str)),
             Some("show-vlans") => self.vlans(vlan),
             Some("show-mac") => self.mac_table(vlan, req),
             Some("show-mac-count") => Ok(self.mac_count(vlan)),

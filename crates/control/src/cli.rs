@@ -295,7 +295,12 @@ pub const SHOW: &[CommandDef] = &[
     },
     CommandDef {
         words: "access-lists",
-        aliases: &["access-list", "ip access-lists", "ipv6 access-lists", "mac access-lists"],
+        aliases: &[
+            "access-list",
+            "ip access-lists",
+            "ipv6 access-lists",
+            "mac access-lists",
+        ],
         usage: "[NAME] [all]",
         help: "access lists: where attached, rules with matches; all: every rule",
         args: &[
@@ -428,13 +433,11 @@ pub const SHOW: &[CommandDef] = &[
         aliases: &[],
         usage: "[summary]",
         help: "IPv4 multicast routes (snooped and routed) with counters",
-        args: &[
-            Arg::Flag {
-                word: "summary",
-                set: r#"{"summary":true}"#,
-                render: None,
-            },
-        ],
+        args: &[Arg::Flag {
+            word: "summary",
+            set: r#"{"summary":true}"#,
+            render: None,
+        }],
         request: r#"{"cmd":"show-mroute","family":4,"summary":false}"#,
         render: show::mroutes,
     },
@@ -443,13 +446,11 @@ pub const SHOW: &[CommandDef] = &[
         aliases: &[],
         usage: "[summary]",
         help: "IPv6 multicast routes",
-        args: &[
-            Arg::Flag {
-                word: "summary",
-                set: r#"{"summary":true}"#,
-                render: None,
-            },
-        ],
+        args: &[Arg::Flag {
+            word: "summary",
+            set: r#"{"summary":true}"#,
+            render: None,
+        }],
         request: r#"{"cmd":"show-mroute","family":6,"summary":false}"#,
         render: show::mroutes,
     },
@@ -470,6 +471,8 @@ pub const CLEAR: &[CommandDef] = &[CommandDef {
 pub struct Command {
     pub request: Value,
     pub render: Render,
+    /// The renderer's name (see [`CommandDef::renderers`]; golden files).
+    pub view: String,
 }
 
 impl CommandDef {
@@ -487,10 +490,21 @@ impl CommandDef {
         }
     }
 
+    /// The name of its output (golden files): the words with `-` for
+    /// spaces, `clear-` in front for `clear` commands.
+    fn view(&self, verb: &str) -> String {
+        let w = self.words.replace(' ', "-");
+        if verb == "show" {
+            w
+        } else {
+            format!("{verb}-{w}")
+        }
+    }
+
     /// The renderers this command can use: its own, and its flags'
-    /// (named `words[-flag]` with spaces as `-`, as the golden files are).
-    pub fn renderers(&self) -> Vec<(String, Render)> {
-        let base = self.words.replace(' ', "-");
+    /// (named `view[-flag]`, as the golden files are).
+    pub fn renderers(&self, verb: &str) -> Vec<(String, Render)> {
+        let base = self.view(verb);
         let mut v = vec![(base.clone(), self.render)];
         for a in self.args {
             if let Arg::Flag {
@@ -513,6 +527,7 @@ impl CommandDef {
             _ => return Err(format!("internal: bad request template {}", self.request)),
         };
         let mut render = self.render;
+        let mut view = self.view(verb);
         let mut positional_done = false;
         let mut i = 0;
         while i < rest.len() {
@@ -538,6 +553,7 @@ impl CommandDef {
                         }
                         if let Some(r) = r {
                             render = *r;
+                            view = format!("{}-{word}", self.view(verb));
                         }
                         used = true;
                     }
@@ -565,6 +581,7 @@ impl CommandDef {
         Ok(Command {
             request: Value::Object(req),
             render,
+            view,
         })
     }
 }
@@ -595,9 +612,8 @@ fn find<'a, 'w>(
                 None => true,
                 Some((_, n, e, _)) => cw.len() > n || (cw.len() == n && exact > e),
             };
-            let same = best.is_some_and(|(b, n, e, _)| {
-                cw.len() == n && exact == e && !std::ptr::eq(b, c)
-            });
+            let same =
+                best.is_some_and(|(b, n, e, _)| cw.len() == n && exact == e && !std::ptr::eq(b, c));
             if better {
                 best = Some((c, cw.len(), exact, sp));
                 tie = None;
@@ -774,16 +790,19 @@ mod tests {
         // IOS habits: abbreviations, `ip` exact beats `ipv6`.
         assert_eq!(req("int"), json!({"cmd": "show-interfaces"}));
         assert_eq!(req("int status"), json!({"cmd": "show-interfaces"}));
-        assert_eq!(
-            req("int counters errors")["cmd"],
-            json!("show-counters")
-        );
+        assert_eq!(req("int counters errors")["cmd"], json!("show-counters"));
         assert_eq!(req("ip ro")["family"], json!(4));
-        assert_eq!(req("interfaces sw1"), json!({"cmd": "show-interfaces", "port": "sw1"}));
+        assert_eq!(
+            req("interfaces sw1"),
+            json!({"cmd": "show-interfaces", "port": "sw1"})
+        );
         // `i` alone is too short to abbreviate.
         assert!(parse_show(&words("i route")).is_err());
         let e = parse_show(&words("ip bogus")).err().unwrap();
-        assert!(e.contains("did you mean") && e.contains("show ip route"), "{e}");
+        assert!(
+            e.contains("did you mean") && e.contains("show ip route"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -503,10 +503,12 @@ pub fn acl_log_pass(cfg: &Config, s: &Services) -> Vec<String> {
                     k.dst_port
                 )
             };
+            // Rules are named by position (the configuration has no
+            // sequence numbers), as `show access-lists` lists them.
             lines.push(format!(
                 "acl: list {} rule {} {} {what} on {port}, {n} packet{}",
                 l.name,
-                (e.rule as usize + 1) * 10,
+                e.rule as usize + 1,
                 if e.permitted { "permitted" } else { "denied" },
                 if n == 1 { "" } else { "s" }
             ));
@@ -592,7 +594,7 @@ mod tests {
         assert_eq!(
             lines,
             vec![
-                "acl: list a4 rule 10 denied proto 6 10.0.0.1(999) -> 10.0.0.2(23) on b, 3 packets"
+                "acl: list a4 rule 1 denied proto 6 10.0.0.1(999) -> 10.0.0.2(23) on b, 3 packets"
             ]
         );
         assert!(acl_log_pass(&cfg, &s).is_empty());

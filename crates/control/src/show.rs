@@ -155,22 +155,34 @@ fn wrap(items: &[String], sep: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// A line of `text` wrapped at spaces to [`MAX_WIDTH`], continuation
-/// lines indented by `indent` spaces.
-fn para(o: &mut String, first: &str, indent: usize) {
-    let words: Vec<String> = first.split(' ').map(String::from).collect();
-    let mut line = String::new();
-    for w in words {
-        let n = line.chars().count();
-        if n > indent && n + 1 + w.chars().count() > MAX_WIDTH {
-            let _ = writeln!(o, "{}", line.trim_end());
-            line = " ".repeat(indent);
-        } else if !line.is_empty() && !line.ends_with(' ') {
-            line.push(' ');
+/// `line` wrapped at spaces to [`MAX_WIDTH`], continuation lines
+/// indented by `indent` spaces; a line that fits is written as it is.
+fn para(o: &mut String, line: &str, indent: usize) {
+    let mut rest = line.trim_end().to_string();
+    loop {
+        if rest.chars().count() <= MAX_WIDTH {
+            let _ = writeln!(o, "{rest}");
+            return;
         }
-        line.push_str(&w);
+        // The last space that keeps the line within the width, past the
+        // indent (else the first space after it: a long word overflows).
+        let cut = rest
+            .char_indices()
+            .filter(|(i, c)| *c == ' ' && *i > indent && *i <= MAX_WIDTH)
+            .map(|(i, _)| i)
+            .last()
+            .or_else(|| {
+                rest.char_indices()
+                    .find(|(i, c)| *c == ' ' && *i > indent)
+                    .map(|(i, _)| i)
+            });
+        let Some(cut) = cut else {
+            let _ = writeln!(o, "{rest}");
+            return;
+        };
+        let _ = writeln!(o, "{}", rest[..cut].trim_end());
+        rest = format!("{}{}", " ".repeat(indent), rest[cut..].trim_start());
     }
-    let _ = writeln!(o, "{}", line.trim_end());
 }
 
 // ---------------------------------------------------------------------
@@ -404,7 +416,10 @@ pub fn version(v: &Value) -> String {
 /// Ports in each state, for the summary line of `show interfaces`.
 fn port_states(ports: &[Value]) -> String {
     let count = |st: &str| ports.iter().filter(|p| s(p, "state") == st).count() as u64;
-    let mut parts = vec![format!("{} up", count("up")), format!("{} down", count("down"))];
+    let mut parts = vec![
+        format!("{} up", count("up")),
+        format!("{} down", count("down")),
+    ];
     let missing = count("missing");
     if missing > 0 {
         parts.push(format!("{missing} missing"));
@@ -427,24 +442,35 @@ fn port_vlan(r: &Value) -> String {
     }
 }
 
-/// `show interfaces [PORT]` (Cisco `show interfaces status`).
+/// `show interfaces [PORT]` (Cisco `show interfaces status`: the VLAN
+/// column says the mode too).
 pub fn interfaces(v: &Value) -> String {
     let mut o = String::new();
     let ports = rows(v);
     let _ = writeln!(o, "{}", port_states(ports));
     let _ = writeln!(o);
     let mut t = Table::new(&[
-        "Port", "Status", "Mode", "VLAN", ">MTU", ">Ifindex", ">RX frames", ">TX frames", ">Drops",
+        "Port",
+        "Status",
+        "VLAN",
+        ">MTU",
+        ">Ifindex",
+        ">RX frames",
+        ">TX frames",
+        ">Drops",
     ]);
     let mut errors = Vec::new();
     for r in ports {
         t.row(vec![
             s(r, "name"),
             s(r, "state"),
-            s(r, "mode"),
             port_vlan(r),
-            opt_u(r, "mtu").filter(|m| *m > 0).map_or("-".into(), |m| m.to_string()),
-            opt_u(r, "ifindex").filter(|i| *i > 0).map_or("-".into(), |i| i.to_string()),
+            opt_u(r, "mtu")
+                .filter(|m| *m > 0)
+                .map_or("-".into(), |m| m.to_string()),
+            opt_u(r, "ifindex")
+                .filter(|i| *i > 0)
+                .map_or("-".into(), |i| i.to_string()),
             u(r, "rx_frames").to_string(),
             u(r, "tx_frames").to_string(),
             u(r, "drops").to_string(),
@@ -471,7 +497,11 @@ pub fn interfaces_trunk(v: &Value) -> String {
         .iter()
         .filter(|r| matches!(s(r, "mode").as_str(), "trunk" | "dot1q-tunnel"))
         .collect();
-    let _ = writeln!(o, "{}", plural(trunks.len() as u64, "trunk port", "trunk ports"));
+    let _ = writeln!(
+        o,
+        "{}",
+        plural(trunks.len() as u64, "trunk port", "trunk ports")
+    );
     let _ = writeln!(o);
     let mut t = Table::new(&["Port", "Mode", "Status", "Native", "TPID", "VLANs carried"]);
     for r in trunks {
@@ -496,7 +526,10 @@ pub fn interfaces_trunk(v: &Value) -> String {
 pub fn vlans(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{}", plural(rows(v).len() as u64, "VLAN", "VLANs"));
-    let _ = writeln!(o, "Ports: (T) tagged; (down) link down; (missing) no such interface");
+    let _ = writeln!(
+        o,
+        "Ports: (T) tagged; (down) link down; (missing) no such interface"
+    );
     let _ = writeln!(o);
     let mut t = Table::new(&["VLAN", "Name", "Learning", ">Limit", ">MACs", "Ports"]);
     for r in rows(v) {
@@ -802,10 +835,22 @@ pub fn ip_interfaces(v: &Value) -> String {
     let _ = writeln!(
         o,
         "{}, {up} up",
-        plural(rows(v).len() as u64, "routed interface", "routed interfaces")
+        plural(
+            rows(v).len() as u64,
+            "routed interface",
+            "routed interfaces"
+        )
     );
     let _ = writeln!(o);
-    let mut t = Table::new(&["Interface", "Status", "TAP", "Router MAC", ">MTU", "uRPF", "Addresses"]);
+    let mut t = Table::new(&[
+        "Interface",
+        "Status",
+        "TAP",
+        "Router MAC",
+        ">MTU",
+        "uRPF",
+        "Addresses",
+    ]);
     for r in rows(v) {
         let mut addrs = strings(r, "addresses");
         if r.get("link_local").is_some_and(|l| !l.is_null()) {
@@ -843,7 +888,8 @@ fn route_code(source: &str) -> &'static str {
     }
 }
 
-const ROUTE_CODES: &str = "Codes: C - connected, S - static, O - OSPF, B - BGP, i - IS-IS, R - RIP, \
+const ROUTE_CODES: &str =
+    "Codes: C - connected, S - static, O - OSPF, B - BGP, i - IS-IS, R - RIP, \
 K - kernel (via FRR), ? - other\n       * - installed in the FIB, ! - no usable next hop";
 
 /// `show ip route [PREFIX | ADDRESS]` and `show ipv6 route ...`.
@@ -960,10 +1006,10 @@ pub fn route_summary(v: &Value) -> String {
     let lpm = v.get("lpm").cloned().unwrap_or(Value::Null);
     let _ = writeln!(
         o,
-        "FIB: {} without a usable next hop; {} of {} routes allowed",
-        u(v, "unresolvable"),
+        "FIB: {} of at most {} routes; {} without a usable next hop",
         u(v, "prefixes"),
-        s(v, "max_routes")
+        s(v, "max_routes"),
+        u(v, "unresolvable")
     );
     let _ = writeln!(
         o,
@@ -1073,7 +1119,10 @@ fn acl_compiled(c: &Value) -> String {
         parts.push(format!("{} rules can never match", u(c, "unmatchable")));
     }
     if u(c, "shadowed") > 0 {
-        parts.push(format!("{} rules shadowed by earlier ones", u(c, "shadowed")));
+        parts.push(format!(
+            "{} rules shadowed by earlier ones",
+            u(c, "shadowed")
+        ));
     }
     parts.join(", ")
 }
@@ -1108,7 +1157,11 @@ pub fn access_lists(v: &Value) -> String {
         } else {
             let lines = wrap(&attached, ", ", MAX_WIDTH - 16);
             for (i, line) in lines.iter().enumerate() {
-                let _ = writeln!(o, "    {:<12}{line}", if i == 0 { "attached on" } else { "" });
+                let _ = writeln!(
+                    o,
+                    "    {:<12}{line}",
+                    if i == 0 { "attached on" } else { "" }
+                );
             }
         }
         if let Some(c) = l.get("compiled").filter(|c| c.is_object()) {
@@ -1268,7 +1321,14 @@ pub fn flow_cache(v: &Value) -> String {
         );
     }
     let _ = writeln!(o);
-    let mut w = Table::new(&["Worker", ">Flows", ">Capacity", ">Memory (MiB)", ">Cache full", ">Queued"]);
+    let mut w = Table::new(&[
+        "Worker",
+        ">Flows",
+        ">Capacity",
+        ">Memory (MiB)",
+        ">Cache full",
+        ">Queued",
+    ]);
     for x in rows_at(v, "workers") {
         w.row(vec![
             u(x, "worker").to_string(),
@@ -1284,30 +1344,59 @@ pub fn flow_cache(v: &Value) -> String {
     w.total(vec![
         "Total".into(),
         flows.to_string(),
-        workers.iter().map(|x| u(x, "capacity")).sum::<u64>().to_string(),
+        workers
+            .iter()
+            .map(|x| u(x, "capacity"))
+            .sum::<u64>()
+            .to_string(),
         (workers.iter().map(|x| u(x, "memory-bytes")).sum::<u64>() >> 20).to_string(),
-        workers.iter().map(|x| u(x, "cache-full")).sum::<u64>().to_string(),
-        workers.iter().map(|x| u(x, "queued")).sum::<u64>().to_string(),
+        workers
+            .iter()
+            .map(|x| u(x, "cache-full"))
+            .sum::<u64>()
+            .to_string(),
+        workers
+            .iter()
+            .map(|x| u(x, "queued"))
+            .sum::<u64>()
+            .to_string(),
     ]);
     w.render(&mut o);
     let _ = writeln!(o);
     let top = rows_at(v, "top");
-    let _ = writeln!(
-        o,
-        "Largest flows by bytes ({} of {flows}):",
-        top.len()
-    );
+    let _ = writeln!(o, "Largest flows by bytes ({} of {flows}):", top.len());
     let mut t = Table::new(&[
-        "Source", ">Sport", "Destination", ">Dport", "Proto", "DSCP", "In", "Out", ">Packets", ">Bytes",
+        "Source",
+        ">Sport",
+        "Destination",
+        ">Dport",
+        "Proto",
+        "DSCP",
+        "In",
+        "Out",
+        ">Packets",
+        ">Bytes",
     ])
     .split(4);
+    let mut icmp = false;
     for f in top {
         let tos = u(f, "tos");
+        // ICMP flows carry type and code where the ports would be.
+        let (sport, dport) = match u(f, "proto") {
+            1 | 58 => {
+                icmp = true;
+                (
+                    "-".to_string(),
+                    format!("{}/{}", u(f, "sport"), u(f, "dport")),
+                )
+            }
+            _ => (u(f, "sport").to_string(), u(f, "dport").to_string()),
+        };
         t.row(vec![
             s(f, "src"),
-            u(f, "sport").to_string(),
+            sport,
             s(f, "dst"),
-            u(f, "dport").to_string(),
+            dport,
             proto_name(u(f, "proto")),
             dscp_name(tos >> 2),
             s(f, "in"),
@@ -1317,6 +1406,9 @@ pub fn flow_cache(v: &Value) -> String {
         ]);
     }
     t.render(&mut o);
+    if icmp {
+        let _ = writeln!(o, "ICMP flows: Dport is the ICMP type/code.");
+    }
     o
 }
 
@@ -1471,7 +1563,13 @@ fn lacp_flags(v: Option<&Value>) -> String {
     };
     FLAGS
         .iter()
-        .map(|(name, c)| if set.iter().any(|x| x == name) { *c } else { '.' })
+        .map(|(name, c)| {
+            if set.iter().any(|x| x == name) {
+                *c
+            } else {
+                '.'
+            }
+        })
         .collect()
 }
 
@@ -1593,7 +1691,13 @@ fn snooping_vlans(v: &Value, o: &mut String) {
         plural(vlans.len() as u64, "VLAN", "VLANs")
     );
     let _ = writeln!(o);
-    let mut t = Table::new(&["VLAN", ">Groups", "Querier", ">Queries sent", "Router ports"]);
+    let mut t = Table::new(&[
+        "VLAN",
+        ">Groups",
+        "Querier",
+        ">Queries sent",
+        "Router ports",
+    ]);
     for r in vlans {
         let routers = strings(r, "router-ports");
         t.row(vec![

@@ -151,15 +151,37 @@ fn command_list() -> String {
     let other = [
         ("run --config FILE", "run the switch in the foreground"),
         ("config check FILE", "validate a configuration file"),
-        ("config diff FILE", "what applying FILE to the running switch would change"),
-        ("config apply FILE", "apply FILE to the running switch, hitless and atomic"),
-        ("config rollback", "back to the configuration before the last apply"),
-        ("restart", "restart the data plane in place, keeping learned addresses"),
-        ("bypass on | off | status", "forward without services (ACLs, QoS, flows)"),
-        ("lab run PLAN [--out DIR] [-q]", "run a test plan, print the comparison tables"),
-        ("lab calibrate [--out DIR]", "measure the test bed's ceiling"),
+        (
+            "config diff FILE",
+            "what applying FILE to the running switch would change",
+        ),
+        (
+            "config apply FILE",
+            "apply FILE to the running switch, hitless and atomic",
+        ),
+        (
+            "config rollback",
+            "back to the configuration before the last apply",
+        ),
+        (
+            "restart",
+            "restart the data plane in place, keeping learned addresses",
+        ),
+        (
+            "bypass on | off | status",
+            "forward without services (ACLs, QoS, flows)",
+        ),
+        (
+            "lab run PLAN [--out DIR] [-q]",
+            "run a test plan, print the comparison tables",
+        ),
+        (
+            "lab calibrate [--out DIR]",
+            "measure the test bed's ceiling",
+        ),
     ];
-    let mut o = String::from("Every command (show and clear words may be abbreviated: show int):\n");
+    let mut o =
+        String::from("Every command (show and clear words may be abbreviated: show int):\n");
     for (c, h) in other {
         o.push_str(&format!("  {c:<w$}{h}\n", w = control::cli::HELP_COLUMN));
     }
@@ -178,14 +200,18 @@ fn command() -> clap::Command {
                 "Commands (words may be abbreviated: show int, show ip ro):\n{}",
                 control::cli::help(control::cli::SHOW, "show")
             ))
-            .help_template("{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}")
+            .help_template(
+                "{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}",
+            )
         })
         .mut_subcommand("clear", |c| {
             c.before_help(format!(
                 "Commands:\n{}",
                 control::cli::help(control::cli::CLEAR, "clear")
             ))
-            .help_template("{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}")
+            .help_template(
+                "{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}",
+            )
         })
 }
 
@@ -271,10 +297,18 @@ fn check(file: &std::path::Path) -> Result<(), String> {
         plural(cfg.static_macs.len(), "static MAC", "static MACs"),
     ];
     for (n, one, many) in [
-        (cfg.l3_interfaces().len(), "routed interface", "routed interfaces"),
+        (
+            cfg.l3_interfaces().len(),
+            "routed interface",
+            "routed interfaces",
+        ),
         (cfg.access_lists.len(), "access list", "access lists"),
         (cfg.policy_maps.len(), "policy map", "policy maps"),
-        (cfg.mirror_sessions.len(), "mirror session", "mirror sessions"),
+        (
+            cfg.mirror_sessions.len(),
+            "mirror session",
+            "mirror sessions",
+        ),
         (cfg.backup_pairs.len(), "backup pair", "backup pairs"),
         (cfg.port_channels.len(), "port channel", "port channels"),
     ] {

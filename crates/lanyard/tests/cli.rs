@@ -56,7 +56,12 @@ fn config_check_names_file_line_and_field() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 ports"));
+    // VLAN 1 exists without being configured: one VLAN, not two (issue 14).
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.contains("ok: 1 port, 1 VLAN (and the default VLAN 1), 0 static MACs"),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -84,7 +89,8 @@ fn show_tables_and_clean_shutdown() {
         t.contains("sw1") && t.contains("access") && t.contains("up"),
         "{t}"
     );
-    assert!(t.contains("allowed 1,10"), "{t}");
+    let t = text(&["show", "interfaces", "trunk"]);
+    assert!(t.contains("sw3") && t.contains("1, 10"), "{t}");
     let t = text(&["show", "vlan"]);
     assert!(
         t.contains("users") && t.contains("sw3(T)") && t.contains("100"),
@@ -100,7 +106,10 @@ fn show_tables_and_clean_shutdown() {
         "{t}"
     );
     let t = text(&["show", "mac", "address-table", "count"]);
-    assert!(t.contains("Static  Address Count  : 1"), "{t}");
+    assert!(
+        t.contains("Total Mac Addresses: 1 (0 dynamic, 1 static)"),
+        "{t}"
+    );
     let t = text(&["show", "counters"]);
     assert!(t.contains("RX frames") && t.contains("sw3"), "{t}");
     let bad = sw

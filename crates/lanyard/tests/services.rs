@@ -322,7 +322,7 @@ fn acl_10k_denies_never_leak_and_pass_the_rest() {
     std::thread::sleep(Duration::from_millis(1300));
     if !sw
         .log()
-        .contains("acl: list out-only rule 10 denied proto 17")
+        .contains("acl: list out-only rule 1 denied proto 17")
     {
         failures.push("no log line for out-only's logging rule".into());
     }

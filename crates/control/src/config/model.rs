@@ -475,6 +475,25 @@ impl Config {
         (self.ports.len() + self.svis().count() + k) as u16
     }
 
+    /// What `show` calls port id `id`: a port's name, `vlanN` for a VLAN
+    /// interface (the router's port in its VLAN), a port channel's name,
+    /// `port N` for anything else.
+    pub fn port_label(&self, id: u16) -> String {
+        let i = id as usize;
+        if let Some(p) = self.ports.get(i) {
+            return p.name.clone();
+        }
+        let k = i - self.ports.len();
+        if let Some((v, _)) = self.svis().nth(k) {
+            return format!("vlan{}", v.id);
+        }
+        let k = k - self.svis().count();
+        match self.port_channels.get(k) {
+            Some(c) => c.name.clone(),
+            None => format!("port {id}"),
+        }
+    }
+
     /// The port channel port `index` is a member of, if any.
     pub fn channel_of(&self, index: usize) -> Option<usize> {
         let name = &self.ports.get(index)?.name;
