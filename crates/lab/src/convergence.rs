@@ -785,6 +785,8 @@ mod tests {
             per_port_tx: vec![200_000, 0, 0],
             tester_rx_drops: 0,
             generator_limited: false,
+            tx_refused: 0,
+            tx_usage: Default::default(),
             latency: LatencyStats::default(),
             streams,
             mark_ns: Some(1_000_000_000),

@@ -218,6 +218,14 @@ pub struct TrialResult {
     pub tester_rx_drops: u64,
     /// True when offered < 98 % of intended.
     pub generator_limited: bool,
+    /// Sends the kernel refused (ENOBUFS / EAGAIN) on the tester's
+    /// transmit ports: the DUT pushed back (see
+    /// `PacketSocket::take_refused`). Retried, so no frame is lost to it.
+    #[serde(default)]
+    pub tx_refused: u64,
+    /// The transmit thread's CPU time and context switches.
+    #[serde(default)]
+    pub tx_usage: ThreadUsage,
     /// Latency over all streams.
     pub latency: LatencyStats,
     /// Per-stream detail.
@@ -587,6 +595,8 @@ impl Tester {
             per_port_tx: tx_out.port_sent.clone(),
             tester_rx_drops,
             generator_limited: false,
+            tx_refused: tx_out.refused,
+            tx_usage: tx_out.usage,
             latency: LatencyStats::default(),
             streams: Vec::new(),
             mark_ns: None,
@@ -744,6 +754,46 @@ struct TxOut {
     stream_sent_before: Vec<u64>,
     /// Longest gap between sends ending after the mark: (length, start), ns.
     stall: (u64, u64),
+    /// Sends the kernel refused (all ports).
+    refused: u64,
+    /// The transmit thread's own resource use over the trial.
+    usage: ThreadUsage,
+}
+
+/// What the transmit thread spent: CPU time and how often it slept
+/// (`getrusage(RUSAGE_THREAD)` differences).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct ThreadUsage {
+    /// CPU seconds (user + system; the system part includes the DUT's
+    /// work when a kernel DUT forwards inside the sender's system call).
+    pub cpu_s: f64,
+    /// Voluntary context switches: the thread blocked (socket buffer
+    /// full, or a paced sleep).
+    pub voluntary: u64,
+    /// Involuntary ones: it was preempted.
+    pub involuntary: u64,
+}
+
+impl ThreadUsage {
+    fn now() -> ThreadUsage {
+        // SAFETY: rusage is plain data; getrusage fills it for this thread.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        ThreadUsage {
+            cpu_s: t(r.ru_utime) + t(r.ru_stime),
+            voluntary: r.ru_nvcsw as u64,
+            involuntary: r.ru_nivcsw as u64,
+        }
+    }
+
+    fn since(self, start: ThreadUsage) -> ThreadUsage {
+        ThreadUsage {
+            cpu_s: self.cpu_s - start.cpu_s,
+            voluntary: self.voluntary.saturating_sub(start.voluntary),
+            involuntary: self.involuntary.saturating_sub(start.involuntary),
+        }
+    }
 }
 
 struct PortTx {
@@ -782,6 +832,10 @@ fn tx_loop(
     let mut seq = vec![0u32; spec.streams.len()];
     let mut stream_sent = vec![0u64; spec.streams.len()];
     let mut stream_sent_before = vec![0u64; spec.streams.len()];
+    for s in socks {
+        s.take_refused();
+    }
+    let usage0 = ThreadUsage::now();
     let t0_ns = mono_ns();
     ctl.t0.store(t0_ns, Ordering::Release);
     let t0 = t0_ns as f64;
@@ -942,6 +996,8 @@ fn tx_loop(
         stream_sent,
         stream_sent_before,
         stall,
+        refused: socks.iter().map(|s| s.take_refused()).sum(),
+        usage: ThreadUsage::now().since(usage0),
     })
 }
 

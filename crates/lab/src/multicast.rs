@@ -1064,6 +1064,8 @@ mod tests {
             per_port_tx: vec![],
             tester_rx_drops: 0,
             generator_limited: false,
+            tx_refused: 0,
+            tx_usage: Default::default(),
             latency: LatencyStats::default(),
             streams,
             mark_ns: None,

@@ -9,6 +9,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -63,6 +64,9 @@ pub struct PacketSocket {
     fd: OwnedFd,
     /// Interface name.
     pub name: String,
+    /// Sends the kernel refused with ENOBUFS / EAGAIN (see
+    /// [`PacketSocket::take_refused`]).
+    refused: AtomicU64,
 }
 
 impl PacketSocket {
@@ -115,12 +119,22 @@ impl PacketSocket {
         let s = PacketSocket {
             fd,
             name: ifname.to_string(),
+            refused: AtomicU64::new(0),
         };
         if rx {
             s.drain();
             s.take_drops();
         }
         Ok(s)
+    }
+
+    /// Times the kernel refused a send with ENOBUFS or EAGAIN since the
+    /// last call (resets the count). With `PACKET_QDISC_BYPASS` that is
+    /// the egress device saying "busy": the DUT behind it is pushing
+    /// back (a veth whose peer's ring is full stops its queue), not the
+    /// generator running out of CPU.
+    pub fn take_refused(&self) -> u64 {
+        self.refused.swap(0, Ordering::Relaxed)
     }
 
     /// Raw descriptor (for poll).
@@ -198,10 +212,14 @@ impl PacketSocket {
                     Some(libc::EINTR) => continue,
                     Some(libc::ENOBUFS) | Some(libc::EAGAIN) if retries < 100 => {
                         retries += 1;
+                        self.refused.fetch_add(1, Ordering::Relaxed);
                         std::thread::yield_now();
                         continue;
                     }
-                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) => return Ok(done),
+                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
+                        self.refused.fetch_add(1, Ordering::Relaxed);
+                        return Ok(done);
+                    }
                     _ => return Err(os("sendmmsg")),
                 }
             }

@@ -5,7 +5,7 @@ use crate::engine::{Limit, Stream, Tester, TrialResult, TrialSpec};
 use crate::netns::sleep_checked;
 use crate::plan::{Driver, Family, FrameSize, Test, TestKind};
 use crate::report::{ResultRow, TrialRecord};
-use crate::search::{bisect, trials_needed};
+use crate::search::{bisect, gallop, trials_needed};
 use crate::sig::{host_ip6, Arrival, Mac, L3, TTL};
 use crate::LabError;
 use serde_json::json;
@@ -375,8 +375,33 @@ impl Ctx<'_> {
             .collect()
     }
 
-    /// RFC 2544 throughput: one unpaced trial gives the upper bound, then
-    /// bisection; latency from the passing trial at the result.
+    /// The generator's own cost per frame and rate on a plain veth pair
+    /// in the tester's namespace (no DUT), for frames of `sizes`; measured
+    /// once per size and run (see [`held_back`]).
+    fn generator_baseline(&mut self, sizes: &[u16]) -> Option<Baseline> {
+        static CACHE: std::sync::Mutex<Vec<(Vec<u16>, Baseline)>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, b)) = cache.iter().find(|(s, _)| s == sizes) {
+            return Some(*b);
+        }
+        let b = measure_baseline(&self.dut.topo.tester, sizes).ok()?;
+        cache.push((sizes.to_vec(), b));
+        Some(b)
+    }
+
+    /// RFC 2544 throughput: one unpaced trial, then a search of paced
+    /// rates; latency from the passing trial at the result.
+    ///
+    /// - The unpaced trial lost frames: bisection below its rate.
+    /// - It lost none, and the generator was the limit (it ran at its own
+    ///   speed, nothing pushed back): that rate, marked generator-limited.
+    /// - It lost none because the DUT held the sender back (see
+    ///   [`held_back`]: a kernel DUT forwarding inside the sender's system
+    ///   call, a full socket buffer, refused sends): the unpaced rate is
+    ///   only a lower bound that moves with the machine's load, so paced
+    ///   rates above it are searched. A paced trial passes only when it
+    ///   lost nothing *and* offered its rate (≥ 98 %).
     pub(crate) fn throughput(
         &mut self,
         t: &Test,
@@ -399,10 +424,99 @@ impl Ctx<'_> {
         let mut best: Option<TrialResult> = None;
         let mut generator_limited = false;
         let mut lo = 0.0;
+        let mut paced_search = false;
         if p0 {
-            generator_limited = true;
-            lo = max_port;
-            best = Some(r0.clone());
+            let base = self.generator_baseline(&streams[0].sizes);
+            match held_back(&r0, base.as_ref(), true) {
+                None => {
+                    generator_limited = true;
+                    lo = max_port;
+                    best = Some(r0.clone());
+                    row.detail = json!({"unpaced": "generator-limited",
+                        "generator_baseline": base});
+                }
+                Some(why) => {
+                    // Search paced rates from the unpaced rate up to the
+                    // generator's own (a quarter above the unpaced rate at
+                    // least). When the sender blocked, the unpaced rate
+                    // counts frames the DUT only queued (sent / time with a
+                    // deep queue behind): search below it instead.
+                    paced_search = true;
+                    let blocked = r0.tx_refused == 0 && r0.tx_usage.voluntary > 20;
+                    let (from, top) = if blocked {
+                        (0.0, max_port * 1.02)
+                    } else {
+                        (
+                            max_port,
+                            base.map(|b| b.fps / senders)
+                                .unwrap_or(0.0)
+                                .max(max_port * 1.25),
+                        )
+                    };
+                    let mut passed: Vec<(f64, TrialResult)> = Vec::new();
+                    let mut failed: Vec<(f64, TrialResult)> = Vec::new();
+                    let mut recs = Vec::new();
+                    let search = |lo, hi, res, n, f| {
+                        if blocked {
+                            bisect(lo, hi, res, n, f)
+                        } else {
+                            gallop(lo, hi, res, n, f)
+                        }
+                    };
+                    let out = search(from, top, t.resolution, t.max_trials - 1, |rate| {
+                        self.progress.label(format!(
+                            "{} {} {} @ {:.0} fps/port (paced, above the unpaced rate)",
+                            self.dut.spec.name, row.test, row.frame_size, rate
+                        ));
+                        let r = self.trial(
+                            t,
+                            streams,
+                            Self::rates_for(streams, ports, Some(rate)),
+                            dur,
+                            ports,
+                        )?;
+                        let ok = pass_rate(&r, t) && !r.generator_limited;
+                        recs.push(TrialRecord::new("search", Some(rate), &r, ok));
+                        if ok {
+                            passed.push((rate, r));
+                        } else {
+                            failed.push((rate, r));
+                        }
+                        Ok::<bool, LabError>(ok)
+                    })?;
+                    row.trials.extend(recs);
+                    lo = out.lo;
+                    best = passed
+                        .into_iter()
+                        .find(|(r, _)| *r == out.lo)
+                        .map(|(_, r)| r)
+                        .or((!blocked).then(|| r0.clone()));
+                    // Who stopped the search: the DUT (loss, or it held
+                    // the sender back again) or the generator (nothing lost
+                    // and nothing pushed back: it could not send faster).
+                    let stop = failed.iter().find(|(r, _)| *r == out.hi).map(|(_, r)| r);
+                    let dut_limit = stop.and_then(|r| {
+                        if !pass_rate(r, t) {
+                            Some("frames lost".to_string())
+                        } else {
+                            held_back(r, base.as_ref(), false)
+                        }
+                    });
+                    generator_limited = dut_limit.is_none();
+                    row.detail = json!({
+                        "unpaced": "held back by the DUT",
+                        "unpaced_fps_per_port": max_port,
+                        "held_back": why,
+                        "search": out,
+                        "stopped_by": dut_limit.unwrap_or_else(|| "the generator".into()),
+                        "generator_baseline": base,
+                    });
+                    row.notes.push(format!(
+                        "the unpaced trial lost nothing at {:.0} fps but the DUT held the sender back ({why}): paced rates searched above it",
+                        r0.offered_fps
+                    ));
+                }
+            }
         } else {
             let mut passed: Vec<(f64, TrialResult)> = Vec::new();
             let mut recs = Vec::new();
@@ -452,22 +566,30 @@ impl Ctx<'_> {
             best = Some(r);
         }
         let fps = match &best {
-            Some(b) if generator_limited => b.offered_fps,
+            Some(b) if generator_limited && !paced_search => b.offered_fps,
+            Some(b) if paced_search && lo <= max_port && b.intended_fps == 0.0 => {
+                // Nothing paced passed above the unpaced rate: that rate.
+                b.offered_fps
+            }
             Some(b) if b.generator_limited => b.offered_fps.min(lo * senders),
             Some(_) => lo * senders,
             None => 0.0,
         };
         row.throughput_fps = Some(fps);
         row.l2_mbps = Some(fps * (fs_avg(streams) - 4.0) * 8.0 / 1e6);
-        row.generator_limited =
-            generator_limited || best.as_ref().is_some_and(|b| b.generator_limited);
+        row.generator_limited = generator_limited
+            || (!paced_search && best.as_ref().is_some_and(|b| b.generator_limited));
         if let Some(b) = &best {
             row.loss_ratio = Some(b.loss_ratio);
             row.latency = Some(b.latency);
         }
-        if generator_limited {
+        if generator_limited && !paced_search {
             row.notes
                 .push("no loss at the generator's maximum rate (generator-limited)".into());
+        } else if generator_limited {
+            row.notes.push(
+                "the generator could not send faster than the result (generator-limited)".into(),
+            );
         }
         Ok(())
     }
@@ -775,6 +897,104 @@ impl Ctx<'_> {
     }
 }
 
+/// The generator alone on a plain veth pair: CPU time per frame of its
+/// transmit thread, and its unpaced rate (frames/s).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Baseline {
+    pub cost_us: f64,
+    pub fps: f64,
+}
+
+/// Send unpaced for 0.3 s on a veth pair created for the purpose in the
+/// tester's namespace `ns`, the analyzer receiving on the far end: the
+/// cost of a frame with no DUT in its way (the `wire` DUT's path).
+fn measure_baseline(ns: &str, sizes: &[u16]) -> Result<Baseline, LabError> {
+    let (a, b) = ("lybase0", "lybase1");
+    let _ = crate::netns::run("ip", &["-n", ns, "link", "del", a]);
+    crate::netns::run(
+        "ip",
+        &[
+            "-n", ns, "link", "add", a, "mtu", "9216", "type", "veth", "peer", "name", b, "mtu",
+            "9216",
+        ],
+    )?;
+    let result = (|| {
+        for i in [a, b] {
+            crate::netns::run("ip", &["-n", ns, "link", "set", i, "up"])?;
+        }
+        let mut tx = Tester::open(ns, &[a.to_string(), b.to_string()])?;
+        let spec = TrialSpec {
+            streams: vec![Stream {
+                tx: 0,
+                expect: Some(1),
+                also: None,
+                src: host_mac(0),
+                src_count: 1,
+                dst: host_mac(1),
+                dst_count: 1,
+                sizes: sizes.to_vec(),
+                l3: None,
+                arrival: None,
+                receivers: None,
+            }],
+            rates: vec![None, None],
+            limit: Limit::Duration(0.3),
+            drain: 0.05,
+            burst: None,
+        };
+        let r = tx.run(&spec)?;
+        match tx_cost_us(&r) {
+            Some(c) => Ok(Baseline {
+                cost_us: c,
+                fps: r.offered_fps,
+            }),
+            None => Err(LabError::Other("baseline: nothing sent".into())),
+        }
+    })();
+    let _ = crate::netns::run("ip", &["-n", ns, "link", "del", a]);
+    result
+}
+
+/// CPU microseconds the transmit thread spent per frame sent.
+fn tx_cost_us(r: &TrialResult) -> Option<f64> {
+    (r.sent > 0 && r.tx_usage.cpu_s > 0.0).then(|| r.tx_usage.cpu_s * 1e6 / r.sent as f64)
+}
+
+/// Per frame, the sender spending this many times the generator's own
+/// CPU is the DUT's work done in the sender's system call (a kernel DUT on
+/// veth forwards the frame there: bridge, router, tbf). Measured on the
+/// development machine against the baseline with a receiver: the wire
+/// about 1, the Linux bridge about 1.8, a tbf DUT 4-5 times.
+pub const HELD_BACK_COST_RATIO: f64 = 2.5;
+
+/// Why a trial's sender was held back by the DUT rather than limited by
+/// its own speed, if it was: sends refused (the egress queue toward the
+/// DUT full), blocking for socket-buffer space in an unpaced trial (frames
+/// still queued in the DUT hold the sender's memory), or a per-frame CPU
+/// cost [`HELD_BACK_COST_RATIO`] times the generator's own (`base`).
+pub fn held_back(r: &TrialResult, base: Option<&Baseline>, unpaced: bool) -> Option<String> {
+    if r.tx_refused > 0 {
+        return Some(format!(
+            "the kernel refused {} sends: the DUT's queue was full",
+            r.tx_refused
+        ));
+    }
+    if unpaced && r.tx_usage.voluntary > 20 {
+        return Some(format!(
+            "the sender blocked {} times waiting for buffer space the DUT still held",
+            r.tx_usage.voluntary
+        ));
+    }
+    let (cost, base) = (tx_cost_us(r)?, base?);
+    (base.cost_us > 0.0 && cost > HELD_BACK_COST_RATIO * base.cost_us).then(|| {
+        format!(
+            "each frame cost the sender {cost:.1} us of CPU, {:.1} times the generator's own {:.1} us: the DUT forwards inside the sender's system call",
+            cost / base.cost_us,
+            base.cost_us
+        )
+    })
+}
+
 fn fs_avg(streams: &[Stream]) -> f64 {
     let s = &streams[0].sizes;
     s.iter().map(|&x| x as f64).sum::<f64>() / s.len() as f64
@@ -784,5 +1004,72 @@ fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
     match (a.as_object_mut(), b) {
         (Some(o), serde_json::Value::Object(m)) => o.extend(m),
         (_, b) => *a = b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ThreadUsage;
+    use crate::hist::LatencyStats;
+
+    fn result(sent: u64, cpu_s: f64, voluntary: u64, refused: u64) -> TrialResult {
+        TrialResult {
+            nonce: 1,
+            intended_fps: 0.0,
+            offered_fps: sent as f64,
+            tx_seconds: 1.0,
+            sent,
+            received: sent,
+            lost: 0,
+            loss_ratio: 0.0,
+            duplicated: 0,
+            reordered: 0,
+            flooded: 0,
+            malformed: 0,
+            per_port_rx: vec![0, sent],
+            per_port_tx: vec![sent, 0],
+            tester_rx_drops: 0,
+            generator_limited: false,
+            tx_refused: refused,
+            tx_usage: ThreadUsage {
+                cpu_s,
+                voluntary,
+                involuntary: 0,
+            },
+            latency: LatencyStats::default(),
+            streams: Vec::new(),
+            mark_ns: None,
+            tx_stall: None,
+            per_port_latency: None,
+        }
+    }
+
+    #[test]
+    fn tells_a_dut_that_pushes_back_from_a_slow_generator() {
+        let base = Baseline {
+            cost_us: 2.5,
+            fps: 300_000.0,
+        };
+        // The generator at its own cost per frame: its own limit.
+        assert_eq!(
+            held_back(&result(140_000, 0.36, 0, 0), Some(&base), true),
+            None
+        );
+        // A bridge: some of the DUT's work in the sender, still the generator.
+        assert_eq!(
+            held_back(&result(107_000, 0.36, 0, 0), Some(&base), true),
+            None
+        );
+        // A tbf DUT: 13 us per frame in the sender's system call.
+        let why = held_back(&result(32_000, 0.42, 0, 0), Some(&base), true).unwrap();
+        assert!(why.contains("inside the sender's system call"), "{why}");
+        // Refused sends or blocking for buffer space: the DUT, whatever the cost.
+        assert!(held_back(&result(50_000, 0.1, 0, 3), None, true).is_some());
+        assert!(held_back(&result(50_000, 0.1, 500, 0), None, true).is_some());
+        // A paced trial sleeps by design: sleeping says nothing there.
+        assert_eq!(held_back(&result(50_000, 0.1, 500, 0), None, false), None);
+        // No baseline, no CPU signal.
+        assert_eq!(held_back(&result(32_000, 0.42, 0, 0), None, true), None);
     }
 }

@@ -45,6 +45,49 @@ pub fn bisect<E>(
     })
 }
 
+/// Search upward from `lo` (known to pass) toward `top`: trials at
+/// `lo × (1 + step)` with the step growing 4 times per pass (2 %, 8 %,
+/// 32 %, 128 %, ...) until one fails or `top` is reached, then bisection
+/// between the last pass and the first failure. For a limit just above
+/// `lo` this costs one or two trials, not a bisection from `top` down.
+/// `trials` counts every trial; `hi` is `top` when none failed.
+pub fn gallop<E>(
+    lo: f64,
+    top: f64,
+    resolution: f64,
+    max_trials: u32,
+    mut trial: impl FnMut(f64) -> Result<bool, E>,
+) -> Result<SearchOutcome, E> {
+    let mut lo = lo;
+    let mut step = 0.02;
+    let mut trials = 0;
+    let mut hi = None;
+    while trials < max_trials && lo < top {
+        let rate = (lo * (1.0 + step)).min(top);
+        trials += 1;
+        if trial(rate)? {
+            lo = rate;
+            step *= 4.0;
+        } else {
+            hi = Some(rate);
+            break;
+        }
+    }
+    let Some(hi) = hi else {
+        return Ok(SearchOutcome {
+            lo,
+            hi: top,
+            trials,
+            converged: lo >= top,
+        });
+    };
+    let rest = bisect(lo, hi, resolution, max_trials - trials, trial)?;
+    Ok(SearchOutcome {
+        trials: trials + rest.trials,
+        ..rest
+    })
+}
+
 /// Trials bisection needs from a gap of `(hi − lo)/hi = 1` to `resolution`.
 pub fn trials_needed(resolution: f64) -> u32 {
     (1.0 / resolution).log2().ceil().max(0.0) as u32
@@ -95,6 +138,28 @@ mod tests {
         let out = bisect::<()>(800.0, 2000.0, 0.01, 20, |r| Ok(r < 1000.0)).unwrap();
         assert!(out.lo >= 990.0 && out.lo < 1000.0, "{}", out.lo);
         assert_eq!(trials_needed(0.01), 7);
+    }
+
+    #[test]
+    fn gallop_finds_limits_just_above_and_far_above() {
+        for &limit in &[1010.0, 1040.0, 1300.0, 2500.0, 7900.0] {
+            let mut calls = 0;
+            let out = gallop::<()>(1000.0, 8000.0, 0.01, 12, |r| {
+                calls += 1;
+                Ok(r <= limit)
+            })
+            .unwrap();
+            assert!(out.lo <= limit && out.hi > limit, "{limit}: {out:?}");
+            assert!((out.hi - out.lo) / out.hi <= 0.01, "{limit}: {out:?}");
+            assert!(out.trials <= 12 && out.trials == calls, "{limit}: {out:?}");
+        }
+        // Failing at once costs one trial and keeps the start.
+        let out = gallop::<()>(1000.0, 8000.0, 0.01, 12, |_| Ok(false)).unwrap();
+        assert_eq!((out.lo, out.trials), (1000.0, 1 + out.trials - 1));
+        assert!(out.trials <= 2, "{out:?}");
+        // Everything passes: stops at the top.
+        let out = gallop::<()>(1000.0, 1500.0, 0.01, 12, |_| Ok(true)).unwrap();
+        assert_eq!(out.lo, 1500.0);
     }
 
     #[test]

@@ -162,6 +162,89 @@ tests:
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Issue 14: a tbf DUT at 512 bytes pushes back instead of dropping —
+/// the kernel forwards inside the sender's `sendmmsg`, and a throttled
+/// tbf makes each frame cost the sender several times its own work, so
+/// the unpaced trial loses nothing a little below the limit. The lab must
+/// see that the DUT held the sender back, search paced rates, report the
+/// tbf's rate within 5 % and not mark the cell generator-limited.
+/// `LAB_TBF_KBIT` overrides the rate (default 244 Mbit/s = 60,039 fps of
+/// 512-byte frames, as in the issue).
+#[test]
+fn tbf_that_pushes_back_is_found_within_5_percent() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let kbit: u64 = std::env::var("LAB_TBF_KBIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(244_000);
+    // tbf counts the frame without its FCS: 508 bytes.
+    let expect = kbit as f64 * 1000.0 / 8.0 / 508.0;
+    let plan = Plan::parse(&format!(
+        "name: pushback
+duts: [{{name: tbf, driver: lossy, rate-kbit: {kbit}}}]
+tests:
+  - type: throughput
+    frame-sizes: [512]
+    trial-duration: 1
+    drain: 0.3
+    learn-wait: 0.2
+    search: {{resolution: 0.01, max-trials: 12}}
+"
+    ))
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-pushback-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: PathBuf::from("/nonexistent"),
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let row = &s.results[0];
+    assert_eq!(row.status, "ok", "{row:?}");
+    let got = row.throughput_fps.unwrap();
+    let trials: Vec<String> = row
+        .trials
+        .iter()
+        .map(|t| {
+            format!(
+                "{} target {:?} offered {:.0} sent {} lost {} pass {} cpu {:.3} s refused {}",
+                t.role,
+                t.target,
+                t.result.offered_fps,
+                t.result.sent,
+                t.result.lost,
+                t.pass,
+                t.result.tx_usage.cpu_s,
+                t.result.tx_refused
+            )
+        })
+        .collect();
+    let info = format!(
+        "found {got:.0} fps, tbf limit {expect:.0}; notes {:?}; detail {}; trials:\n{}",
+        row.notes,
+        row.detail,
+        trials.join("\n")
+    );
+    let unpaced = &row.trials[0];
+    if unpaced.result.lost == 0 {
+        // The DUT pushed back: recognised as such, and searched.
+        assert!(!row.generator_limited, "{info}");
+        assert!(
+            row.notes.iter().any(|n| n.contains("held the sender back")),
+            "{info}"
+        );
+        assert!(row.trials.iter().any(|t| t.role == "search"), "{info}");
+    } else {
+        eprintln!("note: the tbf dropped instead of pushing back at this load; {info}");
+    }
+    assert!((got - expect).abs() / expect < 0.05, "{info}");
+    assert!(row.trials.len() <= 12, "{info}");
+}
+
 /// Emulated hosts answer ARP: a Linux router without static neighbours
 /// forwards layer-3 test frames after a warm-up, with exact counts.
 #[test]
