@@ -472,6 +472,15 @@ fn help_and_errors_point_the_way() {
     );
     let (ok, _, err) = run(&["show", "version", "--socket", "/nonexistent/y.sock"]);
     assert!(!ok && err.contains("/nonexistent/y.sock"), "{err}");
+    // The README and docs/cli.md list every command `lanyard help` lists.
+    let (_, help, _) = run(&["help"]);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for doc in ["README.md", "docs/cli.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for syn in show_synopses(&help) {
+            assert!(text.contains(&syn), "{doc} does not list `{syn}`");
+        }
+    }
     // Unknown commands suggest the close ones.
     let (ok, _, err) = run(&["show", "ip", "bogus"]);
     assert!(!ok && err.contains("show ip route"), "{err}");
