@@ -808,9 +808,9 @@ mod tests {
     #[test]
     fn flags_choose_renderers() {
         let c = parse_show(&words("ip route summary")).unwrap();
-        assert_eq!(c.render as usize, show::route_summary as usize);
+        assert_eq!(c.view, "ip-route-summary");
         let c = parse_show(&words("ip igmp snooping vlan 10 count")).unwrap();
-        assert_eq!(c.render as usize, show::snooping_count as usize);
+        assert_eq!(c.view, "ip-igmp-snooping-count");
         assert_eq!(
             c.request,
             json!({"cmd": "show-igmp-snooping", "family": 4, "count": true, "vlan": 10})

@@ -170,7 +170,7 @@ fn para(o: &mut String, line: &str, indent: usize) {
             .char_indices()
             .filter(|(i, c)| *c == ' ' && *i > indent && *i <= MAX_WIDTH)
             .map(|(i, _)| i)
-            .last()
+            .next_back()
             .or_else(|| {
                 rest.char_indices()
                     .find(|(i, c)| *c == ' ' && *i > indent)
