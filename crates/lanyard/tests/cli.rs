@@ -86,7 +86,7 @@ fn show_tables_and_clean_shutdown() {
     };
     let t = text(&["show", "interfaces"]);
     assert!(
-        t.contains("sw1") && t.contains("access") && t.contains("up"),
+        t.starts_with("3 ports: 3 up, 0 down") && t.contains("sw1") && t.contains("trunk"),
         "{t}"
     );
     let t = text(&["show", "interfaces", "trunk"]);
