@@ -202,7 +202,7 @@ struct Table {
     indent: usize,
     cols: Vec<(&'static str, Align)>,
     rows: Vec<Vec<String>>,
-    /// Rows after which a rule is drawn (totals at the foot).
+    /// The row above which a second rule is drawn (totals at the foot).
     rule_before: Option<usize>,
     split: Option<usize>,
 }
@@ -210,6 +210,8 @@ struct Table {
 const GAP: &str = "  ";
 
 impl Table {
+    /// Columns by header; a header starting with `>` is right-aligned
+    /// (numbers), without the `>`.
     fn new(cols: &[&'static str]) -> Table {
         Table {
             indent: 0,
