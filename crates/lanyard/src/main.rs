@@ -1,7 +1,7 @@
 //! `lanyard`: the switch and its test bed, one binary. Glue only: every
 //! command is parsed here and carried out by a library crate.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,7 +12,9 @@ use std::process::ExitCode;
     about = "A software multilayer switch/router for Linux, and its test bed"
 )]
 struct Cli {
-    /// Management socket of the switch to talk to.
+    /// Management socket of the switch to talk to; for `run`, the socket
+    /// to serve (overrides the config's `management.socket`; precedence:
+    /// --socket, then LANYARD_SOCKET, then the config, then the default).
     #[arg(
         long,
         global = true,
@@ -159,9 +161,21 @@ fn lab_cmd(cmd: LabCmd) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    // `run` keeps the config's `management.socket` unless a socket was
+    // given (option or environment), not merely defaulted.
+    let socket_given = !matches!(
+        matches.value_source("socket"),
+        None | Some(clap::parser::ValueSource::DefaultValue)
+    );
     let r = match cli.cmd {
-        Cmd::Run { config } => control::daemon::run(&config),
+        Cmd::Run { config } => {
+            control::daemon::run(&config, socket_given.then_some(cli.socket.as_path()))
+        }
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
         } => match control::config::load(&file) {
