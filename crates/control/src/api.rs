@@ -144,6 +144,7 @@ impl ApiState {
             }
         });
         rows.sort_by_key(|(k, _)| (k.vlan(), k.mac()));
+        let cfg = self.cfg();
         Value::Array(
             rows.into_iter()
                 .map(|(k, e)| {
@@ -151,7 +152,7 @@ impl ApiState {
                         "vlan": k.vlan(),
                         "mac": crate::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
-                        "port": self.cfg().ports.get(e.port as usize).map(|p| p.name.as_str()),
+                        "port": cfg.port_id_name(e.port),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
                     })
                 })

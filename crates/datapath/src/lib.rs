@@ -23,6 +23,7 @@
 //! services snapshot is published: without one the loop is unchanged.
 //! Expired flows leave through a per-worker queue to the exporter.
 
+pub mod link_alarm;
 pub mod punt;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -114,6 +115,10 @@ pub struct Shared {
     pub epoch: Instant,
     /// Errors reported by ports on receive/transmit, per port id.
     pub port_errors: Box<[AtomicU64]>,
+    /// Ports whose link the supervisor should look at now (an error on
+    /// receive or transmit: a refused transmit is a lost carrier's first
+    /// sign).
+    pub link_alarm: link_alarm::LinkAlarm,
     /// The layer-3 tables; `None` until the switch has routed ports.
     pub l3: ArcSwapOption<L3Tables>,
     /// Frames for the control plane (the TAPs).
@@ -177,6 +182,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
+            link_alarm: link_alarm::LinkAlarm::new().expect("eventfd for link alarms"),
             l3: ArcSwapOption::empty(),
             punts: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
             to_vlan: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the inject queue"),
@@ -224,12 +230,14 @@ impl Shared {
     }
 
     /// Count a receive/transmit error reported by port `id` (shown in
-    /// `show interfaces`; the supervisor handles the port's state).
+    /// `show interfaces`) and have the supervisor look at the port's link
+    /// at once ([`link_alarm`]).
     #[inline]
     pub fn count_port_error(&self, id: u16) {
         if let Some(c) = self.port_errors.get(id as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+        self.link_alarm.raise(id);
     }
 
     /// The queues of expired flows, one per worker.

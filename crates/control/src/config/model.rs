@@ -475,6 +475,24 @@ impl Config {
         (self.ports.len() + self.svis().count() + k) as u16
     }
 
+    /// The name `show` gives port id `id`: a port's own name, `vlanN` for
+    /// a VLAN interface's port to the router, a port channel's name
+    /// (addresses learned on a channel belong to the channel, not to a
+    /// member, as on any switch).
+    pub fn port_id_name(&self, id: u16) -> Option<String> {
+        let id = id as usize;
+        if let Some(p) = self.ports.get(id) {
+            return Some(p.name.clone());
+        }
+        let k = id - self.ports.len();
+        if let Some((v, _)) = self.svis().nth(k) {
+            return Some(format!("vlan{}", v.id));
+        }
+        self.port_channels
+            .get(k - self.svis().count())
+            .map(|c| c.name.clone())
+    }
+
     /// The port channel port `index` is a member of, if any.
     pub fn channel_of(&self, index: usize) -> Option<usize> {
         let name = &self.ports.get(index)?.name;
