@@ -97,7 +97,7 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
                 }
                 if p != q && (p.mode == PortMode::Routed || q.mode == PortMode::Routed) {
                     d.restart.push(format!("routed port {} changed", p.name));
-                } else if p.mtu != q.mtu {
+                } else if p.effective_mtu() != q.effective_mtu() {
                     d.restart.push(format!("port {} mtu", p.name));
                 }
             }

@@ -107,7 +107,7 @@ impl Supervisor {
             mailboxes,
             status: Arc::new(Mutex::new(status)),
             names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
-            mtus: cfg.ports.iter().map(|p| p.mtu).collect(),
+            mtus: cfg.ports.iter().map(|p| p.effective_mtu()).collect(),
             routed: cfg
                 .ports
                 .iter()
@@ -183,7 +183,7 @@ impl Supervisor {
             log::info(&format!("port {}: removed", self.names[id]));
         }
         self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
-        self.mtus = cfg.ports.iter().map(|p| p.mtu).collect();
+        self.mtus = cfg.ports.iter().map(|p| p.effective_mtu()).collect();
         self.routed = cfg
             .ports
             .iter()

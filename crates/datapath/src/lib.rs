@@ -167,8 +167,17 @@ pub const FLOW_QUEUE_DEPTH: usize = 16_384;
 
 /// Most workers (matches the configuration limit).
 pub const MAX_WORKERS: usize = 64;
-/// Punted frames buffered for the control plane.
-pub const PUNT_QUEUE_DEPTH: usize = 1024;
+/// Punted frames buffered for the control plane: a deep normal lane of
+/// small buffers (a routing table flooded by several neighbours at once
+/// arrives in bursts of thousands of packets), a few jumbo buffers, and a
+/// priority lane for protocol keepalives (`punt` module, issue 13).
+pub const PUNT_QUEUE_DEPTH: punt::PuntDepth = punt::PuntDepth {
+    small: 8192,
+    large: 256,
+    priority: 512,
+};
+/// Frames a VLAN interface's TAP sends, buffered for the workers.
+pub const TO_VLAN_QUEUE_DEPTH: usize = 1024;
 /// Link-layer control frames (LACPDUs) buffered for the control plane.
 pub const L2_CONTROL_QUEUE_DEPTH: usize = 256;
 
@@ -184,8 +193,8 @@ impl Shared {
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
             link_alarm: link_alarm::LinkAlarm::new().expect("eventfd for link alarms"),
             l3: ArcSwapOption::empty(),
-            punts: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
-            to_vlan: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the inject queue"),
+            punts: PuntQueue::with_depth(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
+            to_vlan: PuntQueue::new(TO_VLAN_QUEUE_DEPTH).expect("eventfd for the inject queue"),
             worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             workers: AtomicUsize::new(0),
             services: ArcSwapOption::empty(),
@@ -751,11 +760,15 @@ impl Worker {
                         continue;
                     }
                     c.copp.passed[class as usize].add(1);
-                    if self
-                        .shared
-                        .punts
-                        .push(batch.port(i), reason as u8, batch.frame(i))
-                    {
+                    let q = &self.shared.punts;
+                    let (port, frame) = (batch.port(i), batch.frame(i));
+                    // Keepalives jump the queue (their own lane).
+                    let queued = if class == CoppClass::RoutingHello {
+                        q.push_priority(port, reason as u8, frame)
+                    } else {
+                        q.push(port, reason as u8, frame)
+                    };
+                    if queued {
                         c.l3.punted.add(1);
                         punted = true;
                     } else {

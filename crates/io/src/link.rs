@@ -497,15 +497,23 @@ mod tests {
         let running = libc::IFF_RUNNING as u32;
         // Carrier and admin up: up, whatever IFF_RUNNING and operstate
         // (still "down" while the link watch lags) say.
-        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 2), 7).unwrap().unwrap();
+        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 2), 7)
+            .unwrap()
+            .unwrap();
         assert!(l.oper_up && l.carrier && !l.running && l.mtu == 1500 && l.ifindex == 5);
         // Carrier gone, IFF_RUNNING not yet cleared: down.
-        let l = parse_getlink(&newlink(7, up | running, 6), 7).unwrap().unwrap();
+        let l = parse_getlink(&newlink(7, up | running, 6), 7)
+            .unwrap()
+            .unwrap();
         assert!(!l.oper_up && !l.carrier && l.running);
         // Dormant (802.1X) vetoes up; admin down is down.
-        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 5), 7).unwrap().unwrap();
+        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 5), 7)
+            .unwrap()
+            .unwrap();
         assert!(!l.oper_up);
-        let l = parse_getlink(&newlink(7, IFF_LOWER_UP, 6), 7).unwrap().unwrap();
+        let l = parse_getlink(&newlink(7, IFF_LOWER_UP, 6), 7)
+            .unwrap()
+            .unwrap();
         assert!(!l.oper_up);
         // Another request's answer is skipped; an error means no such link.
         assert!(parse_getlink(&newlink(6, up, 6), 7).is_none());

@@ -22,6 +22,8 @@ pub struct CoppSettings {
     /// false: nothing is policed (every punt reaches the kernel).
     pub enabled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_hello: Option<ClassRate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<ClassRate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arp_nd: Option<ClassRate>,
@@ -43,6 +45,7 @@ impl Default for CoppSettings {
     fn default() -> Self {
         CoppSettings {
             enabled: true,
+            routing_hello: None,
             routing: None,
             arp_nd: None,
             igmp: None,
@@ -58,6 +61,7 @@ impl Default for CoppSettings {
 impl CoppSettings {
     fn classes(&self) -> [(CoppClass, Option<ClassRate>); COPP_CLASSES] {
         [
+            (CoppClass::RoutingHello, self.routing_hello),
             (CoppClass::Routing, self.routing),
             (CoppClass::ArpNd, self.arp_nd),
             (CoppClass::Igmp, self.igmp),
