@@ -64,8 +64,12 @@ fn running(ifname: &str) -> Option<bool> {
     let r = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) };
     // SAFETY: closing our own descriptor.
     unsafe { libc::close(fd) };
+    if r != 0 {
+        return None;
+    }
     // SAFETY: SIOCGIFFLAGS filled `ifru_flags`.
-    (r == 0).then(|| unsafe { req.ifr_ifru.ifru_flags } as libc::c_int & libc::IFF_RUNNING != 0)
+    let flags = unsafe { req.ifr_ifru.ifru_flags } as libc::c_int;
+    Some(flags & libc::IFF_RUNNING != 0)
 }
 
 impl LagProbe {
