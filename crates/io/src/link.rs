@@ -219,8 +219,9 @@ fn ne32(b: &[u8], o: usize) -> u32 {
 }
 
 /// The answer to request `seq` in one datagram: `Some(None)` for "no such
-/// interface", `None` if the datagram answers something else.
-fn parse_getlink(msg: &[u8], seq: u32) -> Option<Option<LinkInfo>> {
+/// interface", `None` if the datagram answers something else. Any bytes
+/// are safe (fuzzed: `fuzz_link`).
+pub fn parse_getlink(msg: &[u8], seq: u32) -> Option<Option<LinkInfo>> {
     let mut off = 0;
     while off + 16 <= msg.len() {
         let len = ne32(msg, off) as usize;

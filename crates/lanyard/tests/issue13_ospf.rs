@@ -379,15 +379,37 @@ fn issue13_ospf_full_table_flood_keeps_adjacencies_under_default_copp() {
         .iter()
         .map(|c| copp_class(&sw, c))
         .collect();
-    let (ly, testers) = flood(
-        "lanyard",
-        &bed,
-        &dut,
-        &injectors,
-        want,
-        &|| lanyard_fib(&sw),
-        false,
-    );
+    // The busiest second of `routing` punts, for the record (what a
+    // default rate must let through).
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (ly, testers, peak) = std::thread::scope(|s| {
+        let peak = s.spawn(|| {
+            let mut peak = 0u64;
+            let mut last = copp_class(&sw, "routing");
+            let mut t = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(1));
+                let now = copp_class(&sw, "routing");
+                let dt = t.elapsed().as_secs_f64();
+                t = Instant::now();
+                let n = (now.0 + now.1).saturating_sub(last.0 + last.1);
+                peak = peak.max((n as f64 / dt) as u64);
+                last = now;
+            }
+            peak
+        });
+        let (ly, testers) = flood(
+            "lanyard",
+            &bed,
+            &dut,
+            &injectors,
+            want,
+            &|| lanyard_fib(&sw),
+            false,
+        );
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (ly, testers, peak.join().unwrap())
+    });
     let after: Vec<(u64, u64)> = ["routing", "routing-hello"]
         .iter()
         .map(|c| copp_class(&sw, c))
@@ -409,7 +431,7 @@ fn issue13_ospf_full_table_flood_keeps_adjacencies_under_default_copp() {
         .sum();
     eprintln!(
         "  Lanyard: {ly:?}\n  CoPP routing passed/dropped {:?} -> {:?}, routing-hello {:?} -> {:?}; \
-         punted {} punt-queue-full {} punt-errors {} injected {} inject-errors {} TAP tx-dropped {tap_drops}",
+         punted {} punt-queue-full {} punt-errors {} injected {} inject-errors {} TAP tx-dropped {tap_drops}; busiest second of routing punts {peak}/s",
         before[0], after[0], before[1], after[1],
         l3["punted"], l3["punt_queue_full"], l3["punt_errors"], l3["injected"], l3["inject_errors"]
     );
