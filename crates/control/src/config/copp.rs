@@ -123,6 +123,15 @@ mod tests {
         .unwrap();
         let c = cfg.control_plane_policing.to_config();
         let d = pipeline::copp::CoppConfig::default();
+        let hello = pipeline::copp::CoppClass::RoutingHello as usize;
+        assert_eq!(c.rates[hello], d.rates[hello]);
+        let h = super::super::parse(
+            "ports: [{name: a}]\ncontrol-plane-policing:\n  routing-hello: {rate: 300}\n",
+            "t",
+        )
+        .unwrap();
+        let hc = h.control_plane_policing.to_config();
+        assert_eq!(hc.rates[hello].unwrap().pps, 300);
         assert_eq!(c.rates[6].unwrap().pps, 100);
         assert_eq!(c.rates[6].unwrap().burst, 25);
         assert_eq!(c.rates[0].unwrap().burst, 2000);
