@@ -191,6 +191,7 @@ impl ApiState {
             }
         });
         rows.sort_by_key(|(k, _)| (k.vlan(), k.mac()));
+        let cfg = self.cfg();
         Ok(Value::Array(
             rows.into_iter()
                 .map(|(k, e)| {
@@ -198,7 +199,7 @@ impl ApiState {
                         "vlan": k.vlan(),
                         "mac": crate::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
-                        "port": self.cfg().port_label(e.port),
+                        "port": cfg.port_label(e.port),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
                     })
                 })

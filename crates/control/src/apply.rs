@@ -97,7 +97,7 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
                 }
                 if p != q && (p.mode == PortMode::Routed || q.mode == PortMode::Routed) {
                     d.restart.push(format!("routed port {} changed", p.name));
-                } else if p.mtu != q.mtu {
+                } else if p.effective_mtu() != q.effective_mtu() {
                     d.restart.push(format!("port {} mtu", p.name));
                 }
             }
@@ -162,6 +162,9 @@ pub struct Applier {
     lock: Mutex<()>,
     /// The multicast control plane (snooping settings, static routes).
     mcast: std::sync::OnceLock<Arc<crate::mcast::Multicast>>,
+    /// The socket given on the command line, which replaces every file's
+    /// `management.socket` (so applying the same file is no change).
+    socket_override: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Applier {
@@ -184,7 +187,22 @@ impl Applier {
             bypassed: Mutex::new(None),
             lock: Mutex::new(()),
             mcast: std::sync::OnceLock::new(),
+            socket_override: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The switch runs on `socket` whatever its files say (`--socket`).
+    pub fn set_socket_override(&self, socket: std::path::PathBuf) {
+        let _ = self.socket_override.set(socket);
+    }
+
+    /// Load a file to diff or apply, with the command line's overrides.
+    fn load(&self, path: &std::path::Path) -> Result<Config, String> {
+        let mut new = config::load(path).map_err(|e| e.to_string().trim_end().to_string())?;
+        if let Some(s) = self.socket_override.get() {
+            new.management.socket = s.clone();
+        }
+        Ok(new)
     }
 
     /// Hand over the multicast control plane (created after the applier).
@@ -199,14 +217,14 @@ impl Applier {
 
     /// `config diff`: the changes from the running configuration.
     pub fn diff_file(&self, path: &std::path::Path) -> Result<Value, String> {
-        let new = config::load(path).map_err(|e| e.to_string().trim_end().to_string())?;
+        let new = self.load(path)?;
         let d = diff(&self.running(), &new);
         Ok(json!({"changes": d.lines, "restart_required": d.restart, "live": d.restart.is_empty()}))
     }
 
     /// `config apply FILE`.
     pub fn apply_file(&self, path: &std::path::Path) -> Result<Value, String> {
-        let new = config::load(path).map_err(|e| e.to_string().trim_end().to_string())?;
+        let new = self.load(path)?;
         self.apply(new)
     }
 
@@ -322,8 +340,8 @@ impl Applier {
 
 /// Where a restarting switch leaves its learned addresses for its
 /// successor: next to the API socket.
-pub fn mac_state_path(cfg: &Config) -> std::path::PathBuf {
-    cfg.management.socket.with_extension("macs")
+pub fn mac_state_path(socket: &std::path::Path) -> std::path::PathBuf {
+    socket.with_extension("macs")
 }
 
 /// Write the dynamic MAC entries (vlan, mac, port: 10 bytes each).

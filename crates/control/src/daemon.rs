@@ -52,14 +52,20 @@ fn monotonic_ns() -> u64 {
 /// and re-executes the binary in place (same PID, same arguments); the
 /// new image reads the configuration again, restores the addresses and
 /// reports how long forwarding was interrupted.
-pub fn run(path: &Path) -> Result<(), String> {
+///
+/// `socket` (from `--socket` or `LANYARD_SOCKET`) replaces the file's
+/// `management.socket`.
+pub fn run(path: &Path, socket: Option<&Path>) -> Result<(), String> {
     let cfg = config::load(path).map_err(|e| e.to_string())?;
+    let opts = StartOptions {
+        socket: socket.map(Path::to_path_buf),
+    };
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
     }
-    let macs = crate::apply::mac_state_path(&cfg);
-    let sw = Switch::start(cfg)?;
+    let sw = Switch::start_with(cfg, opts)?;
+    let macs = crate::apply::mac_state_path(&sw.socket);
     if let Some(t0) = std::env::var(RESTART_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -112,10 +118,14 @@ fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
         exe.display()
     ));
     let _ = std::fs::remove_file(&sw.socket);
+    // The lock goes with us through exec: no other switch can claim the
+    // socket while it is gone.
+    let lock_fd = sw.lock.keep_across_exec();
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env(RESTART_ENV, t0.to_string())
         .env(HANDOVER_ENV, handed)
+        .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();
     Err(format!("restart: exec {}: {err}", exe.display()))
 }
@@ -128,12 +138,35 @@ pub struct Switch {
     exporter: Arc<Mutex<Option<FlowExporter>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     socket: std::path::PathBuf,
+    /// True once the API socket is bound: only then is it ours to remove.
+    bound: bool,
     workers: usize,
+    /// The claim on the management socket; released last.
+    lock: crate::instance::InstanceLock,
+}
+
+/// How [`Switch::start_with`] differs from the configuration file.
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// Management socket instead of `management.socket` (`lanyard run
+    /// --socket`, `LANYARD_SOCKET`).
+    pub socket: Option<std::path::PathBuf>,
 }
 
 impl Switch {
+    /// Start the switch `cfg` describes (see the module documentation).
     pub fn start(cfg: Config) -> Result<Switch, String> {
+        Switch::start_with(cfg, StartOptions::default())
+    }
+
+    pub fn start_with(mut cfg: Config, start: StartOptions) -> Result<Switch, String> {
         let t_start = std::time::Instant::now();
+        if let Some(s) = &start.socket {
+            cfg.management.socket = s.clone();
+        }
+        // Before anything else: a switch already running with this socket
+        // keeps its socket, ports and TAPs untouched.
+        let lock = crate::instance::claim(&cfg.management.socket)?;
         let tables = build::initial_tables(&cfg);
         // Static entries go in before any thread runs: the learner is not
         // yet the table's writer.
@@ -165,7 +198,8 @@ impl Switch {
             }
         }
         let shared = Arc::new(Shared::new(tables, LEARN_QUEUE));
-        let restored = crate::apply::load_macs(&crate::apply::mac_state_path(&cfg));
+        let restored =
+            crate::apply::load_macs(&crate::apply::mac_state_path(&cfg.management.socket));
         shared
             .copp
             .store(Arc::new(cfg.control_plane_policing.to_config()));
@@ -318,6 +352,9 @@ impl Switch {
             ports_tx,
             nworkers,
         ));
+        if let Some(s) = start.socket {
+            applier.set_socket_override(s);
+        }
         let mcast = Arc::new(crate::mcast::Multicast::new(
             &cfg,
             shared.clone(),
@@ -399,11 +436,14 @@ impl Switch {
             shared: shared.clone(),
             threads,
             socket: socket.clone(),
+            bound: false,
             workers: nworkers,
+            lock,
         };
         match api::serve(&socket, api_state) {
             Ok(h) => {
                 let mut sw = sw;
+                sw.bound = true;
                 sw.threads.push(h);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
                 log::info(&format!(
@@ -444,7 +484,11 @@ impl Switch {
                 st.records, st.packets, st.records_lost
             ));
         }
-        let _ = std::fs::remove_file(&self.socket);
+        // Never someone else's: only a socket this switch bound.
+        if self.bound {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+        drop(self.lock);
     }
 }
 

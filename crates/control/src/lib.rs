@@ -12,6 +12,7 @@ pub mod fib;
 pub mod flowexport;
 pub mod frr;
 pub mod ha;
+pub mod instance;
 pub mod kernel;
 pub mod lacp;
 pub mod learn;

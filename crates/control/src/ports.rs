@@ -1,19 +1,35 @@
 //! Port supervision: attach interfaces by name, follow them as they go
 //! down, come up, disappear and come back, without restarting the switch.
 //!
-//! The supervisor asks the kernel about each port (ioctl in the switch's
-//! own network namespace) whenever rtnetlink reports a link event, and
-//! every 100 ms in any case. A new interface (or a new ifindex
-//! behind the same name) gets fresh sockets, one per worker; a vanished one
-//! is detached; link changes update the snapshot's flood sets and flush the
-//! port's learned addresses, as a hardware switch does on link down.
+//! The supervisor asks the kernel about each port (rtnetlink, in the
+//! switch's own network namespace) whenever rtnetlink reports a link
+//! event, whenever a worker raises a link alarm for it (a transmit the
+//! driver refused: `datapath::link_alarm`), every 10 ms for members of
+//! backup pairs and port channels, and every 100 ms in any case. Link up
+//! means carrier (`IFF_LOWER_UP`), not `IFF_RUNNING`: see `io::link` and
+//! docs/ha.md for why. A new interface (or a new ifindex behind the same
+//! name) gets fresh sockets, one per worker; a vanished one is detached;
+//! link changes update the snapshot's flood sets and flush the port's
+//! learned addresses, as a hardware switch does on link down.
 
 use crate::config::Config;
 use datapath::{Mailbox, PortCommand, Shared};
 use io::{link, AfPacketOptions, AfPacketPort};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Every port is looked at this often whatever happens.
+const POLL_ALL: Duration = Duration::from_millis(100);
+/// Members of backup pairs and port channels are looked at this often:
+/// carrier loss raises no event of its own (only the link watch's, up to a
+/// second later), and these are the ports whose loss must be acted on at
+/// once even when nothing is sent on them (the peer may already send on
+/// the other member).
+const POLL_HA: Duration = Duration::from_millis(10);
+/// A port that keeps refusing transmits (a congested peer, not a lost
+/// carrier) is looked at no more often than this.
+const ALARM_HOLDOFF: Duration = Duration::from_millis(1);
 
 /// What `show interfaces` reports for a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -64,6 +80,8 @@ pub struct Supervisor {
     /// when the port was last attached (see [`LINK_SETTLE`]).
     announced: Vec<Option<PortState>>,
     attached_at: Vec<Option<std::time::Instant>>,
+    /// Members of backup pairs and port channels (see [`POLL_HA`]).
+    ha_ports: Vec<usize>,
 }
 
 /// A port just attached (and set up by us) takes a moment to report its
@@ -71,6 +89,22 @@ pub struct Supervisor {
 /// logged as `down` during this time, so a start reads `up` and not a
 /// flap (`down` then `up`); the data path sees the real state throughout.
 const LINK_SETTLE: Duration = Duration::from_secs(3);
+
+/// Members of backup pairs and port channels: polled every [`POLL_HA`].
+fn ha_ports(cfg: &Config) -> Vec<usize> {
+    cfg.ports
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            cfg.channel_of(*i).is_some()
+                || cfg
+                    .backup_pairs
+                    .iter()
+                    .any(|b| b.primary == p.name || b.backup == p.name)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
 
 /// Called with (port id, up) on every change of a port's state.
 pub type LinkHook = Box<dyn Fn(u16, bool) + Send>;
@@ -99,7 +133,7 @@ impl Supervisor {
             mailboxes,
             status: Arc::new(Mutex::new(status)),
             names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
-            mtus: cfg.ports.iter().map(|p| p.mtu).collect(),
+            mtus: cfg.ports.iter().map(|p| p.effective_mtu()).collect(),
             routed: cfg
                 .ports
                 .iter()
@@ -113,6 +147,7 @@ impl Supervisor {
             pending: Vec::new(),
             announced: vec![None; cfg.ports.len()],
             attached_at: vec![None; cfg.ports.len()],
+            ha_ports: ha_ports(cfg),
         }
     }
 
@@ -164,7 +199,7 @@ impl Supervisor {
             log::info(&format!("port {}: removed", self.names[id]));
         }
         self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
-        self.mtus = cfg.ports.iter().map(|p| p.mtu).collect();
+        self.mtus = cfg.ports.iter().map(|p| p.effective_mtu()).collect();
         self.routed = cfg
             .ports
             .iter()
@@ -173,6 +208,7 @@ impl Supervisor {
         self.attached.resize(n, None);
         self.announced.resize(n, None);
         self.attached_at.resize(n, None);
+        self.ha_ports = ha_ports(cfg);
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
         st.truncate(n);
         for p in cfg.ports.iter().skip(st.len()) {
@@ -302,8 +338,16 @@ impl Supervisor {
 
     /// One pass over all ports; returns whether anything changed.
     pub fn poll(&mut self) -> bool {
+        self.poll_ports(0..self.names.len())
+    }
+
+    /// One pass over the ports `ids`; returns whether anything changed.
+    fn poll_ports(&mut self, ids: impl IntoIterator<Item = usize>) -> bool {
         let mut changed = false;
-        for id in 0..self.names.len() {
+        for id in ids {
+            if id >= self.names.len() {
+                continue;
+            }
             let info = link::query(&self.names[id]);
             let prev = self.status.lock().unwrap_or_else(|e| e.into_inner())[id].clone();
             let mut next = prev.clone();
@@ -399,8 +443,8 @@ impl Supervisor {
         self.announced[id] = Some(st.state);
     }
 
-    /// Poll until `shared.stop`: at once on a link event, else every
-    /// 100 ms.
+    /// Poll until `shared.stop`: at once on a link event or a link alarm,
+    /// the pair and channel members every 10 ms, every port every 100 ms.
     pub fn run(mut self) {
         // Link events are the clock of failover: this thread must run the
         // moment one arrives, not after a busy worker's time slice.
@@ -413,17 +457,68 @@ impl Supervisor {
         let monitor = link::LinkMonitor::open()
             .map_err(|e| log::warn(&format!("link events unavailable ({e}): polling only")))
             .ok();
+        let alarm_fd = self.shared.link_alarm.event_fd();
+        let mut alarmed = Vec::new();
+        let mut next_all = Instant::now();
+        let mut next_ha = Instant::now() + POLL_HA;
+        let mut last_alarms = Instant::now() - ALARM_HOLDOFF;
         while !self.shared.stop.load(Ordering::Relaxed) {
             let next = self.changes.as_ref().and_then(|rx| rx.try_iter().last());
             if let Some(cfg) = next {
                 self.set_ports(&cfg);
             }
-            self.poll();
-            match &monitor {
-                Some(m) => {
-                    m.wait(Duration::from_millis(100));
+            let now = Instant::now();
+            if now >= next_all {
+                self.poll();
+                next_all = now + POLL_ALL;
+                next_ha = now + POLL_HA;
+            } else if now >= next_ha {
+                let ids = self.ha_ports.clone();
+                self.poll_ports(ids);
+                next_ha = now + POLL_HA;
+            }
+            // Wait for a link event, an alarm (unless in hold-off) or the
+            // next scheduled pass.
+            let holdoff = ALARM_HOLDOFF.saturating_sub(last_alarms.elapsed());
+            let mut due = next_all.min(if self.ha_ports.is_empty() {
+                next_all
+            } else {
+                next_ha
+            });
+            let mut fds = Vec::with_capacity(2);
+            if let Some(m) = &monitor {
+                fds.push(libc::pollfd {
+                    fd: m.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            if holdoff.is_zero() {
+                fds.push(libc::pollfd {
+                    fd: alarm_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            } else {
+                due = due.min(Instant::now() + holdoff);
+            }
+            let wait = due.saturating_duration_since(Instant::now());
+            // Round up: a 0 ms timeout just before `due` would spin.
+            let ms = (wait.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32;
+            // SAFETY: `fds` is a valid array of pollfd of the given length.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if monitor.as_ref().is_some_and(|m| m.drain()) {
+                // Something changed somewhere: look at every port now.
+                next_all = Instant::now();
+            }
+            if holdoff.is_zero() {
+                alarmed.clear();
+                self.shared.link_alarm.take(&mut alarmed);
+                if !alarmed.is_empty() {
+                    last_alarms = Instant::now();
+                    let ids: Vec<usize> = alarmed.iter().map(|&p| p as usize).collect();
+                    self.poll_ports(ids);
                 }
-                None => std::thread::sleep(Duration::from_millis(100)),
             }
         }
     }

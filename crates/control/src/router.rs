@@ -35,6 +35,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tables::{Neighbor, NeighborState, NeighborTable};
 
+/// `SCHED_FIFO` priority of the punt thread (the supervisor has 10).
+const PUNT_RT_PRIORITY: i32 = 5;
+
+/// Frames the kernel may queue on a TAP twin for the punt thread
+/// (`txqueuelen`; tun's default is 500).
+pub const TAP_TX_QUEUE_LEN: u32 = 8192;
+
 /// Neighbours the forwarding table holds.
 pub const NEIGHBOR_CAPACITY: usize = 65_536;
 /// rtnetlink protocol number of the static routes Lanyard puts in the
@@ -212,6 +219,8 @@ impl Router {
             let index = p.port as usize;
             let mac = router_mac(cfg, p);
             let tap = tap_name(&p.name, index);
+            // Validation keeps routed MTUs within what a TAP carries
+            // (config::MAX_L3_MTU): the port and its twin agree.
             let mtu = p.mtu.min(TAP_MAX_MTU);
             let dev = TapPort::create(
                 &tap,
@@ -221,6 +230,10 @@ impl Router {
                     up: false,
                     persist: false,
                     tx_slots: 256,
+                    // ospfd floods a table to every neighbour in bursts of
+                    // thousands of packets; the kernel drops what exceeds
+                    // the TAP's queue before the punt thread reads it.
+                    tx_queue_len: Some(TAP_TX_QUEUE_LEN),
                 },
             )
             .map_err(|e| format!("TAP {tap} for {}: {e}", p.name))?;
@@ -475,6 +488,21 @@ fn punt_loop(
     names: Vec<(u16, Option<String>)>,
     stats: Arc<RouterStats>,
 ) {
+    // The kernel's own receive path runs in softirq context, ahead of
+    // every user thread; this thread *is* Lanyard's receive path to the
+    // kernel, and a table flooded by eight neighbours at once must not pile
+    // up in the punt queue while routing daemons and workers hold both
+    // cores (issue 13: 51,000 punts lost to a full queue at normal
+    // priority). Its work is bounded by control-plane policing. Below the
+    // supervisor (10), which decides failovers. Without CAP_SYS_NICE:
+    // normal priority.
+    let prio = libc::sched_param {
+        sched_priority: PUNT_RT_PRIORITY,
+    };
+    // SAFETY: plain syscall on the calling thread (pid 0).
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
+        log::info("punt: real-time priority unavailable; punts at normal priority");
+    }
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
     for (k, (port, _)) in names.iter().enumerate() {
         tap_of.insert(*port, k);

@@ -71,6 +71,9 @@ fn answers_and_rejects_cleanly() {
     .unwrap();
     let err = Switch::start(again).err().expect("socket in use");
     assert!(err.contains("in use"), "{err}");
+    // Issue 13: the refused switch leaves the running one's socket alone.
+    assert!(sock.exists());
+    assert!(request(&sock, &json!({"cmd": "show-version"})).is_ok());
 
     sw.stop();
     assert!(!sock.exists());

@@ -127,7 +127,7 @@ fn full_example_parses_to_expected_model() {
             PortConfig {
                 learning: false,
                 mac_limit: Some(1000),
-                mtu: 1500,
+                mtu: Some(1500),
                 ..port("veth-a", PortMode::Access, Some(10))
             },
             PortConfig {
@@ -210,7 +210,7 @@ fn defaults_apply() {
     assert_eq!(p.mode, PortMode::Access);
     assert_eq!(p.effective_vlan(), Some(1));
     assert!(p.learning);
-    assert_eq!(p.mtu, 9216);
+    assert_eq!(p.effective_mtu(), 9216);
     assert_eq!(cfg.port_vlans(0).as_slice(), &[1]);
 
     let trunk = ok("vlans: [{id: 7}]\nports:\n  - name: t\n    mode: trunk\n");
@@ -1079,4 +1079,43 @@ fn multicast_section_checks() {
         let e = config::parse(&y, "t.yaml").expect_err(bad).to_string();
         assert!(e.contains(want), "{bad:?}: {e}");
     }
+}
+
+/// Issue 13, item 10: routed ports and SVIs default to 1,500 (layer-2
+/// ports keep 9,216), and a routed port's MTU never exceeds what its TAP
+/// twin carries, so the two always agree.
+#[test]
+fn issue13_routed_ports_and_svis_default_to_1500() {
+    let cfg = ok("vlans:\n  - id: 10\n    router:\n      addresses: [10.0.10.1/24]\n\
+                  ports:\n  - name: a\n    vlan: 10\n  - name: r\n    mode: routed\n    addresses: [10.0.1.1/24]\n");
+    assert_eq!(cfg.ports[0].effective_mtu(), 9216, "layer-2 port: jumbo");
+    assert_eq!(cfg.ports[1].effective_mtu(), 1500, "routed port");
+    let ifs = cfg.l3_interfaces();
+    assert_eq!((ifs[0].name.as_str(), ifs[0].mtu), ("r", 1500));
+    assert_eq!(
+        (ifs[1].name.as_str(), ifs[1].mtu),
+        ("vlan10", 1500),
+        "SVI over jumbo ports"
+    );
+    // A smaller port in the VLAN lowers the SVI's default.
+    let cfg = ok(
+        "vlans:\n  - id: 10\n    router:\n      addresses: [10.0.10.1/24]\n\
+                  ports:\n  - name: a\n    vlan: 10\n    mtu: 1400\n",
+    );
+    assert_eq!(cfg.l3_interfaces()[0].mtu, 1400);
+    // Explicit MTUs: up to the TAP's limit.
+    let r = "ports:\n  - name: r\n    mode: routed\n    addresses: [10.0.1.1/24]\n    mtu: 9206\n";
+    assert_eq!(ok(r).ports[0].effective_mtu(), 9206);
+    one_error(
+        &r.replace("9206", "9216"),
+        5,
+        "ports[0].mtu",
+        "at most 9206",
+    );
+    one_error(
+        "vlans:\n  - id: 10\n    router:\n      addresses: [10.0.10.1/24]\n      mtu: 9216\nports:\n  - name: a\n    vlan: 10\n",
+        5,
+        "vlans[0].router.mtu",
+        "out of range 68..9206",
+    );
 }

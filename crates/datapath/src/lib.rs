@@ -23,6 +23,7 @@
 //! services snapshot is published: without one the loop is unchanged.
 //! Expired flows leave through a per-worker queue to the exporter.
 
+pub mod link_alarm;
 pub mod punt;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -114,6 +115,10 @@ pub struct Shared {
     pub epoch: Instant,
     /// Errors reported by ports on receive/transmit, per port id.
     pub port_errors: Box<[AtomicU64]>,
+    /// Ports whose link the supervisor should look at now (an error on
+    /// receive or transmit: a refused transmit is a lost carrier's first
+    /// sign).
+    pub link_alarm: link_alarm::LinkAlarm,
     /// The layer-3 tables; `None` until the switch has routed ports.
     pub l3: ArcSwapOption<L3Tables>,
     /// Frames for the control plane (the TAPs).
@@ -162,8 +167,17 @@ pub const FLOW_QUEUE_DEPTH: usize = 16_384;
 
 /// Most workers (matches the configuration limit).
 pub const MAX_WORKERS: usize = 64;
-/// Punted frames buffered for the control plane.
-pub const PUNT_QUEUE_DEPTH: usize = 1024;
+/// Punted frames buffered for the control plane: a deep normal lane of
+/// small buffers (a routing table flooded by several neighbours at once
+/// arrives in bursts of thousands of packets), a few jumbo buffers, and a
+/// priority lane for protocol keepalives (`punt` module, issue 13).
+pub const PUNT_QUEUE_DEPTH: punt::PuntDepth = punt::PuntDepth {
+    small: 8192,
+    large: 256,
+    priority: 512,
+};
+/// Frames a VLAN interface's TAP sends, buffered for the workers.
+pub const TO_VLAN_QUEUE_DEPTH: usize = 1024;
 /// Link-layer control frames (LACPDUs) buffered for the control plane.
 pub const L2_CONTROL_QUEUE_DEPTH: usize = 256;
 
@@ -177,9 +191,10 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             port_errors: (0..MAX_PORTS).map(|_| AtomicU64::new(0)).collect(),
+            link_alarm: link_alarm::LinkAlarm::new().expect("eventfd for link alarms"),
             l3: ArcSwapOption::empty(),
-            punts: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
-            to_vlan: PuntQueue::new(PUNT_QUEUE_DEPTH).expect("eventfd for the inject queue"),
+            punts: PuntQueue::with_depth(PUNT_QUEUE_DEPTH).expect("eventfd for the punt queue"),
+            to_vlan: PuntQueue::new(TO_VLAN_QUEUE_DEPTH).expect("eventfd for the inject queue"),
             worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             workers: AtomicUsize::new(0),
             services: ArcSwapOption::empty(),
@@ -224,12 +239,14 @@ impl Shared {
     }
 
     /// Count a receive/transmit error reported by port `id` (shown in
-    /// `show interfaces`; the supervisor handles the port's state).
+    /// `show interfaces`) and have the supervisor look at the port's link
+    /// at once ([`link_alarm`]).
     #[inline]
     pub fn count_port_error(&self, id: u16) {
         if let Some(c) = self.port_errors.get(id as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+        self.link_alarm.raise(id);
     }
 
     /// The queues of expired flows, one per worker.
@@ -743,11 +760,15 @@ impl Worker {
                         continue;
                     }
                     c.copp.passed[class as usize].add(1);
-                    if self
-                        .shared
-                        .punts
-                        .push(batch.port(i), reason as u8, batch.frame(i))
-                    {
+                    let q = &self.shared.punts;
+                    let (port, frame) = (batch.port(i), batch.frame(i));
+                    // Keepalives jump the queue (their own lane).
+                    let queued = if class == CoppClass::RoutingHello {
+                        q.push_priority(port, reason as u8, frame)
+                    } else {
+                        q.push(port, reason as u8, frame)
+                    };
+                    if queued {
                         c.l3.punted.add(1);
                         punted = true;
                     } else {

@@ -7,11 +7,24 @@
 //! returns the buffer. When the pool is empty the frame is dropped and
 //! counted (`punt-queue-full`): the control plane is busy or flooded, and
 //! forwarding goes on regardless. All buffers are allocated at start.
+//!
+//! Two lanes: the consumer empties the *priority* lane (routing protocol
+//! keepalives, CoPP class `routing-hello`) before it takes anything from
+//! the normal one, and the lanes have separate pools, so a hello neither
+//! waits behind nor loses its buffer to thousands of queued link-state
+//! updates (issue 13). Each lane has buffers of two sizes: small ones for
+//! ordinary frames (routing protocol packets are at most the link MTU,
+//! usually 1,500) and a few of [`MAX_FRAME_LEN`] for jumbo frames, so a
+//! deep queue costs kilobytes per slot, not nine.
 
 use crossbeam_queue::ArrayQueue;
 use io::MAX_FRAME_LEN;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Size of a small punt buffer: an Ethernet frame of MTU 1,500 with two
+/// VLAN tags fits, with room to spare.
+pub const SMALL_BUF: usize = 2048;
 
 /// One punted frame.
 pub struct PuntBuf {
@@ -31,42 +44,117 @@ impl PuntBuf {
     }
 }
 
-/// Fixed pool of buffers and the queue of filled ones, plus the wake-up
-/// of the consumer.
+/// How many buffers of each size a queue holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PuntDepth {
+    /// Normal lane: small buffers ([`SMALL_BUF`]).
+    pub small: usize,
+    /// Normal lane: buffers of [`MAX_FRAME_LEN`].
+    pub large: usize,
+    /// Priority lane: small buffers (0 = no priority lane; priority
+    /// pushes go to the normal lane).
+    pub priority: usize,
+}
+
+impl PuntDepth {
+    /// `n` buffers of [`MAX_FRAME_LEN`] in one lane.
+    pub const fn large(n: usize) -> PuntDepth {
+        PuntDepth {
+            small: 0,
+            large: n,
+            priority: 0,
+        }
+    }
+}
+
+/// The free buffers of a lane, by size.
+struct Pool {
+    small: ArrayQueue<Box<PuntBuf>>,
+    large: ArrayQueue<Box<PuntBuf>>,
+}
+
+fn buffers(q: &ArrayQueue<Box<PuntBuf>>, n: usize, size: usize) {
+    for _ in 0..n {
+        let _ = q.push(Box::new(PuntBuf {
+            port: 0,
+            reason: 0,
+            vlan: 0,
+            len: 0,
+            data: vec![0u8; size].into_boxed_slice(),
+        }));
+    }
+}
+
+impl Pool {
+    fn new(small: usize, large: usize) -> Pool {
+        let p = Pool {
+            small: ArrayQueue::new(small.max(1)),
+            large: ArrayQueue::new(large.max(1)),
+        };
+        buffers(&p.small, small, SMALL_BUF);
+        buffers(&p.large, large, MAX_FRAME_LEN);
+        p
+    }
+
+    /// A buffer that holds `len` bytes: small if one is free and big
+    /// enough, else large.
+    #[inline]
+    fn take(&self, len: usize) -> Option<Box<PuntBuf>> {
+        if len <= SMALL_BUF {
+            if let Some(b) = self.small.pop() {
+                return Some(b);
+            }
+        }
+        self.large.pop()
+    }
+
+    fn give(&self, b: Box<PuntBuf>) {
+        let _ = if b.data.len() == SMALL_BUF {
+            self.small.push(b)
+        } else {
+            self.large.push(b)
+        };
+    }
+}
+
+/// Fixed pools of buffers and the queues of filled ones, in two lanes,
+/// plus the wake-up of the consumer.
 pub struct PuntQueue {
-    free: ArrayQueue<Box<PuntBuf>>,
-    full: ArrayQueue<Box<PuntBuf>>,
+    /// Lane 0: priority; lane 1: normal.
+    pools: [Pool; 2],
+    /// Filled buffers, per lane.
+    full: [ArrayQueue<Box<PuntBuf>>; 2],
     /// Set by the consumer before it sleeps; a producer that sees it writes
     /// the eventfd once (not per frame).
     sleeping: AtomicBool,
     event: OwnedFd,
+    /// Whether there is a priority lane.
+    has_priority: bool,
 }
 
 impl PuntQueue {
-    /// A queue of `depth` buffers of `MAX_FRAME_LEN` bytes.
+    /// A queue of `depth` buffers of `MAX_FRAME_LEN` bytes, one lane.
     pub fn new(depth: usize) -> std::io::Result<PuntQueue> {
-        let depth = depth.max(1);
-        let free = ArrayQueue::new(depth);
-        for _ in 0..depth {
-            let _ = free.push(Box::new(PuntBuf {
-                port: 0,
-                reason: 0,
-                vlan: 0,
-                len: 0,
-                data: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
-            }));
-        }
+        PuntQueue::with_depth(PuntDepth::large(depth.max(1)))
+    }
+
+    /// A queue with the buffers `d` describes.
+    pub fn with_depth(d: PuntDepth) -> std::io::Result<PuntQueue> {
         // SAFETY: eventfd has no memory preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
         Ok(PuntQueue {
-            free,
-            full: ArrayQueue::new(depth),
+            pools: [Pool::new(d.priority, 0), Pool::new(d.small, d.large)],
+            full: [
+                ArrayQueue::new(d.priority.max(1)),
+                ArrayQueue::new((d.small + d.large).max(1)),
+            ],
             sleeping: AtomicBool::new(false),
             // SAFETY: `fd` is a fresh descriptor owned by nobody else.
             event: unsafe { OwnedFd::from_raw_fd(fd) },
+            has_priority: d.priority > 0,
         })
     }
 
@@ -74,13 +162,26 @@ impl PuntQueue {
     /// buffer is in use.
     #[inline]
     pub fn push(&self, port: u16, reason: u8, frame: &[u8]) -> bool {
-        self.push_in_vlan(port, 0, reason, frame)
+        self.push_lane(1, port, 0, reason, frame)
+    }
+
+    /// [`push`](Self::push) on the priority lane (the normal lane if the
+    /// queue has none, or the frame is too long for its buffers).
+    #[inline]
+    pub fn push_priority(&self, port: u16, reason: u8, frame: &[u8]) -> bool {
+        let lane = usize::from(!(self.has_priority && frame.len() <= SMALL_BUF));
+        self.push_lane(lane, port, 0, reason, frame)
     }
 
     /// [`push`](Self::push) with the VLAN the frame was switched in.
     #[inline]
     pub fn push_in_vlan(&self, port: u16, vlan: u16, reason: u8, frame: &[u8]) -> bool {
-        let Some(mut b) = self.free.pop() else {
+        self.push_lane(1, port, vlan, reason, frame)
+    }
+
+    #[inline]
+    fn push_lane(&self, lane: usize, port: u16, vlan: u16, reason: u8, frame: &[u8]) -> bool {
+        let Some(mut b) = self.pools[lane].take(frame.len()) else {
             return false;
         };
         let n = frame.len().min(b.data.len());
@@ -89,8 +190,8 @@ impl PuntQueue {
         b.port = port;
         b.reason = reason;
         b.vlan = vlan;
-        // Cannot fail: there are as many queue slots as buffers.
-        let _ = self.full.push(b);
+        // Cannot fail: a lane has as many queue slots as buffers.
+        let _ = self.full[lane].push(b);
         true
     }
 
@@ -125,21 +226,34 @@ impl PuntQueue {
         };
     }
 
-    /// Consumer side: the next punted frame.
+    /// Consumer side: the next punted frame, priority lane first.
     pub fn pop(&self) -> Option<Box<PuntBuf>> {
-        self.full.pop()
+        self.full[0].pop().or_else(|| self.full[1].pop())
     }
 
-    /// Consumer side: give a buffer back.
+    /// Consumer side: give a buffer back. Small buffers of both lanes are
+    /// alike: the priority pool is refilled first, up to its size, so the
+    /// count of each pool is kept whichever lane a buffer served.
     pub fn recycle(&self, b: Box<PuntBuf>) {
-        let _ = self.free.push(b);
+        let p = &self.pools[0];
+        if self.has_priority && b.data.len() == SMALL_BUF && p.small.len() < self.priority_depth() {
+            if let Err(b) = p.small.push(b) {
+                self.pools[1].give(b);
+            }
+            return;
+        }
+        self.pools[1].give(b);
+    }
+
+    fn priority_depth(&self) -> usize {
+        self.full[0].capacity()
     }
 
     /// Consumer side: about to sleep in poll(2) on [`PuntQueue::event_fd`].
     /// Returns false if frames arrived meanwhile (do not sleep).
     pub fn prepare_sleep(&self) -> bool {
         self.sleeping.store(true, Ordering::SeqCst);
-        if !self.full.is_empty() {
+        if !self.is_empty() {
             self.sleeping.store(false, Ordering::SeqCst);
             return false;
         }
@@ -180,11 +294,11 @@ impl PuntQueue {
 
     /// Frames waiting.
     pub fn len(&self) -> usize {
-        self.full.len()
+        self.full[0].len() + self.full[1].len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.full.is_empty()
+        self.full[0].is_empty() && self.full[1].is_empty()
     }
 }
 
@@ -206,6 +320,57 @@ mod tests {
         assert_eq!((b.port, b.frame().len()), (2, 100));
         assert_eq!(q.pop().unwrap().frame(), &[5]);
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn priority_lane_first_and_with_its_own_buffers() {
+        let q = PuntQueue::with_depth(PuntDepth {
+            small: 3,
+            large: 1,
+            priority: 2,
+        })
+        .unwrap();
+        // The normal lane fills: three small frames and one jumbo.
+        for k in 0..3 {
+            assert!(q.push(k, 4, &[k as u8; 1500]));
+        }
+        assert!(q.push(3, 4, &[3; 9000]));
+        assert!(!q.push(4, 4, &[4; 64]), "normal lane full");
+        // Hellos still get in, and come out first.
+        assert!(q.push_priority(10, 0, &[10; 80]));
+        assert!(q.push_priority(11, 0, &[11; 80]));
+        assert!(!q.push_priority(12, 0, &[12; 80]), "priority lane full");
+        let order: Vec<u16> = std::iter::from_fn(|| {
+            q.pop().map(|b| {
+                let p = b.port;
+                assert_eq!(b.frame()[0], p as u8);
+                q.recycle(b);
+                p
+            })
+        })
+        .collect();
+        assert_eq!(order, vec![10, 11, 0, 1, 2, 3]);
+        // Every buffer came back to its pool: the same counts fit again.
+        for k in 0..3 {
+            assert!(q.push(k, 4, &[0; 100]));
+        }
+        assert!(q.push(3, 4, &[0; 5000]));
+        assert!(!q.push(4, 4, &[0; 100]));
+        assert!(q.push_priority(10, 0, &[0; 80]) && q.push_priority(11, 0, &[0; 80]));
+        assert!(!q.push_priority(12, 0, &[0; 80]));
+        // A queue without a priority lane takes priority pushes normally;
+        // a frame too long for small buffers goes to the normal lane.
+        let plain = PuntQueue::new(2).unwrap();
+        assert!(plain.push_priority(1, 0, &[0; 60]));
+        assert_eq!(plain.len(), 1);
+        let q = PuntQueue::with_depth(PuntDepth {
+            small: 0,
+            large: 1,
+            priority: 1,
+        })
+        .unwrap();
+        assert!(q.push_priority(1, 0, &[0; 3000]));
+        assert_eq!(q.pop().unwrap().frame().len(), 3000);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub enum PortError {
     NoSuchInterface(String),
     /// The interface exists but is administratively or operationally down.
     Down(String),
+    /// The driver refused a frame handed to it (`ENOBUFS`: no carrier, or
+    /// the far end's queue is full). The frame stays queued and goes with
+    /// the next flush; the caller may want to look at the link.
+    Refused(String),
     /// Any other operating-system error, with the operation that failed.
     Os {
         op: &'static str,
@@ -53,6 +57,10 @@ impl fmt::Display for PortError {
         match self {
             PortError::NoSuchInterface(n) => write!(f, "interface {n} does not exist"),
             PortError::Down(n) => write!(f, "interface {n} is down"),
+            PortError::Refused(n) => write!(
+                f,
+                "interface {n} refused a frame (no carrier or queue full)"
+            ),
             PortError::Os { op, err } => write!(f, "{op}: {err}"),
         }
     }

@@ -1,9 +1,24 @@
-//! Interface state through `ioctl(2)` on a throwaway datagram socket.
+//! Interface state: rtnetlink `RTM_GETLINK` (ioctl as a fallback), and
+//! link events.
 //!
 //! Unlike `/sys/class/net`, which shows the network namespace `/sys` was
 //! mounted in, these calls see the namespace of the *calling thread*.
+//!
+//! # Link up means carrier
+//! A link is up when the interface is administratively up and has carrier
+//! (`IFF_LOWER_UP`, the driver's `netif_carrier_ok`). `IFF_RUNNING` and
+//! `operstate` are derived from carrier by the kernel's link watch, a work
+//! item that runs non-urgent events at most once a second host-wide: after
+//! any other link event on the host, `IFF_RUNNING` may stay set 0.2–1 s
+//! after the carrier went (a veth whose peer is set down; measured in
+//! docs/ha.md), and the `RTM_NEWLINK` event comes from that same work, just
+//! as late. `IFF_LOWER_UP` changes the instant the driver calls
+//! `netif_carrier_off`, so it is what [`query`] reports as up or down.
+//! `operstate` still vetoes up when it says `dormant`, `testing` or
+//! `notpresent` (802.1X, self-test): states the carrier cannot show.
 
 use crate::PortError;
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -13,13 +28,253 @@ pub struct LinkInfo {
     pub ifindex: u32,
     /// `IFF_UP`: administratively up.
     pub admin_up: bool,
-    /// `IFF_RUNNING`: operationally up (carrier present and admin up).
+    /// The link is up: administratively up, with carrier (`IFF_LOWER_UP`)
+    /// and an operational state that allows traffic (see the module
+    /// documentation). Not `IFF_RUNNING`, which lags carrier.
     pub oper_up: bool,
+    /// `IFF_LOWER_UP`: the driver reports carrier.
+    pub carrier: bool,
+    /// `IFF_RUNNING` as the kernel's link watch last set it.
+    pub running: bool,
+    /// RFC 2863 operational state (`IF_OPER_*`), if the kernel said.
+    pub operstate: Option<u8>,
     pub mtu: u32,
+}
+
+/// `IFF_LOWER_UP` (`<linux/if.h>`): does not fit the 16-bit flags of
+/// `SIOCGIFFLAGS`, only rtnetlink carries it.
+const IFF_LOWER_UP: u32 = 1 << 16;
+/// `IF_OPER_NOTPRESENT`, `IF_OPER_TESTING`, `IF_OPER_DORMANT`.
+const OPER_BLOCKING: [u8; 3] = [1, 4, 5];
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+const NLMSG_ERROR: u16 = 2;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_OPERSTATE: u16 = 16;
+const IFLA_EXT_MASK: u16 = 29;
+/// `RTEXT_FILTER_SKIP_STATS`: leave the statistics out of the answer.
+const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
+
+thread_local! {
+    /// One rtnetlink socket per thread (created in the thread's namespace
+    /// at first use), so a query costs a send and a receive.
+    /// Keyed by the namespace's inode: a thread that moves to another
+    /// namespace (setns) gets a socket there.
+    static QUERY_SOCK: RefCell<Option<(OwnedFd, u32, u64)>> = const { RefCell::new(None) };
+}
+
+/// The calling thread's network namespace (inode of its `ns/net`).
+fn netns_id() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap_or(0)
 }
 
 /// Look an interface up; `None` if it does not exist (or the name is invalid).
 pub fn query(name: &str) -> Option<LinkInfo> {
+    if !valid_name(name) {
+        return None;
+    }
+    match query_netlink(name) {
+        Ok(info) => info,
+        // No rtnetlink (a sandbox): the ioctls, with IFF_RUNNING for carrier.
+        Err(_) => query_ioctl(name),
+    }
+}
+
+fn query_netlink(name: &str) -> io::Result<Option<LinkInfo>> {
+    QUERY_SOCK.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let ns = netns_id();
+        if slot.as_ref().is_none_or(|s| s.2 != ns) {
+            *slot = Some((rtnl_socket(0)?, 0, ns));
+        }
+        let (fd, seq, _) = slot.as_mut().expect("socket just created");
+        *seq = seq.wrapping_add(1);
+        let r = getlink(fd, *seq, name);
+        if r.is_err() {
+            // A broken socket is not reused.
+            *slot = None;
+        }
+        r
+    })
+}
+
+/// A NETLINK_ROUTE socket bound to `groups`, with a receive timeout.
+fn rtnl_socket(groups: u32) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data; zeroed is a valid value.
+    let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    sa.nl_family = libc::AF_NETLINK as u16;
+    sa.nl_groups = groups;
+    // SAFETY: sa is a valid sockaddr_nl and its size is passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let tv = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
+    // SAFETY: SO_RCVTIMEO reads a timeval of the given size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as u32,
+        )
+    };
+    Ok(fd)
+}
+
+fn push_attr(buf: &mut Vec<u8>, kind: u16, data: &[u8]) {
+    let len = 4 + data.len();
+    buf.extend_from_slice(&(len as u16).to_ne_bytes());
+    buf.extend_from_slice(&kind.to_ne_bytes());
+    buf.extend_from_slice(data);
+    buf.resize(buf.len().next_multiple_of(4), 0);
+}
+
+/// One `RTM_GETLINK` by name on `fd`; `Ok(None)` when there is no such
+/// interface.
+fn getlink(fd: &OwnedFd, seq: u32, name: &str) -> io::Result<Option<LinkInfo>> {
+    let mut req = Vec::with_capacity(64);
+    req.extend_from_slice(&[0u8; 16]); // nlmsghdr, filled below
+    req.extend_from_slice(&[0u8; 16]); // ifinfomsg: AF_UNSPEC, any index
+    let mut n = name.as_bytes().to_vec();
+    n.push(0);
+    push_attr(&mut req, IFLA_IFNAME, &n);
+    push_attr(
+        &mut req,
+        IFLA_EXT_MASK,
+        &RTEXT_FILTER_SKIP_STATS.to_ne_bytes(),
+    );
+    let len = req.len() as u32;
+    req[0..4].copy_from_slice(&len.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    req[8..12].copy_from_slice(&seq.to_ne_bytes());
+    // SAFETY: sends `req.len()` bytes from a live buffer to the kernel
+    // (the socket is unconnected: the kernel is the default peer).
+    let r = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            req.as_ptr() as *const libc::c_void,
+            req.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        // SAFETY: receives into a live buffer of its length.
+        let r = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(answer) = parse_getlink(&buf[..r as usize], seq) {
+            return Ok(answer);
+        }
+        // A reply to an earlier, timed-out request: read on.
+    }
+}
+
+fn ne16(b: &[u8], o: usize) -> u16 {
+    u16::from_ne_bytes([b[o], b[o + 1]])
+}
+
+fn ne32(b: &[u8], o: usize) -> u32 {
+    u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// The answer to request `seq` in one datagram: `Some(None)` for "no such
+/// interface", `None` if the datagram answers something else. Any bytes
+/// are safe (fuzzed: `fuzz_link`).
+pub fn parse_getlink(msg: &[u8], seq: u32) -> Option<Option<LinkInfo>> {
+    let mut off = 0;
+    while off + 16 <= msg.len() {
+        let len = ne32(msg, off) as usize;
+        if len < 16 || off + len > msg.len() {
+            return None;
+        }
+        let m = &msg[off..off + len];
+        off += len.next_multiple_of(4);
+        if ne32(m, 8) != seq {
+            continue;
+        }
+        match ne16(m, 4) {
+            NLMSG_ERROR => return Some(None),
+            RTM_NEWLINK if m.len() >= 32 => {
+                let ifindex = ne32(m, 20);
+                let flags = ne32(m, 24);
+                let (mut mtu, mut operstate) = (0, None);
+                let mut a = 32;
+                while a + 4 <= m.len() {
+                    let alen = ne16(m, a) as usize;
+                    if alen < 4 || a + alen > m.len() {
+                        break;
+                    }
+                    let data = &m[a + 4..a + alen];
+                    match ne16(m, a + 2) & 0x3fff {
+                        IFLA_MTU if data.len() >= 4 => mtu = ne32(data, 0),
+                        IFLA_OPERSTATE if !data.is_empty() => operstate = Some(data[0]),
+                        _ => {}
+                    }
+                    a += alen.next_multiple_of(4);
+                }
+                let admin_up = flags & libc::IFF_UP as u32 != 0;
+                let carrier = flags & IFF_LOWER_UP != 0;
+                return Some(Some(LinkInfo {
+                    ifindex,
+                    admin_up,
+                    oper_up: admin_up
+                        && carrier
+                        && !operstate.is_some_and(|o| OPER_BLOCKING.contains(&o)),
+                    carrier,
+                    running: flags & libc::IFF_RUNNING as u32 != 0,
+                    operstate,
+                    mtu,
+                }));
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
+/// [`query`] by ioctl: no carrier flag there, so `IFF_RUNNING` stands in.
+fn query_ioctl(name: &str) -> Option<LinkInfo> {
     let sock = ctl_socket().ok()?;
     let mut req = ifreq(name).ok()?;
     ioctl(&sock, libc::SIOCGIFINDEX, &mut req).ok()?;
@@ -31,10 +286,14 @@ pub fn query(name: &str) -> Option<LinkInfo> {
     ioctl(&sock, libc::SIOCGIFMTU, &mut req).ok()?;
     // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member.
     let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
+    let running = flags & libc::IFF_RUNNING != 0;
     Some(LinkInfo {
         ifindex,
         admin_up: flags & libc::IFF_UP != 0,
-        oper_up: flags & libc::IFF_RUNNING != 0,
+        oper_up: running,
+        carrier: running,
+        running,
+        operstate: None,
         mtu,
     })
 }
@@ -158,35 +417,15 @@ pub struct LinkMonitor {
 impl LinkMonitor {
     /// Subscribe in the calling thread's network namespace.
     pub fn open() -> io::Result<LinkMonitor> {
-        // SAFETY: plain socket(2) call; the result is checked.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_nl is plain data; zeroed is a valid value.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        sa.nl_groups = libc::RTMGRP_LINK as u32;
-        // SAFETY: sa is a valid sockaddr_nl and its size is passed.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = rtnl_socket(libc::RTMGRP_LINK as u32)?;
+        // SAFETY: F_SETFL on our descriptor.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         Ok(LinkMonitor { fd })
+    }
+
+    /// The descriptor to poll(2) for events (readable: call [`LinkMonitor::drain`]).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// Wait up to `timeout` for events; true if any arrived (all pending
@@ -205,9 +444,12 @@ impl LinkMonitor {
                 timeout.as_millis().min(i32::MAX as u128) as i32,
             )
         };
-        if n <= 0 {
-            return false;
-        }
+        n > 0 && self.drain()
+    }
+
+    /// Consume every pending message without waiting; true if there was
+    /// any (or an overrun, ENOBUFS).
+    pub fn drain(&self) -> bool {
         let mut buf = [0u8; 8192];
         let mut any = false;
         loop {
@@ -236,6 +478,58 @@ impl LinkMonitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn newlink(seq: u32, flags: u32, operstate: u8) -> Vec<u8> {
+        let mut m = vec![0u8; 32];
+        m[4..6].copy_from_slice(&RTM_NEWLINK.to_ne_bytes());
+        m[8..12].copy_from_slice(&seq.to_ne_bytes());
+        m[20..24].copy_from_slice(&5i32.to_ne_bytes());
+        m[24..28].copy_from_slice(&flags.to_ne_bytes());
+        push_attr(&mut m, IFLA_MTU, &1500u32.to_ne_bytes());
+        push_attr(&mut m, IFLA_OPERSTATE, &[operstate]);
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn getlink_answer_is_read_by_carrier() {
+        let up = libc::IFF_UP as u32;
+        let running = libc::IFF_RUNNING as u32;
+        // Carrier and admin up: up, whatever IFF_RUNNING and operstate
+        // (still "down" while the link watch lags) say.
+        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 2), 7)
+            .unwrap()
+            .unwrap();
+        assert!(l.oper_up && l.carrier && !l.running && l.mtu == 1500 && l.ifindex == 5);
+        // Carrier gone, IFF_RUNNING not yet cleared: down.
+        let l = parse_getlink(&newlink(7, up | running, 6), 7)
+            .unwrap()
+            .unwrap();
+        assert!(!l.oper_up && !l.carrier && l.running);
+        // Dormant (802.1X) vetoes up; admin down is down.
+        let l = parse_getlink(&newlink(7, up | IFF_LOWER_UP, 5), 7)
+            .unwrap()
+            .unwrap();
+        assert!(!l.oper_up);
+        let l = parse_getlink(&newlink(7, IFF_LOWER_UP, 6), 7)
+            .unwrap()
+            .unwrap();
+        assert!(!l.oper_up);
+        // Another request's answer is skipped; an error means no such link.
+        assert!(parse_getlink(&newlink(6, up, 6), 7).is_none());
+        let mut err = newlink(7, 0, 0);
+        err[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        assert_eq!(parse_getlink(&err, 7), Some(None));
+        // Truncated or garbled answers never panic.
+        let m = newlink(7, up | IFF_LOWER_UP, 6);
+        for n in 0..m.len() {
+            let _ = parse_getlink(&m[..n], 7);
+            let mut g = m.clone();
+            g[n] ^= 0xff;
+            let _ = parse_getlink(&g, 7);
+        }
+    }
 
     #[test]
     fn loopback_exists_and_bogus_does_not() {

@@ -47,6 +47,10 @@ pub struct TapOptions {
     pub persist: bool,
     /// Transmit queue slots of [`MAX_FRAME_LEN`] bytes each, allocated once.
     pub tx_slots: usize,
+    /// Frames the kernel may queue for us to read (`txqueuelen`, set with
+    /// `SIOCSIFTXQLEN`); `None` keeps tun's default of 500. What the
+    /// kernel sends through the interface beyond it is dropped.
+    pub tx_queue_len: Option<u32>,
 }
 
 impl Default for TapOptions {
@@ -57,6 +61,7 @@ impl Default for TapOptions {
             up: true,
             persist: false,
             tx_slots: 64,
+            tx_queue_len: None,
         }
     }
 }
@@ -210,6 +215,12 @@ impl TapPort {
         }
         if let Some(mtu) = opts.mtu {
             link::set_mtu(&port.name, mtu)?;
+        }
+        if let Some(qlen) = opts.tx_queue_len {
+            let mut req = ifreq(&port.name);
+            req.ifr_ifru.ifru_metric = qlen.min(i32::MAX as u32) as libc::c_int;
+            ioctl_ifreq(sock.as_raw_fd(), libc::SIOCSIFTXQLEN, &mut req)
+                .map_err(|e| link::map_err(&port.name, "SIOCSIFTXQLEN", e))?;
         }
         if opts.up {
             link::set_up(&port.name)?;

@@ -1206,9 +1206,12 @@ impl Dut {
         let _ = writeln!(c, "management:\n  socket: {}", sock.display());
         c.push_str("ports:\n");
         for (i, p) in self.sw().iter().enumerate() {
+            // Jumbo: the test bed's links are 9,216 and the plans route
+            // 9,216-byte frames (routed ports default to 1,500; 9,206 is
+            // the most a routed port carries, docs/config.md "MTU").
             let _ = writeln!(
                 c,
-                "  - name: {p}\n    mode: routed\n    addresses: [{}, \"{}\"]",
+                "  - name: {p}\n    mode: routed\n    mtu: 9206\n    addresses: [{}, \"{}\"]",
                 dut_ip(i),
                 dut_ip6(i)
             );

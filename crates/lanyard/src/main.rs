@@ -14,8 +14,9 @@ const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
     about = "A software multilayer switch/router for Linux, and its test bed"
 )]
 struct Cli {
-    /// Management socket of the running switch (default: $LANYARD_SOCKET
-    /// or /run/lanyard/lanyard.sock)
+    /// Management socket of the switch to talk to; for `run`, the socket
+    /// to serve (overrides the config's `management.socket`; precedence:
+    /// --socket, then LANYARD_SOCKET, then the config, then the default).
     #[arg(
         long,
         env = "LANYARD_SOCKET",
@@ -44,6 +45,10 @@ enum Cmd {
         /// Configuration file (YAML; docs/config.md; check it with `config check`).
         #[arg(long, short, value_name = "FILE")]
         config: PathBuf,
+        /// Socket to serve (default: $LANYARD_SOCKET, else the config's
+        /// management.socket, else /run/lanyard/lanyard.sock)
+        #[command(flatten)]
+        socket: SocketOpt,
     },
     /// Configuration tools: check, diff, apply, rollback.
     Config {
@@ -323,10 +328,19 @@ fn check(file: &std::path::Path) -> Result<(), String> {
 fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // `run` keeps the config's `management.socket` unless a socket was
+    // given (option or environment), not merely defaulted.
+    let top_given = !matches!(
+        matches.value_source("socket"),
+        None | Some(clap::parser::ValueSource::DefaultValue)
+    );
     let top = cli.socket;
     let sock = |o: SocketOpt| o.socket.unwrap_or_else(|| top.clone());
     let r = match cli.cmd {
-        Cmd::Run { config } => control::daemon::run(&config),
+        Cmd::Run { config, socket } => {
+            let serve = socket.socket.or_else(|| top_given.then(|| top.clone()));
+            control::daemon::run(&config, serve.as_deref())
+        }
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
         } => check(&file),

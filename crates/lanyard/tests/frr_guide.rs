@@ -123,7 +123,7 @@ fn the_frr_guide_works_as_written() {
     for (k, p) in ports.iter().enumerate() {
         assert_eq!(*p, format!("sw{}", k + 1), "the guide's ports are sw1..swN");
     }
-    let mtu = cfg.ports[0].mtu;
+    let mtu = cfg.ports[0].effective_mtu();
     let bed = RouterBed::new("frrgd", ports.len(), mtu).expect("namespaces");
     bed.address_testers().unwrap();
     // The neighbours: FRR's default timers, point-to-point, as the guide

@@ -4,6 +4,13 @@
 //! kind (multicast to 224.0.0.1, TTL-1 packets, ARP) cannot starve the
 //! others (OSPF hellos).
 //!
+//! Protocol keepalives (OSPF/OSPFv3 and PIM hellos, BFD, VRRP, LDP hellos)
+//! are a class of their own, `routing-hello`, apart from the rest of the
+//! routing protocols' traffic: a routing table being flooded (OSPF link
+//! state updates by the hundred thousand) cannot take the tokens the
+//! hellos need, and the punt queue gives the class a lane of its own, so
+//! hellos never wait behind updates either (issue 13).
+//!
 //! [`classify`] is pure; the rates live in [`CoppConfig`] (published by the
 //! control plane) and each worker keeps its own token buckets.
 
@@ -14,7 +21,8 @@ use crate::l3::Punt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum CoppClass {
-    /// OSPF, PIM, VRRP, BGP, BFD, RIP, LDP.
+    /// OSPF, PIM, BGP, RIP, LDP: everything of the routing protocols
+    /// except their keepalives.
     Routing = 0,
     /// ARP and IPv6 neighbour discovery.
     ArpNd,
@@ -30,12 +38,17 @@ pub enum CoppClass {
     Unknown,
     /// Link-layer control: LACP (slow protocols) and Lanyard's keepalives.
     L2Control,
+    /// Routing protocol keepalives: OSPF and OSPFv3 hellos, PIM hellos,
+    /// BFD, VRRP, LDP hellos. (Last in number so the others keep theirs.)
+    RoutingHello,
 }
 
-pub const COPP_CLASSES: usize = 8;
+pub const COPP_CLASSES: usize = 9;
 
 impl CoppClass {
+    /// In the order `show control-plane` lists them.
     pub const ALL: [CoppClass; COPP_CLASSES] = [
+        CoppClass::RoutingHello,
         CoppClass::Routing,
         CoppClass::ArpNd,
         CoppClass::Igmp,
@@ -49,6 +62,7 @@ impl CoppClass {
     pub fn name(self) -> &'static str {
         match self {
             CoppClass::Routing => "routing",
+            CoppClass::RoutingHello => "routing-hello",
             CoppClass::ArpNd => "arp-nd",
             CoppClass::Igmp => "igmp",
             CoppClass::Icmp => "icmp",
@@ -85,17 +99,24 @@ impl Default for CoppConfig {
         let r = |pps, burst| Some(CoppRate { pps, burst });
         CoppConfig {
             rates: [
-                r(4000, 1000), // routing
-                r(2000, 500),  // arp-nd
-                r(1000, 250),  // igmp
-                r(500, 100),   // icmp
-                r(1000, 200),  // ttl-expired
+                // Routing: FRR floods a full table (hundreds of thousands of
+                // LSAs from eight neighbours) as fast as the kernel path
+                // takes it; the burst holds a whole flood's first second.
+                // Measured in docs/copp.md ("Full tables").
+                r(ROUTING_PPS, ROUTING_BURST), // routing
+                r(2000, 500),                  // arp-nd
+                r(1000, 250),                  // igmp
+                r(500, 100),                   // icmp
+                r(1000, 200),                  // ttl-expired
                 // Glean: generous, the kernel queues these while it
                 // resolves; a burst of a new flow must fit.
                 r(5000, 1000), // glean
                 r(200, 50),    // unknown
                 // LACP: one PDU per second per member at the fast rate.
                 r(500, 100), // l2-control
+                // Keepalives: 1/s per OSPF adjacency, 20/s per BFD session
+                // at 50 ms.
+                r(4000, 1000), // routing-hello
             ],
         }
     }
@@ -109,6 +130,11 @@ impl CoppConfig {
         }
     }
 }
+
+/// Default rate of the `routing` class, packets/s.
+pub const ROUTING_PPS: u32 = 50_000;
+/// Default burst of the `routing` class, packets.
+pub const ROUTING_BURST: u32 = 50_000;
 
 /// Per class: frames passed to the control plane and frames dropped.
 #[derive(Default, Debug)]
@@ -127,9 +153,8 @@ fn be16(b: &[u8], o: usize) -> u16 {
 pub fn classify(frame: &[u8], reason: Punt) -> CoppClass {
     match reason {
         Punt::Arp | Punt::Nd => return CoppClass::ArpNd,
-        Punt::RoutingProtocol => return CoppClass::Routing,
         Punt::NeedsResolution => return CoppClass::Glean,
-        Punt::OwnAddress | Punt::Multicast => {}
+        Punt::RoutingProtocol | Punt::OwnAddress | Punt::Multicast => {}
     }
     if frame.len() < 14 {
         return CoppClass::Unknown;
@@ -155,7 +180,14 @@ pub fn classify(frame: &[u8], reason: Punt) -> CoppClass {
     let port = |o: usize| if l4.len() >= o + 2 { be16(l4, o) } else { 0 };
     match proto {
         2 => CoppClass::Igmp,
-        89 | 103 | 112 => CoppClass::Routing,
+        // OSPFv2/v3 header: version, type (1 = Hello; RFC 2328 A.3.1,
+        // RFC 5340 A.3.1).
+        89 if l4.get(1) == Some(&1) => CoppClass::RoutingHello,
+        // PIM: type in the low nibble (0 = Hello; RFC 7761 4.9).
+        103 if l4.first().is_some_and(|b| b & 0x0f == 0) => CoppClass::RoutingHello,
+        // VRRP: every message is an advertisement, i.e. a keepalive.
+        112 => CoppClass::RoutingHello,
+        89 | 103 => CoppClass::Routing,
         1 => CoppClass::Icmp,
         58 => match l4.first() {
             Some(130..=132) | Some(143) => CoppClass::Igmp,
@@ -165,7 +197,10 @@ pub fn classify(frame: &[u8], reason: Punt) -> CoppClass {
         6 if port(0) == 179 || port(2) == 179 || port(2) == 646 || port(0) == 646 => {
             CoppClass::Routing
         }
-        17 if matches!(port(2), 520 | 521 | 646 | 3784 | 3785 | 4784) => CoppClass::Routing,
+        // BFD control / echo / multihop (RFC 5881, 5883), LDP hello
+        // (RFC 5036 2.4).
+        17 if matches!(port(2), 646 | 3784 | 3785 | 4784) => CoppClass::RoutingHello,
+        17 if matches!(port(2), 520 | 521) => CoppClass::Routing,
         _ => CoppClass::Unknown,
     }
 }
@@ -246,11 +281,45 @@ mod tests {
             classify(&ip4(89, 0), Punt::RoutingProtocol),
             CoppClass::Routing
         );
+        // OSPF hello (type 1) vs link-state update (type 4), v2 and v3.
+        let mut hello = ip4(89, 0);
+        hello[34..36].copy_from_slice(&[2, 1]);
+        assert_eq!(
+            classify(&hello, Punt::RoutingProtocol),
+            CoppClass::RoutingHello
+        );
+        hello[35] = 4;
+        assert_eq!(classify(&hello, Punt::RoutingProtocol), CoppClass::Routing);
+        let mut v3 = vec![0u8; 14 + 40 + 16];
+        v3[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v3[14] = 0x60;
+        v3[20] = 89;
+        v3[54..56].copy_from_slice(&[3, 1]);
+        assert_eq!(
+            classify(&v3, Punt::RoutingProtocol),
+            CoppClass::RoutingHello
+        );
+        v3[55] = 5; // link-state ack
+        assert_eq!(classify(&v3, Punt::RoutingProtocol), CoppClass::Routing);
+        let mut pim = ip4(103, 0);
+        pim[34] = 0x20; // version 2, hello
+        assert_eq!(classify(&pim, Punt::Multicast), CoppClass::RoutingHello);
+        pim[34] = 0x23; // join/prune
+        assert_eq!(classify(&pim, Punt::Multicast), CoppClass::Routing);
+        assert_eq!(
+            classify(&ip4(112, 0), Punt::Multicast),
+            CoppClass::RoutingHello
+        );
+        assert_eq!(
+            classify(&ip4(17, 646), Punt::Multicast),
+            CoppClass::RoutingHello
+        );
+        assert_eq!(classify(&ip4(17, 520), Punt::Multicast), CoppClass::Routing);
         assert_eq!(classify(&ip4(2, 0), Punt::Multicast), CoppClass::Igmp);
         assert_eq!(classify(&ip4(1, 0), Punt::OwnAddress), CoppClass::Icmp);
         assert_eq!(
             classify(&ip4(17, 3784), Punt::OwnAddress),
-            CoppClass::Routing
+            CoppClass::RoutingHello
         );
         assert_eq!(classify(&ip4(6, 179), Punt::OwnAddress), CoppClass::Routing);
         assert_eq!(classify(&ip4(17, 9), Punt::Multicast), CoppClass::Unknown);

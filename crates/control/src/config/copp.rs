@@ -22,6 +22,8 @@ pub struct CoppSettings {
     /// false: nothing is policed (every punt reaches the kernel).
     pub enabled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_hello: Option<ClassRate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<ClassRate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arp_nd: Option<ClassRate>,
@@ -43,6 +45,7 @@ impl Default for CoppSettings {
     fn default() -> Self {
         CoppSettings {
             enabled: true,
+            routing_hello: None,
             routing: None,
             arp_nd: None,
             igmp: None,
@@ -58,6 +61,7 @@ impl Default for CoppSettings {
 impl CoppSettings {
     fn classes(&self) -> [(CoppClass, Option<ClassRate>); COPP_CLASSES] {
         [
+            (CoppClass::RoutingHello, self.routing_hello),
             (CoppClass::Routing, self.routing),
             (CoppClass::ArpNd, self.arp_nd),
             (CoppClass::Igmp, self.igmp),
@@ -119,6 +123,15 @@ mod tests {
         .unwrap();
         let c = cfg.control_plane_policing.to_config();
         let d = pipeline::copp::CoppConfig::default();
+        let hello = pipeline::copp::CoppClass::RoutingHello as usize;
+        assert_eq!(c.rates[hello], d.rates[hello]);
+        let h = super::super::parse(
+            "ports: [{name: a}]\ncontrol-plane-policing:\n  routing-hello: {rate: 300}\n",
+            "t",
+        )
+        .unwrap();
+        let hc = h.control_plane_policing.to_config();
+        assert_eq!(hc.rates[hello].unwrap().pps, 300);
         assert_eq!(c.rates[6].unwrap().pps, 100);
         assert_eq!(c.rates[6].unwrap().burst, 25);
         assert_eq!(c.rates[0].unwrap().burst, 2000);

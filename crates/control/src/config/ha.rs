@@ -122,7 +122,7 @@ fn vlan_settings(p: &super::PortConfig) -> impl PartialEq + '_ {
         p.allowed_vlans.as_ref(),
         p.effective_native_vlan(),
         p.effective_tpid(),
-        p.mtu,
+        p.effective_mtu(),
     )
 }
 

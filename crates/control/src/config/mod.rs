@@ -29,8 +29,8 @@ pub use lines::LineIndex;
 pub use model::{
     limits, Config, L3Interface, Management, PortConfig, PortMode, Routing, StaticMac, StaticRoute,
     SwitchSettings, UrpfMode, VlanConfig, VlanRouter, DEFAULT_MAC_AGING, DEFAULT_MAC_TABLE_SIZE,
-    DEFAULT_MTU, DEFAULT_POLL_IDLE_US, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME, DEFAULT_VLAN,
-    DEFAULT_WORKERS,
+    DEFAULT_MTU, DEFAULT_POLL_IDLE_US, DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME,
+    DEFAULT_VLAN, DEFAULT_WORKERS, MAX_L3_MTU,
 };
 pub use types::{vlan_in_range, IpNet, MacAddr, NativeVlan, Tpid, VlanList, VLAN_MAX, VLAN_MIN};
 pub use validate::{validate, Issue};

@@ -23,10 +23,19 @@ pub const DEFAULT_MAC_TABLE_SIZE: u32 = 1 << 20;
 pub const DEFAULT_POLL_IDLE_US: u32 = 50;
 /// Default `management.socket`.
 pub const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
-/// Default port MTU.
+/// Default MTU of a layer-2 port (access, trunk, dot1q-tunnel): jumbo.
 pub const DEFAULT_MTU: u32 = 9216;
-/// IP MTU of an SVI whose VLAN has no ports.
+/// Default MTU of a routed port: the conventional Ethernet MTU, so routing
+/// protocols that compare MTUs (OSPF's database description) agree with
+/// neighbours that kept theirs (issue 13).
+pub const DEFAULT_ROUTED_MTU: u32 = 1500;
+/// Default IP MTU of an SVI (lower if a port in its VLAN has a smaller MTU).
 pub const DEFAULT_SVI_MTU: u32 = 1500;
+/// Largest MTU of a routed port or SVI: what its TAP twin can carry (a
+/// packet of this size, its Ethernet header and a VLAN tag fill Lanyard's
+/// 9,224-byte frame buffers, `io::MAX_FRAME_LEN`). The port and the TAP
+/// always have the same MTU.
+pub const MAX_L3_MTU: u32 = 9206;
 /// The VLAN that always exists and is the default everywhere.
 pub const DEFAULT_VLAN: u16 = 1;
 
@@ -195,10 +204,6 @@ fn default_vlan() -> u16 {
     DEFAULT_VLAN
 }
 
-fn default_mtu() -> u32 {
-    DEFAULT_MTU
-}
-
 /// One entry of `vlans:`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -325,9 +330,10 @@ pub struct PortConfig {
     /// Optional per-port learned-address limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac_limit: Option<u32>,
-    /// Interface MTU set on attach, 68..=9216, default 9216.
-    #[serde(default = "default_mtu")]
-    pub mtu: u32,
+    /// Interface MTU set on attach, 68..=9216; default 9216 on layer-2
+    /// ports, 1500 on routed ports (see [`PortConfig::effective_mtu`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
     /// Trunk only: VLANs carried tagged; `None` = all configured VLANs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_vlans: Option<VlanList>,
@@ -370,7 +376,7 @@ impl PortConfig {
             vlan: None,
             learning: true,
             mac_limit: None,
-            mtu: DEFAULT_MTU,
+            mtu: None,
             allowed_vlans: None,
             native_vlan: None,
             tpid: None,
@@ -382,6 +388,15 @@ impl PortConfig {
             policy_in: None,
             policy_out: None,
         }
+    }
+
+    /// The MTU Lanyard sets on the interface: `mtu`, else 1500 on a routed
+    /// port and 9216 on a layer-2 port.
+    pub fn effective_mtu(&self) -> u32 {
+        self.mtu.unwrap_or(match self.mode {
+            PortMode::Routed => DEFAULT_ROUTED_MTU,
+            _ => DEFAULT_MTU,
+        })
     }
 
     /// Access VLAN or dot1q-tunnel S-VLAN (default 1); `None` on trunks.
@@ -440,7 +455,7 @@ impl Config {
                 addresses: &p.addresses,
                 urpf: p.urpf,
                 router_mac: p.router_mac,
-                mtu: p.mtu,
+                mtu: p.effective_mtu(),
             })
             .collect();
         for (k, (v, r)) in self.svis().enumerate() {
@@ -449,7 +464,11 @@ impl Config {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| self.port_vlans(*i).contains(v.id));
-            let mtu = members.map(|(_, p)| p.mtu).min().unwrap_or(DEFAULT_SVI_MTU);
+            let mtu = members
+                .map(|(_, p)| p.effective_mtu())
+                .chain(std::iter::once(DEFAULT_SVI_MTU))
+                .min()
+                .unwrap_or(DEFAULT_SVI_MTU);
             out.push(L3Interface {
                 name: format!("vlan{}", v.id),
                 port: (self.ports.len() + k) as u16,

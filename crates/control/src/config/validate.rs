@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::model::{limits, Config, PortMode};
+use super::model::{limits, Config, PortMode, MAX_L3_MTU};
 use super::types::{vlan_in_range, IpNet, MacAddr, NativeVlan};
 use std::net::IpAddr;
 
@@ -271,11 +271,22 @@ fn check_ports(cfg: &Config, c: &mut Checker) {
                 }
             }
         }
-        if !limits::MTU.contains(&p.mtu) {
-            c.err(
-                format!("{base}.mtu"),
-                format!("{} is out of range 68..9216", p.mtu),
-            );
+        if let Some(mtu) = p.mtu {
+            if !limits::MTU.contains(&mtu) {
+                c.err(
+                    format!("{base}.mtu"),
+                    format!("{mtu} is out of range 68..9216"),
+                );
+            } else if p.mode == PortMode::Routed && mtu > MAX_L3_MTU {
+                c.err(
+                    format!("{base}.mtu"),
+                    format!(
+                        "{mtu} is larger than a routed port carries: at most {} (its TAP \
+                         twin, which has the same MTU, holds no larger packet)",
+                        MAX_L3_MTU
+                    ),
+                );
+            }
         }
         check_mac_limit(cfg, c, format!("{base}.mac-limit"), p.mac_limit);
     }
@@ -407,10 +418,10 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
                 );
             }
         }
-        if ifc.vlan.is_some() && !limits::MTU.contains(&ifc.mtu) {
+        if ifc.vlan.is_some() && !(68..=MAX_L3_MTU).contains(&ifc.mtu) {
             c.err(
                 format!("{base}.mtu"),
-                format!("{} is out of range 68..9216", ifc.mtu),
+                format!("{} is out of range 68..{}", ifc.mtu, MAX_L3_MTU),
             );
         }
         for (k, a) in ifc.addresses.iter().enumerate() {

@@ -1116,7 +1116,14 @@ impl Port for AfPacketPort {
         match res {
             Ok(_) => Ok(()),
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(()),
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(()),
+                // The driver dropped the frame at the head of the ring and
+                // the kernel put it back (it stays SEND_REQUEST). With
+                // PACKET_QDISC_BYPASS this is what a lost carrier looks
+                // like, the instant the driver knows (`__dev_direct_xmit`
+                // tests `netif_carrier_ok`), long before the link watch
+                // reports it: the caller's cue to look at the link.
+                Some(libc::ENOBUFS) => Err(PortError::Refused(self.name.clone())),
                 // A refused frame (WRONG_FORMAT) was handled by reconcile_tx.
                 Some(libc::EMSGSIZE) | Some(libc::EINVAL) if self.tx_pending == 0 => Ok(()),
                 // Link down: the frames stay queued, so a failover can
