@@ -611,6 +611,15 @@ impl ApiState {
                 req.get("name").and_then(Value::as_str),
                 req.get("all").and_then(Value::as_bool).unwrap_or(false),
             ),
+            Some("show-access-lists-attached") => crate::services::access_lists_attached_json(
+                &self.cfg(),
+                self.shared.services.load().as_deref(),
+                req.get("interface").and_then(Value::as_str),
+                req.get("vlan")
+                    .and_then(Value::as_u64)
+                    .and_then(|v| u16::try_from(v).ok()),
+                req.get("all").and_then(Value::as_bool).unwrap_or(false),
+            ),
             Some("show-policy-map-interface") => crate::services::policy_maps_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),

@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel | ip igmp snooping groups [vlan N] [count] | ipv6 mld snooping groups [vlan N] [count] | ip mroute [summary] | ipv6 mroute [summary]";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME | interface PORT | vlan N] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel | ip igmp snooping groups [vlan N] [count] | ipv6 mld snooping groups [vlan N] [count] | ip mroute [summary] | ipv6 mroute [summary]";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -109,6 +109,16 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
                 [name] => Command {
                     request: json!({"cmd": "show-access-lists", "name": name, "all": all}),
                     render: show::access_lists,
+                },
+                ["interface", port] => Command {
+                    request: json!({"cmd": "show-access-lists-attached", "interface": port, "all": all}),
+                    render: show::access_lists_attached,
+                },
+                ["vlan", v] => Command {
+                    request: json!({"cmd": "show-access-lists-attached",
+                                    "vlan": v.parse::<u16>().map_err(|_| format!("{v:?} is not a VLAN id"))?,
+                                    "all": all}),
+                    render: show::access_lists_attached,
                 },
                 _ => return Err(format!("usage: {SHOW_HELP}")),
             }
@@ -267,6 +277,17 @@ mod tests {
         );
         let c = parse_show(&words("access-lists")).unwrap();
         assert_eq!(c.request, json!({"cmd": "show-access-lists", "all": false}));
+        let c = parse_show(&words("access-lists interface p1")).unwrap();
+        assert_eq!(
+            c.request,
+            json!({"cmd": "show-access-lists-attached", "interface": "p1", "all": false})
+        );
+        let c = parse_show(&words("access-lists vlan 10 all")).unwrap();
+        assert_eq!(
+            c.request,
+            json!({"cmd": "show-access-lists-attached", "vlan": 10, "all": true})
+        );
+        assert!(parse_show(&words("access-lists vlan ten")).is_err());
         let c = parse_show(&words("policy-map interface p1")).unwrap();
         assert_eq!(
             c.request,

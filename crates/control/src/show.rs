@@ -467,6 +467,51 @@ pub fn access_lists(v: &Value) -> String {
     o
 }
 
+/// `show access-lists interface PORT` / `vlan N`: per attachment.
+pub fn access_lists_attached(v: &Value) -> String {
+    let mut o = String::new();
+    for l in rows(v) {
+        let place = match l.get("interface").and_then(Value::as_str) {
+            Some(p) => p.to_string(),
+            None => format!("vlan {}", u(l, "vlan")),
+        };
+        let _ = writeln!(
+            o,
+            "{place} {}: {} access list {} ({} matches here)",
+            s(l, "direction"),
+            s(l, "type"),
+            s(l, "name"),
+            u(l, "matches")
+        );
+        let entries = rows(l.get("entries").unwrap_or(&Value::Null));
+        for e in entries {
+            let _ = writeln!(
+                o,
+                "    {:>6} {} ({} matches)",
+                u(e, "seq"),
+                s(e, "rule"),
+                u(e, "hits")
+            );
+        }
+        if (entries.len() as u64) < u(l, "rules") {
+            let _ = writeln!(
+                o,
+                "    ... {} more rules without matches here (add `all`)",
+                u(l, "rules") - entries.len() as u64
+            );
+        }
+        let _ = writeln!(
+            o,
+            "           implicit deny ({} matches)",
+            u(l, "implicit-deny-hits")
+        );
+    }
+    if o.is_empty() {
+        o.push_str("no access lists attached\n");
+    }
+    o
+}
+
 pub fn policy_maps(v: &Value) -> String {
     let mut o = String::new();
     for p in rows(v) {
