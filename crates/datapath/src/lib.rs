@@ -247,6 +247,20 @@ impl Shared {
     }
 }
 
+/// Smallest per-port receive quota (frames per turn), so that many ports
+/// on one worker do not make a batch cost many passes.
+const RX_QUOTA_MIN: usize = 16;
+
+/// How a receive port's turn ended.
+enum Turn {
+    /// Its batch was already full: it waits for the next batch.
+    Refused,
+    /// It took its whole quota: it may have more.
+    Quota,
+    /// It had fewer frames than its quota (or its batch filled).
+    Drained,
+}
+
 /// How often a worker reads its ports' ring counters (a system call each).
 const STATS_EVERY: Duration = Duration::from_millis(200);
 
@@ -277,6 +291,8 @@ pub struct Worker {
     /// Ring counters already charged, per port (ports report totals).
     seen_stats: Vec<io::PortStats>,
     rx: Vec<u16>,
+    /// Receive ports that are switched (not routed): they share `batch`.
+    rx_switched: usize,
     pollfds: Vec<libc::pollfd>,
     /// Ports whose frames go through the layer-3 stage.
     routed: Vec<bool>,
@@ -362,6 +378,7 @@ impl Worker {
             ports: (0..MAX_PORTS).map(|_| None).collect(),
             seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
+            rx_switched: 0,
             pollfds: Vec::new(),
             routed: vec![false; MAX_PORTS],
             index,
@@ -447,6 +464,11 @@ impl Worker {
                 }
             }
         }
+        self.rx_switched = self
+            .rx
+            .iter()
+            .filter(|&&id| !self.routed[id as usize])
+            .count();
         self.pollfds = self
             .rx
             .iter()
@@ -511,24 +533,7 @@ impl Worker {
             }
             batch.clear();
             l3batch.clear();
-            let nrx = self.rx.len();
-            for k in 0..nrx {
-                if batch.is_full() || l3batch.is_full() {
-                    break;
-                }
-                let id = self.rx[(rr + k) % nrx];
-                let into = if self.routed[id as usize] {
-                    &mut l3batch
-                } else {
-                    &mut batch
-                };
-                if let Some(p) = self.ports[id as usize].as_mut() {
-                    if p.recv(into, id).is_err() {
-                        self.shared.count_port_error(id);
-                    }
-                }
-            }
-            rr = rr.wrapping_add(1);
+            self.receive(&mut batch, &mut l3batch, &mut rr);
             if !self.shared.mc_out.is_empty() {
                 // Copies for a VLAN interface would go to the router: the
                 // kernel has no use for the snooping querier's queries.
@@ -599,6 +604,96 @@ impl Worker {
                     true,
                 );
             }
+        }
+    }
+
+    /// Fill the batches from the receive rings, sharing them fairly among
+    /// the ports with work: each port takes at most its quota (the batch
+    /// divided among the ports feeding it) per turn; a first pass visits
+    /// every port from `next`, later passes only the ports that filled
+    /// their quota, until the batch is full or nobody has more. The next
+    /// call starts at the first port the full batch turned away, so under
+    /// overload every busy port gets the same share of the worker,
+    /// whatever the idle ports between them (issue 13).
+    fn receive(&mut self, batch: &mut FrameBatch, l3batch: &mut FrameBatch, next: &mut usize) {
+        let nrx = self.rx.len();
+        if nrx == 0 {
+            return;
+        }
+        let quota = |ports: usize| (io::BATCH_MAX / ports.max(1)).max(RX_QUOTA_MIN);
+        let q = (quota(self.rx_switched), quota(nrx - self.rx_switched));
+        let start = *next % nrx;
+        let mut cut = None;
+        let mut busy = [0u16; MAX_PORTS];
+        let mut nbusy = 0;
+        for k in 0..nrx {
+            let i = (start + k) % nrx;
+            match self.recv_quota(i, batch, l3batch, q) {
+                Turn::Refused => {
+                    cut.get_or_insert(i);
+                }
+                Turn::Quota => {
+                    busy[nbusy] = i as u16;
+                    nbusy += 1;
+                }
+                Turn::Drained => {}
+            }
+        }
+        while nbusy > 0 {
+            let mut still = 0;
+            for j in 0..nbusy {
+                let i = busy[j] as usize;
+                match self.recv_quota(i, batch, l3batch, q) {
+                    Turn::Refused => {
+                        cut.get_or_insert(i);
+                    }
+                    Turn::Quota => {
+                        busy[still] = i as u16;
+                        still += 1;
+                    }
+                    Turn::Drained => {}
+                }
+            }
+            nbusy = still;
+        }
+        *next = cut.unwrap_or(start + 1);
+    }
+
+    /// One turn of receive port `self.rx[i]`: up to its quota (`q`: for
+    /// switched, routed ports) into the batch its role feeds.
+    #[inline]
+    fn recv_quota(
+        &mut self,
+        i: usize,
+        batch: &mut FrameBatch,
+        l3batch: &mut FrameBatch,
+        q: (usize, usize),
+    ) -> Turn {
+        let id = self.rx[i];
+        let (into, q) = if self.routed[id as usize] {
+            (l3batch, q.1)
+        } else {
+            (batch, q.0)
+        };
+        if into.is_full() {
+            return Turn::Refused;
+        }
+        let Some(p) = self.ports[id as usize].as_mut() else {
+            return Turn::Drained;
+        };
+        into.set_quota(Some(q));
+        let got = match p.recv(into, id) {
+            Ok(n) => n,
+            Err(_) => {
+                self.shared.count_port_error(id);
+                0
+            }
+        };
+        into.set_quota(None);
+        if got >= q {
+            Turn::Quota
+        } else {
+            Turn::Drained
         }
     }
 
