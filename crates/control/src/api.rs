@@ -41,6 +41,8 @@ pub struct ApiState {
     pub ha: Arc<crate::ha::Ha>,
     /// IGMP/MLD snooping and multicast routes.
     pub mcast: Arc<crate::mcast::Multicast>,
+    /// Storm control and loop detection.
+    pub guard: Arc<crate::guard::GuardHandle>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -626,6 +628,11 @@ impl ApiState {
                 req.get("port").and_then(Value::as_str),
             ),
             Some("show-flow-cache") => self.flow_cache(req),
+            Some("show-storm-control") => Ok(self.guard.storm_json(&self.cfg(), &self.counters)),
+            Some("show-loop-detect") => Ok(self.guard.loop_json(&self.cfg(), &self.counters)),
+            Some("clear-errdisable") => self
+                .guard
+                .clear(&self.cfg(), req.get("port").and_then(Value::as_str)),
             Some("show-monitor") => Ok(self.monitor_sessions()),
             Some("show-copp") => Ok(self.copp()),
             Some("config-diff") => match req.get("path").and_then(Value::as_str) {

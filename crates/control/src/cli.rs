@@ -33,7 +33,7 @@ fn vlan_arg(words: &[&str]) -> Result<(Option<u16>, Vec<String>), String> {
     Ok((vlan, rest))
 }
 
-const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME | interface PORT | vlan N] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | backup-pairs | port-channel | ip igmp snooping groups [vlan N] [count] | ipv6 mld snooping groups [vlan N] [count] | ip mroute [summary] | ipv6 mroute [summary]";
+const SHOW_HELP: &str = "show interfaces | vlan | mac address-table [vlan N] [count] | counters | version | ip interface | ip route [summary|PREFIX|ADDRESS] | ipv6 route [...] | arp | ipv6 neighbors | access-lists [NAME | interface PORT | vlan N] [all] | policy-map interface [PORT] | flow cache [top N] | monitor | control-plane | storm-control | loop-detect | backup-pairs | port-channel | ip igmp snooping groups [vlan N] [count] | ipv6 mld snooping groups [vlan N] [count] | ip mroute [summary] | ipv6 mroute [summary]";
 
 /// `show ip route …` / `show ipv6 route …`.
 fn route_command(family: u8, rest: &[&str]) -> Result<Command, String> {
@@ -146,6 +146,14 @@ pub fn parse_show(words: &[String]) -> Result<Command, String> {
             request: json!({"cmd": "show-port-channel"}),
             render: show::port_channels,
         },
+        ["storm-control"] => Command {
+            request: json!({"cmd": "show-storm-control"}),
+            render: show::storm_control,
+        },
+        ["loop-detect"] => Command {
+            request: json!({"cmd": "show-loop-detect"}),
+            render: show::loop_detect,
+        },
         ["monitor"] | ["monitor", "session"] | ["monitor", "sessions"] => Command {
             request: json!({"cmd": "show-monitor"}),
             render: show::monitor,
@@ -253,8 +261,22 @@ pub fn parse_clear(words: &[String]) -> Result<Command, String> {
                 render: |v| format!("cleared {} dynamic entries\n", v["cleared"]),
             })
         }
+        ["errdisable", rest @ ..] if rest.len() <= 1 => Ok(Command {
+            request: json!({"cmd": "clear-errdisable", "port": rest.first()}),
+            render: |v| {
+                let ports: Vec<&str> = v["cleared"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if ports.is_empty() {
+                    "no port was err-disabled\n".into()
+                } else {
+                    format!("err-disable cleared on {}\n", ports.join(", "))
+                }
+            },
+        }),
         _ => Err(format!(
-            "unknown command \"clear {}\"; usage: clear mac address-table [vlan N]",
+            "unknown command \"clear {}\"; usage: clear mac address-table [vlan N] | clear errdisable [PORT]",
             w.join(" ")
         )),
     }
@@ -310,5 +332,14 @@ mod tests {
         assert!(parse_show(&words("bogus")).is_err());
         let c = parse_clear(&words("mac address-table vlan 7")).unwrap();
         assert_eq!(c.request, json!({"cmd": "clear-mac", "vlan": 7}));
+        let c = parse_clear(&words("errdisable sw2")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "clear-errdisable", "port": "sw2"}));
+        let c = parse_clear(&words("errdisable")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "clear-errdisable", "port": null}));
+        assert!(parse_clear(&words("errdisable a b")).is_err());
+        assert_eq!(
+            parse_show(&words("storm-control")).unwrap().request,
+            json!({"cmd": "show-storm-control"})
+        );
     }
 }

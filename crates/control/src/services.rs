@@ -14,8 +14,8 @@ use crate::config::services::{
 use crate::config::Config;
 use pipeline::qos::QueueSpec;
 use pipeline::services::{
-    class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy,
-    ClassSpec, ColorAction, Direction, FlowSettings, PoliceSpec, Policy, Services,
+    class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy, ClassSpec,
+    ColorAction, Direction, FlowSettings, PoliceSpec, Policy, Services,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -347,7 +347,10 @@ fn place(cfg: &Config, a: &AttachedAcl) -> (serde_json::Value, String) {
                 .get(p as usize)
                 .map_or_else(|| format!("port{p}"), |x| x.name.clone());
             let text = format!("{name} {}", a.dir.as_str());
-            (json!({"interface": name, "direction": a.dir.as_str()}), text)
+            (
+                json!({"interface": name, "direction": a.dir.as_str()}),
+                text,
+            )
         }
         AttachPoint::Vlan(v) => (
             json!({"vlan": v, "direction": a.dir.as_str()}),
@@ -690,10 +693,20 @@ mod tests {
         let m = access_lists_json(&cfg, Some(&s), Some("m"), true).unwrap();
         assert_eq!(m[0]["implicit-deny-hits"], 1);
         let a = access_lists_attached_json(&cfg, Some(&s), Some("a"), None, false).unwrap();
-        let a4 = a.as_array().unwrap().iter().find(|x| x["name"] == "a4").unwrap();
+        let a4 = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "a4")
+            .unwrap();
         assert_eq!(a4["direction"], "in");
         assert_eq!(a4["entries"][0]["hits"], 0);
-        let am = a.as_array().unwrap().iter().find(|x| x["name"] == "m").unwrap();
+        let am = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "m")
+            .unwrap();
         assert_eq!(am["implicit-deny-hits"], 1);
         let b = access_lists_attached_json(&cfg, Some(&s), Some("b"), None, false).unwrap();
         assert_eq!(b[0]["entries"][0]["hits"], 10);

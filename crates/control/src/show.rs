@@ -940,3 +940,90 @@ mod tests {
         assert!(s.contains("ospf") && s.contains("240000"), "{s}");
     }
 }
+
+/// "err-disabled (cause), recovery in N s" or "forwarding".
+fn errdisable_state(e: &Value) -> String {
+    if e.is_null() {
+        return "forwarding".into();
+    }
+    match e.get("recovery-in-s").and_then(Value::as_u64) {
+        Some(n) => format!("err-disabled ({}), recovery in {n} s", s(e, "cause")),
+        None => format!("err-disabled ({}), until cleared", s(e, "cause")),
+    }
+}
+
+/// `show storm-control`: one line per port and class with a limit.
+pub fn storm_control(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<15} {:<16} {:>10} {:>12} {:<6} {:<9} State",
+        "Port", "Class", "Level", "Dropped", "Storm", "Action"
+    );
+    for r in rows(v) {
+        for class in ["broadcast", "multicast", "unknown-unicast"] {
+            let c = &r[class];
+            if c.get("level").is_none_or(Value::is_null) {
+                continue;
+            }
+            let _ = writeln!(
+                o,
+                "{:<15} {:<16} {:>10} {:>12} {:<6} {:<9} {}",
+                s(r, "port"),
+                class,
+                s(c, "level"),
+                u(c, "drops"),
+                if c["storm"] == true { "yes" } else { "no" },
+                s(r, "action"),
+                errdisable_state(&r["errdisabled"])
+            );
+        }
+    }
+    if rows(v).is_empty() {
+        o = "no port has storm control\n".into();
+    }
+    o
+}
+
+/// `show loop-detect`.
+pub fn loop_detect(v: &Value) -> String {
+    if v["enabled"] != true {
+        return "loop detection is off (no loop-detect: section)\n".into();
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Loop detection: probes every {} s on every switched port and VLAN, action {}, recovery {} s; {} probes sent",
+        u(v, "interval-s"),
+        s(v, "action"),
+        u(v, "recovery-s"),
+        u(v, "probes-sent")
+    );
+    let _ = writeln!(
+        o,
+        "{:<15} {:<7} {:>8} {:>6}  {:<28} State",
+        "Port", "Probing", "Returned", "Loops", "Last loop"
+    );
+    for r in rows(&v["ports"]) {
+        let last = match r.get("last-loop").filter(|x| !x.is_null()) {
+            Some(l) => format!(
+                "from {} vlan {}, {} s ago",
+                s(l, "sent-on"),
+                u(l, "vlan"),
+                u(l, "ago-s")
+            ),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            o,
+            "{:<15} {:<7} {:>8} {:>6}  {:<28} {}",
+            s(r, "port"),
+            if r["probing"] == true { "yes" } else { "no" },
+            u(r, "own-probes-received"),
+            u(r, "loops"),
+            last,
+            errdisable_state(&r["errdisabled"])
+        );
+    }
+    o
+}

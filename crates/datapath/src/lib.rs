@@ -34,10 +34,11 @@ use pipeline::l3::{
 use pipeline::services::{
     extract_key, ip_len, tos, EgressVerdict, ServiceDrop, ServiceState, Services,
 };
+use pipeline::storm::{LoopProbe, StormState, StormTable};
 use pipeline::{egress, process, Action, DropReason, Verdicts, WorkerCounters};
 use punt::PuntQueue;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -148,8 +149,21 @@ pub struct Shared {
     pub snoop: PuntQueue,
     /// Frames the snooping thread sends (its queries): `port` is the port
     /// to send on, or [`MC_OUT_FLOOD`] for every port of `vlan`. Untagged;
-    /// each port's encapsulation is applied on the way out.
+    /// each port's encapsulation is applied on the way out. The guard
+    /// thread sends its loop-detect probes this way too.
     pub mc_out: PuntQueue,
+    /// Storm control per port; `None` when no port has it.
+    pub storm: ArcSwapOption<StormTable>,
+    /// Per port: storm-control classes (bit per `StormClass`) that went
+    /// over their limit on a port whose action is shutdown; the guard
+    /// thread takes (swaps out) the bits and err-disables the port.
+    pub storm_tripped: Box<[AtomicU8]>,
+    /// Identifies this switch's loop-detect probes (random per start).
+    pub switch_id: AtomicU64,
+    /// Per receiving port: the last of this switch's own probes seen
+    /// there, `(sending port + 1) << 16 | VLAN` (0: none since the guard
+    /// last took it).
+    pub loop_seen: Box<[AtomicU32]>,
 }
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
@@ -194,6 +208,10 @@ impl Shared {
             mcast: ArcSwapOption::empty(),
             snoop: PuntQueue::new(SNOOP_QUEUE_DEPTH).expect("eventfd for the snooping queue"),
             mc_out: PuntQueue::new(256).expect("eventfd for the snooping output queue"),
+            storm: ArcSwapOption::empty(),
+            storm_tripped: (0..MAX_PORTS).map(|_| AtomicU8::new(0)).collect(),
+            switch_id: AtomicU64::new(0),
+            loop_seen: (0..MAX_PORTS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -306,6 +324,8 @@ pub struct Worker {
     scratch: Box<[u8]>,
     /// Policers and the flow cache.
     svc: ServiceState,
+    /// Storm-control buckets of the ports this worker receives.
+    storm: StormState,
     flow_out: Arc<FlowExportQueue>,
     last_sweep: Instant,
     /// Ports with frames waiting in their egress class queues.
@@ -387,6 +407,7 @@ impl Worker {
             copp_cfg: Arc::new(CoppConfig::default()),
             scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
             svc: ServiceState::new(index),
+            storm: StormState::default(),
             flow_out,
             last_sweep: Instant::now(),
             queued: PortSet::EMPTY,
@@ -1010,6 +1031,63 @@ impl Worker {
         true
     }
 
+    /// Storm control on a received batch: frames over their port's limit
+    /// become `Drop(StormControl)`; a port whose action is shutdown is
+    /// flagged for the guard thread.
+    fn storm_control(
+        &mut self,
+        st: &StormTable,
+        batch: &FrameBatch,
+        verdicts: &mut Verdicts,
+        now: Instant,
+    ) {
+        let ns = self.ns(now);
+        self.storm.sync(st, ns);
+        let c = &*self.counters;
+        for i in 0..batch.len() {
+            let port = batch.port(i);
+            let v = &mut verdicts.v[i];
+            let Some(class) =
+                pipeline::storm::check(&mut self.storm, st, port, batch.frame(i), v, ns)
+            else {
+                continue;
+            };
+            v.action = Action::Drop(DropReason::StormControl);
+            c.drop_in(port, Some(v.vlan), DropReason::StormControl);
+            if let Some(pc) = c.ports.get(port as usize) {
+                pc.storm_drops[class as usize].add(1);
+            }
+            if st
+                .ports
+                .get(port as usize)
+                .and_then(|p| p.as_ref())
+                .is_some_and(|p| p.shutdown)
+            {
+                self.shared.storm_tripped[port as usize]
+                    .fetch_or(1 << class as u8, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One of this switch's own loop-detect probes came back on `port`
+    /// in `vlan`: a loop, if it left in the same VLAN. Recorded for the
+    /// guard thread, which decides what to do.
+    fn own_probe(&mut self, port: u16, vlan: u16, p: &LoopProbe) {
+        if let Some(pc) = self.counters.ports.get(port as usize) {
+            pc.loop_probes.add(1);
+        }
+        if p.vlan != vlan {
+            // Two VLANs joined by a cable: not a loop in either.
+            return;
+        }
+        if let Some(seen) = self.shared.loop_seen.get(port as usize) {
+            seen.store(
+                (u32::from(p.port) + 1) << 16 | u32::from(vlan),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
     /// An IGMP/MLD message for the snooping thread (policed as `igmp`).
     fn snoop_frame(&mut self, port: u16, vlan: u16, frame: &[u8], now: Instant) -> bool {
         self.sync_copp();
@@ -1233,6 +1311,11 @@ impl Worker {
         if let Some(mc) = &mc {
             pipeline::mcast::snoop(mc, batch, verdicts, &c);
         }
+        if !routed {
+            if let Some(st) = self.shared.storm.load_full() {
+                self.storm_control(&st, batch, verdicts, now);
+            }
+        }
         let mut dirty = PortSet::EMPTY;
         self.mirror = self.shared.mirrors.load_full();
         if self.mirror.is_some() {
@@ -1252,11 +1335,24 @@ impl Worker {
         let mut control = false;
         let mut snooped = false;
         for i in 0..batch.len() {
-            let v = verdicts.v[i];
+            let mut v = verdicts.v[i];
             let frame = batch.frame(i);
             if v.action == Action::Control {
-                control |= self.control_frame(batch.port(i), frame, now);
-                continue;
+                match LoopProbe::parse(frame, v.inner_off as usize) {
+                    Some(p)
+                        if p.switch_id != 0
+                            && p.switch_id == self.shared.switch_id.load(Ordering::Relaxed) =>
+                    {
+                        self.own_probe(batch.port(i), v.vlan, &p);
+                        continue;
+                    }
+                    // Another switch's probe: flooded like any multicast.
+                    Some(_) => v.action = Action::Flood,
+                    None => {
+                        control |= self.control_frame(batch.port(i), frame, now);
+                        continue;
+                    }
+                }
             }
             if matches!(v.action, Action::Snoop { .. }) {
                 snooped |= self.snoop_frame(batch.port(i), v.vlan, frame, now);

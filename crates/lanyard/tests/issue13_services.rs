@@ -193,14 +193,27 @@ struct Datagram {
 /// `n` random datagrams from `src_mac` to `dst_mac`, two thirds of them in
 /// three fragments; tags from `tag0`. The first is the issue's: UDP from
 /// 203.0.113.5 (2001:db8:b::5) to port 5000, fragmented.
-fn traffic(r: &mut Rng, v6: bool, dst_mac: &Mac, src_mac: &Mac, n: usize, tag0: u32) -> Vec<Datagram> {
+fn traffic(
+    r: &mut Rng,
+    v6: bool,
+    dst_mac: &Mac,
+    src_mac: &Mac,
+    n: usize,
+    tag0: u32,
+) -> Vec<Datagram> {
     let (srcs, dsts) = pools(v6);
     let icmp = if v6 { 58 } else { 1 };
     (0..n)
         .map(|i| {
             let tag = tag0 + i as u32;
             let (src, proto, sport, dport, frag) = if i == 0 {
-                (a(if v6 { "2001:db8:b::5" } else { "203.0.113.5" }), 17, 40000, 5000, true)
+                (
+                    a(if v6 { "2001:db8:b::5" } else { "203.0.113.5" }),
+                    17,
+                    40000,
+                    5000,
+                    true,
+                )
             } else {
                 let proto = r.pick(&[17u8, 17, 17, 6, 6, icmp]);
                 let (sp, dp) = if proto == icmp {
@@ -281,10 +294,18 @@ fn compare(
         .filter(|(k, _)| !have.contains_key(k))
         .map(|(_, (p, _))| p)
         .collect();
-    let extra: Vec<&&Packet> = have.iter().filter(|(k, _)| !want.contains_key(k)).map(|(_, p)| p).collect();
+    let extra: Vec<&&Packet> = have
+        .iter()
+        .filter(|(k, _)| !want.contains_key(k))
+        .map(|(_, p)| p)
+        .collect();
     let remarked: Vec<(&Packet, u8)> = have
         .iter()
-        .filter_map(|(k, p)| want.get(k).filter(|(_, d)| *d != p.dscp).map(|(_, d)| (*p, *d)))
+        .filter_map(|(k, p)| {
+            want.get(k)
+                .filter(|(_, d)| *d != p.dscp)
+                .map(|(_, d)| (*p, *d))
+        })
         .collect();
     if !missing.is_empty() {
         errs.push(format!(
@@ -364,19 +385,33 @@ fn issue13_fragments_follow_the_policy_on_real_frames() {
     let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
     let bed = TestBed::new("i13fr", 4, 1500).expect("namespaces");
     let t = &bed.tester;
-    for (i, v4, v6) in [(3, "10.3.0.2/24", "2001:db8:3::2/64"), (4, "10.4.0.2/24", "2001:db8:4::2/64")] {
+    for (i, v4, v6) in [
+        (3, "10.3.0.2/24", "2001:db8:3::2/64"),
+        (4, "10.4.0.2/24", "2001:db8:4::2/64"),
+    ] {
         let ifn = format!("t{i}");
         t.exec(&["ip", "addr", "add", v4, "dev", &ifn]).unwrap();
-        t.sysctl(&format!("net.ipv6.conf.{ifn}.disable_ipv6"), "0").unwrap();
-        t.exec(&["ip", "addr", "add", v6, "dev", &ifn, "nodad"]).unwrap();
+        t.sysctl(&format!("net.ipv6.conf.{ifn}.disable_ipv6"), "0")
+            .unwrap();
+        t.exec(&["ip", "addr", "add", v6, "dev", &ifn, "nodad"])
+            .unwrap();
     }
     // Lists: the issue's on sw1 in; random ones on VLAN 10 out and on the
     // routed ports in (sw3) and out (sw4).
     let pin = [issue_list(false), issue_list(true)];
-    let vout = [random_list(&mut r, false, 8, true), random_list(&mut r, true, 8, true)];
+    let vout = [
+        random_list(&mut r, false, 8, true),
+        random_list(&mut r, true, 8, true),
+    ];
     let (end4, end6) = (r.chance(50), r.chance(50));
-    let rin = [random_list(&mut r, false, 10, end4), random_list(&mut r, true, 10, true)];
-    let rout = [random_list(&mut r, false, 10, true), random_list(&mut r, true, 10, end6)];
+    let rin = [
+        random_list(&mut r, false, 10, end4),
+        random_list(&mut r, true, 10, true),
+    ];
+    let rout = [
+        random_list(&mut r, false, 10, true),
+        random_list(&mut r, true, 10, end6),
+    ];
     let cls = classes(&mut r);
     let mut y = String::from("switch:\n  name: i13-frag\naccess-lists:\n");
     for (fam, v6) in [(0, false), (1, true)] {
@@ -424,7 +459,11 @@ routing:
     )
     .expect("start lanyard");
     let ports = bed.open_all().expect("tester sockets");
-    let (m1, m2, m3) = (tester_mac(&bed, "t1"), tester_mac(&bed, "t2"), tester_mac(&bed, "t3"));
+    let (m1, m2, m3) = (
+        tester_mac(&bed, "t1"),
+        tester_mac(&bed, "t2"),
+        tester_mac(&bed, "t3"),
+    );
     let r3 = sw.router_mac("sw3");
     // The router resolves t4 (the next hop of both static routes): t4
     // pings it, which teaches the router's kernel t4's address.
@@ -457,7 +496,8 @@ routing:
 
         send(&ports[0], &d12);
         let got = collect(&ports[1], base..base + 1000, n(&d12));
-        let pass = |p: &Packet| acl::decide(&pin[fam], family, p) && acl::decide(&vout[fam], family, p);
+        let pass =
+            |p: &Packet| acl::decide(&pin[fam], family, p) && acl::decide(&vout[fam], family, p);
         failures.extend(compare(
             &format!("IPv{family} switched t1→t2 (sw1 in, vlan 10 out)"),
             &d12,
@@ -467,7 +507,10 @@ routing:
         // The issue's datagram: UDP to port 5000 from the denied network,
         // every fragment through sw1's list.
         let first: Vec<&Packet> = got.iter().filter(|p| p.tag == base).collect();
-        let vout_ok = d12[0].frames.iter().all(|f| acl::decide(&vout[fam], family, &acl::dissect(f).unwrap()));
+        let vout_ok = d12[0]
+            .frames
+            .iter()
+            .all(|f| acl::decide(&vout[fam], family, &acl::dissect(f).unwrap()));
         if vout_ok && first.len() != d12[0].frames.len() {
             failures.push(format!(
                 "IPv{family}: {} of the {} fragments of the issue's UDP datagram to port 5000 arrived",
@@ -497,7 +540,10 @@ routing:
             &format!("IPv{family} routed t3→t4 (sw3 in, sw4 out)"),
             &d34,
             &got,
-            |p| (acl::decide(&rin[fam], family, p) && acl::decide(&rout[fam], family, p)).then_some(0),
+            |p| {
+                (acl::decide(&rin[fam], family, p) && acl::decide(&rout[fam], family, p))
+                    .then_some(0)
+            },
         ));
     }
     if !failures.is_empty() {
@@ -552,7 +598,18 @@ vlans:
     let m3 = tester_mac(&bed, "t3");
     let udp = |src: &Mac, dport: u16, tag: u32| {
         let pl = acl::l4_payload(17, 1000, dport, 40);
-        acl::datagram(&m3, src, a("192.0.2.1"), a("192.0.2.3"), 17, &pl, 1000, tag, 0).remove(0)
+        acl::datagram(
+            &m3,
+            src,
+            a("192.0.2.1"),
+            a("192.0.2.3"),
+            17,
+            &pl,
+            1000,
+            tag,
+            0,
+        )
+        .remove(0)
     };
     let (m1, m2) = (tester_mac(&bed, "t1"), tester_mac(&bed, "t2"));
     for k in 0..10 {
@@ -566,7 +623,10 @@ vlans:
     let pm = sw.show_json(&["show", "policy-map", "interface"]);
     let class_pkts = |port: &str| {
         pm.as_array()
-            .and_then(|a| a.iter().find(|x| x["port"] == port && x["direction"] == "in"))
+            .and_then(|a| {
+                a.iter()
+                    .find(|x| x["port"] == port && x["direction"] == "in")
+            })
             .map(|x| x["classes"][0]["packets"].as_u64().unwrap_or(0))
             .unwrap_or_else(|| panic!("no policy on {port}: {pm}"))
     };
@@ -579,7 +639,11 @@ vlans:
         ));
     }
     let hits = |v: &serde_json::Value, seq: usize| v["entries"][seq]["hits"].as_u64().unwrap_or(0);
-    let (a1, a2, a3) = (port_acl(&sw, "sw1", "web"), port_acl(&sw, "sw2", "web"), port_acl(&sw, "sw3", "web"));
+    let (a1, a2, a3) = (
+        port_acl(&sw, "sw1", "web"),
+        port_acl(&sw, "sw2", "web"),
+        port_acl(&sw, "sw3", "web"),
+    );
     let got = [
         (hits(&a1, 0), hits(&a1, 1)),
         (hits(&a2, 0), hits(&a2, 1)),
@@ -588,13 +652,17 @@ vlans:
     // sw3 out sees the 14 permitted copies (unicast to t3's MAC after it
     // is known, else flooded: sw3 gets each exactly once either way).
     if got != [(0, 10), (4, 4), (0, 14)] || a3["direction"] != "out" {
-        failures.push(format!("per-port hits (deny, permit): {got:?}, want [(0, 10), (4, 4), (0, 14)]"));
+        failures.push(format!(
+            "per-port hits (deny, permit): {got:?}, want [(0, 10), (4, 4), (0, 14)]"
+        ));
     }
     let total = sw.show_json(&["show", "access-lists", "web", "all"]);
     if (hits(&total[0], 0), hits(&total[0], 1)) != (4, 28) {
         failures.push(format!("show access-lists web: {total}"));
     }
-    let text = sw.cli(&["show", "access-lists", "interface", "sw2"]).expect("cli");
+    let text = sw
+        .cli(&["show", "access-lists", "interface", "sw2"])
+        .expect("cli");
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     if !text.contains("sw2 in") || !text.contains("(4 matches)") {
         failures.push(format!("show access-lists interface sw2:\n{text}"));

@@ -915,7 +915,10 @@ mod tests {
         f[57] = 0x01; // offset 0, M
         let mut k = AclKey::default();
         extract_key(&f, 12, 1, &mut k);
-        assert_eq!((k.family, k.proto, k.src_port, k.dst_port), (6, 17, 4000, 53));
+        assert_eq!(
+            (k.family, k.proto, k.src_port, k.dst_port),
+            (6, 17, 4000, 53)
+        );
         assert!(!k.fragment);
         f[56] = 0x05;
         f[57] = 0x38; // offset 167 × 8

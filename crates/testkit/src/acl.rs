@@ -84,7 +84,11 @@ impl Rule {
         let pfx = |r: Option<(IpAddr, u8)>, a: IpAddr| match (r, a) {
             (None, _) => true,
             (Some((IpAddr::V4(r), l)), IpAddr::V4(a)) => {
-                let m = if l == 0 { 0 } else { u32::MAX << (32 - l.min(32)) };
+                let m = if l == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - l.min(32))
+                };
                 u32::from(r) & m == u32::from(a) & m
             }
             (Some((IpAddr::V6(r), l)), IpAddr::V6(a)) => {
@@ -355,10 +359,19 @@ mod tests {
             let frames = datagram(&m, &m, a(src), a(dst), 17, &pl, 128, 77, 10);
             assert_eq!(frames.len(), 3);
             let ps: Vec<Packet> = frames.iter().map(|f| dissect(f).unwrap()).collect();
-            assert_eq!((ps[0].sport, ps[0].dport, ps[0].later_fragment), (4000, 5000, false));
+            assert_eq!(
+                (ps[0].sport, ps[0].dport, ps[0].later_fragment),
+                (4000, 5000, false)
+            );
             assert!(ps[1].later_fragment && ps[1].dport == 0 && ps[1].offset == 128);
-            assert!(ps.iter().all(|p| p.tag == 77 && p.proto == 17 && p.dscp == 10));
-            let net = if src.contains(':') { ("2001:db8::", 64) } else { ("203.0.113.0", 24) };
+            assert!(ps
+                .iter()
+                .all(|p| p.tag == 77 && p.proto == 17 && p.dscp == 10));
+            let net = if src.contains(':') {
+                ("2001:db8::", 64)
+            } else {
+                ("203.0.113.0", 24)
+            };
             let deny_low = Rule {
                 permit: false,
                 proto: Some(17),
@@ -367,7 +380,13 @@ mod tests {
                 ..Rule::default()
             };
             let fam = ps[0].family;
-            let rules = [deny_low, Rule { permit: true, ..Rule::default() }];
+            let rules = [
+                deny_low,
+                Rule {
+                    permit: true,
+                    ..Rule::default()
+                },
+            ];
             assert!(ps.iter().all(|p| decide(&rules, fam, p)));
             let permit_5000 = [Rule {
                 permit: true,
@@ -377,14 +396,30 @@ mod tests {
             }];
             assert!(ps.iter().all(|p| decide(&permit_5000, fam, p)));
             let frag_deny = [
-                Rule { fragments: true, ..Rule::default() },
-                Rule { permit: true, ..Rule::default() },
+                Rule {
+                    fragments: true,
+                    ..Rule::default()
+                },
+                Rule {
+                    permit: true,
+                    ..Rule::default()
+                },
             ];
             assert!(decide(&frag_deny, fam, &ps[0]));
             assert!(!decide(&frag_deny, fam, &ps[1]));
             assert!(decide(&frag_deny, 10, &ps[1]), "other family passes");
         }
-        let one = datagram(&m, &m, a("::1"), a("::2"), 17, &l4_payload(17, 1, 2, 40), 1000, 5, 0);
+        let one = datagram(
+            &m,
+            &m,
+            a("::1"),
+            a("::2"),
+            17,
+            &l4_payload(17, 1, 2, 40),
+            1000,
+            5,
+            0,
+        );
         assert_eq!(one.len(), 1);
         assert_eq!(dissect(&one[0]).unwrap().dport, 2);
     }

@@ -931,7 +931,10 @@ fn issue13_non_initial_fragments_follow_the_policy() {
     k6.ethertype = 0x86dd;
     k6.src_ip = 0x2001_0db8 << 96;
     assert_eq!(c.lookup(&k6).map(|l| line_rule[l as usize]), Some(1));
-    assert_eq!(c.lookup(&as_fragment(k6)).map(|l| line_rule[l as usize]), Some(1));
+    assert_eq!(
+        c.lookup(&as_fragment(k6)).map(|l| line_rule[l as usize]),
+        Some(1)
+    );
     k6.dst_port = 53;
     assert_eq!(c.lookup(&k6).map(|l| line_rule[l as usize]), Some(0));
 }
