@@ -41,6 +41,8 @@ pub struct ApiState {
     pub ha: Arc<crate::ha::Ha>,
     /// IGMP/MLD snooping and multicast routes.
     pub mcast: Arc<crate::mcast::Multicast>,
+    /// Storm control and loop detection.
+    pub guard: Arc<crate::guard::GuardHandle>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -680,12 +682,26 @@ impl ApiState {
                 req.get("name").and_then(Value::as_str),
                 req.get("all").and_then(Value::as_bool).unwrap_or(false),
             ),
+            Some("show-access-lists-attached") => crate::services::access_lists_attached_json(
+                &self.cfg(),
+                self.shared.services.load().as_deref(),
+                req.get("interface").and_then(Value::as_str),
+                req.get("vlan")
+                    .and_then(Value::as_u64)
+                    .and_then(|v| u16::try_from(v).ok()),
+                req.get("all").and_then(Value::as_bool).unwrap_or(false),
+            ),
             Some("show-policy-map-interface") => crate::services::policy_maps_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("port").and_then(Value::as_str),
             ),
             Some("show-flow-cache") => self.flow_cache(req),
+            Some("show-storm-control") => Ok(self.guard.storm_json(&self.cfg(), &self.counters)),
+            Some("show-loop-detect") => Ok(self.guard.loop_json(&self.cfg(), &self.counters)),
+            Some("clear-errdisable") => self
+                .guard
+                .clear(&self.cfg(), req.get("port").and_then(Value::as_str)),
             Some("show-monitor") => Ok(self.monitor_sessions()),
             Some("show-copp") => Ok(self.copp()),
             Some("config-diff") => match req.get("path").and_then(Value::as_str) {

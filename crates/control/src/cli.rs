@@ -318,6 +318,44 @@ pub const SHOW: &[CommandDef] = &[
         render: show::access_lists,
     },
     CommandDef {
+        words: "access-lists interface",
+        aliases: &["access-list interface", "ip access-lists interface"],
+        usage: "PORT [all]",
+        help: "access lists on PORT, with the matches counted on PORT",
+        args: &[
+            Arg::Flag {
+                word: "all",
+                set: r#"{"all":true}"#,
+                render: None,
+            },
+            Arg::Positional {
+                key: "interface",
+                value: ValueKind::Name,
+            },
+        ],
+        request: r#"{"cmd":"show-access-lists-attached","all":false}"#,
+        render: show::access_lists_attached,
+    },
+    CommandDef {
+        words: "access-lists vlan",
+        aliases: &["access-list vlan", "ip access-lists vlan"],
+        usage: "N [all]",
+        help: "access lists on VLAN N, with the matches counted there",
+        args: &[
+            Arg::Flag {
+                word: "all",
+                set: r#"{"all":true}"#,
+                render: None,
+            },
+            Arg::Positional {
+                key: "vlan",
+                value: ValueKind::Vlan,
+            },
+        ],
+        request: r#"{"cmd":"show-access-lists-attached","all":false}"#,
+        render: show::access_lists_attached,
+    },
+    CommandDef {
         words: "policy-map interface",
         aliases: &["policy-map interfaces", "service-policy interface"],
         usage: "[PORT]",
@@ -359,6 +397,24 @@ pub const SHOW: &[CommandDef] = &[
         args: &[],
         request: r#"{"cmd":"show-copp"}"#,
         render: show::copp,
+    },
+    CommandDef {
+        words: "storm-control",
+        aliases: &["storm-control interface", "storm"],
+        usage: "",
+        help: "storm control: limits, drops and storms per port and class",
+        args: &[],
+        request: r#"{"cmd":"show-storm-control"}"#,
+        render: show::storm_control,
+    },
+    CommandDef {
+        words: "loop-detect",
+        aliases: &["loop-detection", "loop-protection"],
+        usage: "",
+        help: "loop detection: probes returned, loops found, err-disabled ports",
+        args: &[],
+        request: r#"{"cmd":"show-loop-detect"}"#,
+        render: show::loop_detect,
     },
     CommandDef {
         words: "backup-pairs",
@@ -457,15 +513,29 @@ pub const SHOW: &[CommandDef] = &[
 ];
 
 /// Every `clear` command.
-pub const CLEAR: &[CommandDef] = &[CommandDef {
-    words: "mac address-table",
-    aliases: &["mac-address-table", "mac address-table dynamic"],
-    usage: "[vlan N]",
-    help: "forget learned (dynamic) addresses, of one VLAN or all",
-    args: &[VLAN],
-    request: r#"{"cmd":"clear-mac"}"#,
-    render: show::cleared,
-}];
+pub const CLEAR: &[CommandDef] = &[
+    CommandDef {
+        words: "mac address-table",
+        aliases: &["mac-address-table", "mac address-table dynamic"],
+        usage: "[vlan N]",
+        help: "forget learned (dynamic) addresses, of one VLAN or all",
+        args: &[VLAN],
+        request: r#"{"cmd":"clear-mac"}"#,
+        render: show::cleared,
+    },
+    CommandDef {
+        words: "errdisable",
+        aliases: &["errdisable interface", "err-disable"],
+        usage: "[PORT]",
+        help: "bring err-disabled ports (storm control, loops) back",
+        args: &[Arg::Positional {
+            key: "port",
+            value: ValueKind::Name,
+        }],
+        request: r#"{"cmd":"clear-errdisable"}"#,
+        render: show::errdisable_cleared,
+    },
+];
 
 /// A parsed `show` or `clear` command.
 pub struct Command {
@@ -740,6 +810,21 @@ mod tests {
             req("access-lists"),
             json!({"cmd": "show-access-lists", "all": false})
         );
+        assert_eq!(
+            req("access-lists interface p1"),
+            json!({"cmd": "show-access-lists-attached", "interface": "p1", "all": false})
+        );
+        assert_eq!(
+            req("access-lists vlan 10 all"),
+            json!({"cmd": "show-access-lists-attached", "vlan": 10, "all": true})
+        );
+        assert!(parse_show(&words("access-lists vlan ten")).is_err());
+        assert_eq!(req("storm-control"), json!({"cmd": "show-storm-control"}));
+        let c = parse_clear(&words("errdisable sw2")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "clear-errdisable", "port": "sw2"}));
+        let c = parse_clear(&words("errdisable")).unwrap();
+        assert_eq!(c.request, json!({"cmd": "clear-errdisable"}));
+        assert!(parse_clear(&words("errdisable a b")).is_err());
         assert_eq!(
             req("policy-map interface p1"),
             json!({"cmd": "show-policy-map-interface", "port": "p1"})

@@ -361,6 +361,10 @@ impl Switch {
             counters.clone(),
         ));
         applier.set_multicast(mcast.clone());
+        // Storm control is in place before the ports attach.
+        let (g, guard) =
+            crate::guard::Guard::new(shared.clone(), applier.clone(), counters.clone());
+        threads.push(spawn("guard".into(), Box::new(move || g.run()))?);
         if cfg.multicast.routing {
             // pimd's routes, read from the kernel's MFC of the TAPs.
             let by_ifindex: std::collections::HashMap<u32, u16> = router
@@ -416,6 +420,7 @@ impl Switch {
             mailboxes: worker_mailboxes,
             ha,
             mcast,
+            guard,
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {

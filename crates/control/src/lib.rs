@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod fib;
 pub mod flowexport;
 pub mod frr;
+pub mod guard;
 pub mod ha;
 pub mod instance;
 pub mod kernel;

@@ -14,13 +14,13 @@ use crate::config::services::{
 use crate::config::Config;
 use pipeline::qos::QueueSpec;
 use pipeline::services::{
-    class_counter, AclFamily, AclList, AclSet, ClassSpec, ColorAction, FlowSettings, PoliceSpec,
-    Policy, Services, WorkerSlots,
+    class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy, ClassSpec,
+    ColorAction, Direction, FlowSettings, PoliceSpec, Policy, Services,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tables::acl::{Classifier, Match};
+use tables::acl::{fragment_lines, Classifier, L4OnFragments, Match};
 use tables::qos::TrTcmConfig;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -42,19 +42,31 @@ pub fn configured(cfg: &Config) -> bool {
 
 /// Compile an access list. The configuration is validated, so rules
 /// parse; a rule that does not (never, after validation) is an error.
+///
+/// Fragment policy (docs/acl.md "Fragments", Cisco IOS's): a non-initial
+/// fragment meets a `permit` that tests L4 fields on its other fields,
+/// and passes over a `deny` that tests them.
 pub fn compile_acl(
     name: &str,
     kind: AclType,
     rules: &[crate::config::services::AclRule],
-    workers: usize,
 ) -> Result<AclList, String> {
-    let mut matches = Vec::with_capacity(rules.len());
+    let mut lines = Vec::with_capacity(rules.len());
+    let mut line_rule = Vec::with_capacity(rules.len());
     for (i, r) in rules.iter().enumerate() {
         let m = parse_match(r, Some(kind))
             .map_err(|(f, e)| format!("access list {name} rule {i}: {f}: {e}"))?;
-        matches.push(m);
+        let policy = if r.action == Some(AclAction::Permit) {
+            L4OnFragments::MatchL3
+        } else {
+            L4OnFragments::NoMatch
+        };
+        for l in fragment_lines(&m, policy) {
+            lines.push(l);
+            line_rule.push(i as u32);
+        }
     }
-    let classifier = Classifier::compile(&matches);
+    let classifier = Classifier::compile(&lines);
     Ok(AclList {
         name: name.to_string(),
         family: match kind {
@@ -63,13 +75,13 @@ pub fn compile_acl(
             AclType::Mac => AclFamily::Mac,
         },
         classifier,
+        line_rule: line_rule.into(),
         permit: rules
             .iter()
             .map(|r| r.action == Some(AclAction::Permit))
             .collect(),
         log: rules.iter().map(|r| r.log).collect(),
         log_events: crossbeam_queue::ArrayQueue::new(pipeline::services::ACL_LOG_QUEUE),
-        hits: WorkerSlots::new(workers, rules.len() + 1),
     })
 }
 
@@ -81,12 +93,11 @@ fn color_action(a: PoliceAction) -> ColorAction {
     }
 }
 
-/// Compile policy map `pm` (its class maps come from `cfg`).
-fn compile_policy(
-    cfg: &Config,
-    pm: &crate::config::services::PolicyMap,
-    workers: usize,
-) -> Result<Policy, String> {
+/// Compile policy map `pm` (its class maps come from `cfg`). A class
+/// line that tests L4 fields does not match a non-initial fragment (it
+/// falls to a later line or class-default: a class line selects, and
+/// selecting on the addresses alone would pull unrelated traffic in).
+fn compile_policy(cfg: &Config, pm: &crate::config::services::PolicyMap) -> Result<Policy, String> {
     let mut lines: Vec<Match> = Vec::new();
     let mut line_class: Vec<u16> = Vec::new();
     let mut classes: Vec<ClassSpec> = Vec::new();
@@ -145,6 +156,9 @@ fn compile_policy(
         for l in &cm.lines {
             let m = parse_match(l, None)
                 .map_err(|(f, e)| format!("class map {}: {f}: {e}", cm.name))?;
+            let Some(m) = fragment_lines(&m, L4OnFragments::NoMatch).next() else {
+                continue;
+            };
             if m.family.is_none() && needs_ip(&m) {
                 // No address to tell the family: match IPv4 and IPv6.
                 for fam in [4, 6] {
@@ -181,19 +195,18 @@ fn compile_policy(
             })
             .collect()
     });
-    let n = classes.len();
     Ok(Policy {
         queues,
         name: pm.name.clone(),
         classifier: Classifier::compile(&lines),
         line_class: line_class.into(),
         classes: classes.into(),
-        counters: WorkerSlots::new(workers, n * class_counter::N),
     })
 }
 
 fn needs_ip(m: &Match) -> bool {
-    m.proto.is_some()
+    m.fragment == Some(true)
+        || m.proto.is_some()
         || m.dscp.is_some()
         || m.tcp_flags.is_some()
         || m.src_port.is_some()
@@ -214,29 +227,34 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
             .iter()
             .find(|l| l.name == name)
             .ok_or_else(|| format!("access list {name:?} is not defined"))?;
-        let a = Arc::new(compile_acl(&l.name, l.kind, &l.rules, workers)?);
+        let a = Arc::new(compile_acl(&l.name, l.kind, &l.rules)?);
         acls.insert(&l.name, a.clone());
         Ok(a)
     };
-    let mut set = |names: &[String]| -> Result<AclSet, String> {
+    // Each attachment counts its own hits; the compiled list is shared.
+    let mut set = |names: &[String], at: AttachPoint, dir: Direction| -> Result<AclSet, String> {
         let mut set = AclSet::default();
         for n in names {
-            let a = acl(n)?;
-            match a.family {
-                AclFamily::Ipv4 => set.v4 = Some(a),
-                AclFamily::Ipv6 => set.v6 = Some(a),
-                AclFamily::Mac => set.mac = Some(a),
+            let l = acl(n)?;
+            let family = l.family;
+            let a = Some(Arc::new(AttachedAcl::new(l, at, dir, workers)));
+            match family {
+                AclFamily::Ipv4 => set.v4 = a,
+                AclFamily::Ipv6 => set.v6 = a,
+                AclFamily::Mac => set.mac = a,
             }
         }
         Ok(set)
     };
     for (i, p) in cfg.ports.iter().enumerate() {
-        s.port_in[i] = set(&p.acl_in)?;
-        s.port_out[i] = set(&p.acl_out)?;
+        let at = AttachPoint::Port(i as u16);
+        s.port_in[i] = set(&p.acl_in, at, Direction::In)?;
+        s.port_out[i] = set(&p.acl_out, at, Direction::Out)?;
     }
     for v in &cfg.vlans {
-        s.vlan_in[v.id as usize] = set(&v.acl_in)?;
-        s.vlan_out[v.id as usize] = set(&v.acl_out)?;
+        let at = AttachPoint::Vlan(v.id);
+        s.vlan_in[v.id as usize] = set(&v.acl_in, at, Direction::In)?;
+        s.vlan_out[v.id as usize] = set(&v.acl_out, at, Direction::Out)?;
     }
     let mut policy = |name: &str| -> Result<Arc<Policy>, String> {
         if let Some(p) = policies.get(name) {
@@ -247,16 +265,20 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| format!("policy map {name:?} is not defined"))?;
-        let p = Arc::new(compile_policy(cfg, pm, workers)?);
+        let p = Arc::new(compile_policy(cfg, pm)?);
         policies.insert(&pm.name, p.clone());
         Ok(p)
     };
+    // Counters per port and direction; the compiled policy is shared.
     for (i, p) in cfg.ports.iter().enumerate() {
+        let id = i as u16;
         if let Some(n) = &p.policy_in {
-            s.policy_in[i] = Some(policy(n)?);
+            let a = AttachedPolicy::new(policy(n)?, id, Direction::In, workers);
+            s.policy_in[i] = Some(Arc::new(a));
         }
         if let Some(n) = &p.policy_out {
-            s.policy_out[i] = Some(policy(n)?);
+            let a = AttachedPolicy::new(policy(n)?, id, Direction::Out, workers);
+            s.policy_out[i] = Some(Arc::new(a));
         }
     }
     if let Some(f) = &cfg.flow_export {
@@ -303,6 +325,9 @@ pub fn rule_text(r: &crate::config::services::MatchFields) -> String {
     if let Some(c) = r.icmp_code {
         parts.push(format!("icmp-code {c}"));
     }
+    if r.fragments {
+        parts.push("fragments".into());
+    }
     if parts.len() <= 1 {
         parts.push("any".into());
     }
@@ -312,8 +337,49 @@ pub fn rule_text(r: &crate::config::services::MatchFields) -> String {
     parts.join(" ")
 }
 
-/// `show access-lists [NAME]`: every attached list with per-rule hits.
-/// `all_rules` false lists only rules with hits (and the first 20).
+/// Where an attachment is, as `show` names it (`veth1 in`, `vlan 10 out`).
+fn place(cfg: &Config, a: &AttachedAcl) -> (serde_json::Value, String) {
+    use serde_json::json;
+    match a.at {
+        AttachPoint::Port(p) => {
+            let name = cfg
+                .ports
+                .get(p as usize)
+                .map_or_else(|| format!("port{p}"), |x| x.name.clone());
+            let text = format!("{name} {}", a.dir.as_str());
+            (
+                json!({"interface": name, "direction": a.dir.as_str()}),
+                text,
+            )
+        }
+        AttachPoint::Vlan(v) => (
+            json!({"vlan": v, "direction": a.dir.as_str()}),
+            format!("vlan {v} {}", a.dir.as_str()),
+        ),
+    }
+}
+
+/// One list's rules with `hits(i)` (the implicit deny is `i == rules`):
+/// every rule when `all_rules`, else the first 20 and those with hits.
+fn rule_entries(
+    l: &crate::config::services::AccessList,
+    hits: &dyn Fn(usize) -> u64,
+    all_rules: bool,
+) -> Vec<serde_json::Value> {
+    l.rules
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| all_rules || *i < 20 || hits(*i) > 0)
+        .map(|(i, r)| {
+            serde_json::json!({"index": i + 1, "rule": rule_text(r), "remark": r.remark, "hits": hits(i)})
+        })
+        .collect()
+}
+
+/// `show access-lists [NAME]`: every list with per-rule hits summed over
+/// all of its attachments (ports and VLANs, in and out), and each
+/// attachment's own total. `all_rules` false lists only rules with hits
+/// (and the first 20).
 pub fn access_lists_json(
     cfg: &Config,
     s: Option<&Services>,
@@ -322,24 +388,13 @@ pub fn access_lists_json(
 ) -> Result<serde_json::Value, String> {
     use serde_json::json;
     let mut compiled: HashMap<String, Arc<AclList>> = HashMap::new();
-    let mut attached: HashMap<String, Vec<String>> = HashMap::new();
+    let mut attached: HashMap<String, Vec<&Arc<AttachedAcl>>> = HashMap::new();
     if let Some(s) = s {
-        let mut note = |set: &AclSet, place: String| {
-            for l in set.lists() {
-                compiled.entry(l.name.clone()).or_insert_with(|| l.clone());
-                attached
-                    .entry(l.name.clone())
-                    .or_default()
-                    .push(place.clone());
-            }
-        };
-        for (i, p) in cfg.ports.iter().enumerate() {
-            note(&s.port_in[i], format!("{} in", p.name));
-            note(&s.port_out[i], format!("{} out", p.name));
-        }
-        for v in &cfg.vlans {
-            note(&s.vlan_in[v.id as usize], format!("vlan {} in", v.id));
-            note(&s.vlan_out[v.id as usize], format!("vlan {} out", v.id));
+        for a in s.attachments() {
+            compiled
+                .entry(a.list.name.clone())
+                .or_insert_with(|| a.list.clone());
+            attached.entry(a.list.name.clone()).or_default().push(a);
         }
     }
     if let Some(n) = name {
@@ -353,16 +408,9 @@ pub fn access_lists_json(
             continue;
         }
         let c = compiled.get(&l.name);
-        let hits = |i: usize| c.map(|c| c.hits.total(i)).unwrap_or(0);
-        let rules: Vec<serde_json::Value> = l
-            .rules
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| all_rules || *i < 20 || hits(*i) > 0)
-            .map(|(i, r)| {
-                json!({"index": i + 1, "rule": rule_text(r), "remark": r.remark, "hits": hits(i)})
-            })
-            .collect();
+        let at: &[&Arc<AttachedAcl>] = attached.get(&l.name).map_or(&[], |v| &v[..]);
+        let hits = |i: usize| at.iter().map(|a| a.hits.total(i)).sum::<u64>();
+        let rules = rule_entries(l, &hits, all_rules);
         let stats = c.map(|c| {
             let st = c.classifier.stats();
             json!({
@@ -375,21 +423,78 @@ pub fn access_lists_json(
                 "shadowed": st.shadowed,
             })
         });
+        let attachments: Vec<serde_json::Value> = at
+            .iter()
+            .map(|a| {
+                let (mut v, _) = place(cfg, a);
+                v["matches"] = json!((0..=l.rules.len()).map(|i| a.hits.total(i)).sum::<u64>());
+                v
+            })
+            .collect();
         out.push(json!({
             "name": l.name,
             "type": l.kind.as_str(),
             "rules": l.rules.len(),
             "entries": rules,
             "implicit-deny-hits": hits(l.rules.len()),
-            "attached": attached.get(&l.name).cloned().unwrap_or_default(),
+            "attached": at.iter().map(|a| place(cfg, a).1).collect::<Vec<_>>(),
+            "attachments": attachments,
             "compiled": stats,
         }));
     }
     Ok(serde_json::Value::Array(out))
 }
 
+/// `show access-lists interface PORT` / `vlan N`: the lists attached
+/// there, per direction, with the hits counted at that attachment only.
+pub fn access_lists_attached_json(
+    cfg: &Config,
+    s: Option<&Services>,
+    port: Option<&str>,
+    vlan: Option<u16>,
+    all_rules: bool,
+) -> Result<serde_json::Value, String> {
+    use serde_json::json;
+    let at = match (port, vlan) {
+        (Some(p), None) => AttachPoint::Port(
+            cfg.ports
+                .iter()
+                .position(|x| x.name == p)
+                .ok_or_else(|| format!("no port {p:?}"))? as u16,
+        ),
+        (None, Some(v)) => {
+            if !cfg.vlans.iter().any(|x| x.id == v) {
+                return Err(format!("no vlan {v}"));
+            }
+            AttachPoint::Vlan(v)
+        }
+        _ => return Err("name an interface or a vlan".into()),
+    };
+    let mut out = Vec::new();
+    for a in s.into_iter().flat_map(Services::attachments) {
+        if a.at != at {
+            continue;
+        }
+        let Some(l) = cfg.access_lists.iter().find(|l| l.name == a.list.name) else {
+            continue;
+        };
+        let hits = |i: usize| a.hits.total(i);
+        let (mut v, _) = place(cfg, a);
+        v["name"] = json!(l.name);
+        v["type"] = json!(l.kind.as_str());
+        v["rules"] = json!(l.rules.len());
+        v["entries"] = json!(rule_entries(l, &hits, all_rules));
+        v["implicit-deny-hits"] = json!(hits(l.rules.len()));
+        v["matches"] = json!((0..=l.rules.len()).map(hits).sum::<u64>());
+        out.push(v);
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
 /// `show policy-map interface [PORT]`: per port and direction, the
-/// policy's classes with their counters.
+/// policy's classes with the counters of that attachment (a policy on
+/// several ports counts each port apart). Bytes are whole frames as
+/// received (ingress) or sent (egress, with the egress tag): layer 2.
 pub fn policy_maps_json(
     cfg: &Config,
     s: Option<&Services>,
@@ -533,9 +638,11 @@ mod tests {
         let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
         assert!(configured(&cfg));
         let s = compile(&cfg, 2).unwrap();
-        // One compiled list shared by both ports.
+        // One compiled list shared by both ports, counted apart.
         let a = s.port_in[0].v4.as_ref().unwrap();
-        assert!(Arc::ptr_eq(a, s.port_in[1].v4.as_ref().unwrap()));
+        let b = s.port_in[1].v4.as_ref().unwrap();
+        assert!(Arc::ptr_eq(&a.list, &b.list));
+        assert!(!Arc::ptr_eq(a, b));
         assert!(s.port_in[0].mac.is_some() && s.vlan_out[10].mac.is_some());
         assert_eq!(&a.permit[..], &[false, true]);
         assert_eq!(&a.log[..], &[true, false]);
@@ -565,6 +672,63 @@ mod tests {
         assert_eq!(p.classify(&k), 0);
         assert_eq!(p.classify(&tables::acl::AclKey { dst_port: 81, ..k }), 1);
         assert!(rule_text(&cfg.access_lists[0].rules[0]).starts_with("deny protocol tcp"));
+    }
+
+    /// Issue 13: a list or policy attached to several ports counts per
+    /// port and direction; `show access-lists` sums the attachments.
+    #[test]
+    fn issue13_counters_per_attachment() {
+        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        let s = compile(&cfg, 2).unwrap();
+        let telnet = tables::acl::AclKey {
+            family: 4,
+            proto: 6,
+            dst_port: 23,
+            ..Default::default()
+        };
+        // Port a checks its mac list first (permit arp only): denied
+        // there, a4 never sees it. Port b has a4 alone.
+        assert!(!s.port_in[0].permits(&telnet, 1, 0));
+        for _ in 0..10 {
+            assert!(!s.port_in[1].permits(&telnet, 0, 1));
+        }
+        let v = access_lists_json(&cfg, Some(&s), Some("a4"), true).unwrap();
+        assert_eq!(v[0]["entries"][0]["hits"], 10);
+        assert_eq!(v[0]["attachments"][0]["interface"], "a");
+        assert_eq!(v[0]["attachments"][0]["matches"], 0);
+        assert_eq!(v[0]["attachments"][1]["interface"], "b");
+        assert_eq!(v[0]["attachments"][1]["matches"], 10);
+        let m = access_lists_json(&cfg, Some(&s), Some("m"), true).unwrap();
+        assert_eq!(m[0]["implicit-deny-hits"], 1);
+        let a = access_lists_attached_json(&cfg, Some(&s), Some("a"), None, false).unwrap();
+        let a4 = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "a4")
+            .unwrap();
+        assert_eq!(a4["direction"], "in");
+        assert_eq!(a4["entries"][0]["hits"], 0);
+        let am = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "m")
+            .unwrap();
+        assert_eq!(am["implicit-deny-hits"], 1);
+        let b = access_lists_attached_json(&cfg, Some(&s), Some("b"), None, false).unwrap();
+        assert_eq!(b[0]["entries"][0]["hits"], 10);
+        let vl = access_lists_attached_json(&cfg, Some(&s), None, Some(10), false).unwrap();
+        assert_eq!(vl[0]["name"], "m");
+        assert_eq!(vl[0]["direction"], "out");
+        assert_eq!(vl[0]["matches"], 0);
+        assert!(access_lists_attached_json(&cfg, Some(&s), Some("zz"), None, false).is_err());
+        // Policy `p` on port a only; its counters are a's.
+        let pol = s.policy_in[0].as_ref().unwrap();
+        pol.counters.add(1, class_counter::PACKETS, 3);
+        let v = policy_maps_json(&cfg, Some(&s), None).unwrap();
+        assert_eq!(v[0]["port"], "a");
+        assert_eq!(v[0]["classes"][0]["packets"], 3);
     }
 
     #[test]

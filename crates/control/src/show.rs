@@ -1190,9 +1190,86 @@ pub fn access_lists(v: &Value) -> String {
         if shown < u(l, "rules") {
             let _ = writeln!(
                 o,
-                "    ... {} more without matches (show access-lists {} all)",
-                plural(u(l, "rules") - shown, "rule", "rules"),
+                "    ... {} more {} without matches (show access-lists {} all)",
+                u(l, "rules") - shown,
+                if u(l, "rules") - shown == 1 {
+                    "rule"
+                } else {
+                    "rules"
+                },
                 s(l, "name")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "    implicit deny ({})",
+            plural(u(l, "implicit-deny-hits"), "match", "matches")
+        );
+    }
+    o
+}
+
+/// `show access-lists interface PORT` / `vlan N`: the lists attached
+/// there, with the hits counted at that attachment only.
+pub fn access_lists_attached(v: &Value) -> String {
+    let mut o = String::new();
+    if rows(v).is_empty() {
+        o.push_str("No access lists attached here.\n");
+        return o;
+    }
+    for (k, l) in rows(v).iter().enumerate() {
+        if k > 0 {
+            let _ = writeln!(o);
+        }
+        let place = match l.get("interface").and_then(Value::as_str) {
+            Some(p) => p.to_string(),
+            None => format!("vlan {}", u(l, "vlan")),
+        };
+        let dir = if s(l, "direction") == "out" {
+            "outbound"
+        } else {
+            "inbound"
+        };
+        let kind = match s(l, "type").as_str() {
+            "ipv4" => "IPv4".to_string(),
+            "ipv6" => "IPv6".to_string(),
+            "mac" => "MAC".to_string(),
+            t => t.to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "{kind} access list {} on {place} {dir}: {}, {} here",
+            s(l, "name"),
+            plural(u(l, "rules"), "rule", "rules"),
+            plural(u(l, "matches"), "match", "matches")
+        );
+        let entries = rows_at(l, "entries");
+        for e in entries {
+            let remark = match e.get("remark").and_then(Value::as_str) {
+                Some(r) => format!("  ! {r}"),
+                None => String::new(),
+            };
+            para(
+                &mut o,
+                &format!(
+                    "    {} ({}){remark}",
+                    s(e, "rule"),
+                    plural(u(e, "hits"), "match", "matches")
+                ),
+                8,
+            );
+        }
+        let shown = entries.len() as u64;
+        if shown < u(l, "rules") {
+            let _ = writeln!(
+                o,
+                "    ... {} more {} without matches here (add `all`)",
+                u(l, "rules") - shown,
+                if u(l, "rules") - shown == 1 {
+                    "rule"
+                } else {
+                    "rules"
+                }
             );
         }
         let _ = writeln!(
@@ -1828,6 +1905,125 @@ pub fn cleared(v: &Value) -> String {
         "Cleared {}.\n",
         plural(u(v, "cleared"), "dynamic address", "dynamic addresses")
     )
+}
+
+/// "err-disabled (cause), recovery in N s", or "forwarding".
+fn errdisable_state(e: &Value) -> String {
+    if e.is_null() {
+        return "forwarding".into();
+    }
+    match e.get("recovery-in-s").and_then(Value::as_u64) {
+        Some(n) => format!("err-disabled ({}), recovery in {n} s", s(e, "cause")),
+        None => format!("err-disabled ({}), until cleared", s(e, "cause")),
+    }
+}
+
+/// `show storm-control`: one row per port and class with a limit.
+pub fn storm_control(v: &Value) -> String {
+    let mut o = String::new();
+    if rows(v).is_empty() {
+        o.push_str("No port has storm control.\n");
+        return o;
+    }
+    let mut t = Table::new(&[
+        "Port", "Class", ">Level", ">Dropped", "Storm", "Action", "State",
+    ]);
+    let mut dropped = 0;
+    for r in rows(v) {
+        let mut first = true;
+        for class in ["broadcast", "multicast", "unknown-unicast"] {
+            let c = &r[class];
+            if c.get("level").is_none_or(Value::is_null) {
+                continue;
+            }
+            dropped += u(c, "drops");
+            t.row(vec![
+                if first { s(r, "port") } else { String::new() },
+                class.into(),
+                s(c, "level"),
+                u(c, "drops").to_string(),
+                if flag(c, "storm") { "yes" } else { "no" }.into(),
+                if first { s(r, "action") } else { String::new() },
+                if first {
+                    errdisable_state(&r["errdisabled"])
+                } else {
+                    String::new()
+                },
+            ]);
+            first = false;
+        }
+    }
+    t.total(vec![
+        "Total".into(),
+        String::new(),
+        String::new(),
+        dropped.to_string(),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]);
+    t.render(&mut o);
+    o
+}
+
+/// `show loop-detect`.
+pub fn loop_detect(v: &Value) -> String {
+    if !flag(v, "enabled") {
+        return "Loop detection is off (no loop-detect section in the configuration).\n".into();
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Loop detection: a probe every {} s per switched port and VLAN; on a loop: {}",
+        u(v, "interval-s"),
+        s(v, "action")
+    );
+    let _ = writeln!(
+        o,
+        "Recovery after {} s; {} sent",
+        u(v, "recovery-s"),
+        plural(u(v, "probes-sent"), "probe", "probes")
+    );
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Port",
+        "Probing",
+        ">Returned",
+        ">Loops",
+        "Last loop",
+        "State",
+    ]);
+    for r in rows_at(v, "ports") {
+        let last = match r.get("last-loop").filter(|x| !x.is_null()) {
+            Some(l) => format!(
+                "from {} vlan {}, {} s ago",
+                s(l, "sent-on"),
+                u(l, "vlan"),
+                u(l, "ago-s")
+            ),
+            None => "-".into(),
+        };
+        t.row(vec![
+            s(r, "port"),
+            if flag(r, "probing") { "yes" } else { "no" }.into(),
+            u(r, "own-probes-received").to_string(),
+            u(r, "loops").to_string(),
+            last,
+            errdisable_state(&r["errdisabled"]),
+        ]);
+    }
+    t.render(&mut o);
+    o
+}
+
+/// `clear errdisable [PORT]`.
+pub fn errdisable_cleared(v: &Value) -> String {
+    let ports = strings(v, "cleared");
+    if ports.is_empty() {
+        "No port was err-disabled.\n".into()
+    } else {
+        format!("Err-disable cleared on {}.\n", ports.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -35,10 +35,11 @@ use pipeline::l3::{
 use pipeline::services::{
     extract_key, ip_len, tos, EgressVerdict, ServiceDrop, ServiceState, Services,
 };
+use pipeline::storm::{LoopProbe, StormState, StormTable};
 use pipeline::{egress, process, Action, DropReason, Verdicts, WorkerCounters};
 use punt::PuntQueue;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -153,8 +154,21 @@ pub struct Shared {
     pub snoop: PuntQueue,
     /// Frames the snooping thread sends (its queries): `port` is the port
     /// to send on, or [`MC_OUT_FLOOD`] for every port of `vlan`. Untagged;
-    /// each port's encapsulation is applied on the way out.
+    /// each port's encapsulation is applied on the way out. The guard
+    /// thread sends its loop-detect probes this way too.
     pub mc_out: PuntQueue,
+    /// Storm control per port; `None` when no port has it.
+    pub storm: ArcSwapOption<StormTable>,
+    /// Per port: storm-control classes (bit per `StormClass`) that went
+    /// over their limit on a port whose action is shutdown; the guard
+    /// thread takes (swaps out) the bits and err-disables the port.
+    pub storm_tripped: Box<[AtomicU8]>,
+    /// Identifies this switch's loop-detect probes (random per start).
+    pub switch_id: AtomicU64,
+    /// Per receiving port: the last of this switch's own probes seen
+    /// there, `(sending port + 1) << 16 | VLAN` (0: none since the guard
+    /// last took it).
+    pub loop_seen: Box<[AtomicU32]>,
 }
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
@@ -209,6 +223,10 @@ impl Shared {
             mcast: ArcSwapOption::empty(),
             snoop: PuntQueue::new(SNOOP_QUEUE_DEPTH).expect("eventfd for the snooping queue"),
             mc_out: PuntQueue::new(256).expect("eventfd for the snooping output queue"),
+            storm: ArcSwapOption::empty(),
+            storm_tripped: (0..MAX_PORTS).map(|_| AtomicU8::new(0)).collect(),
+            switch_id: AtomicU64::new(0),
+            loop_seen: (0..MAX_PORTS).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -264,6 +282,20 @@ impl Shared {
     }
 }
 
+/// Smallest per-port receive quota (frames per turn), so that many ports
+/// on one worker do not make a batch cost many passes.
+const RX_QUOTA_MIN: usize = 16;
+
+/// How a receive port's turn ended.
+enum Turn {
+    /// Its batch was already full: it waits for the next batch.
+    Refused,
+    /// It took its whole quota: it may have more.
+    Quota,
+    /// It had fewer frames than its quota (or its batch filled).
+    Drained,
+}
+
 /// How often a worker reads its ports' ring counters (a system call each).
 const STATS_EVERY: Duration = Duration::from_millis(200);
 
@@ -294,6 +326,8 @@ pub struct Worker {
     /// Ring counters already charged, per port (ports report totals).
     seen_stats: Vec<io::PortStats>,
     rx: Vec<u16>,
+    /// Receive ports that are switched (not routed): they share `batch`.
+    rx_switched: usize,
     pollfds: Vec<libc::pollfd>,
     /// Ports whose frames go through the layer-3 stage.
     routed: Vec<bool>,
@@ -307,6 +341,8 @@ pub struct Worker {
     scratch: Box<[u8]>,
     /// Policers and the flow cache.
     svc: ServiceState,
+    /// Storm-control buckets of the ports this worker receives.
+    storm: StormState,
     flow_out: Arc<FlowExportQueue>,
     last_sweep: Instant,
     /// Ports with frames waiting in their egress class queues.
@@ -379,6 +415,7 @@ impl Worker {
             ports: (0..MAX_PORTS).map(|_| None).collect(),
             seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
+            rx_switched: 0,
             pollfds: Vec::new(),
             routed: vec![false; MAX_PORTS],
             index,
@@ -387,6 +424,7 @@ impl Worker {
             copp_cfg: Arc::new(CoppConfig::default()),
             scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
             svc: ServiceState::new(index),
+            storm: StormState::default(),
             flow_out,
             last_sweep: Instant::now(),
             queued: PortSet::EMPTY,
@@ -464,6 +502,11 @@ impl Worker {
                 }
             }
         }
+        self.rx_switched = self
+            .rx
+            .iter()
+            .filter(|&&id| !self.routed[id as usize])
+            .count();
         self.pollfds = self
             .rx
             .iter()
@@ -528,24 +571,7 @@ impl Worker {
             }
             batch.clear();
             l3batch.clear();
-            let nrx = self.rx.len();
-            for k in 0..nrx {
-                if batch.is_full() || l3batch.is_full() {
-                    break;
-                }
-                let id = self.rx[(rr + k) % nrx];
-                let into = if self.routed[id as usize] {
-                    &mut l3batch
-                } else {
-                    &mut batch
-                };
-                if let Some(p) = self.ports[id as usize].as_mut() {
-                    if p.recv(into, id).is_err() {
-                        self.shared.count_port_error(id);
-                    }
-                }
-            }
-            rr = rr.wrapping_add(1);
+            self.receive(&mut batch, &mut l3batch, &mut rr);
             if !self.shared.mc_out.is_empty() {
                 // Copies for a VLAN interface would go to the router: the
                 // kernel has no use for the snooping querier's queries.
@@ -616,6 +642,96 @@ impl Worker {
                     true,
                 );
             }
+        }
+    }
+
+    /// Fill the batches from the receive rings, sharing them fairly among
+    /// the ports with work: each port takes at most its quota (the batch
+    /// divided among the ports feeding it) per turn; a first pass visits
+    /// every port from `next`, later passes only the ports that filled
+    /// their quota, until the batch is full or nobody has more. The next
+    /// call starts at the first port the full batch turned away, so under
+    /// overload every busy port gets the same share of the worker,
+    /// whatever the idle ports between them (issue 13).
+    fn receive(&mut self, batch: &mut FrameBatch, l3batch: &mut FrameBatch, next: &mut usize) {
+        let nrx = self.rx.len();
+        if nrx == 0 {
+            return;
+        }
+        let quota = |ports: usize| (io::BATCH_MAX / ports.max(1)).max(RX_QUOTA_MIN);
+        let q = (quota(self.rx_switched), quota(nrx - self.rx_switched));
+        let start = *next % nrx;
+        let mut cut = None;
+        let mut busy = [0u16; MAX_PORTS];
+        let mut nbusy = 0;
+        for k in 0..nrx {
+            let i = (start + k) % nrx;
+            match self.recv_quota(i, batch, l3batch, q) {
+                Turn::Refused => {
+                    cut.get_or_insert(i);
+                }
+                Turn::Quota => {
+                    busy[nbusy] = i as u16;
+                    nbusy += 1;
+                }
+                Turn::Drained => {}
+            }
+        }
+        while nbusy > 0 {
+            let mut still = 0;
+            for j in 0..nbusy {
+                let i = busy[j] as usize;
+                match self.recv_quota(i, batch, l3batch, q) {
+                    Turn::Refused => {
+                        cut.get_or_insert(i);
+                    }
+                    Turn::Quota => {
+                        busy[still] = i as u16;
+                        still += 1;
+                    }
+                    Turn::Drained => {}
+                }
+            }
+            nbusy = still;
+        }
+        *next = cut.unwrap_or(start + 1);
+    }
+
+    /// One turn of receive port `self.rx[i]`: up to its quota (`q`: for
+    /// switched, routed ports) into the batch its role feeds.
+    #[inline]
+    fn recv_quota(
+        &mut self,
+        i: usize,
+        batch: &mut FrameBatch,
+        l3batch: &mut FrameBatch,
+        q: (usize, usize),
+    ) -> Turn {
+        let id = self.rx[i];
+        let (into, q) = if self.routed[id as usize] {
+            (l3batch, q.1)
+        } else {
+            (batch, q.0)
+        };
+        if into.is_full() {
+            return Turn::Refused;
+        }
+        let Some(p) = self.ports[id as usize].as_mut() else {
+            return Turn::Drained;
+        };
+        into.set_quota(Some(q));
+        let got = match p.recv(into, id) {
+            Ok(n) => n,
+            Err(_) => {
+                self.shared.count_port_error(id);
+                0
+            }
+        };
+        into.set_quota(None);
+        if got >= q {
+            Turn::Quota
+        } else {
+            Turn::Drained
         }
     }
 
@@ -936,6 +1052,63 @@ impl Worker {
         true
     }
 
+    /// Storm control on a received batch: frames over their port's limit
+    /// become `Drop(StormControl)`; a port whose action is shutdown is
+    /// flagged for the guard thread.
+    fn storm_control(
+        &mut self,
+        st: &StormTable,
+        batch: &FrameBatch,
+        verdicts: &mut Verdicts,
+        now: Instant,
+    ) {
+        let ns = self.ns(now);
+        self.storm.sync(st, ns);
+        let c = &*self.counters;
+        for i in 0..batch.len() {
+            let port = batch.port(i);
+            let v = &mut verdicts.v[i];
+            let Some(class) =
+                pipeline::storm::check(&mut self.storm, st, port, batch.frame(i), v, ns)
+            else {
+                continue;
+            };
+            v.action = Action::Drop(DropReason::StormControl);
+            c.drop_in(port, Some(v.vlan), DropReason::StormControl);
+            if let Some(pc) = c.ports.get(port as usize) {
+                pc.storm_drops[class as usize].add(1);
+            }
+            if st
+                .ports
+                .get(port as usize)
+                .and_then(|p| p.as_ref())
+                .is_some_and(|p| p.shutdown)
+            {
+                self.shared.storm_tripped[port as usize]
+                    .fetch_or(1 << class as u8, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// One of this switch's own loop-detect probes came back on `port`
+    /// in `vlan`: a loop, if it left in the same VLAN. Recorded for the
+    /// guard thread, which decides what to do.
+    fn own_probe(&mut self, port: u16, vlan: u16, p: &LoopProbe) {
+        if let Some(pc) = self.counters.ports.get(port as usize) {
+            pc.loop_probes.add(1);
+        }
+        if p.vlan != vlan {
+            // Two VLANs joined by a cable: not a loop in either.
+            return;
+        }
+        if let Some(seen) = self.shared.loop_seen.get(port as usize) {
+            seen.store(
+                (u32::from(p.port) + 1) << 16 | u32::from(vlan),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
     /// An IGMP/MLD message for the snooping thread (policed as `igmp`).
     fn snoop_frame(&mut self, port: u16, vlan: u16, frame: &[u8], now: Instant) -> bool {
         self.sync_copp();
@@ -1159,6 +1332,11 @@ impl Worker {
         if let Some(mc) = &mc {
             pipeline::mcast::snoop(mc, batch, verdicts, &c);
         }
+        if !routed {
+            if let Some(st) = self.shared.storm.load_full() {
+                self.storm_control(&st, batch, verdicts, now);
+            }
+        }
         let mut dirty = PortSet::EMPTY;
         self.mirror = self.shared.mirrors.load_full();
         if self.mirror.is_some() {
@@ -1178,11 +1356,24 @@ impl Worker {
         let mut control = false;
         let mut snooped = false;
         for i in 0..batch.len() {
-            let v = verdicts.v[i];
+            let mut v = verdicts.v[i];
             let frame = batch.frame(i);
             if v.action == Action::Control {
-                control |= self.control_frame(batch.port(i), frame, now);
-                continue;
+                match LoopProbe::parse(frame, v.inner_off as usize) {
+                    Some(p)
+                        if p.switch_id != 0
+                            && p.switch_id == self.shared.switch_id.load(Ordering::Relaxed) =>
+                    {
+                        self.own_probe(batch.port(i), v.vlan, &p);
+                        continue;
+                    }
+                    // Another switch's probe: flooded like any multicast.
+                    Some(_) => v.action = Action::Flood,
+                    None => {
+                        control |= self.control_frame(batch.port(i), frame, now);
+                        continue;
+                    }
+                }
             }
             if matches!(v.action, Action::Snoop { .. }) {
                 snooped |= self.snoop_frame(batch.port(i), v.vlan, frame, now);

@@ -6,7 +6,9 @@
 
 use datapath::{Mailbox, PortCommand, Shared, Worker, WorkerOptions};
 use io::MemoryPort;
-use pipeline::services::{AclFamily, AclList, AclSet, Services, WorkerSlots};
+use pipeline::services::{
+    AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy, Direction, Services,
+};
 use pipeline::{DropReason, WorkerCounters};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -78,18 +80,24 @@ fn acl(name: &str, n: usize, first: u32, step: u32) -> Arc<AclList> {
         classifier,
         log: vec![false; rules.len()].into(),
         log_events: crossbeam_queue::ArrayQueue::new(16),
-        hits: WorkerSlots::new(1, rules.len() + 1),
+        line_rule: (0..rules.len() as u32).collect(),
         permit: permit.into(),
     })
 }
 
 fn services(list: &Arc<AclList>, generation: u64) -> Services {
     let mut s = Services::empty(1);
-    s.port_in[0] = AclSet {
-        v4: Some(list.clone()),
+    let attach = |p: u16, dir: Direction| AclSet {
+        v4: Some(Arc::new(AttachedAcl::new(
+            list.clone(),
+            AttachPoint::Port(p),
+            dir,
+            1,
+        ))),
         ..AclSet::default()
     };
-    s.port_out[1] = s.port_in[0].clone();
+    s.port_in[0] = attach(0, Direction::In);
+    s.port_out[1] = attach(1, Direction::Out);
     s.generation = generation;
     s.finish();
     s
@@ -268,7 +276,6 @@ fn egress_queues_priority_then_weighted_shares() {
         classifier: Classifier::compile(&[line(1), line(2)]),
         line_class: vec![0, 1].into(),
         classes: vec![class("prio"), class("heavy"), class("class-default")].into(),
-        counters: WorkerSlots::new(1, 3 * class_counter::N),
         queues: Some(
             vec![
                 QueueSpec {
@@ -291,6 +298,7 @@ fn egress_queues_priority_then_weighted_shares() {
         ),
     });
     let mut s = Services::empty(1);
+    let policy = Arc::new(AttachedPolicy::new(policy, 1, Direction::Out, 1));
     s.policy_out[1] = Some(policy.clone());
     s.generation = 7;
     s.finish();

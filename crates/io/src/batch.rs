@@ -21,6 +21,9 @@ pub struct FrameBatch {
     port: [u16; BATCH_MAX],
     count: usize,
     used: usize,
+    /// Frames the batch takes before it reports full (see
+    /// [`FrameBatch::set_quota`]); `BATCH_MAX` normally.
+    limit: usize,
 }
 
 impl Default for FrameBatch {
@@ -38,14 +41,28 @@ impl FrameBatch {
             port: [0; BATCH_MAX],
             count: 0,
             used: 0,
+            limit: BATCH_MAX,
         }
     }
 
-    /// Forget all frames (the arena is reused as is).
+    /// Forget all frames (the arena is reused as is) and any quota.
     #[inline]
     pub fn clear(&mut self) {
         self.count = 0;
         self.used = 0;
+        self.limit = BATCH_MAX;
+    }
+
+    /// Let the batch take at most `n` more frames before it reports full
+    /// (`None`: up to its capacity). The worker gives each receive port a
+    /// quota this way, so one busy port cannot fill a whole batch while
+    /// others wait; every backend stops at a full batch.
+    #[inline]
+    pub fn set_quota(&mut self, n: Option<usize>) {
+        self.limit = match n {
+            Some(n) => (self.count + n).min(BATCH_MAX),
+            None => BATCH_MAX,
+        };
     }
 
     #[inline]
@@ -61,7 +78,7 @@ impl FrameBatch {
     /// True when no further frame of maximum length is guaranteed to fit.
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.count == BATCH_MAX || ARENA_BYTES - self.used < MAX_FRAME_LEN
+        self.count >= self.limit || ARENA_BYTES - self.used < MAX_FRAME_LEN
     }
 
     /// How many more frames may be appended (by count; see `is_full`).
@@ -70,7 +87,7 @@ impl FrameBatch {
         if self.is_full() {
             0
         } else {
-            BATCH_MAX - self.count
+            self.limit - self.count
         }
     }
 
@@ -151,6 +168,27 @@ mod tests {
         assert_eq!(b.port(7), 3);
         b.clear();
         assert!(b.is_empty() && b.space() == BATCH_MAX);
+    }
+
+    #[test]
+    fn quota_caps_what_one_fill_takes() {
+        let mut b = FrameBatch::new();
+        let f = [7u8; 60];
+        b.set_quota(Some(10));
+        let mut n = 0;
+        while b.push(1, &f) {
+            n += 1;
+        }
+        assert_eq!((n, b.len(), b.space()), (10, 10, 0));
+        b.set_quota(Some(BATCH_MAX));
+        assert_eq!(b.space(), BATCH_MAX - 10);
+        b.set_quota(Some(5));
+        while b.push(2, &f) {}
+        b.set_quota(None);
+        assert_eq!((b.len(), b.space()), (15, BATCH_MAX - 15));
+        b.set_quota(Some(3));
+        b.clear();
+        assert_eq!(b.space(), BATCH_MAX, "clear lifts the quota");
     }
 
     #[test]

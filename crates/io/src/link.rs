@@ -475,6 +475,65 @@ impl LinkMonitor {
     }
 }
 
+/// Clear `IFF_UP` (administratively down; the peer loses carrier): how
+/// the switch err-disables a port.
+pub fn set_down(name: &str) -> Result<(), PortError> {
+    let sock = ctl_socket().map_err(|err| PortError::Os { op: "socket", err })?;
+    let mut req = ifreq(name)?;
+    ioctl(&sock, libc::SIOCGIFFLAGS, &mut req).map_err(|e| map_err(name, "SIOCGIFFLAGS", e))?;
+    // SAFETY: SIOCGIFFLAGS filled `ifru_flags`; we write the same member back.
+    unsafe {
+        if req.ifr_ifru.ifru_flags as libc::c_int & libc::IFF_UP == 0 {
+            return Ok(());
+        }
+        req.ifr_ifru.ifru_flags &= !(libc::IFF_UP as libc::c_short);
+    }
+    ioctl(&sock, libc::SIOCSIFFLAGS, &mut req).map_err(|e| map_err(name, "SIOCSIFFLAGS", e))
+}
+
+/// The link speed in Mbit/s the driver reports (ethtool `ETHTOOL_GSET`;
+/// a veth says 10,000), `None` if it reports none (down, unknown).
+pub fn speed_mbps(name: &str) -> Option<u32> {
+    /// `struct ethtool_cmd` (<linux/ethtool.h>), the legacy query every
+    /// driver with link settings answers.
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolCmd {
+        cmd: u32,
+        supported: u32,
+        advertising: u32,
+        speed: u16,
+        duplex: u8,
+        port: u8,
+        phy_address: u8,
+        transceiver: u8,
+        autoneg: u8,
+        mdio_support: u8,
+        maxtxpkt: u32,
+        maxrxpkt: u32,
+        speed_hi: u16,
+        eth_tp_mdix: u8,
+        eth_tp_mdix_ctrl: u8,
+        lp_advertising: u32,
+        reserved: [u32; 2],
+    }
+    const ETHTOOL_GSET: u32 = 1;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let sock = ctl_socket().ok()?;
+    let mut req = ifreq(name).ok()?;
+    let mut cmd = EthtoolCmd {
+        cmd: ETHTOOL_GSET,
+        ..EthtoolCmd::default()
+    };
+    // The kernel writes the answer through `ifr_data` into `cmd`, which
+    // outlives the call and is laid out as `struct ethtool_cmd`.
+    req.ifr_ifru.ifru_data = (&mut cmd as *mut EthtoolCmd).cast();
+    ioctl(&sock, SIOCETHTOOL, &mut req).ok()?;
+    let speed = u32::from(cmd.speed_hi) << 16 | u32::from(cmd.speed);
+    // SPEED_UNKNOWN is -1 (all ones); 0 means nothing useful either.
+    (speed != 0 && speed != u32::MAX).then_some(speed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

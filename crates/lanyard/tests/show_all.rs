@@ -51,7 +51,19 @@ fn variants(synopsis: &str) -> Vec<Vec<String>> {
         .iter()
         .position(|w| w.starts_with('['))
         .unwrap_or(words.len());
-    let base: Vec<String> = words[1..first_opt].iter().map(|s| s.to_string()).collect();
+    // Required placeholders (`access-lists interface PORT`) filled too.
+    let mut base: Vec<String> = words[1..first_opt].iter().map(|s| s.to_string()).collect();
+    for k in 0..base.len() {
+        if !base[k].chars().any(|c| c.is_ascii_lowercase()) {
+            let before = if k > 0 {
+                base[k - 1].clone()
+            } else {
+                String::new()
+            };
+            let v = fill(&base, &before, &base[k]);
+            base[k] = v;
+        }
+    }
     let rest = words[first_opt..].join(" ");
     let mut out = vec![base.clone()];
     for group in rest.split(']').filter(|g| !g.trim().is_empty()) {
@@ -122,7 +134,7 @@ vlans:
     name: customer-a
 ports:
   - {name: sw1, vlan: 10, acl-in: [edge4, edge6], policy-in: access-in}
-  - {name: sw2, vlan: 10}
+  - {name: sw2, vlan: 10, storm-control: {broadcast: 1000pps, multicast: 5%}}
   - {name: sw3, mode: trunk, allowed-vlans: "10,20", acl-out: [edge4], policy-out: uplink-out}
   - {name: sw4, mode: routed, addresses: [10.4.0.1/24, "2001:db8:4::1/64"], urpf: loose, mtu: 1500}
   - {name: sw5}
@@ -181,6 +193,7 @@ flow-export:
   version: ipfix
 control-plane-policing:
   unknown: {rate: 200, burst: 50}
+loop-detect: {interval: 2, action: shutdown, recovery: 60}
 backup-pairs:
   - {primary: sw6, backup: sw7, preempt: true}
 port-channels:

@@ -10,8 +10,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use pipeline::services::{
-    class_counter, extract_key, ip_len, tos, AclFamily, AclList, AclSet, ClassSpec, FlowSettings,
-    Policy, ServiceState, Services, WorkerSlots,
+    extract_key, ip_len, tos, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy,
+    ClassSpec, Direction, FlowSettings, Policy, ServiceState, Services,
 };
 use std::sync::Arc;
 use tables::acl::{AclKey, Classifier, Match};
@@ -57,10 +57,10 @@ fn services() -> Services {
         name: "bench".into(),
         family: AclFamily::Ipv4,
         classifier: Classifier::compile(&rules),
+        line_rule: (0..n as u32).collect(),
         permit: (0..n).map(|i| i == n - 1).collect(),
         log: vec![false; n].into(),
         log_events: crossbeam_queue::ArrayQueue::new(16),
-        hits: WorkerSlots::new(1, n + 1),
     });
     let lines: Vec<Match> = (0..500u32)
         .map(|i| Match {
@@ -83,17 +83,21 @@ fn services() -> Services {
         classifier: Classifier::compile(&lines),
         line_class: (0..500u16).map(|i| (i / 63).min(7)).collect(),
         classes: classes.into(),
-        counters: WorkerSlots::new(1, 9 * class_counter::N),
         queues: None,
     });
     let mut s = Services::empty(1);
-    let set = AclSet {
-        v4: Some(acl),
+    let attach = |at: u16, dir: Direction| AclSet {
+        v4: Some(Arc::new(AttachedAcl::new(
+            acl.clone(),
+            AttachPoint::Port(at),
+            dir,
+            1,
+        ))),
         ..AclSet::default()
     };
-    s.port_in[0] = set.clone();
-    s.port_out[1] = set;
-    s.policy_in[0] = Some(policy);
+    s.port_in[0] = attach(0, Direction::In);
+    s.port_out[1] = attach(1, Direction::Out);
+    s.policy_in[0] = Some(Arc::new(AttachedPolicy::new(policy, 0, Direction::In, 1)));
     s.flows = Some(FlowSettings {
         sampling: 1,
         active_ms: 60_000,

@@ -48,9 +48,12 @@ pub enum DropReason {
     /// A link-local control frame (01:80:c2:00:00:0x) no bridge forwards,
     /// and no protocol of Lanyard's takes on this port.
     L2Control,
+    /// Over the port's storm-control limit for broadcast, multicast or
+    /// unknown-unicast frames.
+    StormControl,
 }
 
-pub const DROP_REASONS: usize = 17;
+pub const DROP_REASONS: usize = 18;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS] = [
@@ -71,6 +74,7 @@ impl DropReason {
         DropReason::QueueFull,
         DropReason::Blocked,
         DropReason::L2Control,
+        DropReason::StormControl,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +96,7 @@ impl DropReason {
             DropReason::QueueFull => "queue-full",
             DropReason::Blocked => "blocked",
             DropReason::L2Control => "l2-control",
+            DropReason::StormControl => "storm-control",
         }
     }
 }
@@ -129,6 +134,10 @@ pub struct PortCounters {
     /// Drops charged to this port (ingress reasons, or egress reasons for
     /// frames that were to leave here).
     pub drops: [Counter; DROP_REASONS],
+    /// Storm-control drops per `storm::StormClass`.
+    pub storm_drops: [Counter; crate::storm::STORM_CLASSES],
+    /// This switch's own loop-detect probes received here.
+    pub loop_probes: Counter,
 }
 
 #[derive(Default, Debug)]

@@ -23,7 +23,8 @@ pub enum Action {
     Unicast(u16),
     Flood,
     /// A link-layer control frame for Lanyard itself (LACP on a channel
-    /// member): handed to the control plane, never forwarded.
+    /// member; a loop-detect probe, classified into its VLAN): handed to
+    /// the control plane, never forwarded as such.
     Control,
     /// An IGMP/MLD message in a snooping VLAN (set by `mcast::snoop`):
     /// copied to the snooping thread; forwarded to every port (`flood`:
@@ -185,6 +186,10 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
         v.action = Action::Drop(DropReason::VlanNotAllowed);
     } else if !t.l2.vlans[vlan as usize].configured {
         v.action = Action::Drop(DropReason::UnknownVlan);
+    } else if frame[0] & 1 != 0 && frame[..6] == crate::storm::LOOP_PROBE_MAC {
+        // A loop-detect probe: the worker reads it (one of this switch's
+        // own: a loop) or floods it on (another switch's).
+        v.action = Action::Control;
     } else {
         v.action = Action::Flood; // provisional: decided by the lookup pass
     }

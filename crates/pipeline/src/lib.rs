@@ -16,6 +16,7 @@ pub mod l3;
 pub mod mcast;
 pub mod qos;
 pub mod services;
+pub mod storm;
 
 pub use counters::{DropReason, PortCounters, VlanCounters, WorkerCounters};
 pub use l2::{process, Action, Verdict, Verdicts};

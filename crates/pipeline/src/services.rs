@@ -64,11 +64,16 @@ pub enum AclFamily {
     Mac,
 }
 
-/// A compiled access list.
+/// A compiled access list, shared by every port and VLAN it is attached
+/// to (each attachment counts its own hits: [`AttachedAcl`]).
 pub struct AclList {
     pub name: String,
     pub family: AclFamily,
+    /// The rules as classifier lines (`tables::acl::fragment_lines`: a
+    /// `permit` that tests L4 fields is two lines).
     pub classifier: Classifier,
+    /// Per classifier line: the rule it belongs to.
+    pub line_rule: Box<[u32]>,
     /// Per rule: permit?
     pub permit: Box<[bool]>,
     /// Per rule: log matches.
@@ -76,21 +81,77 @@ pub struct AclList {
     /// Matches of `log` rules, for the control plane's log writer (full:
     /// the event is dropped, the hit still counted).
     pub log_events: crossbeam_queue::ArrayQueue<AclLogEvent>,
+}
+
+impl AclList {
+    /// Rules of the list (the implicit deny not included).
+    pub fn rules(&self) -> usize {
+        self.permit.len()
+    }
+}
+
+/// Where a list or policy is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachPoint {
+    Port(u16),
+    Vlan(u16),
+}
+
+/// Which way the frames an attachment sees travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    In,
+    Out,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+        }
+    }
+}
+
+/// An access list attached to one port or VLAN in one direction, with
+/// that attachment's own hit counters (dereferences to the list).
+pub struct AttachedAcl {
+    pub list: Arc<AclList>,
+    pub at: AttachPoint,
+    pub dir: Direction,
     /// Per worker: hits of each rule, then the implicit deny.
     pub hits: WorkerSlots,
 }
 
-impl AclList {
+impl std::ops::Deref for AttachedAcl {
+    type Target = AclList;
+    fn deref(&self) -> &AclList {
+        &self.list
+    }
+}
+
+impl AttachedAcl {
+    pub fn new(list: Arc<AclList>, at: AttachPoint, dir: Direction, workers: usize) -> Self {
+        let n = list.rules() + 1;
+        AttachedAcl {
+            list,
+            at,
+            dir,
+            hits: WorkerSlots::new(workers, n),
+        }
+    }
+
     /// Decide one frame; counts the hit. True = permitted.
     #[inline]
     fn check(&self, k: &AclKey, worker: usize, port: u16) -> bool {
-        match self.classifier.lookup(k) {
-            Some(r) => {
-                let r = r as usize;
+        let l = &*self.list;
+        match l.classifier.lookup(k) {
+            Some(line) => {
+                let r = l.line_rule.get(line as usize).map_or(0, |&r| r as usize);
                 self.hits.add(worker, r, 1);
-                let permitted = self.permit[r];
-                if self.log[r] {
-                    let _ = self.log_events.push(AclLogEvent {
+                let permitted = l.permit.get(r).copied().unwrap_or(false);
+                if l.log.get(r).copied().unwrap_or(false) {
+                    let _ = l.log_events.push(AclLogEvent {
                         rule: r as u32,
                         permitted,
                         port,
@@ -100,7 +161,7 @@ impl AclList {
                 permitted
             }
             None => {
-                self.hits.add(worker, self.permit.len(), 1);
+                self.hits.add(worker, l.rules(), 1);
                 false
             }
         }
@@ -122,9 +183,9 @@ pub const ACL_LOG_QUEUE: usize = 256;
 /// The lists attached to one port or VLAN in one direction (one per type).
 #[derive(Clone, Default)]
 pub struct AclSet {
-    pub v4: Option<Arc<AclList>>,
-    pub v6: Option<Arc<AclList>>,
-    pub mac: Option<Arc<AclList>>,
+    pub v4: Option<Arc<AttachedAcl>>,
+    pub v6: Option<Arc<AttachedAcl>>,
+    pub mac: Option<Arc<AttachedAcl>>,
 }
 
 impl AclSet {
@@ -151,7 +212,7 @@ impl AclSet {
         }
     }
 
-    pub fn lists(&self) -> impl Iterator<Item = &Arc<AclList>> {
+    pub fn lists(&self) -> impl Iterator<Item = &Arc<AttachedAcl>> {
         [&self.mac, &self.v4, &self.v6].into_iter().flatten()
     }
 }
@@ -181,7 +242,7 @@ pub struct ClassSpec {
     pub police: Option<PoliceSpec>,
 }
 
-/// Per class counters (indices into [`Policy::counters`]).
+/// Per class counters (indices into [`AttachedPolicy::counters`]).
 pub mod class_counter {
     pub const PACKETS: usize = 0;
     pub const BYTES: usize = 1;
@@ -194,17 +255,17 @@ pub mod class_counter {
     pub const N: usize = 7;
 }
 
-/// A compiled policy map.
+/// A compiled policy map, shared by the ports it is attached to (each
+/// attachment counts its own: [`AttachedPolicy`]).
 pub struct Policy {
     pub name: String,
-    /// Match lines of all classes, in class order.
+    /// Match lines of all classes, in class order (a line that tests L4
+    /// fields does not match non-initial fragments).
     pub classifier: Classifier,
     /// Class of each match line.
     pub line_class: Box<[u16]>,
     /// Classes; the last is `class-default`.
     pub classes: Box<[ClassSpec]>,
-    /// Per worker, per class × [`class_counter::N`].
-    pub counters: WorkerSlots,
     /// Egress queues, one per class (output policies with `queue:`).
     pub queues: Option<Box<[QueueSpec]>>,
 }
@@ -217,7 +278,37 @@ impl Policy {
             None => self.classes.len() - 1,
         }
     }
+}
 
+/// A policy attached to one port in one direction, with that
+/// attachment's counters (dereferences to the policy).
+pub struct AttachedPolicy {
+    pub policy: Arc<Policy>,
+    pub port: u16,
+    pub dir: Direction,
+    /// Per worker, per class × [`class_counter::N`].
+    pub counters: WorkerSlots,
+}
+
+impl std::ops::Deref for AttachedPolicy {
+    type Target = Policy;
+    fn deref(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+impl AttachedPolicy {
+    pub fn new(policy: Arc<Policy>, port: u16, dir: Direction, workers: usize) -> Self {
+        let n = policy.classes.len() * class_counter::N;
+        AttachedPolicy {
+            policy,
+            port,
+            dir,
+            counters: WorkerSlots::new(workers, n),
+        }
+    }
+
+    /// Counter `which` of class `class`, summed over workers.
     pub fn counter(&self, class: usize, which: usize) -> u64 {
         self.counters.total(class * class_counter::N + which)
     }
@@ -242,8 +333,8 @@ pub struct Services {
     /// Per VLAN id.
     pub vlan_in: Box<[AclSet]>,
     pub vlan_out: Box<[AclSet]>,
-    pub policy_in: Box<[Option<Arc<Policy>>]>,
-    pub policy_out: Box<[Option<Arc<Policy>>]>,
+    pub policy_in: Box<[Option<Arc<AttachedPolicy>>]>,
+    pub policy_out: Box<[Option<Arc<AttachedPolicy>>]>,
     pub flows: Option<FlowSettings>,
     /// Workers the counters were sized for.
     pub workers: usize,
@@ -272,20 +363,23 @@ impl Services {
     /// Every list attached somewhere, once each.
     pub fn lists(&self) -> Vec<Arc<AclList>> {
         let mut out: Vec<Arc<AclList>> = Vec::new();
-        for set in self
-            .port_in
+        for a in self.attachments() {
+            if !out.iter().any(|o| Arc::ptr_eq(o, &a.list)) {
+                out.push(a.list.clone());
+            }
+        }
+        out
+    }
+
+    /// Every attachment of a list: ports in, ports out, VLANs in, VLANs
+    /// out, each by id.
+    pub fn attachments(&self) -> impl Iterator<Item = &Arc<AttachedAcl>> {
+        self.port_in
             .iter()
             .chain(self.port_out.iter())
             .chain(self.vlan_in.iter())
             .chain(self.vlan_out.iter())
-        {
-            for l in set.lists() {
-                if !out.iter().any(|o| Arc::ptr_eq(o, l)) {
-                    out.push(l.clone());
-                }
-            }
-        }
-        out
+            .flat_map(AclSet::lists)
     }
 
     /// Recompute the summary flags after filling the tables.
@@ -648,9 +742,12 @@ pub fn extract_key(frame: &[u8], etype_off: usize, vlan: u16, k: &mut AclKey) ->
             k.proto = b[9];
             k.src_ip = u32::from_be_bytes([b[12], b[13], b[14], b[15]]) as u128;
             k.dst_ip = u32::from_be_bytes([b[16], b[17], b[18], b[19]]) as u128;
-            let frag_off = be16(b, 6) & 0x1fff;
-            if frag_off == 0 {
+            // A non-initial fragment carries no L4 header: flag it (ports
+            // stay 0; the fragment policy decides how rules meet it).
+            if be16(b, 6) & 0x1fff == 0 {
                 l4(&b[ihl..], k);
+            } else {
+                k.fragment = true;
             }
         }
         0x86dd => {
@@ -663,7 +760,8 @@ pub fn extract_key(frame: &[u8], etype_off: usize, vlan: u16, k: &mut AclKey) ->
             k.src_ip = u128::from_be_bytes(b[8..24].try_into().unwrap_or([0; 16]));
             k.dst_ip = u128::from_be_bytes(b[24..40].try_into().unwrap_or([0; 16]));
             let mut o = 40usize;
-            // A few extension headers; a non-first fragment has no ports.
+            // A few extension headers; a non-initial fragment has no L4
+            // header (flagged, ports 0).
             for _ in 0..4 {
                 match nh {
                     0 | 43 | 60 => {
@@ -682,6 +780,7 @@ pub fn extract_key(frame: &[u8], etype_off: usize, vlan: u16, k: &mut AclKey) ->
                         o += 8;
                         if !first {
                             k.proto = nh;
+                            k.fragment = true;
                             return l3;
                         }
                     }
@@ -791,6 +890,41 @@ mod tests {
         extract_key(&f, 12, 1, &mut k);
         assert_eq!(k.family, 4);
         assert_eq!((k.src_port, k.dst_port), (0, 0));
+        assert!(k.fragment);
+        // The first fragment (offset 0, more fragments) has its ports.
+        f[20] = 0x20;
+        f[21] = 0x00;
+        extract_key(&f, 12, 1, &mut k);
+        assert_eq!((k.src_port, k.dst_port, k.fragment), (1000, 2000, false));
+    }
+
+    /// IPv6 with a Fragment header: the first fragment is parsed through
+    /// it, a later one is flagged with the upper-layer protocol.
+    #[test]
+    fn ipv6_fragment_header() {
+        let mut f = vec![0u8; 14 + 40 + 8 + 8];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[20] = 44; // next header: Fragment
+        f[21] = 64;
+        f[54] = 17; // Fragment header: next header UDP
+        f[58..62].copy_from_slice(&[0, 0, 0, 7]); // id
+        f[62..64].copy_from_slice(&4000u16.to_be_bytes());
+        f[64..66].copy_from_slice(&53u16.to_be_bytes());
+        f[56] = 0x00;
+        f[57] = 0x01; // offset 0, M
+        let mut k = AclKey::default();
+        extract_key(&f, 12, 1, &mut k);
+        assert_eq!(
+            (k.family, k.proto, k.src_port, k.dst_port),
+            (6, 17, 4000, 53)
+        );
+        assert!(!k.fragment);
+        f[56] = 0x05;
+        f[57] = 0x38; // offset 167 × 8
+        extract_key(&f, 12, 1, &mut k);
+        assert_eq!((k.proto, k.src_port, k.dst_port), (17, 0, 0));
+        assert!(k.fragment);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //!
 //! It is never shipped in the binary: only `[dev-dependencies]` use it.
 
+pub mod acl;
 pub mod flood;
 pub mod frame;
 pub mod frr;

@@ -13,6 +13,7 @@
 
 pub mod copp;
 mod error;
+pub mod guard;
 pub mod ha;
 mod lines;
 pub mod mirror;

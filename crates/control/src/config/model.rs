@@ -103,6 +103,9 @@ pub struct Config {
     /// IGMP/MLD snooping and multicast routing.
     #[serde(default, skip_serializing_if = "is_default_multicast")]
     pub multicast: super::multicast::MulticastConfig,
+    /// Loop detection by probes (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_detect: Option<super::guard::LoopDetect>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -365,6 +368,16 @@ pub struct PortConfig {
     /// QoS policy on frames leaving (re-marking only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_out: Option<String>,
+    /// Broadcast / multicast / unknown-unicast limits (switched ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storm_control: Option<super::guard::StormControl>,
+    /// Take part in loop detection when `loop-detect:` is on. Default true.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub loop_detect: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl PortConfig {
@@ -387,6 +400,8 @@ impl PortConfig {
             acl_out: Vec::new(),
             policy_in: None,
             policy_out: None,
+            storm_control: None,
+            loop_detect: true,
         }
     }
 

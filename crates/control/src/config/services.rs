@@ -108,6 +108,11 @@ pub struct MatchFields {
     /// `10` or `10-20`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vlan: Option<String>,
+    /// `true`: only non-initial fragments (IPv4 offset ≠ 0, IPv6
+    /// Fragment header offset ≠ 0), like IOS's `fragments` keyword; no
+    /// L4 fields with it (such a fragment has none).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fragments: bool,
 }
 
 /// One rule of an access list: `action` plus match fields.
@@ -361,6 +366,22 @@ pub fn parse_match(
             return Err(("tcp-flags", "needs protocol tcp".to_string()));
         }
         m.tcp_flags = Some(parse_tcp_flags(s).map_err(|e| ("tcp-flags", e))?);
+    }
+    if f.fragments {
+        l3("fragments")?;
+        if f.source_port.is_some()
+            || f.destination_port.is_some()
+            || f.icmp_type.is_some()
+            || f.tcp_flags.is_some()
+        {
+            return Err((
+                "fragments",
+                "a non-initial fragment has no ports, ICMP type or TCP flags: \
+                 drop them from this rule"
+                    .to_string(),
+            ));
+        }
+        m.fragment = Some(true);
     }
     if let Some(s) = &f.dscp {
         l3("dscp")?;
@@ -1063,11 +1084,16 @@ ports:
 
     #[test]
     fn services_errors_name_the_field() {
-        let cases: [(&str, &str, &str); 9] = [
+        let cases: [(&str, &str, &str); 10] = [
             (
                 "destination-port: 23,",
                 "destination-port: 90-80,",
                 "access-lists[0].rules[0].destination-port",
+            ),
+            (
+                "destination-port: 23,",
+                "destination-port: 23, fragments: true,",
+                "access-lists[0].rules[0].fragments",
             ),
             ("acl-out: [edge4]", "acl-out: [nope]", "ports[0].acl-out[0]"),
             (

@@ -44,6 +44,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(super::mirror::check(cfg));
     c.issues.extend(super::ha::check(cfg));
     c.issues.extend(super::copp::check(cfg));
+    c.issues.extend(super::guard::check(cfg));
     c.issues.extend(super::multicast::check(cfg));
     c.issues
 }

@@ -334,8 +334,13 @@ fn normalise(prio: u32, m: &Match) -> Option<NRule> {
         l4_m |= (mask as u64) << 48;
     }
     if let Some(f) = fam {
-        l4_v |= (f as u64) << 56;
-        l4_m |= 0xff << 56;
+        // Bit 63 is the fragment flag; the table checks the whole family.
+        l4_v |= ((f & 0x7f) as u64) << 56;
+        l4_m |= 0x7f << 56;
+    }
+    if let Some(f) = m.fragment {
+        l4_v |= (f as u64) << 63;
+        l4_m |= 1 << 63;
     }
 
     let (mut l2_v, mut l2_m) = (0u128, 0u128);

@@ -66,11 +66,17 @@ pub struct AclKey {
     pub dst_ip: u128,
     pub proto: u8,
     /// TCP/UDP/SCTP ports; ICMP/ICMPv6: type in src_port, code in dst_port; 0 otherwise
-    /// (and 0 for non-first fragments).
+    /// (and 0 for non-initial fragments).
     pub src_port: u16,
     pub dst_port: u16,
     pub tcp_flags: u8,
     pub dscp: u8,
+    /// A non-initial fragment (IPv4 fragment offset ≠ 0, or an IPv6
+    /// Fragment header with offset ≠ 0): it carries no L4 header, so its
+    /// ports, ICMP type/code and TCP flags are unknown (left 0). Rules
+    /// that test those fields meet it through the fragment policy
+    /// ([`fragment_lines`], docs/acl.md "Fragments").
+    pub fragment: bool,
 }
 
 /// One rule's match; `None` = any. A rule matches when every present field
@@ -87,7 +93,14 @@ pub struct AclKey {
 /// - `tcp_flags` `(value, mask)`: `(flags & mask) == value` (a value with
 ///   bits outside the mask matches nothing).
 /// - `family: None` means any family, even when IP or port fields are set
-///   (callers set it whenever they set those, see the field).
+///   (callers set it whenever they set those, see the field). Families
+///   are 0..=127 (0, 4 and 6 in practice; the top bit of the key's family
+///   byte carries [`AclKey::fragment`]).
+/// - `fragment`: `Some(f)` matches keys whose `fragment` is `f`.
+///
+/// `matches` itself applies no fragment policy: a non-initial fragment's
+/// ports read as 0. [`fragment_lines`] turns a rule into the lines that
+/// give it the policy; [`Match::matches_under_policy`] is the reference.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Match {
     /// (value, mask)
@@ -109,6 +122,9 @@ pub struct Match {
     /// (value, mask): (flags & mask) == value
     pub tcp_flags: Option<(u8, u8)>,
     pub dscp: Option<u8>,
+    /// `Some(true)`: only non-initial fragments ([`AclKey::fragment`]);
+    /// `Some(false)`: only frames that are not; `None`: either.
+    pub fragment: Option<bool>,
 }
 
 /// Width in bits of the IP addresses of a rule of family `family`.
@@ -170,13 +186,86 @@ impl Match {
             && range(self.dst_port, k.dst_port)
             && self.tcp_flags.is_none_or(|(v, m)| k.tcp_flags & m == v)
             && self.dscp.is_none_or(|d| d == k.dscp)
+            && self.fragment.is_none_or(|f| f == k.fragment)
     }
+
+    /// Whether the rule tests fields of the L4 header (ports, ICMP type
+    /// and code, TCP flags): what a non-initial fragment does not carry.
+    /// The protocol is an IP header field, not one of them.
+    pub fn tests_l4(&self) -> bool {
+        self.src_port.is_some() || self.dst_port.is_some() || self.tcp_flags.is_some()
+    }
+
+    /// The rule with its L4 fields removed.
+    pub fn without_l4(&self) -> Match {
+        Match {
+            src_port: None,
+            dst_port: None,
+            tcp_flags: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `k` matches the rule under the fragment policy `l4` (the
+    /// linear reference of what [`fragment_lines`] compiles): a
+    /// non-initial fragment meets a rule that tests L4 fields (and does
+    /// not say `fragment` itself) as `l4` says; everything else as
+    /// [`Match::matches`].
+    pub fn matches_under_policy(&self, k: &AclKey, l4: L4OnFragments) -> bool {
+        if k.fragment && self.fragment.is_none() && self.tests_l4() {
+            match l4 {
+                L4OnFragments::MatchL3 => self.without_l4().matches(k),
+                L4OnFragments::NoMatch => false,
+            }
+        } else {
+            self.matches(k)
+        }
+    }
+}
+
+/// How a rule that tests L4 fields meets a non-initial fragment, which
+/// has none (docs/acl.md, "Fragments"; the policy of Cisco IOS ACLs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4OnFragments {
+    /// The rule matches the fragment on its other fields, L4 ignored: a
+    /// `permit` lets the later fragments of the datagrams it permits
+    /// through (their first fragment was checked in full).
+    MatchL3,
+    /// The rule does not match the fragment, which goes on to the next
+    /// rule: a `deny`, and a QoS class line.
+    NoMatch,
+}
+
+/// The classifier lines that give `rule` the fragment policy `l4`, in
+/// priority order: one line, or for `MatchL3` on a rule with L4 fields
+/// two — the rule for everything but non-initial fragments, then the
+/// rule without its L4 fields for them. A rule that says `fragment`
+/// itself is taken as it is. The lines of one rule never both match a
+/// key, so first match over all lines is first match over the rules.
+pub fn fragment_lines(rule: &Match, l4: L4OnFragments) -> impl Iterator<Item = Match> {
+    let (a, b) = if rule.fragment.is_some() || !rule.tests_l4() {
+        (rule.clone(), None)
+    } else {
+        let whole = Match {
+            fragment: Some(false),
+            ..rule.clone()
+        };
+        let frag = match l4 {
+            L4OnFragments::MatchL3 => Some(Match {
+                fragment: Some(true),
+                ..rule.without_l4()
+            }),
+            L4OnFragments::NoMatch => None,
+        };
+        (whole, frag)
+    };
+    std::iter::once(a).chain(b)
 }
 
 /// The key as the classifier's words: what tables mask and hash and rules
 /// compare. Layout (bit 0 = least significant):
 /// - `l4`: src_port 0..16, dst_port 16..32, proto 32..40, dscp 40..48,
-///   tcp_flags 48..56, family 56..64;
+///   tcp_flags 48..56, family 56..63, fragment 63;
 /// - `l2`: dst_mac 0..48, src_mac 48..96, ethertype 96..112, vlan 112..128.
 #[derive(Clone, Copy)]
 pub(crate) struct Words {
@@ -208,7 +297,8 @@ impl Words {
                 | (k.proto as u64) << 32
                 | (k.dscp as u64) << 40
                 | (k.tcp_flags as u64) << 48
-                | (k.family as u64) << 56,
+                | ((k.family & 0x7f) as u64) << 56
+                | (k.fragment as u64) << 63,
         }
     }
 }

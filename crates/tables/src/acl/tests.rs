@@ -602,6 +602,9 @@ impl Gen {
         if self.r.gen_bool(0.05) {
             m.dst_mac = Some(self.mac());
         }
+        if self.r.gen_bool(0.05) {
+            m.fragment = Some(self.r.gen_bool(0.5));
+        }
         m
     }
 
@@ -671,6 +674,7 @@ impl Gen {
                 None => self.r.gen(),
             },
             dscp: m.dscp.unwrap_or([0, 10, 46][self.r.gen_range(0..3)]),
+            fragment: m.fragment.unwrap_or(self.r.gen_bool(0.1)),
         };
         // Perturb one field half the time: near misses.
         match self.r.gen_range(0..20) {
@@ -685,6 +689,7 @@ impl Gen {
             8 => k.tcp_flags ^= 1 << self.r.gen_range(0..8),
             9 => k.dscp ^= 2,
             10 => k.src_ip |= 1 << 100,
+            11 => k.fragment = !k.fragment,
             _ => {}
         }
         k
@@ -806,4 +811,168 @@ fn compiles_32k_rules() {
         assert_eq!(c.lookup(k), linear(&rules, k), "{k:?}");
     }
     check_batch(&c, &rules, &keys);
+}
+
+/// First matching rule of `rules` (each with its fragment policy) by the
+/// linear reference.
+fn linear_policy(rules: &[(Match, L4OnFragments)], k: &AclKey) -> Option<u32> {
+    rules
+        .iter()
+        .position(|(m, p)| m.matches_under_policy(k, *p))
+        .map(|i| i as u32)
+}
+
+/// Compile `rules` through [`fragment_lines`]; returns the classifier and
+/// the rule of each line.
+fn compile_policy(rules: &[(Match, L4OnFragments)]) -> (Classifier, Vec<u32>) {
+    let mut lines = Vec::new();
+    let mut line_rule = Vec::new();
+    for (i, (m, p)) in rules.iter().enumerate() {
+        for l in fragment_lines(m, *p) {
+            lines.push(l);
+            line_rule.push(i as u32);
+        }
+    }
+    (Classifier::compile(&lines), line_rule)
+}
+
+/// As a non-initial fragment carries it: no ports, no flags.
+fn as_fragment(mut k: AclKey) -> AclKey {
+    k.fragment = true;
+    k.src_port = 0;
+    k.dst_port = 0;
+    k.tcp_flags = 0;
+    k
+}
+
+/// Issue 13: `deny udp 203.0.113.0/24 destination-port 0-1023; permit`
+/// dropped the later fragments of a permitted datagram to port 5000 (the
+/// key carried port 0, inside 0-1023). Under the policy a deny that tests
+/// L4 fields never matches a non-initial fragment, a permit that does
+/// matches it on its L3 fields, and rules without L4 fields match as
+/// always.
+#[test]
+fn issue13_non_initial_fragments_follow_the_policy() {
+    use L4OnFragments::{MatchL3, NoMatch};
+    let net: u32 = 0xcb00_7100; // 203.0.113.0
+    let deny_low = Match {
+        family: Some(4),
+        src_ip: Some((net as u128, 24)),
+        proto: Some(17),
+        dst_port: Some((0, 1023)),
+        ..Default::default()
+    };
+    let first = key4(net | 5, 0x0a00_0001, 17, 40000, 5000);
+    let later = as_fragment(first);
+    // The defect, without the policy: the fragment's port 0 is in 0-1023.
+    assert!(deny_low.matches(&later));
+    for (deny, permit) in [
+        (deny_low.clone(), Match::default()),
+        (
+            Match {
+                src_port: Some((0, 1023)),
+                dst_port: None,
+                ..deny_low.clone()
+            },
+            Match::default(),
+        ),
+    ] {
+        let rules = [(deny, NoMatch), (permit, MatchL3)];
+        let (c, line_rule) = compile_policy(&rules);
+        let rule = |k: &AclKey| c.lookup(k).map(|l| line_rule[l as usize]);
+        assert_eq!(rule(&first), Some(1));
+        assert_eq!(rule(&later), Some(1), "later fragment denied");
+        // A datagram the deny covers: its first fragment is denied.
+        let low = key4(net | 5, 0x0a00_0001, 17, 53, 53);
+        assert_eq!(rule(&low), Some(0));
+        assert_eq!(linear_policy(&rules, &later), Some(1));
+    }
+    // `permit udp any host 10.0.0.1 destination-port 5000` then the
+    // implicit deny: the later fragments of UDP to 10.0.0.1 pass (the
+    // permit matches them on addresses and protocol), those to another
+    // host or of another protocol do not.
+    let permit = Match {
+        family: Some(4),
+        dst_ip: Some((0x0a00_0001, 32)),
+        proto: Some(17),
+        dst_port: Some((5000, 5000)),
+        ..Default::default()
+    };
+    let rules = [(permit, MatchL3)];
+    let (c, line_rule) = compile_policy(&rules);
+    let rule = |k: &AclKey| c.lookup(k).map(|l| line_rule[l as usize]);
+    assert_eq!(rule(&first), Some(0));
+    assert_eq!(rule(&later), Some(0));
+    assert_eq!(rule(&key4(1, 0x0a00_0001, 17, 1, 5001)), None);
+    assert_eq!(rule(&as_fragment(key4(1, 0x0a00_0002, 17, 1, 5000))), None);
+    assert_eq!(rule(&as_fragment(key4(1, 0x0a00_0001, 6, 1, 5000))), None);
+    // A rule that says `fragment: true` (the `fragments` keyword) meets
+    // only non-initial fragments; rules without L4 fields meet both.
+    let frag_only = Match {
+        family: Some(4),
+        fragment: Some(true),
+        ..Default::default()
+    };
+    let rules = [(frag_only, NoMatch), (Match::default(), MatchL3)];
+    let (c, _) = compile_policy(&rules);
+    assert_eq!(c.lookup(&later), Some(0));
+    assert_eq!(c.lookup(&first), Some(1));
+    // IPv6 the same way.
+    let deny6 = Match {
+        family: Some(6),
+        proto: Some(17),
+        dst_port: Some((0, 1023)),
+        ..Default::default()
+    };
+    let rules = [(deny6, NoMatch), (Match::default(), MatchL3)];
+    let (c, line_rule) = compile_policy(&rules);
+    let mut k6 = key4(1, 2, 17, 1000, 5000);
+    k6.family = 6;
+    k6.ethertype = 0x86dd;
+    k6.src_ip = 0x2001_0db8 << 96;
+    assert_eq!(c.lookup(&k6).map(|l| line_rule[l as usize]), Some(1));
+    assert_eq!(
+        c.lookup(&as_fragment(k6)).map(|l| line_rule[l as usize]),
+        Some(1)
+    );
+    k6.dst_port = 53;
+    assert_eq!(c.lookup(&k6).map(|l| line_rule[l as usize]), Some(0));
+}
+
+/// Random lists with random actions (permit: L3 match on fragments;
+/// deny: no match), keys half of them non-initial fragments: the compiled
+/// lines agree with the linear reference of the policy.
+#[test]
+fn issue13_random_lists_follow_the_fragment_policy() {
+    for seed in 0..300u64 {
+        let mut g = Gen::new(13_000 + seed);
+        let n = [1, 2, 5, 10, 30, 100][seed as usize % 6];
+        let mut rules: Vec<(Match, L4OnFragments)> = (0..n)
+            .map(|_| {
+                let p = if g.r.gen_bool(0.5) {
+                    L4OnFragments::MatchL3
+                } else {
+                    L4OnFragments::NoMatch
+                };
+                (g.rule(), p)
+            })
+            .collect();
+        if g.r.gen_bool(0.3) {
+            rules.push((Match::default(), L4OnFragments::MatchL3));
+        }
+        let (c, line_rule) = compile_policy(&rules);
+        for i in 0..300 {
+            let m = rules[g.r.gen_range(0..rules.len())].0.clone();
+            let mut k = if i % 8 == 0 {
+                g.random_key()
+            } else {
+                g.key_for(&m)
+            };
+            if i % 2 == 0 {
+                k = as_fragment(k);
+            }
+            let got = c.lookup(&k).map(|l| line_rule[l as usize]);
+            assert_eq!(got, linear_policy(&rules, &k), "seed {seed}, key {k:?}");
+        }
+    }
 }
