@@ -67,7 +67,7 @@ enum Cmd {
         #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
         words: Vec<String>,
     },
-    /// Clear state: mac address-table [vlan N].
+    /// Clear state: mac address-table [vlan N], errdisable [PORT].
     #[command(arg_required_else_help = true)]
     Clear {
         /// Print the management API's JSON answer.
