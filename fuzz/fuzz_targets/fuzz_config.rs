@@ -4,7 +4,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Err(e) = control::config::parse(text, "fuzz.yaml") {
+        if let Err(e) = config::parse(text, "fuzz.yaml") {
             let _ = e.to_string();
         }
     }

@@ -4,8 +4,8 @@
 //! bytes. Nothing may panic.
 #![no_main]
 
-use control::frr::fpm::{FpmStats, FrameReader, StreamDecoder};
-use control::frr::{netlink, Rib, RouteUpdate};
+use routing::frr::fpm::{FpmStats, FrameReader, StreamDecoder};
+use routing::frr::{netlink, Rib, RouteUpdate};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let _ = netlink::decode(data);

@@ -1,5 +1,5 @@
 //! Fuzz the LACPDU codec (`wire::lacp`) and feed what parses to the LACP
-//! state machine (`control::lacp`).
+//! state machine (`protocols::lacp`).
 //!
 //! The input is read both as a whole Ethernet frame (`parse_frame`) and as
 //! a PDU starting at the subtype (`Lacpdu::parse`). Nothing may panic, and
@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use control::lacp::{ActorConfig, LacpMode, LacpPort, LacpRate, TX_LIMIT};
+use protocols::lacp::{ActorConfig, LacpMode, LacpPort, LacpRate, TX_LIMIT};
 use wire::lacp::{build_frame, parse_frame, Lacpdu, FRAME_LEN, LACPDU_LEN};
 
 fn round_trip(pdu: &Lacpdu) {

@@ -3,7 +3,7 @@
 //! consistent (usable implies a MAC, a deletion is never usable).
 #![no_main]
 
-use control::kernel::neigh::{decode_all, decode_neigh, NeighborEvent};
+use routing::kernel::neigh::{decode_all, decode_neigh, NeighborEvent};
 
 fn check(e: &NeighborEvent) {
     assert!(!e.usable() || (e.mac.is_some() && !e.deleted));

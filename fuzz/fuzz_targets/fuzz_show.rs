@@ -11,10 +11,10 @@ fuzz_target!(|data: &[u8]| {
     // The first line as command words, the rest as an API answer.
     let (line, rest) = text.split_once('\n').unwrap_or((text, ""));
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
-    let _ = control::cli::parse_show(&words);
-    let _ = control::cli::parse_clear(&words);
+    let _ = mgmt::cli::parse_show(&words);
+    let _ = mgmt::cli::parse_clear(&words);
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(rest) {
-        for c in control::cli::SHOW.iter().chain(control::cli::CLEAR) {
+        for c in mgmt::cli::SHOW.iter().chain(mgmt::cli::CLEAR) {
             for (_, render) in c.renderers("show") {
                 let out = render(&v);
                 assert!(!out.contains('{') && !out.contains('"'), "{out}");

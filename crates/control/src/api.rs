@@ -8,12 +8,12 @@
 //! `{"cmd":"show-version"}`. Responses: `{"ok":true,"data":...}` or
 //! `{"ok":false,"error":"..."}`.
 
-use crate::config::{Config, PortMode};
-use crate::learn::{LearnerInbox, LearnerRequest, LearnerStats};
 use crate::ports::PortStatus;
+use config::{Config, PortMode};
 use datapath::Shared;
 use pipeline::counters::DROP_REASONS;
 use pipeline::{DropReason, WorkerCounters};
+use protocols::learn::{LearnerInbox, LearnerRequest, LearnerStats};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -21,6 +21,20 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
+
+/// Set by `lanyard restart` (this API): the daemon's run loop re-executes
+/// the binary. Kept here so the API does not reach back into the daemon.
+static RESTART: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ask the running switch to restart its data plane (see `daemon::run`).
+pub fn request_restart() {
+    RESTART.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a restart was asked for.
+pub fn restart_requested() -> bool {
+    RESTART.load(std::sync::atomic::Ordering::SeqCst)
+}
 
 /// What the API reads.
 pub struct ApiState {
@@ -32,15 +46,15 @@ pub struct ApiState {
     pub learner: Arc<LearnerInbox>,
     pub learn_stats: Arc<LearnerStats>,
     /// The layer-3 control plane, when there are routed ports.
-    pub router: Option<crate::router::Router>,
+    pub router: Option<routing::router::Router>,
     /// The workers' mailboxes (flow cache dumps).
     pub mailboxes: Vec<Arc<datapath::Mailbox>>,
     /// Export counters as JSON, when flow export is on.
     pub flow_export: Option<Box<dyn Fn() -> Value + Send + Sync>>,
     /// Backup pairs and port channels.
-    pub ha: Arc<crate::ha::Ha>,
+    pub ha: Arc<protocols::ha::Ha>,
     /// IGMP/MLD snooping and multicast routes.
-    pub mcast: Arc<crate::mcast::Multicast>,
+    pub mcast: Arc<protocols::mcast::Multicast>,
     /// Storm control and loop detection.
     pub guard: Arc<crate::guard::GuardHandle>,
 }
@@ -168,7 +182,7 @@ impl ApiState {
         };
         let mac = match req.get("mac").and_then(Value::as_str) {
             Some(m) => Some(
-                m.parse::<crate::config::MacAddr>()
+                m.parse::<config::MacAddr>()
                     .map_err(|_| format!("{m:?} is not a MAC address"))?
                     .0,
             ),
@@ -199,7 +213,7 @@ impl ApiState {
                 .map(|(k, e)| {
                     json!({
                         "vlan": k.vlan(),
-                        "mac": crate::show_mac(k.mac()),
+                        "mac": config::show_mac(k.mac()),
                         "type": if e.is_static { "static" } else { "dynamic" },
                         "port": cfg.port_label(e.port),
                         "age": if e.is_static { Value::Null } else { json!(now.saturating_sub(e.seen)) },
@@ -359,7 +373,7 @@ impl ApiState {
         })
     }
 
-    fn router(&self) -> Result<&crate::router::Router, String> {
+    fn router(&self) -> Result<&routing::router::Router, String> {
         self.router
             .as_ref()
             .ok_or_else(|| "no routed ports are configured".to_string())
@@ -391,9 +405,9 @@ impl ApiState {
                         "name": p.name,
                         "state": state,
                         "tap": p.tap,
-                        "mac": crate::show_mac(p.mac),
+                        "mac": config::show_mac(p.mac),
                         "addresses": p.addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-                        "link_local": format!("{}/64", crate::router::link_local(p.mac)),
+                        "link_local": format!("{}/64", routing::router::link_local(p.mac)),
                         "mtu": p.mtu,
                         "urpf": format!("{:?}", p.urpf).to_lowercase(),
                         "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
@@ -407,7 +421,7 @@ impl ApiState {
     /// `show ip route` / `show ipv6 route`: `family` 4 or 6; `summary`;
     /// `prefix` an exact prefix or an address (longest match).
     pub fn ip_route(&self, req: &Value) -> Result<Value, String> {
-        use crate::fib::Family;
+        use routing::fib::Family;
         let r = self.router()?;
         let v6 = match req.get("family").and_then(Value::as_u64) {
             None | Some(4) => false,
@@ -456,7 +470,7 @@ impl ApiState {
                 match len {
                     Some(l) => {
                         let l: u8 = l.parse().map_err(|_| format!("bad length in {p:?}"))?;
-                        let pf = crate::frr::Prefix::new(addr, l)
+                        let pf = routing::frr::Prefix::new(addr, l)
                             .ok_or_else(|| format!("bad prefix {p:?}"))?;
                         fib.route(&pf)
                     }
@@ -508,7 +522,7 @@ impl ApiState {
                 .map(|(ip, n)| {
                     json!({
                         "address": ip.to_string(),
-                        "mac": crate::show_mac(n.mac),
+                        "mac": config::show_mac(n.mac),
                         "interface": self.cfg().ports.get(n.port as usize).map(|p| p.name.as_str()),
                         "state": format!("{:?}", n.state).to_lowercase(),
                         "age": now.saturating_sub(n.confirmed),
@@ -583,8 +597,8 @@ impl ApiState {
         Ok(json!({
             "collector": fe.collector,
             "version": match fe.version {
-                crate::config::services::FlowVersion::NetflowV9 => "netflow-v9",
-                crate::config::services::FlowVersion::Ipfix => "ipfix",
+                config::services::FlowVersion::NetflowV9 => "netflow-v9",
+                config::services::FlowVersion::Ipfix => "ipfix",
             },
             "active-timeout": fe.active_timeout, "inactive-timeout": fe.inactive_timeout,
             "sampling": fe.sampling,
@@ -676,13 +690,13 @@ impl ApiState {
             Some("show-arp") => self.neighbors(false),
             Some("show-ipv6-neighbors") => self.neighbors(true),
             Some("show-ip-route") => self.ip_route(req),
-            Some("show-access-lists") => crate::services::access_lists_json(
+            Some("show-access-lists") => services::access_lists_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("name").and_then(Value::as_str),
                 req.get("all").and_then(Value::as_bool).unwrap_or(false),
             ),
-            Some("show-access-lists-attached") => crate::services::access_lists_attached_json(
+            Some("show-access-lists-attached") => services::access_lists_attached_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("interface").and_then(Value::as_str),
@@ -691,7 +705,7 @@ impl ApiState {
                     .and_then(|v| u16::try_from(v).ok()),
                 req.get("all").and_then(Value::as_bool).unwrap_or(false),
             ),
-            Some("show-policy-map-interface") => crate::services::policy_maps_json(
+            Some("show-policy-map-interface") => services::policy_maps_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),
                 req.get("port").and_then(Value::as_str),
@@ -718,7 +732,7 @@ impl ApiState {
                 None => Ok(json!({"bypass": self.applier.bypass()})),
             },
             Some("restart") => {
-                crate::daemon::request_restart();
+                request_restart();
                 Ok(json!({"restarting": true}))
             }
             Some("show-igmp-snooping") => Ok(self.mcast.show_groups(

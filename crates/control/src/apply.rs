@@ -9,13 +9,12 @@
 //! (worker count, routed interfaces, FRR, flow export, pairs/channels) is
 //! refused with the list of what needs `lanyard restart`.
 
-use crate::config::{self, Config, PortMode};
-use crate::ha::Ha;
-use crate::learn::{LearnerInbox, LearnerRequest};
-use crate::ports::log;
 use arc_swap::ArcSwap;
+use config::{self, Config, PortMode};
 use datapath::Shared;
 use pipeline::services::Services;
+use protocols::ha::Ha;
+use protocols::learn::{LearnerInbox, LearnerRequest};
 use serde_json::{json, Value};
 use std::sync::{mpsc, Arc, Mutex};
 use tables::Tables;
@@ -161,7 +160,7 @@ pub struct Applier {
     /// One change at a time.
     lock: Mutex<()>,
     /// The multicast control plane (snooping settings, static routes).
-    mcast: std::sync::OnceLock<Arc<crate::mcast::Multicast>>,
+    mcast: std::sync::OnceLock<Arc<protocols::mcast::Multicast>>,
     /// The socket given on the command line, which replaces every file's
     /// `management.socket` (so applying the same file is no change).
     socket_override: std::sync::OnceLock<std::path::PathBuf>,
@@ -206,7 +205,7 @@ impl Applier {
     }
 
     /// Hand over the multicast control plane (created after the applier).
-    pub fn set_multicast(&self, m: Arc<crate::mcast::Multicast>) {
+    pub fn set_multicast(&self, m: Arc<protocols::mcast::Multicast>) {
         let _ = self.mcast.set(m);
     }
 
@@ -255,13 +254,13 @@ impl Applier {
         }
         let t0 = std::time::Instant::now();
         // Compile everything first: an error leaves the switch untouched.
-        let l2 = crate::build::l2_tables(&new);
-        let services = if crate::services::configured(&new) {
-            Some(Arc::new(crate::services::compile(&new, self.workers)?))
+        let l2 = config::build::l2_tables(&new);
+        let services = if services::configured(&new) {
+            Some(Arc::new(services::compile(&new, self.workers)?))
         } else {
             None
         };
-        let mirrors = crate::build::mirror_table(&new).map(Arc::new);
+        let mirrors = config::build::mirror_table(&new).map(Arc::new);
         let copp = Arc::new(new.control_plane_policing.to_config());
         // Publish.
         self.ha
@@ -299,11 +298,11 @@ impl Applier {
                 .unwrap_or_else(|e| e.into_inner())
                 .send(new.clone());
         }
-        log::info(&format!(
+        tracing::info!(
             "configuration applied in {} us: {}",
             t0.elapsed().as_micros(),
             d.lines.join(", ")
-        ));
+        );
         *self.previous.lock().unwrap_or_else(|e| e.into_inner()) = Some((*old).clone());
         self.running.store(Arc::new(new));
         Ok(json!({"changes": d.lines, "applied": true, "us": t0.elapsed().as_micros() as u64}))
@@ -317,13 +316,13 @@ impl Applier {
         match (on, b.is_some()) {
             (true, false) => {
                 *b = Some(self.shared.services.swap(None));
-                log::info("bypass on: forwarding without services");
+                tracing::info!("bypass on: forwarding without services");
             }
             (false, true) => {
                 if let Some(s) = b.take() {
                     self.shared.services.store(s);
                 }
-                log::info("bypass off: services back");
+                tracing::info!("bypass off: services back");
             }
             _ => {}
         }
@@ -412,7 +411,7 @@ mod tests {
 
     #[test]
     fn mac_state_round_trip() {
-        let t = crate::build::initial_tables(&cfg("ports: [{name: a}, {name: b}]\n"));
+        let t = config::build::initial_tables(&cfg("ports: [{name: a}, {name: b}]\n"));
         for i in 0..100u8 {
             t.mac.upsert(
                 tables::MacKey::new(1, [2, 0, 0, 0, 0, i]),

@@ -8,13 +8,13 @@
 //! API socket file.
 
 use crate::api::{self, ApiState};
-use crate::build;
-use crate::config::{self, Config};
-use crate::flowexport::{ExportConfig, ExportVersion, FlowExporter};
-use crate::learn::{Learner, LearnerInbox, LearnerStats};
-use crate::ports::{log, PortState, Supervisor};
+use crate::ports::{PortState, Supervisor};
+use config::build;
+use config::{self, Config};
 use datapath::{Mailbox, Shared, Worker, WorkerOptions};
 use pipeline::WorkerCounters;
+use protocols::learn::{Learner, LearnerInbox, LearnerStats};
+use services::export::{ExportConfig, ExportVersion, FlowExporter};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,14 +23,6 @@ use tables::{MacEntry, MacKey};
 
 /// Learning events the queue holds before workers start dropping them.
 const LEARN_QUEUE: usize = 1 << 16;
-
-/// Set by `lanyard restart` (API): the run loop re-executes the binary.
-static RESTART: AtomicBool = AtomicBool::new(false);
-
-/// Ask the running switch to restart its data plane (see [`run`]).
-pub fn request_restart() {
-    RESTART.store(true, Ordering::SeqCst);
-}
 
 /// Environment of a restarted switch: when its predecessor stopped
 /// forwarding (CLOCK_MONOTONIC, ns).
@@ -45,6 +37,21 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Installs the process's log subscriber from `management.logging` (at
+/// start; a changed filter or syslog destination takes effect at the
+/// next start or restart).
+pub fn start_logging(l: &config::Logging) -> Result<(), String> {
+    let syslog = match &l.syslog {
+        Some(s) => Some(s.settings()?),
+        None => None,
+    };
+    logging::init(&logging::LogSettings {
+        filter: l.filter.clone(),
+        syslog,
+    })
+    .map(|_| ())
+}
+
 /// Run the switch described by the file at `path` until a signal arrives.
 ///
 /// `lanyard restart` (e.g. after installing a new binary) stops the
@@ -57,6 +64,7 @@ fn monotonic_ns() -> u64 {
 /// `management.socket`.
 pub fn run(path: &Path, socket: Option<&Path>) -> Result<(), String> {
     let cfg = config::load(path).map_err(|e| e.to_string())?;
+    start_logging(&cfg.management.logging)?;
     let opts = StartOptions {
         socket: socket.map(Path::to_path_buf),
     };
@@ -70,18 +78,18 @@ pub fn run(path: &Path, socket: Option<&Path>) -> Result<(), String> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
-        log::info(&format!(
+        tracing::info!(
             "restart: forwarding resumed {:.1} ms after it stopped",
             monotonic_ns().saturating_sub(t0) as f64 / 1e6
-        ));
+        );
     }
     while !term.load(Ordering::Relaxed) {
-        if RESTART.load(Ordering::SeqCst) {
+        if crate::api::restart_requested() {
             return restart(sw, &macs);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    log::info("shutting down");
+    tracing::info!("shutting down");
     sw.stop();
     Ok(())
 }
@@ -112,11 +120,11 @@ fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::current_exe().ok())
         .ok_or("restart: cannot find the binary")?;
-    log::info(&format!(
+    tracing::info!(
         "restart: {n} addresses saved, {} sockets handed over, executing {}",
         handed.split(';').filter(|x| !x.is_empty()).count(),
         exe.display()
-    ));
+    );
     let _ = std::fs::remove_file(&sw.socket);
     // The lock goes with us through exec: no other switch can claim the
     // socket while it is gone.
@@ -188,7 +196,7 @@ impl Switch {
         for ifc in cfg.l3_interfaces() {
             if let Some(vlan) = ifc.vlan {
                 tables.mac.upsert(
-                    MacKey::new(vlan, crate::router::router_mac(&cfg, &ifc)),
+                    MacKey::new(vlan, routing::router::router_mac(&cfg, &ifc)),
                     MacEntry {
                         port: ifc.port,
                         is_static: true,
@@ -209,13 +217,10 @@ impl Switch {
         let nworkers = cfg.switch.workers.max(1) as usize;
         // Services are compiled before any worker runs: the first frame
         // already meets its ACLs.
-        if crate::services::configured(&cfg) {
+        if services::configured(&cfg) {
             let t0 = std::time::Instant::now();
-            let s = crate::services::compile(&cfg, nworkers)?;
-            log::info(&format!(
-                "services compiled in {} ms",
-                t0.elapsed().as_millis()
-            ));
+            let s = services::compile(&cfg, nworkers)?;
+            tracing::info!("services compiled in {} ms", t0.elapsed().as_millis());
             shared.services.store(Some(Arc::new(s)));
         }
         let mut threads = Vec::new();
@@ -241,10 +246,10 @@ impl Switch {
         if !restored.is_empty() {
             // A restart: the predecessor's addresses, learned again (limits
             // apply) before the first frame is forwarded.
-            log::info(&format!("restart: {} addresses restored", restored.len()));
+            tracing::info!("restart: {} addresses restored", restored.len());
             inbox.send(
                 &shared,
-                crate::learn::LearnerRequest::Restore { entries: restored },
+                protocols::learn::LearnerRequest::Restore { entries: restored },
             );
         }
 
@@ -281,8 +286,8 @@ impl Switch {
                             continue;
                         }
                         if let Some(s) = sh.services.load_full() {
-                            for line in crate::services::acl_log_pass(&c, &s) {
-                                log::info(&line);
+                            for line in services::acl_log_pass(&c, &s) {
+                                tracing::info!("{}", line);
                             }
                         }
                     }
@@ -301,13 +306,13 @@ impl Switch {
 
         // Routed interfaces (TAPs, addresses, FIB) before the ports attach,
         // so the first routed frame finds its tables.
-        let mut router = match crate::router::Router::start(&cfg, &shared, &mut threads) {
+        let mut router = match routing::router::Router::start(&cfg, &shared, &mut threads) {
             Ok(r) => r,
             Err(e) => return Err(abort(&shared, threads, e)),
         };
 
         let worker_mailboxes = mailboxes.clone();
-        let ha = Arc::new(crate::ha::Ha::new(&cfg, shared.clone(), inbox.clone()));
+        let ha = Arc::new(protocols::ha::Ha::new(&cfg, shared.clone(), inbox.clone()));
         {
             // After a failover, tell upstream switches where the addresses
             // behind this switch now are.
@@ -328,12 +333,13 @@ impl Switch {
                 }
                 if let Some(&(p, b, true)) = pairs.get(pair) {
                     let name = names[to as usize].clone();
-                    crate::ha::spawn_mac_move_update(&sh, name, to, (p, b));
+                    protocols::ha::spawn_mac_move_update(&sh, name, to, (p, b));
                 }
             }));
         }
-        if crate::ha::HaRunner::needed(&cfg) {
-            let r = crate::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
+        if protocols::ha::HaRunner::needed(&cfg) {
+            let r =
+                protocols::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
@@ -355,7 +361,7 @@ impl Switch {
         if let Some(s) = start.socket {
             applier.set_socket_override(s);
         }
-        let mcast = Arc::new(crate::mcast::Multicast::new(
+        let mcast = Arc::new(protocols::mcast::Multicast::new(
             &cfg,
             shared.clone(),
             counters.clone(),
@@ -451,7 +457,7 @@ impl Switch {
                 sw.bound = true;
                 sw.threads.push(h);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
-                log::info(&format!(
+                tracing::info!(
                     "ready: {} ports ({} up), {} worker(s), api {} (in {} ms; ports attached in {} ms)",
                     st.len(),
                     up,
@@ -459,7 +465,7 @@ impl Switch {
                     socket.display(),
                     t_start.elapsed().as_millis(),
                     t_attached.as_millis()
-                ));
+                );
                 Ok(sw)
             }
             Err(e) => {
@@ -484,10 +490,12 @@ impl Switch {
             .take();
         if let Some(x) = x {
             let st = x.stop();
-            log::info(&format!(
+            tracing::info!(
                 "flow export: {} records in {} datagrams, {} lost",
-                st.records, st.packets, st.records_lost
-            ));
+                st.records,
+                st.packets,
+                st.records_lost
+            );
         }
         // Never someone else's: only a socket this switch bound.
         if self.bound {
@@ -499,7 +507,7 @@ impl Switch {
 
 /// Start the exporter of `flow-export:` on the workers' queues.
 fn start_exporter(
-    fe: &crate::config::services::FlowExport,
+    fe: &config::services::FlowExport,
     shared: &Shared,
 ) -> Result<FlowExporter, String> {
     use std::net::ToSocketAddrs;
@@ -510,8 +518,8 @@ fn start_exporter(
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("flow-export.collector {:?}: not HOST:PORT", fe.collector))?;
     let version = match fe.version {
-        crate::config::services::FlowVersion::NetflowV9 => ExportVersion::V9,
-        crate::config::services::FlowVersion::Ipfix => ExportVersion::Ipfix,
+        config::services::FlowVersion::NetflowV9 => ExportVersion::V9,
+        config::services::FlowVersion::Ipfix => ExportVersion::Ipfix,
     };
     let mut cfg = ExportConfig::new(collector, version);
     cfg.template_refresh = Duration::from_secs(fe.template_refresh as u64);

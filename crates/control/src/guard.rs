@@ -18,9 +18,8 @@
 //! flag, this thread decides and logs.
 
 use crate::apply::Applier;
-use crate::config::guard::{parse_level, Level, LoopAction, StormAction};
-use crate::config::{Config, PortMode};
-use crate::ports::log;
+use config::guard::{parse_level, Level, LoopAction, StormAction};
+use config::{Config, PortMode};
 use datapath::Shared;
 use pipeline::storm::{
     LoopProbe, PortStorm, StormClass, StormLimit, StormTable, StormUnit, STORM_CLASSES,
@@ -292,22 +291,22 @@ impl Guard {
                             last_drop: now,
                         });
                         g.storm_events += 1;
-                        log::warn(&format!(
+                        tracing::warn!(
                             "storm-control: {} storm on {} (limit {level}): dropping the excess",
                             class.name(),
                             p.name
-                        ));
+                        );
                     }
                     Some(ref mut s) if drops > before => s.last_drop = now,
                     Some(s) if now - s.last_drop >= STORM_QUIET => {
                         g.storms[k] = None;
-                        log::info(&format!(
+                        tracing::info!(
                             "storm-control: {} storm on {} ended after {:.1} s: {} frames dropped",
                             class.name(),
                             p.name,
                             (s.last_drop - s.since).as_secs_f64(),
                             drops - s.base
-                        ));
+                        );
                     }
                     _ => {}
                 }
@@ -370,7 +369,7 @@ impl Guard {
 
     /// Probes that came back: a loop between the port they left by and
     /// the port they came back on.
-    fn loops(&mut self, cfg: &Config, ld: &crate::config::guard::LoopDetect, now: Instant) {
+    fn loops(&mut self, cfg: &Config, ld: &config::guard::LoopDetect, now: Instant) {
         for rx in 0..cfg.ports.len() {
             let seen = self.shared.loop_seen[rx].swap(0, Ordering::Relaxed);
             if seen == 0 {
@@ -406,7 +405,7 @@ impl Guard {
             match ld.action {
                 LoopAction::Log => {
                     if log_now {
-                        log::warn(&format!("loop-detect: loop: {what}"));
+                        tracing::warn!("loop-detect: loop: {what}");
                     }
                 }
                 LoopAction::Shutdown => {
@@ -448,10 +447,10 @@ impl Guard {
             format!("until `lanyard clear errdisable {name}`")
         };
         match io::link::set_down(name) {
-            Ok(()) => log::warn(&format!("port {name}: err-disabled ({cause}); {when}")),
-            Err(e) => log::warn(&format!(
+            Ok(()) => tracing::warn!("port {name}: err-disabled ({cause}); {when}"),
+            Err(e) => tracing::warn!(
                 "port {name}: err-disable ({cause}) failed to take the link down: {e}"
-            )),
+            ),
         }
     }
 
@@ -482,10 +481,8 @@ impl Guard {
         self.shared.storm_tripped[i].store(0, Ordering::Relaxed);
         self.shared.loop_seen[i].store(0, Ordering::Relaxed);
         match io::link::set_up(&name) {
-            Ok(()) => log::info(&format!("port {name}: err-disable cleared ({why})")),
-            Err(e) => log::warn(&format!(
-                "port {name}: err-disable cleared, set up failed: {e}"
-            )),
+            Ok(()) => tracing::info!("port {name}: err-disable cleared ({why})"),
+            Err(e) => tracing::warn!("port {name}: err-disable cleared, set up failed: {e}"),
         }
         Some(name)
     }
@@ -641,7 +638,7 @@ mod tests {
     #[test]
     fn table_from_config() {
         let y = "ports:\n  - name: a\n    storm-control: {broadcast: 1000pps, multicast: 10M, unknown-unicast: 1%, action: shutdown}\n  - name: b\n  - name: c\n    storm-control: {broadcast: 2kpps}\n";
-        let cfg = crate::config::parse(y, "t").unwrap_or_else(|e| panic!("{e}"));
+        let cfg = config::parse(y, "t").unwrap_or_else(|e| panic!("{e}"));
         let t = storm_table(&cfg, &|_| 10_000).unwrap();
         let a = t.ports[0].unwrap();
         assert!(a.shutdown);
@@ -666,7 +663,7 @@ mod tests {
         assert!(t.ports[1].is_none());
         let c = t.ports[2].unwrap();
         assert!(!c.shutdown && c.limits[0].unwrap().rate == 2000 && c.limits[1].is_none());
-        let none = crate::config::parse("ports:\n  - name: a\n", "t").unwrap();
+        let none = config::parse("ports:\n  - name: a\n", "t").unwrap();
         assert!(storm_table(&none, &|_| 0).is_none());
     }
 
@@ -698,7 +695,7 @@ mod tests {
                 "loop-detect",
             ),
         ] {
-            let e = crate::config::parse(y, "t.yaml").expect_err(y);
+            let e = config::parse(y, "t.yaml").expect_err(y);
             assert!(
                 e.errors
                     .iter()
@@ -707,7 +704,7 @@ mod tests {
             );
         }
         let routed = "ports:\n  - name: r\n    mode: routed\n    addresses: [10.0.0.1/24]\n    storm-control: {broadcast: 1kpps}\n";
-        let e = crate::config::parse(routed, "t.yaml").expect_err("routed");
+        let e = config::parse(routed, "t.yaml").expect_err("routed");
         assert!(e.to_string().contains("storm-control"), "{e}");
     }
 }

@@ -12,7 +12,7 @@
 //! link changes update the snapshot's flood sets and flush the port's
 //! learned addresses, as a hardware switch does on link down.
 
-use crate::config::Config;
+use config::Config;
 use datapath::{Mailbox, PortCommand, Shared};
 use io::{link, AfPacketOptions, AfPacketPort};
 use std::sync::atomic::Ordering;
@@ -67,7 +67,7 @@ pub struct Supervisor {
     /// port's TAP, so routing protocols see the link state at once).
     on_link: Option<LinkHook>,
     /// Link state → snapshot (backup pairs, channels, flood sets).
-    ha: Arc<crate::ha::Ha>,
+    ha: Arc<protocols::ha::Ha>,
     /// New port lists from `config apply` (ports added or removed at the
     /// end; the others keep their ids).
     changes: Option<std::sync::mpsc::Receiver<Config>>,
@@ -114,7 +114,7 @@ impl Supervisor {
         cfg: &Config,
         shared: Arc<Shared>,
         mailboxes: Vec<Arc<Mailbox>>,
-        ha: Arc<crate::ha::Ha>,
+        ha: Arc<protocols::ha::Ha>,
     ) -> Supervisor {
         let status = cfg
             .ports
@@ -137,7 +137,7 @@ impl Supervisor {
             routed: cfg
                 .ports
                 .iter()
-                .map(|p| p.mode == crate::config::PortMode::Routed)
+                .map(|p| p.mode == config::PortMode::Routed)
                 .collect(),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
@@ -196,14 +196,14 @@ impl Supervisor {
             if self.status.lock().unwrap_or_else(|e| e.into_inner())[id].state == PortState::Up {
                 self.set_up_flag(id as u16, false);
             }
-            log::info(&format!("port {}: removed", self.names[id]));
+            tracing::info!("port {}: removed", self.names[id]);
         }
         self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
         self.mtus = cfg.ports.iter().map(|p| p.effective_mtu()).collect();
         self.routed = cfg
             .ports
             .iter()
-            .map(|p| p.mode == crate::config::PortMode::Routed)
+            .map(|p| p.mode == config::PortMode::Routed)
             .collect();
         self.attached.resize(n, None);
         self.announced.resize(n, None);
@@ -266,8 +266,8 @@ impl Supervisor {
         // for the addresses of Lanyard's TAPs (arp_ignore 8: never reply),
         // and its IPv4 from forwarding what arrives here (Lanyard does).
         let _ = link::disable_ipv6(name);
-        let _ = crate::sysctl::set_if(name, "ipv4", "arp_ignore", "8");
-        let _ = crate::sysctl::set_if(name, "ipv4", "forwarding", "0");
+        let _ = routing::sysctl::set_if(name, "ipv4", "arp_ignore", "8");
+        let _ = routing::sysctl::set_if(name, "ipv4", "forwarding", "0");
         if !info.admin_up {
             link::set_up(name).map_err(|e| format!("set up: {e}"))?;
         }
@@ -302,9 +302,7 @@ impl Supervisor {
             let port = match handed.map(|st| AfPacketPort::adopt(name, &st)) {
                 Some(Ok(p)) => p,
                 Some(Err(e)) => {
-                    log::warn(&format!(
-                        "port {name}: handed-over socket refused ({e}): opening anew"
-                    ));
+                    tracing::warn!("port {name}: handed-over socket refused ({e}): opening anew");
                     AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?
                 }
                 None => AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?,
@@ -372,10 +370,7 @@ impl Supervisor {
                             }
                             Err(e) => {
                                 if prev.error.as_deref() != Some(e.as_str()) {
-                                    log::warn(&format!(
-                                        "port {}: attach failed: {e}",
-                                        self.names[id]
-                                    ));
+                                    tracing::warn!("port {}: attach failed: {e}", self.names[id]);
                                 }
                                 next.error = Some(e);
                             }
@@ -439,7 +434,7 @@ impl Supervisor {
             }
             PortState::Missing => "missing: the interface went away".into(),
         };
-        log::info(&format!("port {}: {msg}", self.names[id]));
+        tracing::info!("port {}: {msg}", self.names[id]);
         self.announced[id] = Some(st.state);
     }
 
@@ -452,10 +447,12 @@ impl Supervisor {
         let prio = libc::sched_param { sched_priority: 10 };
         // SAFETY: plain syscall on the calling thread (pid 0).
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
-            log::info("supervisor: real-time priority unavailable; link events at normal priority");
+            tracing::info!(
+                "supervisor: real-time priority unavailable; link events at normal priority"
+            );
         }
         let monitor = link::LinkMonitor::open()
-            .map_err(|e| log::warn(&format!("link events unavailable ({e}): polling only")))
+            .map_err(|e| tracing::warn!("link events unavailable ({e}): polling only"))
             .ok();
         let alarm_fd = self.shared.link_alarm.event_fd();
         let mut alarmed = Vec::new();
@@ -521,15 +518,5 @@ impl Supervisor {
                 }
             }
         }
-    }
-}
-
-/// Logging to stderr in one format (syslog-like severity words).
-pub mod log {
-    pub fn info(msg: &str) {
-        eprintln!("lanyard: info: {msg}");
-    }
-    pub fn warn(msg: &str) {
-        eprintln!("lanyard: warning: {msg}");
     }
 }

@@ -2,8 +2,8 @@
 //! needed): answers, clear errors for bad requests, and a server that keeps
 //! serving after them.
 
+use config::parse;
 use control::api::request;
-use control::config::parse;
 use control::daemon::Switch;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -188,10 +188,10 @@ fn command_list() -> String {
     let mut o =
         String::from("Every command (show and clear words may be abbreviated: show int):\n");
     for (c, h) in other {
-        o.push_str(&format!("  {c:<w$}{h}\n", w = control::cli::HELP_COLUMN));
+        o.push_str(&format!("  {c:<w$}{h}\n", w = mgmt::cli::HELP_COLUMN));
     }
-    o.push_str(&control::cli::help(control::cli::SHOW, "show"));
-    o.push_str(&control::cli::help(control::cli::CLEAR, "clear"));
+    o.push_str(&mgmt::cli::help(mgmt::cli::SHOW, "show"));
+    o.push_str(&mgmt::cli::help(mgmt::cli::CLEAR, "clear"));
     o.push_str("\nshow and clear take --json (the API's JSON answer) and --socket PATH.");
     o
 }
@@ -203,7 +203,7 @@ fn command() -> clap::Command {
         .mut_subcommand("show", |c| {
             c.before_help(format!(
                 "Commands (words may be abbreviated: show int, show ip ro):\n{}",
-                control::cli::help(control::cli::SHOW, "show")
+                mgmt::cli::help(mgmt::cli::SHOW, "show")
             ))
             .help_template(
                 "{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}",
@@ -212,7 +212,7 @@ fn command() -> clap::Command {
         .mut_subcommand("clear", |c| {
             c.before_help(format!(
                 "Commands:\n{}",
-                control::cli::help(control::cli::CLEAR, "clear")
+                mgmt::cli::help(mgmt::cli::CLEAR, "clear")
             ))
             .help_template(
                 "{about-with-newline}\n{before-help}{usage-heading} {usage}\n\n{all-args}",
@@ -248,7 +248,7 @@ fn restart(socket: &std::path::Path) -> Result<(), String> {
     Err("the switch did not come back within 60 s".into())
 }
 
-fn api(socket: &std::path::Path, cmd: control::cli::Command, json: bool) -> Result<(), String> {
+fn api(socket: &std::path::Path, cmd: mgmt::cli::Command, json: bool) -> Result<(), String> {
     let data = control::api::request(socket, &cmd.request)?;
     if json {
         println!("{data}");
@@ -287,7 +287,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// `config check`: what the file configures, in one line.
 fn check(file: &std::path::Path) -> Result<(), String> {
-    let cfg = control::config::load(file).map_err(|e| e.to_string().trim_end().to_string())?;
+    let cfg = config::load(file).map_err(|e| e.to_string().trim_end().to_string())?;
     let mut parts = vec![
         plural(cfg.ports.len(), "port", "ports"),
         // VLAN 1 exists without being configured: count what the file says.
@@ -411,12 +411,12 @@ fn main() -> ExitCode {
             json,
             socket,
             words,
-        } => control::cli::parse_show(&words).and_then(|c| api(&sock(socket), c, json)),
+        } => mgmt::cli::parse_show(&words).and_then(|c| api(&sock(socket), c, json)),
         Cmd::Clear {
             json,
             socket,
             words,
-        } => control::cli::parse_clear(&words).and_then(|c| api(&sock(socket), c, json)),
+        } => mgmt::cli::parse_clear(&words).and_then(|c| api(&sock(socket), c, json)),
         Cmd::Lab { cmd } => lab_cmd(cmd),
     };
     match r {

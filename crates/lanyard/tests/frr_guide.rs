@@ -118,7 +118,7 @@ fn the_frr_guide_works_as_written() {
 
     // Step 1: Lanyard with the guide's configuration.
     let yaml = block(&doc, "lanyard.yaml");
-    let cfg = control::config::parse(&yaml, "frr-guide.md").unwrap_or_else(|e| panic!("{e}"));
+    let cfg = config::parse(&yaml, "frr-guide.md").unwrap_or_else(|e| panic!("{e}"));
     let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     for (k, p) in ports.iter().enumerate() {
         assert_eq!(*p, format!("sw{}", k + 1), "the guide's ports are sw1..swN");

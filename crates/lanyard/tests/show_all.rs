@@ -340,7 +340,7 @@ fn every_show_command_reads_like_a_switch() {
             match parsed {
                 Err(e) => failures.push(format!("show {shown} --json: not JSON ({e})")),
                 Ok(v) => {
-                    if let (Some(dir), Ok(c)) = (&capture, control::cli::parse_show(&words)) {
+                    if let (Some(dir), Ok(c)) = (&capture, mgmt::cli::parse_show(&words)) {
                         let f = dir.join(format!("{}.json", c.view));
                         if !f.exists() {
                             std::fs::create_dir_all(dir).unwrap();

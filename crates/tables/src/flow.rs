@@ -4,7 +4,7 @@
 //! [`FlowCache::update`] for every packet it accounts, and
 //! [`FlowCache::sweep`] with a small budget once per batch. Expired flows
 //! leave as [`FlowRecord`]s, which the worker pushes onto its
-//! [`FlowExportQueue`] for the exporter thread (`control::flowexport`).
+//! [`FlowExportQueue`] for the exporter thread (`services::export`).
 //!
 //! ## Layout
 //!

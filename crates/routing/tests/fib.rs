@@ -2,9 +2,9 @@
 //! matters goes through `Lpm4::lookup` / `Lpm6::lookup` and
 //! `NextHopTable::resolve`, as the data path does.
 
-use control::fib::{Family, Fib, FibConfig, FibError, Hop, RouteKind, Source, BLACKHOLE_ID};
-use control::frr::netlink::{build, decode, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_NEWROUTE};
-use control::frr::{FpmEvent, NextHop as FrrHop, NextHopObject, NextHops, Prefix, RouteUpdate};
+use routing::fib::{Family, Fib, FibConfig, FibError, Hop, RouteKind, Source, BLACKHOLE_ID};
+use routing::frr::netlink::{build, decode, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_NEWROUTE};
+use routing::frr::{FpmEvent, NextHop as FrrHop, NextHopObject, NextHops, Prefix, RouteUpdate};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Instant;
@@ -1102,7 +1102,7 @@ enum Res {
 /// What object `z` forwards to, resolved from the `Rib` mirror: unusable
 /// singles and missing members are left out, a group without members is
 /// unusable, a blackhole member adds nothing.
-fn model_obj(rib: &control::frr::Rib, z: u32, map: &dyn Fn(u32) -> Option<u16>) -> Option<Res> {
+fn model_obj(rib: &routing::frr::Rib, z: u32, map: &dyn Fn(u32) -> Option<u16>) -> Option<Res> {
     match rib.nexthop(z)? {
         NextHopObject::Blackhole => Some(Res::Drop),
         NextHopObject::Single(nh) => {
@@ -1125,7 +1125,7 @@ fn model_obj(rib: &control::frr::Rib, z: u32, map: &dyn Fn(u32) -> Option<u16>) 
 }
 
 fn model_route(
-    rib: &control::frr::Rib,
+    rib: &routing::frr::Rib,
     nhs: &NextHops,
     map: &dyn Fn(u32) -> Option<u16>,
 ) -> Option<Res> {
@@ -1145,7 +1145,7 @@ fn model_route(
 
 fn check_frr(
     fib: &Fib,
-    rib: &control::frr::Rib,
+    rib: &routing::frr::Rib,
     map: &dyn Fn(u32) -> Option<u16>,
     a: IpAddr,
     step: usize,
@@ -1170,7 +1170,7 @@ fn check_frr(
 /// `frr::Rib` fed the same updates, resolved directly.
 #[test]
 fn random_frr_objects_match_rib_model() {
-    use control::frr::Rib;
+    use routing::frr::Rib;
     use std::cell::Cell;
     let mut fib = small();
     let mut rib = Rib::new();

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use control::config::{
+use config::{
     self, Config, ConfigErrors, MacAddr, Management, NativeVlan, PortConfig, PortMode, StaticMac,
     SwitchSettings, Tpid, VlanConfig, VlanList,
 };
@@ -106,6 +106,7 @@ fn full_example_parses_to_expected_model() {
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
+            ..Management::default()
         },
         vlans: vec![
             VlanConfig {
@@ -640,6 +641,54 @@ fn management_socket() {
         2,
         "management.socket",
         "must not be empty",
+    );
+}
+
+#[test]
+fn management_logging() {
+    let c = ok("ports: [{name: a}]\n");
+    assert_eq!(c.management.logging.filter, "info");
+    assert!(c.management.logging.syslog.is_none());
+    let c = ok("management:\n  logging:\n    filter: warn,routing=debug\n    syslog: {server: 127.0.0.1, local: true, facility: local5}\nports: [{name: a}]\n");
+    let sl = c.management.logging.syslog.as_ref().unwrap();
+    let s = sl.settings().unwrap();
+    assert_eq!(s.server, Some("127.0.0.1:514".parse().unwrap()));
+    assert_eq!(s.local.as_deref(), Some(Path::new("/dev/log")));
+    assert_eq!(s.facility, logging::Facility::Local5);
+    assert_eq!(
+        ok("management:\n  logging:\n    syslog: {server: '[::1]:6514'}\nports: [{name: a}]\n")
+            .management
+            .logging
+            .syslog
+            .unwrap()
+            .settings()
+            .unwrap()
+            .server,
+        Some("[::1]:6514".parse().unwrap())
+    );
+    one_error(
+        "management:\n  logging:\n    filter: routing=loud\nports: [{name: a}]\n",
+        3,
+        "management.logging.filter",
+        "bad log filter",
+    );
+    one_error(
+        "management:\n  logging:\n    syslog: {server: loghost:514}\nports: [{name: a}]\n",
+        3,
+        "management.logging.syslog.server",
+        "not an address",
+    );
+    one_error(
+        "management:\n  logging:\n    syslog: {local: true, facility: local9}\nports: [{name: a}]\n",
+        3,
+        "management.logging.syslog.facility",
+        "unknown syslog facility",
+    );
+    one_error(
+        "management:\n  logging:\n    syslog: {facility: daemon}\nports: [{name: a}]\n",
+        3,
+        "management.logging.syslog",
+        "no destination",
     );
 }
 

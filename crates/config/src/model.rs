@@ -189,13 +189,94 @@ impl Default for SwitchSettings {
 pub struct Management {
     /// Unix socket of the JSON API (absolute path).
     pub socket: PathBuf,
+    /// What is logged, and where besides stderr.
+    pub logging: Logging,
 }
 
 impl Default for Management {
     fn default() -> Self {
         Management {
             socket: PathBuf::from(DEFAULT_SOCKET),
+            logging: Logging::default(),
         }
+    }
+}
+
+/// Default `management.logging.filter`.
+pub const DEFAULT_LOG_FILTER: &str = "info";
+
+/// `management.logging:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Logging {
+    /// `RUST_LOG`-style directives: a level (`info`), or levels per
+    /// subsystem (`info,routing=debug,control::ports=warn`). The
+    /// `RUST_LOG` environment variable, when set, wins.
+    pub filter: String,
+    /// RFC 5424 syslog output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syslog: Option<Syslog>,
+}
+
+impl Default for Logging {
+    fn default() -> Self {
+        Logging {
+            filter: DEFAULT_LOG_FILTER.to_string(),
+            syslog: None,
+        }
+    }
+}
+
+/// `management.logging.syslog:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Syslog {
+    /// A collector, `address:port` (UDP; port 514 when left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Also (or only) to the local syslog socket, `/dev/log`.
+    pub local: bool,
+    /// Facility name (`local0`..`local7`, `daemon`, `user`, `kern`).
+    pub facility: String,
+}
+
+impl Default for Syslog {
+    fn default() -> Self {
+        Syslog {
+            server: None,
+            local: false,
+            facility: "local0".to_string(),
+        }
+    }
+}
+
+impl Syslog {
+    /// The collector's address (`server`, with port 514 by default).
+    pub fn server_addr(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        let Some(s) = &self.server else {
+            return Ok(None);
+        };
+        if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+            return Ok(Some(a));
+        }
+        match s.parse::<std::net::IpAddr>() {
+            Ok(ip) => Ok(Some(std::net::SocketAddr::new(ip, 514))),
+            Err(_) => Err(format!(
+                "{s:?} is not an address or address:port (e.g. 192.0.2.9 or [2001:db8::9]:514)"
+            )),
+        }
+    }
+
+    /// The logging crate's settings for this section.
+    pub fn settings(&self) -> Result<logging::SyslogSettings, String> {
+        Ok(logging::SyslogSettings {
+            server: self.server_addr()?,
+            local: self
+                .local
+                .then(|| std::path::PathBuf::from(logging::syslog::DEV_LOG)),
+            facility: logging::Facility::parse(&self.facility)?,
+            ..logging::SyslogSettings::default()
+        })
     }
 }
 

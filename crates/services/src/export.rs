@@ -26,7 +26,6 @@
 //!
 //! See docs/flows.md.
 
-use crate::ports::log;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -421,10 +420,10 @@ impl Exporter {
                 c.send_errors.fetch_add(1, Ordering::Relaxed);
                 c.records_lost.fetch_add(records.into(), Ordering::Relaxed);
                 if !self.error_logged {
-                    log::warn(&format!(
+                    tracing::warn!(
                         "flow export to {}: {e} (logged once until a send succeeds)",
                         self.cfg.collector
-                    ));
+                    );
                     self.error_logged = true;
                 }
             }

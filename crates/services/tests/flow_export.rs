@@ -7,8 +7,8 @@
 //! partial datagrams leave promptly, sequence numbers and template
 //! refresh, read with the crate's own decoder.
 
-use control::flowexport::netflow::{Decoder, TEMPLATE_V4, TEMPLATE_V6};
-use control::flowexport::{ExportConfig, ExportVersion, FlowExporter};
+use services::export::netflow::{Decoder, TEMPLATE_V4, TEMPLATE_V6};
+use services::export::{ExportConfig, ExportVersion, FlowExporter};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -149,7 +149,7 @@ fn export(
     version: ExportVersion,
     collector: SocketAddr,
     records: &[FlowRecord],
-) -> control::flowexport::ExportStats {
+) -> services::export::ExportStats {
     let queues: Vec<Arc<FlowExportQueue>> = (0..2)
         .map(|_| Arc::new(FlowExportQueue::new(1024)))
         .collect();

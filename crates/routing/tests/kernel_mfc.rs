@@ -1,4 +1,4 @@
-//! `control::kernel::mfc` against a real kernel multicast forwarding cache.
+//! `routing::kernel::mfc` against a real kernel multicast forwarding cache.
 //!
 //! The first tests become a multicast router themselves: in a namespace of
 //! their own (`lymfc-<pid>-<n>`, removed on drop, panics included) they
@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use control::kernel::mfc::{is_overrun, MfcEntry, MfcEvent, MfcMonitor};
+use routing::kernel::mfc::{is_overrun, MfcEntry, MfcEvent, MfcMonitor};
 use testkit::netns::{ip, veth};
 use testkit::pim::{join_ssm, multicast_sender, PimConfig, PimRouter};
 use testkit::{require_pim, require_root, Netns};

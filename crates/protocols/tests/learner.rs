@@ -1,8 +1,8 @@
 //! The learner applied to queued events: exact limits, moves, clear, flush
 //! and aging.
 
-use control::learn::{Learner, LearnerInbox, LearnerRequest, LearnerStats};
 use datapath::Shared;
+use protocols::learn::{Learner, LearnerInbox, LearnerRequest, LearnerStats};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! `control::kernel` against a real kernel: each test builds its own pair of
+//! `routing::kernel` against a real kernel: each test builds its own pair of
 //! network namespaces (`lykrn-<pid>-<n>`, removed on drop, panics included)
 //! joined by a veth pair `lyk0` ↔ `lyk1`, opens its sockets inside namespace
 //! A from a thread that entered it, and uses them from the test thread.
@@ -10,8 +10,8 @@ use std::io;
 use std::net::{IpAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use control::kernel::neigh::NUD_PERMANENT;
-use control::kernel::{is_exists, is_overrun, NeighborEvent, NeighborMonitor, Rtnl};
+use routing::kernel::neigh::NUD_PERMANENT;
+use routing::kernel::{is_exists, is_overrun, NeighborEvent, NeighborMonitor, Rtnl};
 use testkit::netns::{ip, veth};
 use testkit::{require_root, Netns};
 

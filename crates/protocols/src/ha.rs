@@ -10,10 +10,9 @@
 //! port they were learned on, and the snapshot's egress indirection sends
 //! them out of the active member.
 
-use crate::config::ha::{LacpMode, LacpRate};
-use crate::config::Config;
 use crate::learn::{LearnerInbox, LearnerRequest};
-use crate::ports::log;
+use config::ha::{LacpMode, LacpRate};
+use config::Config;
 use datapath::Shared;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -408,13 +407,13 @@ impl Ha {
         }
         for &(pair, from, to) in &ch.failovers {
             let (primary, backup) = members.get(pair).copied().unwrap_or((from, to));
-            log::info(&format!(
+            tracing::info!(
                 "backup pair {} / {}: {} now forwards, {} stands by",
                 self.port_name(primary),
                 self.port_name(backup),
                 self.port_name(to),
                 self.port_name(from)
-            ));
+            );
             if let Some(h) = self
                 .on_failover
                 .lock()
@@ -742,7 +741,7 @@ impl HaRunner {
             }
         }
         for (c, k, on) in changes {
-            log::info(&format!(
+            tracing::info!(
                 "port-channel {}: member {} {}",
                 st.channels[c].name,
                 self.names[st.channels[c].members[k] as usize],
@@ -751,7 +750,7 @@ impl HaRunner {
                 } else {
                     "stopped distributing"
                 }
-            ));
+            );
             self.ha.update(|s| s.set_distributing(c, k, on));
         }
         let info: Vec<Vec<serde_json::Value>> = self
@@ -775,7 +774,7 @@ impl HaRunner {
                         serde_json::json!({
                             "actor_state": flags(p.actor_state()),
                             "partner": p.partner().map(|x| serde_json::json!({
-                                "system": crate::show_mac(x.system),
+                                "system": config::show_mac(x.system),
                                 "system_priority": x.system_priority,
                                 "key": x.key,
                                 "port": x.port,
@@ -845,12 +844,12 @@ impl HaRunner {
             }
         }
         for (m, lost) in verdicts {
-            log::info(&format!(
+            tracing::info!(
                 "port {}: keepalive {} (rx {})",
                 self.names[m as usize],
                 if lost { "lost" } else { "back" },
                 self.rx_frames(m)
-            ));
+            );
             self.ha.update(|st| st.set_keepalive_down(m, lost, now));
         }
         if now >= self.next_keepalive {
@@ -912,18 +911,18 @@ pub fn spawn_mac_move_update(shared: &Arc<Shared>, name: String, to: u16, pair: 
                     errors += 1;
                 }
             });
-            log::info(&format!(
+            tracing::info!(
                 "port {name}: mac-move update, {n} addresses in {} ms ({errors} send errors)",
                 t0.elapsed().as_millis()
-            ));
+            );
         });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build;
-    use crate::config::parse;
+    use config::build;
+    use config::parse;
 
     fn cfg(extra: &str) -> Config {
         parse(&format!(

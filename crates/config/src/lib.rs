@@ -1,8 +1,15 @@
-//! Lanyard configuration: model, YAML parser and validator.
+//! Lanyard configuration: model, YAML parser and validator, and the
+//! compilation of a validated configuration into table snapshots
+//! ([`build`]).
 //!
-//! The schema is documented in `docs/config.md`. [`parse`] and [`load`]
-//! return a fully validated [`Config`] or every problem found, each with
-//! file, line, column and field path:
+//! Owns: what the operator wrote (the schema, documented in
+//! `docs/config.md`), line-mapped errors, validation, and the pure
+//! translation into the tables the workers read.
+//! Must not: open sockets, start threads, touch interfaces or read
+//! anything but the text it is given (so it can be fuzzed and tested alone).
+//!
+//! [`parse`] and [`load`] return a fully validated [`Config`] or every
+//! problem found, each with file, line, column and field path:
 //!
 //! ```text
 //! lanyard.yaml:14:11: ports[2].vlan: VLAN 30 is not configured (add it under vlans)
@@ -11,6 +18,7 @@
 //! Structural problems (YAML syntax, unknown keys, wrong types) stop at the
 //! first one; semantic problems are all reported together.
 
+pub mod build;
 pub mod copp;
 mod error;
 pub mod guard;
@@ -28,13 +36,22 @@ use std::path::Path;
 pub use error::{ConfigError, ConfigErrors};
 pub use lines::LineIndex;
 pub use model::{
-    limits, Config, L3Interface, Management, PortConfig, PortMode, Routing, StaticMac, StaticRoute,
-    SwitchSettings, UrpfMode, VlanConfig, VlanRouter, DEFAULT_MAC_AGING, DEFAULT_MAC_TABLE_SIZE,
-    DEFAULT_MTU, DEFAULT_POLL_IDLE_US, DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME,
-    DEFAULT_VLAN, DEFAULT_WORKERS, MAX_L3_MTU,
+    limits, Config, L3Interface, Logging, Management, PortConfig, PortMode, Routing, StaticMac,
+    StaticRoute, SwitchSettings, Syslog, UrpfMode, VlanConfig, VlanRouter, DEFAULT_LOG_FILTER,
+    DEFAULT_MAC_AGING, DEFAULT_MAC_TABLE_SIZE, DEFAULT_MTU, DEFAULT_POLL_IDLE_US,
+    DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME, DEFAULT_VLAN, DEFAULT_WORKERS,
+    MAX_L3_MTU,
 };
 pub use types::{vlan_in_range, IpNet, MacAddr, NativeVlan, Tpid, VlanList, VLAN_MAX, VLAN_MIN};
 pub use validate::{validate, Issue};
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn show_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
 
 /// Reads and parses the configuration file at `path`; see [`parse`].
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {

@@ -11,8 +11,8 @@
 //! `LANYARD_BLESS=1 cargo test -p control --test golden` and review the
 //! diff of the `.txt` files.
 
-use control::cli::{CLEAR, SHOW};
-use control::show::MAX_WIDTH;
+use mgmt::cli::{CLEAR, SHOW};
+use mgmt::show::MAX_WIDTH;
 use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {

@@ -75,6 +75,24 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             format!("{:?} must be an absolute path", sock.display().to_string()),
         );
     }
+    let log = &cfg.management.logging;
+    if let Err(e) = logging::check_filter(&log.filter) {
+        c.err("management.logging.filter", e);
+    }
+    if let Some(sl) = &log.syslog {
+        if let Err(e) = sl.server_addr() {
+            c.err("management.logging.syslog.server", e);
+        }
+        if let Err(e) = logging::Facility::parse(&sl.facility) {
+            c.err("management.logging.syslog.facility", e);
+        }
+        if sl.server.is_none() && !sl.local {
+            c.err(
+                "management.logging.syslog",
+                "names no destination (set server, local: true, or both)",
+            );
+        }
+    }
 }
 
 fn check_mac_limit(cfg: &Config, c: &mut Checker, path: String, limit: Option<u32>) {

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use control::frr::{FpmEvent, FpmHandle, FpmServer, NextHops, Prefix, Rib, RouteUpdate};
+use routing::frr::{FpmEvent, FpmHandle, FpmServer, NextHops, Prefix, Rib, RouteUpdate};
 
 const ZEBRA: &str = "/usr/lib/frr/zebra";
 const STATICD: &str = "/usr/lib/frr/staticd";

@@ -7,11 +7,11 @@
 //! publishing is one pointer swap, so a new rule set replaces the old one
 //! between two batches: no frame sees half of each, none is dropped.
 
-use crate::config::services::{
+use config::services::{
     default_burst, parse_dscp, parse_match, parse_police_action, parse_quantity, AclAction,
     AclType, PoliceAction, CLASS_DEFAULT, DEFAULT_QUEUE_DEPTH,
 };
-use crate::config::Config;
+use config::Config;
 use pipeline::qos::QueueSpec;
 use pipeline::services::{
     class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy, ClassSpec,
@@ -49,7 +49,7 @@ pub fn configured(cfg: &Config) -> bool {
 pub fn compile_acl(
     name: &str,
     kind: AclType,
-    rules: &[crate::config::services::AclRule],
+    rules: &[config::services::AclRule],
 ) -> Result<AclList, String> {
     let mut lines = Vec::with_capacity(rules.len());
     let mut line_rule = Vec::with_capacity(rules.len());
@@ -97,12 +97,12 @@ fn color_action(a: PoliceAction) -> ColorAction {
 /// line that tests L4 fields does not match a non-initial fragment (it
 /// falls to a later line or class-default: a class line selects, and
 /// selecting on the addresses alone would pull unrelated traffic in).
-fn compile_policy(cfg: &Config, pm: &crate::config::services::PolicyMap) -> Result<Policy, String> {
+fn compile_policy(cfg: &Config, pm: &config::services::PolicyMap) -> Result<Policy, String> {
     let mut lines: Vec<Match> = Vec::new();
     let mut line_class: Vec<u16> = Vec::new();
     let mut classes: Vec<ClassSpec> = Vec::new();
     let mut default: Option<ClassSpec> = None;
-    let mut queue_of: Vec<Option<crate::config::services::QueueConfig>> = Vec::new();
+    let mut queue_of: Vec<Option<config::services::QueueConfig>> = Vec::new();
     let mut default_queue = None;
     for c in &pm.classes {
         let spec = ClassSpec {
@@ -295,7 +295,7 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
 }
 
 /// One rule as the operator wrote it, on one line.
-pub fn rule_text(r: &crate::config::services::MatchFields) -> String {
+pub fn rule_text(r: &config::services::MatchFields) -> String {
     let mut parts: Vec<String> = Vec::new();
     if let Some(a) = r.action {
         parts.push(match a {
@@ -362,7 +362,7 @@ fn place(cfg: &Config, a: &AttachedAcl) -> (serde_json::Value, String) {
 /// One list's rules with `hits(i)` (the implicit deny is `i == rules`):
 /// every rule when `all_rules`, else the first 20 and those with hits.
 fn rule_entries(
-    l: &crate::config::services::AccessList,
+    l: &config::services::AccessList,
     hits: &dyn Fn(usize) -> u64,
     all_rules: bool,
 ) -> Vec<serde_json::Value> {
@@ -595,8 +595,8 @@ pub fn acl_log_pass(cfg: &Config, s: &Services) -> Vec<String> {
                 format!(
                     "ethertype {:#06x} {} -> {}",
                     k.ethertype,
-                    crate::show_mac(k.src_mac),
-                    crate::show_mac(k.dst_mac)
+                    config::show_mac(k.src_mac),
+                    config::show_mac(k.dst_mac)
                 )
             } else {
                 format!(
@@ -635,7 +635,7 @@ mod tests {
 
     #[test]
     fn compiles_shared_lists_policies_and_queues() {
-        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        let cfg = config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
         assert!(configured(&cfg));
         let s = compile(&cfg, 2).unwrap();
         // One compiled list shared by both ports, counted apart.
@@ -678,7 +678,7 @@ mod tests {
     /// port and direction; `show access-lists` sums the attachments.
     #[test]
     fn issue13_counters_per_attachment() {
-        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        let cfg = config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
         let s = compile(&cfg, 2).unwrap();
         let telnet = tables::acl::AclKey {
             family: 4,
@@ -733,7 +733,7 @@ mod tests {
 
     #[test]
     fn log_pass_aggregates_per_flow() {
-        let cfg = crate::config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
+        let cfg = config::parse(CFG, "t").unwrap_or_else(|e| panic!("{e}"));
         let s = compile(&cfg, 1).unwrap();
         let l = s.port_in[0].v4.as_ref().unwrap();
         let k = tables::acl::AclKey {

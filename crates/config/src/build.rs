@@ -1,7 +1,7 @@
 //! Compile a validated configuration into table snapshots. The model is
 //! what the operator wrote; the tables are what workers read.
 
-use crate::config::{Config, PortMode as CfgMode};
+use crate::{Config, PortMode as CfgMode};
 use std::sync::Arc;
 use tables::l2::{PortMode, TPID_8021Q};
 use tables::{L2Tables, LearnGate, MacTable, PortEntry, Tables, VlanSet};
@@ -155,7 +155,7 @@ pub fn mirror_table(cfg: &Config) -> Option<tables::mirror::MirrorTable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse;
+    use crate::parse;
 
     #[test]
     fn compiles_modes_and_membership() {

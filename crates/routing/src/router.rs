@@ -17,12 +17,11 @@
 //!
 //! See docs/routing.md.
 
-use crate::config::{Config, IpNet, L3Interface, UrpfMode};
 use crate::fib::{Fib, Hop, Source};
 use crate::frr::{FpmServer, Prefix};
 use crate::kernel::{NeighborMonitor, Rtnl};
-use crate::ports::log;
 use crate::sysctl;
+use config::{Config, IpNet, L3Interface, UrpfMode};
 use datapath::Shared;
 use io::tap::TAP_MAX_MTU;
 use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
@@ -378,17 +377,17 @@ impl Router {
             )?);
         }
         for r in &ports {
-            log::info(&format!(
+            tracing::info!(
                 "routed port {} via {} (mac {}, {})",
                 r.name,
                 r.tap,
-                crate::config::MacAddr(r.mac),
+                config::MacAddr(r.mac),
                 r.addresses
                     .iter()
                     .map(|a| a.to_string())
                     .collect::<Vec<_>>()
                     .join(" ")
-            ));
+            );
         }
         let carrier = CarrierMirror { taps: carrier };
         for (p, _) in &carrier.taps {
@@ -471,10 +470,7 @@ fn program_config_routes(
             Some(egress.tap_ifindex),
             RTPROT_STATIC,
         ) {
-            log::warn(&format!(
-                "static route {} not installed in the kernel: {e}",
-                s.prefix
-            ));
+            tracing::warn!("static route {} not installed in the kernel: {e}", s.prefix);
         }
     }
     Ok(())
@@ -501,7 +497,7 @@ fn punt_loop(
     };
     // SAFETY: plain syscall on the calling thread (pid 0).
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) } != 0 {
-        log::info("punt: real-time priority unavailable; punts at normal priority");
+        tracing::info!("punt: real-time priority unavailable; punts at normal priority");
     }
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
     for (k, (port, _)) in names.iter().enumerate() {
@@ -616,7 +612,7 @@ fn neighbor_loop(
     stats: Arc<RouterStats>,
 ) {
     if let Err(e) = mon.request_dump() {
-        log::warn(&format!("neighbour dump: {e}"));
+        tracing::warn!("neighbour dump: {e}");
     }
     while !shared.stop.load(Ordering::Relaxed) {
         let events = match mon.recv(Duration::from_millis(200)) {
@@ -625,7 +621,7 @@ fn neighbor_loop(
                 if crate::kernel::is_overrun(&e) {
                     stats.neighbor_resyncs.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    log::warn(&format!("neighbour monitor: {e}"));
+                    tracing::warn!("neighbour monitor: {e}");
                     std::thread::sleep(Duration::from_millis(200));
                 }
                 let _ = mon.request_dump();
@@ -676,7 +672,7 @@ fn fib_loop(
     let (handle, rx) = match server.map(|s| s.spawn_channel()) {
         Some(Ok((h, rx))) => (Some(h), Some(rx)),
         Some(Err(e)) => {
-            log::warn(&format!("FPM listener: {e}"));
+            tracing::warn!("FPM listener: {e}");
             (None, None)
         }
         None => (None, None),
@@ -733,7 +729,7 @@ mod tests {
     fn router_macs_are_unicast_local_and_distinct() {
         let cfg = Config {
             ports: (0..3)
-                .map(|i| crate::config::PortConfig::new(format!("p{i}")))
+                .map(|i| config::PortConfig::new(format!("p{i}")))
                 .collect(),
             ..Config::default()
         };

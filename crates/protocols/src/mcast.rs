@@ -16,8 +16,8 @@
 //! per report. Per-route counters live in the workers, indexed by a slot
 //! that stays with a route (its key) for as long as the route exists.
 
-use crate::config::multicast::{Snooping, StaticMroute};
-use crate::config::Config;
+use config::multicast::{Snooping, StaticMroute};
+use config::Config;
 use datapath::{Shared, MC_OUT_FLOOD};
 use pipeline::WorkerCounters;
 use serde_json::{json, Value};
@@ -463,7 +463,7 @@ impl Multicast {
             Ok(t) => t,
             Err(e) => {
                 st.stats.build_errors += 1;
-                crate::ports::log::warn(&format!("multicast routes not published: {e}"));
+                tracing::warn!("multicast routes not published: {e}");
                 return;
             }
         };
@@ -653,12 +653,12 @@ impl Multicast {
     /// Entries naming an interface that is not a TAP (pimd's `pimreg`:
     /// pimd wants the packets itself) are left to the kernel.
     pub fn follow_kernel(&self, by_ifindex: HashMap<u32, u16>) {
-        use crate::kernel::mfc::{is_overrun, MfcEvent, MfcMonitor};
-        let mut entries: HashMap<(IpAddr, IpAddr), crate::kernel::mfc::MfcEntry> = HashMap::new();
+        use routing::kernel::mfc::{is_overrun, MfcEvent, MfcMonitor};
+        let mut entries: HashMap<(IpAddr, IpAddr), routing::kernel::mfc::MfcEntry> = HashMap::new();
         let mut mon = match MfcMonitor::open() {
             Ok(m) => m,
             Err(e) => {
-                crate::ports::log::warn(&format!("multicast routing: kernel MFC: {e}"));
+                tracing::warn!("multicast routing: kernel MFC: {e}");
                 return;
             }
         };
@@ -673,7 +673,7 @@ impl Multicast {
                         resync = false;
                     }
                     Err(e) => {
-                        crate::ports::log::warn(&format!("multicast routing: MFC dump: {e}"));
+                        tracing::warn!("multicast routing: MFC dump: {e}");
                         std::thread::sleep(Duration::from_secs(1));
                         continue;
                     }
@@ -695,7 +695,7 @@ impl Multicast {
                 }
                 Err(e) if is_overrun(&e) => resync = true,
                 Err(e) => {
-                    crate::ports::log::warn(&format!("multicast routing: MFC: {e}"));
+                    tracing::warn!("multicast routing: MFC: {e}");
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
@@ -714,7 +714,7 @@ impl Multicast {
 /// One MFC entry as a Lanyard route, if every interface it names is one
 /// of Lanyard's TAPs.
 fn kernel_route(
-    e: &crate::kernel::mfc::MfcEntry,
+    e: &routing::kernel::mfc::MfcEntry,
     by_ifindex: &HashMap<u32, u16>,
 ) -> Option<(McKey, McRoute)> {
     let iif = *by_ifindex.get(&e.iif)?;
@@ -1104,7 +1104,7 @@ mod tests {
     use super::*;
 
     fn settings() -> Settings {
-        let cfg: Config = crate::config::parse(
+        let cfg: Config = config::parse(
             "ports: [{name: a}, {name: b}]\nmulticast:\n  igmp-snooping: {vlans: [1], querier: true, querier-address: 10.0.0.9}\n",
             "t.yaml",
         )
@@ -1209,7 +1209,7 @@ mod tests {
 
     #[test]
     fn kernel_entries_become_routes_only_over_taps() {
-        use crate::kernel::mfc::MfcEntry;
+        use routing::kernel::mfc::MfcEntry;
         let taps: HashMap<u32, u16> = [(10, 0), (11, 1), (12, 2)].into_iter().collect();
         let e = |iif, oifs: Vec<(u32, u8)>, source: &str| MfcEntry {
             source: source.parse().unwrap(),
