@@ -7,9 +7,9 @@
 //! eventfd only when the bit was clear, so a port that keeps refusing
 //! costs one system call per supervisor pass, not one per batch.
 
-use crate::MAX_PORTS;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use tables::MAX_PORTS;
 
 const WORDS: usize = MAX_PORTS.div_ceil(64);
 

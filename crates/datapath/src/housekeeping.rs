@@ -1,0 +1,202 @@
+//! The start of every pass and what the worker does besides frames:
+//! quiescent point, stop and hand-over, ring counters, the mailbox's
+//! commands, sleeping when idle, and the CoPP buckets' refresh.
+
+use crate::shared::*;
+use crate::worker::*;
+
+use pipeline::copp::CoppPolicer;
+use pipeline::DropReason;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tables::MAX_PORTS;
+
+/// How often a worker reads its ports' ring counters (a system call each).
+const STATS_EVERY: Duration = Duration::from_millis(200);
+
+impl Worker {
+    /// The start of every pass: a quiescent point (nothing from the
+    /// previous pass is held), stop and hand-over, flow aging, the ports'
+    /// ring counters now and then, and the control plane's commands.
+    /// Returns false when the worker must stop.
+    #[inline]
+    pub(crate) fn housekeeping(&mut self, last_stats: &mut Instant) -> bool {
+        self.seq = self.seq.wrapping_add(1);
+        self.shared.worker_seq[self.index].store(self.seq, Ordering::SeqCst);
+        if self.shared.stop.load(Ordering::Relaxed) {
+            self.flush_flows();
+            return false;
+        }
+        if self.shared.handover.load(Ordering::Relaxed) {
+            self.hand_over();
+        }
+        self.sweep_flows();
+        if last_stats.elapsed() >= STATS_EVERY {
+            *last_stats = Instant::now();
+            for id in 0..MAX_PORTS as u16 {
+                self.collect_stats(id);
+            }
+        }
+        if self.mailbox.pending.load(Ordering::Acquire) {
+            self.apply_commands();
+        }
+        true
+    }
+
+    pub(crate) fn apply_commands(&mut self) {
+        self.mailbox.pending.store(false, Ordering::Release);
+        let cmds =
+            std::mem::take(&mut *self.mailbox.cmds.lock().unwrap_or_else(|e| e.into_inner()));
+        for cmd in cmds {
+            match cmd {
+                PortCommand::Attach {
+                    id,
+                    port,
+                    rx,
+                    routed,
+                } => {
+                    self.collect_stats(id);
+                    self.ports[id as usize] = Some(port);
+                    self.routed[id as usize] = routed;
+                    self.seen_stats[id as usize] = io::PortStats::default();
+                    self.rx.retain(|p| *p != id);
+                    if rx {
+                        self.rx.push(id);
+                    }
+                }
+                PortCommand::Detach { id } => {
+                    self.collect_stats(id);
+                    self.ports[id as usize] = None;
+                    self.rx.retain(|p| *p != id);
+                }
+                PortCommand::MoveTx { from, to } => {
+                    let (f, t) = (from as usize, to as usize);
+                    if f != t && f < MAX_PORTS && t < MAX_PORTS {
+                        let mut src = self.ports[f].take();
+                        if let (Some(a), Some(b)) = (src.as_mut(), self.ports[t].as_mut()) {
+                            let (mut moved, mut bytes) = (0u64, 0u64);
+                            a.take_tx(&mut |frame| {
+                                if b.send(frame) {
+                                    moved += 1;
+                                    bytes += frame.len() as u64;
+                                }
+                            });
+                            let _ = b.flush();
+                            let pc = &self.counters.ports[t];
+                            pc.tx_frames.add(moved);
+                            pc.tx_bytes.add(bytes);
+                        }
+                        self.ports[f] = src;
+                    }
+                }
+                PortCommand::DiscardTx { id } => {
+                    if let Some(p) = self.ports[id as usize].as_mut() {
+                        p.discard_tx();
+                    }
+                    self.queued.remove(id);
+                }
+                PortCommand::DumpFlows { n, reply } => {
+                    let mut d = FlowDump {
+                        worker: self.index,
+                        cache_full: self.svc.flow_cache_full,
+                        queued: self.flow_out.len(),
+                        ..FlowDump::default()
+                    };
+                    if let Some(c) = &self.svc.flows {
+                        d.flows = c.len();
+                        d.capacity = c.capacity();
+                        d.memory_bytes = c.memory_bytes();
+                        c.top(n, &mut d.top);
+                    }
+                    let _ = reply.try_send(d);
+                }
+            }
+        }
+        self.rx_switched = self
+            .rx
+            .iter()
+            .filter(|&&id| !self.routed[id as usize])
+            .count();
+        self.pollfds = self
+            .rx
+            .iter()
+            .filter_map(|id| self.ports[*id as usize].as_ref()?.rx_fd())
+            .chain(std::iter::once(self.shared.to_vlan.event_fd()))
+            .chain(std::iter::once(self.shared.mc_out.event_fd()))
+            .map(|fd: RawFd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+    }
+
+    /// Charge ring-level drops the kernel counted since the last look.
+    pub(crate) fn collect_stats(&mut self, id: u16) {
+        let Some(p) = self.ports[id as usize].as_mut() else {
+            return;
+        };
+        let now = p.stats();
+        let was = std::mem::replace(&mut self.seen_stats[id as usize], now);
+        let pc = &self.counters.ports[id as usize];
+        pc.drops[DropReason::RxRingFull as usize]
+            .add(now.rx_ring_drops.saturating_sub(was.rx_ring_drops));
+        pc.drops[DropReason::TxError as usize].add(now.tx_errors.saturating_sub(was.tx_errors));
+    }
+
+    /// Restart in place: hand every port to the successor image, then
+    /// wait for the `exec` that ends this process (never drop the ports:
+    /// that would close what was handed over).
+    pub(crate) fn hand_over(&mut self) -> ! {
+        let mut out = Vec::new();
+        for id in 0..MAX_PORTS {
+            if let Some(p) = self.ports[id].as_mut() {
+                if let Some(state) = p.handover() {
+                    let rx = self.rx.contains(&(id as u16));
+                    out.push(format!("{}:{}:{}:{state}", self.index, p.name(), rx as u8));
+                }
+            }
+        }
+        self.shared
+            .handed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(out);
+        self.shared.handed_workers.fetch_add(1, Ordering::SeqCst);
+        loop {
+            std::thread::park();
+        }
+    }
+
+    pub(crate) fn sleep(&mut self) {
+        let ms = self.opts.max_sleep.as_millis().max(1) as i32;
+        if self.pollfds.is_empty() {
+            std::thread::sleep(self.opts.max_sleep);
+            return;
+        }
+        // SAFETY: pollfds is a valid, exclusively borrowed array of pollfd
+        // whose length is passed alongside.
+        unsafe {
+            libc::poll(
+                self.pollfds.as_mut_ptr(),
+                self.pollfds.len() as libc::nfds_t,
+                ms,
+            );
+        }
+        // The inject queues' eventfds stay readable until read.
+        self.shared.to_vlan.drain_event();
+        self.shared.mc_out.drain_event();
+    }
+
+    /// Rebuild the policing buckets if the rates changed.
+    pub(crate) fn sync_copp(&mut self) {
+        let cfg = self.shared.copp.load();
+        if !Arc::ptr_eq(&cfg, &self.copp_cfg) {
+            let workers = self.shared.workers.load(Ordering::Relaxed);
+            self.copp = CoppPolicer::new(&cfg, workers);
+            self.copp_cfg = Arc::clone(&cfg);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The layer-3 path: routed ports' frames and frames switched into a VLAN
+//! interface, through the layer-3 stage; punts and ICMP errors.
+
+use crate::services::drop_reason;
+use crate::worker::*;
+use io::FrameBatch;
+use pipeline::copp::{self, CoppClass};
+use pipeline::l3::{build_icmp4_error, build_icmp6_error, process_l3, L3Verdict, L3Verdicts};
+use pipeline::services::{extract_key, ip_len, tos};
+use pipeline::DropReason;
+use std::time::Instant;
+use tables::PortSet;
+
+impl Worker {
+    /// The layer-3 path: routed ports' frames.
+    pub(crate) fn route(
+        &mut self,
+        batch: &mut FrameBatch,
+        out: &mut L3Verdicts,
+        now: Instant,
+        from_router: &mut FrameBatch,
+        keys: &mut Keys,
+    ) {
+        let c = self.counters.clone();
+        c.batches.add(1);
+        for i in 0..batch.len() {
+            let pc = &c.ports[batch.port(i) as usize];
+            pc.rx_frames.add(1);
+            pc.rx_bytes.add(batch.frame(i).len() as u64);
+        }
+        let Some(l3) = self.shared.l3.load_full() else {
+            // Routed ports before the tables exist (start-up): nothing to
+            // route with yet.
+            c.l3.drops[pipeline::l3::L3Drop::NotRoutedPort as usize].add(batch.len() as u64);
+            return;
+        };
+        // The batch's clock, in the units the policers and flows use.
+        let (now_ns, now_ms) = (self.ns(now), self.ms(now));
+        self.sync_copp();
+        // Received-frame mirrors see the frames before routing rewrites them.
+        self.mirror = self.shared.mirrors.load_full();
+        if self.mirror.is_some() {
+            let mut dirty = PortSet::EMPTY;
+            for i in 0..batch.len() {
+                let dests = self.mirror.as_ref().map(|m| m.rx(batch.port(i), 0));
+                for d in dests.iter().flat_map(PortSet::iter) {
+                    self.transmit_raw(d, batch.frame(i), &mut dirty, None);
+                }
+            }
+            self.flush(dirty);
+        }
+        // Services keys come from the frames as received (routing
+        // rewrites addresses and TTL).
+        let svc = self.shared.services.load_full();
+        if let Some(s) = &svc {
+            self.svc.sync(s, now_ns);
+            for i in 0..batch.len() {
+                let port = batch.port(i);
+                keys.on[i] = s.ingress_on(port) || s.any_egress;
+                if keys.on[i] {
+                    keys.l3[i] = extract_key(batch.frame(i), 12, 0, &mut keys.k[i]) as u16;
+                }
+            }
+        }
+        process_l3(&l3, batch, out, &c.l3);
+        let mc = self.shared.mcast.load_full();
+        let mut dirty = PortSet::EMPTY;
+        let mut punted = false;
+        for i in 0..batch.len() {
+            if let (Some(s), true) = (&svc, keys.on[i]) {
+                if matches!(out.v[i], L3Verdict::Forward { .. } | L3Verdict::Punt(_)) {
+                    let port = batch.port(i);
+                    let l3off = keys.l3[i] as usize;
+                    let mut pcp = 0;
+                    let t = tos(batch.frame(i), l3off, keys.k[i].family);
+                    let len = ip_len(batch.frame(i), l3off, keys.k[i].family);
+                    if let Some(d) = self.svc.ingress(
+                        s,
+                        &mut keys.k[i],
+                        batch.frame_mut(i),
+                        l3off,
+                        port,
+                        0,
+                        &mut pcp,
+                        now_ns,
+                    ) {
+                        c.drop_in(port, None, drop_reason(d));
+                        continue;
+                    }
+                    if let L3Verdict::Forward { port: out_port } = out.v[i] {
+                        self.svc
+                            .account(s, &keys.k[i], t, port, 0, len, out_port, now_ms);
+                    }
+                }
+            }
+            match out.v[i] {
+                L3Verdict::Forward { port } => {
+                    if l3.is_svi(port) {
+                        // Out of a VLAN interface: switched in its VLAN.
+                        if !from_router.push(port, batch.frame(i)) {
+                            c.drop_in(port, None, DropReason::TxRingFull);
+                        }
+                    } else {
+                        let egress = match &svc {
+                            Some(s) if keys.on[i] && s.any_egress => {
+                                // Match the addresses the copy leaves with.
+                                let f = batch.frame(i);
+                                keys.k[i].dst_mac.copy_from_slice(&f[0..6]);
+                                keys.k[i].src_mac.copy_from_slice(&f[6..12]);
+                                Some((&**s, &keys.k[i], keys.l3[i] as usize))
+                            }
+                            _ => None,
+                        };
+                        self.transmit_raw(port, batch.frame(i), &mut dirty, egress);
+                    }
+                }
+                L3Verdict::Punt(reason) => {
+                    if reason == pipeline::l3::Punt::Multicast {
+                        if let Some(mc) = mc.as_deref().filter(|m| m.routing) {
+                            if self.route_multicast(mc, &l3, &c, batch, i, &mut dirty, from_router)
+                            {
+                                continue;
+                            }
+                        }
+                    }
+                    let class = copp::classify(batch.frame(i), reason);
+                    if !self.copp.admit(class, now_ns) {
+                        c.copp.dropped[class as usize].add(1);
+                        continue;
+                    }
+                    c.copp.passed[class as usize].add(1);
+                    let q = &self.shared.punts;
+                    let (port, frame) = (batch.port(i), batch.frame(i));
+                    // Keepalives jump the queue (their own lane).
+                    let queued = if class == CoppClass::RoutingHello {
+                        q.push_priority(port, reason as u8, frame)
+                    } else {
+                        q.push(port, reason as u8, frame)
+                    };
+                    if queued {
+                        c.l3.punted.add(1);
+                        punted = true;
+                    } else {
+                        c.l3.punt_queue_full.add(1);
+                    }
+                }
+                L3Verdict::IcmpError(kind) => {
+                    let ingress = batch.port(i);
+                    let class = CoppClass::TtlExpired;
+                    if !self.copp.admit(class, now_ns) {
+                        c.copp.dropped[class as usize].add(1);
+                        c.l3.icmp_suppressed.add(1);
+                        continue;
+                    }
+                    c.copp.passed[class as usize].add(1);
+                    let Some(ifc) = l3.interface(ingress) else {
+                        continue;
+                    };
+                    if ifc.vlan.is_some() {
+                        // Back into the VLAN through the layer-2 stage.
+                        let frame = batch.frame(i);
+                        let n = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                            build_icmp6_error(frame, ifc, kind, &mut self.scratch)
+                        } else {
+                            build_icmp4_error(frame, ifc, kind, &mut self.scratch)
+                        };
+                        if n > 0 && from_router.push(ingress, &self.scratch[..n]) {
+                            c.l3.icmp_sent.add(1);
+                        } else {
+                            c.l3.icmp_suppressed.add(1);
+                        }
+                        continue;
+                    }
+                    let Some(port) = self.ports[ingress as usize].as_mut() else {
+                        continue;
+                    };
+                    let Some(slot) = port.tx_slot() else {
+                        c.drop_in(ingress, None, DropReason::TxRingFull);
+                        continue;
+                    };
+                    let frame = batch.frame(i);
+                    let n = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                        build_icmp6_error(frame, ifc, kind, slot)
+                    } else {
+                        build_icmp4_error(frame, ifc, kind, slot)
+                    };
+                    if n == 0 {
+                        c.l3.icmp_suppressed.add(1);
+                        continue;
+                    }
+                    port.tx_commit(n);
+                    dirty.insert(ingress);
+                    c.l3.icmp_sent.add(1);
+                    let pc = &c.ports[ingress as usize];
+                    pc.tx_frames.add(1);
+                    pc.tx_bytes.add(n as u64);
+                }
+                L3Verdict::Drop(_) => {}
+            }
+        }
+        self.flush(dirty);
+        if punted {
+            self.shared.punts.wake();
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Receive and classify into batches: the switched and routed batches
+//! filled fairly from the receive rings, and what the kernel sends out of
+//! VLAN interfaces' TAPs.
+
+use crate::worker::*;
+use io::FrameBatch;
+use tables::MAX_PORTS;
+
+/// Smallest per-port receive quota (frames per turn), so that many ports
+/// on one worker do not make a batch cost many passes.
+const RX_QUOTA_MIN: usize = 16;
+
+/// How a receive port's turn ended.
+enum Turn {
+    /// Its batch was already full: it waits for the next batch.
+    Refused,
+    /// It took its whole quota: it may have more.
+    Quota,
+    /// It had fewer frames than its quota (or its batch filled).
+    Drained,
+}
+
+impl Worker {
+    /// Fill the batches from the receive rings, sharing them fairly among
+    /// the ports with work: each port takes at most its quota (the batch
+    /// divided among the ports feeding it) per turn; a first pass visits
+    /// every port from `next`, later passes only the ports that filled
+    /// their quota, until the batch is full or nobody has more. The next
+    /// call starts at the first port the full batch turned away, so under
+    /// overload every busy port gets the same share of the worker,
+    /// whatever the idle ports between them (issue 13).
+    pub(crate) fn receive(
+        &mut self,
+        batch: &mut FrameBatch,
+        l3batch: &mut FrameBatch,
+        next: &mut usize,
+    ) {
+        let nrx = self.rx.len();
+        if nrx == 0 {
+            return;
+        }
+        let quota = |ports: usize| (io::BATCH_MAX / ports.max(1)).max(RX_QUOTA_MIN);
+        let q = (quota(self.rx_switched), quota(nrx - self.rx_switched));
+        let start = *next % nrx;
+        let mut cut = None;
+        let mut busy = [0u16; MAX_PORTS];
+        let mut nbusy = 0;
+        for k in 0..nrx {
+            let i = (start + k) % nrx;
+            match self.recv_quota(i, batch, l3batch, q) {
+                Turn::Refused => {
+                    cut.get_or_insert(i);
+                }
+                Turn::Quota => {
+                    busy[nbusy] = i as u16;
+                    nbusy += 1;
+                }
+                Turn::Drained => {}
+            }
+        }
+        while nbusy > 0 {
+            let mut still = 0;
+            for j in 0..nbusy {
+                let i = busy[j] as usize;
+                match self.recv_quota(i, batch, l3batch, q) {
+                    Turn::Refused => {
+                        cut.get_or_insert(i);
+                    }
+                    Turn::Quota => {
+                        busy[still] = i as u16;
+                        still += 1;
+                    }
+                    Turn::Drained => {}
+                }
+            }
+            nbusy = still;
+        }
+        *next = cut.unwrap_or(start + 1);
+    }
+
+    /// One turn of receive port `self.rx[i]`: up to its quota (`q`: for
+    /// switched, routed ports) into the batch its role feeds.
+    #[inline]
+    fn recv_quota(
+        &mut self,
+        i: usize,
+        batch: &mut FrameBatch,
+        l3batch: &mut FrameBatch,
+        q: (usize, usize),
+    ) -> Turn {
+        let id = self.rx[i];
+        let (into, q) = if self.routed[id as usize] {
+            (l3batch, q.1)
+        } else {
+            (batch, q.0)
+        };
+        if into.is_full() {
+            return Turn::Refused;
+        }
+        let Some(p) = self.ports[id as usize].as_mut() else {
+            return Turn::Drained;
+        };
+        into.set_quota(Some(q));
+        let got = match p.recv(into, id) {
+            Ok(n) => n,
+            Err(_) => {
+                self.shared.count_port_error(id);
+                0
+            }
+        };
+        into.set_quota(None);
+        if got >= q {
+            Turn::Quota
+        } else {
+            Turn::Drained
+        }
+    }
+
+    /// What the kernel sends out of VLAN interfaces' TAPs joins the
+    /// switched batch.
+    #[inline]
+    pub(crate) fn receive_from_vlan_taps(&mut self, batch: &mut FrameBatch) {
+        while !batch.is_full() {
+            let Some(b) = self.shared.to_vlan.pop() else {
+                break;
+            };
+            batch.push(b.port, b.frame());
+            self.shared.to_vlan.recycle(b);
+        }
+    }
+}
