@@ -59,7 +59,7 @@ impl Default for CoppSettings {
 }
 
 impl CoppSettings {
-    fn classes(&self) -> [(CoppClass, Option<ClassRate>); COPP_CLASSES] {
+    pub(crate) fn classes(&self) -> [(CoppClass, Option<ClassRate>); COPP_CLASSES] {
         [
             (CoppClass::RoutingHello, self.routing_hello),
             (CoppClass::Routing, self.routing),
@@ -89,27 +89,6 @@ impl CoppSettings {
         }
         c
     }
-}
-
-pub(super) fn check(cfg: &super::Config) -> Vec<super::Issue> {
-    let mut out = Vec::new();
-    for (class, r) in cfg.control_plane_policing.classes() {
-        let Some(r) = r else { continue };
-        let p = format!("control-plane-policing.{}", class.name());
-        if !(1..=10_000_000).contains(&r.rate) {
-            out.push(super::Issue {
-                path: format!("{p}.rate"),
-                message: format!("{} is out of range 1..10000000 packets/s", r.rate),
-            });
-        }
-        if r.burst == Some(0) {
-            out.push(super::Issue {
-                path: format!("{p}.burst"),
-                message: "must be at least 1".into(),
-            });
-        }
-    }
-    out
 }
 
 #[cfg(test)]

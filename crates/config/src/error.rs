@@ -2,6 +2,15 @@
 
 use std::fmt;
 
+/// A semantic problem: field path and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    /// e.g. `ports[2].vlan`
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
 /// One problem found in a configuration file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {

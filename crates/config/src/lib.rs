@@ -19,6 +19,7 @@
 //! first one; semantic problems are all reported together.
 
 pub mod build;
+mod checks;
 pub mod copp;
 mod error;
 pub mod guard;

@@ -7,14 +7,7 @@ use super::model::{limits, Config, PortMode, MAX_L3_MTU};
 use super::types::{vlan_in_range, IpNet, MacAddr, NativeVlan};
 use std::net::IpAddr;
 
-/// A semantic problem: field path and message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Issue {
-    /// e.g. `ports[2].vlan`
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
+pub use crate::error::Issue;
 
 struct Checker {
     issues: Vec<Issue>,
@@ -40,12 +33,12 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_static_macs(cfg, &mut c);
     check_interfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
-    c.issues.extend(super::services::check(cfg));
-    c.issues.extend(super::mirror::check(cfg));
-    c.issues.extend(super::ha::check(cfg));
-    c.issues.extend(super::copp::check(cfg));
-    c.issues.extend(super::guard::check(cfg));
-    c.issues.extend(super::multicast::check(cfg));
+    c.issues.extend(crate::checks::services::check(cfg));
+    c.issues.extend(crate::checks::mirror::check(cfg));
+    c.issues.extend(crate::checks::ha::check(cfg));
+    c.issues.extend(crate::checks::copp::check(cfg));
+    c.issues.extend(crate::checks::guard::check(cfg));
+    c.issues.extend(crate::checks::multicast::check(cfg));
     c.issues
 }
 

@@ -1,11 +1,12 @@
 //! DUT drivers: build the topology, start and configure the device under
 //! test, tear it all down on drop.
 
-use crate::multicast::{KernelMroutes, McPattern};
+use crate::mcsetup::{KernelMroutes, McPattern};
 use crate::netns::{run, run_in, Topology, Wiring};
 use crate::plan::{ConvTopology, Driver, DutSpec, EventSide, Failover, Test};
 use crate::routes::{Route4, Route6};
 use crate::sig::Mac;
+pub use crate::sig::{host_ip, host_mac};
 use crate::LabError;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::unix::process::CommandExt as _;
@@ -180,17 +181,6 @@ impl Drop for Dut {
             let _ = c.wait();
         }
     }
-}
-
-/// MAC of the first emulated host on tester port `p` (0-based):
-/// `02:4c:<p+1>:00:00:01`; host `i` is that plus `i`.
-pub fn host_mac(p: usize) -> Mac {
-    [0x02, 0x4c, (p + 1) as u8, 0, 0, 0x01]
-}
-
-/// IPv4 address of the emulated host on port `p`: 198.18.<p+1>.2.
-pub fn host_ip(p: usize) -> [u8; 4] {
-    [198, 18, (p + 1) as u8, 2]
 }
 
 /// The DUT's IPv4 address on port `p`: 198.18.<p+1>.1/24.

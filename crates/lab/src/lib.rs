@@ -12,6 +12,7 @@ pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod hist;
+pub mod mcsetup;
 pub mod multicast;
 pub mod netns;
 pub mod pktsock;

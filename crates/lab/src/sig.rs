@@ -405,6 +405,17 @@ mod tests {
     }
 }
 
+/// MAC of the first emulated host on tester port `p` (0-based):
+/// `02:4c:<p+1>:00:00:01`; host `i` is that plus `i`.
+pub fn host_mac(p: usize) -> Mac {
+    [0x02, 0x4c, (p + 1) as u8, 0, 0, 0x01]
+}
+
+/// IPv4 address of the emulated host on port `p`: 198.18.<p+1>.2.
+pub fn host_ip(p: usize) -> [u8; 4] {
+    [198, 18, (p + 1) as u8, 2]
+}
+
 /// IPv6 address of the emulated host on tester port `p` (0-based):
 /// `2001:2:0:<p+1>::2` (benchmarking range).
 pub fn host_ip6(p: usize) -> [u8; 16] {

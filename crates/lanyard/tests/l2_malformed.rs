@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use testkit::frame::{build, mac, test_frame, Tag, BROADCAST, TPID_8021Q};
 use testkit::l2;
-use testkit::rawport::kernel_delivers;
 use testkit::switch::port_counter;
+use testkit::testbed::kernel_delivers;
 use testkit::{require_root, Switch, TestBed};
 
 const Q: Duration = Duration::from_millis(300);

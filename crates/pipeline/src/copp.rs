@@ -14,7 +14,7 @@
 //! [`classify`] is pure; the rates live in [`CoppConfig`] (published by the
 //! control plane) and each worker keeps its own token buckets.
 
-use crate::counters::Counter;
+use crate::counter::Counter;
 use crate::l3::Punt;
 
 /// Policing classes. The names are those of the configuration and `show`.

@@ -3,8 +3,12 @@
 //! load-add-store on relaxed atomics (no locked instruction); readers sum
 //! the blocks of all workers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+pub use crate::counter::Counter;
 use tables::{MAX_PORTS, MAX_VLANS};
+
+/// Storm-control classes (`storm::StormClass`: broadcast, multicast,
+/// unknown unicast).
+pub const STORM_CLASSES: usize = 3;
 
 /// Why a frame was dropped. The names are those of `show counters`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -101,26 +105,6 @@ impl DropReason {
     }
 }
 
-/// A single-writer counter.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add (owner thread only).
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    #[inline]
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
 #[derive(Default, Debug)]
 pub struct PortCounters {
     pub rx_frames: Counter,
@@ -135,7 +119,7 @@ pub struct PortCounters {
     /// frames that were to leave here).
     pub drops: [Counter; DROP_REASONS],
     /// Storm-control drops per `storm::StormClass`.
-    pub storm_drops: [Counter; crate::storm::STORM_CLASSES],
+    pub storm_drops: [Counter; STORM_CLASSES],
     /// This switch's own loop-detect probes received here.
     pub loop_probes: Counter,
 }

@@ -105,6 +105,11 @@ pub const MAC_MOVE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4d, 0x4d, 0x55];
 /// EtherType of keepalive and MAC-move frames (IEEE local experimental).
 pub const ETHERTYPE_LANYARD: u16 = 0x88b5;
 
+/// Destination of loop-detect probes ("LYLD", locally administered
+/// multicast): flooded like any multicast by other switches, taken off
+/// the wire by every Lanyard.
+pub const LOOP_PROBE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4c, 0x44, 0x00];
+
 /// Ingress classification of one frame: VLAN, inner offset, priority.
 #[inline]
 fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
@@ -186,7 +191,7 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
         v.action = Action::Drop(DropReason::VlanNotAllowed);
     } else if !t.l2.vlans[vlan as usize].configured {
         v.action = Action::Drop(DropReason::UnknownVlan);
-    } else if frame[0] & 1 != 0 && frame[..6] == crate::storm::LOOP_PROBE_MAC {
+    } else if frame[0] & 1 != 0 && frame[..6] == LOOP_PROBE_MAC {
         // A loop-detect probe: the worker reads it (one of this switch's
         // own: a loop) or floods it on (another switch's).
         v.action = Action::Control;

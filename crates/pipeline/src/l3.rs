@@ -20,7 +20,7 @@
 //! allocation, locks or system calls.
 //! Untagged Ethernet II only for now (routed ports, not SVIs).
 
-use crate::counters::Counter;
+use crate::counter::Counter;
 use io::{FrameBatch, BATCH_MAX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 
 pub mod channel;
 pub mod copp;
+pub mod counter;
 pub mod counters;
 pub mod egress;
 pub mod l2;

@@ -30,7 +30,7 @@ pub enum StormClass {
     UnknownUnicast = 2,
 }
 
-pub const STORM_CLASSES: usize = 3;
+pub use crate::counters::STORM_CLASSES;
 
 impl StormClass {
     pub const ALL: [StormClass; STORM_CLASSES] = [
@@ -247,10 +247,7 @@ pub fn check(
     (!st.admit(t, port, class, frame.len(), now_ns)).then_some(class)
 }
 
-/// Destination of loop-detect probes ("LYLD", locally administered
-/// multicast): flooded like any multicast by other switches, taken off
-/// the wire by every Lanyard.
-pub const LOOP_PROBE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4c, 0x44, 0x00];
+pub use crate::l2::LOOP_PROBE_MAC;
 /// Marks a loop-detect probe's payload (after the EtherType
 /// `l2::ETHERTYPE_LANYARD`).
 pub const LOOP_PROBE_MAGIC: [u8; 8] = *b"LYLOOP1\0";

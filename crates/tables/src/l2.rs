@@ -4,8 +4,7 @@
 
 use crate::portset::{PortSet, VlanSet};
 
-/// Most ports one switch has (port ids are `0..MAX_PORTS`).
-pub const MAX_PORTS: usize = 256;
+pub use crate::portset::MAX_PORTS;
 /// VLAN ids are 12 bits.
 pub const MAX_VLANS: usize = 4096;
 

@@ -1,6 +1,7 @@
 //! Fixed-size bit sets of ports and VLANs (no allocation, copyable).
 
-use crate::l2::MAX_PORTS;
+/// Most ports one switch has (port ids are `0..MAX_PORTS`).
+pub const MAX_PORTS: usize = 256;
 
 /// A set of port ids `0..MAX_PORTS`.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]

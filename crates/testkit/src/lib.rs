@@ -23,10 +23,12 @@ pub mod pim;
 pub mod rawport;
 pub mod routes;
 pub mod switch;
+pub mod testbed;
 
-pub use netns::{in_netns, Netns, TestBed};
+pub use netns::{in_netns, Netns};
 pub use rawport::{Capture, CaptureResult, RawPort};
 pub use switch::Switch;
+pub use testbed::TestBed;
 
 /// True when the process runs as root (namespaces and raw sockets need it).
 pub fn is_root() -> bool {

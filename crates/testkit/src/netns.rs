@@ -12,8 +12,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use crate::rawport::RawPort;
-
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A network namespace that exists for the lifetime of this value.
@@ -237,44 +235,5 @@ pub fn in_netns<T: Send + 'static>(
     match handle.join() {
         Ok(r) => r,
         Err(p) => std::panic::resume_unwind(p),
-    }
-}
-
-/// The usual bed for switch tests: a DUT namespace with ports `sw1..swN`,
-/// a tester namespace with `t1..tN`, and veth pairs `t<i>` ↔ `sw<i>`.
-pub struct TestBed {
-    /// Where the tester's ends `t1..tN` live.
-    pub tester: Netns,
-    /// Where the switch runs and its ports `sw1..swN` live.
-    pub dut: Netns,
-    /// Number of port pairs.
-    pub ports: usize,
-}
-
-impl TestBed {
-    /// Creates both namespaces (names start with `prefix`, keep it ≤ 6
-    /// characters) and `ports` veth pairs with MTU `mtu` on both ends.
-    pub fn new(prefix: &str, ports: usize, mtu: u32) -> io::Result<TestBed> {
-        let tester = Netns::new(&format!("{prefix}-t"))?;
-        let dut = Netns::new(&format!("{prefix}-d"))?;
-        for i in 1..=ports {
-            veth(&tester, &format!("t{i}"), &dut, &format!("sw{i}"), mtu)?;
-        }
-        Ok(TestBed { tester, dut, ports })
-    }
-
-    /// Opens a raw tester socket on `t<i>` (1-based).
-    pub fn open(&self, i: usize) -> io::Result<RawPort> {
-        RawPort::open(self.tester.name(), &format!("t{i}"))
-    }
-
-    /// Opens raw tester sockets on `t1..tN`, index 0 = `t1`.
-    pub fn open_all(&self) -> io::Result<Vec<RawPort>> {
-        (1..=self.ports).map(|i| self.open(i)).collect()
-    }
-
-    /// The names `sw1..swN`.
-    pub fn dut_ports(&self) -> Vec<String> {
-        (1..=self.ports).map(|i| format!("sw{i}")).collect()
     }
 }

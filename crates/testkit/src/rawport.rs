@@ -323,36 +323,6 @@ impl RawPort {
     }
 }
 
-/// Whether the kernel delivers `frame`, sent on one end of a scratch veth
-/// pair in namespace `ns`, to a packet socket on the other end.
-///
-/// Some malformed frames never reach an `AF_PACKET` switch at all: Linux
-/// drops a frame whose 802.1Q/802.1ad tag is cut short (`skb_vlan_untag`
-/// needs 6 bytes after the Ethernet header) before any packet tap runs.
-/// Tests use this probe to tell such kernel drops from switch behaviour.
-pub fn kernel_delivers(ns: &crate::Netns, frame: &[u8]) -> io::Result<bool> {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let (a, b) = (format!("kpa{n}"), format!("kpb{n}"));
-    crate::netns::veth(ns, &a, ns, &b, 9500)?;
-    let res = (|| {
-        let pa = RawPort::open(ns.name(), &a)?;
-        let pb = RawPort::open(ns.name(), &b)?;
-        pa.send(frame)?;
-        let deadline = Instant::now() + Duration::from_millis(300);
-        while Instant::now() < deadline {
-            if let Some(f) = pb.recv_timeout(Duration::from_millis(50))? {
-                if f[..] == frame[..] {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    })();
-    let _ = crate::netns::ip(&["-n", ns.name(), "link", "del", "dev", &a]);
-    res
-}
-
 /// Reads one frame into `buf[4..]`; re-inserts the outer VLAN tag from the
 /// auxiliary data into the 4 spare bytes; returns the frame's range in
 /// `buf`, or `None` if nothing is queued (with `MSG_DONTWAIT`).
@@ -678,11 +648,11 @@ mod tests {
         }
         let ns = Netns::new("tkk").unwrap();
         let ok = test_frame(&BROADCAST, &mac(1), &[Tag::dot1q(10)], 0, 0, 64);
-        assert!(kernel_delivers(&ns, &ok).unwrap());
+        assert!(crate::testbed::kernel_delivers(&ns, &ok).unwrap());
         // 14 + 2 bytes: TPID 0x8100 and half a tag. Linux frees it in
         // skb_vlan_untag before packet taps: no AF_PACKET switch can see it.
         let cut = crate::frame::build(&BROADCAST, &mac(1), &[], 0x8100, &[0, 10]);
-        assert!(!kernel_delivers(&ns, &cut).unwrap());
+        assert!(!crate::testbed::kernel_delivers(&ns, &cut).unwrap());
     }
 
     #[test]

@@ -1,0 +1,11 @@
+//! Checks of each section that need the whole configuration (cross
+//! references between sections); called by `validate`. The sections
+//! themselves only define their schema, so the model can hold them
+//! without a cycle.
+
+pub(crate) mod copp;
+pub(crate) mod guard;
+pub(crate) mod ha;
+pub(crate) mod mirror;
+pub(crate) mod multicast;
+pub(crate) mod services;
