@@ -12,9 +12,11 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Progress line with ETA on stderr. On a terminal it redraws one line; in
-/// a log (CI, a pipe) it prints one plain line each time the label changes,
-/// so logs stay readable.
+/// Progress on stderr. On a terminal, two `indicatif` bars redraw in
+/// place: the plan (elapsed, ETA from the estimated run time) and the
+/// test running now (its own elapsed time and ETA). In a log (CI, a pipe)
+/// nothing is drawn; one plain line is printed each time the label
+/// changes, so logs stay readable.
 pub struct Progress {
     start: Instant,
     total: f64,
@@ -22,29 +24,70 @@ pub struct Progress {
     quiet: bool,
     label: String,
     tty: bool,
+    plan: Option<indicatif::ProgressBar>,
+    test: Option<(String, indicatif::ProgressBar)>,
+    multi: Option<indicatif::MultiProgress>,
+}
+
+/// Estimated seconds are counted in milliseconds on the bars.
+const MS: f64 = 1000.0;
+
+fn bar_style(tmpl: &str) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(tmpl)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("#>.")
 }
 
 impl Progress {
     /// `total` is the estimated run time in seconds.
     pub fn new(total: f64, quiet: bool) -> Progress {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let total = total.max(1.0);
+        let (multi, plan) = if tty && !quiet {
+            let m = indicatif::MultiProgress::new();
+            let p = m.add(indicatif::ProgressBar::new((total * MS) as u64));
+            p.set_style(bar_style(
+                "plan [{bar:24}] {percent:>3}% {elapsed_precise} ETA {eta_precise}",
+            ));
+            p.enable_steady_tick(std::time::Duration::from_millis(250));
+            (Some(m), Some(p))
+        } else {
+            (None, None)
+        };
         Progress {
             start: Instant::now(),
-            total: total.max(1.0),
+            total,
             done: 0.0,
             quiet,
             label: String::new(),
-            // SAFETY: isatty only inspects the descriptor.
-            tty: unsafe { libc::isatty(2) } == 1,
+            tty,
+            plan,
+            test: None,
+            multi,
         }
     }
 
-    /// Set what is running now.
+    /// Set what is running now (`test: detail`; the part before the first
+    /// space names the test for its bar).
     pub fn label(&mut self, l: String) {
         let changed = l != self.label;
         self.label = l;
-        if self.tty {
-            self.draw();
-        } else if changed && !self.quiet {
+        if let Some(m) = &self.multi {
+            let name = self.label.split(' ').next().unwrap_or("").to_string();
+            let same = self.test.as_ref().is_some_and(|(n, _)| *n == name);
+            if !same {
+                if let Some((_, b)) = self.test.take() {
+                    b.finish_and_clear();
+                }
+                let b = m.add(indicatif::ProgressBar::new_spinner());
+                b.set_style(bar_style("test {elapsed_precise} {spinner} {msg}"));
+                b.enable_steady_tick(std::time::Duration::from_millis(250));
+                self.test = Some((name, b));
+            }
+            if let Some((_, b)) = &self.test {
+                b.set_message(self.label.clone());
+            }
+        } else if changed && !self.quiet && !self.tty {
             eprintln!(
                 "[lab] {:>4.0}s  {}",
                 self.start.elapsed().as_secs_f64(),
@@ -56,42 +99,21 @@ impl Progress {
     /// Account `secs` of estimated work as done.
     pub fn advance(&mut self, secs: f64) {
         self.done = (self.done + secs).min(self.total * 0.99);
-        if self.tty {
-            self.draw();
+        if let Some(p) = &self.plan {
+            p.set_position((self.done * MS) as u64);
         }
     }
 
-    fn draw(&self) {
-        if self.quiet {
-            return;
-        }
-        let el = self.start.elapsed().as_secs_f64();
-        let frac = self.done / self.total;
-        let eta = if frac > 0.02 {
-            el / frac - el
-        } else {
-            self.total - el
-        };
-        let bar = (frac * 20.0) as usize;
-        eprint!(
-            "\r\x1b[K[{}{}] {:3.0}% {:>4.0}s ETA {:>4.0}s  {}",
-            "#".repeat(bar),
-            ".".repeat(20 - bar.min(20)),
-            frac * 100.0,
-            el,
-            eta.max(0.0),
-            self.label
-        );
-    }
-
-    /// End the progress line.
+    /// End the progress display.
     pub fn finish(&self) {
+        if let Some((_, b)) = &self.test {
+            b.finish_and_clear();
+        }
+        if let Some(p) = &self.plan {
+            p.finish_and_clear();
+        }
         if !self.quiet {
-            eprintln!(
-                "{}[lab] done in {:.0} s",
-                if self.tty { "\r\x1b[K" } else { "" },
-                self.start.elapsed().as_secs_f64()
-            );
+            eprintln!("[lab] done in {:.0} s", self.start.elapsed().as_secs_f64());
         }
     }
 }

@@ -11,7 +11,7 @@
 //! a switch that cannot be reached names `--socket` and `LANYARD_SOCKET`.
 //!
 //! `LANYARD_GOLDEN_CAPTURE=DIR` writes each command's JSON answer to
-//! `DIR/<view>.json` (the inputs of `crates/control/tests/golden`).
+//! `DIR/<view>.json` (the inputs of `crates/mgmt/tests/golden`).
 
 use std::collections::BTreeMap;
 use std::process::Command;

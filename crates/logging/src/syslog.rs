@@ -154,7 +154,8 @@ fn header_field(s: &str, max: usize) -> String {
     }
 }
 
-/// One RFC 5424 message.
+/// One RFC 5424 message (the arguments are the header fields, in order).
+#[allow(clippy::too_many_arguments)]
 pub fn format(
     facility: Facility,
     severity: u8,

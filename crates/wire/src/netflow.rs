@@ -38,8 +38,6 @@
 //! to the millisecond: exporters should choose `sys_uptime_ms` as
 //! `unix_secs × 1000 − boot_ms` for a fixed `boot_ms`.
 
-// `super`, not `crate`: `services::export` compiles this file in by
-// path (see there) and provides these two names beside it.
 use crate::{Error, Result};
 
 /// Export protocol.
