@@ -203,7 +203,7 @@ fn issue13_loop_detect_breaks_a_loop() {
     // Manual recovery: the loop is still there, so it is found again.
     let out = sw.cli(&["clear", "errdisable", "lpb"]).expect("cli").stdout;
     let out = String::from_utf8_lossy(&out);
-    if !out.contains("err-disable cleared on lpb") {
+    if !out.contains("Err-disable cleared on lpb") {
         failures.push(format!("clear errdisable lpb said: {out}"));
     }
     let times = || {
