@@ -858,89 +858,6 @@ pub fn mroutes(v: &Value) -> String {
     o
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn mac_table_uses_dotted_macs_and_totals() {
-        let t = mac_table(&json!([
-            {"vlan": 10, "mac": "02:00:00:00:00:01", "type": "dynamic", "port": "sw1", "age": 3},
-            {"vlan": 10, "mac": "02:00:00:00:00:02", "type": "static", "port": "sw2", "age": null}
-        ]));
-        assert!(t.contains("0200.0000.0001"), "{t}");
-        assert!(t.contains("DYNAMIC") && t.contains("STATIC"));
-        assert!(t.contains("Total Mac Addresses for this criterion: 2"));
-    }
-
-    #[test]
-    fn multicast_tables() {
-        let t = mroutes(
-            &json!({"count": 2, "s-g": 1, "star-g": 1, "snooped": 2, "routed": 0,
-            "memory-bytes": 64, "routes": [
-            {"vlan": 10, "source": "10.0.0.1", "group": "232.1.1.1", "iif": "any",
-             "oifs": ["sw2", "sw3"], "packets": 7, "bytes": 896}]}),
-        );
-        assert!(t.contains("2 routes: 1 (S,G), 1 (*,G)"), "{t}");
-        assert!(
-            t.contains("232.1.1.1") && t.contains("sw2,sw3") && t.contains("896"),
-            "{t}"
-        );
-        let g = snooping_groups(&json!({"vlans": [{"vlan": 10, "groups": 1,
-            "router-ports": ["sw4"], "querier": "10.0.0.1"}],
-            "groups": [{"vlan": 10, "group": "239.1.1.1",
-            "ports": [{"port": "sw2", "mode": "include", "sources": ["10.9.9.9"]}]}]}));
-        assert!(
-            g.contains("VLAN 10: 1 groups, querier 10.0.0.1, router ports sw4"),
-            "{g}"
-        );
-        assert!(
-            g.contains("239.1.1.1") && g.contains("include") && g.contains("10.9.9.9"),
-            "{g}"
-        );
-    }
-
-    #[test]
-    fn counters_list_only_nonzero_drops() {
-        let t = counters(&json!({"ports": [{"name": "sw1", "rx_frames": 5,
-            "drops": {"malformed": 2, "oversize": 0}}], "vlans": []}));
-        assert!(t.contains("malformed 2") && !t.contains("oversize"), "{t}");
-    }
-
-    #[test]
-    fn routes_show_codes_ecmp_and_blackholes() {
-        let t = routes(&json!([
-            {"prefix": "10.0.0.0/24", "source": "connected", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": null, "weight": 1}]},
-            {"prefix": "198.51.100.0/24", "source": "ospf", "installed": true,
-             "blackhole": false, "unresolvable": false,
-             "nexthops": [{"interface": "sw1", "gateway": "10.0.0.2", "weight": 1},
-                          {"interface": "sw2", "gateway": "10.0.1.2", "weight": 1}]},
-            {"prefix": "203.0.113.0/24", "source": "static", "installed": true,
-             "blackhole": true, "unresolvable": false, "nexthops": []}
-        ]));
-        assert!(
-            t.contains("C* 10.0.0.0/24") && t.contains("directly connected, sw1"),
-            "{t}"
-        );
-        assert!(
-            t.contains("O* 198.51.100.0/24") && t.contains("via 10.0.1.2, sw2"),
-            "{t}"
-        );
-        assert!(
-            t.contains("S* 203.0.113.0/24") && t.contains("blackhole"),
-            "{t}"
-        );
-        assert!(t.contains("Total: 3"), "{t}");
-        let s = route_summary(&json!({"prefixes": 3, "installed": 3,
-            "sources": [{"source": "ospf", "routes": 240000, "installed": 240000}],
-            "lpm": {"nodes": 10}, "next_hops": 4, "next_hop_capacity": 65536}));
-        assert!(s.contains("ospf") && s.contains("240000"), "{s}");
-    }
-}
-
 /// "err-disabled (cause), recovery in N s" or "forwarding".
 fn errdisable_state(e: &Value) -> String {
     if e.is_null() {
@@ -1026,4 +943,87 @@ pub fn loop_detect(v: &Value) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mac_table_uses_dotted_macs_and_totals() {
+        let t = mac_table(&json!([
+            {"vlan": 10, "mac": "02:00:00:00:00:01", "type": "dynamic", "port": "sw1", "age": 3},
+            {"vlan": 10, "mac": "02:00:00:00:00:02", "type": "static", "port": "sw2", "age": null}
+        ]));
+        assert!(t.contains("0200.0000.0001"), "{t}");
+        assert!(t.contains("DYNAMIC") && t.contains("STATIC"));
+        assert!(t.contains("Total Mac Addresses for this criterion: 2"));
+    }
+
+    #[test]
+    fn multicast_tables() {
+        let t = mroutes(
+            &json!({"count": 2, "s-g": 1, "star-g": 1, "snooped": 2, "routed": 0,
+            "memory-bytes": 64, "routes": [
+            {"vlan": 10, "source": "10.0.0.1", "group": "232.1.1.1", "iif": "any",
+             "oifs": ["sw2", "sw3"], "packets": 7, "bytes": 896}]}),
+        );
+        assert!(t.contains("2 routes: 1 (S,G), 1 (*,G)"), "{t}");
+        assert!(
+            t.contains("232.1.1.1") && t.contains("sw2,sw3") && t.contains("896"),
+            "{t}"
+        );
+        let g = snooping_groups(&json!({"vlans": [{"vlan": 10, "groups": 1,
+            "router-ports": ["sw4"], "querier": "10.0.0.1"}],
+            "groups": [{"vlan": 10, "group": "239.1.1.1",
+            "ports": [{"port": "sw2", "mode": "include", "sources": ["10.9.9.9"]}]}]}));
+        assert!(
+            g.contains("VLAN 10: 1 groups, querier 10.0.0.1, router ports sw4"),
+            "{g}"
+        );
+        assert!(
+            g.contains("239.1.1.1") && g.contains("include") && g.contains("10.9.9.9"),
+            "{g}"
+        );
+    }
+
+    #[test]
+    fn counters_list_only_nonzero_drops() {
+        let t = counters(&json!({"ports": [{"name": "sw1", "rx_frames": 5,
+            "drops": {"malformed": 2, "oversize": 0}}], "vlans": []}));
+        assert!(t.contains("malformed 2") && !t.contains("oversize"), "{t}");
+    }
+
+    #[test]
+    fn routes_show_codes_ecmp_and_blackholes() {
+        let t = routes(&json!([
+            {"prefix": "10.0.0.0/24", "source": "connected", "installed": true,
+             "blackhole": false, "unresolvable": false,
+             "nexthops": [{"interface": "sw1", "gateway": null, "weight": 1}]},
+            {"prefix": "198.51.100.0/24", "source": "ospf", "installed": true,
+             "blackhole": false, "unresolvable": false,
+             "nexthops": [{"interface": "sw1", "gateway": "10.0.0.2", "weight": 1},
+                          {"interface": "sw2", "gateway": "10.0.1.2", "weight": 1}]},
+            {"prefix": "203.0.113.0/24", "source": "static", "installed": true,
+             "blackhole": true, "unresolvable": false, "nexthops": []}
+        ]));
+        assert!(
+            t.contains("C* 10.0.0.0/24") && t.contains("directly connected, sw1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("O* 198.51.100.0/24") && t.contains("via 10.0.1.2, sw2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("S* 203.0.113.0/24") && t.contains("blackhole"),
+            "{t}"
+        );
+        assert!(t.contains("Total: 3"), "{t}");
+        let s = route_summary(&json!({"prefixes": 3, "installed": 3,
+            "sources": [{"source": "ospf", "routes": 240000, "installed": 240000}],
+            "lpm": {"nodes": 10}, "next_hops": 4, "next_hop_capacity": 65536}));
+        assert!(s.contains("ospf") && s.contains("240000"), "{s}");
+    }
 }

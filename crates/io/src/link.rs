@@ -233,24 +233,6 @@ impl LinkMonitor {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_exists_and_bogus_does_not() {
-        let lo = query("lo").expect("lo exists in every namespace");
-        assert!(lo.ifindex >= 1 && lo.mtu > 0);
-        assert!(query("lyio-nonexistent0").is_none());
-        assert!(query("").is_none());
-        assert!(query("a-name-that-is-way-too-long").is_none());
-        assert!(matches!(
-            set_mtu("lyio-nonexistent0", 1500),
-            Err(PortError::NoSuchInterface(_))
-        ));
-    }
-}
-
 /// Clear `IFF_UP` (administratively down; the peer loses carrier): how
 /// the switch err-disables a port.
 pub fn set_down(name: &str) -> Result<(), PortError> {
@@ -308,4 +290,22 @@ pub fn speed_mbps(name: &str) -> Option<u32> {
     let speed = u32::from(cmd.speed_hi) << 16 | u32::from(cmd.speed);
     // SPEED_UNKNOWN is -1 (all ones); 0 means nothing useful either.
     (speed != 0 && speed != u32::MAX).then_some(speed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_exists_and_bogus_does_not() {
+        let lo = query("lo").expect("lo exists in every namespace");
+        assert!(lo.ifindex >= 1 && lo.mtu > 0);
+        assert!(query("lyio-nonexistent0").is_none());
+        assert!(query("").is_none());
+        assert!(query("a-name-that-is-way-too-long").is_none());
+        assert!(matches!(
+            set_mtu("lyio-nonexistent0", 1500),
+            Err(PortError::NoSuchInterface(_))
+        ));
+    }
 }

@@ -150,9 +150,9 @@ impl Bucket {
     fn admit(&mut self, need: u64, now_ns: u64) -> bool {
         let dt = now_ns.saturating_sub(self.last_ns);
         self.last_ns = now_ns;
-        if self.rate > 0 {
+        if let Some(full) = self.max.checked_div(self.rate) {
             // Gaps longer than a full refill are clamped: no overflow.
-            let fill = self.max / self.rate + 1;
+            let fill = full + 1;
             let add = dt.min(fill).saturating_mul(self.rate);
             self.tokens = self.tokens.saturating_add(add).min(self.max);
         }
