@@ -169,7 +169,7 @@ impl<'a> Iterator for Attrs<'a> {
 /// A label stack as in `RTA_DST`/`RTA_NEWDST`/`MPLS_IPTUNNEL_DST`:
 /// big-endian LSEs, bottom-of-stack bit on the last.
 fn labels(b: &[u8]) -> Result<Vec<u32>> {
-    if b.len() % 4 != 0 || b.len() / 4 > MAX_LABELS {
+    if !b.len().is_multiple_of(4) || b.len() / 4 > MAX_LABELS {
         return bad(format!("label stack of {} bytes", b.len()));
     }
     let v: Vec<u32> = b

@@ -62,7 +62,7 @@ fn build(n: usize) -> (Lfib, NextHopTable, Vec<u32>) {
             continue;
         }
         let i = labels.len() as u32;
-        let target = if i % 4 == 0 {
+        let target = if i.is_multiple_of(4) {
             tables::nexthop::GROUP_BIT | (i % 64)
         } else {
             tables::NHLFE_BIT | (i % 1024)

@@ -1022,7 +1022,7 @@ mod tests {
                 }
                 1 => {
                     let a = IlmAction::Forward {
-                        target: NHLFE_BIT | (x >> 40) as u32 % 8192,
+                        target: NHLFE_BIT | ((x >> 40) as u32 % 8192),
                     };
                     t.set_ilm(label, a).unwrap();
                     model.insert(label, a);
