@@ -694,6 +694,45 @@ mod tests {
         assert!(fpm_frames(&[2, 1, 0, 8]).is_err());
     }
 
+    /// Random bytes and mutations of valid messages never panic (the
+    /// stable twin of fuzz/fuzz_targets/fuzz_labelfeed.rs).
+    #[test]
+    fn random_input_never_panics() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut seed = nla(RTA_DST, &lse(&[17]));
+        seed.extend(nla(RTA_NEWDST, &lse(&[100, 200])));
+        seed.extend(nla(
+            RTA_MULTIPATH,
+            &[16, 0, 0, 0, 3, 0, 0, 0, 8, 0, 5, 0, 10, 0, 12, 2],
+        ));
+        let base = msg(RTM_NEWROUTE, AF_MPLS, 20, &seed);
+        let line = b"v=1 op=pw-install ifname=mpw1 type=5 local=16 remote=17 cw=1 peer=10.255.0.2 nh=10.0.12.2@3/18";
+        for i in 0..200_000 {
+            let mut m = if i % 2 == 0 {
+                base.clone()
+            } else {
+                line.to_vec()
+            };
+            for _ in 0..1 + next() % 4 {
+                let at = next() as usize % m.len();
+                m[at] = next() as u8;
+            }
+            m.truncate(next() as usize % (m.len() + 1));
+            let _ = decode_route(&m);
+            let _ = netlink_messages(&m);
+            let _ = fpm_frames(&m);
+            if let Ok(s) = std::str::from_utf8(&m) {
+                let _ = PwMessage::parse(s);
+            }
+        }
+    }
+
     #[test]
     fn pw_line() {
         let l = "v=1 op=pw-install ifname=mpw1 vrf=0 type=5 local=16 remote=17 cw=1 status=0 \
