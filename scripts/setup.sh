@@ -22,4 +22,7 @@ if command -v systemctl >/dev/null 2>&1; then
   # Likewise FRR: tests start their own zebra in private namespaces.
   systemctl stop frr >/dev/null 2>&1 || true
 fi
+# The zebra module that hands FRR's labels and pseudowires to Lanyard
+# (docs/mpls.md), built against the installed FRR's source package.
+"$(dirname "$0")/build-zebra-mpls.sh"
 echo "setup: ok"

@@ -21,6 +21,9 @@ pub const DEFAULT_MAC_AGING: u32 = 300;
 pub const DEFAULT_MAC_TABLE_SIZE: u32 = 1 << 20;
 /// Default `switch.poll-idle-us`.
 pub const DEFAULT_POLL_IDLE_US: u32 = 50;
+/// Default `switch.worker-nice`: forwarding threads win the CPU over
+/// ordinary processes, as the kernel's own forwarding (softirq) does.
+pub const DEFAULT_WORKER_NICE: i32 = -10;
 /// Default `management.socket`.
 pub const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
 /// Default MTU of a layer-2 port (access, trunk, dot1q-tunnel): jumbo.
@@ -169,6 +172,9 @@ pub struct SwitchSettings {
     pub mac_table_size: u32,
     /// Busy-poll this long (µs) before sleeping in poll(2). Default 50.
     pub poll_idle_us: u32,
+    /// Nice value (-20..19) of the forwarding threads (workers and the
+    /// learner). Default -10.
+    pub worker_nice: i32,
 }
 
 impl Default for SwitchSettings {
@@ -179,6 +185,7 @@ impl Default for SwitchSettings {
             mac_aging: DEFAULT_MAC_AGING,
             mac_table_size: DEFAULT_MAC_TABLE_SIZE,
             poll_idle_us: DEFAULT_POLL_IDLE_US,
+            worker_nice: DEFAULT_WORKER_NICE,
         }
     }
 }

@@ -47,6 +47,12 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
     if s.name.trim().is_empty() {
         c.err("switch.name", "must not be empty");
     }
+    if !(-20..=19).contains(&s.worker_nice) {
+        c.err(
+            "switch.worker-nice",
+            format!("{} is out of range -20..19", s.worker_nice),
+        );
+    }
     if !limits::WORKERS.contains(&s.workers) {
         c.err(
             "switch.workers",

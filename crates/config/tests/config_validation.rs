@@ -103,6 +103,7 @@ fn full_example_parses_to_expected_model() {
             mac_aging: 0,
             mac_table_size: 65536,
             poll_idle_us: 0,
+            worker_nice: -10,
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
@@ -203,6 +204,7 @@ fn defaults_apply() {
     assert_eq!(cfg.switch.mac_aging, 300);
     assert_eq!(cfg.switch.mac_table_size, 1_048_576);
     assert_eq!(cfg.switch.poll_idle_us, 50);
+    assert_eq!(cfg.switch.worker_nice, -10);
     assert_eq!(
         cfg.management.socket,
         Path::new("/run/lanyard/lanyard.sock")
@@ -609,6 +611,24 @@ fn numeric_ranges() {
         "out of range",
     );
     ok("switch:\n  mac-table-size: 16777216\nports: [{name: a}]\n");
+    one_error(
+        "switch:\n  worker-nice: -21\nports: [{name: a}]\n",
+        2,
+        "switch.worker-nice",
+        "out of range -20..19",
+    );
+    one_error(
+        "switch:\n  worker-nice: 20\nports: [{name: a}]\n",
+        2,
+        "switch.worker-nice",
+        "out of range",
+    );
+    assert_eq!(
+        ok("switch:\n  worker-nice: 0\nports: [{name: a}]\n")
+            .switch
+            .worker_nice,
+        0
+    );
 }
 
 #[test]

@@ -240,7 +240,14 @@ impl Switch {
             cfg.switch.mac_aging,
             cfg.switch.mac_table_size as usize,
         );
-        let h = spawn("learner".into(), Box::new(move || learner.run()))?;
+        let nice = cfg.switch.worker_nice;
+        let h = spawn(
+            "learner".into(),
+            Box::new(move || {
+                set_nice(nice, "learner");
+                learner.run()
+            }),
+        )?;
         let _ = shared.learner.set(h.thread().clone());
         threads.push(h);
         if !restored.is_empty() {
@@ -263,7 +270,13 @@ impl Switch {
             let mb = Arc::new(Mailbox::default());
             let c = Arc::new(WorkerCounters::default());
             let worker = Worker::new(shared.clone(), mb.clone(), c.clone(), opts);
-            threads.push(spawn(format!("worker{w}"), Box::new(move || worker.run()))?);
+            threads.push(spawn(
+                format!("worker{w}"),
+                Box::new(move || {
+                    set_nice(nice, "workers");
+                    worker.run()
+                }),
+            )?);
             mailboxes.push(mb);
             counters.push(c);
         }
@@ -526,6 +539,34 @@ fn start_exporter(
     cfg.domain_id = fe.domain_id;
     FlowExporter::start(cfg, shared.flow_queues(), shared.epoch)
         .map_err(|e| format!("flow export to {collector}: {e}"))
+}
+
+/// Give the calling thread nice value `nice` (`switch.worker-nice`).
+/// Forwarding threads run ahead of ordinary processes: under overload the
+/// kernel's own forwarding (softirq) wins the CPU over the processes that
+/// offer the traffic, and so must Lanyard's, or its rings overflow while
+/// the senders keep the CPU (docs/performance.md, issue 13). Without
+/// CAP_SYS_NICE the thread keeps its priority (said once per kind).
+fn set_nice(nice: i32, what: &str) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: plain syscalls on the calling thread (its tid).
+    let r = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice)
+    };
+    if r != 0 {
+        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if !said.iter().any(|w| w == what) {
+            said.push(what.to_string());
+            tracing::info!(
+                "{what}: nice {nice} refused ({}); running at normal priority",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
 }
 
 /// A start-up step failed: stop the threads already running, pass the

@@ -14,9 +14,7 @@ const DEFAULT_SOCKET: &str = "/run/lanyard/lanyard.sock";
     about = "A software multilayer switch/router for Linux, and its test bed"
 )]
 struct Cli {
-    /// Management socket of the switch to talk to; for `run`, the socket
-    /// to serve (overrides the config's `management.socket`; precedence:
-    /// --socket, then LANYARD_SOCKET, then the config, then the default).
+    /// Management socket (default: $LANYARD_SOCKET or /run/lanyard/lanyard.sock)
     #[arg(
         long,
         env = "LANYARD_SOCKET",
@@ -45,10 +43,9 @@ enum Cmd {
         /// Configuration file (YAML; docs/config.md; check it with `config check`).
         #[arg(long, short, value_name = "FILE")]
         config: PathBuf,
-        /// Socket to serve (default: $LANYARD_SOCKET, else the config's
-        /// management.socket, else /run/lanyard/lanyard.sock)
-        #[command(flatten)]
-        socket: SocketOpt,
+        /// Socket to serve (default: $LANYARD_SOCKET, else the config's management.socket)
+        #[arg(long = "socket", value_name = "PATH")]
+        socket: Option<PathBuf>,
     },
     /// Configuration tools: check, diff, apply, rollback.
     Config {
@@ -338,7 +335,7 @@ fn main() -> ExitCode {
     let sock = |o: SocketOpt| o.socket.unwrap_or_else(|| top.clone());
     let r = match cli.cmd {
         Cmd::Run { config, socket } => {
-            let serve = socket.socket.or_else(|| top_given.then(|| top.clone()));
+            let serve = socket.or_else(|| top_given.then(|| top.clone()));
             control::daemon::run(&config, serve.as_deref())
         }
         Cmd::Config {

@@ -136,7 +136,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// frame is flooded to six ports); then three test ports (t4..t6) send
 /// one frame to each address, and the monitor port (t7) must see none of
 /// them. `ISSUE13_ADDRESSES` (default 300,000; the issue's check used
-/// 1,000,000).
+/// 1,000,000); `ISSUE13_DUT=bridge` runs the same frames through the
+/// Linux bridge (docs/performance.md, "Learning under flood load").
 #[test]
 fn issue13_capacity_learning_under_flood_load() {
     use testkit::frame::{mac, write_test_frame};
@@ -155,13 +156,40 @@ fn issue13_capacity_learning_under_flood_load() {
     }
     let names = bed.dut_ports();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &y,
-        &names,
-    )
-    .expect("start lanyard");
+    // `ISSUE13_DUT=bridge`: the same check against the Linux bridge.
+    let bridge = std::env::var("ISSUE13_DUT").is_ok_and(|d| d == "bridge");
+    let sw = if bridge {
+        let d = &bed.dut;
+        d.exec(&[
+            "ip",
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "ageing_time",
+            "30000",
+        ])
+        .expect("bridge");
+        for n in &names {
+            d.exec(&["ip", "link", "set", n, "master", "br0", "up"])
+                .expect("enslave");
+        }
+        d.exec(&["ip", "link", "set", "br0", "up"])
+            .expect("bridge up");
+        std::thread::sleep(Duration::from_millis(500));
+        None
+    } else {
+        Some(
+            Switch::start(
+                &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+                &bed.dut,
+                &y,
+                &names,
+            )
+            .expect("start lanyard"),
+        )
+    };
     let ports = bed.open_all().expect("tester sockets");
     let caps: Vec<_> = ports
         .iter()
@@ -198,13 +226,16 @@ fn issue13_capacity_learning_under_flood_load() {
         }
     });
     let learn_time = t_learn.elapsed();
-    let learned = sw.wait_mac_count(None, u64::from(total) + 4, Duration::from_secs(30));
+    let learned = match &sw {
+        Some(sw) => sw.wait_mac_count(None, u64::from(total) + 4, Duration::from_secs(30)),
+        None => u64::from(total) + 4,
+    };
     // Flooded: each learning port sees the other two groups, the others all.
     let flood_expect = |p: usize| u64::from(total) - if p < 3 { u64::from(sizes[p]) } else { 0 };
     for (p, c) in caps.iter().enumerate() {
         c.wait_for(flood_expect(p), Duration::from_secs(30), QUIET);
     }
-    let c_learn = sw.counters();
+    let c_learn = sw.as_ref().map(Switch::counters);
     std::thread::scope(|s| {
         for g in 0..3 {
             let port = &ports[3 + g];
@@ -230,11 +261,22 @@ fn issue13_capacity_learning_under_flood_load() {
         .collect();
     let mut failures = Vec::new();
     let ring_full: Vec<u64> = (1..=3)
-        .map(|i| port_counter(&c_learn, &format!("sw{i}"), "drops.rx-ring-full"))
+        .map(|i| {
+            c_learn.as_ref().map_or(0, |c| {
+                port_counter(c, &format!("sw{i}"), "drops.rx-ring-full")
+            })
+        })
         .collect();
+    // What the senders achieved: a veth sender pays the Linux bridge's
+    // forwarding in its own system call, so against the bridge the
+    // offered rate falls when the bridge cannot keep up; against Lanyard
+    // it does not (its receive rings absorb or drop). Compare DUTs at the
+    // rate each one actually received.
+    let achieved = f64::from(total) / learn_time.as_secs_f64() / 3.0;
     eprintln!(
-        "{total} addresses at {rate} frames/s per port: learning phase {learn_time:?}, \
-         {learned} learned (+4 own), rx-ring-full on the learning ports {ring_full:?}"
+        "{total} addresses at {rate} frames/s per port: learning phase {learn_time:?} \
+         ({achieved:.0} frames/s per port achieved), {learned} learned (+4 own), \
+         rx-ring-full on the learning ports {ring_full:?}"
     );
     if learned != u64::from(total) + 4 {
         failures.push(format!("{learned} addresses learned, want {}", total + 4));
@@ -270,6 +312,8 @@ fn issue13_capacity_learning_under_flood_load() {
         failures.is_empty(),
         "{}\nper port:{}",
         failures.join("\n"),
-        l2::diagnostics(&sw, &bed.dut, &names)
+        sw.as_ref()
+            .map(|sw| l2::diagnostics(sw, &bed.dut, &names))
+            .unwrap_or_default()
     );
 }

@@ -15,6 +15,7 @@ pub mod egress;
 pub mod l2;
 pub mod l3;
 pub mod mcast;
+pub mod mpls;
 pub mod qos;
 pub mod services;
 pub mod storm;

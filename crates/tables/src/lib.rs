@@ -5,7 +5,9 @@
 //! layer-2 stage ([`l2::L2Tables`]) and the learning queue between them,
 //! and the FIB: IPv4 and IPv6 longest-prefix match ([`lpm4::Lpm4`],
 //! [`lpm6::Lpm6`]), next hops and ECMP groups ([`nexthop::NextHopTable`])
-//! and the neighbour table ([`neighbor::NeighborTable`]).
+//! and the neighbour table ([`neighbor::NeighborTable`]); the label FIB
+//! ([`mpls::Lfib`]: incoming labels, label stacks per next hop,
+//! pseudowires, precomputed backup paths).
 //! It knows nothing of sockets or configuration syntax, and its read paths
 //! never lock or allocate.
 
@@ -18,6 +20,7 @@ pub mod lpm6;
 pub mod mac;
 pub mod mcast;
 pub mod mirror;
+pub mod mpls;
 pub mod neighbor;
 pub mod nexthop;
 pub mod portset;
@@ -28,6 +31,7 @@ pub use learn::{LearnEvent, LearnQueue};
 pub use lpm4::{Lpm4, LpmError, LpmStats, MAX_NEXT_HOP};
 pub use lpm6::Lpm6;
 pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
+pub use mpls::{IlmAction, LabelStack, Lfib, LfibError, LfibSize, Nhlfe, Pseudowire, NHLFE_BIT};
 pub use neighbor::{Neighbor, NeighborState, NeighborTable};
 pub use nexthop::{
     Group, NextHop, NextHopError, NextHopTable, BLACKHOLE_PORT, GROUP_BIT, MAX_GROUP_MEMBERS,

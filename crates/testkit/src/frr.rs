@@ -68,6 +68,7 @@ pub enum Daemon {
     Staticd,
     Ospfd,
     Ospf6d,
+    Ldpd,
 }
 
 impl Daemon {
@@ -78,6 +79,7 @@ impl Daemon {
             Daemon::Staticd => "staticd",
             Daemon::Ospfd => "ospfd",
             Daemon::Ospf6d => "ospf6d",
+            Daemon::Ldpd => "ldpd",
         }
     }
 
@@ -143,6 +145,7 @@ pub struct FrrConfig {
     pub staticd: String,
     pub ospfd: String,
     pub ospf6d: String,
+    pub ldpd: String,
 }
 
 impl FrrConfig {
@@ -153,6 +156,7 @@ impl FrrConfig {
             Daemon::Staticd => &self.staticd,
             Daemon::Ospfd => &self.ospfd,
             Daemon::Ospf6d => &self.ospf6d,
+            Daemon::Ldpd => &self.ldpd,
         }
     }
 }
@@ -290,6 +294,13 @@ impl FrrInstance {
             "--log".into(),
             format!("file:{dir}/{}.log", d.name()),
         ];
+        if d == Daemon::Ldpd {
+            // ldpd's control socket (vtysh's "show mpls ldp" goes through
+            // it, `ldpd.sock` in the given dir) defaults to one path per
+            // host: keep it per instance.
+            args.push("--ctl_socket".into());
+            args.push(dir.into());
+        }
         if let Some(level) = &opts.log_level {
             args.push("--log-level".into());
             args.push(level.clone());

@@ -1,7 +1,8 @@
 //! # wire — Lanyard's packet-format layer
 //!
 //! This crate is the lowest layer of Lanyard: it knows how the bytes of
-//! Ethernet II, 802.1Q / 802.1ad tags, ARP, IPv4, IPv6 (with extension-header
+//! Ethernet II, 802.1Q / 802.1ad tags, MPLS label stacks and Ethernet
+//! pseudowires, ARP, IPv4, IPv6 (with extension-header
 //! walk), ICMP, ICMPv6, UDP and TCP are laid out, and nothing else.
 //!
 //! Every format has two forms (smoltcp style):
@@ -63,6 +64,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod lacp;
 pub mod mld;
+pub mod mpls;
 pub mod netflow;
 pub mod tcp;
 pub mod udp;
@@ -80,6 +82,7 @@ pub use ipv6::{
     ExtHeader as Ipv6ExtHeader, ExtHeaders as Ipv6ExtHeaders, Packet as Ipv6Packet,
     Repr as Ipv6Repr, UpperLayer as Ipv6UpperLayer,
 };
+pub use mpls::{ControlWord as MplsControlWord, Lse as MplsLse, Stack as MplsStack};
 pub use tcp::{Flags as TcpFlags, Packet as TcpPacket, Repr as TcpRepr, TcpOption, TcpOptions};
 pub use udp::{Packet as UdpPacket, Repr as UdpRepr};
 pub use vlan::{parse_tags, L2Headers, Repr as VlanRepr, Tag as VlanTag, TaggedHeader, VlanId};

@@ -32,7 +32,7 @@ impl XorShift {
 
 type Driver = (&'static str, fn(&[u8]));
 
-const DRIVERS: [Driver; 8] = [
+const DRIVERS: [Driver; 9] = [
     ("ethernet", exercise::ethernet),
     ("arp", exercise::arp),
     ("ipv4", exercise::ipv4),
@@ -41,6 +41,7 @@ const DRIVERS: [Driver; 8] = [
     ("icmpv6", exercise::icmpv6),
     ("udp", exercise::udp),
     ("tcp", exercise::tcp),
+    ("mpls", exercise::mpls),
 ];
 
 /// Makes random bytes look a little like `driver`'s format half the time, so
@@ -64,6 +65,18 @@ fn shape(driver: &str, rng: &mut XorShift, buf: &mut [u8]) {
             }
             if buf.len() >= 15 && et == [0x08, 0x00] {
                 buf[14] = 0x45;
+            }
+        }
+        "mpls" if buf.len() >= 21 => {
+            // An Ethernet header with 0x8847 after the 3 parameter bytes,
+            // then a short stack.
+            buf[15..17].copy_from_slice(&[0x88, 0x47]);
+            let depth = 1 + rng.below(3);
+            for i in 0..depth.min((buf.len() - 17) / 4) {
+                buf[17 + 4 * i + 2] &= !1;
+                if i + 1 == depth {
+                    buf[17 + 4 * i + 2] |= 1;
+                }
             }
         }
         "arp" if buf.len() >= 6 => buf[..6].copy_from_slice(&[0, 1, 8, 0, 6, 4]),

@@ -1103,6 +1103,11 @@ impl Port for AfPacketPort {
             .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.tx_head = (self.tx_head + 1) % self.tx_frames;
         self.tx_pending += 1;
+        // The next `tx_slot` reads the next slot's status, which the kernel
+        // wrote when it sent from it: a cache (and, one slot per 16 KiB,
+        // TLB) miss that was ~7 % of a flooding worker's time. Fetch it
+        // now, while the worker writes the copies for the other ports.
+        prefetch(self.tx_status(self.tx_head));
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
@@ -1208,4 +1213,18 @@ impl Drop for AfPacketPort {
             libc::munmap(self.map as *mut libc::c_void, self.map_len);
         }
     }
+}
+
+/// Hint the cache to fetch the line holding `x` (a no-op off x86-64).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, and SSE is baseline
+    // on x86-64.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }

@@ -385,3 +385,79 @@ pub fn tcp_with(ips: &IpPair, data: &[u8]) {
     let out_p = tcp::Packet::new_checked(&out[..]).expect("re-check");
     assert_eq!(tcp::Repr::parse(&out_p, ips).expect("re-parse"), repr);
 }
+
+/// MPLS: walk the stack and a control word; then, with parameters taken
+/// from the first bytes, push / swap / pop on the rest placed in a buffer
+/// with headroom, encapsulate and decapsulate it as a pseudowire. A push
+/// followed by a pop of the same entries must give the frame back.
+pub fn mpls(data: &[u8]) {
+    use wire::mpls::{self, ControlWord, Lse, OuterHeader, Span, Stack};
+    if let Ok(st) = Stack::new_checked(data) {
+        assert!(st.depth() >= 1 && st.depth() <= mpls::MAX_DEPTH);
+        assert!(st.get(st.depth() - 1).unwrap().bos);
+        assert_eq!(st.iter().count(), st.depth());
+        let _ = mpls::guess_payload(st.payload());
+    }
+    if let Ok(cw) = ControlWord::read(data) {
+        let mut b = [0u8; 4];
+        cw.write(&mut b).unwrap();
+        assert_eq!(ControlWord::read(&b).unwrap(), cw);
+    }
+    let Some((&[sel, n, head], rest)) = data.split_first_chunk::<3>() else {
+        return;
+    };
+    let hdr = if sel & 1 == 0 { 14 } else { 18 };
+    let n = 1 + (n as usize % 5);
+    let headroom = head as usize % 48;
+    let mut buf = vec![0u8; headroom + rest.len() + (sel as usize >> 4)];
+    buf[headroom..headroom + rest.len()].copy_from_slice(rest);
+    let f = Span {
+        start: headroom,
+        len: rest.len(),
+    };
+    let lses: Vec<Lse> = (0..n)
+        .map(|i| Lse::from_u32(u32::from(sel).wrapping_mul(0x9e37_79b9) ^ i as u32))
+        .collect();
+    let before = buf.clone();
+    if let Ok(g) = mpls::push(&mut buf, f, hdr, &lses) {
+        assert_eq!(g.len, f.len + 4 * n);
+        let was_mpls = rest.len() >= hdr && rest[hdr - 2..hdr] == [0x88, 0x47];
+        let et = if was_mpls {
+            0x8847
+        } else {
+            u16::from_be_bytes([rest[hdr - 2], rest[hdr - 1]])
+        };
+        // Pop walks the whole stack: it needs the old one to be valid
+        // and the two together within MAX_DEPTH.
+        let walkable = !was_mpls
+            || Stack::new_checked(&rest[hdr..]).is_ok_and(|s| s.depth() + n <= mpls::MAX_DEPTH);
+        if walkable {
+            let top = Lse::read(&g.of(&buf).unwrap()[hdr..]).unwrap();
+            mpls::swap(g.of_mut(&mut buf).unwrap(), hdr, top.label, top.tc, top.ttl).unwrap();
+            let h = mpls::pop(&mut buf, g, hdr, n, et).expect("pop what was pushed");
+            assert_eq!(h.len, f.len);
+            assert_eq!(h.of(&buf).unwrap(), &before[f.start..f.start + f.len]);
+        }
+    }
+    let _ = mpls::pop(&mut buf, f, hdr, n, 0x0800);
+    let outer = OuterHeader {
+        dst: [sel; 6],
+        src: [head; 6],
+        vlan_tci: (sel & 2 != 0).then_some(0x0064),
+    };
+    let cw = (sel & 4 != 0).then_some(ControlWord::default());
+    let mut buf = vec![0u8; 64 + rest.len()];
+    buf[64..].copy_from_slice(rest);
+    let f = Span {
+        start: 64,
+        len: rest.len(),
+    };
+    if let Ok(g) = mpls::eth_encap(&mut buf, f, &outer, &lses, cw) {
+        let off = outer.len() + 4 * n;
+        let d = mpls::eth_decap(&buf, g, off, cw.is_some());
+        if rest.len() >= 14 {
+            assert_eq!(d.expect("decap what was encapsulated").inner, f);
+        }
+    }
+    let _ = mpls::eth_decap(&buf, f, head as usize, sel & 8 != 0);
+}

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * zebra_lanyard: a zebra module that lets FRR's MPLS control plane drive
+ * Lanyard's userspace label data plane on a kernel without MPLS.
+ *
+ * Stock zebra 8.4 turns MPLS off when /proc/sys/net/mpls is missing and,
+ * even with MPLS on, sends every LSP and labelled route to the kernel
+ * first; the kernel refuses them and a failed context never reaches the
+ * FPM provider (dplane_fpm_nl). This module:
+ *
+ *  1. turns zebra's MPLS support on at startup (zebra_mpls_turned_on), so
+ *     ldpd/bgpd/staticd label requests are accepted;
+ *  2. registers a dataplane provider that runs before the kernel provider
+ *     and marks LSP operations, labelled routes and labelled next-hop
+ *     groups "skip kernel", so they reach dplane_fpm_nl (AF_MPLS routes
+ *     with RTA_NEWDST, routes with MPLS encap) with success;
+ *  3. hands pseudowire install/uninstall operations (FPM has no message
+ *     for them) to Lanyard over a unix SOCK_SEQPACKET socket, one text
+ *     line per operation, and waits for Lanyard's one-line answer: "ok",
+ *     or "err <reason>" — a refusal, no listener or no answer in time
+ *     fails the install, so zebra tells ldpd the pseudowire is not
+ *     forwarding (and retries every 30 s).
+ *
+ * Load with:  zebra -M dplane_fpm_nl -M /path/zebra_lanyard.so[:SOCKET]
+ * SOCKET defaults to /run/lanyard/zebra-pw.sock. The message format is
+ * documented in docs/mpls.md ("Pseudowire side channel").
+ */
+
+#include "config.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/time.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/zebra.h"
+#include "lib/libfrr.h"
+#include "lib/module.h"
+#include "lib/hook.h"
+#include "lib/nexthop.h"
+#include "lib/nexthop_group.h"
+#include "lib/mpls.h"
+#include "lib/pw.h"
+#include "zebra/zebra_dplane.h"
+#include "zebra/zebra_mpls.h"
+
+#define LANYARD_DEFAULT_SOCKET "/run/lanyard/zebra-pw.sock"
+#define LANYARD_REPLY_TIMEOUT_MS 500
+#define LANYARD_LINE_MAX 2048
+
+static const char *prov_name = "lanyard";
+static char pw_socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static int pw_fd = -1;
+
+/* Counters, logged at shutdown and at debug level. */
+static unsigned long cnt_skip_lsp, cnt_skip_route, cnt_skip_nh, cnt_pw_ok,
+	cnt_pw_fail;
+
+static bool nhg_has_labels(const struct nexthop_group *ng)
+{
+	const struct nexthop *nh;
+
+	if (!ng)
+		return false;
+	for (nh = ng->nexthop; nh; nh = nh->next) {
+		if (nh->nh_label && nh->nh_label->num_labels > 0)
+			return true;
+		if (nh->resolved && nh->resolved->nh_label
+		    && nh->resolved->nh_label->num_labels > 0)
+			return true;
+	}
+	return false;
+}
+
+/* Appends " key=value" printf-style; silently stops at the buffer end. */
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+	PRINTFRR(4, 5);
+static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*off >= len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *off, len - *off, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*off += (size_t)n;
+}
+
+static void put_addr(char *buf, size_t len, size_t *off, const char *key,
+		     int af, const union g_addr *a)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	if (!inet_ntop(af, a, s, sizeof(s)))
+		snprintf(s, sizeof(s), "?");
+	put(buf, len, off, " %s=%s", key, s);
+}
+
+/* One "nh=" item per next hop of the route to the peer:
+ * nh=<gateway or ->@<ifindex>[/<label>/<label>...] */
+static void put_nexthops(char *buf, size_t len, size_t *off, const char *key,
+			 const struct nexthop_group *ng)
+{
+	const struct nexthop *nh;
+	char s[INET6_ADDRSTRLEN];
+	int i;
+
+	if (!ng)
+		return;
+	for (nh = ng->nexthop; nh; nh = nh->next) {
+		const struct nexthop *r = nh->resolved ? nh->resolved : nh;
+
+		switch (r->type) {
+		case NEXTHOP_TYPE_IPV4:
+		case NEXTHOP_TYPE_IPV4_IFINDEX:
+			inet_ntop(AF_INET, &r->gate.ipv4, s, sizeof(s));
+			break;
+		case NEXTHOP_TYPE_IPV6:
+		case NEXTHOP_TYPE_IPV6_IFINDEX:
+			inet_ntop(AF_INET6, &r->gate.ipv6, s, sizeof(s));
+			break;
+		default:
+			snprintf(s, sizeof(s), "-");
+			break;
+		}
+		put(buf, len, off, " %s=%s@%d", key, s, (int)r->ifindex);
+		if (nh->nh_label)
+			for (i = 0; i < nh->nh_label->num_labels; i++)
+				put(buf, len, off, "/%u",
+				    (unsigned)nh->nh_label->label[i]);
+	}
+}
+
+static void pw_close(void)
+{
+	if (pw_fd >= 0)
+		close(pw_fd);
+	pw_fd = -1;
+}
+
+static int pw_connect(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {
+		.tv_sec = LANYARD_REPLY_TIMEOUT_MS / 1000,
+		.tv_usec = (LANYARD_REPLY_TIMEOUT_MS % 1000) * 1000,
+	};
+
+	if (pw_fd >= 0)
+		return 0;
+	pw_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (pw_fd < 0)
+		return -1;
+	strlcpy(sa.sun_path, pw_socket_path, sizeof(sa.sun_path));
+	setsockopt(pw_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(pw_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(pw_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		pw_close();
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends one line and reads the answer; true if Lanyard said "ok". */
+static bool pw_exchange(const char *line, size_t len, char *why, size_t wlen)
+{
+	char reply[256];
+	ssize_t n;
+	int attempt;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (pw_connect() < 0) {
+			snprintf(why, wlen, "no listener on %s: %s",
+				 pw_socket_path, safe_strerror(errno));
+			return false;
+		}
+		if (send(pw_fd, line, len, MSG_NOSIGNAL) == (ssize_t)len)
+			break;
+		/* A stale connection (Lanyard restarted): reconnect once. */
+		pw_close();
+	}
+	if (pw_fd < 0) {
+		snprintf(why, wlen, "send failed");
+		return false;
+	}
+	n = recv(pw_fd, reply, sizeof(reply) - 1, 0);
+	if (n <= 0) {
+		snprintf(why, wlen, "%s",
+			 n == 0 ? "listener closed" : "no answer in time");
+		pw_close();
+		return false;
+	}
+	reply[n] = '\0';
+	if (strncmp(reply, "ok", 2) == 0)
+		return true;
+	snprintf(why, wlen, "%s", reply);
+	return false;
+}
+
+/* A failed install. zebra hands the context's pseudowire status to
+ * zebra_pw_install_failure() (zebra_rib.c handle_pw_result); that status
+ * was copied when the install was queued and may still say "forwarding",
+ * so set it, or ldpd would never hear that the pseudowire is down. */
+static void pw_fail(struct zebra_dplane_ctx *ctx)
+{
+	dplane_ctx_set_pw_status(ctx, PW_NOT_FORWARDING);
+	dplane_ctx_set_status(ctx, ZEBRA_DPLANE_REQUEST_FAILURE);
+}
+
+static void pw_handle(struct zebra_dplane_ctx *ctx)
+{
+	enum dplane_op_e op = dplane_ctx_get_op(ctx);
+	const union pw_protocol_fields *pf = dplane_ctx_get_pw_proto(ctx);
+	char line[LANYARD_LINE_MAX], why[256];
+	size_t off = 0;
+	int af = dplane_ctx_get_pw_af(ctx);
+
+	put(line, sizeof(line), &off,
+	    "v=1 op=%s ifname=%s vrf=%u type=%d local=%u remote=%u cw=%d status=%d",
+	    op == DPLANE_OP_PW_INSTALL ? "pw-install" : "pw-uninstall",
+	    dplane_ctx_get_ifname(ctx), (unsigned)dplane_ctx_get_vrf(ctx),
+	    dplane_ctx_get_pw_type(ctx),
+	    (unsigned)dplane_ctx_get_pw_local_label(ctx),
+	    (unsigned)dplane_ctx_get_pw_remote_label(ctx),
+	    CHECK_FLAG(dplane_ctx_get_pw_flags(ctx), F_PSEUDOWIRE_CWORD) ? 1
+									 : 0,
+	    dplane_ctx_get_pw_status(ctx));
+	put_addr(line, sizeof(line), &off, "peer", af,
+		 dplane_ctx_get_pw_dest(ctx));
+	if (pf) {
+		char lsr[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &pf->ldp.lsr_id, lsr, sizeof(lsr));
+		put(line, sizeof(line), &off, " pwid=%u lsr=%s vpn=%s",
+		    (unsigned)pf->ldp.pwid, lsr,
+		    pf->ldp.vpn_name[0] ? pf->ldp.vpn_name : "-");
+	}
+	put_nexthops(line, sizeof(line), &off, "nh",
+		     dplane_ctx_get_pw_primary_nhg(ctx));
+	put_nexthops(line, sizeof(line), &off, "backup",
+		     dplane_ctx_get_pw_backup_nhg(ctx));
+	if (off >= sizeof(line)) {
+		/* Truncated: never send half a description. */
+		zlog_warn("%s: pseudowire %s: description too long", prov_name,
+			  dplane_ctx_get_ifname(ctx));
+		if (op == DPLANE_OP_PW_INSTALL)
+			pw_fail(ctx);
+		cnt_pw_fail++;
+		return;
+	}
+	line[off++] = '\n';
+
+	if (pw_exchange(line, off, why, sizeof(why))) {
+		cnt_pw_ok++;
+		return;
+	}
+	cnt_pw_fail++;
+	zlog_warn("%s: pseudowire %s %s refused: %s", prov_name,
+		  dplane_ctx_get_ifname(ctx),
+		  op == DPLANE_OP_PW_INSTALL ? "install" : "uninstall", why);
+	/* Only a failed install matters to zebra: it reports the pseudowire
+	 * as not forwarding to ldpd and retries. An uninstall always
+	 * "succeeds" (the pseudowire is going away either way). */
+	if (op == DPLANE_OP_PW_INSTALL)
+		pw_fail(ctx);
+}
+
+static int lanyard_process(struct zebra_dplane_provider *prov)
+{
+	struct zebra_dplane_ctx *ctx;
+	int counter, limit = dplane_provider_get_work_limit(prov);
+
+	for (counter = 0; counter < limit; counter++) {
+		ctx = dplane_provider_dequeue_in_ctx(prov);
+		if (!ctx)
+			break;
+
+		switch (dplane_ctx_get_op(ctx)) {
+		case DPLANE_OP_LSP_INSTALL:
+		case DPLANE_OP_LSP_UPDATE:
+		case DPLANE_OP_LSP_DELETE:
+			dplane_ctx_set_skip_kernel(ctx);
+			cnt_skip_lsp++;
+			break;
+		case DPLANE_OP_ROUTE_INSTALL:
+		case DPLANE_OP_ROUTE_UPDATE:
+		case DPLANE_OP_ROUTE_DELETE:
+			if (nhg_has_labels(dplane_ctx_get_ng(ctx))
+			    || nhg_has_labels(dplane_ctx_get_old_ng(ctx))) {
+				dplane_ctx_set_skip_kernel(ctx);
+				cnt_skip_route++;
+			}
+			break;
+		case DPLANE_OP_NH_INSTALL:
+		case DPLANE_OP_NH_UPDATE:
+		case DPLANE_OP_NH_DELETE:
+			if (nhg_has_labels(dplane_ctx_get_nhe_ng(ctx))) {
+				dplane_ctx_set_skip_kernel(ctx);
+				cnt_skip_nh++;
+			}
+			break;
+		case DPLANE_OP_PW_INSTALL:
+		case DPLANE_OP_PW_UNINSTALL:
+			pw_handle(ctx);
+			dplane_ctx_set_skip_kernel(ctx);
+			break;
+		default:
+			break;
+		}
+		dplane_provider_enqueue_out_ctx(prov, ctx);
+	}
+
+	if (counter >= limit)
+		dplane_provider_work_ready();
+	return 0;
+}
+
+static int lanyard_finish(struct zebra_dplane_provider *prov, bool early)
+{
+	if (!early) {
+		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed",
+			  prov_name, cnt_skip_lsp, cnt_skip_route, cnt_skip_nh,
+			  cnt_pw_ok, cnt_pw_fail);
+		pw_close();
+	}
+	return 0;
+}
+
+static int lanyard_late_init(struct thread_master *tm)
+{
+	int rv;
+
+	if (!mpls_enabled) {
+		zlog_notice("%s: turning MPLS on (labels go to Lanyard, not the kernel)",
+			    prov_name);
+		zebra_mpls_turned_on();
+	}
+	rv = dplane_provider_register(prov_name, DPLANE_PRIO_PRE_KERNEL,
+				      DPLANE_PROV_FLAGS_DEFAULT, NULL,
+				      lanyard_process, lanyard_finish, NULL,
+				      NULL);
+	if (rv != 0)
+		zlog_err("%s: dataplane provider registration failed: %d",
+			 prov_name, rv);
+	else
+		zlog_notice("%s: provider registered; pseudowires via %s",
+			    prov_name, pw_socket_path);
+	return 0;
+}
+
+static int lanyard_module_init(void)
+{
+	const char *arg = THIS_MODULE->load_args;
+
+	strlcpy(pw_socket_path,
+		arg && arg[0] ? arg : LANYARD_DEFAULT_SOCKET,
+		sizeof(pw_socket_path));
+	hook_register(frr_late_init, lanyard_late_init);
+	return 0;
+}
+
+FRR_MODULE_SETUP(.name = "zebra_lanyard", .version = "0.1.0",
+		 .description = "Lanyard userspace MPLS data plane glue",
+		 .init = lanyard_module_init, );
