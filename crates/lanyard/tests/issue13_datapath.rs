@@ -75,9 +75,20 @@ fn issue13_busy_ports_share_one_worker_fairly() {
                 .expect("start flood")
             })
             .collect();
-        // Let every busy ring fill: then the worker, not the senders,
-        // decides who gets served.
+        // Let every busy ring fill (each port counts `rx-ring-full`; on a
+        // loaded machine the senders take longer): then the worker, not
+        // the senders, decides who gets served.
+        let start = counters(&sw, &busy);
+        let deadline = Instant::now() + Duration::from_secs(15);
         std::thread::sleep(Duration::from_millis(1500));
+        while Instant::now() < deadline
+            && counters(&sw, &busy)
+                .iter()
+                .zip(&start)
+                .any(|(now, s)| now.1 == s.1)
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         let before = counters(&sw, &busy);
         let t0 = Instant::now();
         std::thread::sleep(window);
