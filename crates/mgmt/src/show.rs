@@ -1129,6 +1129,48 @@ fn acl_compiled(c: &Value) -> String {
     parts.join(", ")
 }
 
+/// "IPv4", "IPv6", "MAC" for a list's `type`.
+fn acl_kind(l: &Value) -> String {
+    match s(l, "type").as_str() {
+        "ipv4" => "IPv4".to_string(),
+        "ipv6" => "IPv6".to_string(),
+        "mac" => "MAC".to_string(),
+        t => t.to_string(),
+    }
+}
+
+/// A list's rules with their matches, the count of rules not shown
+/// (`hint` says how to see them) and the implicit deny.
+fn acl_rules(o: &mut String, l: &Value, hint: &str) {
+    let entries = rows_at(l, "entries");
+    for e in entries {
+        let seq = opt_u(e, "seq").map_or(String::new(), |q| format!("{q} "));
+        let remark = match e.get("remark").and_then(Value::as_str) {
+            Some(r) => format!("  ! {r}"),
+            None => String::new(),
+        };
+        para(
+            o,
+            &format!(
+                "    {seq}{} ({}){remark}",
+                s(e, "rule"),
+                plural(u(e, "hits"), "match", "matches")
+            ),
+            8,
+        );
+    }
+    let hidden = u(l, "rules").saturating_sub(entries.len() as u64);
+    if hidden > 0 {
+        let rules = if hidden == 1 { "rule" } else { "rules" };
+        let _ = writeln!(o, "    ... {hidden} more {rules} without matches {hint}");
+    }
+    let _ = writeln!(
+        o,
+        "    implicit deny ({})",
+        plural(u(l, "implicit-deny-hits"), "match", "matches")
+    );
+}
+
 /// `show access-lists [NAME] [all]`. Rules are listed in configuration
 /// order, with a sequence number only when the configuration gave one.
 pub fn access_lists(v: &Value) -> String {
@@ -1141,12 +1183,7 @@ pub fn access_lists(v: &Value) -> String {
         if k > 0 {
             let _ = writeln!(o);
         }
-        let kind = match s(l, "type").as_str() {
-            "ipv4" => "IPv4".to_string(),
-            "ipv6" => "IPv6".to_string(),
-            "mac" => "MAC".to_string(),
-            t => t.to_string(),
-        };
+        let kind = acl_kind(l);
         let _ = writeln!(
             o,
             "{kind} access list {}: {}",
@@ -1169,41 +1206,10 @@ pub fn access_lists(v: &Value) -> String {
         if let Some(c) = l.get("compiled").filter(|c| c.is_object()) {
             para(&mut o, &format!("    compiled: {}", acl_compiled(c)), 14);
         }
-        let entries = rows_at(l, "entries");
-        for e in entries {
-            let seq = opt_u(e, "seq").map_or(String::new(), |q| format!("{q} "));
-            let remark = match e.get("remark").and_then(Value::as_str) {
-                Some(r) => format!("  ! {r}"),
-                None => String::new(),
-            };
-            para(
-                &mut o,
-                &format!(
-                    "    {seq}{} ({}){remark}",
-                    s(e, "rule"),
-                    plural(u(e, "hits"), "match", "matches")
-                ),
-                8,
-            );
-        }
-        let shown = entries.len() as u64;
-        if shown < u(l, "rules") {
-            let _ = writeln!(
-                o,
-                "    ... {} more {} without matches (show access-lists {} all)",
-                u(l, "rules") - shown,
-                if u(l, "rules") - shown == 1 {
-                    "rule"
-                } else {
-                    "rules"
-                },
-                s(l, "name")
-            );
-        }
-        let _ = writeln!(
-            o,
-            "    implicit deny ({})",
-            plural(u(l, "implicit-deny-hits"), "match", "matches")
+        acl_rules(
+            &mut o,
+            l,
+            &format!("(show access-lists {} all)", s(l, "name")),
         );
     }
     o
@@ -1230,12 +1236,7 @@ pub fn access_lists_attached(v: &Value) -> String {
         } else {
             "inbound"
         };
-        let kind = match s(l, "type").as_str() {
-            "ipv4" => "IPv4".to_string(),
-            "ipv6" => "IPv6".to_string(),
-            "mac" => "MAC".to_string(),
-            t => t.to_string(),
-        };
+        let kind = acl_kind(l);
         let _ = writeln!(
             o,
             "{kind} access list {} on {place} {dir}: {}, {} here",
@@ -1243,40 +1244,7 @@ pub fn access_lists_attached(v: &Value) -> String {
             plural(u(l, "rules"), "rule", "rules"),
             plural(u(l, "matches"), "match", "matches")
         );
-        let entries = rows_at(l, "entries");
-        for e in entries {
-            let remark = match e.get("remark").and_then(Value::as_str) {
-                Some(r) => format!("  ! {r}"),
-                None => String::new(),
-            };
-            para(
-                &mut o,
-                &format!(
-                    "    {} ({}){remark}",
-                    s(e, "rule"),
-                    plural(u(e, "hits"), "match", "matches")
-                ),
-                8,
-            );
-        }
-        let shown = entries.len() as u64;
-        if shown < u(l, "rules") {
-            let _ = writeln!(
-                o,
-                "    ... {} more {} without matches here (add `all`)",
-                u(l, "rules") - shown,
-                if u(l, "rules") - shown == 1 {
-                    "rule"
-                } else {
-                    "rules"
-                }
-            );
-        }
-        let _ = writeln!(
-            o,
-            "    implicit deny ({})",
-            plural(u(l, "implicit-deny-hits"), "match", "matches")
-        );
+        acl_rules(&mut o, l, "here (add `all`)");
     }
     o
 }
