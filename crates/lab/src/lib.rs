@@ -22,6 +22,7 @@ pub mod report;
 pub mod routes;
 pub mod search;
 pub mod sig;
+pub mod tables;
 
 use std::fmt;
 use std::os::unix::process::CommandExt as _;
