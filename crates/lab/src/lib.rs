@@ -12,6 +12,7 @@ pub mod convergence;
 pub mod dut;
 pub mod engine;
 pub mod hist;
+pub mod html;
 pub mod mcsetup;
 pub mod multicast;
 pub mod netns;
@@ -161,9 +162,26 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
             "generator: 1 TX thread (sendmmsg, PACKET_QDISC_BYPASS), 1 RX thread (recvmmsg), AF_PACKET".into(),
             "latency: CLOCK_MONOTONIC at send (per burst) and after recvmmsg returns, same machine".into(),
             "frame sizes include the 4-byte FCS (64 B = 60 B handed to the socket)".into(),
+            format!(
+                "kernel: Linux {}",
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            ),
         ],
         duts: Vec::new(),
         results: Vec::new(),
+        plan_text: plan.source.clone(),
+        references: plan
+            .tests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let mut r = t.reference.clone()?;
+                r.test = tests[i].name.clone();
+                Some(r)
+            })
+            .collect(),
     };
     let outcome = if plan.interleave {
         run_interleaved(plan, &tests, opts, &mut progress, &mut summary)
@@ -568,6 +586,7 @@ fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Resu
     w("results.csv", summary.csv())?;
     w("plot.svg", summary.svg())?;
     w("tables.txt", summary.tables())?;
+    w("report.html", summary.html())?;
     Ok(())
 }
 

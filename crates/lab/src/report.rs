@@ -138,6 +138,27 @@ pub struct Summary {
     pub duts: Vec<DutRecord>,
     /// All results.
     pub results: Vec<ResultRow>,
+    /// The plan as given (YAML), for the HTML report.
+    pub plan_text: Option<String>,
+    /// The published figure each test reproduces (the plan's `reference:`).
+    pub references: Vec<Reference>,
+}
+
+/// A published report's figure a test reproduces, printed beside the result.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Test name (filled in from the plan).
+    #[serde(default)]
+    pub test: String,
+    /// Which report ("top-of-rack switch").
+    pub report: String,
+    /// Which table or figure ("table 1").
+    pub table: String,
+    /// The report's own figure, as published.
+    pub figure: String,
+    /// How the test bed's scale differs (ports, rates, table sizes).
+    pub scale: String,
 }
 
 impl Summary {
@@ -187,6 +208,11 @@ impl Summary {
     /// number of DUTs (see [`crate::tables`]).
     pub fn tables(&self) -> String {
         crate::tables::render(self)
+    }
+
+    /// The self-contained HTML report (see [`crate::html`]).
+    pub fn html(&self) -> String {
+        crate::html::render(self)
     }
 
     /// Flat CSV, one line per result row.
@@ -613,6 +639,8 @@ mod tests {
                 },
             ],
             results: vec![wire, row, failed],
+            plan_text: None,
+            references: vec![],
         }
     }
 

@@ -39,7 +39,17 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// Rows so far.
+    /// Column headings and alignments.
+    pub fn head(&self) -> &[(String, Align)] {
+        &self.head
+    }
+
+    /// The rows' cells.
+    pub fn rows(&self) -> &[Vec<String>] {
+        &self.rows
+    }
+
+    /// No rows.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
@@ -193,7 +203,9 @@ pub fn num(v: f64) -> String {
         return "-".into();
     }
     let a = v.abs();
-    if a >= 100.0 {
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
@@ -287,14 +299,22 @@ pub fn render(s: &Summary) -> String {
     for (test, kind) in tests {
         let rows: Vec<&ResultRow> = s.results.iter().filter(|r| r.test == test).collect();
         let _ = writeln!(o, "\n== {test} ({}) ==", kind_name(kind));
+        if let Some(r) = s.references.iter().find(|r| r.test == test) {
+            o.push_str(&wrap(
+                "report: ",
+                8,
+                &format!("{} {}: {}", r.report, r.table, r.figure),
+            ));
+            o.push_str(&wrap("scale: ", 8, &r.scale));
+        }
         o.push_str(&test_table(s, &rows, kind));
     }
     o
 }
 
 /// One test: its table, ratios (rate tests), detail lines and footnotes.
-fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
-    let mut o = String::new();
+pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts {
+    let mut legend: Vec<String> = Vec::new();
     let mut notes = Notes::default();
     let mut starred = false;
     let sz = sizes(rows);
@@ -340,9 +360,7 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
                 ("max", R),
                 ("notes", L),
             ]);
-            o.push_str(&wrap(
-                "",
-                0,
+            legend.push(String::from(
                 "kfps = zero-loss throughput, thousands of frames/s over all sending ports; \
                  %ceil = of the ceiling (wire) in this run; Mbit/s at layer 2; \
                  latency in µs at that rate",
@@ -382,19 +400,13 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
         }
         TestKind::Multicast => {
             if let Some(m) = rows.iter().find_map(|r| r.detail.get("multicast")) {
-                o.push_str(&wrap(
-                    "",
-                    0,
-                    &format!(
+                legend.push(format!(
                         "{} source(s) -> {} receivers, {} group(s), {} receivers/group, IGMPv{} {}, layer {}",
                         m["sources"], m["receivers"], m["groups"], m["receivers_per_group"],
                         m["igmp_version"], m["filter_mode"].as_str().unwrap_or(""), m["layer"]
-                    ),
-                ));
+                    ));
             }
-            o.push_str(&wrap(
-                "",
-                0,
+            legend.push(String::from(
                 "kfps offered by the sources; % LR = of the sources' line rate; \
                  PASS = no frame leaked or duplicated",
             ));
@@ -449,12 +461,8 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
                 .iter()
                 .find_map(|r| r.detail["goal_ms"].as_f64())
                 .unwrap_or(1.0);
-            o.push_str(&wrap(
-                "",
-                0,
-                &format!(
-                    "convergence = lost frames / offered rate, over the trials; goal < {goal} ms"
-                ),
+            legend.push(format!(
+                "convergence = lost frames / offered rate, over the trials; goal < {goal} ms"
             ));
             let mut t = Table::new(&[
                 ("frame", R),
@@ -527,7 +535,7 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
             t
         }
     };
-    o.push_str(&table.render());
+    let mut details = Vec::new();
     if matches!(kind, TestKind::Convergence | TestKind::Multicast) {
         for r in ordered().filter(|r| r.status == "ok") {
             let line = if kind == TestKind::Multicast {
@@ -535,36 +543,78 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
             } else {
                 super::report::conv_line(r)
             };
-            o.push_str(&wrap(
-                &format!("  {:>5} {}: ", r.frame_size, r.dut),
-                8,
-                &line,
-            ));
+            details.push((format!("{:>5} {}", r.frame_size, r.dut), line));
         }
     }
-    if matches!(
+    let ratios = if matches!(
         kind,
         TestKind::Throughput | TestKind::FullMesh | TestKind::Multicast
     ) {
-        let ratios = ratio_table(rows, &duts, &sz);
-        if !ratios.is_empty() {
-            o.push_str("throughput ratios B / A by frame size (pairs where both have a figure)\n");
-            o.push_str(&ratios.render());
-        }
-    }
-    let mut foot = String::new();
+        Some(ratio_table(rows, &duts, &sz)).filter(|t| !t.is_empty())
+    } else {
+        None
+    };
+    let mut footnotes = Vec::new();
     if starred {
-        foot.push_str(&wrap(
-            "* ",
-            2,
-            "generator-limited: no loss at the generator's maximum, so the DUT is at least this fast (the tester, not the DUT, set the figure)",
-        ));
+        footnotes.push(("*".to_string(), STAR.to_string()));
     }
-    foot.push_str(&notes.render());
-    if !foot.is_empty() {
-        o.push_str(&foot);
+    footnotes.extend(
+        notes
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("[{}]", i + 1), t.clone())),
+    );
+    TestParts {
+        legend,
+        table,
+        details,
+        ratios,
+        footnotes,
+    }
+}
+
+/// Text of one test.
+fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
+    let p = test_parts(s, rows, kind);
+    let mut o = String::new();
+    for l in &p.legend {
+        o.push_str(&wrap("", 0, l));
+    }
+    o.push_str(&p.table.render());
+    for (label, line) in &p.details {
+        o.push_str(&wrap(&format!("  {label}: "), 8, line));
+    }
+    if let Some(r) = &p.ratios {
+        o.push_str(RATIOS);
+        o.push('\n');
+        o.push_str(&r.render());
+    }
+    for (m, t) in &p.footnotes {
+        let first = format!("{m} ");
+        o.push_str(&wrap(&first, first.len(), t));
     }
     o
+}
+
+/// Heading of the ratio table.
+pub const RATIOS: &str = "throughput ratios B / A by frame size (pairs where both have a figure)";
+
+/// What `*` means.
+pub const STAR: &str = "generator-limited: no loss at the generator's maximum, so the DUT is at least this fast (the tester, not the DUT, set the figure)";
+
+/// The pieces of one test's report, for the text and the HTML forms.
+pub struct TestParts {
+    /// Lines saying what the columns mean.
+    pub legend: Vec<String>,
+    /// One row per frame size and DUT.
+    pub table: Table,
+    /// (frame DUT, line) details of multicast and convergence rows.
+    pub details: Vec<(String, String)>,
+    /// Throughput ratios between DUTs, if any exist.
+    pub ratios: Option<Table>,
+    /// (mark, text): `*` and numbered reasons and remarks.
+    pub footnotes: Vec<(String, String)>,
 }
 
 /// `B/A` for every pair of DUTs (plan order) where both have a throughput:
@@ -699,6 +749,8 @@ pub(crate) mod tests {
                 })
                 .collect(),
             results,
+            plan_text: Some("name: quick\nduts: [{name: ceiling, driver: wire}]\n".into()),
+            references: vec![],
         }
     }
 
