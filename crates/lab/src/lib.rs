@@ -8,6 +8,8 @@
 //!
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
+pub mod check;
+pub mod compare;
 pub mod convergence;
 pub mod dut;
 pub mod engine;
@@ -124,6 +126,64 @@ fn check_root() -> Result<(), LabError> {
 pub fn run_plan_file(plan: &Path, opts: &LabOptions) -> Result<Summary, LabError> {
     let p = Plan::load(plan)?;
     run_plan(&p, opts)
+}
+
+/// Run a plan `n` times (`lab run --repeat N`): run `k` writes its full
+/// results to `DIR/run-k/`, then `DIR/repeat.txt` and `DIR/repeat.json`
+/// give min / median / max per cell over the runs (printed unless quiet).
+/// `DIR` is the output directory (default `lab-results/<UTC time>/`). An
+/// interruption stops the runs; the cells of the finished ones are still
+/// written.
+pub fn run_plan_repeated(
+    plan: &Plan,
+    opts: &LabOptions,
+    n: usize,
+) -> Result<Vec<Summary>, LabError> {
+    if n <= 1 {
+        return run_plan(plan, opts).map(|s| vec![s]);
+    }
+    let dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(now_unix())));
+    let mut done = Vec::new();
+    let mut outcome = Ok(());
+    for k in 1..=n {
+        if !opts.quiet {
+            eprintln!("[lab] run {k} of {n}");
+        }
+        let o = LabOptions {
+            out_dir: Some(dir.join(format!("run-{k}"))),
+            ..opts.clone()
+        };
+        match run_plan(plan, &o) {
+            Ok(s) => done.push(s),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    if !done.is_empty() {
+        let reports: Vec<serde_json::Value> = done
+            .iter()
+            .map(|s| serde_json::to_value(s).map_err(|e| LabError::Output(e.to_string())))
+            .collect::<Result<_, _>>()?;
+        let cells = compare::cells(&reports);
+        let text = compare::repeat_table(&cells, done.len());
+        std::fs::write(dir.join("repeat.txt"), &text)
+            .map_err(|e| LabError::Output(format!("repeat.txt: {e}")))?;
+        let json = serde_json::to_string_pretty(&serde_json::json!({
+            "plan": plan.name, "runs": done.len(), "cells": cells,
+        }))
+        .map_err(|e| LabError::Output(e.to_string()))?;
+        std::fs::write(dir.join("repeat.json"), json)
+            .map_err(|e| LabError::Output(format!("repeat.json: {e}")))?;
+        if !opts.quiet {
+            println!("{text}\nresults: {}", dir.display());
+        }
+    }
+    outcome.map(|_| done)
 }
 
 /// Run an already parsed plan (see [`run_plan_file`]).
