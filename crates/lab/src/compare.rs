@@ -150,6 +150,23 @@ pub fn cells(reports: &[serde_json::Value]) -> Vec<Cell> {
             found.entry(k).or_default().push(r);
         }
     }
+    // Test by test, then frame size, then DUT (each in order first seen):
+    // the reports' form.
+    let pos = |v: &mut Vec<String>, x: &str| match v.iter().position(|y| y == x) {
+        Some(i) => i,
+        None => {
+            v.push(x.to_string());
+            v.len() - 1
+        }
+    };
+    let (mut ts, mut fs, mut ds) = (Vec::new(), Vec::new(), Vec::new());
+    let ranks: Vec<(usize, usize, usize)> = order
+        .iter()
+        .map(|k| (pos(&mut ts, &k.0), pos(&mut fs, &k.2), pos(&mut ds, &k.1)))
+        .collect();
+    let mut idx: Vec<usize> = (0..order.len()).collect();
+    idx.sort_by_key(|&i| ranks[i]);
+    let order: Vec<Key> = idx.into_iter().map(|i| order[i].clone()).collect();
     let mut out = Vec::new();
     for k in order {
         let rows = &found[&k];
@@ -307,7 +324,12 @@ pub fn compare(a: &Path, b: &Path) -> Result<Comparison, LabError> {
                 frame_size: x.frame_size.clone(),
                 metric: x.metric.clone(),
                 unit: x.unit.clone(),
-                ratio: (x.value.median != 0.0).then(|| y.value.median / x.value.median),
+                ratio: if x.value.median != 0.0 {
+                    Some(y.value.median / x.value.median)
+                } else {
+                    // 0 and 0 (a failed capacity check in both): unchanged.
+                    (y.value.median == 0.0).then_some(1.0)
+                },
                 latency_ratio: match (&x.latency_avg_us, &y.latency_avg_us) {
                     (Some(la), Some(lb)) if la.median > 0.0 => Some(lb.median / la.median),
                     _ => None,

@@ -546,6 +546,7 @@ fn run_by_dut(
         let mut r = DutRun::new(spec, summary);
         let res = (|| {
             for t in tests {
+                progress.begin_test(&format!("{} on {}", t.name, spec.name), procs::estimate(t));
                 r.prepare(t, ports, opts, progress, summary)?;
                 for fi in 0..sizes_of(t).len() {
                     r.run_size(t, fi, progress, summary)?;
@@ -573,6 +574,8 @@ fn run_interleaved(
     let mut runs: Vec<DutRun> = plan.duts.iter().map(|s| DutRun::new(s, summary)).collect();
     let res = (|| {
         for t in tests {
+            let n = t.duts.as_ref().map_or(runs.len(), |d| d.len());
+            progress.begin_test(&t.name, procs::estimate(t) * n as f64);
             for r in runs.iter_mut() {
                 r.prepare(t, ports, opts, progress, summary)?;
             }

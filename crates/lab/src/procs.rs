@@ -27,6 +27,9 @@ pub struct Progress {
     plan: Option<indicatif::ProgressBar>,
     test: Option<(String, indicatif::ProgressBar)>,
     multi: Option<indicatif::MultiProgress>,
+    /// A test with an estimate is running (see [`Progress::begin_test`]):
+    /// its bar stays until the next one begins.
+    test_bar: bool,
 }
 
 /// Estimated seconds are counted in milliseconds on the bars.
@@ -64,6 +67,31 @@ impl Progress {
             plan,
             test: None,
             multi,
+            test_bar: false,
+        }
+    }
+
+    /// A test begins, estimated to take `est` seconds: on a terminal its
+    /// own bar (elapsed, ETA) replaces the previous test's; in a log one
+    /// line with the estimate.
+    pub fn begin_test(&mut self, name: &str, est: f64) {
+        if let Some(m) = &self.multi {
+            if let Some((_, b)) = self.test.take() {
+                b.finish_and_clear();
+            }
+            let b = m.add(indicatif::ProgressBar::new((est.max(0.1) * MS) as u64));
+            b.set_style(bar_style(
+                "test [{bar:24}] {percent:>3}% {elapsed_precise} ETA {eta_precise} {msg}",
+            ));
+            b.enable_steady_tick(std::time::Duration::from_millis(250));
+            b.set_message(name.to_string());
+            self.test = Some((name.to_string(), b));
+            self.test_bar = true;
+        } else if !self.quiet && !self.tty {
+            eprintln!(
+                "[lab] {:>4.0}s  test {name} (about {est:.0} s)",
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 
@@ -74,7 +102,7 @@ impl Progress {
         self.label = l;
         if let Some(m) = &self.multi {
             let name = self.label.split(' ').next().unwrap_or("").to_string();
-            let same = self.test.as_ref().is_some_and(|(n, _)| *n == name);
+            let same = self.test_bar || self.test.as_ref().is_some_and(|(n, _)| *n == name);
             if !same {
                 if let Some((_, b)) = self.test.take() {
                     b.finish_and_clear();
@@ -101,6 +129,11 @@ impl Progress {
         self.done = (self.done + secs).min(self.total * 0.99);
         if let Some(p) = &self.plan {
             p.set_position((self.done * MS) as u64);
+        }
+        if let (true, Some((_, b))) = (self.test_bar, &self.test) {
+            // Never past 99 % of an estimate: the bar ends when the test does.
+            let cap = b.length().unwrap_or(0) * 99 / 100;
+            b.set_position((b.position() + (secs * MS) as u64).min(cap));
         }
     }
 

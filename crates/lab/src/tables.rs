@@ -259,11 +259,13 @@ fn status_cell(r: &ResultRow, notes: &mut Notes) -> String {
     format!("{} {}", r.status, notes.mark(&why))
 }
 
-/// Remarks of a row as marks (`[k]`).
+/// Remarks of a row as marks (`[k]`); the same remark on several rows
+/// is one footnote. "No loss at the generator's maximum" is what `*` says.
 fn note_marks(r: &ResultRow, notes: &mut Notes) -> String {
     r.notes
         .iter()
-        .map(|n| notes.mark(&format!("{}: {n}", r.dut)))
+        .filter(|n| !(r.generator_limited && n.starts_with("no loss at the generator's maximum")))
+        .map(|n| notes.mark(n))
         .collect::<Vec<_>>()
         .join("")
 }
@@ -720,6 +722,7 @@ pub(crate) mod tests {
                             "lanyard punted {} frames; drops: sw1 {{\"rx-ring-full\": 12345}}, a long remark that goes on well past one line of the terminal",
                             di * 1000
                         ));
+                        r.notes.push("the same remark on every row".into());
                         r.trials.push(TrialRecord::new(
                             "search",
                             Some(1000.0),
@@ -782,9 +785,20 @@ pub(crate) mod tests {
             3,
             "reason once per test: {t}"
         );
-        assert!(t.contains("lanyard-services  n/a [5]"), "{t}");
+        assert!(
+            t.lines().any(|l| l.contains("lanyard-services")
+                && l.trim_end().ends_with(']')
+                && l.contains(" n/a [")),
+            "{t}"
+        );
         assert!(joined.contains(&"x".repeat(130)), "{t}");
         assert!(flat.contains("a long remark that goes on well past one line of the terminal"));
+        // The same remark on several rows is one footnote.
+        assert_eq!(
+            t.matches("the same remark on every row").count(),
+            t.matches("\n== ").count(),
+            "{t}"
+        );
         assert!(flat.contains("version 1.2.3 with a configuration note long enough"));
         // Rows per frame size and DUT: every DUT's 64-byte throughput.
         for (d, v) in [("ceiling", "6543"), ("lanyard", "1636")] {
