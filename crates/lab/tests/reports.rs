@@ -128,3 +128,72 @@ fn real_runs_report_render_and_compare() {
     assert!(base.join("c/compare.json").is_file());
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The outputs of a run made elsewhere, e.g. CI's quick-plan run:
+/// `LAB_REPORT_DIR=DIR cargo test -p lab --test reports given_run`. Every
+/// line of `tables.txt` within 100 columns, and `report.html` rendered in
+/// headless Chromium with a visible results table per test, a ratio table
+/// and both plots for every throughput test with figures. Without the
+/// variable there is nothing to check.
+#[test]
+fn given_run_reports_fit_and_render() {
+    let Some(dir) = std::env::var_os("LAB_REPORT_DIR").map(PathBuf::from) else {
+        eprintln!("skipped: LAB_REPORT_DIR not set");
+        return;
+    };
+    let text = std::fs::read_to_string(dir.join("tables.txt")).unwrap();
+    for l in text.lines() {
+        assert!(l.chars().count() <= lab::tables::WIDTH, "too wide: {l}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let scratch = std::env::temp_dir().join(format!("lab-given-run-{}", std::process::id()));
+    let v = lab::html::render_in_chromium(&html, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let v = v.unwrap();
+    let rows = report["results"].as_array().unwrap();
+    let mut tests: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        let t = (r["test"].as_str().unwrap(), r["kind"].as_str().unwrap());
+        if !tests.contains(&t) {
+            tests.push(t);
+        }
+    }
+    for (test, kind) in tests {
+        let t = v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["kind"] == "results" && t["test"] == test)
+            .unwrap_or_else(|| panic!("no results table for {test}"));
+        let n = rows.iter().filter(|r| r["test"] == test).count();
+        assert_eq!(t["rows"].as_u64().unwrap() as usize, n + 1, "{test}");
+        assert_eq!(t["visible"], true, "{test}");
+        let with_fps: Vec<&serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["test"] == test && r["status"] == "ok" && r["throughput_fps"].is_number())
+            .collect();
+        if kind == "throughput" && !with_fps.is_empty() {
+            let p = v["plots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["plot"] == "throughput" && p["test"] == test)
+                .unwrap_or_else(|| panic!("no throughput plot for {test}"));
+            assert_eq!(
+                p["marks"].as_u64().unwrap() as usize,
+                with_fps.len(),
+                "{test}"
+            );
+            assert!(
+                v["plots"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["plot"] == "latency" && p["test"] == test),
+                "no latency plot for {test}"
+            );
+        }
+    }
+}
