@@ -9,6 +9,7 @@
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
 pub mod convergence;
+pub mod cpuplan;
 pub mod dut;
 pub mod engine;
 pub mod hist;
@@ -160,6 +161,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
             "generator: 1 TX thread (sendmmsg, PACKET_QDISC_BYPASS), 1 RX thread (recvmmsg), AF_PACKET".into(),
             "latency: CLOCK_MONOTONIC at send (per burst) and after recvmmsg returns, same machine".into(),
             "frame sizes include the 4-byte FCS (64 B = 60 B handed to the socket)".into(),
+            cpuplan::CpuPlan::for_machine(plan.cpu_plan).describe(),
         ],
         duts: Vec::new(),
         results: Vec::new(),
@@ -255,10 +257,12 @@ struct DutRun<'a> {
     started_once: bool,
     salt: u8,
     mode: Mode,
+    /// The run's CPU plan, the same for every DUT.
+    cpus: cpuplan::CpuPlan,
 }
 
 impl<'a> DutRun<'a> {
-    fn new(spec: &'a plan::DutSpec, summary: &mut Summary) -> Self {
+    fn new(spec: &'a plan::DutSpec, cpus: cpuplan::CpuPlan, summary: &mut Summary) -> Self {
         summary.duts.push(report::DutRecord {
             name: spec.name.clone(),
             driver: spec.driver.as_str().into(),
@@ -268,6 +272,7 @@ impl<'a> DutRun<'a> {
         });
         DutRun {
             spec,
+            cpus,
             idx: summary.duts.len() - 1,
             running: None,
             failed_setup: None,
@@ -296,7 +301,8 @@ impl<'a> DutRun<'a> {
             self.mode = Mode::Skip(why);
             return Ok(());
         }
-        let setup = dut::Setup::for_test(spec, t);
+        let mut setup = dut::Setup::for_test(spec, t);
+        setup.cpus = self.cpus;
         self.mode = Mode::Run;
         if self.running.as_ref().is_some_and(|(d, _)| d.setup == setup) {
             return Ok(());
@@ -464,7 +470,7 @@ fn run_by_dut(
 ) -> Result<(), LabError> {
     let ports = plan.ports_needed();
     for spec in &plan.duts {
-        let mut r = DutRun::new(spec, summary);
+        let mut r = DutRun::new(spec, cpuplan::CpuPlan::for_machine(plan.cpu_plan), summary);
         let res = (|| {
             for t in tests {
                 r.prepare(t, ports, opts, progress, summary)?;
@@ -491,7 +497,11 @@ fn run_interleaved(
     summary: &mut Summary,
 ) -> Result<(), LabError> {
     let ports = plan.ports_needed();
-    let mut runs: Vec<DutRun> = plan.duts.iter().map(|s| DutRun::new(s, summary)).collect();
+    let mut runs: Vec<DutRun> = plan
+        .duts
+        .iter()
+        .map(|s| DutRun::new(s, cpuplan::CpuPlan::for_machine(plan.cpu_plan), summary))
+        .collect();
     let res = (|| {
         for t in tests {
             for r in runs.iter_mut() {
@@ -532,7 +542,8 @@ fn start_dut(
 ) -> Result<(dut::Dut, engine::Tester), LabError> {
     let d = dut::Dut::start_with(spec, ports, &opts.lanyard_bin, setup)?;
     let names = d.topo.tester_ports();
-    let t = engine::Tester::open(&d.topo.tester, &names)?;
+    let mut t = engine::Tester::open(&d.topo.tester, &names)?;
+    t.pin = setup.cpus.tester();
     Ok((d, t))
 }
 

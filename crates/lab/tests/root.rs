@@ -483,3 +483,81 @@ fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
         }
     }
 }
+
+/// The split CPU plan steers the tester ports' receive work to the tester
+/// CPU and the DUT ports' to the DUT CPU (RPS), and pins the DUT's process
+/// threads to the DUT CPU; `shared` leaves all of it alone.
+#[test]
+fn cpu_plan_steers_receive_work_and_pins_the_dut() {
+    use lab::cpuplan::{CpuPlan, CpuPlanSpec};
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let plan = CpuPlan::for_machine(CpuPlanSpec::Split);
+    let (Some(tester), Some(dut_cpus)) = (plan.tester(), plan.dut()) else {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    };
+    let rps = |ns: &str, dev: &str| {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "cat"])
+            .arg(format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus"))
+            .output()
+            .unwrap();
+        u64::from_str_radix(
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .replace(',', "")
+                .as_str(),
+            16,
+        )
+        .unwrap()
+    };
+    let mut setup = lab::dut::Setup::of(&spec(Driver::LinuxBridge));
+    setup.cpus = plan;
+    let d = Dut::start_with(
+        &spec(Driver::LinuxBridge),
+        2,
+        std::path::Path::new("/nonexistent"),
+        setup,
+    )
+    .unwrap();
+    for i in 1..=2 {
+        assert_eq!(rps(&d.topo.tester, &format!("t{i}")), tester.0);
+        assert_eq!(rps(&d.topo.dut, &format!("sw{i}")), dut_cpus.0);
+    }
+    assert!(
+        d.info.iter().any(|l| l.contains("CPU plan")),
+        "{:?}",
+        d.info
+    );
+    drop(d);
+    // A process in the DUT namespace is pinned: start one and re-apply.
+    let d = Dut::start(
+        &spec(Driver::LinuxBridge),
+        2,
+        std::path::Path::new("/nonexistent"),
+    )
+    .unwrap();
+    assert_eq!(rps(&d.topo.dut, "sw1"), 0, "shared: no steering");
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &d.topo.dut, "sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let n = lab::cpuplan::pin_namespace_processes(&d.topo.dut, dut_cpus);
+    let allowed = std::fs::read_to_string(format!("/proc/{}/status", child.id()))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .unwrap()
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_string();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(n >= 1);
+    assert_eq!(allowed, dut_cpus.list());
+}
