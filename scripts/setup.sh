@@ -2,7 +2,7 @@
 # Install what Lanyard's tests and test bed need on a fresh Debian machine
 # (run as root). Idempotent: skips packages already present.
 set -euo pipefail
-pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump)
+pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -184,7 +184,7 @@ pub struct ReceiverCount {
 }
 
 /// Result of one trial.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TrialResult {
     /// Nonce used.
     pub nonce: u16,

@@ -8,11 +8,14 @@
 //!
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
+pub mod check;
+pub mod compare;
 pub mod convergence;
 pub mod cpuplan;
 pub mod dut;
 pub mod engine;
 pub mod hist;
+pub mod html;
 pub mod mcsetup;
 pub mod multicast;
 pub mod netns;
@@ -23,6 +26,7 @@ pub mod report;
 pub mod routes;
 pub mod search;
 pub mod sig;
+pub mod tables;
 
 use std::fmt;
 use std::os::unix::process::CommandExt as _;
@@ -125,6 +129,64 @@ pub fn run_plan_file(plan: &Path, opts: &LabOptions) -> Result<Summary, LabError
     run_plan(&p, opts)
 }
 
+/// Run a plan `n` times (`lab run --repeat N`): run `k` writes its full
+/// results to `DIR/run-k/`, then `DIR/repeat.txt` and `DIR/repeat.json`
+/// give min / median / max per cell over the runs (printed unless quiet).
+/// `DIR` is the output directory (default `lab-results/<UTC time>/`). An
+/// interruption stops the runs; the cells of the finished ones are still
+/// written.
+pub fn run_plan_repeated(
+    plan: &Plan,
+    opts: &LabOptions,
+    n: usize,
+) -> Result<Vec<Summary>, LabError> {
+    if n <= 1 {
+        return run_plan(plan, opts).map(|s| vec![s]);
+    }
+    let dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(now_unix())));
+    let mut done = Vec::new();
+    let mut outcome = Ok(());
+    for k in 1..=n {
+        if !opts.quiet {
+            eprintln!("[lab] run {k} of {n}");
+        }
+        let o = LabOptions {
+            out_dir: Some(dir.join(format!("run-{k}"))),
+            ..opts.clone()
+        };
+        match run_plan(plan, &o) {
+            Ok(s) => done.push(s),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    if !done.is_empty() {
+        let reports: Vec<serde_json::Value> = done
+            .iter()
+            .map(|s| serde_json::to_value(s).map_err(|e| LabError::Output(e.to_string())))
+            .collect::<Result<_, _>>()?;
+        let cells = compare::cells(&reports);
+        let text = compare::repeat_table(&cells, done.len());
+        std::fs::write(dir.join("repeat.txt"), &text)
+            .map_err(|e| LabError::Output(format!("repeat.txt: {e}")))?;
+        let json = serde_json::to_string_pretty(&serde_json::json!({
+            "plan": plan.name, "runs": done.len(), "cells": cells,
+        }))
+        .map_err(|e| LabError::Output(e.to_string()))?;
+        std::fs::write(dir.join("repeat.json"), json)
+            .map_err(|e| LabError::Output(format!("repeat.json: {e}")))?;
+        if !opts.quiet {
+            println!("{text}\nresults: {}", dir.display());
+        }
+    }
+    outcome.map(|_| done)
+}
+
 /// Run an already parsed plan (see [`run_plan_file`]).
 pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
     check_root()?;
@@ -162,9 +224,26 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
             "latency: CLOCK_MONOTONIC at send (per burst) and after recvmmsg returns, same machine".into(),
             "frame sizes include the 4-byte FCS (64 B = 60 B handed to the socket)".into(),
             cpuplan::CpuPlan::for_machine(plan.cpu_plan).describe(),
+            format!(
+                "kernel: Linux {}",
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            ),
         ],
         duts: Vec::new(),
         results: Vec::new(),
+        plan_text: plan.source.clone(),
+        references: plan
+            .tests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let mut r = t.reference.clone()?;
+                r.test = tests[i].name.clone();
+                Some(r)
+            })
+            .collect(),
     };
     let outcome = if plan.interleave {
         run_interleaved(plan, &tests, opts, &mut progress, &mut summary)
@@ -578,6 +657,7 @@ fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Resu
     w("results.csv", summary.csv())?;
     w("plot.svg", summary.svg())?;
     w("tables.txt", summary.tables())?;
+    w("report.html", summary.html())?;
     Ok(())
 }
 

@@ -30,6 +30,9 @@ pub struct Plan {
     pub duts: Vec<DutSpec>,
     /// Tests, run in this order on each DUT.
     pub tests: Vec<TestSpec>,
+    /// The YAML text the plan was parsed from (reports show it).
+    #[serde(skip)]
+    pub source: Option<String>,
 }
 
 /// Per-test values inherited from the plan.
@@ -394,6 +397,10 @@ pub struct TestSpec {
     /// Name in reports (default: the type).
     #[serde(default)]
     pub name: Option<String>,
+    /// The published figure this test reproduces (`plans/reports/`):
+    /// printed beside the result with the scale difference.
+    #[serde(default)]
+    pub reference: Option<crate::report::Reference>,
     /// Frame sizes.
     #[serde(default)]
     pub frame_sizes: Option<Vec<FrameSizeSpec>>,
@@ -752,7 +759,10 @@ impl Plan {
             })
         })?;
         plan.check()?;
-        Ok(plan)
+        Ok(Plan {
+            source: Some(text.to_string()),
+            ..plan
+        })
     }
 
     /// Read and parse a plan file.

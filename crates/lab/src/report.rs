@@ -138,6 +138,27 @@ pub struct Summary {
     pub duts: Vec<DutRecord>,
     /// All results.
     pub results: Vec<ResultRow>,
+    /// The plan as given (YAML), for the HTML report.
+    pub plan_text: Option<String>,
+    /// The published figure each test reproduces (the plan's `reference:`).
+    pub references: Vec<Reference>,
+}
+
+/// A published report's figure a test reproduces, printed beside the result.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Test name (filled in from the plan).
+    #[serde(default)]
+    pub test: String,
+    /// Which report ("top-of-rack switch").
+    pub report: String,
+    /// Which table or figure ("table 1").
+    pub table: String,
+    /// The report's own figure, as published.
+    pub figure: String,
+    /// How the test bed's scale differs (ports, rates, table sizes).
+    pub scale: String,
 }
 
 impl Summary {
@@ -183,136 +204,15 @@ impl Summary {
         v
     }
 
-    /// Text tables in the reports' form: frame length down the side, one
-    /// column per DUT; then ratios between DUTs.
+    /// Text tables in the reports' form, within 100 columns for any
+    /// number of DUTs (see [`crate::tables`]).
     pub fn tables(&self) -> String {
-        let mut o = String::new();
-        let duts: Vec<&str> = self.duts.iter().map(|d| d.name.as_str()).collect();
-        let _ = writeln!(o, "plan {}  ({:.0} s)", self.plan, self.seconds);
-        for d in &self.duts {
-            let _ = writeln!(
-                o,
-                "  {:<14} {:<13} {}{}",
-                d.name,
-                d.driver,
-                d.status,
-                d.error
-                    .as_ref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_else(|| format!("  {}", d.info.join("; ")))
-            );
-        }
-        for (test, kind) in self.tests() {
-            let rows: Vec<&ResultRow> = self.results.iter().filter(|r| r.test == test).collect();
-            let mut sizes: Vec<&str> = Vec::new();
-            for r in &rows {
-                if !sizes.contains(&r.frame_size.as_str()) {
-                    sizes.push(&r.frame_size);
-                }
-            }
-            let rate_test = matches!(
-                kind,
-                TestKind::Throughput | TestKind::FullMesh | TestKind::Latency | TestKind::Multicast
-            );
-            let mc = kind == TestKind::Multicast;
-            let _ = writeln!(
-                o,
-                "\n== {test} ({}) ==",
-                serde_json::to_value(kind)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or("")
-            );
-            if mc {
-                if let Some(m) = rows.iter().find_map(|r| r.detail.get("multicast")) {
-                    let _ = writeln!(
-                        o,
-                        "{} source(s) -> {} receivers, {} group(s), {} receivers/group, IGMPv{} {}, layer {}",
-                        m["sources"], m["receivers"], m["groups"], m["receivers_per_group"],
-                        m["igmp_version"], m["filter_mode"].as_str().unwrap_or(""), m["layer"]
-                    );
-                }
-                let _ = writeln!(
-                    o,
-                    "cell: kfps offered by the sources (% of line rate) | latency avg/p99 µs; PASS/FAIL = no frame leaked or duplicated"
-                );
-            } else if rate_test {
-                let _ = writeln!(o, "cell: kfps (% of ceiling) | latency avg/p99 µs");
-            }
-            let conv = kind == TestKind::Convergence;
-            if conv {
-                let goal = rows
-                    .iter()
-                    .find_map(|r| r.detail["goal_ms"].as_f64())
-                    .unwrap_or(1.0);
-                let _ = writeln!(
-                    o,
-                    "cell: convergence min/avg/max ms over the trials (lost frames / offered rate); goal < {goal} ms"
-                );
-            }
-            let w = 36;
-            let _ = write!(o, "{:>6}", "frame");
-            for d in &duts {
-                let _ = write!(o, " | {:<w$}", d);
-            }
-            let _ = writeln!(o);
-            for s in &sizes {
-                let _ = write!(o, "{:>6}", s);
-                for d in &duts {
-                    let cell = rows
-                        .iter()
-                        .find(|r| r.dut == *d && r.frame_size == *s)
-                        .map(|r| cell(r, rate_test))
-                        .unwrap_or_default();
-                    let _ = write!(o, " | {:<w$}", cell);
-                }
-                let _ = writeln!(o);
-            }
-            if conv || mc {
-                for s in &sizes {
-                    for d in &duts {
-                        if let Some(r) = rows
-                            .iter()
-                            .find(|r| r.dut == *d && r.frame_size == *s && r.status == "ok")
-                        {
-                            let line = if mc { mc_line(r) } else { conv_line(r) };
-                            let _ = writeln!(o, "  {s:>5} {d}: {line}");
-                        }
-                    }
-                }
-            }
-            if rate_test {
-                let pairs: Vec<(&str, &str)> = duts
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, a)| duts[i + 1..].iter().map(move |b| (*a, *b)))
-                    .collect();
-                if !pairs.is_empty() {
-                    let _ = write!(o, "ratios{:>0}", "");
-                    for (a, b) in &pairs {
-                        let _ = write!(o, " | {:>16}", format!("{b}/{a}"));
-                    }
-                    let _ = writeln!(o);
-                    for s in &sizes {
-                        let _ = write!(o, "{:>6}", s);
-                        let f = |d: &str| {
-                            rows.iter()
-                                .find(|r| r.dut == d && r.frame_size == *s && r.status == "ok")
-                                .and_then(|r| r.throughput_fps)
-                        };
-                        for (a, b) in &pairs {
-                            let v = match (f(a), f(b)) {
-                                (Some(x), Some(y)) if x > 0.0 => format!("{:.2}", y / x),
-                                _ => "-".into(),
-                            };
-                            let _ = write!(o, " | {:>16}", v);
-                        }
-                        let _ = writeln!(o);
-                    }
-                }
-            }
-        }
-        o
+        crate::tables::render(self)
+    }
+
+    /// The self-contained HTML report (see [`crate::html`]).
+    pub fn html(&self) -> String {
+        crate::html::render(self)
     }
 
     /// Flat CSV, one line per result row.
@@ -515,7 +415,7 @@ fn mam(v: &serde_json::Value, d: usize) -> Option<String> {
 }
 
 /// The detail line of a convergence row.
-fn conv_line(r: &ResultRow) -> String {
+pub(crate) fn conv_line(r: &ResultRow) -> String {
     let d = &r.detail;
     let mut v = Vec::new();
     let n = d["trials"].as_array().map_or(0, |a| a.len());
@@ -569,7 +469,7 @@ fn conv_line(r: &ResultRow) -> String {
 }
 
 /// One line per multicast row: the receivers' spread, leaks, delays.
-fn mc_line(r: &ResultRow) -> String {
+pub(crate) fn mc_line(r: &ResultRow) -> String {
     let d = &r.detail;
     let s = &d["summary"];
     let mut v = vec![format!(
@@ -599,65 +499,6 @@ fn mc_line(r: &ResultRow) -> String {
         v.push(format!("leave delay {x} ms"));
     }
     v.join("; ")
-}
-
-fn cell(r: &ResultRow, rate_test: bool) -> String {
-    if r.status != "ok" {
-        let e = r.error.clone().unwrap_or_default();
-        let mut s = format!("{}: {e}", r.status);
-        s.truncate(36);
-        return s;
-    }
-    if r.kind == TestKind::Convergence {
-        let p = match r.pass {
-            Some(true) => "PASS ",
-            Some(false) => "FAIL ",
-            None => "",
-        };
-        return format!(
-            "{p}{} ms",
-            mam(&r.detail["convergence_ms"], 3).unwrap_or_else(|| "-".into())
-        );
-    }
-    if rate_test {
-        let f = r.throughput_fps.unwrap_or(0.0) / 1e3;
-        let pct = if r.kind == TestKind::Multicast {
-            r.detail["pct_line_rate"]
-                .as_f64()
-                .map(|p| format!(" ({p:.1}% LR)"))
-                .unwrap_or_default()
-        } else {
-            r.pct_ceiling
-                .map(|p| format!(" ({p:.0}%)"))
-                .unwrap_or_default()
-        };
-        let verdict = match (r.kind, r.pass) {
-            (TestKind::Multicast, Some(true)) => "PASS ",
-            (TestKind::Multicast, Some(false)) => "FAIL ",
-            _ => "",
-        };
-        let lat = r
-            .latency
-            .map(|l| {
-                format!(
-                    " | {:.0}/{:.0}",
-                    l.avg_ns as f64 / 1e3,
-                    l.p99_ns as f64 / 1e3
-                )
-            })
-            .unwrap_or_default();
-        let g = if r.generator_limited { "*" } else { "" };
-        return format!("{verdict}{f:.1}{g}{pct}{lat}");
-    }
-    let p = match r.pass {
-        Some(true) => "PASS ",
-        Some(false) => "FAIL ",
-        None => "",
-    };
-    let v = r.value.map(|v| format!("{v:.0}")).unwrap_or_default();
-    let mut s = format!("{p}{v} {}", r.unit.as_deref().unwrap_or(""));
-    s.truncate(36);
-    s
 }
 
 /// Structural check of a JSON report against `docs/lab-schema.json`
@@ -798,6 +639,8 @@ mod tests {
                 },
             ],
             results: vec![wire, row, failed],
+            plan_text: None,
+            references: vec![],
         }
     }
 
@@ -809,7 +652,7 @@ mod tests {
         let v = serde_json::to_value(&s).unwrap();
         validate_json(&v).unwrap();
         let t = s.tables();
-        assert!(t.contains("br/c") && t.contains("0.50"), "{t}");
+        assert!(t.contains("br / c") && t.contains("0.50"), "{t}");
         assert!(s.csv().lines().count() == 4);
         assert!(s.svg().contains("<polyline"));
         let mut bad = v.clone();

@@ -139,6 +139,27 @@ enum LabCmd {
         /// Print nothing (no progress, no tables): results go to the files only.
         #[arg(long, short)]
         quiet: bool,
+        /// Run the plan N times (DIR/run-1 ... run-N) and report min / median /
+        /// max per cell (DIR/repeat.txt, repeat.json).
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        repeat: usize,
+    },
+    /// Validate plans without running them (errors as FILE:LINE: field: problem).
+    Check {
+        /// Plan files.
+        #[arg(required = true)]
+        plans: Vec<PathBuf>,
+    },
+    /// Per-cell ratios between two result directories (B / A), with the
+    /// spread of repeated runs.
+    Compare {
+        /// Result directory A (report.json, or run-*/ of a --repeat run).
+        a: PathBuf,
+        /// Result directory B.
+        b: PathBuf,
+        /// Where to write compare.txt and compare.json (default lab-results/compare-<time>/).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Measure the test bed's ceiling (and trafgen's rate, if installed).
     Calibrate {
@@ -174,8 +195,16 @@ fn command_list() -> String {
             "forward without services (ACLs, QoS, flows)",
         ),
         (
-            "lab run PLAN [--out DIR] [-q]",
+            "lab run PLAN [--out DIR] [--repeat N] [-q]",
             "run a test plan, print the comparison tables",
+        ),
+        (
+            "lab check PLAN...",
+            "validate test plans without running them",
+        ),
+        (
+            "lab compare RUN_A RUN_B [--out DIR]",
+            "per-cell ratios between two result directories",
         ),
         (
             "lab calibrate [--out DIR]",
@@ -265,11 +294,43 @@ fn lab_options(out: Option<PathBuf>, quiet: bool) -> Result<lab::LabOptions, Str
 
 fn lab_cmd(cmd: LabCmd) -> Result<(), String> {
     match cmd {
-        LabCmd::Run { plan, out, quiet } => {
+        LabCmd::Run {
+            plan,
+            out,
+            quiet,
+            repeat,
+        } => {
             let o = lab_options(out, quiet)?;
-            lab::run_plan_file(&plan, &o)
+            if repeat == 0 {
+                return Err("--repeat: must be at least 1".into());
+            }
+            let p = lab::check::check_file(&plan)?;
+            lab::run_plan_repeated(&p, &o, repeat)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
+        }
+        LabCmd::Check { plans } => {
+            let mut bad = 0;
+            for p in &plans {
+                match lab::check::check_file(p) {
+                    Ok(plan) => println!("{}: ok, {}", p.display(), lab::check::describe(&plan)),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        bad += 1;
+                    }
+                }
+            }
+            if bad > 0 {
+                return Err(format!("{bad} of {} plan(s) invalid", plans.len()));
+            }
+            Ok(())
+        }
+        LabCmd::Compare { a, b, out } => {
+            let out = out.unwrap_or_else(lab::compare::default_out);
+            let c = lab::compare::compare_and_write(&a, &b, &out).map_err(|e| e.to_string())?;
+            print!("{}", c.text());
+            println!("results: {}", out.display());
+            Ok(())
         }
         LabCmd::Calibrate { out } => {
             let o = lab_options(out, false)?;
