@@ -624,7 +624,7 @@ impl Ctx<'_> {
         };
         if let Some(f) = t.load {
             row.notes.push(format!(
-                "{:.0} % load: {:.0} fps per port, that share of a {} Mbit/s port's line rate at this size",
+                "{:.0} % load = {:.0} fps per port ({} Mbit/s line rate at this size)",
                 f * 100.0,
                 rate.unwrap_or(0.0),
                 t.line_rate_mbps
