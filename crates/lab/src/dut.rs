@@ -32,6 +32,8 @@ pub struct Setup {
     /// Multicast tests: IGMP snooping (layer 2) or multicast routing with
     /// static (S,G) routes for this pattern (layer 3).
     pub multicast: Option<McSetup>,
+    /// Where the tester and the DUT run (the plan's, the same for all).
+    pub cpus: crate::cpuplan::CpuPlan,
 }
 
 /// What a multicast test needs from the DUT.
@@ -57,6 +59,7 @@ impl Setup {
             routes6: spec.routes6.unwrap_or(0),
             backup_pair: false,
             multicast: None,
+            cpus: Default::default(),
         }
     }
 
@@ -100,6 +103,7 @@ impl Setup {
                     McSetup::Snooping(McPattern::of(m))
                 }
             }),
+            cpus: Default::default(),
         }
     }
 
@@ -316,6 +320,7 @@ impl Dut {
             }
         }
         d.start_seconds = t0.elapsed().as_secs_f64();
+        d.apply_cpu_plan()?;
         if setup.routes + setup.routes6 > 0 {
             let how = if d.routes_packets() {
                 format!("installed; ready {:.1} s after start", d.start_seconds)
@@ -329,6 +334,53 @@ impl Dut {
             ));
         }
         Ok(d)
+    }
+
+    /// Put the tester's and the DUT's work where the CPU plan says: receive
+    /// work of the tester ports on the tester CPUs and of the DUT ports on
+    /// the DUT CPUs (RPS), NAPI threads likewise where the ports have NAPI,
+    /// and every DUT process thread on the DUT CPUs.
+    fn apply_cpu_plan(&mut self) -> Result<(), LabError> {
+        let crate::cpuplan::CpuPlan::Split { tester, dut } = self.setup.cpus else {
+            return Ok(());
+        };
+        use crate::cpuplan::{
+            pin_namespace_processes, pin_napi_threads, steer_receive, threaded_napi,
+        };
+        steer_receive(&self.topo.tester, &self.topo.tester_ports(), tester)?;
+        if self.is_wire() {
+            return Ok(());
+        }
+        let sw = self.sw();
+        steer_receive(&self.topo.dut, &sw, dut)?;
+        let napi = threaded_napi(&self.topo.dut, &sw);
+        let threads = pin_napi_threads("sw", dut);
+        let _ = pin_napi_threads("t", tester);
+        let procs = pin_namespace_processes(&self.topo.dut, dut);
+        let mut how = vec![format!("RPS on sw1..sw{}", sw.len())];
+        if !napi.is_empty() {
+            how.push(format!(
+                "threaded NAPI on {} port(s), {threads} thread(s) pinned",
+                napi.len()
+            ));
+        }
+        if procs > 0 {
+            how.push(format!("{procs} process thread(s) pinned"));
+        }
+        self.info.push(format!(
+            "CPU plan: DUT on CPU {} ({}), tester on CPU {}",
+            dut.list(),
+            how.join(", "),
+            tester.list()
+        ));
+        Ok(())
+    }
+
+    /// Re-pin the DUT's processes after one was replaced (`event: kill`).
+    fn repin_processes(&self) {
+        if let Some(set) = self.setup.cpus.dut() {
+            crate::cpuplan::pin_namespace_processes(&self.topo.dut, set);
+        }
     }
 
     /// Add the synthetic routes to the kernel of the DUT namespace, with
@@ -735,7 +787,9 @@ impl Dut {
                 .map(|s| s.success())
                 .unwrap_or(false)
         })
-        .map_err(|e| LabError::Dut(format!("{e}; log: {}", tail(&log))))
+        .map_err(|e| LabError::Dut(format!("{e}; log: {}", tail(&log))))?;
+        self.repin_processes();
+        Ok(())
     }
 
     fn start_router(&mut self) -> Result<(), LabError> {

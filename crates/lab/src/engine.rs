@@ -291,6 +291,9 @@ pub struct Tester {
     /// DUT converges, and the frames due then go out late, after it
     /// converged, hiding the loss. Costs latency accuracy (≤ 100 µs).
     pub gentle: bool,
+    /// CPUs the transmit and receive threads run on (the CPU plan's tester
+    /// share); `None`: `LAB_PIN_CPUS` or the scheduler.
+    pub pin: Option<crate::cpuplan::CpuSet>,
     tx: Vec<PacketSocket>,
     rx: Vec<PacketSocket>,
     nonce: u16,
@@ -372,6 +375,7 @@ impl Tester {
             .collect();
         Ok(Tester {
             gentle: false,
+            pin: None,
             hosts,
             tx: socks.0,
             rx: socks.1,
@@ -538,9 +542,16 @@ impl Tester {
         let streams = &spec.streams;
         let hosts = &self.hosts;
         let gentle = self.gentle;
+        let pin = self.pin;
+        let pin_thread = move |which: usize| match pin {
+            Some(set) => {
+                let _ = set.pin(0);
+            }
+            None => pin_from_env(which),
+        };
         let (tx_out, rx_res, during_out) = std::thread::scope(|sc| {
             let rxh = sc.spawn(|| {
-                pin_from_env(1);
+                pin_thread(1);
                 rx_loop(
                     rx_socks,
                     tx_socks,
@@ -555,7 +566,7 @@ impl Tester {
                 )
             });
             let txh = sc.spawn(|| {
-                pin_from_env(0);
+                pin_thread(0);
                 if gentle {
                     // SAFETY: prctl on the calling thread only.
                     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };

@@ -11,6 +11,7 @@
 pub mod check;
 pub mod compare;
 pub mod convergence;
+pub mod cpuplan;
 pub mod dut;
 pub mod engine;
 pub mod hist;
@@ -222,6 +223,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
             "generator: 1 TX thread (sendmmsg, PACKET_QDISC_BYPASS), 1 RX thread (recvmmsg), AF_PACKET".into(),
             "latency: CLOCK_MONOTONIC at send (per burst) and after recvmmsg returns, same machine".into(),
             "frame sizes include the 4-byte FCS (64 B = 60 B handed to the socket)".into(),
+            cpuplan::CpuPlan::for_machine(plan.cpu_plan).describe(),
             format!(
                 "kernel: Linux {}",
                 std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -334,10 +336,12 @@ struct DutRun<'a> {
     started_once: bool,
     salt: u8,
     mode: Mode,
+    /// The run's CPU plan, the same for every DUT.
+    cpus: cpuplan::CpuPlan,
 }
 
 impl<'a> DutRun<'a> {
-    fn new(spec: &'a plan::DutSpec, summary: &mut Summary) -> Self {
+    fn new(spec: &'a plan::DutSpec, cpus: cpuplan::CpuPlan, summary: &mut Summary) -> Self {
         summary.duts.push(report::DutRecord {
             name: spec.name.clone(),
             driver: spec.driver.as_str().into(),
@@ -347,6 +351,7 @@ impl<'a> DutRun<'a> {
         });
         DutRun {
             spec,
+            cpus,
             idx: summary.duts.len() - 1,
             running: None,
             failed_setup: None,
@@ -375,7 +380,8 @@ impl<'a> DutRun<'a> {
             self.mode = Mode::Skip(why);
             return Ok(());
         }
-        let setup = dut::Setup::for_test(spec, t);
+        let mut setup = dut::Setup::for_test(spec, t);
+        setup.cpus = self.cpus;
         self.mode = Mode::Run;
         if self.running.as_ref().is_some_and(|(d, _)| d.setup == setup) {
             return Ok(());
@@ -543,7 +549,7 @@ fn run_by_dut(
 ) -> Result<(), LabError> {
     let ports = plan.ports_needed();
     for spec in &plan.duts {
-        let mut r = DutRun::new(spec, summary);
+        let mut r = DutRun::new(spec, cpuplan::CpuPlan::for_machine(plan.cpu_plan), summary);
         let res = (|| {
             for t in tests {
                 progress.begin_test(&format!("{} on {}", t.name, spec.name), procs::estimate(t));
@@ -571,7 +577,11 @@ fn run_interleaved(
     summary: &mut Summary,
 ) -> Result<(), LabError> {
     let ports = plan.ports_needed();
-    let mut runs: Vec<DutRun> = plan.duts.iter().map(|s| DutRun::new(s, summary)).collect();
+    let mut runs: Vec<DutRun> = plan
+        .duts
+        .iter()
+        .map(|s| DutRun::new(s, cpuplan::CpuPlan::for_machine(plan.cpu_plan), summary))
+        .collect();
     let res = (|| {
         for t in tests {
             let n = t.duts.as_ref().map_or(runs.len(), |d| d.len());
@@ -614,7 +624,8 @@ fn start_dut(
 ) -> Result<(dut::Dut, engine::Tester), LabError> {
     let d = dut::Dut::start_with(spec, ports, &opts.lanyard_bin, setup)?;
     let names = d.topo.tester_ports();
-    let t = engine::Tester::open(&d.topo.tester, &names)?;
+    let mut t = engine::Tester::open(&d.topo.tester, &names)?;
+    t.pin = setup.cpus.tester();
     Ok((d, t))
 }
 

@@ -21,6 +21,11 @@ pub struct Plan {
     /// shared machine, load that comes and goes then hits all DUTs alike.
     #[serde(default)]
     pub interleave: bool,
+    /// Where the tester and the DUTs run (`split`, the default: tester on
+    /// CPU 0, each DUT — processes, its ports' receive work — on the
+    /// others; `shared`: nothing pinned). See `docs/lab.md`.
+    #[serde(default)]
+    pub cpu_plan: crate::cpuplan::CpuPlanSpec,
     /// Devices under test, run back to back in this order.
     pub duts: Vec<DutSpec>,
     /// Tests, run in this order on each DUT.
@@ -632,6 +637,11 @@ pub struct Test {
     pub trials: u32,
     /// Rate (frames/s per sending port).
     pub rate: Option<f64>,
+    /// Latency tests at `rate: "N%"`: the fraction of the line rate of a
+    /// `line-rate-mbps` port (default 1000) at each frame size.
+    pub load: Option<f64>,
+    /// Nominal port speed for `load` (Mbit/s).
+    pub line_rate_mbps: f64,
     /// Search resolution.
     pub resolution: f64,
     /// Search max trials.
@@ -982,19 +992,28 @@ impl Plan {
                 None,
                 Some(parse_max_rate(w).map_err(|m| bad(f("rate"), m))?),
             ),
+            Some(RateSpec::Word(w)) if t.kind == TestKind::Latency && w.trim().ends_with('%') => {
+                (None, Some(parse_max_rate(w).map_err(|m| bad(f("rate"), m))?))
+            }
             Some(RateSpec::Word(w)) => {
                 return Err(bad(
                     f("rate"),
-                    format!("{w:?}: frames/s expected (only convergence tests take max or \"N%\")"),
+                    format!("{w:?}: frames/s expected (only convergence tests take max or \"N%\", latency tests \"N%\" of line rate)"),
                 ))
             }
         };
-        if matches!(t.kind, TestKind::Latency) && rate.is_none() {
+        if matches!(t.kind, TestKind::Latency) && rate.is_none() && max_fraction.is_none() {
             return Err(bad(
                 f("rate"),
-                "required by latency tests (frames/s per port)",
+                "required by latency tests (frames/s per port, or \"N%\" of a line-rate-mbps port)",
             ));
         }
+        // Latency at "N%": a fraction of a nominal port's line rate at each
+        // frame size, the reports' "10 % load".
+        let load = (t.kind == TestKind::Latency)
+            .then_some(max_fraction)
+            .flatten();
+        let max_fraction = if load.is_some() { None } else { max_fraction };
         let convergence = self.convergence(
             i,
             t,
@@ -1039,6 +1058,8 @@ impl Plan {
                 .unwrap_or(if convergence.is_some() { 5 } else { 1 })
                 .max(1),
             rate,
+            load,
+            line_rate_mbps: positive(f("line-rate-mbps"), t.line_rate_mbps.unwrap_or(1000.0))?,
             resolution,
             max_trials,
             loss_tolerance,
@@ -1077,7 +1098,8 @@ impl Plan {
             ("line-rate-mbps", t.line_rate_mbps.is_some()),
         ];
         if t.kind != TestKind::Multicast {
-            if let Some((k, _)) = only.iter().find(|(_, set)| *set) {
+            let latency_takes = |k: &str| t.kind == TestKind::Latency && k == "line-rate-mbps";
+            if let Some((k, _)) = only.iter().find(|(k, set)| *set && !latency_takes(k)) {
                 return Err(bad(f(k), "only multicast tests take it"));
             }
             return Ok(None);
@@ -1887,5 +1909,41 @@ mod mesh_tests {
         );
         let g = Mesh::Groups(2).pairs(6);
         assert_eq!(g, vec![(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]);
+    }
+
+    #[test]
+    fn cpu_plan_defaults_to_split_and_refuses_unknown_plans() {
+        use crate::cpuplan::CpuPlanSpec;
+        let base = "duts: [{name: l, driver: lanyard}]\ntests: [{type: throughput}]";
+        let p = Plan::parse(&format!("name: t\n{base}")).unwrap();
+        assert_eq!(p.cpu_plan, CpuPlanSpec::Split);
+        let p = Plan::parse(&format!("name: t\ncpu-plan: shared\n{base}")).unwrap();
+        assert_eq!(p.cpu_plan, CpuPlanSpec::Shared);
+        let e = Plan::parse(&format!("name: t\ncpu-plan: half\n{base}")).unwrap_err();
+        assert!(e.to_string().contains("half"), "{e}");
+    }
+
+    #[test]
+    fn latency_at_a_share_of_line_rate() {
+        let p = Plan::parse(
+            "name: t\nduts: [{name: b, driver: linux-bridge}]\ntests:\n  - {type: latency, rate: \"10%\", frame-sizes: [64, 1518]}\n  - {type: latency, rate: \"10%\", line-rate-mbps: 10000}",
+        )
+        .unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!(
+            (t.rate, t.load, t.line_rate_mbps),
+            (None, Some(0.1), 1000.0)
+        );
+        assert_eq!(p.test(1).unwrap().line_rate_mbps, 10000.0);
+        let e = Plan::parse(
+            "name: t\nduts: [{name: b, driver: linux-bridge}]\ntests: [{type: latency, rate: max}]",
+        )
+        .and_then(|p| p.test(0).map(|_| ()))
+        .unwrap_err();
+        assert!(e.to_string().contains("rate"), "{e}");
+        let e = Plan::parse("name: t\nduts: [{name: b, driver: linux-bridge}]\ntests: [{type: throughput, line-rate-mbps: 100}]")
+            .and_then(|p| p.test(0).map(|_| ()))
+            .unwrap_err();
+        assert!(e.to_string().contains("line-rate-mbps"), "{e}");
     }
 }

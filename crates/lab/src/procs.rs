@@ -651,17 +651,29 @@ impl Ctx<'_> {
 
     fn latency(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
         let streams = vec![self.stream(t, fs, 0, 1)];
+        let rate = match t.load {
+            Some(f) => Some(f * crate::multicast::line_rate_fps(t.line_rate_mbps, fs.average(), 1)),
+            None => t.rate,
+        };
+        if let Some(f) = t.load {
+            row.notes.push(format!(
+                "{:.0} % load = {:.0} fps per port ({} Mbit/s line rate at this size)",
+                f * 100.0,
+                rate.unwrap_or(0.0),
+                t.line_rate_mbps
+            ));
+        }
         let mut h = Vec::new();
         for _ in 0..t.trials {
             let r = self.trial(
                 t,
                 &streams,
-                vec![t.rate, None],
+                vec![rate, None],
                 Limit::Duration(t.trial_duration),
                 2,
             )?;
             row.trials
-                .push(TrialRecord::new("latency", t.rate, &r, pass(&r, 0.0)));
+                .push(TrialRecord::new("latency", rate, &r, pass(&r, 0.0)));
             h.push(r);
         }
         let last = h.last().cloned();
