@@ -259,12 +259,41 @@ fn status_cell(r: &ResultRow, notes: &mut Notes) -> String {
     format!("{} {}", r.status, notes.mark(&why))
 }
 
+/// Why a rate row has no throughput: no trial passed; what the lowest
+/// rate tried did (the table would otherwise show a bare 0).
+fn none_passed(r: &ResultRow) -> Option<String> {
+    if r.throughput_fps.is_some_and(|f| f > 0.0) || r.trials.is_empty() {
+        return None;
+    }
+    let t = r
+        .trials
+        .iter()
+        .filter(|t| t.target.is_some())
+        .min_by(|a, b| a.target.unwrap_or(0.0).total_cmp(&b.target.unwrap_or(0.0)))
+        .or(r.trials.last())?;
+    let x = &t.result;
+    Some(format!(
+        "no trial passed; the lowest rate tried, {} fps per port, lost {} of {} frames, median latency {} µs \
+         (a latency limit in the plan fails a trial above it)",
+        t.target.map_or("unpaced".into(), |v| format!("{v:.0}")),
+        x.lost,
+        x.sent,
+        us(x.latency.p50_ns)
+    ))
+}
+
 /// Remarks of a row as marks (`[k]`); the same remark on several rows
 /// is one footnote. "No loss at the generator's maximum" is what `*` says.
 fn note_marks(r: &ResultRow, notes: &mut Notes) -> String {
+    let none = if is_rate(r.kind) || r.kind == TestKind::Multicast {
+        none_passed(r)
+    } else {
+        None
+    };
     r.notes
         .iter()
         .filter(|n| !(r.generator_limited && n.starts_with("no loss at the generator's maximum")))
+        .chain(none.as_ref())
         .map(|n| notes.mark(n))
         .collect::<Vec<_>>()
         .join("")
@@ -820,6 +849,20 @@ pub(crate) mod tests {
         // Latency max in µs, right-aligned under its header.
         assert!(t.contains("98765"), "{t}");
         assert!(t.contains("goal < 1 ms") && t.contains("% LR"), "{t}");
+    }
+
+    #[test]
+    fn zero_throughput_is_explained() {
+        let mut s = five_duts();
+        let r = &mut s.results[2];
+        r.throughput_fps = Some(0.0);
+        r.trials[0].result.sent = 7624;
+        r.trials[0].result.latency.p50_ns = 20_447_000;
+        let t = s.tables();
+        assert!(
+            squash(&t).contains("no trial passed; the lowest rate tried, 1000 fps per port, lost 0 of 7624 frames, median latency 20447 µs"),
+            "{t}"
+        );
     }
 
     #[test]
