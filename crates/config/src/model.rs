@@ -198,6 +198,9 @@ pub struct Management {
     pub socket: PathBuf,
     /// What is logged, and where besides stderr.
     pub logging: Logging,
+    /// Prometheus `/metrics` endpoint (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
 }
 
 impl Default for Management {
@@ -205,7 +208,29 @@ impl Default for Management {
         Management {
             socket: PathBuf::from(DEFAULT_SOCKET),
             logging: Logging::default(),
+            metrics: None,
         }
+    }
+}
+
+/// `management.metrics:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Metrics {
+    /// Where `GET /metrics` is served, `address:port` (e.g.
+    /// `127.0.0.1:9417`, `[::]:9417`).
+    pub listen: String,
+}
+
+impl Metrics {
+    /// The listening address.
+    pub fn listen_addr(&self) -> Result<std::net::SocketAddr, String> {
+        self.listen.parse().map_err(|_| {
+            format!(
+                "{:?} is not address:port (e.g. 127.0.0.1:9417 or [::]:9417)",
+                self.listen
+            )
+        })
     }
 }
 

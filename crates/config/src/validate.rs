@@ -74,6 +74,11 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             format!("{:?} must be an absolute path", sock.display().to_string()),
         );
     }
+    if let Some(m) = &cfg.management.metrics {
+        if let Err(e) = m.listen_addr() {
+            c.err("management.metrics.listen", e);
+        }
+    }
     let log = &cfg.management.logging;
     if let Err(e) = logging::check_filter(&log.filter) {
         c.err("management.logging.filter", e);

@@ -464,11 +464,33 @@ impl Switch {
             workers: nworkers,
             lock,
         };
+        let metrics = match &cfg.management.metrics {
+            Some(m) => {
+                let st = api_state.clone();
+                let q: Arc<metrics::Query> = Arc::new(move |req| st.handle(req));
+                match m.listen_addr().and_then(|a| {
+                    let sh = shared.clone();
+                    metrics::serve(a, q, move || sh.stop.load(Ordering::Relaxed))
+                        .map_err(|e| format!("management.metrics.listen {a}: {e}"))
+                }) {
+                    Ok(srv) => {
+                        tracing::info!("metrics: http://{}/metrics", srv.local);
+                        Some(srv.thread)
+                    }
+                    Err(e) => {
+                        sw.stop();
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
         match api::serve(&socket, api_state) {
             Ok(h) => {
                 let mut sw = sw;
                 sw.bound = true;
                 sw.threads.push(h);
+                sw.threads.extend(metrics);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
                 tracing::info!(
                     "ready: {} ports ({} up), {} worker(s), api {} (in {} ms; ports attached in {} ms)",
