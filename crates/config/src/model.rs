@@ -109,6 +109,9 @@ pub struct Config {
     /// Loop detection by probes (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_detect: Option<super::guard::LoopDetect>,
+    /// Event-manager policies (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_manager: Option<super::events::EventManager>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {

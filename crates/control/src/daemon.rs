@@ -440,6 +440,7 @@ impl Switch {
             ha,
             mcast,
             guard,
+            events: std::sync::OnceLock::new(),
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {
@@ -455,6 +456,36 @@ impl Switch {
                 }) as Box<dyn Fn() -> serde_json::Value + Send + Sync>
             }),
         });
+        // The event manager runs whether or not policies are configured
+        // now: a `config apply` may add them. It holds the API weakly (the
+        // API holds it).
+        {
+            let w = Arc::downgrade(&api_state);
+            let (w2, w3, sh) = (w.clone(), w.clone(), shared.clone());
+            let running_now = cfg.clone();
+            let env = events::Env {
+                query: Arc::new(move |req| match w.upgrade() {
+                    Some(a) => a.handle(req),
+                    None => serde_json::json!({"ok": false, "error": "switch stopped"}),
+                }),
+                running: Arc::new(move || match w2.upgrade() {
+                    Some(a) => a.applier.running(),
+                    None => Arc::new(running_now.clone()),
+                }),
+                apply: Arc::new(move |c| match w3.upgrade() {
+                    Some(a) => a.applier.apply(c),
+                    None => Err("switch stopped".into()),
+                }),
+                stop: Arc::new(move || sh.stop.load(Ordering::Relaxed)),
+            };
+            match events::EventManager::start(env) {
+                Ok((em, h)) => {
+                    let _ = api_state.events.set(em);
+                    threads.push(h);
+                }
+                Err(e) => tracing::warn!("event manager not started: {e}"),
+            }
+        }
         let sw = Switch {
             exporter,
             shared: shared.clone(),

@@ -259,9 +259,9 @@ impl SyslogLayer {
 
 /// The message, then the other fields as `name=value`.
 #[derive(Default)]
-struct Text {
-    message: String,
-    fields: String,
+pub(crate) struct Text {
+    pub(crate) message: String,
+    pub(crate) fields: String,
 }
 
 impl Visit for Text {
