@@ -430,3 +430,187 @@ impl Detector {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn cfg(policies: &str) -> Config {
+        config::parse(
+            &format!(
+                "ports:\n  - name: sw1\n  - name: sw2\nflow-export:\n  collector: 127.0.0.1:2055\n\
+                 event-manager:\n  policies:\n{policies}"
+            ),
+            "t.yaml",
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A fake API whose numbers the test sets.
+    struct Fake {
+        rx: AtomicU64,
+        flows: std::sync::Mutex<Vec<(&'static str, &'static str)>>,
+        macs: AtomicU64,
+    }
+
+    impl Fake {
+        fn query(self: &Arc<Self>) -> impl Fn(&Value) -> Value {
+            let f = self.clone();
+            move |req: &Value| {
+                let d = match req["cmd"].as_str().unwrap_or("") {
+                    "show-counters" => json!({"ports": [
+                        {"name": "sw1", "rx_frames": f.rx.load(Ordering::SeqCst), "drops": {"acl-deny": 0}}],
+                        "vlans": [], "l3": null}),
+                    "show-flow-cache" => {
+                        let fl = f.flows.lock().unwrap();
+                        json!({"flows": fl.len(), "workers": [{"worker": 0, "flows": fl.len(), "capacity": 100}],
+                               "top": fl.iter().map(|(s, i)| json!({"src": s, "in": i})).collect::<Vec<_>>()})
+                    }
+                    "show-mac-count" => {
+                        json!({"total": f.macs.load(Ordering::SeqCst), "capacity": 1000})
+                    }
+                    _ => return json!({"ok": false, "error": "no"}),
+                };
+                json!({"ok": true, "data": d})
+            }
+        }
+    }
+
+    fn fired(
+        d: &mut Detector,
+        c: &Config,
+        q: &Query,
+    ) -> Vec<(usize, String, Vec<(String, String)>)> {
+        d.sample(c.event_manager.as_ref().unwrap(), c, q)
+            .into_iter()
+            .map(|(i, t)| (i, t.detail, t.vars))
+            .collect()
+    }
+
+    #[test]
+    fn thresholds_fire_once_and_rearm_with_hysteresis() {
+        let c = cfg("    - name: t\n      on: {counter: interface sw1 rx_frames, above: 100, rearm-below: 50}\n      actions: [{log: x}]\n");
+        let f = Arc::new(Fake {
+            rx: AtomicU64::new(10),
+            flows: Default::default(),
+            macs: AtomicU64::new(0),
+        });
+        let q = f.query();
+        let mut d = Detector::new();
+        d.reconfigure(c.event_manager.as_ref());
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.rx.store(101, Ordering::SeqCst);
+        let x = fired(&mut d, &c, &q);
+        assert_eq!(x.len(), 1);
+        assert_eq!(x[0].2, vec![("interface".to_string(), "sw1".to_string())]);
+        // Still above, or between the marks: no second fire.
+        f.rx.store(200, Ordering::SeqCst);
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.rx.store(60, Ordering::SeqCst);
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.rx.store(150, Ordering::SeqCst);
+        assert!(
+            fired(&mut d, &c, &q).is_empty(),
+            "fired again without falling to the re-arm mark"
+        );
+        f.rx.store(50, Ordering::SeqCst);
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.rx.store(101, Ordering::SeqCst);
+        assert_eq!(fired(&mut d, &c, &q).len(), 1);
+    }
+
+    #[test]
+    fn rates_are_per_second() {
+        let c = cfg("    - name: r\n      on: {counter: interface sw1 rx_frames, rate: true, above: 1000}\n      actions: [{log: x}]\n");
+        let f = Arc::new(Fake {
+            rx: AtomicU64::new(0),
+            flows: Default::default(),
+            macs: AtomicU64::new(0),
+        });
+        let q = f.query();
+        let mut d = Detector::new();
+        d.reconfigure(c.event_manager.as_ref());
+        assert!(fired(&mut d, &c, &q).is_empty());
+        std::thread::sleep(Duration::from_millis(100));
+        // 50 in 0.1 s = 500/s: under.
+        f.rx.store(50, Ordering::SeqCst);
+        assert!(fired(&mut d, &c, &q).is_empty());
+        std::thread::sleep(Duration::from_millis(100));
+        // 5000 more in ~0.1 s: over (unless the machine stalls for 5 s).
+        f.rx.store(5050, Ordering::SeqCst);
+        assert_eq!(fired(&mut d, &c, &q).len(), 1);
+    }
+
+    #[test]
+    fn flows_per_source_name_the_source() {
+        let c = cfg("    - name: worm\n      on: {flows: per-source, above: 3}\n      actions: [{log: x}]\n");
+        let f = Arc::new(Fake {
+            rx: AtomicU64::new(0),
+            flows: Default::default(),
+            macs: AtomicU64::new(0),
+        });
+        let q = f.query();
+        let mut d = Detector::new();
+        d.reconfigure(c.event_manager.as_ref());
+        *f.flows.lock().unwrap() = vec![
+            ("10.0.0.1", "sw1"),
+            ("10.0.0.2", "sw1"),
+            ("10.0.0.1", "sw1"),
+        ];
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.flows.lock().unwrap().extend([("10.0.0.9", "sw2"); 4]);
+        let x = fired(&mut d, &c, &q);
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert!(
+            x[0].2
+                .contains(&("source".to_string(), "10.0.0.9".to_string())),
+            "{x:?}"
+        );
+    }
+
+    #[test]
+    fn table_fill_is_a_percentage() {
+        let c =
+            cfg("    - name: full\n      on: {table: mac, above: 80}\n      actions: [{log: x}]\n");
+        let f = Arc::new(Fake {
+            rx: AtomicU64::new(0),
+            flows: Default::default(),
+            macs: AtomicU64::new(800),
+        });
+        let q = f.query();
+        let mut d = Detector::new();
+        d.reconfigure(c.event_manager.as_ref());
+        assert!(fired(&mut d, &c, &q).is_empty());
+        f.macs.store(810, Ordering::SeqCst);
+        assert_eq!(fired(&mut d, &c, &q).len(), 1);
+    }
+
+    #[test]
+    fn log_lines_trigger_but_not_the_event_managers_own() {
+        let c = cfg(
+            "    - name: l\n      on: {log: \"storm on (sw[0-9]+)\"}\n      actions: [{log: x}]\n",
+        );
+        let f = Arc::new(Fake {
+            rx: AtomicU64::new(0),
+            flows: Default::default(),
+            macs: AtomicU64::new(0),
+        });
+        let q = f.query();
+        let mut d = Detector::new();
+        d.reconfigure(c.event_manager.as_ref());
+        logging::tap::push(tracing::Level::WARN, "events", "storm on sw1".into());
+        assert!(fired(&mut d, &c, &q).is_empty());
+        logging::tap::push(
+            tracing::Level::WARN,
+            "control::guard",
+            "broadcast storm on sw2".into(),
+        );
+        let x = fired(&mut d, &c, &q);
+        assert_eq!(x.len(), 1);
+        assert!(x[0].1.contains("storm on sw2"));
+        assert!(fired(&mut d, &c, &q).is_empty(), "the same line twice");
+    }
+}
