@@ -67,9 +67,9 @@ impl Cpu {
             Some((total - idle, total))
         }) {
             if let Some((b, t)) = self.host_prev {
-                let dt = total.saturating_sub(t);
-                if dt > 0 {
-                    self.host_pct = Some(busy.saturating_sub(b) * 100 / dt);
+                if let Some(p) = (busy.saturating_sub(b) * 100).checked_div(total.saturating_sub(t))
+                {
+                    self.host_pct = Some(p);
                 }
             }
             self.host_prev = Some((busy, total));
@@ -333,7 +333,6 @@ impl Detector {
                         ));
                     }
                 }
-                drop(threshold);
                 out.extend(links.into_iter().map(|t| (i, t)));
             } else if let Some(cn) = &e.counter {
                 let Ok(r) = parse_counter(cn, cfg) else {
@@ -479,11 +478,9 @@ mod tests {
         }
     }
 
-    fn fired(
-        d: &mut Detector,
-        c: &Config,
-        q: &Query,
-    ) -> Vec<(usize, String, Vec<(String, String)>)> {
+    type Fired = (usize, String, Vec<(String, String)>);
+
+    fn fired(d: &mut Detector, c: &Config, q: &Query) -> Vec<Fired> {
         d.sample(c.event_manager.as_ref().unwrap(), c, q)
             .into_iter()
             .map(|(i, t)| (i, t.detail, t.vars))
