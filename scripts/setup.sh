@@ -2,7 +2,8 @@
 # Install what Lanyard's tests and test bed need on a fresh Debian machine
 # (run as root). Idempotent: skips packages already present.
 set -euo pipefail
-pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump chromium)
+pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump
+  chromium prometheus python3-aiosmtpd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -21,6 +22,8 @@ if command -v systemctl >/dev/null 2>&1; then
   systemctl stop openvswitch-switch >/dev/null 2>&1 || true
   # Likewise FRR: tests start their own zebra in private namespaces.
   systemctl stop frr >/dev/null 2>&1 || true
+  # Prometheus: the metrics test runs its own server in a namespace.
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 # The zebra module that hands FRR's labels and pseudowires to Lanyard
 # (docs/mpls.md), built against the installed FRR's source package.

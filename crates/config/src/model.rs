@@ -109,6 +109,9 @@ pub struct Config {
     /// Loop detection by probes (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_detect: Option<super::guard::LoopDetect>,
+    /// Event-manager policies (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_manager: Option<super::events::EventManager>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -198,6 +201,9 @@ pub struct Management {
     pub socket: PathBuf,
     /// What is logged, and where besides stderr.
     pub logging: Logging,
+    /// Prometheus `/metrics` endpoint (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
 }
 
 impl Default for Management {
@@ -205,7 +211,29 @@ impl Default for Management {
         Management {
             socket: PathBuf::from(DEFAULT_SOCKET),
             logging: Logging::default(),
+            metrics: None,
         }
+    }
+}
+
+/// `management.metrics:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Metrics {
+    /// Where `GET /metrics` is served, `address:port` (e.g.
+    /// `127.0.0.1:9417`, `[::]:9417`).
+    pub listen: String,
+}
+
+impl Metrics {
+    /// The listening address.
+    pub fn listen_addr(&self) -> Result<std::net::SocketAddr, String> {
+        self.listen.parse().map_err(|_| {
+            format!(
+                "{:?} is not address:port (e.g. 127.0.0.1:9417 or [::]:9417)",
+                self.listen
+            )
+        })
     }
 }
 
@@ -238,19 +266,37 @@ impl Default for Logging {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Syslog {
-    /// A collector, `address:port` (UDP; port 514 when left out).
+    /// A collector, `address:port` (port 514 when left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// How `server` is reached: `udp` (RFC 5426, default) or `tcp`
+    /// (RFC 6587 octet counting).
+    #[serde(skip_serializing_if = "is_udp")]
+    pub transport: SyslogTransport,
     /// Also (or only) to the local syslog socket, `/dev/log`.
     pub local: bool,
     /// Facility name (`local0`..`local7`, `daemon`, `user`, `kern`).
     pub facility: String,
 }
 
+/// `management.logging.syslog.transport`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyslogTransport {
+    #[default]
+    Udp,
+    Tcp,
+}
+
+fn is_udp(t: &SyslogTransport) -> bool {
+    *t == SyslogTransport::Udp
+}
+
 impl Default for Syslog {
     fn default() -> Self {
         Syslog {
             server: None,
+            transport: SyslogTransport::Udp,
             local: false,
             facility: "local0".to_string(),
         }
@@ -276,8 +322,11 @@ impl Syslog {
 
     /// The logging crate's settings for this section.
     pub fn settings(&self) -> Result<logging::SyslogSettings, String> {
+        let addr = self.server_addr()?;
+        let tcp = self.transport == SyslogTransport::Tcp;
         Ok(logging::SyslogSettings {
-            server: self.server_addr()?,
+            server: if tcp { None } else { addr },
+            tcp: if tcp { addr } else { None },
             local: self
                 .local
                 .then(|| std::path::PathBuf::from(logging::syslog::DEV_LOG)),

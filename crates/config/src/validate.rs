@@ -39,6 +39,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(crate::checks::copp::check(cfg));
     c.issues.extend(crate::checks::guard::check(cfg));
     c.issues.extend(crate::checks::multicast::check(cfg));
+    c.issues.extend(crate::checks::events::check(cfg));
     c.issues
 }
 
@@ -73,6 +74,11 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             "management.socket",
             format!("{:?} must be an absolute path", sock.display().to_string()),
         );
+    }
+    if let Some(m) = &cfg.management.metrics {
+        if let Err(e) = m.listen_addr() {
+            c.err("management.metrics.listen", e);
+        }
     }
     let log = &cfg.management.logging;
     if let Err(e) = logging::check_filter(&log.filter) {

@@ -57,6 +57,9 @@ pub struct ApiState {
     pub mcast: Arc<protocols::mcast::Multicast>,
     /// Storm control and loop detection.
     pub guard: Arc<crate::guard::GuardHandle>,
+    /// The event manager (started after the API state exists: it reads
+    /// the switch through this API).
+    pub events: std::sync::OnceLock<Arc<events::EventManager>>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -717,6 +720,10 @@ impl ApiState {
                 .guard
                 .clear(&self.cfg(), req.get("port").and_then(Value::as_str)),
             Some("show-monitor") => Ok(self.monitor_sessions()),
+            Some("show-event-manager") => match self.events.get() {
+                Some(e) => Ok(e.json()),
+                None => Ok(serde_json::json!({"policies": [], "history": []})),
+            },
             Some("show-copp") => Ok(self.copp()),
             Some("config-diff") => match req.get("path").and_then(Value::as_str) {
                 Some(p) => self.applier.diff_file(std::path::Path::new(p)),

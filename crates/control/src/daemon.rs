@@ -440,6 +440,7 @@ impl Switch {
             ha,
             mcast,
             guard,
+            events: std::sync::OnceLock::new(),
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {
@@ -455,6 +456,36 @@ impl Switch {
                 }) as Box<dyn Fn() -> serde_json::Value + Send + Sync>
             }),
         });
+        // The event manager runs whether or not policies are configured
+        // now: a `config apply` may add them. It holds the API weakly (the
+        // API holds it).
+        {
+            let w = Arc::downgrade(&api_state);
+            let (w2, w3, sh) = (w.clone(), w.clone(), shared.clone());
+            let running_now = cfg.clone();
+            let env = events::Env {
+                query: Arc::new(move |req| match w.upgrade() {
+                    Some(a) => a.handle(req),
+                    None => serde_json::json!({"ok": false, "error": "switch stopped"}),
+                }),
+                running: Arc::new(move || match w2.upgrade() {
+                    Some(a) => a.applier.running(),
+                    None => Arc::new(running_now.clone()),
+                }),
+                apply: Arc::new(move |c| match w3.upgrade() {
+                    Some(a) => a.applier.apply(c),
+                    None => Err("switch stopped".into()),
+                }),
+                stop: Arc::new(move || sh.stop.load(Ordering::Relaxed)),
+            };
+            match events::EventManager::start(env) {
+                Ok((em, h)) => {
+                    let _ = api_state.events.set(em);
+                    threads.push(h);
+                }
+                Err(e) => tracing::warn!("event manager not started: {e}"),
+            }
+        }
         let sw = Switch {
             exporter,
             shared: shared.clone(),
@@ -464,11 +495,33 @@ impl Switch {
             workers: nworkers,
             lock,
         };
+        let metrics = match &cfg.management.metrics {
+            Some(m) => {
+                let st = api_state.clone();
+                let q: Arc<metrics::Query> = Arc::new(move |req| st.handle(req));
+                match m.listen_addr().and_then(|a| {
+                    let sh = shared.clone();
+                    metrics::serve(a, q, move || sh.stop.load(Ordering::Relaxed))
+                        .map_err(|e| format!("management.metrics.listen {a}: {e}"))
+                }) {
+                    Ok(srv) => {
+                        tracing::info!("metrics: http://{}/metrics", srv.local);
+                        Some(srv.thread)
+                    }
+                    Err(e) => {
+                        sw.stop();
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
         match api::serve(&socket, api_state) {
             Ok(h) => {
                 let mut sw = sw;
                 sw.bound = true;
                 sw.threads.push(h);
+                sw.threads.extend(metrics);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
                 tracing::info!(
                     "ready: {} ports ({} up), {} worker(s), api {} (in {} ms; ports attached in {} ms)",

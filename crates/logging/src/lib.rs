@@ -13,6 +13,7 @@
 //! non-blocking; a lost syslog datagram is counted, not retried).
 
 pub mod syslog;
+pub mod tap;
 
 use std::sync::OnceLock;
 use tracing_subscriber::layer::SubscriberExt;
@@ -67,7 +68,12 @@ pub fn init(settings: &LogSettings) -> Result<bool, String> {
         None => None,
     };
     let installed = tracing_subscriber::registry()
-        .with(stderr.and_then(syslog).with_filter(filter))
+        .with(
+            stderr
+                .and_then(syslog)
+                .and_then(tap::TapLayer)
+                .with_filter(filter),
+        )
         .try_init()
         .is_ok();
     let _ = INSTALLED.set(());

@@ -87,6 +87,8 @@ impl Facility {
 pub struct SyslogSettings {
     /// A collector, over UDP.
     pub server: Option<SocketAddr>,
+    /// A collector, over TCP (RFC 6587 octet counting).
+    pub tcp: Option<SocketAddr>,
     /// The local syslog socket (usually [`DEV_LOG`]).
     pub local: Option<PathBuf>,
     pub facility: Facility,
@@ -98,6 +100,7 @@ impl Default for SyslogSettings {
     fn default() -> Self {
         SyslogSettings {
             server: None,
+            tcp: None,
             local: None,
             facility: Facility::Local0,
             app_name: "lanyard".into(),
@@ -192,6 +195,7 @@ fn hostname() -> String {
 
 /// A tracing layer that sends every event it sees to syslog.
 pub struct SyslogLayer {
+    tcp: Option<TcpSender>,
     udp: Option<(UdpSocket, SocketAddr)>,
     local: Option<UnixDatagram>,
     facility: Facility,
@@ -204,7 +208,7 @@ pub struct SyslogLayer {
 
 impl SyslogLayer {
     pub fn new(s: &SyslogSettings) -> Result<SyslogLayer, String> {
-        if s.server.is_none() && s.local.is_none() {
+        if s.server.is_none() && s.local.is_none() && s.tcp.is_none() {
             return Err("syslog: neither a server nor the local socket".into());
         }
         let udp = match s.server {
@@ -232,7 +236,14 @@ impl SyslogLayer {
             }
             None => None,
         };
+        let tcp = match s.tcp {
+            Some(addr) => {
+                Some(TcpSender::start(addr).map_err(|e| format!("syslog: TCP sender: {e}"))?)
+            }
+            None => None,
+        };
         Ok(SyslogLayer {
+            tcp,
             udp,
             local,
             facility: s.facility,
@@ -244,6 +255,11 @@ impl SyslogLayer {
     }
 
     fn send(&self, line: &str) {
+        if let Some(t) = &self.tcp {
+            if t.tx.try_send(line.to_string()).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if let Some((sock, addr)) = &self.udp {
             if sock.send_to(line.as_bytes(), addr).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -257,11 +273,59 @@ impl SyslogLayer {
     }
 }
 
+/// Lines queued for the TCP collector before new ones are dropped.
+const TCP_QUEUE: usize = 4096;
+
+/// The TCP collector's sender: a thread of its own owns the connection,
+/// so a slow or absent collector never blocks a logging thread (lines
+/// beyond the queue are dropped and counted). Each message is framed by
+/// octet counting (RFC 6587 3.4.1: `LEN SP MSG`). A lost connection is
+/// retried at most once a second; lines meanwhile are dropped.
+struct TcpSender {
+    tx: std::sync::mpsc::SyncSender<String>,
+}
+
+impl TcpSender {
+    fn start(addr: SocketAddr) -> std::io::Result<TcpSender> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(TCP_QUEUE);
+        std::thread::Builder::new()
+            .name("syslog-tcp".into())
+            .spawn(move || {
+                use std::io::Write;
+                let mut conn: Option<std::net::TcpStream> = None;
+                let mut last_try: Option<std::time::Instant> = None;
+                while let Ok(line) = rx.recv() {
+                    if conn.is_none()
+                        && last_try.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1))
+                    {
+                        last_try = Some(std::time::Instant::now());
+                        conn = std::net::TcpStream::connect_timeout(
+                            &addr,
+                            std::time::Duration::from_secs(2),
+                        )
+                        .ok();
+                        if let Some(c) = &conn {
+                            let _ = c.set_write_timeout(Some(std::time::Duration::from_secs(2)));
+                            let _ = c.set_nodelay(true);
+                        }
+                    }
+                    if let Some(c) = conn.as_mut() {
+                        let framed = format!("{} {line}", line.len());
+                        if c.write_all(framed.as_bytes()).is_err() {
+                            conn = None;
+                        }
+                    }
+                }
+            })?;
+        Ok(TcpSender { tx })
+    }
+}
+
 /// The message, then the other fields as `name=value`.
 #[derive(Default)]
-struct Text {
-    message: String,
-    fields: String,
+pub(crate) struct Text {
+    pub(crate) message: String,
+    pub(crate) fields: String,
 }
 
 impl Visit for Text {

@@ -107,3 +107,56 @@ fn filters_are_checked() {
     assert!(logging::check_filter("warn").is_ok());
     assert!(logging::check_filter("routing=loud").is_err());
 }
+
+/// TCP collector: every message arrives once, octet-counted (RFC 6587
+/// `LEN SP MSG`), in RFC 5424 form; the logging thread never waits for
+/// the connection.
+#[test]
+fn events_reach_a_tcp_collector_octet_counted() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let layer = SyslogLayer::new(&SyslogSettings {
+        tcp: Some(listener.local_addr().unwrap()),
+        facility: Facility::Daemon,
+        ..SyslogSettings::default()
+    })
+    .unwrap();
+    let sub = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(sub, || {
+        tracing::warn!(target: "protocols::ha", "backup pair sw1: failover to sw2");
+        tracing::info!(target: "control::apply", "configuration applied");
+    });
+    let (mut c, _) = listener.accept().unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Two frames: read until both are complete.
+    let mut frames: Vec<String> = Vec::new();
+    while frames.len() < 2 {
+        let n = c.read(&mut buf).expect("read");
+        assert!(n > 0, "connection closed early");
+        got.extend_from_slice(&buf[..n]);
+        frames.clear();
+        let mut rest: &[u8] = &got;
+        while let Some(sp) = rest.iter().position(|b| *b == b' ') {
+            let len: usize = std::str::from_utf8(&rest[..sp]).unwrap().parse().unwrap();
+            if rest.len() < sp + 1 + len {
+                break;
+            }
+            frames.push(String::from_utf8(rest[sp + 1..sp + 1 + len].to_vec()).unwrap());
+            rest = &rest[sp + 1 + len..];
+        }
+    }
+    // daemon = 3: warning 3*8+4, info 3*8+6.
+    assert!(frames[0].starts_with("<28>1 "), "{}", frames[0]);
+    assert!(
+        frames[0].ends_with(" protocols::ha - backup pair sw1: failover to sw2"),
+        "{}",
+        frames[0]
+    );
+    assert!(
+        frames[1].starts_with("<30>1 ") && frames[1].ends_with("configuration applied"),
+        "{}",
+        frames[1]
+    );
+}

@@ -390,6 +390,19 @@ pub const SHOW: &[CommandDef] = &[
         render: show::monitor,
     },
     CommandDef {
+        words: "event manager",
+        aliases: &["event-manager", "event-handler"],
+        usage: "[history]",
+        help: "event-manager policies: event, actions, runs, last result; history: recent runs",
+        args: &[Arg::Flag {
+            word: "history",
+            set: "{}",
+            render: Some(show::event_manager_history),
+        }],
+        request: r#"{"cmd":"show-event-manager"}"#,
+        render: show::event_manager,
+    },
+    CommandDef {
         words: "control-plane",
         aliases: &["policy-map control-plane", "copp"],
         usage: "",

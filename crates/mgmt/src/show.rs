@@ -1492,6 +1492,83 @@ pub fn copp(v: &Value) -> String {
     o
 }
 
+/// `show event manager`: policies with their runs and last result.
+pub fn event_manager(v: &Value) -> String {
+    let mut o = String::new();
+    let ps = rows_at(v, "policies");
+    let _ = writeln!(o, "{}", plural(ps.len() as u64, "policy", "policies"));
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Policy",
+        "Event",
+        "Actions",
+        ">Runs",
+        ">Suppressed",
+        ">Failed",
+        ">Last run",
+        "Last result",
+    ]);
+    for p in ps {
+        t.row(vec![
+            format!(
+                "{}{}",
+                s(p, "name"),
+                if flag(p, "enabled") { "" } else { " (off)" }
+            ),
+            s(p, "event"),
+            strings(p, "actions").join(","),
+            u(p, "runs").to_string(),
+            u(p, "suppressed").to_string(),
+            u(p, "failures").to_string(),
+            opt_u(p, "last-run-s-ago").map_or("never".into(), |x| format!("{x} s ago")),
+            text(p.get("last-result")),
+        ]);
+    }
+    t.render(&mut o);
+    o
+}
+
+/// `show event manager history`: recent runs, newest first, with each
+/// action's result.
+pub fn event_manager_history(v: &Value) -> String {
+    let mut o = String::new();
+    let h = rows_at(v, "history");
+    let _ = writeln!(o, "{}", plural(h.len() as u64, "run", "runs"));
+    for r in h {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{} at {} (unix), action started {} us after detection",
+            s(r, "policy"),
+            u(r, "time"),
+            u(r, "detect_to_action_us")
+        );
+        let _ = writeln!(o, "  event: {}", s(r, "trigger"));
+        for a in rows_at(r, "results") {
+            let first = a["output"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let _ = writeln!(
+                o,
+                "  {:<4} {} ({} ms){}",
+                if flag(a, "ok") { "ok" } else { "FAIL" },
+                s(a, "action"),
+                u(a, "ms"),
+                if first.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {first}")
+                }
+            );
+        }
+    }
+    o
+}
+
 /// `show monitor`: port mirroring sessions.
 pub fn monitor(v: &Value) -> String {
     let mut o = String::new();

@@ -35,6 +35,19 @@ impl Switch {
     /// starts `bin run --config FILE` inside `dut`. Returns once the log
     /// says `ready` and `show interfaces` reports each of `ports` up.
     pub fn start(bin: &str, dut: &Netns, yaml: &str, ports: &[&str]) -> io::Result<Switch> {
+        Switch::start_managed(bin, dut, yaml, "", ports)
+    }
+
+    /// [`Switch::start`] with more keys for the appended `management:`
+    /// section (`management`: YAML lines indented by two spaces, e.g.
+    /// `"  metrics:\n    listen: 127.0.0.1:9417\n"`).
+    pub fn start_managed(
+        bin: &str,
+        dut: &Netns,
+        yaml: &str,
+        management: &str,
+        ports: &[&str],
+    ) -> io::Result<Switch> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("lanyard-test-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -45,7 +58,7 @@ impl Switch {
         std::fs::write(
             &config,
             format!(
-                "{}\nmanagement:\n  socket: {}\n",
+                "{}\nmanagement:\n  socket: {}\n{management}",
                 yaml.trim_end(),
                 socket.display()
             ),

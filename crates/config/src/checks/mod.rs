@@ -4,6 +4,7 @@
 //! without a cycle.
 
 pub(crate) mod copp;
+pub(crate) mod events;
 pub(crate) mod guard;
 pub(crate) mod ha;
 pub(crate) mod mirror;
