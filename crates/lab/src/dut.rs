@@ -845,9 +845,18 @@ impl Dut {
                 "/usr/share/openvswitch/vswitch.ovsschema",
             ],
         )?;
+        // Under the split CPU plan OVS starts on the DUT CPUs only, and its
+        // PMD threads are placed there (pmd-cpu-mask below): pinned after
+        // start instead, the PMD threads it sized for every CPU would share
+        // one core and starve each other.
+        let taskset: Vec<String> = match self.setup.cpus.dut() {
+            Some(set) => vec!["taskset".into(), "-c".into(), set.list()],
+            None => Vec::new(),
+        };
         let spawn = |args: Vec<String>| -> Result<Child, LabError> {
             Command::new("ip")
                 .args(["netns", "exec", &ns])
+                .args(&taskset)
                 .args(&args)
                 .env("OVS_RUNDIR", &dir)
                 .env("OVS_LOGDIR", &dir)
@@ -870,6 +879,13 @@ impl Dut {
         let db = format!("--db=unix:{}", p("db.sock"));
         wait_for("ovsdb-server socket", 10.0, || dir.join("db.sock").exists())?;
         run("ovs-vsctl", &[&db, "--no-wait", "init"])?;
+        if let Some(set) = self.setup.cpus.dut() {
+            let mask = format!("other_config:pmd-cpu-mask=0x{}", set.hex());
+            run(
+                "ovs-vsctl",
+                &[&db, "--no-wait", "set", "Open_vSwitch", ".", &mask],
+            )?;
+        }
         self.children.get_mut().unwrap().push(spawn(vec![
             "ovs-vswitchd".into(),
             format!("unix:{}", p("db.sock")),
