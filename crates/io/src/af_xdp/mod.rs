@@ -16,8 +16,9 @@
 //! - **Transmit** writes descriptors (a jumbo frame: one per 4 KiB, chained)
 //!   and publishes them at `flush`; the kernel is kicked with `sendto` only
 //!   when the transmit ring says it needs a wake-up (copy mode always does:
-//!   it sends in the caller's `sendto`, at most 32 frames per call, so a
-//!   flush may kick a few times). Finished slots come back through the
+//!   it sends in the caller's `sendto`, 32 frames per call, or a whole
+//!   batch where the kernel takes `XDP_MAX_TX_SKB_BUDGET`, 6.17+; a flush
+//!   kicks until the ring is empty or the device pushes back). Finished slots come back through the
 //!   completion ring.
 //! - **Mode**: driver (native) XDP first, generic (skb) XDP if the driver
 //!   refuses; zero-copy bind first, copy mode if the driver has none.
@@ -55,6 +56,7 @@ const XDP_UMEM_REG: libc::c_int = 4;
 const XDP_UMEM_FILL_RING: libc::c_int = 5;
 const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
 const XDP_STATISTICS: libc::c_int = 7;
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
@@ -730,6 +732,10 @@ fn new_xsk(
                 .map_err(os("XDP_UMEM_COMPLETION_RING"))?;
             setsockopt(&fd, XDP_RX_RING, &rx_frames).map_err(os("XDP_RX_RING"))?;
             setsockopt(&fd, XDP_TX_RING, &tx_ring).map_err(os("XDP_TX_RING"))?;
+            // Copy mode sends at most this many frames per `sendto` (32 by
+            // default): a whole batch per kick where the kernel (6.17+) lets
+            // us; older kernels refuse the option and `kick` loops instead.
+            let _ = setsockopt(&fd, XDP_MAX_TX_SKB_BUDGET, &(crate::BATCH_MAX as u32));
             let off: MmapOffsets =
                 getsockopt(&fd, XDP_MMAP_OFFSETS).map_err(os("XDP_MMAP_OFFSETS"))?;
             // SAFETY: the rings were sized above; offsets from the kernel.
