@@ -321,3 +321,92 @@ fn forced_af_xdp_port_follows_flap_and_recreation_and_leaves_nothing() {
     }
     assert!(f.is_empty(), "{} failure(s):\n{}", f.len(), f.join("\n"));
 }
+
+#[test]
+fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
+    require_root!();
+    // Two ports on veths with two receive queues each: the AF_XDP backend
+    // binds one socket on queue 0 and refuses such an interface, so
+    // `auto` falls back (logged) and `af-xdp` reports the reason.
+    let tester = testkit::Netns::new("pbq-t").expect("ns");
+    let dut = testkit::Netns::new("pbq-d").expect("ns");
+    for i in 1..=2 {
+        ip(&[
+            "-n",
+            dut.name(),
+            "link",
+            "add",
+            "name",
+            &format!("sw{i}"),
+            "mtu",
+            "9216",
+            "numrxqueues",
+            "2",
+            "numtxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("t{i}"),
+            "mtu",
+            "9216",
+            "netns",
+            tester.name(),
+        ])
+        .expect("veth with two queues");
+        dut.link_up(&format!("sw{i}"), None).unwrap();
+        tester.link_up(&format!("t{i}"), None).unwrap();
+    }
+    let yaml = "switch:\n  name: backends-fallback\nvlans:\n  - id: 10\nports:\n\
+                \x20 - name: sw1\n    mode: access\n    vlan: 10\n    backend: auto\n\
+                \x20 - name: sw2\n    mode: access\n    vlan: 10\n    backend: af-xdp\n";
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &dut,
+        yaml,
+        &["sw1"],
+    )
+    .expect("start lanyard");
+    let mut f = Vec::new();
+    let b = backend(&sw, "sw1");
+    if b.0 != "af-packet" {
+        f.push(format!(
+            "sw1 (auto, two queues): backend {b:?}, expected af-packet"
+        ));
+    }
+    let log = sw.log();
+    if !log.contains("port sw1: AF_XDP did not attach") || !log.contains("receive queues") {
+        f.push(format!("no fallback line for sw1 in the log:\n{log}"));
+    }
+    let v = sw.show_json(&["show", "interfaces"]);
+    let sw2 = v
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["name"] == "sw2"))
+        .cloned()
+        .unwrap_or_default();
+    let err = sw2["error"].as_str().unwrap_or("");
+    if sw2["state"] != "missing" || !err.contains("AF_XDP") || !err.contains("receive queues") {
+        f.push(format!("sw2 (af-xdp, two queues): {sw2}"));
+    }
+    // The fallen-back port forwards: sw1 floods to nobody else that is up,
+    // so check its receive counter instead.
+    let t1 = RawPort::open(tester.name(), "t1").expect("t1");
+    let frames: Vec<Vec<u8>> = (0..10)
+        .map(|s| test_frame(&BROADCAST, &mac(1), &[], 1, s, 64))
+        .collect();
+    t1.send_batch(&frames).expect("send");
+    let t = Instant::now();
+    let mut rx = 0;
+    while t.elapsed() < Duration::from_secs(3) {
+        rx = testkit::switch::port_counter(&sw.counters(), "sw1", "rx_frames");
+        if rx >= 10 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if rx < 10 {
+        f.push(format!("sw1 on AF_PACKET received {rx} of 10"));
+    }
+    assert!(f.is_empty(), "{} failure(s):\n{}", f.len(), f.join("\n"));
+}

@@ -344,13 +344,25 @@ fn getsockopt<T: Default>(fd: &OwnedFd, name: libc::c_int) -> io::Result<T> {
     }
 }
 
-/// Receive queues of an interface (`/sys/class/net/NAME/queues/rx-*`).
-fn rx_queues(name: &str) -> usize {
-    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+/// Receive queues in use on an interface (`real_num_rx_queues`: the
+/// `rx-*` entries of `/sys/class/net/NAME/queues`; netlink only has the
+/// allocated count, which is the CPU count on a veth). 1 when this
+/// thread's `/sys` shows another namespace (the ifindex differs).
+fn rx_queues(name: &str, ifindex: u32) -> usize {
+    let dir = format!("/sys/class/net/{name}");
+    let same = std::fs::read_to_string(format!("{dir}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        == Some(ifindex);
+    if !same {
+        return 1;
+    }
+    std::fs::read_dir(format!("{dir}/queues"))
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
                 .count()
+                .max(1)
         })
         .unwrap_or(1)
 }
@@ -374,7 +386,7 @@ impl AfXdpPort {
         }
         let info = link::query(ifname).ok_or_else(|| PortError::NoSuchInterface(ifname.into()))?;
         let ifindex = info.ifindex;
-        let queues = rx_queues(ifname);
+        let queues = rx_queues(ifname, ifindex);
         if queues > 1 {
             return Err(PortError::Os {
                 op: "AF_XDP",
