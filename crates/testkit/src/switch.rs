@@ -272,6 +272,19 @@ impl Switch {
         self.show_json(&["show", "counters"])
     }
 
+    /// The backend port `name` runs on (`af-xdp`, `af-packet`; `show
+    /// interfaces`), `None` before it is attached.
+    pub fn port_backend(&self, name: &str) -> Option<String> {
+        let v = self.try_show_json(&["show", "interfaces"]).ok()?;
+        v.as_array()?
+            .iter()
+            .find(|r| r["name"] == name)?
+            .get("backend")?
+            .as_str()
+            .filter(|b| !b.is_empty())
+            .map(str::to_string)
+    }
+
     /// The `state` of interface `name` in `show interfaces`.
     pub fn port_state(&self, name: &str) -> Option<String> {
         interface_state(&self.show_json(&["show", "interfaces"]), name)
