@@ -372,7 +372,7 @@ mod tests {
     fn instructions_encode_as_the_kernel_expects() {
         let p = steering_program(7);
         // r2 = *(u32 *)(r1 + 16)
-        assert_eq!(p[0], 0x0000_0000_0010_2161);
+        assert_eq!(p[0], 0x0000_0000_0010_1261);
         // ld_imm64 r1, map fd 7 (src = BPF_PSEUDO_MAP_FD)
         assert_eq!(p[1], 0x0000_0007_0000_1118);
         assert_eq!(p[2], 0);
