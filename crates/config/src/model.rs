@@ -148,6 +148,35 @@ pub struct StaticRoute {
     pub blackhole: bool,
 }
 
+/// How Lanyard moves a port's frames (docs/io.md, "Port backends").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PortBackend {
+    /// AF_XDP where the steering program and socket attach, AF_PACKET
+    /// otherwise (the reason is logged). A TUN/TAP interface stays on
+    /// AF_PACKET.
+    #[default]
+    Auto,
+    /// AF_XDP only: the port stays down (with the reason in `show
+    /// interfaces`) if it does not attach.
+    AfXdp,
+    /// AF_PACKET (TPACKET rings) only.
+    AfPacket,
+}
+
+impl PortBackend {
+    pub fn is_auto(&self) -> bool {
+        *self == PortBackend::Auto
+    }
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PortBackend::Auto => "auto",
+            PortBackend::AfXdp => "af-xdp",
+            PortBackend::AfPacket => "af-packet",
+        }
+    }
+}
+
 /// Reverse-path check of a routed port (RFC 3704).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -178,6 +207,9 @@ pub struct SwitchSettings {
     /// Nice value (-20..19) of the forwarding threads (workers and the
     /// learner). Default -10.
     pub worker_nice: i32,
+    /// Backend of ports that do not name one. Default auto.
+    #[serde(skip_serializing_if = "PortBackend::is_auto")]
+    pub port_backend: PortBackend,
 }
 
 impl Default for SwitchSettings {
@@ -189,6 +221,7 @@ impl Default for SwitchSettings {
             mac_table_size: DEFAULT_MAC_TABLE_SIZE,
             poll_idle_us: DEFAULT_POLL_IDLE_US,
             worker_nice: DEFAULT_WORKER_NICE,
+            port_backend: PortBackend::Auto,
         }
     }
 }
@@ -511,6 +544,9 @@ pub struct PortConfig {
     /// Take part in loop detection when `loop-detect:` is on. Default true.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub loop_detect: bool,
+    /// Port backend; `None`: the switch's `port-backend` (auto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<PortBackend>,
 }
 
 fn is_true(b: &bool) -> bool {
@@ -539,6 +575,7 @@ impl PortConfig {
             policy_out: None,
             storm_control: None,
             loop_detect: true,
+            backend: None,
         }
     }
 
@@ -663,6 +700,15 @@ impl Config {
             Some(c) => c.name.clone(),
             None => format!("port {id}"),
         }
+    }
+
+    /// The backend port `index` asks for: its own `backend`, else the
+    /// switch's `port-backend`.
+    pub fn backend_of(&self, index: usize) -> PortBackend {
+        self.ports
+            .get(index)
+            .and_then(|p| p.backend)
+            .unwrap_or(self.switch.port_backend)
     }
 
     /// The port channel port `index` is a member of, if any.

@@ -104,6 +104,7 @@ fn full_example_parses_to_expected_model() {
             mac_table_size: 65536,
             poll_idle_us: 0,
             worker_nice: -10,
+            port_backend: config::PortBackend::Auto,
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
@@ -1186,5 +1187,33 @@ fn issue13_routed_ports_and_svis_default_to_1500() {
         5,
         "vlans[0].router.mtu",
         "out of range 68..9206",
+    );
+}
+
+#[test]
+fn port_backend_parses_inherits_and_rejects_unknown_with_line() {
+    let cfg = config::parse(
+        "switch:\n  port-backend: af-packet\nports:\n  - name: a\n    backend: af-xdp\n  - name: b\n  - name: c\n    backend: auto\n",
+        "t.yaml",
+    )
+    .unwrap();
+    use config::PortBackend::*;
+    assert_eq!(
+        (cfg.backend_of(0), cfg.backend_of(1), cfg.backend_of(2)),
+        (AfXdp, AfPacket, Auto)
+    );
+    let cfg = config::parse("ports:\n  - name: a\n", "t.yaml").unwrap();
+    assert_eq!(cfg.backend_of(0), Auto, "default: auto");
+    one_error(
+        "ports:\n  - name: a\n    backend: xdp\n",
+        3,
+        "ports[0].backend",
+        "unknown variant `xdp`",
+    );
+    one_error(
+        "switch:\n  port-backend: dpdk\n",
+        2,
+        "switch.port-backend",
+        "unknown variant `dpdk`",
     );
 }

@@ -116,6 +116,8 @@ impl ApiState {
                     "ifindex": s.ifindex,
                     "mtu": s.mtu,
                     "attaches": s.attaches,
+                    "backend": s.backend,
+                    "backend_mode": s.backend_mode,
                     "error": s.error,
                     "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
                     "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),

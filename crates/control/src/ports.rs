@@ -13,8 +13,9 @@
 //! learned addresses, as a hardware switch does on link down.
 
 use config::Config;
+use config::PortBackend;
 use datapath::{Mailbox, PortCommand, Shared};
-use io::{link, AfPacketOptions, AfPacketPort};
+use io::{link, AfPacketOptions, AfPacketPort, AfXdpOptions, AfXdpPort, Port};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,6 +54,12 @@ pub struct PortStatus {
     pub error: Option<String>,
     /// Times the interface was (re)attached.
     pub attaches: u64,
+    /// Backend of the receiving socket: `af-xdp` or `af-packet` (empty
+    /// until attached).
+    pub backend: &'static str,
+    /// How it runs: `native/copy`, `generic/zero-copy`, … for AF_XDP,
+    /// `tpacket-v3` for AF_PACKET.
+    pub backend_mode: String,
 }
 
 pub struct Supervisor {
@@ -62,6 +69,7 @@ pub struct Supervisor {
     names: Vec<String>,
     mtus: Vec<u32>,
     routed: Vec<bool>,
+    backends: Vec<PortBackend>,
     attached: Vec<Option<u32>>,
     /// Told when a port goes up or down (the router mirrors it on the
     /// port's TAP, so routing protocols see the link state at once).
@@ -126,6 +134,8 @@ impl Supervisor {
                 mtu: 0,
                 error: None,
                 attaches: 0,
+                backend: "",
+                backend_mode: String::new(),
             })
             .collect();
         Supervisor {
@@ -139,6 +149,7 @@ impl Supervisor {
                 .iter()
                 .map(|p| p.mode == config::PortMode::Routed)
                 .collect(),
+            backends: (0..cfg.ports.len()).map(|i| cfg.backend_of(i)).collect(),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
             ha,
@@ -198,6 +209,19 @@ impl Supervisor {
             }
             tracing::info!("port {}: removed", self.names[id]);
         }
+        // A port whose backend changed is opened anew on the next poll.
+        for id in 0..n.min(self.names.len()) {
+            let b = cfg.backend_of(id);
+            if self.backends.get(id).is_some_and(|&old| old != b) && self.attached[id].is_some() {
+                tracing::info!(
+                    "port {}: backend now {}: re-attaching",
+                    self.names[id],
+                    b.as_str()
+                );
+                self.detach(id);
+            }
+        }
+        self.backends = (0..n).map(|i| cfg.backend_of(i)).collect();
         self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
         self.mtus = cfg.ports.iter().map(|p| p.effective_mtu()).collect();
         self.routed = cfg
@@ -219,6 +243,8 @@ impl Supervisor {
                 mtu: 0,
                 error: None,
                 attaches: 0,
+                backend: "",
+                backend_mode: String::new(),
             });
         }
     }
@@ -255,7 +281,36 @@ impl Supervisor {
         }
     }
 
-    fn attach(&mut self, id: usize, ifindex: u32) -> Result<(), String> {
+    /// The receiving socket of port `id` on AF_XDP, if its backend asks for
+    /// it and it attaches. `Err` only when the backend is `af-xdp` (no
+    /// fallback); with `auto`, a failure is logged and `Ok(None)` says
+    /// "use AF_PACKET".
+    fn open_xdp(&self, id: usize) -> Result<Option<AfXdpPort>, String> {
+        let name = &self.names[id];
+        let backend = self.backends.get(id).copied().unwrap_or_default();
+        if backend == PortBackend::AfPacket {
+            return Ok(None);
+        }
+        // A TUN/TAP interface stays on AF_PACKET under `auto`: its generic
+        // XDP buys nothing over a packet socket.
+        if backend == PortBackend::Auto
+            && std::path::Path::new(&format!("/sys/class/net/{name}/tun_flags")).exists()
+        {
+            return Ok(None);
+        }
+        match AfXdpPort::open(name, &AfXdpOptions::default()) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if backend == PortBackend::AfXdp => Err(format!("AF_XDP: {e}")),
+            Err(e) => {
+                tracing::warn!("port {name}: AF_XDP did not attach ({e}): using AF_PACKET");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Open port `id`'s sockets and queue them for the workers; returns
+    /// the receiving socket's backend and mode.
+    fn attach(&mut self, id: usize, ifindex: u32) -> Result<(&'static str, String), String> {
         let name = &self.names[id].clone();
         let info = link::query(name).ok_or("interface vanished")?;
         if info.mtu != self.mtus[id] {
@@ -271,9 +326,32 @@ impl Supervisor {
         if !info.admin_up {
             link::set_up(name).map_err(|e| format!("set up: {e}"))?;
         }
-        let mut opened = Vec::with_capacity(self.mailboxes.len());
+        // The receiving worker's socket: AF_XDP where it attaches. The
+        // other workers only transmit, on AF_PACKET sockets (a queue takes
+        // one XSK socket, and sharing it would take a lock).
+        let mut xdp = self.open_xdp(id)?;
+        let (backend, mode) = match &xdp {
+            Some(p) => {
+                let m = p.mode();
+                if m.xdp == io::af_xdp::prog::XdpMode::Generic {
+                    tracing::info!(
+                        "port {name}: AF_XDP in generic (skb) mode: the driver refused native XDP"
+                    );
+                }
+                ("af-xdp", m.to_string())
+            }
+            None => ("af-packet", "tpacket-v3".to_string()),
+        };
+        let mut opened: Vec<(usize, Box<dyn Port>, bool)> =
+            Vec::with_capacity(self.mailboxes.len());
         for w in 0..self.mailboxes.len() {
             let rx = w == self.owner(id);
+            if rx {
+                if let Some(p) = xdp.take() {
+                    opened.push((w, Box::new(p), true));
+                    continue;
+                }
+            }
             let opts = AfPacketOptions {
                 rx,
                 // TPACKET_V3 (block-based) receive ring, not V2 (per-frame).
@@ -307,7 +385,7 @@ impl Supervisor {
                 }
                 None => AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?,
             };
-            opened.push((w, port, rx));
+            opened.push((w, Box::new(port), rx));
         }
         // Handed to the workers at the end of the poll, once the port is
         // marked up: a handed-over ring may hold a backlog, and frames
@@ -317,14 +395,14 @@ impl Supervisor {
                 w,
                 PortCommand::Attach {
                     id: id as u16,
-                    port: Box::new(port),
+                    port,
                     rx,
                     routed: self.routed[id],
                 },
             ));
         }
         self.attached[id] = Some(ifindex);
-        Ok(())
+        Ok((backend, mode))
     }
 
     fn detach(&mut self, id: usize) {
@@ -363,7 +441,9 @@ impl Supervisor {
                             self.detach(id);
                         }
                         match self.attach(id, i.ifindex) {
-                            Ok(()) => {
+                            Ok((backend, mode)) => {
+                                next.backend = backend;
+                                next.backend_mode = mode;
                                 next.error = None;
                                 next.attaches += 1;
                                 self.attached_at[id] = Some(std::time::Instant::now());

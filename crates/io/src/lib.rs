@@ -18,6 +18,7 @@
 //! - No method allocates or takes a lock per frame.
 
 pub mod af_packet;
+pub mod af_xdp;
 pub mod batch;
 pub mod inject;
 pub mod link;
@@ -25,6 +26,7 @@ pub mod memory;
 pub mod tap;
 
 pub use af_packet::{AfPacketOptions, AfPacketPort, RxRing};
+pub use af_xdp::{AfXdpOptions, AfXdpPort};
 pub use batch::{FrameBatch, ARENA_BYTES, BATCH_MAX, MAX_FRAME_LEN};
 pub use inject::InjectSocket;
 pub use link::LinkInfo;

@@ -1189,6 +1189,9 @@ impl Dut {
         let mut c = String::new();
         c.push_str("switch:\n  name: lab\n");
         c.push_str(&format!("  workers: {}\n", s.workers.unwrap_or(1)));
+        if let Some(b) = &s.port_type {
+            c.push_str(&format!("  port-backend: {b}\n"));
+        }
         if let Some(a) = s.mac_aging {
             c.push_str(&format!("  mac-aging: {a}\n"));
         }
@@ -1263,6 +1266,9 @@ impl Dut {
         let mut c = String::with_capacity(64 * (self.routes4.len() + self.routes6.len()) + 512);
         c.push_str("switch:\n  name: lab\n");
         let _ = writeln!(c, "  workers: {}", self.spec.workers.unwrap_or(1));
+        if let Some(b) = &self.spec.port_type {
+            let _ = writeln!(c, "  port-backend: {b}");
+        }
         let _ = writeln!(c, "management:\n  socket: {}", sock.display());
         c.push_str("ports:\n");
         for (i, p) in self.sw().iter().enumerate() {

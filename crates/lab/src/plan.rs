@@ -103,7 +103,8 @@ pub struct DutSpec {
     /// MAC table size (lanyard `mac-table-size`, ovs `mac-table-size`).
     #[serde(default)]
     pub mac_table_size: Option<u32>,
-    /// ovs: `auto` (try afxdp, fall back), `afxdp` or `af-packet`.
+    /// ovs: `auto` (try afxdp, fall back), `afxdp` or `af-packet`;
+    /// lanyard: `auto`, `af-xdp` or `af-packet` (`switch.port-backend`).
     #[serde(default)]
     pub port_type: Option<String>,
     /// lanyard: forwarding threads.
@@ -791,10 +792,16 @@ impl Plan {
                 ));
             }
             if let Some(pt) = &d.port_type {
-                if !["auto", "afxdp", "af-packet"].contains(&pt.as_str()) {
+                // OVS spells its type `afxdp`, Lanyard's backend is `af-xdp`.
+                let xdp = if d.driver == Driver::Lanyard {
+                    "af-xdp"
+                } else {
+                    "afxdp"
+                };
+                if !["auto", xdp, "af-packet"].contains(&pt.as_str()) {
                     return Err(bad(
                         format!("duts[{i}].port-type"),
-                        format!("{pt:?} is not auto, afxdp or af-packet"),
+                        format!("{pt:?} is not auto, {xdp} or af-packet"),
                     ));
                 }
             }

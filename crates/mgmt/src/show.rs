@@ -444,6 +444,18 @@ fn port_vlan(r: &Value) -> String {
     }
 }
 
+/// The Backend column: `af-xdp native/copy`, `af-packet tpacket-v3`, or
+/// `-` before the first attach (and in answers of older versions).
+fn port_backend(r: &Value) -> String {
+    match r.get("backend").and_then(Value::as_str) {
+        Some(b) if !b.is_empty() => match r.get("backend_mode").and_then(Value::as_str) {
+            Some(m) if !m.is_empty() => format!("{b} {m}"),
+            _ => b.to_string(),
+        },
+        _ => "-".into(),
+    }
+}
+
 /// `show interfaces [PORT]` (Cisco `show interfaces status`: the VLAN
 /// column says the mode too).
 pub fn interfaces(v: &Value) -> String {
@@ -457,6 +469,7 @@ pub fn interfaces(v: &Value) -> String {
         "VLAN",
         ">MTU",
         ">Ifindex",
+        "Backend",
         ">RX frames",
         ">TX frames",
         ">Drops",
@@ -473,6 +486,7 @@ pub fn interfaces(v: &Value) -> String {
             opt_u(r, "ifindex")
                 .filter(|i| *i > 0)
                 .map_or("-".into(), |i| i.to_string()),
+            port_backend(r),
             u(r, "rx_frames").to_string(),
             u(r, "tx_frames").to_string(),
             u(r, "drops").to_string(),

@@ -29,6 +29,44 @@ pub struct Switch {
     log: PathBuf,
 }
 
+/// The port backend the integration tests run on: `LANYARD_TEST_BACKEND`
+/// (`auto`, `af-xdp`, `af-packet`), default `auto`.
+pub fn test_backend() -> String {
+    std::env::var("LANYARD_TEST_BACKEND").unwrap_or_else(|_| "auto".into())
+}
+
+/// `yaml` with `switch.port-backend` set to [`test_backend`] (unless it
+/// names one already, or the backend is `auto`, the default). Textual, so
+/// the test's YAML is otherwise byte for byte what it wrote; a block
+/// `switch:` section gets the key as its first line, a config without one
+/// gets a section.
+pub fn with_test_backend(yaml: &str) -> String {
+    let b = test_backend();
+    if b == "auto" || yaml.contains("port-backend:") {
+        return yaml.to_string();
+    }
+    let mut out = String::with_capacity(yaml.len() + 32);
+    let mut done = false;
+    let mut lines = yaml.lines().peekable();
+    while let Some(l) = lines.next() {
+        out.push_str(l);
+        out.push('\n');
+        if !done && l.trim_end() == "switch:" {
+            let indent: String = lines
+                .peek()
+                .map(|n| n.chars().take_while(|c| *c == ' ').collect())
+                .filter(|i: &String| !i.is_empty())
+                .unwrap_or_else(|| "  ".into());
+            out.push_str(&format!("{indent}port-backend: {b}\n"));
+            done = true;
+        }
+    }
+    if !done {
+        out = format!("switch:\n  port-backend: {b}\n{out}");
+    }
+    out
+}
+
 impl Switch {
     /// Writes `yaml` (a config per docs/config.md *without* a `management`
     /// section; one is appended with a socket in a private temp dir) and
@@ -55,6 +93,7 @@ impl Switch {
         let socket = dir.join("mgmt.sock");
         let config = dir.join("config.yaml");
         let log = dir.join("lanyard.log");
+        let yaml = with_test_backend(yaml);
         std::fs::write(
             &config,
             format!(
@@ -246,6 +285,19 @@ impl Switch {
         self.show_json(&["show", "counters"])
     }
 
+    /// The backend port `name` runs on (`af-xdp`, `af-packet`; `show
+    /// interfaces`), `None` before it is attached.
+    pub fn port_backend(&self, name: &str) -> Option<String> {
+        let v = self.try_show_json(&["show", "interfaces"]).ok()?;
+        v.as_array()?
+            .iter()
+            .find(|r| r["name"] == name)?
+            .get("backend")?
+            .as_str()
+            .filter(|b| !b.is_empty())
+            .map(str::to_string)
+    }
+
     /// The `state` of interface `name` in `show interfaces`.
     pub fn port_state(&self, name: &str) -> Option<String> {
         interface_state(&self.show_json(&["show", "interfaces"]), name)
@@ -342,4 +394,28 @@ fn counter_in(c: &Value, list: &str, field: &str, id: &Value, key: &str) -> u64 
     }
     v.as_u64()
         .unwrap_or_else(|| panic!("no numeric {key} for {field}={id} in counters: {row}"))
+}
+
+#[cfg(test)]
+mod backend_tests {
+    use super::*;
+
+    #[test]
+    fn test_backend_goes_into_the_switch_section() {
+        // SAFETY (env): this module's only test touching the variable.
+        std::env::set_var("LANYARD_TEST_BACKEND", "af-xdp");
+        assert_eq!(
+            with_test_backend("switch:\n    name: x\nports: []\n"),
+            "switch:\n    port-backend: af-xdp\n    name: x\nports: []\n"
+        );
+        assert_eq!(
+            with_test_backend("ports: []\n"),
+            "switch:\n  port-backend: af-xdp\nports: []\n"
+        );
+        let own = "switch:\n  port-backend: af-packet\n";
+        assert_eq!(with_test_backend(own), own);
+        std::env::set_var("LANYARD_TEST_BACKEND", "auto");
+        assert_eq!(with_test_backend("ports: []\n"), "ports: []\n");
+        std::env::remove_var("LANYARD_TEST_BACKEND");
+    }
 }

@@ -1,0 +1,1084 @@
+//! AF_XDP port: one XSK socket on queue 0 of an interface, its own UMEM,
+//! and the steering XDP program ([`prog`]) that sends the queue's frames to
+//! the socket.
+//!
+//! - **UMEM**: `rx_frames` 2 KiB chunks for receive (all of them in the
+//!   fill ring or the kernel's hands at any time), then `tx_slots` transmit
+//!   slots of five consecutive chunks each (10 KiB: a [`MAX_FRAME_LEN`]
+//!   frame fits, so `tx_slot` lends a contiguous buffer as the [`Port`]
+//!   contract asks). The transmit ring holds four descriptors per slot, so
+//!   it is never the limit; the slots are.
+//! - **Receive** copies each frame (one descriptor, or a chain of them with
+//!   `XDP_PKT_CONTD` for a multi-buffer jumbo frame) into the caller's
+//!   batch and returns its chunks to the fill ring at once: one consumer
+//!   and one producer update per call, no system call unless the fill ring
+//!   says `XDP_RING_NEED_WAKEUP`.
+//! - **Transmit** writes descriptors (a jumbo frame: one per 4 KiB, chained)
+//!   and publishes them at `flush`; the kernel is kicked with `sendto` only
+//!   when the transmit ring says it needs a wake-up (copy mode always does:
+//!   it sends in the caller's `sendto`, 32 frames per call, or a whole
+//!   batch where the kernel takes `XDP_MAX_TX_SKB_BUDGET`, 6.17+; a flush
+//!   kicks until the ring is empty or the device pushes back). Finished slots come back through the
+//!   completion ring.
+//! - **Mode**: driver (native) XDP first, generic (skb) XDP if the driver
+//!   refuses; zero-copy bind first, copy mode if the driver has none.
+//!   [`AfXdpPort::mode`] says which; the caller logs it.
+//! - **Multi-buffer**: the program is loaded "frags-aware" and the socket
+//!   bound with `XDP_USE_SG`, so frames up to [`MAX_FRAME_LEN`] pass in
+//!   either direction; where the kernel refuses that, frames are limited to
+//!   one chunk and [`AfXdpPort::open`] fails for an MTU above it (the
+//!   caller falls back to AF_PACKET and says why).
+//!
+//! Not done: a UMEM shared between the ports of a worker
+//! (`XDP_SHARED_UMEM`) — each port has its own, and the data path copies
+//! frames through its batch as with AF_PACKET; sockets on more than one
+//! receive queue (an interface with several is refused: its other queues'
+//! frames would bypass Lanyard); busy-poll options; restart hand-over
+//! (`handover` returns `None`: the successor opens the port anew).
+
+pub mod prog;
+
+use crate::link;
+use crate::{FrameBatch, Port, PortError, PortStats, MAX_FRAME_LEN};
+use prog::XdpMode;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const AF_XDP: libc::c_int = 44;
+const SOL_XDP: libc::c_int = 283;
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_ZEROCOPY: u16 = 1 << 2;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_USE_SG: u16 = 1 << 4;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+const XDP_PKT_CONTD: u32 = 1;
+const XDP_PGOFF_RX_RING: libc::off_t = 0;
+const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+
+/// UMEM chunk size: the smallest the kernel takes (2 KiB), so a deep
+/// receive ring costs little memory; a longer frame spans several chunks
+/// (multi-buffer).
+pub const CHUNK: usize = 2048;
+/// Chunks per transmit slot: enough for a [`MAX_FRAME_LEN`] frame.
+const TX_SLOT_CHUNKS: usize = MAX_FRAME_LEN.div_ceil(CHUNK);
+const TX_SLOT: usize = TX_SLOT_CHUNKS * CHUNK;
+/// Longest frame in one receive chunk: the kernel puts
+/// `XDP_PACKET_HEADROOM` (256) bytes in front of it.
+pub const SINGLE_CHUNK_FRAME: usize = CHUNK - 256;
+/// Transmit ring entries per slot: one per chunk, rounded up to a power
+/// of two so the ring (slots × this) is one, and never fills.
+const TX_DESCS_PER_SLOT: u32 = (TX_SLOT_CHUNKS as u32).next_power_of_two();
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fr: RingOffset,
+    cr: RingOffset,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct XdpDesc {
+    addr: u64,
+    len: u32,
+    options: u32,
+}
+
+#[repr(C)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// Options for [`AfXdpPort::open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfXdpOptions {
+    /// `None`: driver mode, else generic. `Some(m)`: only `m`.
+    pub mode: Option<XdpMode>,
+    /// Receive chunks (a power of two): the fill and receive ring size.
+    pub rx_frames: u32,
+    /// Transmit slots (a power of two).
+    pub tx_slots: u32,
+}
+
+impl Default for AfXdpOptions {
+    fn default() -> Self {
+        AfXdpOptions {
+            mode: None,
+            // 16,384 chunks (32 MiB): rides out a worker descheduled for
+            // ~10 ms at 1.5 Mfps, like the AF_PACKET ring's 16 MiB.
+            rx_frames: 16384,
+            tx_slots: 512,
+        }
+    }
+}
+
+/// One mapped ring: producer/consumer words, flags and the descriptor array.
+struct Ring<T> {
+    map: *mut u8,
+    map_len: usize,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    desc: *mut T,
+    mask: u32,
+    /// Our copy of the index we advance (producer of fill/tx, consumer of
+    /// rx/completion).
+    local: u32,
+}
+
+impl<T> Ring<T> {
+    /// # Safety
+    /// `fd` must be an XSK socket with the ring `opt` sized `n` set up, and
+    /// `off` its offsets from `XDP_MMAP_OFFSETS`.
+    unsafe fn map(
+        fd: RawFd,
+        pgoff: libc::off_t,
+        off: &RingOffset,
+        n: u32,
+        producer: bool,
+    ) -> io::Result<Ring<T>> {
+        let len = off.desc as usize + n as usize * size_of::<T>();
+        let p = libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd,
+            pgoff,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let p = p as *mut u8;
+        let mut r = Ring {
+            map: p,
+            map_len: len,
+            producer: p.add(off.producer as usize) as *const AtomicU32,
+            consumer: p.add(off.consumer as usize) as *const AtomicU32,
+            flags: p.add(off.flags as usize) as *const AtomicU32,
+            desc: p.add(off.desc as usize) as *mut T,
+            mask: n - 1,
+            local: 0,
+        };
+        r.local = if producer {
+            (*r.producer).load(Ordering::Relaxed)
+        } else {
+            (*r.consumer).load(Ordering::Relaxed)
+        };
+        Ok(r)
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points into the live mapping (see `map`).
+        unsafe { &*self.producer }
+    }
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*self.consumer }
+    }
+    fn needs_wakeup(&self) -> bool {
+        // SAFETY: as above.
+        unsafe { (*self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0 }
+    }
+    /// Entry `i` (any index; masked).
+    fn at(&self, i: u32) -> *mut T {
+        // SAFETY: masked index inside the descriptor array of the mapping.
+        unsafe { self.desc.add((i & self.mask) as usize) }
+    }
+}
+
+impl<T> Drop for Ring<T> {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`; nothing borrows it past `self`.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// The socket and its four rings (recreated by [`AfXdpPort::reset`]).
+struct Xsk {
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    rx: Ring<XdpDesc>,
+    tx: Ring<XdpDesc>,
+    // Declared last: the rings are unmapped before the socket closes.
+    fd: OwnedFd,
+}
+
+/// Where the port's program runs and how its socket moves frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdpPortMode {
+    pub xdp: XdpMode,
+    pub zero_copy: bool,
+    /// Frames longer than one chunk pass (multi-buffer XDP).
+    pub multi_buffer: bool,
+}
+
+impl std::fmt::Display for XdpPortMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}",
+            self.xdp.as_str(),
+            if self.zero_copy { "zero-copy" } else { "copy" }
+        )
+    }
+}
+
+/// A port on an AF_XDP socket. See the crate docs for the [`Port`] contract.
+pub struct AfXdpPort {
+    name: String,
+    ifindex: u32,
+    /// `None` only if a [`AfXdpPort::reset`] failed: the port is dead.
+    xsk: Option<Xsk>,
+    umem: *mut u8,
+    umem_len: usize,
+    rx_frames: u32,
+    tx_slots: u32,
+    /// Free transmit slots (indices), a stack.
+    tx_free: Vec<u32>,
+    tx_lent: Option<u32>,
+    /// Descriptors written but not yet published (flush publishes).
+    tx_unpublished: u32,
+    /// Slots in the kernel's hands (published, not completed).
+    tx_in_flight: u32,
+    tx_max_len: usize,
+    mode: XdpPortMode,
+    bind_flags: u16,
+    /// Statistics of sockets replaced by `reset`, plus our own counts.
+    base: PortStats,
+    stats: PortStats,
+    // Dropped in this order: the link detaches the program, then the
+    // program and map go.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    map: OwnedFd,
+}
+
+// SAFETY: the UMEM and ring mappings are owned by this value alone; the
+// kernel synchronises through the ring indices.
+unsafe impl Send for AfXdpPort {}
+
+fn os(op: &'static str) -> impl FnOnce(io::Error) -> PortError {
+    move |err| PortError::Os { op, err }
+}
+
+fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` is a live `T` of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            SOL_XDP,
+            name,
+            val as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn getsockopt<T: Default>(fd: &OwnedFd, name: libc::c_int) -> io::Result<T> {
+    let mut v = T::default();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            SOL_XDP,
+            name,
+            &mut v as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(v)
+    }
+}
+
+/// Receive queues in use on an interface (`real_num_rx_queues`: the
+/// `rx-*` entries of `/sys/class/net/NAME/queues`; netlink only has the
+/// allocated count, which is the CPU count on a veth). 1 when this
+/// thread's `/sys` shows another namespace (the ifindex differs).
+fn rx_queues(name: &str, ifindex: u32) -> usize {
+    let dir = format!("/sys/class/net/{name}");
+    let same = std::fs::read_to_string(format!("{dir}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        == Some(ifindex);
+    if !same {
+        return 1;
+    }
+    std::fs::read_dir(format!("{dir}/queues"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+                .max(1)
+        })
+        .unwrap_or(1)
+}
+
+impl AfXdpPort {
+    /// Open a port on `ifname`: load and attach the steering program
+    /// (replacing a stale one of ours), create the socket and its UMEM.
+    pub fn open(ifname: &str, opts: &AfXdpOptions) -> Result<AfXdpPort, PortError> {
+        if !opts.rx_frames.is_power_of_two()
+            || !opts.tx_slots.is_power_of_two()
+            || opts.rx_frames < 64
+            || opts.tx_slots < 16
+        {
+            return Err(PortError::Os {
+                op: "AfXdpOptions",
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "rx_frames and tx_slots must be powers of two (>= 64, >= 16)",
+                ),
+            });
+        }
+        let info = link::query(ifname).ok_or_else(|| PortError::NoSuchInterface(ifname.into()))?;
+        let ifindex = info.ifindex;
+        let queues = rx_queues(ifname, ifindex);
+        if queues > 1 {
+            return Err(PortError::Os {
+                op: "AF_XDP",
+                err: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("{queues} receive queues (one socket per queue is not built yet)"),
+                ),
+            });
+        }
+        let map = prog::create_xskmap(1).map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
+        let (link_fd, prog_fd, xdp) = attach_program(&map, ifindex, opts.mode)?;
+
+        // UMEM: receive chunks, then transmit slots.
+        let umem_len = opts.rx_frames as usize * CHUNK + opts.tx_slots as usize * TX_SLOT;
+        // SAFETY: anonymous private mapping; the result is checked.
+        let umem = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if umem == libc::MAP_FAILED {
+            return Err(PortError::Os {
+                op: "mmap(UMEM)",
+                err: io::Error::last_os_error(),
+            });
+        }
+        let umem = umem as *mut u8;
+        let (xsk, bind_flags, zero_copy, multi_buffer) = match new_xsk(
+            umem,
+            umem_len,
+            opts.rx_frames,
+            opts.tx_slots,
+            ifindex,
+            &map,
+            None,
+        ) {
+            Ok(x) => x,
+            Err(e) => {
+                // SAFETY: the UMEM mapped above, used by nothing else.
+                unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
+                return Err(e);
+            }
+        };
+        let mut port = AfXdpPort {
+            name: ifname.to_string(),
+            ifindex,
+            xsk: Some(xsk),
+            umem,
+            umem_len,
+            rx_frames: opts.rx_frames,
+            tx_slots: opts.tx_slots,
+            tx_free: (0..opts.tx_slots).rev().collect(),
+            tx_lent: None,
+            tx_unpublished: 0,
+            tx_in_flight: 0,
+            tx_max_len: info.mtu as usize + 14,
+            mode: XdpPortMode {
+                xdp,
+                zero_copy,
+                multi_buffer,
+            },
+            bind_flags,
+            base: PortStats::default(),
+            stats: PortStats::default(),
+            _link: link_fd,
+            _prog: prog_fd,
+            map,
+        };
+        let mtu_frame = info.mtu as usize + 14 + 8;
+        if !multi_buffer && mtu_frame > SINGLE_CHUNK_FRAME {
+            return Err(PortError::Os {
+                op: "AF_XDP",
+                err: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "MTU {} needs multi-buffer XDP, which this kernel/driver refused",
+                        info.mtu
+                    ),
+                ),
+            });
+        }
+        port.fill_all();
+        Ok(port)
+    }
+
+    /// Interface index the socket is bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Where the program runs and how the socket moves frames.
+    pub fn mode(&self) -> XdpPortMode {
+        self.mode
+    }
+
+    /// Hand every receive chunk to the kernel (a fresh socket).
+    fn fill_all(&mut self) {
+        let Some(x) = self.xsk.as_mut() else { return };
+        let f = &mut x.fill;
+        for i in 0..self.rx_frames {
+            // SAFETY: the fill ring has rx_frames entries, all ours now.
+            unsafe { *f.at(f.local.wrapping_add(i)) = i as u64 * CHUNK as u64 };
+        }
+        f.local = f.local.wrapping_add(self.rx_frames);
+        f.producer().store(f.local, Ordering::Release);
+    }
+
+    /// Address in the UMEM of transmit slot `s`.
+    fn tx_addr(&self, s: u32) -> u64 {
+        (self.rx_frames as usize * CHUNK + s as usize * TX_SLOT) as u64
+    }
+
+    /// Take finished transmit slots back from the completion ring.
+    fn reclaim(&mut self) {
+        let Some(x) = self.xsk.as_mut() else { return };
+        let c = &mut x.comp;
+        let prod = c.producer().load(Ordering::Acquire);
+        let base = self.rx_frames as u64 * CHUNK as u64;
+        while c.local != prod {
+            // SAFETY: entries between our consumer and the producer are
+            // written by the kernel and ours to read.
+            let addr = unsafe { *c.at(c.local) };
+            c.local = c.local.wrapping_add(1);
+            // Each chunk of a slot completes; the slot is free with its
+            // first (all of one frame's descriptors complete together).
+            if addr >= base && (addr - base).is_multiple_of(TX_SLOT as u64) {
+                let s = ((addr - base) / TX_SLOT as u64) as u32;
+                if s < self.tx_slots {
+                    self.tx_free.push(s);
+                    self.tx_in_flight = self.tx_in_flight.saturating_sub(1);
+                }
+            }
+        }
+        c.consumer().store(c.local, Ordering::Release);
+    }
+
+    /// `sendto` until the kernel has taken every published descriptor, it
+    /// stops making progress, or it does not ask for a wake-up.
+    fn kick(&mut self) -> io::Result<()> {
+        // Copy mode sends at most 32 frames per call.
+        let Some(x) = self.xsk.as_ref() else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
+        for _ in 0..64 {
+            let t = &x.tx;
+            if t.consumer().load(Ordering::Acquire) == t.local || !t.needs_wakeup() {
+                return Ok(());
+            }
+            let before = t.consumer().load(Ordering::Relaxed);
+            // SAFETY: sendto with no buffer is how an XSK is told to send.
+            let r = unsafe {
+                libc::sendto(
+                    x.fd.as_raw_fd(),
+                    ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    ptr::null(),
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                        if x.tx.consumer().load(Ordering::Acquire) == before {
+                            return Ok(()); // the device is busy: next flush
+                        }
+                    }
+                    _ => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replace the socket by a fresh one on the same UMEM: every transmit
+    /// slot free, every receive chunk in the fill ring. How frames the
+    /// kernel has not taken are withdrawn (published descriptors cannot be).
+    fn reset(&mut self) -> Result<(), PortError> {
+        let st = self.sock_stats();
+        self.base.rx_ring_drops += st.rx_ring_drops;
+        self.base.tx_errors += st.tx_errors;
+        let opts_rx = self.rx_frames;
+        // The old socket goes first: a queue takes one socket (and its
+        // ring mappings hold it open).
+        self.xsk = None;
+        let (xsk, flags, _, _) = new_xsk(
+            self.umem,
+            self.umem_len,
+            opts_rx,
+            self.tx_slots,
+            self.ifindex,
+            &self.map,
+            Some(self.bind_flags),
+        )?;
+        self.xsk = Some(xsk);
+        self.bind_flags = flags;
+        self.tx_free = (0..self.tx_slots).rev().collect();
+        self.tx_lent = None;
+        self.tx_unpublished = 0;
+        self.tx_in_flight = 0;
+        self.fill_all();
+        Ok(())
+    }
+
+    /// Frames written to the transmit ring the kernel has not taken.
+    fn tx_untaken(&self) -> u32 {
+        match &self.xsk {
+            Some(x) => {
+                x.tx.local
+                    .wrapping_sub(x.tx.consumer().load(Ordering::Acquire))
+            }
+            None => 0,
+        }
+    }
+
+    fn sock_stats(&self) -> PortStats {
+        let Some(x) = &self.xsk else {
+            return PortStats::default();
+        };
+        match getsockopt::<XdpStatistics>(&x.fd, XDP_STATISTICS) {
+            Ok(s) => PortStats {
+                rx_ring_drops: s.rx_dropped + s.rx_ring_full,
+                rx_truncated: 0,
+                tx_ring_full: 0,
+                tx_errors: s.tx_invalid_descs,
+            },
+            Err(_) => PortStats::default(),
+        }
+    }
+}
+
+/// Load the steering program and attach it to `ifindex`: driver mode, then
+/// generic (unless `want` names one); a stale program of ours attached by
+/// netlink is replaced, anyone else's is left alone (error).
+fn attach_program(
+    map: &OwnedFd,
+    ifindex: u32,
+    want: Option<XdpMode>,
+) -> Result<(OwnedFd, OwnedFd, XdpMode), PortError> {
+    let modes: &[XdpMode] = match want {
+        Some(XdpMode::Native) => &[XdpMode::Native],
+        Some(XdpMode::Generic) => &[XdpMode::Generic],
+        None => &[XdpMode::Native, XdpMode::Generic],
+    };
+    let mut last = None;
+    let mut replaced = false;
+    for &mode in modes {
+        for frags in [true, false] {
+            let prog = match prog::load_program(map, frags) {
+                Ok(p) => p,
+                Err(e) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            match prog::link_attach(&prog, ifindex, mode) {
+                Ok(l) => return Ok((l, prog, mode)),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) => {
+                    // Something is attached already. Ours, the netlink
+                    // way (a crashed older run)? Replace it and retry once.
+                    if !replaced {
+                        if let Some(a) = prog::attached(ifindex).ok().flatten() {
+                            if a.name == prog::PROG_NAME {
+                                let flags = match a.how {
+                                    2 => prog::XDP_FLAGS_SKB_MODE,
+                                    _ => prog::XDP_FLAGS_DRV_MODE,
+                                };
+                                if prog::netlink_set(ifindex, None, flags).is_ok() {
+                                    replaced = true;
+                                    if let Ok(l) = prog::link_attach(&prog, ifindex, mode) {
+                                        return Ok((l, prog, mode));
+                                    }
+                                }
+                            } else {
+                                return Err(PortError::Os {
+                                    op: "BPF_LINK_CREATE",
+                                    err: io::Error::new(
+                                        io::ErrorKind::AddrInUse,
+                                        format!(
+                                            "interface has another XDP program ({} id {})",
+                                            if a.name.is_empty() { "?" } else { &a.name },
+                                            a.prog_id
+                                        ),
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                    last = Some(e);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+    }
+    Err(PortError::Os {
+        op: "attach XDP program",
+        err: last.unwrap_or_else(|| io::Error::other("no mode")),
+    })
+}
+
+/// A socket on `umem` bound to queue 0 of `ifindex`, in `map`. `flags`:
+/// the bind flags to use (a reset), else zero-copy is tried before copy,
+/// multi-buffer before single.
+#[allow(clippy::type_complexity)]
+fn new_xsk(
+    umem: *mut u8,
+    umem_len: usize,
+    rx_frames: u32,
+    tx_slots: u32,
+    ifindex: u32,
+    map: &OwnedFd,
+    flags: Option<u16>,
+) -> Result<(Xsk, u16, bool, bool), PortError> {
+    let tries: Vec<u16> = match flags {
+        Some(f) => vec![f],
+        None => vec![
+            XDP_ZEROCOPY | XDP_USE_SG,
+            XDP_COPY | XDP_USE_SG,
+            XDP_ZEROCOPY,
+            XDP_COPY,
+        ],
+    };
+    let tx_ring = tx_slots * TX_DESCS_PER_SLOT;
+    let mut last = None;
+    let mut busy_waits = 0;
+    'modes: for f in tries {
+        'retry: loop {
+            // SAFETY: plain socket(2); the result is checked.
+            let raw = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+            if raw < 0 {
+                return Err(PortError::Os {
+                    op: "socket(AF_XDP)",
+                    err: io::Error::last_os_error(),
+                });
+            }
+            // SAFETY: a fresh descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let reg = UmemReg {
+                addr: umem as u64,
+                len: umem_len as u64,
+                chunk_size: CHUNK as u32,
+                headroom: 0,
+                flags: 0,
+                tx_metadata_len: 0,
+            };
+            setsockopt(&fd, XDP_UMEM_REG, &reg).map_err(os("XDP_UMEM_REG"))?;
+            setsockopt(&fd, XDP_UMEM_FILL_RING, &rx_frames).map_err(os("XDP_UMEM_FILL_RING"))?;
+            setsockopt(&fd, XDP_UMEM_COMPLETION_RING, &tx_ring)
+                .map_err(os("XDP_UMEM_COMPLETION_RING"))?;
+            setsockopt(&fd, XDP_RX_RING, &rx_frames).map_err(os("XDP_RX_RING"))?;
+            setsockopt(&fd, XDP_TX_RING, &tx_ring).map_err(os("XDP_TX_RING"))?;
+            // Copy mode sends at most this many frames per `sendto` (32 by
+            // default): a whole batch per kick where the kernel (6.17+) lets
+            // us; older kernels refuse the option and `kick` loops instead.
+            let _ = setsockopt(&fd, XDP_MAX_TX_SKB_BUDGET, &(crate::BATCH_MAX as u32));
+            let off: MmapOffsets =
+                getsockopt(&fd, XDP_MMAP_OFFSETS).map_err(os("XDP_MMAP_OFFSETS"))?;
+            // SAFETY: the rings were sized above; offsets from the kernel.
+            let rings = unsafe {
+                (
+                    Ring::<u64>::map(
+                        fd.as_raw_fd(),
+                        XDP_UMEM_PGOFF_FILL_RING,
+                        &off.fr,
+                        rx_frames,
+                        true,
+                    ),
+                    Ring::<u64>::map(
+                        fd.as_raw_fd(),
+                        XDP_UMEM_PGOFF_COMPLETION_RING,
+                        &off.cr,
+                        tx_ring,
+                        false,
+                    ),
+                    Ring::<XdpDesc>::map(
+                        fd.as_raw_fd(),
+                        XDP_PGOFF_RX_RING,
+                        &off.rx,
+                        rx_frames,
+                        false,
+                    ),
+                    Ring::<XdpDesc>::map(fd.as_raw_fd(), XDP_PGOFF_TX_RING, &off.tx, tx_ring, true),
+                )
+            };
+            let (fill, comp, rx, tx) = match rings {
+                (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+                _ => {
+                    return Err(PortError::Os {
+                        op: "mmap(XSK rings)",
+                        err: io::Error::last_os_error(),
+                    })
+                }
+            };
+            let sa = SockaddrXdp {
+                family: AF_XDP as u16,
+                flags: f | XDP_USE_NEED_WAKEUP,
+                ifindex,
+                queue_id: 0,
+                shared_umem_fd: 0,
+            };
+            // SAFETY: a valid sockaddr_xdp of the size passed.
+            let r = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &sa as *const SockaddrXdp as *const libc::sockaddr,
+                    size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                // After a reset the old socket's hold on the queue is released
+                // by deferred kernel work: wait for it (a link event, rare).
+                if flags.is_some() && e.raw_os_error() == Some(libc::EBUSY) && busy_waits < 200 {
+                    busy_waits += 1;
+                    drop((fill, comp, rx, tx, fd));
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue 'retry;
+                }
+                last = Some(e);
+                continue 'modes;
+            }
+            prog::map_set(map, 0, fd.as_raw_fd()).map_err(os("XSKMAP update"))?;
+            let x = Xsk {
+                fill,
+                comp,
+                rx,
+                tx,
+                fd,
+            };
+            return Ok((x, f, f & XDP_ZEROCOPY != 0, f & XDP_USE_SG != 0));
+        }
+    }
+    Err(PortError::Os {
+        op: "bind(AF_XDP)",
+        err: last.unwrap_or_else(|| io::Error::other("no bind mode")),
+    })
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+        let Some(x) = self.xsk.as_mut() else {
+            return Err(PortError::Os {
+                op: "AF_XDP",
+                err: io::Error::other("socket lost (a reset failed)"),
+            });
+        };
+        let prod = x.rx.producer().load(Ordering::Acquire);
+        let mut n = 0;
+        let umem = self.umem;
+        let umem_len = self.umem_len;
+        let mut cons = x.rx.local;
+        let mut fill = x.fill.local;
+        while cons != prod {
+            let Some(slot) = batch.slot() else { break };
+            // One frame: a descriptor, or a chain ending without CONTD.
+            let mut len = 0usize;
+            let mut i = cons;
+            let mut ok = true;
+            let complete = loop {
+                if i == prod {
+                    break false; // chain not complete yet (never seen in practice)
+                }
+                // SAFETY: entries between our consumer and the producer are
+                // the kernel's writes, ours to read.
+                let d = unsafe { *x.rx.at(i) };
+                i = i.wrapping_add(1);
+                let a = d.addr as usize;
+                let l = d.len as usize;
+                if a + l > umem_len || len + l > slot.len() {
+                    ok = false;
+                } else if ok {
+                    // SAFETY: [a, a + l) lies inside the UMEM (checked), a
+                    // chunk the kernel handed us; the slot has room (checked).
+                    unsafe { ptr::copy_nonoverlapping(umem.add(a), slot.as_mut_ptr().add(len), l) };
+                    len += l;
+                }
+                // The chunk goes straight back to the kernel.
+                // SAFETY: the fill ring has room for every chunk we hold.
+                unsafe { *x.fill.at(fill) = d.addr & !(CHUNK as u64 - 1) };
+                fill = fill.wrapping_add(1);
+                if d.options & XDP_PKT_CONTD == 0 {
+                    break true;
+                }
+            };
+            if !complete {
+                // Leave the partial chain (and undo its fill entries) for next time.
+                fill = fill.wrapping_sub(i.wrapping_sub(cons));
+                break;
+            }
+            cons = i;
+            if ok {
+                batch.commit(len, port_id);
+                n += 1;
+            } else {
+                self.stats.rx_truncated += 1;
+            }
+        }
+        if cons != x.rx.local {
+            x.rx.local = cons;
+            x.rx.consumer().store(cons, Ordering::Release);
+            x.fill.local = fill;
+            x.fill.producer().store(fill, Ordering::Release);
+            if x.fill.needs_wakeup() {
+                // SAFETY: a non-blocking zero-length receive: the documented
+                // wake-up for the fill ring.
+                unsafe {
+                    libc::recvfrom(
+                        x.fd.as_raw_fd(),
+                        ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                    )
+                };
+            }
+        }
+        Ok(n)
+    }
+
+    fn tx_slot(&mut self) -> Option<&mut [u8]> {
+        self.tx_lent = None;
+        self.xsk.as_ref()?;
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        let Some(&s) = self.tx_free.last() else {
+            self.stats.tx_ring_full += 1;
+            return None;
+        };
+        self.tx_lent = Some(s);
+        let a = self.tx_addr(s) as usize;
+        // SAFETY: slot `s` is free (not in the kernel's hands), TX_SLOT
+        // bytes inside the UMEM; the borrow is tied to `&mut self`.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.umem.add(a), TX_SLOT) })
+    }
+
+    fn tx_commit(&mut self, len: usize) {
+        let Some(s) = self.tx_lent.take() else {
+            debug_assert!(false, "tx_commit without a lent tx_slot");
+            return;
+        };
+        let a = self.tx_addr(s);
+        // SAFETY: bytes 12..14 of the lent slot, inside the UMEM.
+        let ctag = unsafe {
+            let p = self.umem.add(a as usize);
+            *p.add(12) == 0x81 && *p.add(13) == 0
+        };
+        let chunk_max = if self.mode.multi_buffer {
+            TX_SLOT
+        } else {
+            CHUNK
+        };
+        let max = (self.tx_max_len + if ctag { 4 } else { 0 }).min(chunk_max);
+        if !(14..=max).contains(&len) {
+            self.stats.tx_errors += 1;
+            return;
+        }
+        let Some(x) = self.xsk.as_mut() else { return };
+        self.tx_free.pop();
+        let t = &mut x.tx;
+        let mut off = 0;
+        while off < len {
+            let l = (len - off).min(CHUNK);
+            let last = off + l == len;
+            // SAFETY: the transmit ring holds TX_DESCS_PER_SLOT descriptors
+            // per slot, at least the chunks of one, so entry `local` is free.
+            unsafe {
+                *t.at(t.local) = XdpDesc {
+                    addr: a + off as u64,
+                    len: l as u32,
+                    options: if last { 0 } else { XDP_PKT_CONTD },
+                }
+            };
+            t.local = t.local.wrapping_add(1);
+            off += l;
+        }
+        self.tx_unpublished += 1;
+        self.tx_in_flight += 1;
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        if self.tx_unpublished == 0 && self.tx_untaken() == 0 {
+            if self.tx_in_flight > 0 {
+                self.reclaim();
+            }
+            return Ok(());
+        }
+        if let Some(x) = &self.xsk {
+            x.tx.producer().store(x.tx.local, Ordering::Release);
+        }
+        self.tx_unpublished = 0;
+        let res = self.kick();
+        self.reclaim();
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                // Copy mode: the driver dropped a frame (no carrier, queue
+                // stopped). It is gone, not queued; the caller looks at
+                // the link.
+                Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                    Err(PortError::Refused(self.name.clone()))
+                }
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+                    Err(link::map_err(&self.name, "sendto(AF_XDP)", e))
+                }
+                _ => Err(PortError::Os {
+                    op: "sendto(AF_XDP)",
+                    err: e,
+                }),
+            },
+        }
+    }
+
+    fn rx_fd(&self) -> Option<RawFd> {
+        self.xsk.as_ref().map(|x| x.fd.as_raw_fd())
+    }
+
+    fn discard_tx(&mut self) {
+        self.tx_lent = None;
+        if self.tx_unpublished > 0 || self.tx_untaken() > 0 {
+            // Published descriptors cannot be withdrawn: a fresh socket.
+            if self.reset().is_err() {
+                self.stats.tx_errors += 1;
+            }
+        }
+    }
+
+    fn take_tx(&mut self, out: &mut dyn FnMut(&[u8])) {
+        let Some(x) = self.xsk.as_ref() else { return };
+        let t = &x.tx;
+        let mut i = t.consumer().load(Ordering::Acquire);
+        let mut start: Option<(u64, usize)> = None;
+        while i != t.local {
+            // SAFETY: entries between the kernel's consumer and our
+            // producer were written by us and not taken.
+            let d = unsafe { *t.at(i) };
+            i = i.wrapping_add(1);
+            let (a, l) = match start {
+                Some((a, l)) => (a, l + d.len as usize),
+                None => (d.addr, d.len as usize),
+            };
+            if d.options & XDP_PKT_CONTD != 0 {
+                start = Some((a, l));
+                continue;
+            }
+            start = None;
+            if a as usize + l <= self.umem_len {
+                // SAFETY: inside the UMEM (checked), a slot we wrote.
+                out(unsafe { std::slice::from_raw_parts(self.umem.add(a as usize), l) });
+            }
+        }
+        self.discard_tx();
+    }
+
+    fn stats(&mut self) -> PortStats {
+        if let Some(l) = link::query(&self.name) {
+            self.tx_max_len = l.mtu as usize + 14;
+        }
+        let s = self.sock_stats();
+        PortStats {
+            rx_ring_drops: self.base.rx_ring_drops + s.rx_ring_drops,
+            rx_truncated: self.stats.rx_truncated,
+            tx_ring_full: self.stats.tx_ring_full,
+            tx_errors: self.base.tx_errors + self.stats.tx_errors + s.tx_errors,
+        }
+    }
+}
+
+impl Drop for AfXdpPort {
+    fn drop(&mut self) {
+        // The socket and its rings are dropped with `xsk` (fields drop
+        // after this); the UMEM must outlive the socket's registration,
+        // which the kernel holds by page references, so unmapping here is
+        // safe either way.
+        // SAFETY: the mapping made in `open`; nothing borrows it past `self`.
+        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+    }
+}
