@@ -2055,3 +2055,7 @@ mod tests {
         assert_eq!(lacp_flags(None), "-");
     }
 }
+
+#[path = "show_mpls.rs"]
+mod mpls;
+pub use mpls::{mpls_forwarding, mpls_table};
