@@ -204,11 +204,11 @@ impl Worker {
         };
         let mut taken = [false; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
-        for i in 0..n {
+        for (i, took) in taken.iter_mut().enumerate().take(n) {
             if !is_labelled(batch.frame(i)) {
                 continue;
             }
-            taken[i] = true;
+            *took = true;
             bump(&stats.rx);
             let ingress = batch.port(i);
             let frame = batch.frame(i);
