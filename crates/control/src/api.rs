@@ -695,6 +695,8 @@ impl ApiState {
             Some("show-arp") => self.neighbors(false),
             Some("show-ipv6-neighbors") => self.neighbors(true),
             Some("show-ip-route") => self.ip_route(req),
+            Some("show-mpls-table") => self.mpls_table(),
+            Some("show-mpls-forwarding") => self.mpls_forwarding(),
             Some("show-access-lists") => services::access_lists_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),
@@ -808,6 +810,9 @@ fn serve_one(state: &ApiState, stream: UnixStream) {
 trait TakeLimit {
     fn take_limit(self) -> std::io::Take<UnixStream>;
 }
+
+#[path = "api_mpls.rs"]
+mod mpls;
 
 impl TakeLimit for UnixStream {
     /// Requests are small; a client cannot make the server buffer more.

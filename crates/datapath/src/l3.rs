@@ -49,6 +49,8 @@ impl Worker {
             }
             self.flush(dirty);
         }
+        // Labelled frames: switched here, or popped and put back as IP.
+        self.switch_labelled(&l3, batch);
         // Services keys come from the frames as received (routing
         // rewrites addresses and TTL).
         let svc = self.shared.services.load_full();
@@ -94,6 +96,17 @@ impl Worker {
                 }
             }
             match out.v[i] {
+                L3Verdict::Forward { port } if !out.labels[i].is_empty() => {
+                    // A labelled target (FTN): push the stack and send.
+                    let egress = match &svc {
+                        Some(s) if keys.on[i] && s.any_egress => {
+                            Some((&**s, &mut keys.k[i], keys.l3[i] as usize))
+                        }
+                        _ => None,
+                    };
+                    let (f, svi) = (batch.frame(i), l3.is_svi(port));
+                    self.send_labelled(port, svi, f, out.labels[i], egress, &mut dirty);
+                }
                 L3Verdict::Forward { port } => {
                     if l3.is_svi(port) {
                         // Out of a VLAN interface: switched in its VLAN.

@@ -45,6 +45,7 @@ mod housekeeping;
 mod l2;
 mod l3;
 pub mod link_alarm;
+pub mod mpls;
 mod multicast;
 pub mod punt;
 mod rx;

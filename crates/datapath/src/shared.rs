@@ -139,6 +139,15 @@ pub struct Shared {
     /// there, `(sending port + 1) << 16 | VLAN` (0: none since the guard
     /// last took it).
     pub loop_seen: Box<[AtomicU32]>,
+    /// The label plane (LFIB + MPLS settings); `None`: MPLS off.
+    pub mpls: ArcSwapOption<crate::mpls::MplsPlane>,
+    /// Every worker's label and MPLS counters, for `show mpls`.
+    pub mpls_counters: Mutex<
+        Vec<(
+            Arc<tables::mpls::LabelCounters>,
+            Arc<crate::mpls::MplsStats>,
+        )>,
+    >,
 }
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
@@ -197,6 +206,8 @@ impl Shared {
             storm_tripped: (0..MAX_PORTS).map(|_| AtomicU8::new(0)).collect(),
             switch_id: AtomicU64::new(0),
             loop_seen: (0..MAX_PORTS).map(|_| AtomicU32::new(0)).collect(),
+            mpls: ArcSwapOption::empty(),
+            mpls_counters: Mutex::new(Vec::new()),
         }
     }
 

@@ -67,6 +67,8 @@ pub struct Worker {
     pub(crate) mirror: Option<Arc<MirrorTable>>,
     /// A copy of a frame as it left, for its mirror copies.
     pub(crate) mirror_buf: Box<[u8]>,
+    /// Label switching state (`mpls.rs`).
+    pub(crate) mpls: crate::mpls::MplsWorker,
 }
 
 /// Per frame of a batch: its services key, where its IP header starts,
@@ -132,6 +134,7 @@ impl Worker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(flow_out.clone());
+        let mpls = crate::mpls::MplsWorker::new(&shared);
         Worker {
             shared,
             mailbox,
@@ -155,6 +158,7 @@ impl Worker {
             queued: PortSet::EMPTY,
             mirror: None,
             mirror_buf: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
+            mpls,
         }
     }
 

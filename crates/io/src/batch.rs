@@ -135,6 +135,22 @@ impl FrameBatch {
         self.used += (len + 63) & !63;
     }
 
+    /// Keep only the frames for which `keep(i)` is true, in order (their
+    /// bytes stay where they are; no copy, no allocation). Used by the
+    /// MPLS stage to take labelled frames out of a routed batch.
+    pub fn retain(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let mut w = 0;
+        for r in 0..self.count {
+            if keep(r) {
+                self.off[w] = self.off[r];
+                self.len[w] = self.len[r];
+                self.port[w] = self.port[r];
+                w += 1;
+            }
+        }
+        self.count = w;
+    }
+
     /// Copy `data` in as a new frame. Returns false if full or too long.
     pub fn push(&mut self, port: u16, data: &[u8]) -> bool {
         if data.len() > MAX_FRAME_LEN {
@@ -154,6 +170,19 @@ impl FrameBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retain_keeps_order_and_room() {
+        let mut b = FrameBatch::new();
+        for k in 0..5u8 {
+            assert!(b.push(k as u16, &[k; 60]));
+        }
+        b.retain(|i| i % 2 == 0);
+        assert_eq!(b.len(), 3);
+        assert_eq!((b.port(1), b.frame(1)[0]), (2, 2));
+        assert!(b.push(9, &[9; 60]));
+        assert_eq!(b.frame(3)[0], 9);
+    }
 
     #[test]
     fn fills_to_count_limit_with_small_frames() {

@@ -2146,3 +2146,7 @@ mod tests {
         assert_eq!(lacp_flags(None), "-");
     }
 }
+
+#[path = "show_mpls.rs"]
+mod mpls;
+pub use mpls::{mpls_forwarding, mpls_table};

@@ -24,6 +24,7 @@ use crate::counter::Counter;
 use io::{FrameBatch, BATCH_MAX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+use tables::mpls::{LabelStack, Lfib};
 use tables::{
     Lpm4, Lpm6, NeighborState, NeighborTable, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
 };
@@ -85,6 +86,9 @@ pub struct L3Tables {
     by_port: Vec<u16>,
     own4: Vec<u32>,
     own6: Vec<u128>,
+    /// The label FIB, when MPLS is on: LPM targets may then be labelled
+    /// (FTN, docs/mpls.md) and resolve to a next hop plus labels to push.
+    lfib: Option<Arc<Lfib>>,
 }
 
 impl L3Tables {
@@ -117,7 +121,19 @@ impl L3Tables {
             by_port,
             own4,
             own6,
+            lfib: None,
         }
+    }
+
+    /// The same tables resolving labelled targets through `lfib`.
+    pub fn with_lfib(mut self, lfib: Arc<Lfib>) -> L3Tables {
+        self.lfib = Some(lfib);
+        self
+    }
+
+    /// The label FIB, if MPLS is on.
+    pub fn lfib(&self) -> Option<&Arc<Lfib>> {
+        self.lfib.as_ref()
     }
 
     #[inline]
@@ -308,6 +324,9 @@ struct Key {
 /// scratch space (so `process_l3` allocates nothing).
 pub struct L3Verdicts {
     pub v: [L3Verdict; BATCH_MAX],
+    /// For a `Forward`: labels to push (FTN), outermost first; empty for
+    /// a plain IP route. The caller pushes them (`mpls::push_ftn`).
+    pub labels: [LabelStack; BATCH_MAX],
     pub len: usize,
     keys: [Key; BATCH_MAX],
     /// Frames still undecided after a pass.
@@ -324,6 +343,7 @@ impl Default for L3Verdicts {
     fn default() -> Self {
         L3Verdicts {
             v: [L3Verdict::Drop(L3Drop::Malformed); BATCH_MAX],
+            labels: [LabelStack::EMPTY; BATCH_MAX],
             len: 0,
             keys: [Key::default(); BATCH_MAX],
             live: [false; BATCH_MAX],
@@ -602,9 +622,10 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
             continue;
         }
         let k = out.keys[i];
+        out.labels[i] = LabelStack::EMPTY;
         let v = match out.target[i] {
             None => L3Verdict::IcmpError(IcmpKind::Unreachable),
-            Some(target) => route(t, &k, target, batch.frame_mut(i)),
+            Some(target) => route(t, &k, target, batch.frame_mut(i), &mut out.labels[i]),
         };
         decide(out, c, i, v);
     }
@@ -651,8 +672,24 @@ fn decide(out: &mut L3Verdicts, c: &L3Counters, i: usize, v: L3Verdict) {
 }
 
 #[inline]
-fn route(t: &L3Tables, k: &Key, target: u32, frame: &mut [u8]) -> L3Verdict {
-    let Some((_, NextHop { port, gateway })) = t.nexthops.resolve(target, k.hash) else {
+fn route(
+    t: &L3Tables,
+    k: &Key,
+    target: u32,
+    frame: &mut [u8],
+    labels: &mut LabelStack,
+) -> L3Verdict {
+    let resolved = match &t.lfib {
+        // Plain, group and labelled targets alike.
+        Some(lfib) => lfib
+            .resolve(&t.nexthops, target, k.hash)
+            .map(|r| (r.next_hop, r.labels)),
+        None => t
+            .nexthops
+            .resolve(target, k.hash)
+            .map(|(_, nh)| (nh, LabelStack::EMPTY)),
+    };
+    let Some((NextHop { port, gateway }, stack)) = resolved else {
         return L3Verdict::Drop(L3Drop::NoNextHop);
     };
     if port == BLACKHOLE_PORT {
@@ -661,10 +698,13 @@ fn route(t: &L3Tables, k: &Key, target: u32, frame: &mut [u8]) -> L3Verdict {
     let Some(egress) = t.interface(port) else {
         return L3Verdict::Drop(L3Drop::NoNextHop);
     };
-    if k.l3len > egress.mtu {
+    // The pushed stack counts against the egress MTU (RFC 3032 §3).
+    let stack_len = 4 * stack.len() as u16;
+    if k.l3len.saturating_add(stack_len) > egress.mtu {
+        let mtu = egress.mtu.saturating_sub(stack_len);
         return match (k.v6, k.df) {
-            (true, _) => L3Verdict::IcmpError(IcmpKind::PacketTooBig { mtu: egress.mtu }),
-            (false, true) => L3Verdict::IcmpError(IcmpKind::FragNeeded { mtu: egress.mtu }),
+            (true, _) => L3Verdict::IcmpError(IcmpKind::PacketTooBig { mtu }),
+            (false, true) => L3Verdict::IcmpError(IcmpKind::FragNeeded { mtu }),
             (false, false) => L3Verdict::Drop(L3Drop::Mtu),
         };
     }
@@ -685,6 +725,7 @@ fn route(t: &L3Tables, k: &Key, target: u32, frame: &mut [u8]) -> L3Verdict {
         // TTL > 1 (pass 2), so this cannot fail.
         let _ = Ipv4Packet::new_unchecked(&mut frame[ETH_LEN..]).decrement_ttl();
     }
+    *labels = stack;
     L3Verdict::Forward { port }
 }
 

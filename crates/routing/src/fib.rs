@@ -73,6 +73,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+use tables::mpls::{Lfib, LfibSize, NHLFE_BIT};
 use tables::{
     Group, Lpm4, Lpm6, LpmError, LpmStats, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
     MAX_GROUP_MEMBERS,
@@ -274,6 +275,11 @@ pub enum FibError {
     GroupFull,
     /// More than [`MAX_GROUP_MEMBERS`] distinct next hops.
     GroupTooLarge,
+    /// No NHLFE slot left in the LFIB (labelled routes and label entries).
+    NhlfeFull,
+    /// A reserved or out-of-range label, or more labels than one push
+    /// takes (`tables::mpls::MAX_PUSH`).
+    BadLabel,
 }
 
 impl fmt::Display for FibError {
@@ -287,6 +293,8 @@ impl fmt::Display for FibError {
             FibError::NextHopFull => "next-hop table full",
             FibError::GroupFull => "ECMP group table full",
             FibError::GroupTooLarge => "more than 64 distinct next hops in a group",
+            FibError::NhlfeFull => "LFIB NHLFE table full",
+            FibError::BadLabel => "reserved or out-of-range label, or too many labels",
         })
     }
 }
@@ -426,6 +434,8 @@ enum Spec {
     Drop,
     /// zebra next-hop object id.
     Obj(u32),
+    /// zebra's inline list with labels per path (FTN; docs/mpls.md).
+    Labelled(Vec<labelfeed::LabelPath>),
 }
 
 /// FIB references a slot holds itself (content-shared, refcounted).
@@ -435,6 +445,11 @@ enum Owned {
     Drop,
     Hop(u32),
     Group(u32),
+    /// Label resources (`Pool::labelled[key]`) behind target id `target`.
+    Labelled {
+        key: u32,
+        target: u32,
+    },
 }
 
 impl Owned {
@@ -444,6 +459,7 @@ impl Owned {
             Owned::Drop => Some(BLACKHOLE_ID),
             Owned::Hop(id) => Some(id),
             Owned::Group(g) => Some(GROUP_BIT | g),
+            Owned::Labelled { target, .. } => Some(target),
         }
     }
 }
@@ -596,6 +612,12 @@ struct Pool {
     group_info: Vec<Option<Vec<u32>>>,
     /// Content-shared groups: members → (index, refs).
     shared_groups: HashMap<Vec<u32>, (u32, u32)>,
+    /// The label FIB (NHLFEs written here; ILM by `Fib`).
+    lfib: Arc<Lfib>,
+    nhlfe_ids: IdAlloc,
+    /// What each labelled target holds (see `mpls.rs`).
+    labelled: HashMap<u32, mpls::LabelRes>,
+    next_key: u32,
 }
 
 impl Pool {
@@ -731,6 +753,7 @@ impl Pool {
     fn release(&mut self, o: Owned) {
         match o {
             Owned::None | Owned::Drop => {}
+            Owned::Labelled { key, .. } => self.release_labelled(key),
             Owned::Hop(id) => self.release_hop(id),
             Owned::Group(index) => {
                 let Some(Some(members)) = self.group_info.get(index as usize).cloned() else {
@@ -761,13 +784,14 @@ impl Pool {
             return (Vec::new(), true);
         }
         let hop = |id: u32, weight: u16| {
-            self.info(id).map(|nh| Hop {
+            self.info(self.hop_of(id)).map(|nh| Hop {
                 port: nh.port,
                 gateway: nh.gateway,
                 weight,
             })
         };
         if target & GROUP_BIT == 0 {
+            // A plain next hop, or an NHLFE (its primary next hop).
             return (hop(target, 1).into_iter().collect(), false);
         }
         let Some(Some(members)) = self.group_info.get((target & !GROUP_BIT) as usize) else {
@@ -972,6 +996,8 @@ pub struct Fib {
     /// Resync generation, bumped on every zebra connection.
     gen: u32,
     sweep_pending: bool,
+    /// Label entries from zebra (the ILM side of the LFIB).
+    labels: mpls::LabelState,
 }
 
 impl Default for Fib {
@@ -1021,6 +1047,10 @@ impl Fib {
                 shared_hops: HashMap::new(),
                 group_info: vec![None; groups as usize],
                 shared_groups: HashMap::new(),
+                lfib: Arc::new(Lfib::new(LfibSize::default())),
+                nhlfe_ids: IdAlloc::new(0, LfibSize::default().nhlfes as u32),
+                labelled: HashMap::new(),
+                next_key: 0,
             },
             routes: BTreeMap::new(),
             objs: HashMap::new(),
@@ -1031,6 +1061,7 @@ impl Fib {
             max_routes: [cfg.max_routes_v4, cfg.max_routes_v6],
             gen: 0,
             sweep_pending: false,
+            labels: mpls::LabelState::default(),
         }
     }
 
@@ -1122,6 +1153,16 @@ impl Fib {
                             continue;
                         }
                     }
+                    if let (
+                        RouteUpdate::Del { prefix, table, .. },
+                        Some(RouteUpdate::Label(labelfeed::LabelMsg::RouteAdd(r))),
+                    ) = (u, us.get(i + 1))
+                    {
+                        if Prefix::new(r.prefix, r.prefix_len) == Some(*prefix) && r.table == *table
+                        {
+                            continue;
+                        }
+                    }
                     // Errors are counted; the stream goes on.
                     let _ = self.apply_update(u, ifindex_to_port);
                 }
@@ -1184,6 +1225,7 @@ impl Fib {
                 self.counters.ignored += 1;
                 Ok(())
             }
+            RouteUpdate::Label(m) => self.apply_label(m, ifindex_to_port),
         }
     }
 
@@ -1222,7 +1264,7 @@ impl Fib {
         for z in &objs {
             self.obj_set(*z, None, ifindex_to_port);
         }
-        let n = stale.len() + objs.len();
+        let n = stale.len() + objs.len() + self.sweep_labels();
         self.counters.swept += n as u64;
         n
     }
@@ -1243,7 +1285,10 @@ impl Fib {
             .routes
             .iter()
             .filter_map(|(p, e)| {
-                let s = e.slots.iter().find(|s| matches!(s.spec, Spec::Frr(_)))?;
+                let s = e
+                    .slots
+                    .iter()
+                    .find(|s| matches!(s.spec, Spec::Frr(_) | Spec::Labelled(_)))?;
                 Some((*p, s.source, s.spec.clone()))
             })
             .collect();
@@ -1257,6 +1302,7 @@ impl Fib {
                 }
             }
         }
+        self.refresh_labels(ifindex_to_port);
     }
 
     fn gen_of(&self, p: &Prefix) -> Option<u32> {
@@ -1273,6 +1319,7 @@ impl Fib {
             || self.lpms.v6.stats().quarantined > 0
             || self.pool.hop_ids.pending() > 0
             || self.pool.group_ids.pending() > 0
+            || self.pool.nhlfe_ids.pending() > 0
     }
 
     /// Make freed LPM nodes, next-hop ids and groups reusable.
@@ -1303,6 +1350,9 @@ impl Fib {
             for g in self.pool.group_ids.rotate() {
                 self.pool.nht.clear_group(g);
                 r.groups += 1;
+            }
+            for n in self.pool.nhlfe_ids.rotate() {
+                self.pool.lfib.clear_nhlfe(n);
             }
         }
         r
@@ -1425,6 +1475,8 @@ impl Fib {
             FibError::NextHopFull => c.next_hop_full += 1,
             FibError::GroupFull => c.group_full += 1,
             FibError::GroupTooLarge => c.group_too_large += 1,
+            FibError::NhlfeFull => self.labels.counters.nhlfe_full += 1,
+            FibError::BadLabel => self.labels.counters.bad_label += 1,
         }
         e
     }
@@ -1450,6 +1502,7 @@ impl Fib {
                     .collect();
                 self.pool.acquire(&l)
             }
+            Spec::Labelled(paths) => self.pool.acquire_labelled(paths, map),
             Spec::Frr(list) => {
                 let l: Vec<(NextHop, u64)> = list
                     .iter()
@@ -1832,6 +1885,10 @@ impl Fib {
         }
     }
 }
+
+#[path = "fib_mpls.rs"]
+mod mpls;
+pub use mpls::{FtnInfo, LabelHop, LabelInfo, MplsFibCounters, MplsFibSummary};
 
 /// A usable port for a zebra ifindex.
 fn map_port(map: &dyn Fn(u32) -> Option<u16>, ifindex: u32) -> Option<u16> {

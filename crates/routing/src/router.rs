@@ -313,13 +313,21 @@ impl Router {
                 vlan: r.vlan,
             })
             .collect();
-        shared.l3.store(Some(Arc::new(L3Tables::new(
-            fib.fib4(),
-            fib.fib6(),
-            fib.nexthops(),
-            neighbors.clone(),
-            interfaces,
-        ))));
+        shared.l3.store(Some(Arc::new(
+            L3Tables::new(
+                fib.fib4(),
+                fib.fib6(),
+                fib.nexthops(),
+                neighbors.clone(),
+                interfaces,
+            )
+            .with_lfib(fib.lfib()),
+        )));
+        // Labels from zebra switch on routed ports (docs/mpls.md).
+        shared.mpls.store(Some(Arc::new(datapath::mpls::MplsPlane {
+            lfib: fib.lfib(),
+            cfg: pipeline::mpls::MplsConfig::default(),
+        })));
         let fib = Arc::new(Mutex::new(fib));
         program_config_routes(cfg, &ports, &fib, &mut rtnl)?;
 

@@ -185,6 +185,8 @@ impl FpmStats {
             RouteUpdate::NextHopAdd { .. } => &self.nexthops_added,
             RouteUpdate::NextHopDel { .. } => &self.nexthops_removed,
             RouteUpdate::Ignored { .. } => &self.ignored,
+            RouteUpdate::Label(labelfeed::LabelMsg::LabelDel { .. }) => &self.routes_removed,
+            RouteUpdate::Label(_) => &self.routes_added,
         };
         c.fetch_add(1, Ordering::Relaxed);
         self.messages.fetch_add(1, Ordering::Relaxed);

@@ -64,7 +64,8 @@ impl Rib {
             RouteUpdate::NextHopDel { id } => {
                 self.nexthops.remove(id);
             }
-            RouteUpdate::Ignored { .. } => {}
+            // Labels live in the LFIB (the FIB manager), not in this RIB.
+            RouteUpdate::Ignored { .. } | RouteUpdate::Label(_) => {}
         }
     }
 

@@ -61,6 +61,8 @@ pub const RT_TABLE_MAIN: u32 = 254;
 
 pub const AF_INET: u8 = 2;
 pub const AF_INET6: u8 = 10;
+/// `AF_MPLS`: label entries (zebra LSPs).
+pub const AF_MPLS: u8 = 28;
 
 /// `sizeof(struct nlmsghdr)`.
 pub const NLMSG_HDRLEN: usize = 16;
@@ -209,6 +211,10 @@ pub enum RouteUpdate {
     },
     /// Remove next-hop object `id`.
     NextHopDel { id: u32 },
+    /// An MPLS label entry (AF_MPLS) or an IP route with labelled next
+    /// hops, decoded by `labelfeed` (docs/mpls.md). Deletes of IP routes
+    /// stay [`RouteUpdate::Del`].
+    Label(labelfeed::LabelMsg),
     /// A well-formed message this decoder does not act on (MPLS, MAC,
     /// source-specific routes, multicast, NOOP/DONE, ...).
     Ignored { msg_type: u16, reason: &'static str },
@@ -236,6 +242,8 @@ pub enum DecodeError {
     MissingNextHopId,
     /// A group entry is malformed (length not a multiple of 8, id 0).
     BadGroup,
+    /// A label entry or labelled route `labelfeed` refused.
+    Label(labelfeed::Error),
 }
 
 impl fmt::Display for DecodeError {
@@ -258,6 +266,7 @@ impl fmt::Display for DecodeError {
             DecodeError::BadMultipath => write!(f, "malformed RTA_MULTIPATH"),
             DecodeError::MissingNextHopId => write!(f, "next-hop message without NHA_ID"),
             DecodeError::BadGroup => write!(f, "malformed NHA_GROUP"),
+            DecodeError::Label(e) => write!(f, "label message: {e}"),
         }
     }
 }
@@ -394,7 +403,29 @@ pub fn decode_one(msg: &[u8]) -> Result<RouteUpdate, DecodeError> {
     let flags = u16_at(msg, 6).unwrap_or(0);
     let body = &msg[NLMSG_HDRLEN..];
     match msg_type {
-        RTM_NEWROUTE | RTM_DELROUTE => decode_route(msg_type, flags, body),
+        RTM_NEWROUTE | RTM_DELROUTE if body.first() == Some(&AF_MPLS) => {
+            match labelfeed::decode_route(msg) {
+                Ok(Some(m)) => Ok(RouteUpdate::Label(m)),
+                Ok(None) => Ok(RouteUpdate::Ignored {
+                    msg_type,
+                    reason: "label message not handled",
+                }),
+                Err(e) => Err(DecodeError::Label(e)),
+            }
+        }
+        RTM_NEWROUTE | RTM_DELROUTE => {
+            // An IP route; one whose next hops carry an MPLS encap is
+            // labelled (FTN). Deletes stay ordinary deletes.
+            let u = decode_route(msg_type, flags, body)?;
+            if !matches!(u, RouteUpdate::Add { .. }) {
+                return Ok(u);
+            }
+            match labelfeed::decode_route(msg) {
+                Ok(Some(m @ labelfeed::LabelMsg::RouteAdd(_))) => Ok(RouteUpdate::Label(m)),
+                Ok(_) => Ok(u),
+                Err(e) => Err(DecodeError::Label(e)),
+            }
+        }
         RTM_NEWNEXTHOP | RTM_DELNEXTHOP => decode_nexthop(msg_type, body),
         NLMSG_NOOP | NLMSG_DONE | NLMSG_ERROR => Ok(RouteUpdate::Ignored {
             msg_type,
@@ -1010,17 +1041,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // RTM_NEWNEIGH (EVPN MAC) and an MPLS route: ignored.
+        // RTM_NEWNEIGH (EVPN MAC): ignored.
         let m = Msg::new(28, 0, &[0u8; 12]).finish();
         assert!(matches!(
             decode(&m).unwrap()[0],
             RouteUpdate::Ignored { msg_type: 28, .. }
         ));
+        // A label entry without its in-label is malformed (labelfeed).
         let m = Msg::new(RTM_NEWROUTE, 0, &rtmsg(28, 20, 254, 0, RTN_UNICAST)).finish();
-        assert!(matches!(
-            decode(&m).unwrap()[0],
-            RouteUpdate::Ignored { .. }
-        ));
+        assert!(matches!(decode(&m), Err(DecodeError::Label(_))));
         assert_eq!(decode(&[]).unwrap(), vec![]);
     }
 

@@ -1,0 +1,437 @@
+//! MPLS end to end with real FRR (issue 17): Lanyard's FRR (zebra with
+//! `dplane_fpm_nl` and the `zebra_lanyard.so` module, ospfd, ldpd) runs on
+//! Lanyard's TAP twins and peers over Lanyard's routed port sw1 with a
+//! tester FRR (ospfd + ldpd) in its own namespace. Checks:
+//!
+//! * the LDP session comes up through Lanyard's punt path;
+//! * the tester's labels reach Lanyard's LFIB over FPM (`show mpls table`:
+//!   a swap to the tester's label for a prefix it routes onward, a PHP
+//!   pop for its loopback; `show mpls forwarding`: the labelled route);
+//! * IP traffic entering sw2 for that prefix leaves sw1 with the tester's
+//!   label (S set, label TTL = IP TTL − 1, IP checksum good — read by
+//!   tshark, an independent dissector);
+//! * labelled frames from the tester are switched by Lanyard's data path:
+//!   its PHP label is popped and the IP packet forwarded with TTL and
+//!   checksum fixed; an explicit-null frame is popped and routed out of
+//!   sw2;
+//! * withdrawing the route on the tester removes the swap and the FTN.
+//!
+//! **Ignored (not done):** the session does not come up yet — the tester
+//! sees Lanyard's FRR's hellos, but neither its link hellos (UDP to
+//! 224.0.0.2) nor its targeted hellos (UDP to sw1's address) reach the
+//! ldpd behind Lanyard's punt path. Run with `--ignored` to work on it.
+//!
+//! The kernel has no MPLS: the tester injects and captures labelled frames
+//! on its raw socket instead of forwarding them. Needs root, FRR, tshark
+//! and the module (`scripts/build-zebra-mpls.sh`), else SKIPPED.
+
+use serde_json::Value;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use testkit::frame::{parse_mac, Mac};
+use testkit::frr::{link_addrs, Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::{ip, l2, Switch};
+
+const FPM_PORT: u16 = 2620;
+const MODULE_DEFAULT: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
+
+fn module() -> PathBuf {
+    std::env::var_os("LANYARD_ZEBRA_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(MODULE_DEFAULT))
+}
+
+fn config() -> String {
+    let mut y = String::from("switch:\n  name: mpls-dut\nports:\n");
+    for i in 1..=2 {
+        let (v4, _) = link_addrs(i, true);
+        y.push_str(&format!(
+            "  - name: sw{i}\n    mode: routed\n    mtu: 1500\n    addresses: [{v4}]\n"
+        ));
+    }
+    y.push_str(&format!("routing:\n  fpm: 127.0.0.1:{FPM_PORT}\n"));
+    y
+}
+
+fn addr(i: usize, dut: bool) -> String {
+    link_addrs(i, dut).0.split('/').next().unwrap().to_string()
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(x) = f() {
+            return x;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// tshark's view of one frame: each field's values (comma-joined).
+fn tshark(frame: &[u8], fields: &[&str]) -> Vec<String> {
+    let path = std::env::temp_dir().join(format!(
+        "lanyard-mpls-e2e-{}-{}.pcap",
+        std::process::id(),
+        frame.len() ^ frame[frame.len() - 1] as usize
+    ));
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]).unwrap();
+    f.write_all(&[0; 8]).unwrap();
+    f.write_all(&65535u32.to_le_bytes()).unwrap();
+    f.write_all(&1u32.to_le_bytes()).unwrap();
+    f.write_all(&[0; 8]).unwrap();
+    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
+    f.write_all(frame).unwrap();
+    drop(f);
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(&path).args([
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+    ]);
+    for fld in fields {
+        c.args(["-e", fld]);
+    }
+    let out = c.output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim_end()
+        .split('|')
+        .map(str::to_string)
+        .collect()
+}
+
+fn mac_of(ns: &str, ifname: &str) -> Mac {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            &format!("/sys/class/net/{ifname}/address"),
+        ])
+        .output()
+        .expect("read MAC");
+    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
+}
+
+/// A labelled frame: `labels` (label, TTL), S on the last, over `ip`
+/// (an Ethernet + IPv4 frame whose header is replaced).
+fn labelled(dst: &Mac, src: &Mac, labels: &[(u32, u8)], ip_frame: &[u8]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(src);
+    f.extend_from_slice(&[0x88, 0x47]);
+    for (k, (l, ttl)) in labels.iter().enumerate() {
+        let s = u32::from(k + 1 == labels.len());
+        f.extend_from_slice(&(l << 12 | s << 8 | *ttl as u32).to_be_bytes());
+    }
+    f.extend_from_slice(&ip_frame[14..]);
+    f
+}
+
+fn entries(sw: &Switch) -> Vec<Value> {
+    sw.show_json(&["show", "mpls", "table"])["labels"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn ftn_labels(sw: &Switch, prefix: &str) -> Option<Vec<u64>> {
+    let v = sw.show_json(&["show", "mpls", "forwarding"]);
+    let r = v["ftn"]
+        .as_array()?
+        .iter()
+        .find(|r| r["prefix"] == prefix)?;
+    Some(
+        r["hops"][0]["out_labels"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect(),
+    )
+}
+
+#[test]
+#[ignore = "not done: the tester's LDP hellos (link and targeted) do not reach the ldpd on \
+            Lanyard's TAP twin, so the session never comes up (docs/mpls.md, What remains)"]
+fn ldp_labels_switch_through_lanyard() {
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd]);
+    let module = module();
+    if !module.exists() || Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("SKIPPED: needs {} and tshark", module.display());
+        println!("SKIPPED: needs the zebra module and tshark");
+        return;
+    }
+    let bed = RouterBed::new("lymp", 2, 1500).expect("namespaces");
+    bed.address_testers().expect("tester addresses");
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &config(),
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+
+    // The tester (t1): loopback 10.255.0.1, and 192.0.2.0/24 routed
+    // onward through an LDP interface (so it advertises a real label).
+    let t1 = bed.tester(1);
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", "10.255.0.1/32", "dev", "lo"],
+        &[
+            "ip", "link", "add", "b1", "type", "veth", "peer", "name", "b1p",
+        ],
+        &["ip", "link", "set", "b1", "up"],
+        &["ip", "link", "set", "b1p", "up"],
+        &["ip", "addr", "add", "10.0.23.1/30", "dev", "b1"],
+        &["ip", "route", "add", "192.0.2.0/24", "via", "10.0.23.2"],
+    ] {
+        t1.exec(args).expect("tester setup");
+    }
+    let tmp = std::env::temp_dir().join(format!("lanyard-mpls-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let opts = |sock: &str| FrrOptions {
+        zebra_args: vec![
+            "-M".into(),
+            "dplane_fpm_nl".into(),
+            "-M".into(),
+            format!("{}:{}", module.display(), tmp.join(sock).display()),
+        ],
+        ..FrrOptions::default()
+    };
+    let ospf_if = |ifname: &str| {
+        format!(
+            "interface {ifname}\n ip ospf network point-to-point\n ip ospf hello-interval 1\n \
+             ip ospf dead-interval 4\n"
+        )
+    };
+    // Lanyard's FRR: transport address on the TAP twin (Lanyard punts
+    // what is addressed to its ports' addresses). Link hellos (UDP to
+    // 224.0.0.2) from the tester do not reach ldpd through Lanyard's punt
+    // path yet, so the session is found by targeted (unicast) hellos.
+    let dut_cfg = FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
+        ospfd: format!(
+            "router ospf\n ospf router-id 10.255.255.1\n network 10.100.0.0/16 area 0\n!\n{}",
+            ospf_if("ly-sw1")
+        ),
+        ldpd: format!(
+            "mpls ldp\n router-id 10.255.255.1\n address-family ipv4\n  \
+             discovery transport-address {}\n  neighbor {} targeted\n  interface ly-sw1\n \
+             exit-address-family\n",
+            addr(1, true),
+            addr(1, false)
+        ),
+        ..FrrConfig::default()
+    };
+    let dut = FrrInstance::start_with(
+        bed.dut.name(),
+        "mpls-dut",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd],
+        &dut_cfg,
+        &opts("dut-pw.sock"),
+    )
+    .expect("Lanyard's FRR");
+    let t_cfg = FrrConfig {
+        ospfd: format!(
+            "router ospf\n ospf router-id 10.255.0.1\n network 10.100.1.0/24 area 0\n \
+             network 10.255.0.1/32 area 0\n redistribute kernel\n!\n{}",
+            ospf_if("t1")
+        ),
+        ldpd: format!(
+            "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
+             discovery transport-address {}\n  discovery targeted-hello accept\n  \
+             interface t1\n  interface b1\n \
+             exit-address-family\n",
+            addr(1, false)
+        ),
+        ..FrrConfig::default()
+    };
+    let tester = FrrInstance::start_with(
+        t1.name(),
+        "mpls-tester",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd],
+        &t_cfg,
+        &opts("t-pw.sock"),
+    )
+    .expect("tester FRR");
+    struct RmDir(PathBuf);
+    impl Drop for RmDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = RmDir(tmp.clone());
+
+    wait_for("LDP session", Duration::from_secs(90), || {
+        let out = dut.vtysh(&["show mpls ldp neighbor"]);
+        (out.contains("OPERATIONAL") && out.contains("10.255.0.1")).then_some(())
+    });
+    // The tester's binding for 192.0.2.0/24, and Lanyard's entries.
+    let t_label: u64 = wait_for("tester binding", Duration::from_secs(30), || {
+        let b = tester.vtysh(&["show mpls ldp binding 192.0.2.0/24"]);
+        b.lines()
+            .filter(|l| l.contains("192.0.2.0/24"))
+            .flat_map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .filter_map(|w| w.parse::<u64>().ok())
+            .find(|&n| n >= 16)
+    });
+    let ftn = wait_for(
+        "FTN for 192.0.2.0/24 in Lanyard",
+        Duration::from_secs(60),
+        || ftn_labels(&sw, "192.0.2.0/24").filter(|l| !l.is_empty()),
+    );
+    assert_eq!(ftn, vec![t_label], "Lanyard pushes the tester's label");
+    let (swap_in, php_in) = wait_for("swap and PHP entries", Duration::from_secs(60), || {
+        let e = entries(&sw);
+        let swap = e.iter().find(|x| {
+            x["action"] == "swap" && x["hops"][0]["out_labels"][0].as_u64() == Some(t_label)
+        })?;
+        let php = e.iter().find(|x| x["action"] == "php")?;
+        Some((swap["in_label"].as_u64()?, php["in_label"].as_u64()?))
+    });
+    // Cross-check with zebra's own table.
+    let zt = dut.vtysh(&["show mpls table"]);
+    assert!(zt.contains(&format!(" {swap_in} ")), "{zt}");
+    eprintln!("  LDP up; Lanyard: swap {swap_in} -> {t_label}, PHP {php_in}, FTN push {t_label}");
+    let text =
+        String::from_utf8_lossy(&sw.cli(&["show", "mpls", "table"]).unwrap().stdout).into_owned();
+    assert!(
+        text.contains("swap") && text.contains(&t_label.to_string()),
+        "{text}"
+    );
+
+    // Frames.
+    let p1 = bed.open(1).expect("raw t1");
+    let p2 = bed.open(2).expect("raw t2");
+    let ifs = sw.show_json(&["show", "ip", "interface"]);
+    let rmac = |name: &str| -> Mac {
+        let m = ifs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r["mac"].as_str())
+            .expect("router MAC");
+        parse_mac(m).unwrap()
+    };
+    let (r1, r2) = (rmac("sw1"), rmac("sw2"));
+    let (m1, m2) = (mac_of(t1.name(), "t1"), mac_of(bed.tester(2).name(), "t2"));
+    let t2_ip: IpAddr = addr(2, false).parse().unwrap();
+    let t1_ip: IpAddr = addr(1, false).parse().unwrap();
+    // t2 must be known to Lanyard as a neighbour: one ARP-resolving ping.
+    let _ = bed
+        .tester(2)
+        .exec(&["ping", "-c", "1", "-W", "1", &addr(2, true)]);
+    let recv = |p: &testkit::RawPort, want: &dyn Fn(&[u8]) -> bool| -> Option<Vec<u8>> {
+        let end = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < end {
+            if let Some(f) = p.recv_timeout(Duration::from_millis(200)).unwrap() {
+                if want(&f) {
+                    return Some(f);
+                }
+            }
+        }
+        None
+    };
+
+    // 1. FTN: IP from t2 to 192.0.2.9 leaves sw1 labelled.
+    p1.drain();
+    let f = ip::udp(&r2, &m2, t2_ip, "192.0.2.9".parse().unwrap(), 64, 7, 128);
+    // The first may be a neighbour miss (resolved by the kernel); retry.
+    let out = (0..3)
+        .find_map(|_| {
+            p2.send(&f).unwrap();
+            recv(&p1, &|g| g[12..14] == [0x88, 0x47])
+        })
+        .expect("labelled frame out of sw1");
+    assert_eq!((&out[0..6], &out[6..12]), (&m1[..], &r1[..]));
+    let v = tshark(
+        &out,
+        &[
+            "mpls.label",
+            "mpls.bottom",
+            "mpls.ttl",
+            "ip.ttl",
+            "ip.checksum.status",
+            "ip.dst",
+        ],
+    );
+    assert_eq!(
+        v,
+        vec![
+            t_label.to_string(),
+            "1".into(),
+            "63".into(),
+            "63".into(),
+            "2".into(),
+            "192.0.2.9".into()
+        ],
+        "tshark: label, S, label TTL, IP TTL, checksum good, dst"
+    );
+
+    // 2. PHP: a frame from the tester with Lanyard's PHP label (toward the
+    // tester's loopback) comes back popped, TTL min(IP, label − 1).
+    p1.drain();
+    let ipf = ip::udp(&r1, &m1, t1_ip, "10.255.0.1".parse().unwrap(), 64, 8, 128);
+    p1.send(&labelled(&r1, &m1, &[(php_in as u32, 20)], &ipf))
+        .unwrap();
+    let back = recv(&p1, &|g| {
+        g[12..14] == [0x08, 0x00] && g.get(14 + 16..14 + 20) == Some(&[10, 255, 0, 1])
+    })
+    .expect("PHP'd packet back out of sw1");
+    let v = tshark(&back, &["ip.ttl", "ip.checksum.status", "ip.dst"]);
+    assert_eq!(v, vec!["19".to_string(), "2".into(), "10.255.0.1".into()]);
+
+    // 3. Explicit null from the tester, IP to t2: popped and routed.
+    p2.drain();
+    let ipf = ip::udp(&r1, &m1, t1_ip, t2_ip, 30, 9, 128);
+    p1.send(&labelled(&r1, &m1, &[(0, 64)], &ipf)).unwrap();
+    let routed = recv(&p2, &|g| {
+        g[12..14] == [0x08, 0x00] && ip::parse(g).is_some_and(|i| i.seq == Some(9))
+    })
+    .expect("explicit-null packet routed out of sw2");
+    assert_eq!((&routed[0..6], &routed[6..12]), (&m2[..], &r2[..]));
+    let v = tshark(&routed, &["ip.ttl", "ip.checksum.status"]);
+    assert_eq!(v, vec!["29".to_string(), "2".into()]);
+
+    let fwd = sw.show_json(&["show", "mpls", "forwarding"]);
+    let d = &fwd["data_path"];
+    assert!(d["pushed"].as_u64().unwrap() >= 1, "{fwd}");
+    assert!(d["forwarded"].as_u64().unwrap() >= 1, "{fwd}");
+    assert!(d["popped"].as_u64().unwrap() >= 1, "{fwd}");
+    let php_count = entries(&sw)
+        .iter()
+        .find(|x| x["in_label"].as_u64() == Some(php_in))
+        .map(|x| x["packets"].as_u64().unwrap_or(0));
+    assert_eq!(php_count, Some(1), "per-label counter");
+
+    // 4. Withdrawal: the tester stops routing 192.0.2.0/24.
+    t1.exec(&["ip", "route", "del", "192.0.2.0/24"]).unwrap();
+    wait_for("FTN and swap withdrawn", Duration::from_secs(60), || {
+        let gone_ftn = ftn_labels(&sw, "192.0.2.0/24").is_none();
+        let gone_swap = !entries(&sw)
+            .iter()
+            .any(|x| x["in_label"].as_u64() == Some(swap_in));
+        (gone_ftn && gone_swap).then_some(())
+    });
+    drop(tester);
+    drop(dut);
+}

@@ -1,0 +1,188 @@
+//! `show mpls table` and `show mpls forwarding` (docs/mpls.md): the
+//! label entries zebra gave Lanyard with their counters, and the label
+//! plane in numbers.
+
+use super::*;
+
+/// Out-labels as an operator reads them: `pop` for none (PHP), labels
+/// joined with `/` (outermost first).
+fn out_labels(h: &Value) -> String {
+    let l = rows_at(h, "out_labels");
+    if l.is_empty() {
+        "pop".into()
+    } else {
+        l.iter()
+            .map(|x| text(Some(x)))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// `show mpls table`: one row per way out of each in-label.
+pub fn mpls_table(v: &Value) -> String {
+    let mut o = String::new();
+    let labels = rows_at(v, "labels");
+    let mut t = Table::new(&[
+        ">In-label",
+        "Action",
+        "Out-label",
+        "Next hop",
+        "Interface",
+        ">Packets",
+        ">Bytes",
+        "Owner",
+    ]);
+    let (mut installed, mut packets) = (0, 0);
+    for e in labels {
+        if flag(e, "installed") {
+            installed += 1;
+        }
+        packets += u(e, "packets");
+        let hops = rows_at(e, "hops");
+        let head = |first: bool| -> [String; 2] {
+            if first {
+                [s(e, "in_label"), s(e, "action")]
+            } else {
+                [String::new(), String::new()]
+            }
+        };
+        let tail = |first: bool| -> [String; 3] {
+            if first {
+                [
+                    u(e, "packets").to_string(),
+                    u(e, "bytes").to_string(),
+                    s(e, "protocol"),
+                ]
+            } else {
+                [String::new(), String::new(), String::new()]
+            }
+        };
+        if hops.is_empty() {
+            let [a, b] = head(true);
+            let [p, by, w] = tail(true);
+            let (out, nh) = if s(e, "action") == "pop-lookup" {
+                ("pop".to_string(), "(IP lookup)".to_string())
+            } else {
+                ("-".to_string(), "(no usable path)".to_string())
+            };
+            t.row(vec![a, b, out, nh, "-".into(), p, by, w]);
+        }
+        for (k, h) in hops.iter().enumerate() {
+            let [a, b] = head(k == 0);
+            let [p, by, w] = tail(k == 0);
+            t.row(vec![
+                a,
+                b,
+                out_labels(h),
+                s(h, "gateway"),
+                s(h, "interface"),
+                p,
+                by,
+                w,
+            ]);
+        }
+    }
+    let _ = writeln!(
+        o,
+        "MPLS label table: {}, {installed} installed, {packets} packets",
+        plural(labels.len() as u64, "entry", "entries")
+    );
+    let _ = writeln!(o);
+    if !labels.is_empty() {
+        t.render(&mut o);
+    }
+    o
+}
+
+/// `show mpls forwarding`: the label plane in numbers, the labelled
+/// routes (FTN), what the data path did and what was refused.
+pub fn mpls_forwarding(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Label entries: {} ({} without a usable path)",
+        u(v, "ilm_entries"),
+        u(v, "ilm_unresolvable")
+    );
+    let _ = writeln!(o, "Labelled routes (FTN): {}", u(v, "ftn_routes"));
+    let _ = writeln!(
+        o,
+        "NHLFEs: {} of {} ({} awaiting reclaim)",
+        u(v, "nhlfes"),
+        u(v, "nhlfe_capacity"),
+        u(v, "quarantined_nhlfes")
+    );
+    let ftn = rows_at(v, "ftn");
+    if !ftn.is_empty() {
+        let _ = writeln!(o);
+        let mut t = Table::new(&["Prefix", "Out-label", "Next hop", "Interface"]);
+        for r in ftn {
+            for (k, h) in rows_at(r, "hops").iter().enumerate() {
+                let p = if k == 0 {
+                    s(r, "prefix")
+                } else {
+                    String::new()
+                };
+                // An unlabelled member of a labelled route pushes nothing.
+                let l = match out_labels(h).as_str() {
+                    "pop" => "-".to_string(),
+                    x => x.to_string(),
+                };
+                t.row(vec![p, l, s(h, "gateway"), s(h, "interface")]);
+            }
+        }
+        t.render(&mut o);
+    }
+    let d = v.get("data_path").unwrap_or(&Value::Null);
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Data path:");
+    let _ = writeln!(
+        o,
+        "  received {}, label-switched {}, popped and routed {}, labels pushed {}",
+        u(d, "rx"),
+        u(d, "forwarded"),
+        u(d, "popped"),
+        u(d, "pushed")
+    );
+    let _ = writeln!(
+        o,
+        "  TTL expired {}, router alert {}",
+        u(d, "ttl_expired"),
+        u(d, "router_alert")
+    );
+    let drops: Vec<String> = d
+        .get("drops")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+                .map(|(k, n)| format!("{k} {}", n.as_u64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let dl = if drops.is_empty() {
+        "none".to_string()
+    } else {
+        drops.join(", ")
+    };
+    para(&mut o, &format!("  drops: {dl}"), 4);
+    let c = v.get("counters").unwrap_or(&Value::Null);
+    let _ = writeln!(o);
+    let _ = writeln!(o, "From FRR:");
+    let _ = writeln!(
+        o,
+        "  label entries added {}, withdrawn {}, swept {}; labelled route updates {}",
+        u(c, "label_adds"),
+        u(c, "label_dels"),
+        u(c, "swept"),
+        u(c, "ftn_updates")
+    );
+    let _ = writeln!(
+        o,
+        "  refused: bad label {}, NHLFE table full {}; no usable path {}",
+        u(c, "bad_label"),
+        u(c, "nhlfe_full"),
+        u(c, "unresolvable")
+    );
+    o
+}
