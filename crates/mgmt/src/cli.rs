@@ -411,7 +411,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "event manager",
         aliases: &["event-manager", "event-handler"],
         usage: "[history]",
-        help: "event-manager policies: event, actions, runs, last result; history: recent runs",
+        help: "event-manager policies and their runs; history: recent runs, results",
         args: &[Arg::Flag {
             word: "history",
             set: "{}",
