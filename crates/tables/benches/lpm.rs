@@ -12,7 +12,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::time::{Duration, Instant};
-use tables::{Lpm4, Lpm6};
+use tables::{Lpm4, Lpm6, LpmStats};
 use testkit::routes::{v4_prefixes, v6_prefixes, Rng};
 
 fn rss_kib() -> u64 {
@@ -26,39 +26,60 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn build4(prefixes: &[(u32, u8)]) -> Lpm4 {
-    let before = rss_kib();
-    let t = Lpm4::new();
-    let start = Instant::now();
-    for (i, &(a, l)) in prefixes.iter().enumerate() {
-        t.insert(a, l, i as u32 % 4096).unwrap();
-    }
-    let dt = start.elapsed();
-    let s = t.stats();
-    eprintln!(
-        "lpm4 load {} prefixes: {:.2} s = {:.0} routes/s; nodes {}; lookup {:.1} MiB, control {:.1} MiB; RSS +{:.1} MiB",
-        prefixes.len(),
-        dt.as_secs_f64(),
-        prefixes.len() as f64 / dt.as_secs_f64(),
-        s.nodes,
-        s.lookup_bytes as f64 / 1048576.0,
-        s.control_bytes as f64 / 1048576.0,
-        (rss_kib() - before) as f64 / 1024.0
-    );
-    t
+/// What the benches need of a FIB table, so IPv4 and IPv6 share them.
+trait Fib {
+    type Addr: Copy;
+    const NAME: &'static str;
+    fn insert(&self, a: Self::Addr, l: u8, nh: u32);
+    fn remove(&self, a: Self::Addr, l: u8);
+    fn reclaim(&self);
+    fn lookup(&self, a: Self::Addr) -> Option<u32>;
+    fn lookup_batch(&self, a: &[Self::Addr], out: &mut [Option<u32>]);
+    fn stats(&self) -> LpmStats;
 }
 
-fn build6(prefixes: &[(u128, u8)]) -> Lpm6 {
+macro_rules! fib {
+    ($t:ty, $a:ty, $name:expr) => {
+        impl Fib for $t {
+            type Addr = $a;
+            const NAME: &'static str = $name;
+            fn insert(&self, a: $a, l: u8, nh: u32) {
+                <$t>::insert(self, a, l, nh).unwrap();
+            }
+            fn remove(&self, a: $a, l: u8) {
+                <$t>::remove(self, a, l);
+            }
+            fn reclaim(&self) {
+                <$t>::reclaim(self);
+            }
+            fn lookup(&self, a: $a) -> Option<u32> {
+                <$t>::lookup(self, a)
+            }
+            fn lookup_batch(&self, a: &[$a], out: &mut [Option<u32>]) {
+                <$t>::lookup_batch(self, a, out)
+            }
+            fn stats(&self) -> LpmStats {
+                <$t>::stats(self)
+            }
+        }
+    };
+}
+
+fib!(Lpm4, u32, "lpm4");
+fib!(Lpm6, u128, "lpm6");
+
+/// Loads `prefixes` into `t`, printing the load rate and memory.
+fn build<T: Fib>(t: T, prefixes: &[(T::Addr, u8)]) -> T {
     let before = rss_kib();
-    let t = Lpm6::with_nodes(1 << 21);
     let start = Instant::now();
     for (i, &(a, l)) in prefixes.iter().enumerate() {
-        t.insert(a, l, i as u32 % 4096).unwrap();
+        t.insert(a, l, i as u32 % 4096);
     }
     let dt = start.elapsed();
     let s = t.stats();
     eprintln!(
-        "lpm6 load {} prefixes: {:.2} s = {:.0} routes/s; nodes {}; lookup {:.1} MiB, control {:.1} MiB; RSS +{:.1} MiB",
+        "{} load {} prefixes: {:.2} s = {:.0} routes/s; nodes {}; lookup {:.1} MiB, control {:.1} MiB; RSS +{:.1} MiB",
+        T::NAME,
         prefixes.len(),
         dt.as_secs_f64(),
         prefixes.len() as f64 / dt.as_secs_f64(),
@@ -73,10 +94,68 @@ fn build6(prefixes: &[(u128, u8)]) -> Lpm6 {
 const BATCH: usize = 256;
 const CHURN: usize = 10_000;
 
+/// Lookups (single and batched, random and sequential destinations) and
+/// churn on a loaded table; `random` and `seq` have a power-of-two length.
+fn bench_table<T: Fib>(
+    c: &mut Criterion,
+    t: &T,
+    prefixes: &[(T::Addr, u8)],
+    random: &[T::Addr],
+    seq: &[T::Addr],
+) {
+    let n = prefixes.len();
+    let mut g = c.benchmark_group(format!("{}_{}k", T::NAME, n / 1000));
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, addrs) in [("random", random), ("sequential", seq)] {
+        let mut pos = 0usize;
+        g.bench_function(format!("lookup_{name}"), |b| {
+            b.iter(|| {
+                pos = (pos + BATCH) & (addrs.len() - 1);
+                let mut acc = 0u32;
+                for &a in &addrs[pos..pos + BATCH] {
+                    acc = acc.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
+                }
+                acc
+            })
+        });
+        let mut out = [None; BATCH];
+        g.bench_function(format!("lookup_batch_{name}"), |b| {
+            b.iter(|| {
+                pos = (pos + BATCH) & (addrs.len() - 1);
+                t.lookup_batch(black_box(&addrs[pos..pos + BATCH]), &mut out);
+                out[BATCH - 1]
+            })
+        });
+    }
+    g.throughput(Throughput::Elements(CHURN as u64));
+    let mut round = 0usize;
+    g.bench_function("insert_churn", |b| {
+        b.iter_batched(
+            || {
+                round = (round + CHURN) % (n - CHURN);
+                let chunk = &prefixes[round..round + CHURN];
+                for &(a, l) in chunk {
+                    t.remove(a, l);
+                }
+                t.reclaim();
+                t.reclaim();
+                chunk
+            },
+            |chunk| {
+                for &(a, l) in chunk {
+                    t.insert(a, l, 7);
+                }
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
 fn bench_v4(c: &mut Criterion) {
     for n in [240_000usize, 1_000_000] {
         let prefixes = v4_prefixes(n, 0x1234_5678 + n as u64, 1);
-        let t = build4(&prefixes);
+        let t = build(Lpm4::new(), &prefixes);
         let mut r = Rng(99);
         // Random destinations inside random installed prefixes.
         let random: Vec<u32> = (0..1 << 22)
@@ -87,59 +166,14 @@ fn bench_v4(c: &mut Criterion) {
             .collect();
         let base = prefixes[0].0;
         let seq: Vec<u32> = (0..1u32 << 22).map(|i| base.wrapping_add(i)).collect();
-        let mut g = c.benchmark_group(format!("lpm4_{}k", n / 1000));
-        g.throughput(Throughput::Elements(BATCH as u64));
-        for (name, addrs) in [("random", &random), ("sequential", &seq)] {
-            let mut pos = 0usize;
-            g.bench_function(format!("lookup_{name}"), |b| {
-                b.iter(|| {
-                    pos = (pos + BATCH) & (addrs.len() - 1);
-                    let mut acc = 0u32;
-                    for &a in &addrs[pos..pos + BATCH] {
-                        acc = acc.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
-                    }
-                    acc
-                })
-            });
-            let mut out = [None; BATCH];
-            g.bench_function(format!("lookup_batch_{name}"), |b| {
-                b.iter(|| {
-                    pos = (pos + BATCH) & (addrs.len() - 1);
-                    t.lookup_batch(black_box(&addrs[pos..pos + BATCH]), &mut out);
-                    out[BATCH - 1]
-                })
-            });
-        }
-        g.throughput(Throughput::Elements(CHURN as u64));
-        let mut round = 0usize;
-        g.bench_function("insert_churn", |b| {
-            b.iter_batched(
-                || {
-                    round = (round + CHURN) % (n - CHURN);
-                    let chunk = &prefixes[round..round + CHURN];
-                    for &(a, l) in chunk {
-                        t.remove(a, l);
-                    }
-                    t.reclaim();
-                    t.reclaim();
-                    chunk
-                },
-                |chunk| {
-                    for &(a, l) in chunk {
-                        t.insert(a, l, 7).unwrap();
-                    }
-                },
-                BatchSize::PerIteration,
-            )
-        });
-        g.finish();
+        bench_table(c, &t, &prefixes, &random, &seq);
     }
 }
 
 fn bench_v6(c: &mut Criterion) {
     for n in [118_000usize, 500_000] {
         let prefixes = v6_prefixes(n, 0xabcd_0000 + n as u64, 0x2000_0000);
-        let t = build6(&prefixes);
+        let t = build(Lpm6::with_nodes(1 << 21), &prefixes);
         let mut r = Rng(77);
         let random: Vec<u128> = (0..1 << 20)
             .map(|_| {
@@ -151,52 +185,7 @@ fn bench_v6(c: &mut Criterion) {
             .collect();
         let base = prefixes[0].0;
         let seq: Vec<u128> = (0..1u128 << 20).map(|i| base.wrapping_add(i)).collect();
-        let mut g = c.benchmark_group(format!("lpm6_{}k", n / 1000));
-        g.throughput(Throughput::Elements(BATCH as u64));
-        for (name, addrs) in [("random", &random), ("sequential", &seq)] {
-            let mut pos = 0usize;
-            g.bench_function(format!("lookup_{name}"), |b| {
-                b.iter(|| {
-                    pos = (pos + BATCH) & (addrs.len() - 1);
-                    let mut acc = 0u32;
-                    for &a in &addrs[pos..pos + BATCH] {
-                        acc = acc.wrapping_add(t.lookup(black_box(a)).unwrap_or(0));
-                    }
-                    acc
-                })
-            });
-            let mut out = [None; BATCH];
-            g.bench_function(format!("lookup_batch_{name}"), |b| {
-                b.iter(|| {
-                    pos = (pos + BATCH) & (addrs.len() - 1);
-                    t.lookup_batch(black_box(&addrs[pos..pos + BATCH]), &mut out);
-                    out[BATCH - 1]
-                })
-            });
-        }
-        g.throughput(Throughput::Elements(CHURN as u64));
-        let mut round = 0usize;
-        g.bench_function("insert_churn", |b| {
-            b.iter_batched(
-                || {
-                    round = (round + CHURN) % (n - CHURN);
-                    let chunk = &prefixes[round..round + CHURN];
-                    for &(a, l) in chunk {
-                        t.remove(a, l);
-                    }
-                    t.reclaim();
-                    t.reclaim();
-                    chunk
-                },
-                |chunk| {
-                    for &(a, l) in chunk {
-                        t.insert(a, l, 7).unwrap();
-                    }
-                },
-                BatchSize::PerIteration,
-            )
-        });
-        g.finish();
+        bench_table(c, &t, &prefixes, &random, &seq);
     }
 }
 
