@@ -313,6 +313,9 @@ tests: [{type: latency, rate: 5000, frame-sizes: [64], trial-duration: 0.5, drai
 /// Namespaces left by a dead run are swept; live runs' are kept.
 #[test]
 fn stale_namespaces_are_swept() {
+    // Serialised with the plan runs: their own sweep would take the
+    // "stale" namespace while `ip netns add` is still creating it.
+    let _serial = measuring();
     if !root() {
         return;
     }
