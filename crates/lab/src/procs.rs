@@ -652,7 +652,8 @@ impl Ctx<'_> {
     fn latency(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
         let streams = vec![self.stream(t, fs, 0, 1)];
         let rate = match t.load {
-            Some(f) => Some(f * crate::multicast::line_rate_fps(t.line_rate_mbps, fs.average(), 1)),
+            // Line rate: 20 B of preamble and gap per frame on the wire.
+            Some(f) => Some(f * t.line_rate_mbps * 1e6 / ((fs.average() + 20.0) * 8.0)),
             None => t.rate,
         };
         if let Some(f) = t.load {
