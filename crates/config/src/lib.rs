@@ -22,6 +22,7 @@ pub mod build;
 mod checks;
 pub mod copp;
 mod error;
+pub mod event_refs;
 pub mod events;
 pub mod guard;
 pub mod ha;

@@ -2,7 +2,8 @@
 //! error) is recorded; a failure is logged and the next action runs.
 
 use crate::{ActionResult, Env, Run, Trigger};
-use config::events::{fill, patched, substitute, Action, EventManager, Mail, Policy, Script};
+use config::event_refs::patched;
+use config::events::{fill, substitute, Action, EventManager, Mail, Policy, Script};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

@@ -3,7 +3,8 @@
 //! detection for link state.
 
 use crate::{Query, Trigger};
-use config::events::{parse_counter, CounterRef, Cron, EventManager};
+use config::event_refs::parse_counter;
+use config::events::{CounterRef, Cron, EventManager};
 use config::Config;
 use serde_json::{json, Value};
 use std::collections::HashMap;

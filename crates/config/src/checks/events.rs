@@ -3,7 +3,8 @@
 //! knows, and configuration patches that would apply.
 
 use crate::error::Issue;
-use crate::events::{parse_counter, patched, Cron, SEVERITIES};
+use crate::event_refs::{parse_counter, patched};
+use crate::events::{Cron, SEVERITIES};
 
 pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
     let mut out = Vec::new();
