@@ -457,6 +457,15 @@ mod tests {
     }
 
     impl Fake {
+        /// A switch with every counter at zero and no flows.
+        fn zero() -> Arc<Fake> {
+            Arc::new(Fake {
+                rx: AtomicU64::new(0),
+                flows: Default::default(),
+                macs: AtomicU64::new(0),
+            })
+        }
+
         fn query(self: &Arc<Self>) -> impl Fn(&Value) -> Value {
             let f = self.clone();
             move |req: &Value| {
@@ -523,11 +532,7 @@ mod tests {
     #[test]
     fn rates_are_per_second() {
         let c = cfg("    - name: r\n      on: {counter: interface sw1 rx_frames, rate: true, above: 1000}\n      actions: [{log: x}]\n");
-        let f = Arc::new(Fake {
-            rx: AtomicU64::new(0),
-            flows: Default::default(),
-            macs: AtomicU64::new(0),
-        });
+        let f = Fake::zero();
         let q = f.query();
         let mut d = Detector::new();
         d.reconfigure(c.event_manager.as_ref());
@@ -545,11 +550,7 @@ mod tests {
     #[test]
     fn flows_per_source_name_the_source() {
         let c = cfg("    - name: worm\n      on: {flows: per-source, above: 3}\n      actions: [{log: x}]\n");
-        let f = Arc::new(Fake {
-            rx: AtomicU64::new(0),
-            flows: Default::default(),
-            macs: AtomicU64::new(0),
-        });
+        let f = Fake::zero();
         let q = f.query();
         let mut d = Detector::new();
         d.reconfigure(c.event_manager.as_ref());
@@ -591,11 +592,7 @@ mod tests {
         let c = cfg(
             "    - name: l\n      on: {log: \"storm on (sw[0-9]+)\"}\n      actions: [{log: x}]\n",
         );
-        let f = Arc::new(Fake {
-            rx: AtomicU64::new(0),
-            flows: Default::default(),
-            macs: AtomicU64::new(0),
-        });
+        let f = Fake::zero();
         let q = f.query();
         let mut d = Detector::new();
         d.reconfigure(c.event_manager.as_ref());
