@@ -142,12 +142,7 @@ pub struct Shared {
     /// The label plane (LFIB + MPLS settings); `None`: MPLS off.
     pub mpls: ArcSwapOption<crate::mpls::MplsPlane>,
     /// Every worker's label and MPLS counters, for `show mpls`.
-    pub mpls_counters: Mutex<
-        Vec<(
-            Arc<tables::mpls::LabelCounters>,
-            Arc<crate::mpls::MplsStats>,
-        )>,
-    >,
+    pub mpls_counters: crate::mpls::MplsRegistry,
 }
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.

@@ -134,7 +134,7 @@ impl Worker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(flow_out.clone());
-        let mpls = crate::mpls::MplsWorker::new(&shared);
+        let mpls = crate::mpls::MplsWorker::new(&shared.mpls_counters);
         Worker {
             shared,
             mailbox,

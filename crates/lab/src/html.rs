@@ -82,6 +82,13 @@ fn utc(t: u64) -> String {
 }
 
 /// The whole report.
+impl Summary {
+    /// The self-contained HTML report.
+    pub fn html(&self) -> String {
+        render(self)
+    }
+}
+
 pub fn render(s: &Summary) -> String {
     let mut o = String::new();
     let _ = write!(

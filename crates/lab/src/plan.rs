@@ -401,7 +401,7 @@ pub struct TestSpec {
     /// The published figure this test reproduces (`plans/reports/`):
     /// printed beside the result with the scale difference.
     #[serde(default)]
-    pub reference: Option<crate::report::Reference>,
+    pub reference: Option<Reference>,
     /// Frame sizes.
     #[serde(default)]
     pub frame_sizes: Option<Vec<FrameSizeSpec>>,
@@ -1327,6 +1327,23 @@ impl Plan {
             .max()
             .unwrap_or(2)
     }
+}
+
+/// A published report's figure a test reproduces, printed beside the result.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// Test name (filled in from the plan).
+    #[serde(default)]
+    pub test: String,
+    /// Which report ("top-of-rack switch").
+    pub report: String,
+    /// Which table or figure ("table 1").
+    pub table: String,
+    /// The report's own figure, as published.
+    pub figure: String,
+    /// How the test bed's scale differs (ports, rates, table sizes).
+    pub scale: String,
 }
 
 #[cfg(test)]

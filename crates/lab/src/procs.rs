@@ -448,7 +448,8 @@ impl Ctx<'_> {
     /// RFC 2544 throughput: one unpaced trial, then a search of paced
     /// rates; latency from the passing trial at the result.
     ///
-    /// - The unpaced trial lost frames: bisection below its rate.
+    /// - The unpaced trial lost frames: bisection below its rate, where a
+    ///   paced trial the DUT held short of its rate (refused sends) fails.
     /// - It lost none, and the generator was the limit (it ran at its own
     ///   speed, nothing pushed back): that rate, marked generator-limited.
     /// - It lost none because the DUT held the sender back (see
@@ -587,7 +588,10 @@ impl Ctx<'_> {
                     dur,
                     ports,
                 )?;
-                let ok = pass_rate(&r, t);
+                // Short of its rate because the DUT refused frames: the
+                // DUT did not take this rate, whatever it lost (a tbf that
+                // drops a burst when unpaced pushes back when paced).
+                let ok = pass_rate(&r, t) && !(r.generator_limited && r.tx_refused > 0);
                 recs.push(TrialRecord::new("search", Some(rate), &r, ok));
                 if ok {
                     passed.push((rate, r));

@@ -144,22 +144,8 @@ pub struct Summary {
     pub references: Vec<Reference>,
 }
 
-/// A published report's figure a test reproduces, printed beside the result.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Reference {
-    /// Test name (filled in from the plan).
-    #[serde(default)]
-    pub test: String,
-    /// Which report ("top-of-rack switch").
-    pub report: String,
-    /// Which table or figure ("table 1").
-    pub table: String,
-    /// The report's own figure, as published.
-    pub figure: String,
-    /// How the test bed's scale differs (ports, rates, table sizes).
-    pub scale: String,
-}
+/// A published report's figure (defined with the plan that names it).
+pub use crate::plan::Reference;
 
 impl Summary {
     /// Fill `pct_ceiling` from the first `wire` DUT's rows.
@@ -202,17 +188,6 @@ impl Summary {
             }
         }
         v
-    }
-
-    /// Text tables in the reports' form, within 100 columns for any
-    /// number of DUTs (see [`crate::tables`]).
-    pub fn tables(&self) -> String {
-        crate::tables::render(self)
-    }
-
-    /// The self-contained HTML report (see [`crate::html`]).
-    pub fn html(&self) -> String {
-        crate::html::render(self)
     }
 
     /// Flat CSV, one line per result row.

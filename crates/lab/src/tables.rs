@@ -300,6 +300,14 @@ fn note_marks(r: &ResultRow, notes: &mut Notes) -> String {
 }
 
 /// The whole text report (see the module doc).
+impl Summary {
+    /// Text tables in the reports' form, within 100 columns for any
+    /// number of DUTs.
+    pub fn tables(&self) -> String {
+        render(self)
+    }
+}
+
 pub fn render(s: &Summary) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "plan {}  ({:.0} s)", s.plan, s.seconds);
