@@ -177,6 +177,31 @@ impl PortBackend {
     }
 }
 
+/// Receive rings of AF_PACKET ports (docs/io.md, "Two rings").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AfPacketRing {
+    /// A per-frame (TPACKET_V2) ring for microsecond hand-over, with a
+    /// block (TPACKET_V3) ring behind it for bursts and stalls.
+    #[default]
+    Dual,
+    /// The block ring alone: a lightly loaded port waits for the 1 ms
+    /// block timer.
+    Block,
+}
+
+impl AfPacketRing {
+    pub fn is_dual(&self) -> bool {
+        *self == AfPacketRing::Dual
+    }
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AfPacketRing::Dual => "dual",
+            AfPacketRing::Block => "block",
+        }
+    }
+}
+
 /// Reverse-path check of a routed port (RFC 3704).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -210,6 +235,9 @@ pub struct SwitchSettings {
     /// Backend of ports that do not name one. Default auto.
     #[serde(skip_serializing_if = "PortBackend::is_auto")]
     pub port_backend: PortBackend,
+    /// Receive rings of AF_PACKET ports. Default dual.
+    #[serde(skip_serializing_if = "AfPacketRing::is_dual")]
+    pub af_packet_ring: AfPacketRing,
 }
 
 impl Default for SwitchSettings {
@@ -222,6 +250,7 @@ impl Default for SwitchSettings {
             poll_idle_us: DEFAULT_POLL_IDLE_US,
             worker_nice: DEFAULT_WORKER_NICE,
             port_backend: PortBackend::Auto,
+            af_packet_ring: AfPacketRing::Dual,
         }
     }
 }

@@ -105,6 +105,7 @@ fn full_example_parses_to_expected_model() {
             poll_idle_us: 0,
             worker_nice: -10,
             port_backend: config::PortBackend::Auto,
+            af_packet_ring: config::AfPacketRing::Dual,
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
@@ -1187,6 +1188,20 @@ fn issue13_routed_ports_and_svis_default_to_1500() {
         5,
         "vlans[0].router.mtu",
         "out of range 68..9206",
+    );
+}
+
+#[test]
+fn af_packet_ring_defaults_to_dual_and_rejects_unknown_with_line() {
+    let cfg = config::parse("ports:\n  - name: a\n", "t.yaml").unwrap();
+    assert_eq!(cfg.switch.af_packet_ring, config::AfPacketRing::Dual);
+    let cfg = config::parse("switch:\n  af-packet-ring: block\n", "t.yaml").unwrap();
+    assert_eq!(cfg.switch.af_packet_ring, config::AfPacketRing::Block);
+    one_error(
+        "switch:\n  af-packet-ring: v2\n",
+        2,
+        "switch.af-packet-ring",
+        "unknown variant `v2`",
     );
 }
 

@@ -13,8 +13,9 @@
 //! learned addresses, as a hardware switch does on link down.
 
 use config::Config;
-use config::PortBackend;
+use config::{AfPacketRing, PortBackend};
 use datapath::{Mailbox, PortCommand, Shared};
+use io::af_packet::AfPacketDualPort;
 use io::{link, AfPacketOptions, AfPacketPort, AfXdpOptions, AfXdpPort, Port};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -58,7 +59,7 @@ pub struct PortStatus {
     /// until attached).
     pub backend: &'static str,
     /// How it runs: `native/copy`, `generic/zero-copy`, … for AF_XDP,
-    /// `tpacket-v3` for AF_PACKET.
+    /// `tpacket-v2+v3` (two rings) or `tpacket-v3` for AF_PACKET.
     pub backend_mode: String,
 }
 
@@ -70,6 +71,8 @@ pub struct Supervisor {
     mtus: Vec<u32>,
     routed: Vec<bool>,
     backends: Vec<PortBackend>,
+    /// Receive rings of AF_PACKET ports (`switch.af-packet-ring`).
+    af_packet_ring: AfPacketRing,
     attached: Vec<Option<u32>>,
     /// Told when a port goes up or down (the router mirrors it on the
     /// port's TAP, so routing protocols see the link state at once).
@@ -150,6 +153,7 @@ impl Supervisor {
                 .map(|p| p.mode == config::PortMode::Routed)
                 .collect(),
             backends: (0..cfg.ports.len()).map(|i| cfg.backend_of(i)).collect(),
+            af_packet_ring: cfg.switch.af_packet_ring,
             attached: vec![None; cfg.ports.len()],
             on_link: None,
             ha,
@@ -183,11 +187,7 @@ impl Supervisor {
     /// different worker count).
     pub fn close_unadopted(&mut self) {
         for (_, state) in self.handover.drain(..) {
-            if let Some(fd) = state.split(',').next().and_then(|f| f.parse::<i32>().ok()) {
-                // SAFETY: the predecessor left this descriptor open for us
-                // and nothing adopted it.
-                unsafe { libc::close(fd) };
-            }
+            close_state(&state);
         }
     }
 
@@ -222,6 +222,24 @@ impl Supervisor {
             }
         }
         self.backends = (0..n).map(|i| cfg.backend_of(i)).collect();
+        if cfg.switch.af_packet_ring != self.af_packet_ring {
+            self.af_packet_ring = cfg.switch.af_packet_ring;
+            let st = self
+                .status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            for (id, p) in st.iter().enumerate().take(n) {
+                if p.backend == "af-packet" && self.attached[id].is_some() {
+                    tracing::info!(
+                        "port {}: af-packet-ring now {}: re-attaching",
+                        p.name,
+                        self.af_packet_ring.as_str()
+                    );
+                    self.detach(id);
+                }
+            }
+        }
         self.names = cfg.ports.iter().map(|p| p.name.clone()).collect();
         self.mtus = cfg.ports.iter().map(|p| p.effective_mtu()).collect();
         self.routed = cfg
@@ -340,6 +358,9 @@ impl Supervisor {
                 }
                 ("af-xdp", m.to_string())
             }
+            None if self.af_packet_ring == AfPacketRing::Dual => {
+                ("af-packet", "tpacket-v2+v3".to_string())
+            }
             None => ("af-packet", "tpacket-v3".to_string()),
         };
         let mut opened: Vec<(usize, Box<dyn Port>, bool)> =
@@ -354,14 +375,15 @@ impl Supervisor {
             }
             let opts = AfPacketOptions {
                 rx,
-                // TPACKET_V3 (block-based) receive ring, not V2 (per-frame).
-                // Measured (docs/io.md, "V2 or V3"): V2 cuts one-way
-                // latency from 125-340 us to ~8 us on an idle veth, but the
-                // per-frame wake-ups cost 20-25 % of 64-byte throughput when
-                // the loop polls, and a V2 ring holds frames, not bytes: even
-                // with 32,768 slots (48 MiB) per port the 1M-address
-                // acceptance test lost 2-6 % to rx-ring-full at 100,000
-                // frames/s, where this V3 ring (16 MiB) loses nothing.
+                // The block (TPACKET_V3) ring: with `af-packet-ring: dual`
+                // (the default) it sits behind a per-frame V2 ring and
+                // takes only what that cannot hold (io::af_packet::dual).
+                // Alone, V3 beats V2 (docs/io.md, "V2 or V3"): V2 costs
+                // 20-25 % of 64-byte throughput in per-frame wake-ups, and
+                // a V2 ring holds frames, not bytes: even with 32,768
+                // slots (48 MiB) per port the 1M-address acceptance test
+                // lost 2-6 % to rx-ring-full at 100,000 frames/s, where
+                // this V3 ring (16 MiB) loses nothing.
                 rx_ring: io::af_packet::RxRing::V3,
                 // Small blocks, many of them: a block is handed over when
                 // full or after 1 ms, so at low rates each millisecond costs
@@ -371,21 +393,61 @@ impl Supervisor {
                 rx_blocks: 1024,
                 ..AfPacketOptions::default()
             };
+            let dual = rx && self.af_packet_ring == AfPacketRing::Dual;
+            let mtu = self.mtus[id];
             let key = (w, name.clone(), rx);
             let handed = self
                 .handover
                 .iter()
                 .position(|(k, _)| *k == key)
                 .map(|i| self.handover.swap_remove(i).1);
-            let port = match handed.map(|st| AfPacketPort::adopt(name, &st)) {
-                Some(Ok(p)) => p,
-                Some(Err(e)) => {
-                    tracing::warn!("port {name}: handed-over socket refused ({e}): opening anew");
-                    AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?
+            let adopted: Option<Box<dyn Port>> = match handed {
+                // A predecessor's rings of the configured kind (and, for a
+                // dual port, V2 slots that hold this MTU) carry on.
+                Some(st) if io::af_packet::is_dual_state(&st) == dual => {
+                    let r: Result<Box<dyn Port>, _> = if dual {
+                        AfPacketDualPort::adopt(name, &st)
+                            .and_then(|p| {
+                                if p.fits_mtu(mtu) {
+                                    Ok(p)
+                                } else {
+                                    Err(io::PortError::Os {
+                                        op: "adopt",
+                                        err: std::io::Error::other(
+                                            "its V2 slots are smaller than the MTU",
+                                        ),
+                                    })
+                                }
+                            })
+                            .map(|p| Box::new(p) as Box<dyn Port>)
+                    } else {
+                        AfPacketPort::adopt(name, &st).map(|p| Box::new(p) as Box<dyn Port>)
+                    };
+                    match r {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            tracing::warn!(
+                                "port {name}: handed-over socket refused ({e}): opening anew"
+                            );
+                            None
+                        }
+                    }
                 }
-                None => AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?,
+                Some(st) => {
+                    tracing::info!("port {name}: af-packet-ring changed: the handed-over socket is closed and the port opened anew");
+                    close_state(&st);
+                    None
+                }
+                None => None,
             };
-            opened.push((w, Box::new(port), rx));
+            let port: Box<dyn Port> = match adopted {
+                Some(p) => p,
+                None if dual => {
+                    Box::new(AfPacketDualPort::open(name, mtu, &opts).map_err(|e| e.to_string())?)
+                }
+                None => Box::new(AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?),
+            };
+            opened.push((w, port, rx));
         }
         // Handed to the workers at the end of the poll, once the port is
         // marked up: a handed-over ring may hold a backlog, and frames
@@ -597,6 +659,18 @@ impl Supervisor {
                     self.poll_ports(ids);
                 }
             }
+        }
+    }
+}
+
+/// Close the descriptors of a handed-over socket nobody adopted: the
+/// first field of each AF_PACKET state (`fd,…`, or `dual|fd,…|fd,…`).
+fn close_state(state: &str) {
+    for part in state.split('|').filter(|p| *p != "dual") {
+        if let Some(fd) = part.split(',').next().and_then(|f| f.parse::<i32>().ok()) {
+            // SAFETY: the predecessor left this descriptor open for us and
+            // nothing adopted it.
+            unsafe { libc::close(fd) };
         }
     }
 }

@@ -1190,7 +1190,7 @@ impl Dut {
         c.push_str("switch:\n  name: lab\n");
         c.push_str(&format!("  workers: {}\n", s.workers.unwrap_or(1)));
         if let Some(b) = &s.port_type {
-            c.push_str(&format!("  port-backend: {b}\n"));
+            c.push_str(&lanyard_backend(b));
         }
         if let Some(a) = s.mac_aging {
             c.push_str(&format!("  mac-aging: {a}\n"));
@@ -1267,7 +1267,7 @@ impl Dut {
         c.push_str("switch:\n  name: lab\n");
         let _ = writeln!(c, "  workers: {}", self.spec.workers.unwrap_or(1));
         if let Some(b) = &self.spec.port_type {
-            let _ = writeln!(c, "  port-backend: {b}");
+            c.push_str(&lanyard_backend(b));
         }
         let _ = writeln!(c, "management:\n  socket: {}", sock.display());
         c.push_str("ports:\n");
@@ -1563,4 +1563,14 @@ pub fn services_yaml() -> String {
         "flow-export:\n  collector: 127.0.0.1:9995\n  version: ipfix\n  active-timeout: 60\n  inactive-timeout: 15\n",
     );
     c
+}
+
+/// `switch:` lines for a Lanyard DUT's `port-type`: a backend, or
+/// `af-packet-block` (AF_PACKET with the block ring alone, no V2 ring in
+/// front: the 1 ms block timer shows in latency).
+fn lanyard_backend(port_type: &str) -> String {
+    match port_type {
+        "af-packet-block" => "  port-backend: af-packet\n  af-packet-ring: block\n".into(),
+        b => format!("  port-backend: {b}\n"),
+    }
 }

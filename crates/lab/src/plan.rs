@@ -104,7 +104,8 @@ pub struct DutSpec {
     #[serde(default)]
     pub mac_table_size: Option<u32>,
     /// ovs: `auto` (try afxdp, fall back), `afxdp` or `af-packet`;
-    /// lanyard: `auto`, `af-xdp` or `af-packet` (`switch.port-backend`).
+    /// lanyard: `auto`, `af-xdp` or `af-packet` (`switch.port-backend`),
+    /// or `af-packet-block` (AF_PACKET, `af-packet-ring: block`).
     #[serde(default)]
     pub port_type: Option<String>,
     /// lanyard: forwarding threads.
@@ -798,10 +799,16 @@ impl Plan {
                 } else {
                     "afxdp"
                 };
-                if !["auto", xdp, "af-packet"].contains(&pt.as_str()) {
+                let block = d.driver == Driver::Lanyard && pt == "af-packet-block";
+                if !["auto", xdp, "af-packet"].contains(&pt.as_str()) && !block {
+                    let more = if d.driver == Driver::Lanyard {
+                        ", af-packet or af-packet-block"
+                    } else {
+                        " or af-packet"
+                    };
                     return Err(bad(
                         format!("duts[{i}].port-type"),
-                        format!("{pt:?} is not auto, {xdp} or af-packet"),
+                        format!("{pt:?} is not auto, {xdp}{more}"),
                     ));
                 }
             }

@@ -444,7 +444,7 @@ fn port_vlan(r: &Value) -> String {
     }
 }
 
-/// The Backend column: `af-xdp native/copy`, `af-packet tpacket-v3`, or
+/// The Backend column: `af-xdp native/copy`, `af-packet tpacket-v2+v3`, or
 /// `-` before the first attach (and in answers of older versions).
 fn port_backend(r: &Value) -> String {
     match r.get("backend").and_then(Value::as_str) {

@@ -8,7 +8,10 @@
 //!
 //! See `docs/io.md` for ring sizing and the latency/VLAN notes.
 
+mod dual;
 mod sys;
+
+pub use dual::{is_dual_state, AfPacketDualPort, FAST_RING_FRAMES};
 
 use crate::link;
 use crate::{FrameBatch, Port, PortError, PortStats, MAX_FRAME_LEN};
