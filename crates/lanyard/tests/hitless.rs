@@ -21,11 +21,13 @@ fn with_socket(sw: &Switch, yaml: &str) -> std::path::PathBuf {
         .with_file_name(format!("next-{}.yaml", yaml.len()));
     std::fs::write(
         &p,
-        format!(
+        // The same backend as the running switch (LANYARD_TEST_BACKEND):
+        // else the diff is a `switch` change that needs a restart.
+        testkit::switch::with_test_backend(&format!(
             "{}\nmanagement:\n  socket: {}\n",
             yaml.trim_end(),
             sw.socket().display()
-        ),
+        )),
     )
     .unwrap();
     p
