@@ -299,6 +299,7 @@ impl ApiState {
                     "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
                     "rx_flooded": self.sum(|c| c.ports[id].rx_flooded.get()),
                     "tx_flooded": self.sum(|c| c.ports[id].tx_flooded.get()),
+                    "rx_csum_completed": self.sum(|c| c.ports[id].rx_csum_completed.get()),
                     "drops": drops_json(|r| self.sum(|c| c.ports[id].drops[r].get())),
                 })
             })

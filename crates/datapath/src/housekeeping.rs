@@ -144,6 +144,8 @@ impl Worker {
         pc.drops[DropReason::RxRingFull as usize]
             .add(now.rx_ring_drops.saturating_sub(was.rx_ring_drops));
         pc.drops[DropReason::TxError as usize].add(now.tx_errors.saturating_sub(was.tx_errors));
+        pc.rx_csum_completed
+            .add(now.rx_csum_completed.saturating_sub(was.rx_csum_completed));
     }
 
     /// Restart in place: hand every port to the successor image, then

@@ -82,6 +82,9 @@ pub struct PortStats {
     pub tx_ring_full: u64,
     /// Frames the kernel reported as failed to send.
     pub tx_errors: u64,
+    /// Received TCP/UDP checksums completed for a sender that left them
+    /// to offload (veth ports; see [`complete_checksums`]).
+    pub rx_csum_completed: u64,
 }
 
 /// A switch port backend. See the crate documentation for the contract.
@@ -134,4 +137,21 @@ pub trait Port: Send {
             _ => false,
         }
     }
+}
+
+/// Complete the TCP/UDP checksums that a local sender on a veth left to
+/// "hardware" in `batch`'s frames from index `from` on; how many changed.
+///
+/// A host behind a veth (a container, a namespace) hands its packets over
+/// with only the pseudo-header sum in the checksum field and a flag that a
+/// raw socket does not see; forwarded as they are, every receiver drops
+/// them (`wire::offload`). Run by the AF_XDP and AF_PACKET ports of veth
+/// interfaces only: a NIC never delivers such frames. Costs a header parse
+/// per frame and a checksum pass over the frames that need it.
+pub fn complete_checksums(batch: &mut FrameBatch, from: usize) -> u64 {
+    let mut n = 0;
+    for i in from..batch.len() {
+        n += u64::from(wire::offload::complete_partial(batch.frame_mut(i)));
+    }
+    n
 }

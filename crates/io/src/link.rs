@@ -491,6 +491,46 @@ pub fn set_down(name: &str) -> Result<(), PortError> {
     ioctl(&sock, libc::SIOCSIFFLAGS, &mut req).map_err(|e| map_err(name, "SIOCSIFFLAGS", e))
 }
 
+/// The interface's driver name (ethtool `ETHTOOL_GDRVINFO`: "veth",
+/// "tun", "ixgbe", …), `None` if it does not answer.
+pub fn driver(name: &str) -> Option<String> {
+    /// `struct ethtool_drvinfo` (<linux/ethtool.h>).
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        version: [u8; 32],
+        fw_version: [u8; 32],
+        bus_info: [u8; 32],
+        erom_version: [u8; 32],
+        reserved2: [u8; 12],
+        n_priv_flags: u32,
+        n_stats: u32,
+        testinfo_len: u32,
+        eedump_len: u32,
+        regdump_len: u32,
+    }
+    const ETHTOOL_GDRVINFO: u32 = 3;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let sock = ctl_socket().ok()?;
+    let mut req = ifreq(name).ok()?;
+    // SAFETY: all-zero bytes are a valid DrvInfo (integers and arrays).
+    let mut info: DrvInfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    // The kernel writes the answer through `ifr_data` into `info`, which
+    // outlives the call and is laid out as `struct ethtool_drvinfo`.
+    req.ifr_ifru.ifru_data = (&mut info as *mut DrvInfo).cast();
+    ioctl(&sock, SIOCETHTOOL, &mut req).ok()?;
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
+/// A veth: its peer may be a local stack that leaves TCP/UDP checksums
+/// to offload (see [`crate::complete_checksums`]).
+pub fn is_veth(name: &str) -> bool {
+    driver(name).as_deref() == Some("veth")
+}
+
 /// The link speed in Mbit/s the driver reports (ethtool `ETHTOOL_GSET`;
 /// a veth says 10,000), `None` if it reports none (down, unknown).
 pub fn speed_mbps(name: &str) -> Option<u32> {

@@ -122,6 +122,9 @@ pub struct PortCounters {
     pub storm_drops: [Counter; STORM_CLASSES],
     /// This switch's own loop-detect probes received here.
     pub loop_probes: Counter,
+    /// TCP/UDP checksums completed on receive for a sender that left them
+    /// to offload (veth ports: `io::complete_checksums`).
+    pub rx_csum_completed: Counter,
 }
 
 #[derive(Default, Debug)]

@@ -312,6 +312,7 @@ impl Port for AfPacketDualPort {
             rx_truncated: f.rx_truncated + b.rx_truncated,
             tx_ring_full: b.tx_ring_full,
             tx_errors: b.tx_errors,
+            rx_csum_completed: f.rx_csum_completed + b.rx_csum_completed,
         }
     }
 

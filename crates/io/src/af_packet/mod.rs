@@ -215,6 +215,9 @@ pub struct AfPacketPort {
     tx_max_len: usize,
 
     stats: PortStats,
+    /// A veth: complete TCP/UDP checksums a local sender left to offload
+    /// (see [`crate::complete_checksums`]).
+    complete_csum: bool,
 }
 
 // SAFETY: the mapping is owned by this value alone (no aliases are handed out
@@ -512,6 +515,7 @@ impl AfPacketPort {
             tx_snaplen_off,
             tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
             stats: PortStats::default(),
+            complete_csum: link::is_veth(ifname),
         };
 
         if opts.promiscuous {
@@ -676,6 +680,7 @@ impl AfPacketPort {
             tx_snaplen_off,
             tx_max_len: link::query(ifname).map_or(MAX_FRAME_LEN, |l| l.mtu as usize + 14),
             stats: PortStats::default(),
+            complete_csum: link::is_veth(ifname),
         })
     }
 
@@ -988,12 +993,9 @@ fn ifindex_of(name: &str) -> Result<u32, PortError> {
     Ok(idx)
 }
 
-impl Port for AfPacketPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+impl AfPacketPort {
+    /// Frames from the rings into `batch` (see [`Port::recv`]).
+    fn recv_rings(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
         if self.rx_blocks == 0 {
             return Ok(0);
         }
@@ -1043,6 +1045,21 @@ impl Port for AfPacketPort {
             self.rx_pkt_idx = 0;
         }
         Ok(n)
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+        let from = batch.len();
+        let r = self.recv_rings(batch, port_id);
+        if self.complete_csum {
+            self.stats.rx_csum_completed += crate::complete_checksums(batch, from);
+        }
+        r
     }
 
     fn tx_slot(&mut self) -> Option<&mut [u8]> {

@@ -297,6 +297,9 @@ pub struct AfXdpPort {
     /// Statistics of sockets replaced by `reset`, plus our own counts.
     base: PortStats,
     stats: PortStats,
+    /// A veth: complete TCP/UDP checksums a local sender left to offload
+    /// (see [`crate::complete_checksums`]).
+    complete_csum: bool,
     // Dropped in this order: the link detaches the program, then the
     // program and map go.
     _link: OwnedFd,
@@ -462,6 +465,7 @@ impl AfXdpPort {
             bind_flags,
             base: PortStats::default(),
             stats: PortStats::default(),
+            complete_csum: link::is_veth(ifname),
             _link: link_fd,
             _prog: prog_fd,
             map,
@@ -624,6 +628,7 @@ impl AfXdpPort {
                 rx_truncated: 0,
                 tx_ring_full: 0,
                 tx_errors: s.tx_invalid_descs,
+                rx_csum_completed: 0,
             },
             Err(_) => PortStats::default(),
         }
@@ -837,12 +842,9 @@ fn new_xsk(
     })
 }
 
-impl Port for AfXdpPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+impl AfXdpPort {
+    /// Frames from the rings into `batch` (see [`Port::recv`]).
+    fn recv_rings(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
         let Some(x) = self.xsk.as_mut() else {
             return Err(PortError::Os {
                 op: "AF_XDP",
@@ -921,6 +923,21 @@ impl Port for AfXdpPort {
             }
         }
         Ok(n)
+    }
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
+        let from = batch.len();
+        let r = self.recv_rings(batch, port_id);
+        if self.complete_csum {
+            self.stats.rx_csum_completed += crate::complete_checksums(batch, from);
+        }
+        r
     }
 
     fn tx_slot(&mut self) -> Option<&mut [u8]> {
@@ -1068,6 +1085,7 @@ impl Port for AfXdpPort {
             rx_truncated: self.stats.rx_truncated,
             tx_ring_full: self.stats.tx_ring_full,
             tx_errors: self.base.tx_errors + self.stats.tx_errors + s.tx_errors,
+            rx_csum_completed: self.stats.rx_csum_completed,
         }
     }
 }
