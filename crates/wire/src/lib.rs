@@ -66,6 +66,7 @@ pub mod lacp;
 pub mod mld;
 pub mod mpls;
 pub mod netflow;
+pub mod stp;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
