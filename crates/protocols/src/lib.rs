@@ -14,3 +14,4 @@ pub mod ha;
 pub mod lacp;
 pub mod learn;
 pub mod mcast;
+pub mod stp;
