@@ -112,6 +112,9 @@ pub struct Config {
     /// Event-manager policies (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_manager: Option<super::events::EventManager>,
+    /// Rapid Spanning Tree (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spanning_tree: Option<super::stp::SpanningTree>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
