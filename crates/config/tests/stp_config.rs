@@ -39,11 +39,21 @@ fn defaults_and_ports() {
     let st = cfg.spanning_tree.as_ref().unwrap();
     assert_eq!(st.mode, StpMode::Rstp);
     assert_eq!(
-        (st.priority, st.hello_time, st.max_age, st.forward_delay, st.tx_hold_count),
+        (
+            st.priority,
+            st.hello_time,
+            st.max_age,
+            st.forward_delay,
+            st.tx_hold_count
+        ),
         (32768, 2, 20, 15, 6)
     );
     // Routed ports and channel members are not in the tree.
-    let names: Vec<_> = cfg.stp_ports().iter().map(|(_, p)| p.name.clone()).collect();
+    let names: Vec<_> = cfg
+        .stp_ports()
+        .iter()
+        .map(|(_, p)| p.name.clone())
+        .collect();
     assert_eq!(names, ["a", "b", "c"]);
     let cfg = config::parse(
         &format!(
@@ -68,7 +78,10 @@ fn defaults_and_ports() {
     assert_eq!((p[1].0, p[1].1.cost, p[1].1.priority), (2, 2000, 64));
     assert!(p[1].1.edge && p[1].1.bpdu_guard && p[1].1.auto_edge);
     assert_eq!(cfg.spanning_tree.unwrap().mode, StpMode::Stp);
-    assert!(config::parse(PORTS, "t.yaml").unwrap().stp_ports().is_empty());
+    assert!(config::parse(PORTS, "t.yaml")
+        .unwrap()
+        .stp_ports()
+        .is_empty());
 }
 
 #[test]
@@ -106,11 +119,15 @@ fn errors_name_line_and_field() {
         );
     }
     // 802.1D-2004 17.14 timer relations.
-    let e = errors(&format!("{PORTS}spanning-tree:\n  max-age: 40\n  forward-delay: 10\n"));
+    let e = errors(&format!(
+        "{PORTS}spanning-tree:\n  max-age: 40\n  forward-delay: 10\n"
+    ));
     assert_eq!(e.len(), 1, "{e:#?}");
     assert_eq!(e[0].1, "spanning-tree.max-age");
     assert!(e[0].2.contains("forward-delay"));
-    let e = errors(&format!("{PORTS}spanning-tree:\n  hello-time: 10\n  max-age: 20\n"));
+    let e = errors(&format!(
+        "{PORTS}spanning-tree:\n  hello-time: 10\n  max-age: 20\n"
+    ));
     assert!(e[0].2.contains("2 × (hello-time + 1)"), "{e:#?}");
     let e = errors(&format!("{PORTS}spanning-tree:\n  bogus: 1\n"));
     assert!(e[0].2.contains("bogus"), "{e:#?}");

@@ -763,7 +763,7 @@ impl ApiState {
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 if v.is_null() {
-                    Err("spanning tree is not configured (see spanning-tree in docs/stp.md)".into())
+                    Ok(json!({"enabled": false}))
                 } else {
                     Ok(v)
                 }

@@ -355,8 +355,7 @@ impl Switch {
                 protocols::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
-        if let Some(r) =
-            protocols::spanning_tree::StpRunner::new(&cfg, ha.clone(), shared.clone())
+        if let Some(r) = protocols::spanning_tree::StpRunner::new(&cfg, ha.clone(), shared.clone())
         {
             threads.push(spawn("stp".into(), Box::new(move || r.run()))?);
         }

@@ -84,7 +84,9 @@ impl Receiver {
                 let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(50)) else {
                     continue;
                 };
-                if let Some(seq) = ip::parse(&f).filter(|i| i.src_mac == src).and_then(|i| i.seq)
+                if let Some(seq) = ip::parse(&f)
+                    .filter(|i| i.src_mac == src)
+                    .and_then(|i| i.seq)
                 {
                     if seen2.lock().unwrap().insert(seq) {
                         u2.fetch_add(1, Ordering::Relaxed);
@@ -176,14 +178,24 @@ fn two_lanyards_pick_the_root_by_priority() {
     let sa = Switch::start(
         &bin,
         &a,
-        &lanyard_yaml(&format!("lyst-a-{pid}"), &["ah", "a1", "a2"], 32768, Some("ah")),
+        &lanyard_yaml(
+            &format!("lyst-a-{pid}"),
+            &["ah", "a1", "a2"],
+            32768,
+            Some("ah"),
+        ),
         &["ah", "a1", "a2"],
     )
     .expect("start A");
     let sb = Switch::start(
         &bin,
         &b,
-        &lanyard_yaml(&format!("lyst-b-{pid}"), &["bh", "b1", "b2"], 8192, Some("bh")),
+        &lanyard_yaml(
+            &format!("lyst-b-{pid}"),
+            &["bh", "b1", "b2"],
+            8192,
+            Some("bh"),
+        ),
         &["bh", "b1", "b2"],
     )
     .expect("start B");
@@ -203,10 +215,13 @@ fn two_lanyards_pick_the_root_by_priority() {
     assert_eq!(va["root_cost"], 20000);
     assert!(va["ports"][1]["bpdus_rx"].as_u64().unwrap() > 0);
     // The text view reads like a switch's.
-    let text = String::from_utf8_lossy(&sa.cli(&["show", "spanning-tree"]).unwrap().stdout)
-        .into_owned();
+    let text =
+        String::from_utf8_lossy(&sa.cli(&["show", "spanning-tree"]).unwrap().stdout).into_owned();
     assert!(text.contains("root port a1"), "{text}");
-    assert!(text.contains("alternate") && text.contains("discarding"), "{text}");
+    assert!(
+        text.contains("alternate") && text.contains("discarding"),
+        "{text}"
+    );
 
     let p1 = RawPort::open(t.name(), "t1").unwrap();
     let p2 = RawPort::open(t.name(), "t2").unwrap();
@@ -223,7 +238,10 @@ fn two_lanyards_pick_the_root_by_priority() {
         port_state(&stp(&sa), "a2") == ("root".into(), "forwarding".into())
     });
     assert!(moved, "{:#}", stp(&sa));
-    eprintln!("alternate forwarding {:?} after the root port failed", t0.elapsed());
+    eprintln!(
+        "alternate forwarding {:?} after the root port failed",
+        t0.elapsed()
+    );
     rx.reset();
     burst(&p1, &src, 1000, 500);
     assert_eq!(rx.wait_quiet(), 500);
@@ -453,14 +471,24 @@ fn ring_with_open_vswitch() {
     let l1 = Switch::start(
         &bin,
         &n1,
-        &lanyard_yaml(&format!("lyst-l1-{pid}"), &["l1h", "l1o", "l1l"], 4096, Some("l1h")),
+        &lanyard_yaml(
+            &format!("lyst-l1-{pid}"),
+            &["l1h", "l1o", "l1l"],
+            4096,
+            Some("l1h"),
+        ),
         &["l1h", "l1o", "l1l"],
     )
     .expect("start L1");
     let l2s = Switch::start(
         &bin,
         &n2,
-        &lanyard_yaml(&format!("lyst-l2-{pid}"), &["l2h", "l2l", "l2o"], 32768, Some("l2h")),
+        &lanyard_yaml(
+            &format!("lyst-l2-{pid}"),
+            &["l2h", "l2l", "l2o"],
+            32768,
+            Some("l2h"),
+        ),
         &["l2h", "l2l", "l2o"],
     )
     .expect("start L2");

@@ -449,7 +449,12 @@ pub const SHOW: &[CommandDef] = &[
     },
     CommandDef {
         words: "spanning-tree",
-        aliases: &["spanning-tree detail", "spanning-tree summary", "stp", "rstp"],
+        aliases: &[
+            "spanning-tree detail",
+            "spanning-tree summary",
+            "stp",
+            "rstp",
+        ],
         usage: "",
         help: "spanning tree: root bridge, this bridge, port roles and states, BPDU counters",
         args: &[],

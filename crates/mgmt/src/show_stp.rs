@@ -14,6 +14,13 @@ fn seconds(v: &Value, k: &str) -> String {
 /// `show spanning-tree`.
 pub fn spanning_tree(v: &Value) -> String {
     let mut o = String::new();
+    if v.get("enabled") == Some(&Value::Bool(false)) {
+        let _ = writeln!(
+            o,
+            "Spanning tree is not running (no spanning-tree section in the configuration)"
+        );
+        return o;
+    }
     let _ = writeln!(o, "Spanning tree mode {}", s(v, "mode"));
     let root = if flag(v, "is_root") {
         "this bridge is the root".to_string()

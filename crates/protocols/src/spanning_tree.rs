@@ -65,18 +65,18 @@ impl StpRunner {
         bridge.guard_recovery = Duration::from_secs(st.bpdu_guard_recovery as u64);
         let n = list.len();
         Some(StpRunner {
-                bridge,
-                ports: list.iter().map(|(i, _)| *i as u16).collect(),
-                names: list.iter().map(|(_, p)| p.name.clone()).collect(),
-                ha,
-                shared,
-                sockets: (0..n).map(|_| None).collect(),
-                link: vec![false; n],
-                published: vec![StpState::Discarding; n],
-                roles: vec![Role::Disabled; n],
-                bad_rx: vec![0; n],
-                start: Instant::now(),
-            })
+            bridge,
+            ports: list.iter().map(|(i, _)| *i as u16).collect(),
+            names: list.iter().map(|(_, p)| p.name.clone()).collect(),
+            ha,
+            shared,
+            sockets: (0..n).map(|_| None).collect(),
+            link: vec![false; n],
+            published: vec![StpState::Discarding; n],
+            roles: vec![Role::Disabled; n],
+            bad_rx: vec![0; n],
+            start: Instant::now(),
+        })
     }
 
     pub fn run(mut self) {
@@ -155,9 +155,9 @@ impl StpRunner {
                 PortState::Forwarding => StpState::Forwarding,
             })
             .collect();
-        for k in 0..self.ports.len() {
+        for (k, state) in states.iter().enumerate() {
             let role = self.bridge.ports[k].role;
-            if role != self.roles[k] || states[k] != self.published[k] {
+            if role != self.roles[k] || *state != self.published[k] {
                 tracing::info!(
                     "spanning tree: port {} {} {}",
                     self.names[k],
@@ -210,7 +210,13 @@ fn secs(t: u16) -> f64 {
 }
 
 /// The bridge as `show spanning-tree` reads it.
-pub fn info_json(b: &Bridge, names: &[String], bad_rx: &[u64], now: Instant, start: Instant) -> Value {
+pub fn info_json(
+    b: &Bridge,
+    names: &[String],
+    bad_rx: &[u64],
+    now: Instant,
+    start: Instant,
+) -> Value {
     let t = b.root_times();
     let ports: Vec<Value> = b
         .ports
@@ -248,6 +254,7 @@ pub fn info_json(b: &Bridge, names: &[String], bad_rx: &[u64], now: Instant, sta
         })
         .collect();
     json!({
+        "enabled": true,
         "mode": if b.cfg.force_stp { "stp" } else { "rstp" },
         "bridge_id": b.bridge_id().to_string(),
         "root_id": b.root_priority.root.to_string(),

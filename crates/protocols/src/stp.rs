@@ -480,7 +480,13 @@ impl Bridge {
         }
         if p.cfg.bpdu_guard {
             p.counters.bpdu_guard_trips += 1;
-            p.guard_until = Some(now + if recovery.is_zero() { FAR_FUTURE } else { recovery });
+            p.guard_until = Some(
+                now + if recovery.is_zero() {
+                    FAR_FUTURE
+                } else {
+                    recovery
+                },
+            );
             p.enabled = false;
             p.info_is = InfoIs::Disabled;
             p.reselect = true;

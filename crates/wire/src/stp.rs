@@ -462,7 +462,10 @@ mod tests {
         g[19] = 3;
         g[12..14].copy_from_slice(&43u16.to_be_bytes());
         assert!(matches!(parse_frame(&g), Ok(Bpdu::Rst(_))));
-        assert_eq!(Bpdu::Rst(info()).emit(&mut [0u8; 35]), Err(Error::Truncated));
+        assert_eq!(
+            Bpdu::Rst(info()).emit(&mut [0u8; 35]),
+            Err(Error::Truncated)
+        );
         assert_eq!(
             build_frame([0; 6], &Bpdu::Tcn, &mut [0u8; 59]),
             Err(Error::Truncated)

@@ -19,7 +19,10 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
             ),
         );
     }
-    let range = |v: u32, r: &std::ops::RangeInclusive<u32>, f: &str, err: &mut dyn FnMut(String, String)| {
+    let range = |v: u32,
+                 r: &std::ops::RangeInclusive<u32>,
+                 f: &str,
+                 err: &mut dyn FnMut(String, String)| {
         if !r.contains(&v) {
             err(
                 format!("{at}.{f}"),
@@ -74,7 +77,10 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
             ),
             Some(c) if c.mode == crate::PortMode::Routed => err(
                 format!("{pa}.name"),
-                format!("port {:?} is routed: spanning tree runs on switch ports", p.name),
+                format!(
+                    "port {:?} is routed: spanning tree runs on switch ports",
+                    p.name
+                ),
             ),
             Some(_) => {}
         }
@@ -102,7 +108,7 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
         let member = cfg
             .port_channels
             .iter()
-            .any(|c| c.members.iter().any(|m| *m == p.name))
+            .any(|c| c.members.contains(&p.name))
             || cfg
                 .backup_pairs
                 .iter()

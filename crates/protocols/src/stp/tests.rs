@@ -27,9 +27,8 @@ impl Net {
             .iter()
             .enumerate()
             .map(|(k, &prio)| {
-                let ports: Vec<PortConfig> = (0..nports)
-                    .map(|i| PortConfig::new(i as u16 + 1))
-                    .collect();
+                let ports: Vec<PortConfig> =
+                    (0..nports).map(|i| PortConfig::new(i as u16 + 1)).collect();
                 Bridge::new(
                     BridgeConfig {
                         priority: prio,
@@ -179,11 +178,13 @@ fn proposal_agreement_is_rapid() {
     assert_eq!(n.role(1, 0), Role::Root);
     assert_eq!(n.state(0, 0), PortState::Forwarding);
     assert_eq!(n.state(1, 0), PortState::Forwarding);
-    let proposal = n.sent.iter().any(|(b, _, x)| {
-        *b == 0 && matches!(x, Bpdu::Rst(m) if m.has(flags::PROPOSAL))
-    });
+    let proposal = n
+        .sent
+        .iter()
+        .any(|(b, _, x)| *b == 0 && matches!(x, Bpdu::Rst(m) if m.has(flags::PROPOSAL)));
     let agreement = n.sent.iter().any(|(b, _, x)| {
-        *b == 1 && matches!(x, Bpdu::Rst(m) if m.has(flags::AGREEMENT) && m.role() == WireRole::Root)
+        *b == 1
+            && matches!(x, Bpdu::Rst(m) if m.has(flags::AGREEMENT) && m.role() == WireRole::Root)
     });
     assert!(proposal && agreement);
 }
@@ -285,7 +286,10 @@ fn edge_ports_admin_and_auto() {
     assert_eq!(b.state(1), PortState::Forwarding);
     assert_eq!(b.state(2), PortState::Discarding, "auto-edge off");
     // Polled at its deadlines, as the runner does.
-    while let Some(d) = b.next_deadline().filter(|d| *d <= t + Duration::from_secs(31)) {
+    while let Some(d) = b
+        .next_deadline()
+        .filter(|d| *d <= t + Duration::from_secs(31))
+    {
         b.poll(d);
     }
     assert_eq!(b.state(2), PortState::Forwarding, "two forward delays");
@@ -308,7 +312,11 @@ fn edge_ports_admin_and_auto() {
     });
     b.receive(0, &other, t + Duration::from_secs(32));
     assert!(!b.ports[0].oper_edge);
-    assert_eq!(b.ports[0].role, Role::Designated, "we are the better bridge");
+    assert_eq!(
+        b.ports[0].role,
+        Role::Designated,
+        "we are the better bridge"
+    );
 }
 
 fn root_bpdu(prio: u16) -> Bpdu {
