@@ -127,37 +127,3 @@ impl StpPort {
         }
     }
 }
-
-impl crate::Config {
-    /// The ports spanning tree runs on: (port index, settings), in port
-    /// order. Empty without a `spanning-tree:` section.
-    pub fn stp_ports(&self) -> Vec<(usize, StpPort)> {
-        let Some(st) = &self.spanning_tree else {
-            return Vec::new();
-        };
-        let excluded = |name: &str| {
-            self.port_channels
-                .iter()
-                .any(|c| c.members.iter().any(|m| m == name))
-                || self
-                    .backup_pairs
-                    .iter()
-                    .any(|b| b.primary == name || b.backup == name)
-                || self.mirror_sessions.iter().any(|s| s.destination == name)
-        };
-        self.ports
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.mode != crate::PortMode::Routed && !excluded(&p.name))
-            .filter_map(|(i, p)| {
-                let s = st
-                    .ports
-                    .iter()
-                    .find(|s| s.name == p.name)
-                    .cloned()
-                    .unwrap_or_else(|| StpPort::defaults(&p.name));
-                s.enabled.then_some((i, s))
-            })
-            .collect()
-    }
-}
