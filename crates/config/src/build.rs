@@ -66,6 +66,7 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
                 logical: tables::l2::SELF,
                 blocked: false,
                 egress: tables::l2::Egress::Direct,
+                stp: tables::l2::StpState::Off,
             }
         })
         .collect();
@@ -102,6 +103,11 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
             ports[s].blocked = true;
             ports[s].egress = tables::l2::Egress::Via(p as u16);
         }
+    }
+    // Spanning tree ports start discarding: nothing forwards until the
+    // spanning tree thread has decided (no loop while it starts).
+    for (i, _) in cfg.stp_ports() {
+        ports[i].stp = tables::l2::StpState::Discarding;
     }
     let vlan_flags: Vec<(u16, bool, u32)> = existing
         .iter()

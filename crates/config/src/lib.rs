@@ -31,6 +31,7 @@ pub mod mirror;
 mod model;
 pub mod multicast;
 pub mod services;
+pub mod stp;
 mod types;
 mod validate;
 

@@ -112,6 +112,9 @@ pub struct Config {
     /// Event-manager policies (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_manager: Option<super::events::EventManager>,
+    /// Rapid Spanning Tree (absent: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spanning_tree: Option<super::stp::SpanningTree>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -832,5 +835,39 @@ impl Config {
         self.ports
             .get(index)
             .is_some_and(|p| self.mirror_sessions.iter().any(|s| s.destination == p.name))
+    }
+}
+
+impl Config {
+    /// The ports spanning tree runs on: (port index, settings), in port
+    /// order. Empty without a `spanning-tree:` section.
+    pub fn stp_ports(&self) -> Vec<(usize, super::stp::StpPort)> {
+        let Some(st) = &self.spanning_tree else {
+            return Vec::new();
+        };
+        let excluded = |name: &str| {
+            self.port_channels
+                .iter()
+                .any(|c| c.members.iter().any(|m| m == name))
+                || self
+                    .backup_pairs
+                    .iter()
+                    .any(|b| b.primary == name || b.backup == name)
+                || self.mirror_sessions.iter().any(|s| s.destination == name)
+        };
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.mode != PortMode::Routed && !excluded(&p.name))
+            .filter_map(|(i, p)| {
+                let s = st
+                    .ports
+                    .iter()
+                    .find(|s| s.name == p.name)
+                    .cloned()
+                    .unwrap_or_else(|| super::stp::StpPort::defaults(&p.name));
+                s.enabled.then_some((i, s))
+            })
+            .collect()
     }
 }

@@ -756,6 +756,19 @@ impl ApiState {
                 req.get("family").and_then(Value::as_u64) == Some(6),
                 req.get("summary").and_then(Value::as_bool).unwrap_or(false),
             )),
+            Some("show-spanning-tree") => {
+                let v = self
+                    .ha
+                    .stp_info
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if v.is_null() {
+                    Ok(json!({"enabled": false}))
+                } else {
+                    Ok(v)
+                }
+            }
             Some("show-backup-pairs") => Ok(self
                 .ha
                 .snapshot()

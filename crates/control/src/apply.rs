@@ -44,6 +44,7 @@ const RESTART_SECTIONS: &[&str] = &[
     "flow-export",
     "backup-pairs",
     "port-channels",
+    "spanning-tree",
 ];
 
 /// Compare `old` (running) and `new`.
@@ -68,6 +69,13 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
                 }
             }
         }
+    }
+    // The spanning tree thread knows its ports from the start.
+    if old.spanning_tree.is_some()
+        && old.stp_ports() != new.stp_ports()
+        && !d.restart.iter().any(|r| r == "spanning-tree")
+    {
+        d.restart.push("spanning-tree ports".into());
     }
     d
 }

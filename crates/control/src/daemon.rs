@@ -355,6 +355,10 @@ impl Switch {
                 protocols::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
+        if let Some(r) = protocols::spanning_tree::StpRunner::new(&cfg, ha.clone(), shared.clone())
+        {
+            threads.push(spawn("stp".into(), Box::new(move || r.run()))?);
+        }
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
         if let Ok(h) = std::env::var(HANDOVER_ENV) {
             // Read once: a later restart hands over afresh.

@@ -58,6 +58,7 @@ impl Worker {
             self.ingress_services(s, batch, verdicts, keys, now, routed);
         }
         let mut control = false;
+        let mut bpdus = false;
         let mut snooped = false;
         for i in 0..batch.len() {
             let mut v = verdicts.v[i];
@@ -73,6 +74,11 @@ impl Worker {
                     }
                     // Another switch's probe: flooded like any multicast.
                     Some(_) => v.action = Action::Flood,
+                    None if frame[5] == 0 => {
+                        // To the bridge group address: a BPDU.
+                        bpdus |= self.control_frame(batch.port(i), frame, now);
+                        continue;
+                    }
                     None => {
                         control |= self.control_frame(batch.port(i), frame, now);
                         continue;
@@ -142,6 +148,9 @@ impl Worker {
         if control {
             self.shared.l2_control.wake();
         }
+        if bpdus {
+            self.shared.bpdus.wake();
+        }
         if snooped {
             self.shared.snoop.wake();
         }
@@ -162,7 +171,12 @@ impl Worker {
             return false;
         }
         c.copp.passed[class as usize].add(1);
-        if !self.shared.l2_control.push(port, 0, frame) {
+        let q = if frame.get(5) == Some(&0) {
+            &self.shared.bpdus
+        } else {
+            &self.shared.l2_control
+        };
+        if !q.push(port, 0, frame) {
             c.l3.punt_queue_full.add(1);
             return false;
         }

@@ -112,6 +112,9 @@ pub struct Shared {
     pub copp: ArcSwap<CoppConfig>,
     /// Link-layer control frames (LACP) for the control plane.
     pub l2_control: PuntQueue,
+    /// BPDUs (to 01:80:c2:00:00:00) of spanning tree ports, for the
+    /// spanning tree thread.
+    pub bpdus: PuntQueue,
     /// Restart in place: workers hand their ports over (see
     /// `io::Port::handover`) and stop for good.
     pub handover: AtomicBool,
@@ -191,6 +194,7 @@ impl Shared {
             copp: ArcSwap::from_pointee(CoppConfig::default()),
             l2_control: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH)
                 .expect("eventfd for the l2 control queue"),
+            bpdus: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH).expect("eventfd for the BPDU queue"),
             handover: AtomicBool::new(false),
             handed: Mutex::new(Vec::new()),
             handed_workers: AtomicUsize::new(0),

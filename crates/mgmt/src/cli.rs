@@ -448,6 +448,20 @@ pub const SHOW: &[CommandDef] = &[
         render: show::loop_detect,
     },
     CommandDef {
+        words: "spanning-tree",
+        aliases: &[
+            "spanning-tree detail",
+            "spanning-tree summary",
+            "stp",
+            "rstp",
+        ],
+        usage: "",
+        help: "spanning tree: root bridge, this bridge, port roles and states, BPDU counters",
+        args: &[],
+        request: r#"{"cmd":"show-spanning-tree"}"#,
+        render: show::spanning_tree,
+    },
+    CommandDef {
         words: "backup-pairs",
         aliases: &["backup-pair", "interfaces switchport backup"],
         usage: "",

@@ -2150,3 +2150,7 @@ mod tests {
 #[path = "show_mpls.rs"]
 mod mpls;
 pub use mpls::{mpls_forwarding, mpls_table};
+
+#[path = "show_stp.rs"]
+mod stp;
+pub use stp::spanning_tree;

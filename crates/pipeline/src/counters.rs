@@ -47,7 +47,8 @@ pub enum DropReason {
     /// Tail drop of a full egress class queue.
     QueueFull,
     /// Received on a port that does not forward: a standby backup port, a
-    /// port-channel member that is not collecting.
+    /// port-channel member that is not collecting, a port spanning tree
+    /// holds discarding or learning.
     Blocked,
     /// A link-local control frame (01:80:c2:00:00:0x) no bridge forwards,
     /// and no protocol of Lanyard's takes on this port.

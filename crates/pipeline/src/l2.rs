@@ -11,7 +11,7 @@
 
 use crate::counters::{DropReason, WorkerCounters};
 use io::{FrameBatch, BATCH_MAX};
-use tables::l2::{PortMode, TPID_8021AD, TPID_8021Q};
+use tables::l2::{PortMode, StpState, TPID_8021AD, TPID_8021Q};
 use tables::{LearnEvent, LearnQueue, MacKey, Tables};
 
 /// Jumbo limit for an untagged frame without FCS; one outer tag may add 4.
@@ -130,14 +130,18 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
         // LACP reaches the control plane from channel members, collecting
         // or not; other link-local control frames stop here. (802.1ad
         // customer ports carry their customers' control frames.)
-        v.action = if etype == ETHERTYPE_SLOW && p.logical != port {
+        v.action = if (etype == ETHERTYPE_SLOW && p.logical != port)
+            || (p.stp.on() && frame[5] == 0 && etype <= 1500)
+        {
+            // LACPDUs of channel members; BPDUs (802.3 length field, to
+            // 01:80:c2:00:00:00) of spanning tree ports.
             Action::Control
         } else {
             Action::Drop(DropReason::L2Control)
         };
         return v;
     }
-    if p.blocked {
+    if p.blocked || p.stp == StpState::Discarding {
         v.action = Action::Drop(DropReason::Blocked);
         return v;
     }
@@ -295,6 +299,12 @@ pub fn process(
         }
         let frame = batch.frame(i);
         let in_port = batch.port(i);
+        if t.l2.ports[in_port as usize].stp == StpState::Learning {
+            // Learned above, forwarded nowhere.
+            v.action = Action::Drop(DropReason::Blocked);
+            c.drop_in(in_port, Some(v.vlan), DropReason::Blocked);
+            continue;
+        }
         let port = t.l2.logical(in_port);
         if frame[0] & 1 == 0 {
             if let Some(e) = t.mac.lookup(MacKey::from_slice(v.vlan, &frame[0..6])) {

@@ -16,7 +16,7 @@ use config::Config;
 use datapath::Shared;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tables::l2::{Channel, Egress, LoadBalance, MAX_CHANNEL_MEMBERS};
+use tables::l2::{Channel, Egress, LoadBalance, StpState, MAX_CHANNEL_MEMBERS};
 use tables::{L2Tables, Tables};
 
 /// One backup pair at run time.
@@ -86,6 +86,9 @@ pub struct HaState {
     /// down by a keepalive.
     pub link_up: Vec<bool>,
     pub keepalive_down: Vec<bool>,
+    /// Per port id: spanning tree's state (`Off` where it does not run),
+    /// set by the spanning tree thread (`crate::spanning_tree`).
+    pub stp: Vec<StpState>,
 }
 
 impl HaState {
@@ -123,11 +126,16 @@ impl HaState {
                 distributing: vec![false; c.members.len()],
             })
             .collect();
+        let mut stp = vec![StpState::Off; tables::MAX_PORTS];
+        for (i, _) in cfg.stp_ports() {
+            stp[i] = StpState::Discarding;
+        }
         HaState {
             pairs,
             channels,
             link_up: vec![false; tables::MAX_PORTS],
             keepalive_down: vec![false; tables::MAX_PORTS],
+            stp,
         }
     }
 
@@ -290,6 +298,7 @@ impl HaState {
     pub fn derive(&self, l2: &mut L2Tables, nports: usize) {
         for (p, e) in l2.ports.iter_mut().enumerate().take(nports) {
             e.up = self.usable(p as u16);
+            e.stp = self.stp.get(p).copied().unwrap_or_default();
         }
         for p in &self.pairs {
             for m in [p.primary, p.backup] {
@@ -350,6 +359,9 @@ pub struct Ha {
     on_failover: Mutex<Option<FailoverHook>>,
     /// Per channel and member: LACP details for `show` (from the runner).
     pub lacp_info: Mutex<Vec<Vec<serde_json::Value>>>,
+    /// Spanning tree for `show spanning-tree` (from its thread; null
+    /// without spanning tree).
+    pub stp_info: Mutex<serde_json::Value>,
     /// Port names by id, for log lines.
     names: Mutex<Vec<String>>,
 }
@@ -366,6 +378,7 @@ impl Ha {
             nports: std::sync::atomic::AtomicUsize::new(cfg.ports.len()),
             on_failover: Mutex::new(None),
             lacp_info: Mutex::new(Vec::new()),
+            stp_info: Mutex::new(serde_json::Value::Null),
             names: Mutex::new(cfg.ports.iter().map(|p| p.name.clone()).collect()),
         }
     }

@@ -4,7 +4,8 @@
 //! backup pairs and port channels ([`ha`]: the pure [`ha::HaState`] and the
 //! thread-safe [`ha::Ha`] around it), IGMP/MLD snooping and multicast
 //! routes ([`mcast`]), and MAC learning, limits and aging ([`learn`], the
-//! MAC table's only writer).
+//! MAC table's only writer), Rapid Spanning Tree ([`stp`], pure, and the
+//! thread that runs it, [`spanning_tree`]).
 //! Must not: open ports, supervise links or serve the API; each state
 //! machine is driven by its caller's clock and events so it can be tested
 //! without sockets. (The kernel's multicast routes come in through
@@ -14,3 +15,5 @@ pub mod ha;
 pub mod lacp;
 pub mod learn;
 pub mod mcast;
+pub mod spanning_tree;
+pub mod stp;

@@ -53,6 +53,36 @@ pub struct PortEntry {
     pub blocked: bool,
     /// Where frames addressed to this port leave.
     pub egress: Egress,
+    /// Spanning tree's verdict on the port (written by `protocols::ha`
+    /// from the spanning tree thread's state).
+    pub stp: StpState,
+}
+
+/// A port's spanning tree state as the data path applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StpState {
+    /// No spanning tree on this port: it forwards, BPDUs are dropped.
+    #[default]
+    Off,
+    /// Frames dropped, nothing learned; BPDUs go to the control plane.
+    Discarding,
+    /// Sources learned, frames dropped.
+    Learning,
+    Forwarding,
+}
+
+impl StpState {
+    /// The port runs spanning tree (its BPDUs go to the control plane).
+    #[inline]
+    pub fn on(self) -> bool {
+        self != StpState::Off
+    }
+
+    /// Frames may leave and enter (off or forwarding).
+    #[inline]
+    pub fn forwards(self) -> bool {
+        matches!(self, StpState::Off | StpState::Forwarding)
+    }
 }
 
 /// `PortEntry::logical` before the tables are built: the port itself.
@@ -130,13 +160,15 @@ impl PortEntry {
             logical: SELF,
             blocked: false,
             egress: Egress::Direct,
+            stp: StpState::Off,
         }
     }
 
-    /// Takes part in flooding: up, and not a standby or non-collecting port.
+    /// Takes part in flooding: up, not a standby or non-collecting port,
+    /// and forwarding in the spanning tree.
     #[inline]
     pub fn forwarding(&self) -> bool {
-        self.up && !self.blocked
+        self.up && !self.blocked && self.stp.forwards()
     }
 
     /// Egress encapsulation of VLAN `vid` on this port.

@@ -67,6 +67,7 @@ pub mod mld;
 pub mod mpls;
 pub mod netflow;
 pub mod offload;
+pub mod stp;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
