@@ -33,6 +33,7 @@ pub mod multicast;
 pub mod services;
 mod types;
 mod validate;
+pub mod vrf;
 
 use std::path::Path;
 

@@ -10,3 +10,4 @@ pub(crate) mod ha;
 pub(crate) mod mirror;
 pub(crate) mod multicast;
 pub(crate) mod services;
+pub(crate) mod vrf;
