@@ -909,6 +909,121 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>)
 mod tests {
     use super::*;
 
+    /// zebra's bytes for `prefix` via `gw` out of `ifindex`, in `table`.
+    fn frr_route(msg: u16, prefix: &str, table: u32, gw: &str, ifindex: u32) -> Vec<u8> {
+        use crate::frr::netlink::{build, NextHop};
+        let (a, l) = prefix.split_once('/').unwrap();
+        let p = Prefix::new(a.parse().unwrap(), l.parse().unwrap()).unwrap();
+        build::route(
+            msg,
+            p,
+            table,
+            186,
+            20,
+            &crate::frr::NextHops::List(vec![NextHop {
+                gateway: Some(gw.parse().unwrap()),
+                ifindex,
+                weight: 1,
+            }]),
+        )
+    }
+
+    #[test]
+    fn fpm_routes_reach_the_fib_of_their_vrf_table() {
+        use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let vrf = |table| Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(table, 64))));
+        // The same ifindex (3) in every namespace maps to a different port.
+        let feeds: Vec<VrfFeed> = [(254, 0u16), (1001, 1), (1002, 2)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: if table == 254 {
+                    Arc::new(Mutex::new(Fib::new()))
+                } else {
+                    vrf(table)
+                },
+                by_ifindex: [(3u32, port)].into_iter().collect(),
+            })
+            .collect();
+        let ev = |bytes: Vec<Vec<u8>>| {
+            let mut us = Vec::new();
+            for b in bytes {
+                us.extend(decode(&b).unwrap());
+            }
+            FpmEvent::Updates(us)
+        };
+        let route_of = |k: usize, addr: &str| {
+            feeds[k]
+                .fib
+                .lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| (r.hops[0].port, r.hops[0].gateway.unwrap().to_string()))
+        };
+        dispatch(
+            &feeds,
+            &FpmEvent::Connected {
+                peer: "127.0.0.1:1".parse().unwrap(),
+            },
+        );
+        // One frame: the same prefix in three tables, plus a table no VRF
+        // has (counted by the default FIB, installed nowhere).
+        dispatch(
+            &feeds,
+            &ev(vec![
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.9.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1001, "10.1.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1002, "10.1.0.3", 3),
+                frr_route(RTM_NEWROUTE, "198.51.100.0/24", 1003, "10.1.0.4", 3),
+                frr_route(RTM_NEWROUTE, "2001:db8:99::/48", 1002, "2001:db8:1::3", 3),
+            ]),
+        );
+        assert_eq!(route_of(0, "192.0.2.1"), Some((0, "10.9.0.2".into())));
+        assert_eq!(route_of(1, "192.0.2.1"), Some((1, "10.1.0.2".into())));
+        assert_eq!(route_of(2, "192.0.2.1"), Some((2, "10.1.0.3".into())));
+        assert_eq!(
+            route_of(2, "2001:db8:99::1"),
+            Some((2, "2001:db8:1::3".into()))
+        );
+        assert_eq!(route_of(1, "2001:db8:99::1"), None);
+        for k in 0..3 {
+            assert_eq!(route_of(k, "198.51.100.1"), None, "table 1003 is no VRF's");
+        }
+        assert_eq!(feeds[0].fib.lock().unwrap().counters().other_table, 1);
+        // A withdrawal in one VRF leaves the others alone.
+        dispatch(
+            &feeds,
+            &ev(vec![frr_route(
+                RTM_DELROUTE,
+                "192.0.2.0/24",
+                1001,
+                "10.1.0.2",
+                3,
+            )]),
+        );
+        assert_eq!(route_of(1, "192.0.2.1"), None);
+        assert!(route_of(0, "192.0.2.1").is_some() && route_of(2, "192.0.2.1").is_some());
+        // A reconnect whose replay lacks VRF 1002's IPv6 route sweeps only it.
+        dispatch(
+            &feeds,
+            &FpmEvent::Connected {
+                peer: "127.0.0.1:1".parse().unwrap(),
+            },
+        );
+        dispatch(
+            &feeds,
+            &ev(vec![
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.9.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1002, "10.1.0.3", 3),
+            ]),
+        );
+        dispatch(&feeds, &FpmEvent::Settled);
+        assert_eq!(route_of(2, "2001:db8:99::1"), None);
+        assert_eq!(route_of(2, "192.0.2.1"), Some((2, "10.1.0.3".into())));
+        assert_eq!(route_of(0, "192.0.2.1"), Some((0, "10.9.0.2".into())));
+    }
+
     #[test]
     fn link_local_is_modified_eui64() {
         let ll = link_local([0x02, 0x4c, 0x12, 0x34, 0x00, 0x01]);
