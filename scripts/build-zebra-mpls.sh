@@ -80,9 +80,23 @@ gcc -O2 -g -fPIC -shared -Wall -Wextra -Werror -Wno-unused-parameter \
   -I"$src" -I"$src/lib" -I"$src/include" \
   -o "$out_dir/zebra_lanyard.so.tmp" "$here/zebra-mpls/zebra_lanyard.c"
 mv "$out_dir/zebra_lanyard.so.tmp" "$out_dir/zebra_lanyard.so"
+# The FPM module with netns VRFs named by NSID (docs/vrf.md): FRR's own
+# dplane_fpm_nl.c from this source, one small patch, built the same way.
+# Loaded *instead of* -M dplane_fpm_nl.
+fpm_tmp="$(mktemp -d)"
+cp "$src/zebra/dplane_fpm_nl.c" "$fpm_tmp/dplane_fpm_nl.c"
+patch -s -d "$fpm_tmp" -p2 < "$here/zebra-mpls/fpm-netns-vrf.patch"
+gcc -O2 -g -fPIC -shared -Wall -Wextra -Werror -Wno-unused-parameter \
+  -Wno-missing-field-initializers -Wno-sign-compare -DHAVE_CONFIG_H \
+  -I"$src" -I"$src/lib" -I"$src/include" \
+  -o "$out_dir/zebra_lanyard_fpm.so.tmp" "$fpm_tmp/dplane_fpm_nl.c"
+rm -rf "$fpm_tmp"
+mv "$out_dir/zebra_lanyard_fpm.so.tmp" "$out_dir/zebra_lanyard_fpm.so"
 # Every symbol the module takes from zebra must exist in this zebra.
 have="$(nm -D --defined-only /usr/lib/frr/zebra /usr/lib/x86_64-linux-gnu/frr/libfrr.so.0 | awk '{print $3}')"
-for s in $(nm -D --undefined-only "$out_dir/zebra_lanyard.so" | awk '$1=="U" && $2 !~ /@/ {print $2}'); do
+have="$have
+$(nm -D --defined-only /lib/x86_64-linux-gnu/libjson-c.so.5 | awk '{sub(/@.*/, "", $3); print $3}')"
+for s in $(nm -D --undefined-only "$out_dir/zebra_lanyard.so" "$out_dir/zebra_lanyard_fpm.so" | awk '$1=="U" && $2 !~ /@/ {print $2}' | sort -u); do
   grep -qxF "$s" <<<"$have" || { echo "build-zebra-mpls: zebra lacks $s" >&2; exit 1; }
 done
-echo "build-zebra-mpls: $out_dir/zebra_lanyard.so (frr $ver)"
+echo "build-zebra-mpls: $out_dir/zebra_lanyard.so, zebra_lanyard_fpm.so (frr $ver)"

@@ -34,6 +34,7 @@ pub mod services;
 pub mod stp;
 mod types;
 mod validate;
+pub mod vrf;
 
 use std::path::Path;
 

@@ -115,6 +115,9 @@ pub struct Config {
     /// Rapid Spanning Tree (absent: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spanning_tree: Option<super::stp::SpanningTree>,
+    /// VRFs (docs/vrf.md); interfaces in none are in the default VRF.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrfs: Vec<super::vrf::VrfConfig>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -149,6 +152,10 @@ pub struct StaticRoute {
     /// Drop traffic to the prefix.
     #[serde(default)]
     pub blackhole: bool,
+    /// The VRF whose table holds the route (absent: the default VRF);
+    /// `interface` and `next-hop` are in that VRF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf: Option<String>,
 }
 
 /// How Lanyard moves a port's frames (docs/io.md, "Port backends").
@@ -467,6 +474,8 @@ pub struct L3Interface<'a> {
     pub urpf: UrpfMode,
     pub router_mac: Option<MacAddr>,
     pub mtu: u32,
+    /// 0: the default VRF; k + 1: `vrfs[k]`.
+    pub vrf: usize,
 }
 
 impl VlanConfig {
@@ -677,6 +686,7 @@ impl Config {
                 urpf: p.urpf,
                 router_mac: p.router_mac,
                 mtu: p.effective_mtu(),
+                vrf: self.vrf_of_interface(&p.name),
             })
             .collect();
         for (k, (v, r)) in self.svis().enumerate() {
@@ -698,9 +708,36 @@ impl Config {
                 urpf: r.urpf,
                 router_mac: r.router_mac,
                 mtu: r.mtu.unwrap_or(mtu),
+                vrf: self.vrf_of_interface(&format!("vlan{}", v.id)),
             });
         }
         out
+    }
+
+    /// Names of the layer-3 interfaces (routed ports, then `vlanN`).
+    pub fn l3_interface_names(&self) -> Vec<String> {
+        self.routed_ports()
+            .map(|(_, p)| p.name.clone())
+            .chain(self.svis().map(|(v, _)| format!("vlan{}", v.id)))
+            .collect()
+    }
+
+    /// The VRF of layer-3 interface `name`: 0 (default) or k + 1 for
+    /// `vrfs[k]` (the first VRF listing it; validation refuses a second).
+    pub fn vrf_of_interface(&self, name: &str) -> usize {
+        self.vrfs
+            .iter()
+            .position(|v| v.interfaces.iter().any(|i| i == name))
+            .map_or(0, |k| k + 1)
+    }
+
+    /// The VRF index of a `vrf:` reference: 0 for none, k + 1 for
+    /// `vrfs[k]`, `None` for an unknown name.
+    pub fn vrf_index(&self, name: Option<&str>) -> Option<usize> {
+        match name {
+            None => Some(0),
+            Some(n) => self.vrfs.iter().position(|v| v.name == n).map(|k| k + 1),
+        }
     }
 
     /// VLANs with an SVI, in `vlans` order.

@@ -41,6 +41,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(crate::checks::multicast::check(cfg));
     c.issues.extend(crate::checks::events::check(cfg));
     c.issues.extend(crate::checks::stp::check(cfg));
+    c.issues.extend(crate::checks::vrf::check(cfg));
     c.issues
 }
 
@@ -460,6 +461,11 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
             let link_local =
                 matches!(a.addr, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
             for (y, other) in ifs.iter().enumerate() {
+                // Each VRF is its own address space (overlaps across VRFs
+                // are what VRFs are for).
+                if other.vrf != ifc.vrf {
+                    continue;
+                }
                 for (m, b) in other.addresses.iter().enumerate() {
                     if (y, m) >= (x, k) || address_problem(b).is_some() {
                         continue;
@@ -502,10 +508,15 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
             );
         }
     }
-    let mut seen: HashMap<IpNet, usize> = HashMap::new();
-    let ifs = cfg.l3_interfaces();
+    let mut seen: HashMap<(usize, IpNet), usize> = HashMap::new();
+    let all = cfg.l3_interfaces();
     for (i, s) in r.static_routes.iter().enumerate() {
         let base = format!("routing.static-routes[{i}]");
+        // An unknown VRF is reported by checks::vrf.
+        let Some(vrf) = cfg.vrf_index(s.vrf.as_deref()) else {
+            continue;
+        };
+        let ifs: Vec<&super::model::L3Interface> = all.iter().filter(|i| i.vrf == vrf).collect();
         let net = IpNet {
             addr: s.prefix.network(),
             len: s.prefix.len,
@@ -516,20 +527,24 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
                 format!("{} has host bits set (did you mean {net}?)", s.prefix),
             );
         }
-        if let Some(first) = seen.get(&net) {
+        if let Some(first) = seen.get(&(vrf, net)) {
             c.err(
                 format!("{base}.prefix"),
                 format!("duplicate route for {net} (already routing.static-routes[{first}])"),
             );
         } else {
-            seen.insert(net, i);
+            seen.insert((vrf, net), i);
         }
         let port = match &s.interface {
             None => None,
             Some(name) => match ifs.iter().find(|i| &i.name == name) {
-                Some(i) => Some(i),
+                Some(i) => Some(*i),
                 None => {
                     let why = match cfg.port(name) {
+                        _ if all.iter().any(|i| &i.name == name) => format!(
+                            "{name} is in another VRF than the route ({})",
+                            s.vrf.as_deref().unwrap_or("default")
+                        ),
                         Some(_) => format!("port {name:?} is not a routed port"),
                         None => format!(
                             "unknown interface {name:?} (a routed port, or vlanN for a VLAN interface)"
@@ -576,7 +591,7 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
                         format!("{base}.interface"),
                         format!("{gw} is link-local: say which interface"),
                     ),
-                    None if !ifs.iter().any(on_link) => c.err(
+                    None if !ifs.iter().any(|i| on_link(i)) => c.err(
                         format!("{base}.next-hop"),
                         format!(
                             "{gw} is not in the subnet of any routed port (recursive static routes are not supported)"

@@ -424,9 +424,85 @@ impl ApiState {
         ))
     }
 
+    /// `show vrf`: every VRF (the default one first) with its table id,
+    /// route distinguisher, namespace, interfaces, routes and neighbours.
+    pub fn vrfs(&self) -> Result<Value, String> {
+        let r = self.router()?;
+        let ifaces = |k: usize| -> Vec<String> {
+            r.ports
+                .iter()
+                .filter(|p| p.vrf == k)
+                .map(|p| p.name.clone())
+                .collect()
+        };
+        let entry = |name: &str,
+                     table: u32,
+                     rd: Option<&str>,
+                     netns: Option<&str>,
+                     k: usize,
+                     fib: &std::sync::Mutex<routing::fib::Fib>,
+                     neighbors: &tables::NeighborTable| {
+            let s = fib.lock().unwrap_or_else(|e| e.into_inner()).summary();
+            json!({"name": name, "table": table, "rd": rd, "namespace": netns,
+                   "interfaces": ifaces(k),
+                   "routes_v4": s.v4.installed, "routes_v6": s.v6.installed,
+                   "max_routes": s.v4.max_routes,
+                   "neighbors": neighbors.len()})
+        };
+        let mut out = vec![entry(
+            "default",
+            routing::frr::netlink::RT_TABLE_MAIN,
+            None,
+            None,
+            0,
+            &r.fib,
+            &r.neighbors,
+        )];
+        for (k, v) in r.vrfs.iter().enumerate() {
+            out.push(entry(
+                &v.name,
+                v.table,
+                v.rd.as_deref(),
+                Some(&v.netns),
+                k + 1,
+                &v.fib,
+                &v.neighbors,
+            ));
+        }
+        Ok(Value::Array(out))
+    }
+
     /// `show ip route` / `show ipv6 route`: `family` 4 or 6; `summary`;
-    /// `prefix` an exact prefix or an address (longest match).
+    /// `prefix` an exact prefix or an address (longest match); `vrf` a
+    /// VRF's table instead of the global one (the answer is then
+    /// `{"vrf", "table", "routes"}`, or the summary with `vrf` set).
     pub fn ip_route(&self, req: &Value) -> Result<Value, String> {
+        let r = self.router()?;
+        let Some(name) = req.get("vrf").and_then(Value::as_str) else {
+            return self.ip_route_in(req, &r.fib);
+        };
+        if name == "default" {
+            return self.ip_route_in(req, &r.fib);
+        }
+        let v = r
+            .vrfs
+            .iter()
+            .find(|v| v.name == name)
+            .ok_or_else(|| format!("unknown VRF {name:?}"))?;
+        let mut ans = self.ip_route_in(req, &v.fib)?;
+        if ans.is_array() {
+            ans = json!({"vrf": v.name, "table": v.table, "routes": ans});
+        } else {
+            ans["vrf"] = json!(v.name);
+        }
+        Ok(ans)
+    }
+
+    fn ip_route_in(
+        &self,
+        req: &Value,
+        fib: &std::sync::Mutex<routing::fib::Fib>,
+    ) -> Result<Value, String> {
         use routing::fib::Family;
         let r = self.router()?;
         let v6 = match req.get("family").and_then(Value::as_u64) {
@@ -434,7 +510,7 @@ impl ApiState {
             Some(6) => true,
             Some(f) => return Err(format!("bad family {f}: expected 4 or 6")),
         };
-        let fib = r.fib.lock().unwrap_or_else(|e| e.into_inner());
+        let fib = fib.lock().unwrap_or_else(|e| e.into_inner());
         if req.get("summary").and_then(Value::as_bool) == Some(true) {
             let s = fib.summary();
             let fam = if v6 { &s.v6 } else { &s.v4 };
@@ -696,6 +772,7 @@ impl ApiState {
             Some("show-arp") => self.neighbors(false),
             Some("show-ipv6-neighbors") => self.neighbors(true),
             Some("show-ip-route") => self.ip_route(req),
+            Some("show-vrf") => self.vrfs(),
             Some("show-mpls-table") => self.mpls_table(),
             Some("show-mpls-forwarding") => self.mpls_forwarding(),
             Some("show-access-lists") => services::access_lists_json(

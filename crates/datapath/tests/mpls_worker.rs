@@ -118,6 +118,7 @@ impl Rig {
                 mtu: 1500,
                 urpf: Urpf::Off,
                 vlan: None,
+                vrf: 0,
             })
             .collect();
         shared.l3.store(Some(Arc::new(

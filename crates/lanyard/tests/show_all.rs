@@ -90,6 +90,8 @@ fn fill(base: &[String], before: &str, t: &str) -> String {
         "PORT" if before == "interface" && base[0] == "mac" => "sw2".into(),
         "PORT" => "sw1".into(),
         "MAC" => "0200.0000.0099".into(),
+        // The global table by its name (this switch has no VRFs).
+        "NAME" if before == "vrf" => "default".into(),
         "NAME" => "edge4".into(),
         "PREFIX" if v6 => "2001:db8:99::/48".into(),
         "PREFIX" => "198.51.100.0/24".into(),

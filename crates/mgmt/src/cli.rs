@@ -240,13 +240,18 @@ pub const SHOW: &[CommandDef] = &[
     CommandDef {
         words: "ip route",
         aliases: &[],
-        usage: "[summary | PREFIX | ADDRESS]",
+        usage: "[vrf NAME] [summary | PREFIX | ADDRESS]",
         help: "IPv4 routes (ADDRESS: longest match); summary: sources, FIB, FPM",
         args: &[
             Arg::Flag {
                 word: "summary",
                 set: r#"{"summary":true}"#,
                 render: Some(show::route_summary),
+            },
+            Arg::Keyword {
+                word: "vrf",
+                key: "vrf",
+                value: ValueKind::Name,
             },
             Arg::Positional {
                 key: "prefix",
@@ -259,13 +264,18 @@ pub const SHOW: &[CommandDef] = &[
     CommandDef {
         words: "ipv6 route",
         aliases: &[],
-        usage: "[summary | PREFIX | ADDRESS]",
+        usage: "[vrf NAME] [summary | PREFIX | ADDRESS]",
         help: "IPv6 routes, as ip route",
         args: &[
             Arg::Flag {
                 word: "summary",
                 set: r#"{"summary":true}"#,
                 render: Some(show::route_summary),
+            },
+            Arg::Keyword {
+                word: "vrf",
+                key: "vrf",
+                value: ValueKind::Name,
             },
             Arg::Positional {
                 key: "prefix",
@@ -274,6 +284,15 @@ pub const SHOW: &[CommandDef] = &[
         ],
         request: r#"{"cmd":"show-ip-route","family":6}"#,
         render: show::routes,
+    },
+    CommandDef {
+        words: "vrf",
+        aliases: &["vrfs", "vrf brief"],
+        usage: "",
+        help: "VRFs: table id, route distinguisher, namespace, interfaces, routes",
+        args: &[],
+        request: r#"{"cmd":"show-vrf"}"#,
+        render: show::vrfs,
     },
     CommandDef {
         words: "mpls table",
@@ -914,6 +933,14 @@ mod tests {
         assert_eq!(
             req("ipv6 route 2001:db8::/32"),
             json!({"cmd": "show-ip-route", "family": 6, "prefix": "2001:db8::/32"})
+        );
+        assert_eq!(
+            req("ip route vrf CUSTA 192.0.2.0/24"),
+            json!({"cmd": "show-ip-route", "family": 4, "vrf": "CUSTA", "prefix": "192.0.2.0/24"})
+        );
+        assert_eq!(
+            req("ipv6 route vrf CUSTB summary"),
+            json!({"cmd": "show-ip-route", "family": 6, "vrf": "CUSTB", "summary": true})
         );
         assert!(parse_show(&words("ip route nonsense")).is_err());
         assert!(parse_show(&words("ip route 10.0.0.0/8 10.1.0.0/16")).is_err());

@@ -908,11 +908,60 @@ const ROUTE_CODES: &str =
     "Codes: C - connected, S - static, O - OSPF, B - BGP, i - IS-IS, R - RIP, \
 K - kernel (via FRR), ? - other\n       * - installed in the FIB, ! - no usable next hop";
 
-/// `show ip route [PREFIX | ADDRESS]` and `show ipv6 route ...`.
+/// `show vrf`.
+pub fn vrfs(v: &Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}, the default one included",
+        plural(rows(v).len() as u64, "VRF", "VRFs")
+    );
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Name",
+        ">Table",
+        "RD",
+        "Namespace",
+        ">IPv4",
+        ">IPv6",
+        ">Neighbors",
+        "Interfaces",
+    ]);
+    for r in rows(v) {
+        let dash = |k: &str| match r.get(k).and_then(Value::as_str) {
+            Some(x) => x.to_string(),
+            None => "-".to_string(),
+        };
+        let ifs = strings(r, "interfaces");
+        t.row(vec![
+            s(r, "name"),
+            u(r, "table").to_string(),
+            dash("rd"),
+            dash("namespace"),
+            u(r, "routes_v4").to_string(),
+            u(r, "routes_v6").to_string(),
+            u(r, "neighbors").to_string(),
+            if ifs.is_empty() {
+                "-".to_string()
+            } else {
+                ifs.join(", ")
+            },
+        ]);
+    }
+    t.render(&mut o);
+    o
+}
+
+/// `show ip route [vrf NAME] [PREFIX | ADDRESS]` and `show ipv6 route ...`.
 pub fn routes(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{ROUTE_CODES}");
     let _ = writeln!(o);
+    if let Some(name) = v.get("vrf").and_then(Value::as_str) {
+        let _ = writeln!(o, "VRF {name} (table {}):", u(v, "table"));
+        let _ = writeln!(o);
+    }
+    let v = v.get("routes").unwrap_or(v);
     let width = rows(v)
         .iter()
         .map(|r| s(r, "prefix").chars().count())

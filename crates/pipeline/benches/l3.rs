@@ -46,6 +46,7 @@ fn tables(urpf: Urpf) -> (L3Tables, Prefixes) {
             mtu: 1500,
             urpf: if p == 0 { urpf } else { Urpf::Off },
             vlan: None,
+            vrf: 0,
         });
     }
     nh.set(

@@ -41,6 +41,7 @@ fn iface(port: u16, a4: &str, a6: &[&str], mtu: u16, urpf: Urpf) -> RouterInterf
         mtu,
         urpf,
         vlan: None,
+        vrf: 0,
     }
 }
 

@@ -103,6 +103,35 @@ pub struct FibConfig {
     /// ECMP groups (distinct member multisets plus one per zebra group
     /// object). Default 16,384 (4 MiB of group slots).
     pub groups: u32,
+    /// The FPM table id this FIB takes zebra's routes from: 254 (main)
+    /// for the default VRF, the VRF's table id for a VRF (docs/vrf.md).
+    pub table: u32,
+    /// Sizes of the label FIB (NHLFEs, pseudowires…).
+    pub lfib: LfibSize,
+}
+
+impl FibConfig {
+    /// Capacities of a VRF's FIB: `routes` prefixes per family, pools
+    /// scaled to them (the LPM code is the default table's; only the
+    /// sizes differ), a small label FIB.
+    pub fn for_vrf(table: u32, routes: usize) -> FibConfig {
+        let r = routes.max(16);
+        FibConfig {
+            max_routes_v4: r,
+            max_routes_v6: r,
+            lpm4_nodes: (r as u32 / 4).clamp(64, 1 << 16),
+            lpm6_nodes: (r as u32 * 4).clamp(1024, 1 << 18),
+            next_hops: (r as u32).clamp(256, 1 << 16),
+            groups: (r as u32 / 8).clamp(64, 4096),
+            table,
+            lfib: LfibSize {
+                nhlfes: r.clamp(256, 1 << 16),
+                pseudowires: 1,
+                acs: 1,
+                protections: 1,
+            },
+        }
+    }
 }
 
 impl Default for FibConfig {
@@ -114,6 +143,8 @@ impl Default for FibConfig {
             lpm6_nodes: 1 << 20,
             next_hops: 65_536,
             groups: 16_384,
+            table: RT_TABLE_MAIN,
+            lfib: LfibSize::default(),
         }
     }
 }
@@ -993,6 +1024,9 @@ pub struct Fib {
     counts: [Counts; 2],
     counters: FibCounters,
     max_routes: [usize; 2],
+    /// The FPM table id whose routes this FIB takes (others: counted
+    /// `other_table`).
+    table: u32,
     /// Resync generation, bumped on every zebra connection.
     gen: u32,
     sweep_pending: bool,
@@ -1047,8 +1081,8 @@ impl Fib {
                 shared_hops: HashMap::new(),
                 group_info: vec![None; groups as usize],
                 shared_groups: HashMap::new(),
-                lfib: Arc::new(Lfib::new(LfibSize::default())),
-                nhlfe_ids: IdAlloc::new(0, LfibSize::default().nhlfes as u32),
+                lfib: Arc::new(Lfib::new(cfg.lfib)),
+                nhlfe_ids: IdAlloc::new(0, cfg.lfib.nhlfes as u32),
                 labelled: HashMap::new(),
                 next_key: 0,
             },
@@ -1059,10 +1093,16 @@ impl Fib {
             counts: [Counts::new(), Counts::new()],
             counters: FibCounters::default(),
             max_routes: [cfg.max_routes_v4, cfg.max_routes_v6],
+            table: cfg.table,
             gen: 0,
             sweep_pending: false,
             labels: mpls::LabelState::default(),
         }
+    }
+
+    /// The FPM table id this FIB takes routes from.
+    pub fn table(&self) -> u32 {
+        self.table
     }
 
     /// The IPv4 LPM, for `L3Tables::fib4`.
@@ -1190,7 +1230,7 @@ impl Fib {
                 nexthops,
                 ..
             } => {
-                if *table != RT_TABLE_MAIN {
+                if *table != self.table {
                     self.counters.other_table += 1;
                     return Ok(());
                 }
@@ -1206,7 +1246,7 @@ impl Fib {
                 self.set_slot(*prefix, source, spec, ifindex_to_port, false)
             }
             RouteUpdate::Del { prefix, table, .. } => {
-                if *table != RT_TABLE_MAIN {
+                if *table != self.table {
                     self.counters.other_table += 1;
                 } else {
                     self.remove(*prefix, Source::Frr { protocol: 0 });

@@ -314,7 +314,7 @@ impl Fib {
                 Ok(())
             }
             LabelMsg::RouteAdd(r) => {
-                if r.table != RT_TABLE_MAIN {
+                if r.table != self.table() {
                     self.counters.other_table += 1;
                     return Ok(());
                 }
@@ -332,7 +332,7 @@ impl Fib {
                 prefix_len,
                 table,
             } => {
-                if *table != RT_TABLE_MAIN {
+                if *table != self.table() {
                     self.counters.other_table += 1;
                 } else if let Some(p) = Prefix::new(*prefix, *prefix_len) {
                     self.remove(p, Source::Frr { protocol: 0 });

@@ -12,5 +12,6 @@
 pub mod fib;
 pub mod frr;
 pub mod kernel;
+pub mod netns;
 pub mod router;
 pub mod sysctl;

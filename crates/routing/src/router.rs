@@ -17,7 +17,7 @@
 //!
 //! See docs/routing.md.
 
-use crate::fib::{Fib, Hop, Source};
+use crate::fib::{Fib, FibConfig, Hop, Source};
 use crate::frr::{FpmServer, Prefix};
 use crate::kernel::{NeighborMonitor, Rtnl};
 use crate::sysctl;
@@ -62,6 +62,25 @@ pub struct RoutedPort {
     pub addresses: Vec<IpNet>,
     pub mtu: u32,
     pub urpf: UrpfMode,
+    /// 0: the default VRF; k: `Router::vrfs[k - 1]`.
+    pub vrf: usize,
+}
+
+/// Routes a VRF's FIB holds per family (docs/vrf.md, "Sizes").
+pub const VRF_ROUTES: usize = 16_384;
+/// Neighbours a VRF's table holds.
+pub const VRF_NEIGHBORS: usize = 4096;
+
+/// One VRF as the control plane runs it.
+pub struct RouterVrf {
+    pub name: String,
+    /// FPM table id of its routes (and the NSID of its namespace).
+    pub table: u32,
+    pub rd: Option<String>,
+    /// Namespace of its TAP twins.
+    pub netns: String,
+    pub fib: Arc<Mutex<Fib>>,
+    pub neighbors: Arc<NeighborTable>,
 }
 
 /// Counters of the control-plane threads (`show ip traffic`-like output in
@@ -120,7 +139,10 @@ impl CarrierMirror {
 /// The running layer-3 control plane.
 pub struct Router {
     pub ports: Vec<RoutedPort>,
+    /// The default VRF's FIB (the global table).
     pub fib: Arc<Mutex<Fib>>,
+    /// The VRFs, in `vrfs:` order (VRF index k + 1).
+    pub vrfs: Vec<RouterVrf>,
     pub neighbors: Arc<NeighborTable>,
     pub stats: Arc<RouterStats>,
     /// FPM listener (zebra connects here), when configured.
@@ -211,6 +233,34 @@ impl Router {
         sysctl::set("ipv4/ip_forward", "1").map_err(|e| format!("ip_forward: {e}"))?;
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
+        // Each VRF's namespace (docs/vrf.md): its NSID in ours is its table
+        // id, which is how the patched FPM module names its routes.
+        let mut vrf_ns = Vec::new();
+        for (k, v) in cfg.vrfs.iter().enumerate() {
+            let table = v.table_id(k);
+            let (ns, created) = crate::netns::ensure(v.netns())
+                .map_err(|e| format!("VRF {} namespace {}: {e}", v.name, v.netns()))?;
+            if let Err(e) = rtnl.set_nsid(std::os::fd::AsRawFd::as_raw_fd(&ns), table) {
+                if !crate::kernel::is_exists(&e) {
+                    return Err(format!("VRF {} namespace id {table}: {e}", v.name));
+                }
+            }
+            let vrtnl = crate::netns::run_in(&ns, || {
+                let _ = io::link::set_up("lo");
+                let _ = sysctl::set("ipv4/ip_forward", "1");
+                let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+                Rtnl::open()
+            })
+            .and_then(|r| r)
+            .map_err(|e| format!("VRF {} rtnetlink: {e}", v.name))?;
+            tracing::info!(
+                "VRF {} table {table} in namespace {}{}",
+                v.name,
+                v.netns(),
+                if created { " (created)" } else { "" }
+            );
+            vrf_ns.push((ns, vrtnl));
+        }
         let mut taps = Vec::new();
         let mut carrier = Vec::new();
         let mut ports = Vec::new();
@@ -238,15 +288,33 @@ impl Router {
             .map_err(|e| format!("TAP {tap} for {}: {e}", p.name))?;
             // Before the link comes up, so the first announcements follow
             // these settings.
-            // Namespaces may default to IPv6 off; the TAP needs it.
-            let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
-            let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
-            let _ = sysctl::set_if(&tap, "ipv4", "send_redirects", "0");
-            let _ = sysctl::set_if(&tap, "ipv4", "arp_notify", "1");
-            let _ = sysctl::set_if(&tap, "ipv6", "accept_ra", "0");
-            let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
-            io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))?;
-            let ifindex = dev.ifindex();
+            let settle = |tap: String| -> Result<(), String> {
+                // Namespaces may default to IPv6 off; the TAP needs it.
+                let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
+                let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
+                let _ = sysctl::set_if(&tap, "ipv4", "send_redirects", "0");
+                let _ = sysctl::set_if(&tap, "ipv4", "arp_notify", "1");
+                let _ = sysctl::set_if(&tap, "ipv6", "accept_ra", "0");
+                let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
+                io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))
+            };
+            let (ifindex, link_rtnl) = if p.vrf == 0 {
+                settle(tap.clone())?;
+                (dev.ifindex(), &mut rtnl)
+            } else {
+                // A VRF's twin lives in the VRF's namespace; the TAP's
+                // descriptor keeps working across the move.
+                let (ns, vrtnl) = &mut vrf_ns[p.vrf - 1];
+                rtnl.move_link(dev.ifindex(), std::os::fd::AsRawFd::as_raw_fd(&*ns))
+                    .map_err(|e| format!("TAP {tap} into namespace: {e}"))?;
+                let t = tap.clone();
+                crate::netns::run_in(ns, move || settle(t))
+                    .map_err(|e| format!("TAP {tap}: {e}"))??;
+                let ifindex = vrtnl
+                    .link_index(&tap)
+                    .map_err(|e| format!("TAP {tap} in its namespace: {e}"))?;
+                (ifindex, vrtnl)
+            };
             if p.vlan.is_none() {
                 // Down until the port is attached and up.
                 if let Some(fd) = dev.rx_fd() {
@@ -260,7 +328,7 @@ impl Router {
                 }
             }
             for a in p.addresses {
-                if let Err(e) = rtnl.add_address(ifindex, a.addr, a.len) {
+                if let Err(e) = link_rtnl.add_address(ifindex, a.addr, a.len) {
                     if !crate::kernel::is_exists(&e) {
                         return Err(format!("address {a} on {tap}: {e}"));
                     }
@@ -276,6 +344,7 @@ impl Router {
                 addresses: p.addresses.to_vec(),
                 mtu,
                 urpf: p.urpf,
+                vrf: p.vrf,
             });
             taps.push(dev);
         }
@@ -311,6 +380,35 @@ impl Router {
                     UrpfMode::Strict => Urpf::Strict,
                 },
                 vlan: r.vlan,
+                vrf: r.vrf as u16,
+            })
+            .collect();
+        let vrfs: Vec<RouterVrf> = cfg
+            .vrfs
+            .iter()
+            .enumerate()
+            .map(|(k, v)| RouterVrf {
+                name: v.name.clone(),
+                table: v.table_id(k),
+                rd: v.rd.clone(),
+                netns: v.netns().to_string(),
+                fib: Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(
+                    v.table_id(k),
+                    VRF_ROUTES,
+                )))),
+                neighbors: Arc::new(NeighborTable::new(VRF_NEIGHBORS)),
+            })
+            .collect();
+        let vrf_tables = vrfs
+            .iter()
+            .map(|v| {
+                let f = v.fib.lock().unwrap_or_else(|e| e.into_inner());
+                pipeline::l3::VrfTables {
+                    fib4: f.fib4(),
+                    fib6: f.fib6(),
+                    nexthops: f.nexthops(),
+                    neighbors: v.neighbors.clone(),
+                }
             })
             .collect();
         shared.l3.store(Some(Arc::new(
@@ -321,6 +419,7 @@ impl Router {
                 neighbors.clone(),
                 interfaces,
             )
+            .with_vrfs(vrf_tables)
             .with_lfib(fib.lfib()),
         )));
         // Labels from zebra switch on routed ports (docs/mpls.md).
@@ -329,7 +428,10 @@ impl Router {
             cfg: pipeline::mpls::MplsConfig::default(),
         })));
         let fib = Arc::new(Mutex::new(fib));
-        program_config_routes(cfg, &ports, &fib, &mut rtnl)?;
+        program_config_routes(cfg, &ports, 0, &fib, &mut rtnl)?;
+        for (k, v) in vrfs.iter().enumerate() {
+            program_config_routes(cfg, &ports, k + 1, &v.fib, &mut vrf_ns[k].1)?;
+        }
 
         let stats = Arc::new(RouterStats::default());
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -352,15 +454,32 @@ impl Router {
                 Box::new(move || punt_loop(shared, taps, names, stats)),
             )?);
         }
-        {
+        // One neighbour mirror per namespace: the default VRF's, then each
+        // VRF's (its TAP twins resolve in their own kernel stack).
+        for k in 0..=vrfs.len() {
             let shared = shared.clone();
             let stats = stats.clone();
-            let neighbors = neighbors.clone();
-            let by_ifindex: HashMap<u32, u16> =
-                ports.iter().map(|r| (r.tap_ifindex, r.port)).collect();
-            let mon = NeighborMonitor::open().map_err(|e| format!("neighbour monitor: {e}"))?;
+            let neighbors = match k {
+                0 => neighbors.clone(),
+                _ => vrfs[k - 1].neighbors.clone(),
+            };
+            let by_ifindex: HashMap<u32, u16> = ports
+                .iter()
+                .filter(|r| r.vrf == k)
+                .map(|r| (r.tap_ifindex, r.port))
+                .collect();
+            let mon = match k {
+                0 => NeighborMonitor::open(),
+                _ => crate::netns::run_in(&vrf_ns[k - 1].0, NeighborMonitor::open).and_then(|m| m),
+            }
+            .map_err(|e| format!("neighbour monitor: {e}"))?;
+            let name = if k == 0 {
+                "neighbors".to_string()
+            } else {
+                format!("neighbors-v{k}")
+            };
             threads.push(spawn(
-                "neighbors",
+                &name,
                 Box::new(move || neighbor_loop(shared, mon, neighbors, by_ifindex, stats)),
             )?);
         }
@@ -376,12 +495,24 @@ impl Router {
                 None => None,
             };
             let shared = shared.clone();
-            let fib = fib.clone();
-            let by_ifindex: HashMap<u32, u16> =
-                ports.iter().map(|r| (r.tap_ifindex, r.port)).collect();
+            // Every VRF's FIB with its table id and its namespace's
+            // interface indexes (they repeat across namespaces).
+            let fibs: Vec<VrfFeed> = std::iter::once((RT_TABLE_MAIN_U32, fib.clone()))
+                .chain(vrfs.iter().map(|v| (v.table, v.fib.clone())))
+                .enumerate()
+                .map(|(k, (table, fib))| VrfFeed {
+                    table,
+                    fib,
+                    by_ifindex: ports
+                        .iter()
+                        .filter(|r| r.vrf == k)
+                        .map(|r| (r.tap_ifindex, r.port))
+                        .collect(),
+                })
+                .collect();
             threads.push(spawn(
                 "fib",
-                Box::new(move || fib_loop(shared, server, fib, by_ifindex)),
+                Box::new(move || fib_loop(shared, server, fibs)),
             )?);
         }
         for r in &ports {
@@ -404,6 +535,7 @@ impl Router {
         Ok(Some(Router {
             ports,
             fib,
+            vrfs,
             neighbors,
             stats,
             fpm: fpm_stats,
@@ -416,12 +548,14 @@ impl Router {
 /// (and the static ones into the kernel, for the punted slow path).
 fn program_config_routes(
     cfg: &Config,
-    ports: &[RoutedPort],
+    all_ports: &[RoutedPort],
+    vrf: usize,
     fib: &Mutex<Fib>,
     rtnl: &mut Rtnl,
 ) -> Result<(), String> {
     let mut fib = fib.lock().unwrap_or_else(|e| e.into_inner());
-    for r in ports {
+    let ports: Vec<&RoutedPort> = all_ports.iter().filter(|r| r.vrf == vrf).collect();
+    for r in &ports {
         for a in &r.addresses {
             if a.len == a.max_len() {
                 continue;
@@ -439,8 +573,11 @@ fn program_config_routes(
             .map_err(|e| format!("connected route {a}: {e:?}"))?;
         }
     }
-    let port_of = |name: &str| ports.iter().find(|r| r.name == name);
+    let port_of = |name: &str| ports.iter().find(|r| r.name == name).copied();
     for s in &cfg.routing.static_routes {
+        if cfg.vrf_index(s.vrf.as_deref()) != Some(vrf) {
+            continue;
+        }
         let Some(p) = prefix_of(&s.prefix) else {
             continue;
         };
@@ -451,11 +588,14 @@ fn program_config_routes(
         }
         let egress = match (&s.interface, s.next_hop) {
             (Some(name), _) => port_of(name),
-            (None, Some(gw)) => ports.iter().find(|r| {
-                r.addresses
-                    .iter()
-                    .any(|a| a.len < a.max_len() && a.contains(gw))
-            }),
+            (None, Some(gw)) => ports
+                .iter()
+                .find(|r| {
+                    r.addresses
+                        .iter()
+                        .any(|a| a.len < a.max_len() && a.contains(gw))
+                })
+                .copied(),
             (None, None) => None,
         };
         let Some(egress) = egress else {
@@ -669,14 +809,64 @@ fn neighbor_loop(
     }
 }
 
-/// Feed the FIB from zebra, and reclaim LPM memory after grace periods.
-fn fib_loop(
-    shared: Arc<Shared>,
-    server: Option<FpmServer>,
+const RT_TABLE_MAIN_U32: u32 = crate::frr::netlink::RT_TABLE_MAIN;
+
+/// One FIB the FPM feed writes: the default VRF's or a VRF's.
+struct VrfFeed {
+    /// FPM table id of its routes.
+    table: u32,
     fib: Arc<Mutex<Fib>>,
+    /// TAP twin ifindex (in its namespace) → port.
     by_ifindex: HashMap<u32, u16>,
-) {
-    let port_of = |ifindex: u32| by_ifindex.get(&ifindex).copied();
+}
+
+/// The table id of an update (`None`: not a route; every FIB gets it).
+fn update_table(u: &crate::frr::RouteUpdate) -> Option<u32> {
+    use crate::frr::RouteUpdate;
+    match u {
+        RouteUpdate::Add { table, .. } | RouteUpdate::Del { table, .. } => Some(*table),
+        RouteUpdate::Label(labelfeed::LabelMsg::RouteAdd(r)) => Some(r.table),
+        _ => None,
+    }
+}
+
+/// Hands one FPM event to the FIBs: connection events to all (each keeps
+/// its own resync generation), routes to the FIB of their table id; routes
+/// of a table no VRF has go to the default VRF's FIB, which counts them
+/// (`other_table`). Label entries and next-hop objects go to the default
+/// VRF's FIB (labels are global; next-hop objects are not used with netns
+/// VRFs, docs/vrf.md).
+fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
+    use crate::frr::FpmEvent;
+    let apply = |f: &VrfFeed, ev: &FpmEvent| {
+        let port_of = |ifindex: u32| f.by_ifindex.get(&ifindex).copied();
+        f.fib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply_frr(ev, &port_of);
+    };
+    match ev {
+        FpmEvent::Updates(us) if feeds.len() > 1 => {
+            let mut per: Vec<Vec<crate::frr::RouteUpdate>> = vec![Vec::new(); feeds.len()];
+            for u in us {
+                let k = update_table(u)
+                    .and_then(|t| feeds.iter().position(|f| f.table == t))
+                    .unwrap_or(0);
+                per[k].push(u.clone());
+            }
+            for (k, us) in per.into_iter().enumerate() {
+                if !us.is_empty() {
+                    apply(&feeds[k], &FpmEvent::Updates(us));
+                }
+            }
+        }
+        FpmEvent::Updates(_) => apply(&feeds[0], ev),
+        _ => feeds.iter().for_each(|f| apply(f, ev)),
+    }
+}
+
+/// Feed the FIBs from zebra, and reclaim LPM memory after grace periods.
+fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>) {
     let (handle, rx) = match server.map(|s| s.spawn_channel()) {
         Some(Ok((h, rx))) => (Some(h), Some(rx)),
         Some(Err(e)) => {
@@ -690,11 +880,9 @@ fn fib_loop(
         match &rx {
             Some(rx) => {
                 if let Ok(ev) = rx.recv_timeout(Duration::from_millis(200)) {
-                    let mut f = fib.lock().unwrap_or_else(|e| e.into_inner());
-                    f.apply_frr(&ev, &port_of);
-                    // Drain what is queued under one lock.
+                    dispatch(&feeds, &ev);
                     while let Ok(ev) = rx.try_recv() {
-                        f.apply_frr(&ev, &port_of);
+                        dispatch(&feeds, &ev);
                     }
                 }
             }
@@ -702,11 +890,13 @@ fn fib_loop(
         }
         if last_maintain.elapsed() >= Duration::from_secs(1) {
             last_maintain = Instant::now();
-            let mut f = fib.lock().unwrap_or_else(|e| e.into_inner());
-            if f.needs_maintenance() {
-                f.maintain(&|| {
-                    shared.quiesce(Duration::from_secs(1));
-                });
+            for feed in &feeds {
+                let mut f = feed.fib.lock().unwrap_or_else(|e| e.into_inner());
+                if f.needs_maintenance() {
+                    f.maintain(&|| {
+                        shared.quiesce(Duration::from_secs(1));
+                    });
+                }
             }
         }
     }
@@ -718,6 +908,121 @@ fn fib_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// zebra's bytes for `prefix` via `gw` out of `ifindex`, in `table`.
+    fn frr_route(msg: u16, prefix: &str, table: u32, gw: &str, ifindex: u32) -> Vec<u8> {
+        use crate::frr::netlink::{build, NextHop};
+        let (a, l) = prefix.split_once('/').unwrap();
+        let p = Prefix::new(a.parse().unwrap(), l.parse().unwrap()).unwrap();
+        build::route(
+            msg,
+            p,
+            table,
+            186,
+            20,
+            &crate::frr::NextHops::List(vec![NextHop {
+                gateway: Some(gw.parse().unwrap()),
+                ifindex,
+                weight: 1,
+            }]),
+        )
+    }
+
+    #[test]
+    fn fpm_routes_reach_the_fib_of_their_vrf_table() {
+        use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let vrf = |table| Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(table, 64))));
+        // The same ifindex (3) in every namespace maps to a different port.
+        let feeds: Vec<VrfFeed> = [(254, 0u16), (1001, 1), (1002, 2)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: if table == 254 {
+                    Arc::new(Mutex::new(Fib::new()))
+                } else {
+                    vrf(table)
+                },
+                by_ifindex: [(3u32, port)].into_iter().collect(),
+            })
+            .collect();
+        let ev = |bytes: Vec<Vec<u8>>| {
+            let mut us = Vec::new();
+            for b in bytes {
+                us.extend(decode(&b).unwrap());
+            }
+            FpmEvent::Updates(us)
+        };
+        let route_of = |k: usize, addr: &str| {
+            feeds[k]
+                .fib
+                .lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| (r.hops[0].port, r.hops[0].gateway.unwrap().to_string()))
+        };
+        dispatch(
+            &feeds,
+            &FpmEvent::Connected {
+                peer: "127.0.0.1:1".parse().unwrap(),
+            },
+        );
+        // One frame: the same prefix in three tables, plus a table no VRF
+        // has (counted by the default FIB, installed nowhere).
+        dispatch(
+            &feeds,
+            &ev(vec![
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.9.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1001, "10.1.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1002, "10.1.0.3", 3),
+                frr_route(RTM_NEWROUTE, "198.51.100.0/24", 1003, "10.1.0.4", 3),
+                frr_route(RTM_NEWROUTE, "2001:db8:99::/48", 1002, "2001:db8:1::3", 3),
+            ]),
+        );
+        assert_eq!(route_of(0, "192.0.2.1"), Some((0, "10.9.0.2".into())));
+        assert_eq!(route_of(1, "192.0.2.1"), Some((1, "10.1.0.2".into())));
+        assert_eq!(route_of(2, "192.0.2.1"), Some((2, "10.1.0.3".into())));
+        assert_eq!(
+            route_of(2, "2001:db8:99::1"),
+            Some((2, "2001:db8:1::3".into()))
+        );
+        assert_eq!(route_of(1, "2001:db8:99::1"), None);
+        for k in 0..3 {
+            assert_eq!(route_of(k, "198.51.100.1"), None, "table 1003 is no VRF's");
+        }
+        assert_eq!(feeds[0].fib.lock().unwrap().counters().other_table, 1);
+        // A withdrawal in one VRF leaves the others alone.
+        dispatch(
+            &feeds,
+            &ev(vec![frr_route(
+                RTM_DELROUTE,
+                "192.0.2.0/24",
+                1001,
+                "10.1.0.2",
+                3,
+            )]),
+        );
+        assert_eq!(route_of(1, "192.0.2.1"), None);
+        assert!(route_of(0, "192.0.2.1").is_some() && route_of(2, "192.0.2.1").is_some());
+        // A reconnect whose replay lacks VRF 1002's IPv6 route sweeps only it.
+        dispatch(
+            &feeds,
+            &FpmEvent::Connected {
+                peer: "127.0.0.1:1".parse().unwrap(),
+            },
+        );
+        dispatch(
+            &feeds,
+            &ev(vec![
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.9.0.2", 3),
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1002, "10.1.0.3", 3),
+            ]),
+        );
+        dispatch(&feeds, &FpmEvent::Settled);
+        assert_eq!(route_of(2, "2001:db8:99::1"), None);
+        assert_eq!(route_of(2, "192.0.2.1"), Some((2, "10.1.0.3".into())));
+        assert_eq!(route_of(0, "192.0.2.1"), Some((0, "10.9.0.2".into())));
+    }
 
     #[test]
     fn link_local_is_modified_eui64() {
@@ -750,6 +1055,7 @@ mod tests {
                 urpf: UrpfMode::Off,
                 router_mac: None,
                 mtu: 1500,
+                vrf: 0,
             })
             .collect();
         let a = router_mac(&cfg, &ifs[0]);

@@ -11,3 +11,4 @@ pub(crate) mod mirror;
 pub(crate) mod multicast;
 pub(crate) mod services;
 pub(crate) mod stp;
+pub(crate) mod vrf;

@@ -25,6 +25,11 @@ pub const IFA_LOCAL: u16 = 2;
 
 /// Link attribute carrying the interface name.
 pub const IFLA_IFNAME: u16 = 3;
+/// `IFLA_NET_NS_FD`: move the link into the namespace of this descriptor.
+pub const IFLA_NET_NS_FD: u16 = 28;
+pub const RTM_NEWNSID: u16 = 88;
+pub const NETNSA_NSID: u16 = 1;
+pub const NETNSA_FD: u16 = 3;
 
 /// `sizeof(struct ifaddrmsg)`.
 pub const IFADDRMSG_LEN: usize = 8;
@@ -191,6 +196,30 @@ impl Rtnl {
             m = m.attr_addr(RTA_DST, p.addr);
         }
         self.request(m.finish()).map(|_| ())
+    }
+
+    /// Moves interface `ifindex` (in this socket's namespace) into the
+    /// network namespace `ns_fd` (`RTM_NEWLINK` with `IFLA_NET_NS_FD`).
+    /// It keeps its index there unless that index is taken.
+    pub fn move_link(&mut self, ifindex: u32, ns_fd: i32) -> io::Result<()> {
+        let mut ifi = [0u8; IFINFOMSG_LEN];
+        ifi[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+        let msg = Msg::new(RTM_NEWLINK, 0, &ifi)
+            .attr(IFLA_NET_NS_FD, &(ns_fd as u32).to_ne_bytes())
+            .finish();
+        self.request(msg).map(|_| ())
+    }
+
+    /// Gives namespace `ns_fd` the id `nsid` as seen from this socket's
+    /// namespace (`RTM_NEWNSID`, what `ip netns set NAME ID` does).
+    /// `EEXIST` when the namespace already has an id here.
+    pub fn set_nsid(&mut self, ns_fd: i32, nsid: u32) -> io::Result<()> {
+        // struct rtgenmsg, padded to 4 bytes.
+        let msg = Msg::new(RTM_NEWNSID, 0, &[libc::AF_UNSPEC as u8, 0, 0, 0])
+            .attr(NETNSA_NSID, &(nsid as i32).to_ne_bytes())
+            .attr(NETNSA_FD, &(ns_fd as u32).to_ne_bytes())
+            .finish();
+        self.request(msg).map(|_| ())
     }
 
     /// The index of interface `name` in this socket's namespace (`ENODEV`
