@@ -475,7 +475,7 @@ pub const SHOW: &[CommandDef] = &[
             "rstp",
         ],
         usage: "",
-        help: "spanning tree: root bridge, this bridge, port roles and states, BPDU counters",
+        help: "spanning tree: root, this bridge, port roles and states, BPDUs",
         args: &[],
         request: r#"{"cmd":"show-spanning-tree"}"#,
         render: show::spanning_tree,
