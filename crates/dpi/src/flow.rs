@@ -165,6 +165,8 @@ const F_OPENER_IS_A: u8 = 1;
 const F_FIN_ORIG: u8 = 2;
 const F_FIN_REPLY: u8 = 4;
 const F_REPLIED: u8 = 8;
+/// The upper four bits belong to the engine ([`FlowMut::set_user`]).
+const F_USER: u8 = 0xf0;
 
 /// 104 bytes; see the module docs.
 #[derive(Clone, Copy)]
@@ -208,6 +210,8 @@ pub struct Flow {
     pub service: u16,
     /// Free for the engine (classification verdict bits).
     pub sub_gen: u16,
+    /// The engine's four flag bits.
+    pub user: u8,
 }
 
 /// Mutable view of the fields the engine owns in one entry.
@@ -244,6 +248,16 @@ impl FlowMut<'_> {
     }
     pub fn packets(&self) -> [u64; 2] {
         self.e.packets
+    }
+    pub fn bytes(&self) -> [u64; 2] {
+        self.e.bytes
+    }
+    /// The engine's four flag bits (`0..=0xf`).
+    pub fn user(&self) -> u8 {
+        self.e.flags >> 4
+    }
+    pub fn set_user(&mut self, bits: u8) {
+        self.e.flags = (self.e.flags & !F_USER) | (bits << 4);
     }
 }
 
@@ -332,6 +346,7 @@ impl Entry {
             app: self.app,
             service: self.service,
             sub_gen: self.sub_gen,
+            user: self.flags >> 4,
         }
     }
 

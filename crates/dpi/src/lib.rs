@@ -15,7 +15,11 @@
 //! are leaves; `provision` uses `subscriber`; `signature` uses `packet`;
 //! `service` uses `ndpi`'s protocol ids; `engine` uses them all.
 
+pub mod engine;
 pub mod flow;
+pub mod ndpi;
 pub mod packet;
 pub mod provision;
+pub mod service;
+pub mod signature;
 pub mod subscriber;
