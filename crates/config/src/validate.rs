@@ -40,6 +40,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(crate::checks::guard::check(cfg));
     c.issues.extend(crate::checks::multicast::check(cfg));
     c.issues.extend(crate::checks::events::check(cfg));
+    c.issues.extend(crate::checks::service_control::check(cfg));
     c.issues
 }
 

@@ -16,7 +16,7 @@
 //!    `classify_busy`, signatures still apply).
 //! 4. While the flow is being classified: operator signatures first (the
 //!    first match decides), then nDPI. nDPI's answer decides once it wants
-//!    no more packets — but not before `signature_depth` packets when a
+//!    no more packets or the TCP flow is closing — but not before `signature_depth` packets when a
 //!    payload signature could still match the flow. After
 //!    `classify_packets` packets the flow is decided with what nDPI has,
 //!    or its guess (ports, address lists) when `guess` is on, or
@@ -29,7 +29,7 @@
 //! Frames always pass unchanged: policy actions (rate limits by package)
 //! come later and will act on the decision recorded in the flow.
 
-use crate::flow::{Flow, FlowTable, Timeouts, Track, NONE};
+use crate::flow::{Flow, FlowTable, State, Timeouts, Track, NONE};
 use crate::ndpi::{FlowPool, Ndpi, NdpiError};
 use crate::packet::parse_ethernet;
 use crate::service::{ServiceMap, Stats, Usage, UsageTable, OTHER, UNKNOWN};
@@ -176,6 +176,18 @@ impl Policy {
             app_names,
             protocols,
         })
+    }
+
+    /// The service flows of application `app` are counted in (a
+    /// signature's own service for signature ids).
+    pub fn service_of(&self, app: u16) -> u16 {
+        match app.checked_sub(self.protocols) {
+            Some(i) => self
+                .signatures
+                .get(usize::from(i))
+                .map_or(OTHER, |s| s.service),
+            None => self.services.of(app),
+        }
     }
 
     pub fn app_name(&self, app: u16) -> &str {
@@ -427,6 +439,8 @@ impl Ctx {
         let candidate = f.user() & U_SIG_CANDIDATE != 0;
         let slot = f.class();
         let mut app = f.app();
+        // A closing TCP flow gets no more packets worth waiting for.
+        let closing = matches!(f.state(), State::FinWait | State::TimeWait | State::Closed);
         if slot != NONE {
             self.stats.engine.ndpi_packets.add(1);
             let p = self.ndpi.process(&mut self.pool, slot, ip, now_ms);
@@ -437,7 +451,7 @@ impl Ctx {
             let sig_wait = candidate && seen < u64::from(self.cfg.signature_depth);
             if app != crate::ndpi::UNKNOWN
                 && !sig_wait
-                && !self.ndpi.wants_more(&mut self.pool, slot)
+                && (closing || !self.ndpi.wants_more(&mut self.pool, slot))
             {
                 self.decide(flows, idx, app, policy.services.of(app), Source::Ndpi);
                 return;
@@ -734,6 +748,8 @@ mod tests {
         );
         assert_eq!(s.engine.by_signature.get(), 1);
         assert_eq!(p.app_name(p.protocols), "ly-probe");
+        assert_eq!(p.service_of(p.protocols), p.services.id("custom").unwrap());
+        assert_eq!(p.service_of(ids::HTTP), p.services.id("web").unwrap());
         // Random bytes on a high port: unknown after the budget.
         for i in 0..8u8 {
             let junk = [i.wrapping_mul(77), 0x13, 0x37, i, 0xfe, 0xed, 0x99, 0x42];

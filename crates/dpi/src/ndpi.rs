@@ -135,6 +135,13 @@ pub fn revision() -> String {
         .into_owned()
 }
 
+/// Bytes of nDPI's per-flow state (`ndpi_flow_struct`), as a pool slot
+/// holds it (rounded up to 16).
+pub fn flow_state_bytes() -> usize {
+    // SAFETY: a plain query.
+    (unsafe { ndpi_detection_get_sizeof_ndpi_flow_struct() } as usize).next_multiple_of(16)
+}
+
 /// One nDPI detection module with every protocol enabled. See the module docs.
 pub struct Ndpi {
     m: NonNull<DetectionModule>,

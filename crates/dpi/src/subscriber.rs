@@ -429,6 +429,12 @@ impl SubscriberDb {
         self.max
     }
 
+    /// A new limit (existing subscribers stay even if over it; new ones
+    /// are refused until below it).
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+    }
+
     pub fn per_package(&self) -> PackageCounts {
         self.per_package
     }

@@ -2150,3 +2150,7 @@ mod tests {
 #[path = "show_mpls.rs"]
 mod mpls;
 pub use mpls::{mpls_forwarding, mpls_table};
+
+#[path = "show_inline.rs"]
+mod inline;
+pub use inline::{service_control, service_control_applications, subscriber};
