@@ -23,8 +23,11 @@ pub struct InlineControl {
     published: Published,
     generation: AtomicU64,
     /// The section the running plan was built from, and its port names.
-    running: Mutex<Option<(ServiceControl, Vec<(String, String)>)>>,
+    running: Mutex<Option<Running>>,
 }
+
+/// The running section and its pairs' port names (subscriber, network).
+type Running = (ServiceControl, Vec<(String, String)>);
 
 /// A plan built but not yet published (see [`InlineControl::prepare`]).
 pub struct Prepared(Option<Option<Arc<InlinePlan>>>);

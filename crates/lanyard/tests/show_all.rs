@@ -380,7 +380,7 @@ fn every_show_command_reads_like_a_switch() {
     // What the tables say about this configuration.
     let interfaces = &ran["interfaces"];
     assert!(
-        interfaces.contains("11 ports: 10 up, 0 down, 1 missing"),
+        interfaces.contains("13 ports: 10 up, 0 down, 3 missing"),
         "{interfaces}"
     );
     let vlan = &ran["vlan"];

@@ -433,7 +433,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "service-control",
         aliases: &["service control", "dpi"],
         usage: "[applications]",
-        help: "inline service control: flows, classification, subscribers, usage per service",
+        help: "inline service control: flows, classification, usage per service",
         args: &[Arg::Flag {
             word: "applications",
             set: r#"{"applications":true}"#,
@@ -446,7 +446,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "subscriber",
         aliases: &[],
         usage: "NAME",
-        help: "one subscriber of service control: package, addresses, usage per service",
+        help: "a service-control subscriber: package, addresses, usage",
         args: &[Arg::Positional {
             key: "id",
             value: ValueKind::Name,
