@@ -15,9 +15,11 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            if cfg.is_monitor_port(i) {
+            if cfg.is_monitor_port(i) || cfg.is_inline_port(i) {
                 // A mirror destination: in no VLAN, never flooded to;
-                // what it receives is dropped (unknown VLAN).
+                // what it receives is dropped (unknown VLAN). An inline
+                // port likewise: the worker passes its frames to its pair
+                // before the layer-2 stage (datapath::inline).
                 let mut e = PortEntry::new(PortMode::Access, 0, &[], TPID_8021Q);
                 e.learning = false;
                 e.up = false;

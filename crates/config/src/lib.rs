@@ -30,6 +30,7 @@ mod lines;
 pub mod mirror;
 mod model;
 pub mod multicast;
+pub mod service_control;
 pub mod services;
 pub mod stp;
 mod types;

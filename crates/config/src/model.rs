@@ -118,6 +118,9 @@ pub struct Config {
     /// VRFs (docs/vrf.md); interfaces in none are in the default VRF.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vrfs: Vec<super::vrf::VrfConfig>,
+    /// The inline service engine (absent: off; docs/inline.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_control: Option<super::service_control::ServiceControl>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -872,6 +875,17 @@ impl Config {
         self.ports
             .get(index)
             .is_some_and(|p| self.mirror_sessions.iter().any(|s| s.destination == p.name))
+    }
+
+    /// True if port `index` is in a `service-control` inline pair (in no
+    /// VLAN: its frames go to its pair's other port, nowhere else).
+    pub fn is_inline_port(&self, index: usize) -> bool {
+        let (Some(p), Some(sc)) = (self.ports.get(index), &self.service_control) else {
+            return false;
+        };
+        sc.inline
+            .iter()
+            .any(|i| i.subscriber_port == p.name || i.network_port == p.name)
     }
 }
 

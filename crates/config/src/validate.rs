@@ -42,6 +42,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(crate::checks::events::check(cfg));
     c.issues.extend(crate::checks::stp::check(cfg));
     c.issues.extend(crate::checks::vrf::check(cfg));
+    c.issues.extend(crate::checks::service_control::check(cfg));
     c.issues
 }
 

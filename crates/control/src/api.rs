@@ -869,6 +869,27 @@ impl ApiState {
                 }
                 Ok(Value::Array(rows))
             }
+            Some("show-service-control") => self.applier.inline().show(
+                req.get("applications")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            ),
+            Some("show-subscriber") => match req.get("id").and_then(Value::as_str) {
+                Some(id) => self.applier.inline().subscriber(id),
+                None => Err("show-subscriber needs \"id\"".into()),
+            },
+            Some("subscribers-load") => match req.get("path").and_then(Value::as_str) {
+                // A file on the switch; a client's own stream goes through
+                // `serve_one` (request line, then the records, then EOF).
+                Some(path) => std::fs::File::open(path)
+                    .map_err(|e| format!("{path}: {e}"))
+                    .map(|f| {
+                        self.applier
+                            .inline()
+                            .provision(BufReader::new(f), provision_mode(req))
+                    }),
+                None => Err("subscribers-load needs \"path\" or \"stream\": true".into()),
+            },
             Some(other) => Err(format!("unknown command {other:?}")),
             None => Err("request has no \"cmd\"".into()),
         };
@@ -892,10 +913,64 @@ fn serve_one(state: &ApiState, stream: UnixStream) {
         return;
     }
     let resp = match serde_json::from_slice::<Value>(&line) {
+        Ok(req)
+            if req.get("cmd").and_then(Value::as_str) == Some("subscribers-load")
+                && req.get("stream").and_then(Value::as_bool) == Some(true) =>
+        {
+            // Bulk provisioning: the records follow the request line until
+            // the client closes its side (no 64 KiB limit, read as they
+            // come; a stalled client times out after 5 s per read).
+            let buffered = r.buffer().to_vec();
+            let rest = r.into_inner().into_inner();
+            let input = BufReader::new(std::io::Read::chain(std::io::Cursor::new(buffered), rest));
+            let data = state
+                .applier
+                .inline()
+                .provision(input, provision_mode(&req));
+            json!({"ok": true, "data": data})
+        }
         Ok(req) => state.handle(&req),
         Err(e) => json!({"ok": false, "error": format!("request is not JSON: {e}")}),
     };
     let _ = writeln!(w, "{resp}");
+}
+
+/// `"mode": "skip-errors"` applies the good records; default all or nothing.
+fn provision_mode(req: &Value) -> dpi::provision::Mode {
+    match req.get("mode").and_then(Value::as_str) {
+        Some("skip-errors") => dpi::provision::Mode::SkipErrors,
+        _ => dpi::provision::Mode::Atomic,
+    }
+}
+
+/// Sends a streamed request: the request line, then everything `input`
+/// yields, then end of stream; returns the answer's `data` (client side).
+pub fn request_stream(
+    path: &Path,
+    req: &Value,
+    input: &mut dyn std::io::Read,
+) -> Result<Value, String> {
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("cannot reach the switch at {}: {e}", path.display()))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
+    writeln!(s, "{req}").map_err(|e| format!("send: {e}"))?;
+    std::io::copy(input, &mut s).map_err(|e| format!("send: {e}"))?;
+    s.shutdown(std::net::Shutdown::Write)
+        .map_err(|e| format!("send: {e}"))?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(|e| format!("receive: {e}"))?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad response: {e}"))?;
+    if v.get("ok") == Some(&Value::Bool(true)) {
+        Ok(v.get("data").cloned().unwrap_or(Value::Null))
+    } else {
+        Err(v
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error")
+            .to_string())
+    }
 }
 
 trait TakeLimit {

@@ -172,6 +172,8 @@ pub struct Applier {
     /// The socket given on the command line, which replaces every file's
     /// `management.socket` (so applying the same file is no change).
     socket_override: std::sync::OnceLock<std::path::PathBuf>,
+    /// Inline service control (engines, subscribers).
+    inline: Arc<crate::inline::InlineControl>,
 }
 
 impl Applier {
@@ -182,6 +184,7 @@ impl Applier {
         learner: Arc<LearnerInbox>,
         ports: mpsc::Sender<Config>,
         workers: usize,
+        inline: Arc<crate::inline::InlineControl>,
     ) -> Applier {
         Applier {
             running: ArcSwap::from_pointee(cfg),
@@ -195,7 +198,13 @@ impl Applier {
             lock: Mutex::new(()),
             mcast: std::sync::OnceLock::new(),
             socket_override: std::sync::OnceLock::new(),
+            inline,
         }
+    }
+
+    /// Inline service control (for the API).
+    pub fn inline(&self) -> &Arc<crate::inline::InlineControl> {
+        &self.inline
     }
 
     /// The switch runs on `socket` whatever its files say (`--socket`).
@@ -270,6 +279,12 @@ impl Applier {
         };
         let mirrors = config::build::mirror_table(&new).map(Arc::new);
         let copp = Arc::new(new.control_plane_policing.to_config());
+        let in_bypass = self
+            .bypassed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        let inline = self.inline.prepare(&new, in_bypass)?;
         // Publish.
         self.ha
             .set_port_names(new.ports.iter().map(|p| p.name.clone()).collect());
@@ -284,6 +299,7 @@ impl Applier {
         }
         self.shared.mirrors.store(mirrors);
         self.shared.copp.store(copp);
+        self.inline.commit(inline);
         if let Some(m) = self.mcast.get() {
             m.reconfigure(&new);
         }
@@ -324,12 +340,14 @@ impl Applier {
         match (on, b.is_some()) {
             (true, false) => {
                 *b = Some(self.shared.services.swap(None));
+                self.inline.set_bypass(true);
                 tracing::info!("bypass on: forwarding without services");
             }
             (false, true) => {
                 if let Some(s) = b.take() {
                     self.shared.services.store(s);
                 }
+                self.inline.set_bypass(false);
                 tracing::info!("bypass off: services back");
             }
             _ => {}

@@ -223,6 +223,10 @@ impl Switch {
             tracing::info!("services compiled in {} ms", t0.elapsed().as_millis());
             shared.services.store(Some(Arc::new(s)));
         }
+        // Inline engines too: the first frame on a bump-in-the-wire port
+        // already meets its engine.
+        let inline = Arc::new(crate::inline::InlineControl::new(shared.clone(), nworkers));
+        inline.commit(inline.prepare(&cfg, false)?);
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -374,6 +378,7 @@ impl Switch {
             inbox.clone(),
             ports_tx,
             nworkers,
+            inline,
         ));
         if let Some(s) = start.socket {
             applier.set_socket_override(s);

@@ -3,7 +3,8 @@
 //! Owns: starting and supervising the threads ([`daemon`]: workers,
 //! learner, FIB feed, punt, multicast, guard, flow export, API), the ports
 //! supervisor ([`ports`]: link state, hot add/remove), hitless apply and
-//! restart ([`apply`]), storm control and loop detection ([`guard`]), the
+//! restart ([`apply`]), inline service control's engines and subscribers
+//! ([`inline`]), storm control and loop detection ([`guard`]), the
 //! one-switch-per-socket lock ([`instance`]) and the management API server
 //! ([`api`], which reads every thread's state).
 //! Must not: grow protocol, routing or rendering logic of its own; those
@@ -14,5 +15,6 @@ pub mod api;
 pub mod apply;
 pub mod daemon;
 pub mod guard;
+pub mod inline;
 pub mod instance;
 pub mod ports;

@@ -37,11 +37,14 @@
 //! from the control plane, multicast routing), `l2` (the layer-2 path,
 //! storm control, link-layer control frames), `l3` (the layer-3 path),
 //! `services` (ACL/QoS/flow accounting after the forwarding decision) and
-//! `tx` (egress queues, mirror copies, one flush per touched port).
+//! `tx` (egress queues, mirror copies, one flush per touched port);
+//! `inline` takes bump-in-the-wire ports' frames out of the switched
+//! batch right after `rx` (inline service control, `dpi`).
 //! `worker` holds the worker's state and the loop; `shared` what the
 //! control plane reads and writes.
 
 mod housekeeping;
+mod inline;
 mod l2;
 mod l3;
 pub mod link_alarm;

@@ -104,6 +104,9 @@ pub struct Shared {
     pub(crate) workers: AtomicUsize,
     /// ACLs, QoS and flow accounting; `None` when none are configured.
     pub services: ArcSwapOption<Services>,
+    /// Inline service control (bump-in-the-wire pairs and their engines);
+    /// `None` when not configured.
+    pub inline: ArcSwapOption<dpi::inline::InlinePlan>,
     /// Per worker (registration order), the queue of expired flows.
     pub flow_queues: Mutex<Vec<Arc<FlowExportQueue>>>,
     /// Port mirroring; `None` without sessions.
@@ -189,6 +192,7 @@ impl Shared {
             worker_seq: (0..MAX_WORKERS).map(|_| AtomicU64::new(0)).collect(),
             workers: AtomicUsize::new(0),
             services: ArcSwapOption::empty(),
+            inline: ArcSwapOption::empty(),
             flow_queues: Mutex::new(Vec::new()),
             mirrors: ArcSwapOption::empty(),
             copp: ArcSwap::from_pointee(CoppConfig::default()),

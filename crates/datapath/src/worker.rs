@@ -69,6 +69,27 @@ pub struct Worker {
     pub(crate) mirror_buf: Box<[u8]>,
     /// Label switching state (`mpls.rs`).
     pub(crate) mpls: crate::mpls::MplsWorker,
+    /// Inline service control (`inline.rs`).
+    pub(crate) inline: InlineWorker,
+}
+
+/// This worker's inline service-control state (`inline.rs`).
+pub(crate) struct InlineWorker {
+    pub(crate) generation: u64,
+    pub(crate) engine: Option<dpi::engine::Engine>,
+    pub(crate) epoch: Instant,
+    pub(crate) last_sweep_ms: u64,
+}
+
+impl InlineWorker {
+    pub(crate) fn new() -> InlineWorker {
+        InlineWorker {
+            generation: 0,
+            engine: None,
+            epoch: Instant::now(),
+            last_sweep_ms: 0,
+        }
+    }
 }
 
 /// Per frame of a batch: its services key, where its IP header starts,
@@ -159,6 +180,7 @@ impl Worker {
             mirror: None,
             mirror_buf: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
             mpls,
+            inline: InlineWorker::new(),
         }
     }
 
@@ -181,6 +203,9 @@ impl Worker {
             b.l2.clear();
             b.l3.clear();
             self.receive(&mut b.l2, &mut b.l3, &mut rr);
+            if self.inline_pass(&mut b.l2) {
+                last_rx = Instant::now();
+            }
             if !self.shared.mc_out.is_empty() {
                 // Copies for a VLAN interface would go to the router: the
                 // kernel has no use for the snooping querier's queries.

@@ -91,10 +91,31 @@ enum Cmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Inline service control's subscribers: bulk provisioning.
+    Subscribers {
+        #[command(subcommand)]
+        cmd: SubscribersCmd,
+    },
     /// The test bed: run plans against Lanyard and peer switches.
     Lab {
         #[command(subcommand)]
         cmd: LabCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum SubscribersCmd {
+    /// Stream provisioning records (docs/inline.md: `add|set|del ID
+    /// package=… addr=…`) from FILE, or standard input for `-`, to the
+    /// switch. All or nothing unless --skip-errors.
+    Load {
+        /// The records; `-` reads standard input.
+        file: PathBuf,
+        /// Apply the good records and report the bad ones.
+        #[arg(long)]
+        skip_errors: bool,
+        #[command(flatten)]
+        socket: SocketOpt,
     },
 }
 
@@ -383,6 +404,51 @@ fn check(file: &std::path::Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `lanyard subscribers load FILE|-`: one streamed API request.
+fn subscribers_load(
+    socket: &std::path::Path,
+    file: &std::path::Path,
+    skip: bool,
+) -> Result<(), String> {
+    let mode = if skip { "skip-errors" } else { "atomic" };
+    let req = serde_json::json!({"cmd": "subscribers-load", "stream": true, "mode": mode});
+    let mut input: Box<dyn std::io::Read> = if file == std::path::Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(file).map_err(|e| format!("{}: {e}", file.display()))?)
+    };
+    let v = control::api::request_stream(socket, &req, &mut input)?;
+    println!(
+        "{} lines: {} added, {} replaced, {} removed, {} errors{} ({} ms)",
+        v["lines"],
+        v["added"],
+        v["replaced"],
+        v["removed"],
+        v["errors"],
+        if v["applied"] == true {
+            ""
+        } else {
+            " (nothing applied)"
+        },
+        v["ms"]
+    );
+    for m in v["messages"].as_array().into_iter().flatten() {
+        println!("  {}", m.as_str().unwrap_or_default());
+    }
+    let more = v["errors"]
+        .as_u64()
+        .unwrap_or(0)
+        .saturating_sub(v["messages"].as_array().map_or(0, |a| a.len() as u64));
+    if more > 0 {
+        println!("  ... {more} more");
+    }
+    println!("{} subscribers provisioned", v["subscribers"]);
+    if v["errors"].as_u64().unwrap_or(0) > 0 {
+        return Err("provisioning had errors".into());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -475,6 +541,14 @@ fn main() -> ExitCode {
             socket,
             words,
         } => mgmt::cli::parse_clear(&words).and_then(|c| api(&sock(socket), c, json)),
+        Cmd::Subscribers {
+            cmd:
+                SubscribersCmd::Load {
+                    file,
+                    skip_errors,
+                    socket,
+                },
+        } => subscribers_load(&sock(socket), &file, skip_errors),
         Cmd::Lab { cmd } => lab_cmd(cmd),
     };
     match r {

@@ -146,6 +146,8 @@ ports:
   - {name: sw9, vlan: 10}
   - {name: sw10, mode: dot1q-tunnel, vlan: 30}
   - {name: nosuch0, vlan: 10}
+  - {name: nosuch1}
+  - {name: nosuch2}
 static-macs:
   - {mac: "02:00:00:00:00:99", vlan: 10, port: sw2}
 routing:
@@ -209,6 +211,13 @@ multicast:
     querier-address: 10.10.0.2
   static-routes:
     - {group: 232.1.1.1, source: 198.51.100.9, oifs: [sw4]}
+service-control:
+  inline: [{subscriber-port: nosuch1, network-port: nosuch2}]
+  flows: 1024
+  classify-slots: 64
+  usage-entries: 1024
+  services:
+    - {name: web, applications: [HTTP, TLS]}
 "#;
 
 /// The Internet checksum of `b` (RFC 1071).
@@ -235,6 +244,19 @@ fn every_show_command_reads_like_a_switch() {
     let ports: Vec<String> = bed.dut_ports();
     let up: Vec<&str> = ports.iter().map(String::as_str).collect();
     let mut sw = Switch::start(&lanyard(), &bed.dut, &yaml, &up).expect("start");
+    // A subscriber for `show subscriber NAME` (NAME is filled as edge4),
+    // through the streamed provisioning API.
+    let subs = std::env::temp_dir().join(format!("lanyard-showall-subs-{pid}.txt"));
+    std::fs::write(
+        &subs,
+        "add edge4 package=silver addr=198.51.100.7,2001:db8:99::/48 quota=5G\n",
+    )
+    .unwrap();
+    let o = sw
+        .cli(&["subscribers", "load", subs.to_str().unwrap()])
+        .unwrap();
+    let _ = std::fs::remove_file(&subs);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 
     // Neighbours on the routed port, hosts in VLAN 10, a flow, ACL and
     // policy hits, an IGMP join.
@@ -360,7 +382,7 @@ fn every_show_command_reads_like_a_switch() {
     // What the tables say about this configuration.
     let interfaces = &ran["interfaces"];
     assert!(
-        interfaces.contains("11 ports: 10 up, 0 down, 1 missing"),
+        interfaces.contains("13 ports: 10 up, 0 down, 3 missing"),
         "{interfaces}"
     );
     let vlan = &ran["vlan"];

@@ -449,6 +449,31 @@ pub const SHOW: &[CommandDef] = &[
         render: show::copp,
     },
     CommandDef {
+        words: "service-control",
+        aliases: &["service control", "dpi"],
+        usage: "[applications]",
+        help: "inline service control: flows, classification, usage per service",
+        args: &[Arg::Flag {
+            word: "applications",
+            set: r#"{"applications":true}"#,
+            render: Some(show::service_control_applications),
+        }],
+        request: r#"{"cmd":"show-service-control"}"#,
+        render: show::service_control,
+    },
+    CommandDef {
+        words: "subscriber",
+        aliases: &[],
+        usage: "NAME",
+        help: "a service-control subscriber: package, addresses, usage",
+        args: &[Arg::Positional {
+            key: "id",
+            value: ValueKind::Name,
+        }],
+        request: r#"{"cmd":"show-subscriber"}"#,
+        render: show::subscriber,
+    },
+    CommandDef {
         words: "storm-control",
         aliases: &["storm-control interface", "storm"],
         usage: "",

@@ -2203,3 +2203,6 @@ pub use mpls::{mpls_forwarding, mpls_table};
 #[path = "show_stp.rs"]
 mod stp;
 pub use stp::spanning_tree;
+#[path = "show_inline.rs"]
+mod inline;
+pub use inline::{service_control, service_control_applications, subscriber};

@@ -1,0 +1,262 @@
+//! `service-control:` — the inline service engine (docs/inline.md): port
+//! pairs as a bump in the wire, sizes, services and operator signatures,
+//! and where subscribers come from. Absent: off.
+
+use serde::{Deserialize, Serialize};
+
+/// One bump-in-the-wire pair: frames from one port leave by the other.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct InlinePair {
+    /// Faces the subscribers (their traffic is upstream).
+    pub subscriber_port: String,
+    /// Faces the network.
+    pub network_port: String,
+}
+
+/// A service: a name for a group of applications (nDPI's names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceDef {
+    pub name: String,
+    #[serde(default)]
+    pub applications: Vec<String>,
+}
+
+/// An operator signature; every given field must match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SignatureDef {
+    pub name: String,
+    /// The service it puts matching flows in.
+    pub service: String,
+    /// `tcp`, `udp`, or a protocol number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// A port or range `9000-9100`, either end of the flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<String>,
+    /// An address or prefix, either end of the flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<String>,
+    /// Payload bytes: text with `\xNN` escapes, or `hex:…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// Where in the transport payload `payload` must start.
+    #[serde(default)]
+    pub offset: u16,
+}
+
+/// `service-control:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceControl {
+    pub inline: Vec<InlinePair>,
+    /// Flow table capacity per worker.
+    #[serde(default = "d_flows")]
+    pub flows: u32,
+    /// Flows in classification at once, per worker.
+    #[serde(default = "d_slots")]
+    pub classify_slots: u32,
+    /// Packets after which a flow is decided with what is known.
+    #[serde(default = "d_packets")]
+    pub classify_packets: u16,
+    /// Packets a flow that a payload signature may match waits for.
+    #[serde(default = "d_depth")]
+    pub signature_depth: u16,
+    /// Take nDPI's port/address guess for flows it could not name.
+    #[serde(default)]
+    pub guess: bool,
+    /// Per-subscriber per-service counter entries, per worker.
+    #[serde(default = "d_usage")]
+    pub usage_entries: u32,
+    #[serde(default = "d_subs")]
+    pub max_subscribers: u32,
+    /// Provisioning file loaded at start and on apply (docs/inline.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscribers_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub services: Vec<ServiceDef>,
+    #[serde(default)]
+    pub signatures: Vec<SignatureDef>,
+}
+
+fn d_flows() -> u32 {
+    1 << 20
+}
+fn d_slots() -> u32 {
+    1 << 16
+}
+fn d_packets() -> u16 {
+    24
+}
+fn d_depth() -> u16 {
+    6
+}
+fn d_usage() -> u32 {
+    1 << 18
+}
+fn d_subs() -> u32 {
+    1_000_000
+}
+
+impl SignatureDef {
+    /// The protocol number.
+    pub fn protocol_number(&self) -> Result<Option<u8>, String> {
+        match self.protocol.as_deref() {
+            None => Ok(None),
+            Some("tcp") => Ok(Some(6)),
+            Some("udp") => Ok(Some(17)),
+            Some(p) => p
+                .parse::<u8>()
+                .map(Some)
+                .map_err(|_| format!("'{p}' is not tcp, udp or a protocol number")),
+        }
+    }
+
+    /// The port range.
+    pub fn port_range(&self) -> Result<Option<(u16, u16)>, String> {
+        let Some(p) = self.ports.as_deref() else {
+            return Ok(None);
+        };
+        let bad = || format!("'{p}' is not a port or range (e.g. 8080 or 9000-9100)");
+        let (lo, hi) = match p.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<u16>().map_err(|_| bad())?,
+                b.trim().parse::<u16>().map_err(|_| bad())?,
+            ),
+            None => {
+                let v = p.trim().parse::<u16>().map_err(|_| bad())?;
+                (v, v)
+            }
+        };
+        if lo > hi {
+            return Err(bad());
+        }
+        Ok(Some((lo, hi)))
+    }
+
+    /// The compiled signature (service id left 0: resolved by the engine).
+    pub fn compile(&self) -> Result<dpi::signature::Signature, (String, String)> {
+        let protocol = self
+            .protocol_number()
+            .map_err(|e| ("protocol".to_string(), e))?;
+        let ports = self.port_range().map_err(|e| ("ports".to_string(), e))?;
+        let addresses = match &self.addresses {
+            None => None,
+            Some(a) => {
+                Some(dpi::subscriber::Prefix::parse(a).map_err(|e| ("addresses".to_string(), e))?)
+            }
+        };
+        let payload = match &self.payload {
+            None => None,
+            Some(p) => Some(dpi::signature::Pattern {
+                offset: self.offset,
+                bytes: dpi::signature::Pattern::parse_bytes(p)
+                    .map_err(|e| ("payload".to_string(), e))?,
+            }),
+        };
+        if protocol.is_none() && ports.is_none() && addresses.is_none() && payload.is_none() {
+            return Err((
+                "name".into(),
+                "a signature needs at least one of protocol, ports, addresses, payload".into(),
+            ));
+        }
+        Ok(dpi::signature::Signature {
+            name: self.name.clone(),
+            service: 0,
+            protocol,
+            ports,
+            addresses,
+            payload,
+        })
+    }
+}
+
+impl ServiceControl {
+    /// The engine's sizes.
+    pub fn engine_config(&self) -> dpi::engine::EngineConfig {
+        dpi::engine::EngineConfig {
+            flows: self.flows as usize,
+            classify_slots: self.classify_slots,
+            classify_packets: self.classify_packets,
+            signature_depth: self.signature_depth,
+            guess: self.guess,
+            usage_entries: self.usage_entries as usize,
+            ..dpi::engine::EngineConfig::default()
+        }
+    }
+
+    /// Services and signatures compiled against `ndpi`.
+    pub fn policy(&self, ndpi: &dpi::ndpi::Ndpi) -> Result<dpi::engine::Policy, String> {
+        let services: Vec<(String, Vec<String>)> = self
+            .services
+            .iter()
+            .map(|s| (s.name.clone(), s.applications.clone()))
+            .collect();
+        let mut sigs = Vec::with_capacity(self.signatures.len());
+        for s in &self.signatures {
+            let sig = s
+                .compile()
+                .map_err(|(f, e)| format!("signature '{}' {f}: {e}", s.name))?;
+            sigs.push(dpi::engine::SignatureSpec {
+                signature: sig,
+                service: s.service.clone(),
+            });
+        }
+        dpi::engine::Policy::compile(ndpi, &services, sigs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    const BASE: &str = "ports: [{name: s0}, {name: n0}, {name: x0}]\n";
+
+    #[test]
+    fn a_valid_section_compiles() {
+        let text = format!(
+            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  flows: 1024\n  services:\n    - {{name: web, applications: [HTTP]}}\n    - {{name: custom}}\n  signatures:\n    - {{name: probe, service: custom, protocol: tcp, ports: 9000-9100, payload: 'LY\\x01'}}\n"
+        );
+        let cfg = crate::parse(&text, "t.yaml").unwrap();
+        let sc = cfg.service_control.as_ref().unwrap();
+        assert!(cfg.is_inline_port(0) && cfg.is_inline_port(1) && !cfg.is_inline_port(2));
+        let n = dpi::ndpi::Ndpi::new().unwrap();
+        let p = sc.policy(&n).unwrap();
+        assert_eq!(p.services.id("custom"), Some(3));
+        assert_eq!(p.signatures.get(0).unwrap().ports, Some((9000, 9100)));
+        assert_eq!(sc.engine_config().flows, 1024);
+        // Inline ports are in no VLAN (never flooded to).
+        let l2 = crate::build::l2_tables(&cfg);
+        assert!(!l2.vlans[1].flood.contains(0));
+        assert!(l2.vlans[1].flood.contains(2) || !l2.ports[2].up);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = format!(
+            "{BASE}service-control:\n  inline:\n    - {{subscriber-port: s0, network-port: nope}}\n  services:\n    - {{name: web, applications: [HTTP, NotAnApp]}}\n  signatures:\n    - {{name: p, service: missing, ports: 9-1}}\n"
+        );
+        let e = crate::parse(&text, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:6:")
+                && e.contains("service-control.inline[0].network-port: no port 'nope'"),
+            "{e}"
+        );
+        assert!(e.contains("service-control.services[0].applications[1]: 'NotAnApp' is not an nDPI application"), "{e}");
+        assert!(
+            e.contains("service-control.signatures[0].service: no service 'missing'"),
+            "{e}"
+        );
+        assert!(
+            e.contains("service-control.signatures[0].ports: '9-1' is not a port or range"),
+            "{e}"
+        );
+        let dup = format!("{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: s0}}]\n  flows: 3\n");
+        let e = crate::parse(&dup, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("already in an inline pair"), "{e}");
+        assert!(
+            e.contains("service-control.flows: 3 is out of range"),
+            "{e}"
+        );
+    }
+}

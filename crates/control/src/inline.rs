@@ -1,0 +1,281 @@
+//! Inline service control on the control side (docs/inline.md): builds
+//! the workers' engines from `service-control:`, owns the subscriber
+//! table (the only writer), answers `show service-control` and
+//! `show subscriber`, and takes bulk provisioning streams.
+
+use config::service_control::ServiceControl;
+use config::Config;
+use datapath::Shared;
+use dpi::engine::Engine;
+use dpi::inline::InlinePlan;
+use dpi::provision::{self, Mode};
+use dpi::service::{Usage, UsageTable};
+use dpi::subscriber::{Published, SubscriberDb};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The control side of inline service control.
+pub struct InlineControl {
+    shared: Arc<Shared>,
+    workers: usize,
+    db: Mutex<SubscriberDb>,
+    published: Published,
+    generation: AtomicU64,
+    /// The section the running plan was built from, and its port names.
+    running: Mutex<Option<Running>>,
+}
+
+/// The running section and its pairs' port names (subscriber, network).
+type Running = (ServiceControl, Vec<(String, String)>);
+
+/// A plan built but not yet published (see [`InlineControl::prepare`]).
+pub struct Prepared(Option<Option<Arc<InlinePlan>>>);
+
+impl InlineControl {
+    pub fn new(shared: Arc<Shared>, workers: usize) -> InlineControl {
+        let db = SubscriberDb::new(1_000_000);
+        let published = db.published();
+        InlineControl {
+            shared,
+            workers,
+            db: Mutex::new(db),
+            published,
+            generation: AtomicU64::new(0),
+            running: Mutex::new(None),
+        }
+    }
+
+    /// Builds what `cfg` asks for without publishing it: an error leaves
+    /// the switch untouched. Unchanged section: nothing to do (flows and
+    /// counters live on).
+    pub fn prepare(&self, cfg: &Config, bypass: bool) -> Result<Prepared, String> {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sc) = &cfg.service_control else {
+            return Ok(Prepared(if running.is_some() { Some(None) } else { None }));
+        };
+        if running.as_ref().is_some_and(|(r, _)| r == sc) {
+            return Ok(Prepared(None));
+        }
+        drop(running);
+        let t0 = std::time::Instant::now();
+        let ndpi = dpi::ndpi::Ndpi::new().map_err(|e| format!("service-control: {e}"))?;
+        let policy = Arc::new(
+            sc.policy(&ndpi)
+                .map_err(|e| format!("service-control: {e}"))?,
+        );
+        drop(ndpi);
+        let mut pairs = Vec::new();
+        for p in &sc.inline {
+            let s = cfg
+                .port_index(&p.subscriber_port)
+                .ok_or("service-control: unknown port")?;
+            let n = cfg
+                .port_index(&p.network_port)
+                .ok_or("service-control: unknown port")?;
+            pairs.push((s as u16, n as u16));
+        }
+        {
+            let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+            db.set_max(sc.max_subscribers as usize);
+            if let Some(path) = &sc.subscribers_file {
+                let f = std::fs::File::open(path).map_err(|e| {
+                    format!("service-control.subscribers-file {}: {e}", path.display())
+                })?;
+                let r = provision::load(&mut db, std::io::BufReader::new(f), Mode::Atomic);
+                if !r.applied {
+                    return Err(format!(
+                        "service-control.subscribers-file {}: {}",
+                        path.display(),
+                        r.render().trim_end()
+                    ));
+                }
+                tracing::info!(
+                    "subscribers: {} loaded from {}",
+                    r.subscribers,
+                    path.display()
+                );
+            }
+        }
+        let ecfg = sc.engine_config();
+        let mut engines = Vec::with_capacity(self.workers);
+        for _ in 0..self.workers {
+            engines.push(
+                Engine::new(ecfg, policy.clone()).map_err(|e| format!("service-control: {e}"))?,
+            );
+        }
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let plan = InlinePlan::new(generation, &pairs, engines, self.published.clone(), policy);
+        plan.set_bypass(bypass);
+        tracing::info!(
+            "service-control: {} engine(s) of {} flows built in {} ms ({} MB each)",
+            self.workers,
+            plan.flow_capacity,
+            t0.elapsed().as_millis(),
+            plan.engine_memory >> 20
+        );
+        let names = sc
+            .inline
+            .iter()
+            .map(|p| (p.subscriber_port.clone(), p.network_port.clone()))
+            .collect();
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some((sc.clone(), names));
+        Ok(Prepared(Some(Some(Arc::new(plan)))))
+    }
+
+    /// Publishes a prepared plan (one pointer store).
+    pub fn commit(&self, p: Prepared) {
+        match p.0 {
+            None => {}
+            Some(None) => {
+                *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                self.shared.inline.store(None);
+            }
+            Some(Some(plan)) => self.shared.inline.store(Some(plan)),
+        }
+    }
+
+    /// Bypass: frames pass between the pairs without the engine.
+    pub fn set_bypass(&self, on: bool) {
+        if let Some(p) = self.shared.inline.load_full() {
+            p.set_bypass(on);
+        }
+    }
+
+    /// Loads a provisioning stream (the API's streamed request, a file).
+    pub fn provision(&self, input: impl std::io::BufRead, mode: Mode) -> Value {
+        let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let t0 = std::time::Instant::now();
+        let r = provision::load(&mut db, input, mode);
+        json!({
+            "lines": r.lines, "added": r.added, "replaced": r.replaced, "removed": r.removed,
+            "errors": r.error_count, "messages": r.errors, "applied": r.applied,
+            "subscribers": r.subscribers, "ms": t0.elapsed().as_millis() as u64,
+        })
+    }
+
+    fn usage_json(name: &str, u: &[&Usage]) -> Value {
+        let s = |f: &dyn Fn(&Usage) -> u64| -> u64 { u.iter().map(|x| f(x)).sum() };
+        json!({
+            "name": name,
+            "flows": s(&|x| x.flows.get()),
+            "active": s(&|x| x.active.get()),
+            "packets-up": s(&|x| x.packets[0].get()),
+            "packets-down": s(&|x| x.packets[1].get()),
+            "bytes-up": s(&|x| x.bytes[0].get()),
+            "bytes-down": s(&|x| x.bytes[1].get()),
+        })
+    }
+
+    /// `show service-control [applications]`.
+    pub fn show(&self, applications: bool) -> Result<Value, String> {
+        let Some(plan) = self.shared.inline.load_full() else {
+            return Ok(json!({"mode": "off", "applications": [], "services": []}));
+        };
+        let st = &plan.stats;
+        let e = |f: &dyn Fn(&dpi::service::EngineCounters) -> u64| -> u64 {
+            st.iter().map(|s| f(&s.engine)).sum()
+        };
+        let policy = &plan.policy;
+        if applications {
+            let mut rows = Vec::new();
+            for app in 0..st.first().map(|s| s.apps.len()).unwrap_or(0) {
+                let us: Vec<&Usage> = st.iter().map(|s| &s.apps[app]).collect();
+                if us.iter().all(|u| u.flows.get() == 0) {
+                    continue;
+                }
+                let mut v = Self::usage_json(policy.app_name(app as u16), &us);
+                v["service"] = json!(policy.services.name(policy.service_of(app as u16)));
+                rows.push(v);
+            }
+            return Ok(json!({"applications": rows}));
+        }
+        let services: Vec<Value> = (0..policy.services.len())
+            .map(|i| {
+                let us: Vec<&Usage> = st.iter().map(|s| &s.services[i]).collect();
+                Self::usage_json(policy.services.name(i as u16), &us)
+            })
+            .collect();
+        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let per = db.per_package().0;
+        let pairs: Vec<Value> = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, names)| {
+                names
+                    .iter()
+                    .map(|(s, n)| json!({"subscriber-port": s, "network-port": n}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(json!({
+            "mode": if plan.bypassed() { "bypass" } else { "inline" },
+            "pairs": pairs,
+            "workers": st.len(),
+            "ndpi": dpi::ndpi::revision(),
+            "packets": e(&|c| c.packets.get()),
+            "not-ip": e(&|c| c.not_ip.get()),
+            "flows": {
+                "live": e(&|c| c.flows_live.get()),
+                "capacity": plan.flow_capacity * st.len(),
+                "created": e(&|c| c.flows_created.get()),
+                "ended": e(&|c| c.flows_ended.get()),
+                "expired": e(&|c| c.expired.get()),
+                "evicted-idle": e(&|c| c.evicted_idle.get()),
+                "refused-full": e(&|c| c.refused_full.get()),
+                "unclassified-packets": e(&|c| c.unclassified_packets.get()),
+                "bytes-per-flow": dpi::flow::BYTES_PER_FLOW,
+                "memory-bytes": plan.engine_memory * st.len(),
+            },
+            "classification": {
+                "classifying": e(&|c| c.classifying.get()),
+                "slots": plan.classify_slots * st.len(),
+                "slot-bytes": dpi::ndpi::flow_state_bytes(),
+                "busy": e(&|c| c.classify_busy.get()),
+                "by-signature": e(&|c| c.by_signature.get()),
+                "by-ndpi": e(&|c| c.by_ndpi.get()),
+                "by-guess": e(&|c| c.by_guess.get()),
+                "unknown": e(&|c| c.unknown.get()),
+                "ndpi-packets": e(&|c| c.ndpi_packets.get()),
+            },
+            "subscribers": {
+                "total": db.len(), "max": db.max(),
+                "gold": per[0], "silver": per[1], "bronze": per[2],
+                "no-subscriber-flows": e(&|c| c.no_subscriber.get()),
+                "usage-full": e(&|c| c.usage_full.get()),
+            },
+            "services": services,
+        }))
+    }
+
+    /// `show subscriber ID`.
+    pub fn subscriber(&self, id: &str) -> Result<Value, String> {
+        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, link) = db.get(id).ok_or_else(|| format!("no subscriber '{id}'"))?;
+        let mut services = Vec::new();
+        if let Some(plan) = self.shared.inline.load_full() {
+            let policy = &plan.policy;
+            for svc in 0..policy.services.len() as u16 {
+                let key = UsageTable::key(link.slot, link.gen, svc);
+                let us: Vec<&Usage> = plan
+                    .stats
+                    .iter()
+                    .filter_map(|st| st.usage.find(key))
+                    .collect();
+                if !us.is_empty() {
+                    services.push(Self::usage_json(policy.services.name(svc), &us));
+                }
+            }
+        }
+        Ok(json!({
+            "id": &*s.id,
+            "package": s.package.name(),
+            "weight": s.package.weight(),
+            "quota-bytes": s.quota_bytes,
+            "addresses": s.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "services": services,
+        }))
+    }
+}

@@ -1,0 +1,836 @@
+//! The per-worker engine: one call per frame ([`Engine::process`]) that
+//! finds the frame's flow, gives a new flow its subscriber, classifies it
+//! from its first packets and counts it per service, per application and
+//! per subscriber per service.
+//!
+//! ## Per packet (after [`Engine::new`] nothing is allocated)
+//!
+//! 1. Parse (Ethernet, VLAN tags, IPv4/IPv6, TCP/UDP/ICMP); not IP →
+//!    counted `not_ip`, passed.
+//! 2. Flow table lookup or insert ([`FlowTable::track`]); a full table
+//!    refuses the flow (counted) and the frame passes unclassified.
+//! 3. A new flow: subscriber lookup in the published [`View`] by its
+//!    subscriber-side address (the source of a frame from the subscriber
+//!    side, the destination of one from the network side); an nDPI slot
+//!    from the preallocated [`FlowPool`] (none free: counted
+//!    `classify_busy`, signatures still apply).
+//! 4. While the flow is being classified: operator signatures first (the
+//!    first match decides), then nDPI. nDPI's answer decides once it wants
+//!    no more packets or the TCP flow is closing — but not before `signature_depth` packets when a
+//!    payload signature could still match the flow. After
+//!    `classify_packets` packets the flow is decided with what nDPI has,
+//!    or its guess (ports, address lists) when `guess` is on, or
+//!    `unknown`. Work per flow is therefore bounded: at most
+//!    `classify_packets` calls into nDPI.
+//! 5. On the decision the nDPI slot is freed and the packets and bytes the
+//!    flow carried so far are added to its service, application and
+//!    subscriber-service counters; later packets are added one by one.
+//!
+//! Frames always pass unchanged: policy actions (rate limits by package)
+//! come later and will act on the decision recorded in the flow.
+
+use crate::flow::{Flow, FlowTable, State, Timeouts, Track, NONE};
+use crate::ndpi::{FlowPool, Ndpi, NdpiError};
+use crate::packet::parse_ethernet;
+use crate::service::{ServiceMap, Stats, Usage, UsageTable, OTHER, UNKNOWN};
+use crate::signature::{Signature, Signatures};
+use crate::subscriber::View;
+use std::sync::Arc;
+
+/// Service id of a flow still being classified.
+pub const PENDING: u16 = u16::MAX;
+
+/// Engine flag bits kept in the flow ([`crate::flow::FlowMut::set_user`]).
+const U_OPENER_UP: u8 = 1;
+const U_SIG_CANDIDATE: u8 = 2;
+
+/// Which side of the bump in the wire a frame came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// From the subscribers' port: upstream traffic.
+    Subscriber = 0,
+    /// From the network's port: downstream traffic.
+    Network = 1,
+}
+
+/// What the engine decided for a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+}
+
+/// Sizes and limits of one worker's engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Flow table capacity (rounded up to a power of two).
+    pub flows: usize,
+    pub timeouts: Timeouts,
+    /// Flows that can be in classification at once (nDPI state each).
+    pub classify_slots: u32,
+    /// Packets after which a flow is decided with what is known.
+    pub classify_packets: u16,
+    /// Packets a flow that a payload signature may match waits for before
+    /// nDPI's answer is taken.
+    pub signature_depth: u16,
+    /// Take nDPI's guess (ports, address lists) for flows it could not name.
+    pub guess: bool,
+    /// Per-subscriber per-service counter entries.
+    pub usage_entries: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            flows: 1 << 20,
+            timeouts: Timeouts::default(),
+            classify_slots: 1 << 16,
+            classify_packets: 24,
+            signature_depth: 6,
+            guess: false,
+            usage_entries: 1 << 18,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Bytes one engine reserves (flows, nDPI slots, usage table), not
+    /// counting nDPI's module (a few MB).
+    pub fn memory_bytes(&self, ndpi_slot_bytes: usize) -> usize {
+        let flows = self
+            .flows
+            .clamp(crate::flow::MIN_CAPACITY, 1 << 30)
+            .next_power_of_two();
+        flows * crate::flow::BYTES_PER_FLOW
+            + self.classify_slots as usize * ndpi_slot_bytes
+            + self.usage_entries.clamp(16, 1 << 28).next_power_of_two()
+                * (8 + std::mem::size_of::<Usage>())
+    }
+}
+
+/// An operator signature before its service name is resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureSpec {
+    pub signature: Signature,
+    pub service: String,
+}
+
+/// What the engine applies: services and signatures, with the names of
+/// every application id (nDPI's, then the signatures').
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub services: ServiceMap,
+    pub signatures: Signatures,
+    /// Application id → name; ids `protocols..` are the signatures.
+    pub app_names: Vec<String>,
+    pub protocols: u16,
+}
+
+impl Policy {
+    /// Compiles services (name, nDPI application names) and signatures,
+    /// resolving names against `ndpi`. Errors name what is wrong.
+    pub fn compile(
+        ndpi: &Ndpi,
+        services: &[(String, Vec<String>)],
+        signatures: Vec<SignatureSpec>,
+    ) -> Result<Policy, String> {
+        let protocols = ndpi.protocols();
+        let mut resolved = Vec::with_capacity(services.len());
+        for (name, apps) in services {
+            let mut ids = Vec::with_capacity(apps.len());
+            for a in apps {
+                let id = ndpi
+                    .id(a)
+                    .ok_or_else(|| format!("service '{name}': '{a}' is not an nDPI application (see `show service-control applications`)"))?;
+                ids.push(id);
+            }
+            resolved.push((name.clone(), ids));
+        }
+        let services_map = ServiceMap::new(&resolved)?;
+        let mut app_names: Vec<String> = (0..protocols).map(|i| ndpi.name(i)).collect();
+        let mut sigs = Vec::with_capacity(signatures.len());
+        for s in signatures {
+            let id = services_map
+                .id(&s.service)
+                .filter(|&id| id > OTHER)
+                .ok_or_else(|| {
+                    format!(
+                        "signature '{}': no service '{}'",
+                        s.signature.name, s.service
+                    )
+                })?;
+            if app_names.contains(&s.signature.name) {
+                return Err(format!(
+                    "signature '{}': the name is taken by an nDPI application or another signature",
+                    s.signature.name
+                ));
+            }
+            app_names.push(s.signature.name.clone());
+            sigs.push(Signature {
+                service: id,
+                ..s.signature
+            });
+        }
+        Ok(Policy {
+            services: services_map,
+            signatures: Signatures::new(sigs)?,
+            app_names,
+            protocols,
+        })
+    }
+
+    /// The service flows of application `app` are counted in (a
+    /// signature's own service for signature ids).
+    pub fn service_of(&self, app: u16) -> u16 {
+        match app.checked_sub(self.protocols) {
+            Some(i) => self
+                .signatures
+                .get(usize::from(i))
+                .map_or(OTHER, |s| s.service),
+            None => self.services.of(app),
+        }
+    }
+
+    pub fn app_name(&self, app: u16) -> &str {
+        self.app_names
+            .get(usize::from(app))
+            .map(String::as_str)
+            .unwrap_or("Unknown")
+    }
+}
+
+/// How a flow was decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Signature,
+    Ndpi,
+    Guess,
+    Unknown,
+}
+
+/// Everything but the flow table (so table callbacks can borrow it).
+struct Ctx {
+    ndpi: Ndpi,
+    pool: FlowPool,
+    policy: Arc<Policy>,
+    stats: Arc<Stats>,
+    cfg: EngineConfig,
+}
+
+/// One worker's engine. See the module docs.
+pub struct Engine {
+    flows: FlowTable,
+    ctx: Ctx,
+}
+
+impl Engine {
+    /// Builds the engine and reserves all its memory; `policy` must have
+    /// been compiled against the same nDPI version (any module).
+    pub fn new(cfg: EngineConfig, policy: Arc<Policy>) -> Result<Engine, NdpiError> {
+        let ndpi = Ndpi::new()?;
+        let apps = usize::from(ndpi.protocols()) + crate::signature::MAX_SIGNATURES;
+        Ok(Engine {
+            flows: FlowTable::new(cfg.flows, cfg.timeouts),
+            ctx: Ctx {
+                pool: FlowPool::new(cfg.classify_slots),
+                ndpi,
+                policy,
+                stats: Arc::new(Stats::new(apps, cfg.usage_entries)),
+                cfg,
+            },
+        })
+    }
+
+    /// The counters `show` reads (any thread).
+    pub fn stats(&self) -> Arc<Stats> {
+        self.ctx.stats.clone()
+    }
+
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.ctx.policy
+    }
+
+    /// A new policy for flows decided from now on.
+    pub fn set_policy(&mut self, p: Arc<Policy>) {
+        self.ctx.policy = p;
+    }
+
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// Bytes this engine reserved (flow table, nDPI slots, usage table).
+    pub fn memory_bytes(&self) -> usize {
+        self.flows.memory_bytes()
+            + self.ctx.pool.memory_bytes()
+            + self.ctx.stats.usage.capacity() * (8 + std::mem::size_of::<Usage>())
+    }
+
+    /// Handles one frame from `side` at `now_ms`. See the module docs.
+    #[inline]
+    pub fn process(&mut self, frame: &[u8], side: Side, view: &View, now_ms: u64) -> Verdict {
+        let st = &self.ctx.stats.engine;
+        st.packets.add(1);
+        let Some(p) = parse_ethernet(frame) else {
+            st.not_ip.add(1);
+            return Verdict::Pass;
+        };
+        let bytes = frame.len() as u32;
+        let (idx, new) = match self.flows.track(&p.tuple, p.tcp_flags, bytes, now_ms) {
+            Track::Full { removed } => {
+                if let Some(f) = removed {
+                    self.ctx.ended(f, now_ms);
+                }
+                self.ctx.stats.engine.unclassified_packets.add(1);
+                self.sync_table_counters();
+                return Verdict::Pass;
+            }
+            Track::Hit {
+                idx, new, removed, ..
+            } => {
+                if let Some(f) = removed {
+                    self.ctx.ended(f, now_ms);
+                    self.sync_table_counters();
+                }
+                (idx, new)
+            }
+        };
+        if new {
+            self.ctx.start(&mut self.flows, idx, &p.tuple, side, view);
+        }
+        let service = self.flows.at(idx).service();
+        if service == PENDING {
+            let payload = frame
+                .get(p.payload..p.payload + p.payload_len)
+                .unwrap_or(&[]);
+            self.ctx.classify(
+                &mut self.flows,
+                idx,
+                &p.tuple,
+                payload,
+                &frame[p.l3..],
+                now_ms,
+            );
+        } else {
+            let f = self.flows.at(idx);
+            let dir = side as usize;
+            let s = &self.ctx.stats;
+            count(&s.services[usize::from(service)], dir, bytes);
+            if let Some(a) = s.apps.get(usize::from(f.app())) {
+                count(a, dir, bytes);
+            }
+            if f.class() != NONE {
+                count(s.usage.at(f.class()), dir, bytes);
+            }
+        }
+        Verdict::Pass
+    }
+
+    /// Expires idle flows: looks at up to `budget` flows. Call once per
+    /// batch (or per idle poll).
+    pub fn sweep(&mut self, now_ms: u64, budget: usize) -> usize {
+        let ctx = &mut self.ctx;
+        let n = self
+            .flows
+            .sweep(now_ms, budget, &mut |f| ctx.ended(f, now_ms));
+        self.sync_table_counters();
+        n
+    }
+
+    /// Ends every flow (counted as ended; classification slots freed).
+    pub fn clear(&mut self, now_ms: u64) {
+        let ctx = &mut self.ctx;
+        self.flows.clear(&mut |f| ctx.ended(f, now_ms));
+        self.sync_table_counters();
+    }
+
+    fn sync_table_counters(&self) {
+        let c = self.flows.counters();
+        let st = &self.ctx.stats.engine;
+        st.expired.set(c.expired);
+        st.evicted_idle.set(c.evicted_idle);
+        st.refused_full.set(c.refused_full);
+    }
+
+    /// nDPI state slots in use / reserved, and bytes per slot.
+    pub fn classify_slots(&self) -> (usize, usize, usize) {
+        (
+            self.ctx.pool.in_use(),
+            self.ctx.pool.capacity(),
+            self.ctx.pool.slot_bytes(),
+        )
+    }
+}
+
+#[inline]
+fn count(u: &Usage, dir: usize, bytes: u32) {
+    u.packets[dir].add(1);
+    u.bytes[dir].add(u64::from(bytes));
+}
+
+impl Ctx {
+    /// A new flow: subscriber, nDPI slot, engine bits.
+    fn start(
+        &mut self,
+        flows: &mut FlowTable,
+        idx: usize,
+        t: &crate::packet::Tuple,
+        side: Side,
+        view: &View,
+    ) {
+        let st = &self.stats.engine;
+        st.flows_created.add(1);
+        st.flows_live.add(1);
+        st.classifying.add(1);
+        let addr = if side == Side::Subscriber {
+            t.src
+        } else {
+            t.dst
+        };
+        let mut f = flows.at(idx);
+        match view.lookup(addr, t.v6) {
+            Some(l) => f.set_sub(l.slot, l.gen),
+            None => {
+                f.set_sub(NONE, 0);
+                st.no_subscriber.add(1);
+            }
+        }
+        let mut bits = 0;
+        if side == Side::Subscriber {
+            bits |= U_OPENER_UP;
+        }
+        if self.policy.signatures.payload_candidate(t) {
+            bits |= U_SIG_CANDIDATE;
+        }
+        f.set_user(bits);
+        f.set_app(crate::ndpi::UNKNOWN, PENDING);
+        match self.pool.alloc() {
+            Some(slot) => f.set_class(slot),
+            None => {
+                f.set_class(NONE);
+                st.classify_busy.add(1);
+            }
+        }
+    }
+
+    /// One packet of a flow being classified.
+    fn classify(
+        &mut self,
+        flows: &mut FlowTable,
+        idx: usize,
+        t: &crate::packet::Tuple,
+        payload: &[u8],
+        ip: &[u8],
+        now_ms: u64,
+    ) {
+        let policy = self.policy.clone();
+        if let Some(i) = policy.signatures.find(t, payload) {
+            let service = policy.signatures.get(i).map(|s| s.service).unwrap_or(OTHER);
+            self.decide(
+                flows,
+                idx,
+                policy.protocols + i as u16,
+                service,
+                Source::Signature,
+            );
+            return;
+        }
+        let f = flows.at(idx);
+        let seen = f.packets()[0] + f.packets()[1];
+        let candidate = f.user() & U_SIG_CANDIDATE != 0;
+        let slot = f.class();
+        let mut app = f.app();
+        // A closing TCP flow gets no more packets worth waiting for.
+        let closing = matches!(f.state(), State::FinWait | State::TimeWait | State::Closed);
+        if slot != NONE {
+            self.stats.engine.ndpi_packets.add(1);
+            let p = self.ndpi.process(&mut self.pool, slot, ip, now_ms);
+            if p.id() != crate::ndpi::UNKNOWN {
+                app = p.id();
+                flows.at(idx).set_app(app, PENDING);
+            }
+            let sig_wait = candidate && seen < u64::from(self.cfg.signature_depth);
+            if app != crate::ndpi::UNKNOWN
+                && !sig_wait
+                && (closing || !self.ndpi.wants_more(&mut self.pool, slot))
+            {
+                self.decide(flows, idx, app, policy.services.of(app), Source::Ndpi);
+                return;
+            }
+        }
+        if seen >= u64::from(self.cfg.classify_packets) {
+            let (app, source) = self.final_answer(slot, app);
+            self.decide(flows, idx, app, policy.services.of(app), source);
+        }
+    }
+
+    /// What a flow is when classification must end now.
+    fn final_answer(&mut self, slot: u32, app: u16) -> (u16, Source) {
+        if app != crate::ndpi::UNKNOWN {
+            return (app, Source::Ndpi);
+        }
+        if slot != NONE && self.cfg.guess {
+            let (p, _) = self.ndpi.give_up(&mut self.pool, slot, true);
+            if p.id() != crate::ndpi::UNKNOWN {
+                return (p.id(), Source::Guess);
+            }
+        }
+        (crate::ndpi::UNKNOWN, Source::Unknown)
+    }
+
+    /// Records the decision in the flow and the counters.
+    fn decide(
+        &mut self,
+        flows: &mut FlowTable,
+        idx: usize,
+        app: u16,
+        service: u16,
+        source: Source,
+    ) {
+        let mut f = flows.at(idx);
+        if f.class() != NONE {
+            self.pool.release(f.class());
+        }
+        self.stats.engine.classifying.sub(1);
+        let (sub, gen) = f.sub();
+        let usage = self.attribute(
+            app,
+            service,
+            source,
+            sub,
+            gen,
+            f.user(),
+            f.packets(),
+            f.bytes(),
+        );
+        f.set_app(app, service);
+        f.set_class(usage);
+    }
+
+    /// Adds a decided flow to its service, application and subscriber
+    /// counters; returns its usage entry ([`NONE`]: none).
+    #[allow(clippy::too_many_arguments)]
+    fn attribute(
+        &self,
+        app: u16,
+        service: u16,
+        source: Source,
+        sub: u32,
+        gen: u16,
+        user: u8,
+        packets: [u64; 2],
+        bytes: [u64; 2],
+    ) -> u32 {
+        let st = &self.stats;
+        match source {
+            Source::Signature => st.engine.by_signature.add(1),
+            Source::Ndpi => st.engine.by_ndpi.add(1),
+            Source::Guess => st.engine.by_guess.add(1),
+            Source::Unknown => st.engine.unknown.add(1),
+        }
+        // Original direction is upstream when the opener is a subscriber.
+        let (up, down) = if user & U_OPENER_UP != 0 {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let add = |u: &Usage| {
+            u.flows.add(1);
+            u.active.add(1);
+            u.packets[0].add(packets[up]);
+            u.packets[1].add(packets[down]);
+            u.bytes[0].add(bytes[up]);
+            u.bytes[1].add(bytes[down]);
+        };
+        add(&st.services[usize::from(service)]);
+        if let Some(a) = st.apps.get(usize::from(app)) {
+            add(a);
+        }
+        if sub == NONE {
+            return NONE;
+        }
+        match st.usage.entry(UsageTable::key(sub, gen, service)) {
+            Some(i) => {
+                add(st.usage.at(i));
+                i
+            }
+            None => {
+                st.engine.usage_full.add(1);
+                NONE
+            }
+        }
+    }
+
+    /// A flow left the table (expired, evicted, cleared).
+    fn ended(&mut self, f: Flow, _now_ms: u64) {
+        let st = self.stats.clone();
+        st.engine.flows_live.sub(1);
+        st.engine.flows_ended.add(1);
+        let (service, usage) = if f.service == PENDING {
+            // Decide with what is known, then end it.
+            let (app, source) = self.final_answer(f.class, f.app);
+            if f.class != NONE {
+                self.pool.release(f.class);
+            }
+            st.engine.classifying.sub(1);
+            let service = if app == crate::ndpi::UNKNOWN {
+                UNKNOWN
+            } else {
+                self.policy.services.of(app)
+            };
+            let usage = self.attribute(
+                app, service, source, f.sub, f.sub_gen, f.user, f.packets, f.bytes,
+            );
+            if let Some(a) = st.apps.get(usize::from(app)) {
+                a.active.sub(1);
+            }
+            (service, usage)
+        } else {
+            if let Some(a) = st.apps.get(usize::from(f.app)) {
+                a.active.sub(1);
+            }
+            (f.service, f.class)
+        };
+        st.services[usize::from(service)].active.sub(1);
+        if usage != NONE {
+            st.usage.at(usage).active.sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ndpi::ids;
+    use crate::packet::{build, ACK, FIN, SYN, TCP, UDP};
+    use crate::signature::Pattern;
+    use crate::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
+
+    const SUB: [u8; 4] = [10, 0, 0, 1];
+    const SRV: [u8; 4] = [192, 0, 2, 10];
+
+    fn policy(sigs: Vec<SignatureSpec>) -> Arc<Policy> {
+        let n = Ndpi::new().unwrap();
+        let services = vec![
+            ("web".to_string(), vec!["HTTP".to_string()]),
+            ("secure-web".to_string(), vec!["TLS".to_string()]),
+            ("dns".to_string(), vec!["DNS".to_string()]),
+            ("custom".to_string(), vec![]),
+        ];
+        Arc::new(Policy::compile(&n, &services, sigs).unwrap())
+    }
+
+    fn db() -> SubscriberDb {
+        let mut db = SubscriberDb::new(10);
+        db.upsert(
+            Subscriber {
+                id: "alice".into(),
+                package: Package::Gold,
+                quota_bytes: None,
+                prefixes: vec![Prefix::parse("10.0.0.1").unwrap()],
+            },
+            false,
+        )
+        .unwrap();
+        db.publish();
+        db
+    }
+
+    /// A TCP connection: handshake, request, response, close.
+    fn tcp_session(
+        e: &mut Engine,
+        v: &View,
+        sport: u16,
+        dport: u16,
+        req: &[u8],
+        resp: &[u8],
+        t0: u64,
+    ) {
+        let up = |flags, pl: &[u8]| build::v4(TCP, SUB, SRV, sport, dport, flags, pl);
+        let down = |flags, pl: &[u8]| build::v4(TCP, SRV, SUB, dport, sport, flags, pl);
+        e.process(&up(SYN, b""), Side::Subscriber, v, t0);
+        e.process(&down(SYN | ACK, b""), Side::Network, v, t0 + 1);
+        e.process(&up(ACK, b""), Side::Subscriber, v, t0 + 2);
+        e.process(&up(ACK, req), Side::Subscriber, v, t0 + 3);
+        e.process(&down(ACK, resp), Side::Network, v, t0 + 4);
+        e.process(&up(FIN | ACK, b""), Side::Subscriber, v, t0 + 5);
+        e.process(&down(FIN | ACK, b""), Side::Network, v, t0 + 6);
+    }
+
+    const GET: &[u8] =
+        b"GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
+    const OK: &[u8] =
+        b"HTTP/1.1 200 OK\r\nServer: SimpleHTTP/0.6 Python/3.11\r\nContent-Length: 2\r\n\r\nhi";
+
+    #[test]
+    fn http_flow_is_counted_per_service_and_subscriber() {
+        let p = policy(vec![]);
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 64,
+                classify_slots: 4,
+                usage_entries: 64,
+                ..EngineConfig::default()
+            },
+            p.clone(),
+        )
+        .unwrap();
+        let db = db();
+        let v = db.published().load_full();
+        tcp_session(&mut e, &v, 40000, 8080, GET, OK, 0);
+        let s = e.stats();
+        let web = p.services.id("web").unwrap();
+        let u = &s.services[usize::from(web)];
+        assert_eq!(u.flows.get(), 1);
+        assert_eq!(u.active.get(), 1);
+        assert_eq!(u.packets[0].get() + u.packets[1].get(), 7);
+        assert_eq!(u.packets[0].get(), 4, "upstream = from the subscriber");
+        assert_eq!(s.engine.by_ndpi.get(), 1);
+        assert_eq!(e.classify_slots().0, 0, "nDPI slot freed on decision");
+        let (_, link) = db.get("alice").unwrap();
+        let su = s
+            .usage
+            .find(UsageTable::key(link.slot, link.gen, web))
+            .unwrap();
+        assert_eq!(su.flows.get(), 1);
+        assert_eq!(su.packets[1].get(), 3);
+        assert_eq!(s.apps[usize::from(ids::HTTP)].flows.get(), 1);
+        // Expiry ends the flow: active drops, totals stay.
+        e.sweep(10_000_000, 100);
+        assert_eq!(u.active.get(), 0);
+        assert_eq!(su.active.get(), 0);
+        assert_eq!(u.flows.get(), 1);
+        assert_eq!(s.engine.flows_live.get(), 0);
+    }
+
+    #[test]
+    fn signature_overrides_ndpi_and_unknown_is_unknown() {
+        let sig = Signature {
+            name: "ly-probe".into(),
+            service: 0,
+            protocol: Some(TCP),
+            ports: Some((8080, 8080)),
+            addresses: None,
+            payload: Some(Pattern {
+                offset: 0,
+                bytes: b"HTTP/1.1 200".to_vec(),
+            }),
+        };
+        let p = policy(vec![SignatureSpec {
+            signature: sig,
+            service: "custom".into(),
+        }]);
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 64,
+                classify_slots: 4,
+                classify_packets: 6,
+                ..EngineConfig::default()
+            },
+            p.clone(),
+        )
+        .unwrap();
+        let v = db().published().load_full();
+        // nDPI names HTTP on the request; the signature matches the
+        // response (packet 5), within the signature depth: it wins.
+        tcp_session(&mut e, &v, 40001, 8080, GET, OK, 0);
+        let s = e.stats();
+        assert_eq!(
+            s.services[usize::from(p.services.id("custom").unwrap())]
+                .flows
+                .get(),
+            1
+        );
+        assert_eq!(
+            s.services[usize::from(p.services.id("web").unwrap())]
+                .flows
+                .get(),
+            0
+        );
+        assert_eq!(s.engine.by_signature.get(), 1);
+        assert_eq!(p.app_name(p.protocols), "ly-probe");
+        assert_eq!(p.service_of(p.protocols), p.services.id("custom").unwrap());
+        assert_eq!(p.service_of(ids::HTTP), p.services.id("web").unwrap());
+        // Random bytes on a high port: unknown after the budget.
+        for i in 0..8u8 {
+            let junk = [i.wrapping_mul(77), 0x13, 0x37, i, 0xfe, 0xed, 0x99, 0x42];
+            e.process(
+                &build::v4(UDP, SUB, SRV, 33333, 44444, 0, &junk),
+                Side::Subscriber,
+                &v,
+                100 + u64::from(i),
+            );
+        }
+        assert_eq!(s.services[usize::from(UNKNOWN)].flows.get(), 1);
+        assert_eq!(s.engine.unknown.get(), 1);
+        assert_eq!(s.services[usize::from(UNKNOWN)].packets[0].get(), 8);
+    }
+
+    #[test]
+    fn flows_ending_while_classifying_are_decided_and_unknown_subscribers_counted() {
+        let p = policy(vec![]);
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 64,
+                classify_slots: 1,
+                ..EngineConfig::default()
+            },
+            p.clone(),
+        )
+        .unwrap();
+        let v = db().published().load_full();
+        let q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+        // From a host that is no subscriber.
+        e.process(
+            &build::v4(UDP, [10, 9, 9, 9], SRV, 5555, 53, 0, q),
+            Side::Subscriber,
+            &v,
+            0,
+        );
+        // Second flow: the only nDPI slot is taken (DNS wants the answer).
+        e.process(
+            &build::v4(UDP, SUB, SRV, 5556, 53, 0, q),
+            Side::Subscriber,
+            &v,
+            0,
+        );
+        let s = e.stats();
+        assert_eq!(s.engine.no_subscriber.get(), 1);
+        assert_eq!(s.engine.classify_busy.get(), 1);
+        e.clear(1);
+        let dns = usize::from(p.services.id("dns").unwrap());
+        assert_eq!(
+            s.services[dns].flows.get(),
+            1,
+            "tentative nDPI answer kept at the end"
+        );
+        assert_eq!(s.services[usize::from(UNKNOWN)].flows.get(), 1);
+        assert_eq!(s.services[dns].active.get() + s.services[0].active.get(), 0);
+        assert_eq!(e.classify_slots().0, 0);
+        assert_eq!(s.engine.classifying.get(), 0);
+    }
+
+    #[test]
+    fn full_table_refuses_counts_and_passes() {
+        let p = policy(vec![]);
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 16,
+                classify_slots: 16,
+                ..EngineConfig::default()
+            },
+            p,
+        )
+        .unwrap();
+        let v = db().published().load_full();
+        for port in 0..20u16 {
+            let f = build::v4(UDP, SUB, SRV, 1000 + port, 9, 0, b"x");
+            assert_eq!(e.process(&f, Side::Subscriber, &v, 0), Verdict::Pass);
+        }
+        let s = e.stats();
+        assert_eq!(s.engine.refused_full.get(), 4);
+        assert_eq!(s.engine.unclassified_packets.get(), 4);
+        assert_eq!(s.engine.flows_live.get(), 16);
+        e.process(&[0u8; 10], Side::Network, &v, 0);
+        assert_eq!(s.engine.not_ip.get(), 1);
+    }
+}

@@ -1,0 +1,28 @@
+//! Inline service control (the "DPI" engine): which subscriber a flow
+//! belongs to, which application it carries, and what that costs.
+//!
+//! Owns: the bidirectional flow table ([`flow`]), the subscriber table and
+//! its lock-free snapshots ([`subscriber`]), the bulk provisioning format
+//! ([`provision`]), the thin nDPI binding ([`ndpi`]), operator signatures
+//! ([`signature`]), services and their counters ([`service`]) and the
+//! per-worker engine that joins them ([`engine`]) and the plan the
+//! control plane publishes for inline mode ([`inline`]).
+//! Must not: open sockets, read configuration text, or allocate, lock or
+//! make a system call per packet once an [`engine::Engine`] is built.
+//! Everything here takes time as an argument (milliseconds of the caller's
+//! clock), so tests run on simulated time.
+//!
+//! Module imports flow one way: `packet`, `flow`, `subscriber`, `ndpi`
+//! are leaves; `provision` uses `subscriber`; `signature` uses `packet`;
+//! `service` uses `ndpi`'s protocol ids; `engine` uses them all; `inline`
+//! (what the control plane publishes to the workers) uses `engine`.
+
+pub mod engine;
+pub mod flow;
+pub mod inline;
+pub mod ndpi;
+pub mod packet;
+pub mod provision;
+pub mod service;
+pub mod signature;
+pub mod subscriber;

@@ -1,0 +1,432 @@
+//! Bulk provisioning: a stream of subscriber records, one per line, from a
+//! file or the management API.
+//!
+//! ```text
+//! # comments and blank lines are ignored
+//! add alice package=gold addr=192.0.2.10,2001:db8:10::/56 quota=50G
+//! set bob package=bronze addr=198.51.100.0/30
+//! del carol
+//! ```
+//!
+//! * `add ID …` creates a subscriber (error if the id exists), `set ID …`
+//!   creates or replaces one, `del ID` removes one.
+//! * Fields are `key=value`, in any order: `package=` gold|silver|bronze
+//!   (required), `addr=` one or more comma-separated addresses or prefixes
+//!   (required, at most 16), `quota=` bytes with an optional K/M/G/T suffix
+//!   (powers of 1000).
+//! * Lines are at most [`MAX_LINE`] bytes; longer lines are errors.
+//!
+//! The stream is read line by line (memory does not grow with its length)
+//! and applied to the table's working copy, which is published once at the
+//! end. [`Mode::Atomic`] (the default) applies nothing if any line is bad;
+//! [`Mode::SkipErrors`] applies the good lines. Either way every error is
+//! counted and the first [`MAX_REPORTED`] are reported with their line
+//! number. Parsing is fuzzed (`fuzz_dpi_provision`).
+
+use crate::subscriber::{DbError, Package, Prefix, Subscriber, SubscriberDb, MAX_PREFIXES};
+use std::fmt::Write as _;
+use std::io::{BufRead, Read};
+
+/// Longest line accepted, bytes.
+pub const MAX_LINE: usize = 4096;
+
+/// Errors listed in a [`Report`] (all are counted).
+pub const MAX_REPORTED: usize = 20;
+
+/// One parsed line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Add(Subscriber),
+    Set(Subscriber),
+    Del(Box<str>),
+}
+
+/// How errors affect the rest of the stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Any bad line: nothing is applied.
+    #[default]
+    Atomic,
+    /// Bad lines are skipped (and reported); the rest is applied.
+    SkipErrors,
+}
+
+/// The outcome of one load.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub lines: u64,
+    pub added: u64,
+    pub replaced: u64,
+    pub removed: u64,
+    pub error_count: u64,
+    /// `line N: why`, at most [`MAX_REPORTED`].
+    pub errors: Vec<String>,
+    /// False when an atomic load was rolled back.
+    pub applied: bool,
+    pub subscribers: u64,
+}
+
+impl Report {
+    fn error(&mut self, line: u64, why: impl std::fmt::Display) {
+        self.error_count += 1;
+        if self.errors.len() < MAX_REPORTED {
+            self.errors.push(format!("line {line}: {why}"));
+        }
+    }
+
+    /// Switch-like summary lines.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} lines: {} added, {} replaced, {} removed, {} errors{}",
+            self.lines,
+            self.added,
+            self.replaced,
+            self.removed,
+            self.error_count,
+            if self.applied {
+                ""
+            } else {
+                " (nothing applied)"
+            }
+        );
+        for e in &self.errors {
+            let _ = writeln!(s, "  {e}");
+        }
+        if self.error_count > self.errors.len() as u64 {
+            let _ = writeln!(
+                s,
+                "  ... {} more",
+                self.error_count - self.errors.len() as u64
+            );
+        }
+        let _ = writeln!(s, "{} subscribers provisioned", self.subscribers);
+        s
+    }
+}
+
+/// Parses one line (without its newline). `Ok(None)` for blank/comment.
+pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let mut words = line.split_ascii_whitespace();
+    let verb = words.next().unwrap_or_default();
+    let id = words
+        .next()
+        .ok_or_else(|| format!("'{verb}' needs a subscriber id"))?;
+    crate::subscriber::check_id(id).map_err(|e| e.to_string())?;
+    match verb {
+        "del" => {
+            if let Some(extra) = words.next() {
+                return Err(format!("unexpected '{extra}' after 'del {id}'"));
+            }
+            Ok(Some(Record::Del(id.into())))
+        }
+        "add" | "set" => {
+            let mut package = None;
+            let mut prefixes = None;
+            let mut quota = None;
+            for w in words {
+                let (k, v) = w
+                    .split_once('=')
+                    .ok_or_else(|| format!("'{w}' is not key=value"))?;
+                match k {
+                    "package" => {
+                        if package.is_some() {
+                            return Err("package given twice".into());
+                        }
+                        package = Some(Package::parse(v).ok_or_else(|| {
+                            format!("unknown package '{v}' (gold, silver, bronze)")
+                        })?);
+                    }
+                    "addr" => {
+                        if prefixes.is_some() {
+                            return Err("addr given twice (list them comma-separated)".into());
+                        }
+                        let mut ps: Vec<Prefix> = Vec::new();
+                        for a in v.split(',') {
+                            if ps.len() == MAX_PREFIXES {
+                                return Err(
+                                    DbError::TooManyPrefixes(v.split(',').count()).to_string()
+                                );
+                            }
+                            let p = Prefix::parse(a)?;
+                            if ps.contains(&p) {
+                                return Err(format!("{p} listed twice"));
+                            }
+                            ps.push(p);
+                        }
+                        prefixes = Some(ps);
+                    }
+                    "quota" => {
+                        if quota.is_some() {
+                            return Err("quota given twice".into());
+                        }
+                        quota = Some(parse_bytes(v)?);
+                    }
+                    _ => return Err(format!("unknown field '{k}' (package, addr, quota)")),
+                }
+            }
+            let s = Subscriber {
+                id: id.into(),
+                package: package.ok_or("missing package=")?,
+                quota_bytes: quota,
+                prefixes: prefixes.ok_or("missing addr=")?,
+            };
+            Ok(Some(if verb == "add" {
+                Record::Add(s)
+            } else {
+                Record::Set(s)
+            }))
+        }
+        _ => Err(format!("unknown command '{verb}' (add, set, del)")),
+    }
+}
+
+/// `123`, `10K`, `5M`, `50G`, `2T` (powers of 1000).
+pub fn parse_bytes(v: &str) -> Result<u64, String> {
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&v[..i], 1_000),
+        Some((i, 'M' | 'm')) => (&v[..i], 1_000_000),
+        Some((i, 'G' | 'g')) => (&v[..i], 1_000_000_000),
+        Some((i, 'T' | 't')) => (&v[..i], 1_000_000_000_000),
+        _ => (v, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("quota '{v}' is not a byte count (e.g. 500M, 50G)"))
+}
+
+/// Writes one subscriber as a `set` line (what [`parse_line`] reads back).
+pub fn format_line(s: &Subscriber) -> String {
+    let mut out = format!("set {} package={} addr=", s.id, s.package.name());
+    for (i, p) in s.prefixes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{p}");
+    }
+    if let Some(q) = s.quota_bytes {
+        let _ = write!(out, " quota={q}");
+    }
+    out
+}
+
+/// Reads records from `input` and applies them to `db`, publishing once at
+/// the end (or not at all: see [`Mode`]). I/O errors end the load as an
+/// error line.
+pub fn load(db: &mut SubscriberDb, input: impl BufRead, mode: Mode) -> Report {
+    let checkpoint = (mode == Mode::Atomic).then(|| db.checkpoint());
+    let mut r = Report::default();
+    let mut input = input;
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        buf.clear();
+        let n = match (&mut input)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(n) => n,
+            Err(e) => {
+                r.error(r.lines + 1, format!("read error: {e}"));
+                break;
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        r.lines += 1;
+        let line_no = r.lines;
+        if buf.last() != Some(&b'\n') && buf.len() > MAX_LINE {
+            r.error(line_no, format!("longer than {MAX_LINE} bytes"));
+            // Skip the rest of the over-long line.
+            let mut skip = Vec::new();
+            loop {
+                skip.clear();
+                match (&mut input)
+                    .take(MAX_LINE as u64)
+                    .read_until(b'\n', &mut skip)
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if skip.last() == Some(&b'\n') => break,
+                    Ok(_) => {}
+                }
+            }
+            continue;
+        }
+        let text = match std::str::from_utf8(&buf) {
+            Ok(t) => t,
+            Err(_) => {
+                r.error(line_no, "not UTF-8");
+                continue;
+            }
+        };
+        let rec = match parse_line(text) {
+            Ok(Some(rec)) => rec,
+            Ok(None) => continue,
+            Err(e) => {
+                r.error(line_no, e);
+                continue;
+            }
+        };
+        if r.error_count > 0 && mode == Mode::Atomic {
+            // Keep checking syntax to report errors, but stop changing a
+            // table that will be rolled back.
+            continue;
+        }
+        let res = match rec {
+            Record::Add(s) => db.upsert(s, false).map(|_| r.added += 1),
+            Record::Set(s) => {
+                let existed = db.get(&s.id).is_some();
+                db.upsert(s, true).map(|_| {
+                    if existed {
+                        r.replaced += 1
+                    } else {
+                        r.added += 1
+                    }
+                })
+            }
+            Record::Del(id) => db.remove(&id).map(|_| r.removed += 1),
+        };
+        if let Err(e) = res {
+            r.error(line_no, e);
+        }
+    }
+    if r.error_count > 0 && mode == Mode::Atomic {
+        db.restore(checkpoint.expect("atomic mode has a checkpoint"));
+        r.applied = false;
+        r.added = 0;
+        r.replaced = 0;
+        r.removed = 0;
+    } else {
+        db.publish();
+        r.applied = true;
+    }
+    r.subscribers = db.len() as u64;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn v4(s: &str) -> u128 {
+        u128::from(u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    #[test]
+    fn lines_parse_and_round_trip() {
+        let r = parse_line("add alice package=gold addr=192.0.2.10,2001:db8:10::/56 quota=50G")
+            .unwrap()
+            .unwrap();
+        let Record::Add(s) = r else { panic!() };
+        assert_eq!(s.package, Package::Gold);
+        assert_eq!(s.quota_bytes, Some(50_000_000_000));
+        assert_eq!(s.prefixes.len(), 2);
+        let back = parse_line(&format_line(&s)).unwrap().unwrap();
+        assert_eq!(back, Record::Set(s));
+        assert_eq!(parse_line("  # x").unwrap(), None);
+        assert_eq!(
+            parse_line("del bob").unwrap(),
+            Some(Record::Del("bob".into()))
+        );
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let e = |l: &str| parse_line(l).unwrap_err();
+        assert!(e("add x addr=10.0.0.1").contains("missing package"));
+        assert!(e("add x package=gold").contains("missing addr"));
+        assert!(e("add x package=platinum addr=10.0.0.1").contains("unknown package 'platinum'"));
+        assert!(e("add x package=gold addr=10.0.0.1/8").contains("host bits"));
+        assert!(e("add x package=gold addr=10.0.0.1 colour=red").contains("unknown field 'colour'"));
+        assert!(e("add x package=gold addr=10.0.0.1 quota=lots").contains("quota 'lots'"));
+        assert!(e("frob x").contains("unknown command"));
+        assert!(e("add").contains("needs a subscriber id"));
+        assert!(e("del x y").contains("unexpected 'y'"));
+        assert!(e("add x package=gold addr=10.0.0.1,10.0.0.1").contains("listed twice"));
+    }
+
+    #[test]
+    fn atomic_load_applies_nothing_on_error_and_reports_line_numbers() {
+        let mut db = SubscriberDb::new(100);
+        let text = "add a package=gold addr=10.0.0.1\n\nadd b package=gold addr=10.0.0.1\nadd c package=nope addr=10.0.0.3\n";
+        let r = load(&mut db, Cursor::new(text), Mode::Atomic);
+        assert!(!r.applied);
+        assert_eq!(r.error_count, 2);
+        assert_eq!(
+            r.errors[0],
+            "line 3: 10.0.0.1/32 already belongs to subscriber 'a'"
+        );
+        assert!(r.errors[1].starts_with("line 4: unknown package"));
+        assert_eq!(db.len(), 0);
+        assert!(db
+            .published()
+            .load()
+            .lookup(v4("10.0.0.1"), false)
+            .is_none());
+        assert!(r.render().contains("(nothing applied)"));
+    }
+
+    #[test]
+    fn skip_errors_applies_the_good_lines() {
+        let mut db = SubscriberDb::new(100);
+        let text = "add a package=gold addr=10.0.0.1\nadd b package=silver addr=10.0.0.1\nset c package=bronze addr=10.0.0.3\nset a package=silver addr=10.0.0.1\ndel zz\n";
+        let r = load(&mut db, Cursor::new(text), Mode::SkipErrors);
+        assert!(r.applied);
+        assert_eq!(
+            (r.added, r.replaced, r.removed, r.error_count),
+            (2, 1, 0, 2)
+        );
+        let v = db.published().load_full();
+        assert_eq!(
+            v.lookup(v4("10.0.0.1"), false).unwrap().package,
+            Package::Silver
+        );
+        assert_eq!(db.per_package().0, [0, 1, 1]);
+    }
+
+    #[test]
+    fn overlong_and_binary_lines_are_errors_not_panics() {
+        let mut db = SubscriberDb::new(100);
+        let mut text = format!("add a package=gold addr={}\n", "1".repeat(MAX_LINE * 3));
+        text.push_str("add b package=gold addr=10.0.0.2\n");
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(b"\xff\xfe\n");
+        let r = load(&mut db, Cursor::new(bytes), Mode::SkipErrors);
+        assert_eq!(r.lines, 3);
+        assert_eq!(r.error_count, 2);
+        assert!(r.errors[0].starts_with("line 1: longer than"));
+        assert_eq!(r.errors[1], "line 3: not UTF-8");
+        assert_eq!(r.added, 1);
+    }
+
+    #[test]
+    fn many_subscribers_stream_in() {
+        let mut db = SubscriberDb::new(20_000);
+        let mut text = String::new();
+        for i in 0..20_000u32 {
+            let _ = writeln!(
+                text,
+                "add s{i} package={} addr=10.{}.{}.{}",
+                ["gold", "silver", "bronze"][i as usize % 3],
+                i >> 16,
+                (i >> 8) & 255,
+                i & 255
+            );
+        }
+        let r = load(&mut db, Cursor::new(text), Mode::Atomic);
+        assert!(r.applied, "{:?}", r.errors);
+        assert_eq!(r.subscribers, 20_000);
+        let v = db.published().load_full();
+        for i in (0..20_000u32).step_by(997) {
+            let (_, link) = db.get(&format!("s{i}")).unwrap();
+            assert_eq!(v.lookup(0x0a00_0000 | u128::from(i), false), Some(link));
+        }
+    }
+}

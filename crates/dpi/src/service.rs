@@ -1,0 +1,315 @@
+//! Services (named groups of applications) and the counters the engine
+//! keeps for them.
+//!
+//! Service ids: 0 is `unknown` (nothing recognised the flow), 1 is `other`
+//! (recognised, but no configured service lists the application), 2.. are
+//! the configured services in order. An application is an nDPI protocol
+//! id, or `protocols + i` for operator signature `i`.
+//!
+//! Counters are written by one worker and read by `show` from any thread
+//! ([`Counter`]: a relaxed load + store, no locked instruction). Each
+//! worker's engine has its own [`Stats`]; `show` sums them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub const UNKNOWN: u16 = 0;
+pub const OTHER: u16 = 1;
+
+/// Most services (including `unknown` and `other`).
+pub const MAX_SERVICES: usize = 64;
+
+/// A single-writer counter.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add (owner thread only).
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Subtract (owner thread only).
+    #[inline]
+    pub fn sub(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_sub(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    #[inline]
+    pub fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Which applications make up which service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceMap {
+    names: Vec<String>,
+    /// Application id → service id (apps past the end: `other`).
+    by_app: Vec<u16>,
+}
+
+impl ServiceMap {
+    /// `services`: (name, application ids) in order; ids become 2...
+    pub fn new(services: &[(String, Vec<u16>)]) -> Result<ServiceMap, String> {
+        if services.len() + 2 > MAX_SERVICES {
+            return Err(format!(
+                "{} services; at most {}",
+                services.len(),
+                MAX_SERVICES - 2
+            ));
+        }
+        let mut names = vec!["unknown".to_string(), "other".to_string()];
+        let mut by_app: Vec<u16> = Vec::new();
+        for (i, (name, apps)) in services.iter().enumerate() {
+            if names.iter().any(|n| n == name) {
+                return Err(format!("service '{name}' defined twice (or reserved)"));
+            }
+            let id = (i + 2) as u16;
+            for &a in apps {
+                let a = usize::from(a);
+                if by_app.len() <= a {
+                    by_app.resize(a + 1, OTHER);
+                }
+                if by_app[a] != OTHER {
+                    return Err(format!(
+                        "application {a} is in services '{}' and '{name}'",
+                        names[usize::from(by_app[a])]
+                    ));
+                }
+                by_app[a] = id;
+            }
+            names.push(name.clone());
+        }
+        Ok(ServiceMap { names, by_app })
+    }
+
+    #[inline]
+    pub fn of(&self, app: u16) -> u16 {
+        if app == crate::ndpi::UNKNOWN {
+            return UNKNOWN;
+        }
+        self.by_app.get(usize::from(app)).copied().unwrap_or(OTHER)
+    }
+
+    pub fn name(&self, id: u16) -> &str {
+        self.names
+            .get(usize::from(id))
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+
+    pub fn id(&self, name: &str) -> Option<u16> {
+        self.names.iter().position(|n| n == name).map(|i| i as u16)
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// Counters of one service (or one subscriber's use of one service).
+/// Directions: 0 = upstream (from the subscriber side), 1 = downstream.
+#[derive(Default, Debug)]
+pub struct Usage {
+    pub flows: Counter,
+    /// Live flows now.
+    pub active: Counter,
+    pub packets: [Counter; 2],
+    pub bytes: [Counter; 2],
+}
+
+/// The engine's own events and how flows were decided.
+#[derive(Default, Debug)]
+pub struct EngineCounters {
+    pub packets: Counter,
+    pub not_ip: Counter,
+    pub flows_created: Counter,
+    pub flows_ended: Counter,
+    pub expired: Counter,
+    pub evicted_idle: Counter,
+    /// New flows refused by a full flow table (packets passed unclassified).
+    pub refused_full: Counter,
+    /// Packets of refused flows.
+    pub unclassified_packets: Counter,
+    /// New flows whose subscriber-side address belongs to no subscriber.
+    pub no_subscriber: Counter,
+    /// New flows that found every nDPI slot busy (signatures only).
+    pub classify_busy: Counter,
+    pub by_signature: Counter,
+    pub by_ndpi: Counter,
+    pub by_guess: Counter,
+    pub unknown: Counter,
+    /// Packets handed to nDPI.
+    pub ndpi_packets: Counter,
+    /// Per-subscriber usage entries that found the table full.
+    pub usage_full: Counter,
+    /// Live flows and flows being classified now.
+    pub flows_live: Counter,
+    pub classifying: Counter,
+}
+
+/// One worker's counters.
+pub struct Stats {
+    pub engine: EngineCounters,
+    pub services: Box<[Usage]>,
+    /// Per application: flows and packets/bytes (both directions).
+    pub apps: Box<[Usage]>,
+    pub usage: UsageTable,
+}
+
+impl Stats {
+    pub fn new(apps: usize, usage_entries: usize) -> Stats {
+        Stats {
+            engine: EngineCounters::default(),
+            services: (0..MAX_SERVICES).map(|_| Usage::default()).collect(),
+            apps: (0..apps).map(|_| Usage::default()).collect(),
+            usage: UsageTable::new(usage_entries),
+        }
+    }
+}
+
+/// Per subscriber per service counters: open addressing over a fixed
+/// array (single writer inserts; readers probe). A key is
+/// `slot << 32 | generation << 16 | service`, stored + 1 (0 = empty).
+/// Entries are never removed while the engine runs (a deleted
+/// subscriber's are left behind under its old generation), so a reader
+/// never sees a key move. Full: counted (`usage_full`), the flow is still
+/// counted per service.
+pub struct UsageTable {
+    keys: Box<[AtomicU64]>,
+    vals: Box<[Usage]>,
+    mask: usize,
+    len: Counter,
+}
+
+/// Longest probe before the table counts as full for a key.
+const USAGE_PROBE: usize = 64;
+
+impl UsageTable {
+    pub fn new(entries: usize) -> UsageTable {
+        let n = entries.clamp(16, 1 << 28).next_power_of_two();
+        UsageTable {
+            keys: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            vals: (0..n).map(|_| Usage::default()).collect(),
+            mask: n - 1,
+            len: Counter::default(),
+        }
+    }
+
+    pub fn key(slot: u32, gen: u16, service: u16) -> u64 {
+        (u64::from(slot) << 32 | u64::from(gen) << 16 | u64::from(service)) + 1
+    }
+
+    fn home(&self, k: u64) -> usize {
+        let p = u128::from(k).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ((p as u64) ^ ((p >> 64) as u64)) as usize & self.mask
+    }
+
+    /// The entry of `key`, inserted if new (owner thread only).
+    pub fn entry(&self, key: u64) -> Option<u32> {
+        let mut pos = self.home(key);
+        for _ in 0..USAGE_PROBE {
+            let k = self.keys[pos].load(Ordering::Relaxed);
+            if k == key {
+                return Some(pos as u32);
+            }
+            if k == 0 {
+                // Counters of a fresh slot are zero (never used before).
+                self.keys[pos].store(key, Ordering::Release);
+                self.len.add(1);
+                return Some(pos as u32);
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
+
+    /// The entry of `key` if present (any thread).
+    pub fn find(&self, key: u64) -> Option<&Usage> {
+        let mut pos = self.home(key);
+        for _ in 0..USAGE_PROBE {
+            let k = self.keys[pos].load(Ordering::Acquire);
+            if k == key {
+                return Some(&self.vals[pos]);
+            }
+            if k == 0 {
+                return None;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
+
+    #[inline]
+    pub fn at(&self, i: u32) -> &Usage {
+        &self.vals[i as usize]
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len.get()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len.get() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_group_applications() {
+        let m = ServiceMap::new(&[("web".into(), vec![7, 91]), ("dns".into(), vec![5])]).unwrap();
+        assert_eq!(m.of(7), 2);
+        assert_eq!(m.of(91), 2);
+        assert_eq!(m.of(5), 3);
+        assert_eq!(m.of(92), OTHER);
+        assert_eq!(m.of(60000), OTHER);
+        assert_eq!(m.of(0), UNKNOWN);
+        assert_eq!(m.name(3), "dns");
+        assert_eq!(m.id("web"), Some(2));
+        assert!(
+            ServiceMap::new(&[("a".into(), vec![7]), ("b".into(), vec![7])])
+                .unwrap_err()
+                .contains("'a' and 'b'")
+        );
+        assert!(ServiceMap::new(&[("unknown".into(), vec![])]).is_err());
+    }
+
+    #[test]
+    fn usage_table_inserts_finds_and_fills() {
+        let t = UsageTable::new(16);
+        let k1 = UsageTable::key(1, 0, 2);
+        let i = t.entry(k1).unwrap();
+        t.at(i).packets[0].add(3);
+        assert_eq!(t.entry(k1), Some(i));
+        assert_eq!(t.find(k1).unwrap().packets[0].get(), 3);
+        assert!(t.find(UsageTable::key(1, 1, 2)).is_none());
+        for s in 2..17 {
+            assert!(t.entry(UsageTable::key(s, 0, 2)).is_some());
+        }
+        assert!(t.entry(UsageTable::key(99, 0, 2)).is_none());
+        assert_eq!(t.len(), 16);
+    }
+}

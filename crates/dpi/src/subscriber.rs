@@ -1,0 +1,753 @@
+//! The subscriber table: who owns an address, and on which package.
+//!
+//! Two halves, as everywhere in Lanyard (docs/architecture.md): the
+//! control side's [`SubscriberDb`] (one writer: provisioning, the API, the
+//! config) and the immutable [`View`] the workers read through
+//! [`Published`] (`arc-swap`: a reader's load is lock-free and wait-free).
+//!
+//! ## Cheap updates while traffic flows
+//!
+//! A view's address maps are split into [`SHARDS`] shards, each behind its
+//! own `Arc`. An update clones only the shards it touches (copy-on-write
+//! through `Arc::make_mut`), so changing one subscriber among 1,000,000
+//! copies about 1/256 of the table, and a bulk load of any size clones
+//! each shard at most once before its single publish.
+//!
+//! ## Lookup
+//!
+//! An address is matched longest prefix first over the prefix lengths
+//! present in its family (typically /32 and /128 hosts plus a few
+//! delegated IPv6 lengths such as /56 and /64): one hash probe per length
+//! present. Addresses and prefixes are unique: a prefix belongs to one
+//! subscriber (provisioning refuses a second owner), but a host inside a
+//! subscriber's prefix may be provisioned to another (longest match wins).
+//!
+//! A subscriber's *slot* (u32) numbers its counters; a deleted
+//! subscriber's slot is reused with its generation incremented, so
+//! counters of flows that outlive their subscriber are not given to the
+//! next one.
+
+use arc_swap::ArcSwap;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+/// Shards per address family.
+pub const SHARDS: usize = 256;
+
+/// Longest subscriber id, bytes.
+pub const MAX_ID_LEN: usize = 64;
+
+/// Most addresses/prefixes one subscriber may own.
+pub const MAX_PREFIXES: usize = 16;
+
+/// A subscriber's package: its priority weight when bandwidth is shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Package {
+    Gold = 0,
+    Silver = 1,
+    Bronze = 2,
+}
+
+impl Package {
+    pub const ALL: [Package; 3] = [Package::Gold, Package::Silver, Package::Bronze];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Package::Gold => "gold",
+            Package::Silver => "silver",
+            Package::Bronze => "bronze",
+        }
+    }
+
+    /// Default relative priority (the report's Gold 10, Silver 5, Bronze 1).
+    pub fn weight(self) -> u32 {
+        match self {
+            Package::Gold => 10,
+            Package::Silver => 5,
+            Package::Bronze => 1,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Package> {
+        Package::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// An IPv4 or IPv6 prefix (host addresses are /32 and /128). IPv4 sits in
+/// the low 32 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    pub addr: u128,
+    pub len: u8,
+    pub v6: bool,
+}
+
+impl Prefix {
+    /// Parses `a.b.c.d[/n]` or an IPv6 address `[/n]`. Host bits must be
+    /// zero (a typo in the length is an error, not a silent widening).
+    pub fn parse(s: &str) -> Result<Prefix, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let ip: std::net::IpAddr = a
+            .parse()
+            .map_err(|_| format!("'{s}' is not an IP address or prefix"))?;
+        let (addr, v6, max) = match ip {
+            std::net::IpAddr::V4(v) => (u128::from(u32::from(v)), false, 32u8),
+            std::net::IpAddr::V6(v) => (u128::from(v), true, 128u8),
+        };
+        let len = match l {
+            None => max,
+            Some(l) => match l.parse::<u8>() {
+                Ok(n) if n <= max => n,
+                _ => return Err(format!("'{s}': prefix length must be 0..={max}")),
+            },
+        };
+        let p = Prefix { addr, len, v6 };
+        if p.masked() != addr {
+            return Err(format!(
+                "'{s}': host bits set (did you mean {}?)",
+                Prefix {
+                    addr: p.masked(),
+                    ..p
+                }
+            ));
+        }
+        Ok(p)
+    }
+
+    fn masked(&self) -> u128 {
+        mask(self.addr, self.len, self.v6)
+    }
+}
+
+fn mask(addr: u128, len: u8, v6: bool) -> u128 {
+    let width = if v6 { 128 } else { 32 };
+    if len == 0 {
+        0
+    } else {
+        let keep = u32::from(len).min(width);
+        let m = if width == 128 {
+            u128::MAX << (128 - keep)
+        } else {
+            (u128::from(u32::MAX) << (32 - keep)) & u128::from(u32::MAX)
+        };
+        addr & m
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.v6 {
+            write!(f, "{}/{}", std::net::Ipv6Addr::from(self.addr), self.len)
+        } else {
+            write!(
+                f,
+                "{}/{}",
+                std::net::Ipv4Addr::from(self.addr as u32),
+                self.len
+            )
+        }
+    }
+}
+
+/// One subscriber as provisioned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscriber {
+    pub id: Box<str>,
+    pub package: Package,
+    /// Bytes (both directions) allowed before the quota action applies.
+    pub quota_bytes: Option<u64>,
+    pub prefixes: Vec<Prefix>,
+}
+
+/// What a data-path lookup returns: 8 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub slot: u32,
+    pub gen: u16,
+    pub package: Package,
+}
+
+/// A seeded multiply-fold hasher (the table's keys are the operator's, the
+/// probes an attacker's, so the seed only spreads; no SipHash on the path).
+#[derive(Clone, Copy)]
+pub struct FoldHash(u64);
+
+impl Default for FoldHash {
+    fn default() -> Self {
+        FoldHash(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+pub struct Folder(u64);
+
+impl Hasher for Folder {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        let p = u128::from(self.0 ^ v).wrapping_mul(0x2d35_8dcc_aa6c_78a5_u128 | 1);
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+    fn write_u128(&mut self, v: u128) {
+        self.write_u64(v as u64);
+        self.write_u64((v >> 64) as u64);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v) | 0x100);
+    }
+}
+
+impl BuildHasher for FoldHash {
+    type Hasher = Folder;
+    fn build_hasher(&self) -> Folder {
+        Folder(self.0)
+    }
+}
+
+/// (masked address, prefix length) → owner.
+type Shard = HashMap<(u128, u8), Link, FoldHash>;
+
+#[derive(Clone, Default)]
+struct Family {
+    shards: Vec<Arc<Shard>>,
+    /// Entries per prefix length (index = length).
+    per_len: Vec<u32>,
+    /// Lengths present, longest first (rebuilt from `per_len` on change).
+    lens: Vec<u8>,
+}
+
+impl Family {
+    fn new(width: usize) -> Family {
+        Family {
+            shards: (0..SHARDS).map(|_| Arc::new(Shard::default())).collect(),
+            per_len: vec![0; width + 1],
+            lens: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn shard_of(addr: u128, len: u8) -> usize {
+        let mut h = FoldHash::default().build_hasher();
+        h.write_u128(addr);
+        h.write_u8(len);
+        (h.finish() >> 56) as usize % SHARDS
+    }
+
+    #[inline]
+    fn lookup(&self, addr: u128, v6: bool) -> Option<Link> {
+        for &len in &self.lens {
+            let m = mask(addr, len, v6);
+            if let Some(l) = self.shards[Family::shard_of(m, len)].get(&(m, len)) {
+                return Some(*l);
+            }
+        }
+        None
+    }
+
+    fn get(&self, p: &Prefix) -> Option<Link> {
+        self.shards[Family::shard_of(p.addr, p.len)]
+            .get(&(p.addr, p.len))
+            .copied()
+    }
+
+    fn insert(&mut self, p: &Prefix, l: Link) {
+        let s = Arc::make_mut(&mut self.shards[Family::shard_of(p.addr, p.len)]);
+        if s.insert((p.addr, p.len), l).is_none() {
+            self.per_len[usize::from(p.len)] += 1;
+            if self.per_len[usize::from(p.len)] == 1 {
+                self.relen();
+            }
+        }
+    }
+
+    fn remove(&mut self, p: &Prefix) {
+        let s = Arc::make_mut(&mut self.shards[Family::shard_of(p.addr, p.len)]);
+        if s.remove(&(p.addr, p.len)).is_some() {
+            self.per_len[usize::from(p.len)] -= 1;
+            if self.per_len[usize::from(p.len)] == 0 {
+                self.relen();
+            }
+        }
+    }
+
+    fn relen(&mut self) {
+        self.lens = (0..self.per_len.len())
+            .rev()
+            .filter(|&l| self.per_len[l] > 0)
+            .map(|l| l as u8)
+            .collect();
+    }
+}
+
+/// An immutable snapshot of the address → subscriber maps.
+#[derive(Clone)]
+pub struct View {
+    v4: Family,
+    v6: Family,
+    /// Increases with every publish.
+    pub generation: u64,
+    pub subscribers: usize,
+}
+
+impl View {
+    fn empty() -> View {
+        View {
+            v4: Family::new(32),
+            v6: Family::new(128),
+            generation: 0,
+            subscribers: 0,
+        }
+    }
+
+    /// The subscriber owning `addr` (longest prefix), if any. No locks, no
+    /// allocation.
+    #[inline]
+    pub fn lookup(&self, addr: u128, v6: bool) -> Option<Link> {
+        if v6 {
+            self.v6.lookup(addr, true)
+        } else {
+            self.v4.lookup(addr, false)
+        }
+    }
+}
+
+/// The published view: workers `load()` it once per batch.
+pub type Published = Arc<ArcSwap<View>>;
+
+/// Why a change was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DbError {
+    BadId(String),
+    Exists(Box<str>),
+    NotFound(Box<str>),
+    Taken { prefix: Prefix, owner: Box<str> },
+    TooManyPrefixes(usize),
+    NoPrefixes,
+    Full(usize),
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbError::BadId(why) => write!(f, "bad subscriber id: {why}"),
+            DbError::Exists(id) => write!(
+                f,
+                "subscriber '{id}' already exists (use 'set' to replace it)"
+            ),
+            DbError::NotFound(id) => write!(f, "no subscriber '{id}'"),
+            DbError::Taken { prefix, owner } => {
+                write!(f, "{prefix} already belongs to subscriber '{owner}'")
+            }
+            DbError::TooManyPrefixes(n) => {
+                write!(f, "{n} addresses; at most {MAX_PREFIXES} per subscriber")
+            }
+            DbError::NoPrefixes => write!(f, "a subscriber needs at least one address or prefix"),
+            DbError::Full(max) => write!(f, "subscriber table full ({max} subscribers)"),
+        }
+    }
+}
+
+/// Checks an id: 1..=64 bytes of letters, digits and `._:-@`.
+pub fn check_id(id: &str) -> Result<(), DbError> {
+    if id.is_empty() || id.len() > MAX_ID_LEN {
+        return Err(DbError::BadId(format!(
+            "'{id}' must be 1..={MAX_ID_LEN} characters"
+        )));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._:-@".contains(*c)))
+    {
+        return Err(DbError::BadId(format!(
+            "'{id}' contains '{c}' (allowed: letters, digits, . _ : - @)"
+        )));
+    }
+    Ok(())
+}
+
+/// Subscribers per package.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PackageCounts(pub [u64; 3]);
+
+/// The control side of the table: the only writer. See the module docs.
+pub struct SubscriberDb {
+    by_id: HashMap<Box<str>, u32>,
+    slots: Vec<Option<Subscriber>>,
+    gens: Vec<u16>,
+    free: Vec<u32>,
+    work: View,
+    published: Published,
+    max: usize,
+    per_package: PackageCounts,
+}
+
+impl SubscriberDb {
+    /// An empty table of at most `max` subscribers, already published.
+    pub fn new(max: usize) -> SubscriberDb {
+        let work = View::empty();
+        SubscriberDb {
+            by_id: HashMap::new(),
+            slots: Vec::new(),
+            gens: Vec::new(),
+            free: Vec::new(),
+            published: Arc::new(ArcSwap::from_pointee(work.clone())),
+            work,
+            max,
+            per_package: PackageCounts::default(),
+        }
+    }
+
+    /// The handle workers read.
+    pub fn published(&self) -> Published {
+        self.published.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A new limit (existing subscribers stay even if over it; new ones
+    /// are refused until below it).
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+    }
+
+    pub fn per_package(&self) -> PackageCounts {
+        self.per_package
+    }
+
+    pub fn get(&self, id: &str) -> Option<(&Subscriber, Link)> {
+        let slot = *self.by_id.get(id)?;
+        let s = self.slots[slot as usize].as_ref()?;
+        Some((
+            s,
+            Link {
+                slot,
+                gen: self.gens[slot as usize],
+                package: s.package,
+            },
+        ))
+    }
+
+    /// The subscriber in `slot` if its generation is still `gen`.
+    pub fn by_slot(&self, slot: u32, gen: u16) -> Option<&Subscriber> {
+        if self.gens.get(slot as usize) != Some(&gen) {
+            return None;
+        }
+        self.slots.get(slot as usize)?.as_ref()
+    }
+
+    fn family(&mut self, v6: bool) -> &mut Family {
+        if v6 {
+            &mut self.work.v6
+        } else {
+            &mut self.work.v4
+        }
+    }
+
+    /// Adds (`replace = false`) or adds-or-replaces a subscriber in the
+    /// working copy (visible to workers at the next [`SubscriberDb::publish`]).
+    /// All checks happen before any change: an error changes nothing.
+    pub fn upsert(&mut self, s: Subscriber, replace: bool) -> Result<Link, DbError> {
+        check_id(&s.id)?;
+        if s.prefixes.is_empty() {
+            return Err(DbError::NoPrefixes);
+        }
+        if s.prefixes.len() > MAX_PREFIXES {
+            return Err(DbError::TooManyPrefixes(s.prefixes.len()));
+        }
+        let existing = self.by_id.get(&s.id).copied();
+        if existing.is_some() && !replace {
+            return Err(DbError::Exists(s.id));
+        }
+        for p in &s.prefixes {
+            let fam = if p.v6 { &self.work.v6 } else { &self.work.v4 };
+            if let Some(owner) = fam.get(p) {
+                if Some(owner.slot) != existing {
+                    let name = self.slots[owner.slot as usize]
+                        .as_ref()
+                        .map(|o| o.id.clone())
+                        .unwrap_or_default();
+                    return Err(DbError::Taken {
+                        prefix: *p,
+                        owner: name,
+                    });
+                }
+            }
+        }
+        if existing.is_none() && self.by_id.len() >= self.max {
+            return Err(DbError::Full(self.max));
+        }
+        let slot = match existing {
+            Some(slot) => {
+                let old = self.slots[slot as usize].take().expect("slot of a live id");
+                self.per_package.0[old.package as usize] -= 1;
+                for p in &old.prefixes {
+                    self.family(p.v6).remove(p);
+                }
+                slot
+            }
+            None => match self.free.pop() {
+                Some(slot) => slot,
+                None => {
+                    self.slots.push(None);
+                    self.gens.push(0);
+                    (self.slots.len() - 1) as u32
+                }
+            },
+        };
+        let link = Link {
+            slot,
+            gen: self.gens[slot as usize],
+            package: s.package,
+        };
+        for p in &s.prefixes {
+            self.family(p.v6).insert(p, link);
+        }
+        self.per_package.0[s.package as usize] += 1;
+        self.by_id.insert(s.id.clone(), slot);
+        self.slots[slot as usize] = Some(s);
+        Ok(link)
+    }
+
+    /// Removes a subscriber from the working copy.
+    pub fn remove(&mut self, id: &str) -> Result<(), DbError> {
+        let slot = self
+            .by_id
+            .remove(id)
+            .ok_or_else(|| DbError::NotFound(id.into()))?;
+        let old = self.slots[slot as usize].take().expect("slot of a live id");
+        for p in &old.prefixes {
+            self.family(p.v6).remove(p);
+        }
+        self.per_package.0[old.package as usize] -= 1;
+        self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
+        self.free.push(slot);
+        Ok(())
+    }
+
+    /// Makes the working copy the workers' view (one pointer store).
+    pub fn publish(&mut self) {
+        self.work.generation += 1;
+        self.work.subscribers = self.by_id.len();
+        self.published.store(Arc::new(self.work.clone()));
+    }
+
+    /// Throws away unpublished changes (an all-or-nothing load that failed).
+    pub fn rollback(&mut self) {
+        let view = self.published.load_full();
+        // Rebuild the control maps from the published view's owners: the
+        // simplest correct route is to keep a copy of them; see `Checkpoint`.
+        self.work = (*view).clone();
+    }
+
+    /// A restorable copy of the control side (for all-or-nothing loads).
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            by_id: self.by_id.clone(),
+            slots: self.slots.clone(),
+            gens: self.gens.clone(),
+            free: self.free.clone(),
+            per_package: self.per_package,
+        }
+    }
+
+    /// Restores a checkpoint and the published view (undoes everything
+    /// since the checkpoint, provided nothing was published in between).
+    pub fn restore(&mut self, c: Checkpoint) {
+        self.by_id = c.by_id;
+        self.slots = c.slots;
+        self.gens = c.gens;
+        self.free = c.free;
+        self.per_package = c.per_package;
+        self.rollback();
+    }
+
+    /// Every subscriber, in slot order (for export; not for the data path).
+    pub fn iter(&self) -> impl Iterator<Item = (&Subscriber, Link)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.as_ref().map(|s| {
+                (
+                    s,
+                    Link {
+                        slot: i as u32,
+                        gen: self.gens[i],
+                        package: s.package,
+                    },
+                )
+            })
+        })
+    }
+}
+
+/// See [`SubscriberDb::checkpoint`].
+pub struct Checkpoint {
+    by_id: HashMap<Box<str>, u32>,
+    slots: Vec<Option<Subscriber>>,
+    gens: Vec<u16>,
+    free: Vec<u32>,
+    per_package: PackageCounts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(id: &str, pkg: Package, p: &[&str]) -> Subscriber {
+        Subscriber {
+            id: id.into(),
+            package: pkg,
+            quota_bytes: None,
+            prefixes: p.iter().map(|s| Prefix::parse(s).unwrap()).collect(),
+        }
+    }
+
+    fn v4(s: &str) -> u128 {
+        u128::from(u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    fn v6(s: &str) -> u128 {
+        u128::from(s.parse::<std::net::Ipv6Addr>().unwrap())
+    }
+
+    #[test]
+    fn prefixes_parse_and_reject_host_bits() {
+        assert_eq!(Prefix::parse("10.0.0.1").unwrap().len, 32);
+        assert_eq!(Prefix::parse("2001:db8::/56").unwrap().len, 56);
+        assert!(Prefix::parse("10.0.0.1/24")
+            .unwrap_err()
+            .contains("10.0.0.0/24"));
+        assert!(Prefix::parse("10.0.0.0/33").is_err());
+        assert!(Prefix::parse("nonsense").is_err());
+    }
+
+    #[test]
+    fn lookups_are_longest_match_and_invisible_until_published() {
+        let mut db = SubscriberDb::new(10);
+        let pubd = db.published();
+        db.upsert(
+            sub("a", Package::Gold, &["10.1.0.0/16", "2001:db8:1::/48"]),
+            false,
+        )
+        .unwrap();
+        db.upsert(sub("b", Package::Bronze, &["10.1.2.3"]), false)
+            .unwrap();
+        assert!(pubd.load().lookup(v4("10.1.2.3"), false).is_none());
+        db.publish();
+        let v = pubd.load();
+        let a = v.lookup(v4("10.1.9.9"), false).unwrap();
+        let b = v.lookup(v4("10.1.2.3"), false).unwrap();
+        assert_eq!(a.package, Package::Gold);
+        assert_eq!(b.package, Package::Bronze);
+        assert_ne!(a.slot, b.slot);
+        assert_eq!(v.lookup(v6("2001:db8:1:ff::1"), true).unwrap().slot, a.slot);
+        assert!(v.lookup(v6("2001:db8:2::1"), true).is_none());
+        assert!(v.lookup(v4("10.2.0.1"), false).is_none());
+        assert_eq!(db.per_package().0, [1, 0, 1]);
+    }
+
+    #[test]
+    fn conflicts_are_refused_without_change() {
+        let mut db = SubscriberDb::new(10);
+        db.upsert(sub("a", Package::Gold, &["10.0.0.1"]), false)
+            .unwrap();
+        let e = db
+            .upsert(sub("b", Package::Gold, &["10.0.0.2", "10.0.0.1"]), false)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "10.0.0.1/32 already belongs to subscriber 'a'"
+        );
+        assert!(db.get("b").is_none());
+        db.publish();
+        assert!(db
+            .published()
+            .load()
+            .lookup(v4("10.0.0.2"), false)
+            .is_none());
+        assert!(matches!(
+            db.upsert(sub("a", Package::Gold, &["10.0.0.3"]), false),
+            Err(DbError::Exists(_))
+        ));
+        assert!(matches!(
+            db.upsert(sub("bad id", Package::Gold, &["10.0.0.3"]), false),
+            Err(DbError::BadId(_))
+        ));
+    }
+
+    #[test]
+    fn replace_and_remove_reuse_slots_with_new_generation() {
+        let mut db = SubscriberDb::new(2);
+        let l1 = db
+            .upsert(sub("a", Package::Gold, &["10.0.0.1"]), false)
+            .unwrap();
+        let l2 = db
+            .upsert(sub("a", Package::Silver, &["10.0.0.9"]), true)
+            .unwrap();
+        assert_eq!(l1.slot, l2.slot);
+        db.publish();
+        let v = db.published().load_full();
+        assert!(v.lookup(v4("10.0.0.1"), false).is_none());
+        assert_eq!(
+            v.lookup(v4("10.0.0.9"), false).unwrap().package,
+            Package::Silver
+        );
+        db.upsert(sub("b", Package::Gold, &["10.0.0.2"]), false)
+            .unwrap();
+        assert!(matches!(
+            db.upsert(sub("c", Package::Gold, &["10.0.0.3"]), false),
+            Err(DbError::Full(2))
+        ));
+        db.remove("a").unwrap();
+        let l3 = db
+            .upsert(sub("c", Package::Gold, &["10.0.0.3"]), false)
+            .unwrap();
+        assert_eq!(l3.slot, l1.slot);
+        assert_ne!(l3.gen, l1.gen);
+        assert!(db.by_slot(l1.slot, l1.gen).is_none());
+        assert_eq!(&*db.by_slot(l3.slot, l3.gen).unwrap().id, "c");
+    }
+
+    #[test]
+    fn checkpoint_restore_undoes_unpublished_work() {
+        let mut db = SubscriberDb::new(10);
+        db.upsert(sub("a", Package::Gold, &["10.0.0.1"]), false)
+            .unwrap();
+        db.publish();
+        let c = db.checkpoint();
+        db.upsert(sub("b", Package::Gold, &["10.0.0.2"]), false)
+            .unwrap();
+        db.remove("a").unwrap();
+        db.restore(c);
+        assert!(db.get("a").is_some() && db.get("b").is_none());
+        db.upsert(sub("b", Package::Gold, &["10.0.0.2"]), false)
+            .unwrap();
+        db.publish();
+        let v = db.published().load_full();
+        assert!(v.lookup(v4("10.0.0.1"), false).is_some());
+        assert!(v.lookup(v4("10.0.0.2"), false).is_some());
+    }
+}

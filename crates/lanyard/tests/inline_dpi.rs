@@ -1,0 +1,494 @@
+//! Issue 22 acceptance (inline service control): Lanyard as a bump in the
+//! wire between a client namespace (the subscriber side) and a server
+//! namespace (the network side). Real clients and servers — curl ↔
+//! `python3 -m http.server` (HTTP), curl ↔ `openssl s_server` (TLS with
+//! SNI), the glibc resolver (`getent`) ↔ a small Python DNS server, the
+//! OpenSSH client ↔ a Python SSH banner server, and private UDP telemetry — pass
+//! through unchanged, and each flow is recognised as its service and
+//! counted per service, per application and per subscriber. An operator
+//! signature overrides nDPI (HTTP to /special on port 8081 is service
+//! `special`); the private UDP telemetry is counted as `unknown`. Subscribers are
+//! provisioned through the streamed API (`lanyard subscribers load`).
+
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use testkit::netns::{veth, Netns};
+use testkit::{l2, require_root, Switch};
+
+const CLIENT: &str = "10.77.0.1";
+const SERVER: &str = "10.77.0.2";
+
+const DNS_SERVER: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("10.77.0.2", 53))
+while True:
+    q, a = s.recvfrom(2048)
+    if len(q) < 12:
+        continue
+    # Echo the question, set QR/RA, one A record 10.77.0.2 for it.
+    hdr = q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00"
+    end = 12
+    while end < len(q) and q[end] != 0:
+        end += q[end] + 1
+    question = q[12:end + 5]
+    qtype = question[-4:-2]
+    ans = b""
+    if qtype == b"\x00\x01":
+        hdr = hdr[:6] + b"\x00\x01" + hdr[8:]
+        ans = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + bytes([10, 77, 0, 2])
+    s.sendto(hdr + question + ans, a)
+"#;
+
+const SSH_SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.2", 22))
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
+    c.settimeout(2)
+    try:
+        c.recv(4096)
+        c.recv(4096)
+    except Exception:
+        pass
+    c.close()
+"#;
+
+const PRIVATE_UDP: &str = r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(40):
+    s.sendto(b"lanyard private telemetry %04d " % i + b"z" * i, ("10.77.0.2", 40404))
+    time.sleep(0.002)
+"#;
+
+fn ok(o: std::io::Result<Output>, what: &str) -> String {
+    let o = o.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn service<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["services"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no service {name} in {v}"))
+}
+
+/// Removes `/etc/netns/<ns>` (the client's resolv.conf) however the test ends.
+struct EtcNetns(std::path::PathBuf);
+
+impl Drop for EtcNetns {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn real_applications_are_recognised_and_counted_inline() {
+    require_root!();
+    let _g = l2::heavy();
+    let dut = Netns::new("dpid").unwrap();
+    let cli = Netns::new("dpic").unwrap();
+    let srv = Netns::new("dpis").unwrap();
+    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
+    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
+    // Hosts on veth leave TCP/UDP checksums to "hardware" (CHECKSUM_PARTIAL);
+    // frames a packet socket forwards unchanged would arrive unfinished. A
+    // real NIC hands Lanyard complete frames: make the veth hosts do so.
+    cli.exec(&["ethtool", "-K", "c0", "tx", "off"]).unwrap();
+    srv.exec(&["ethtool", "-K", "s0", "tx", "off"]).unwrap();
+    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
+        .unwrap();
+    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
+        .unwrap();
+    // The client resolves through the test's DNS server (ip netns exec
+    // bind-mounts /etc/netns/<ns>/resolv.conf over /etc/resolv.conf).
+    let etc = std::path::Path::new("/etc/netns").join(cli.name());
+    std::fs::create_dir_all(&etc).unwrap();
+    let _etc = EtcNetns(etc.clone());
+    std::fs::write(
+        etc.join("resolv.conf"),
+        format!("nameserver {SERVER}\noptions timeout:1 attempts:2\n"),
+    )
+    .unwrap();
+
+    let yaml = "switch:\n  name: dpi\nports:\n  - {name: sw1}\n  - {name: sw2}\n\
+        service-control:\n  inline: [{subscriber-port: sw1, network-port: sw2}]\n\
+        \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n  classify-packets: 20\n\
+        \x20 services:\n\
+        \x20   - {name: web, applications: [HTTP]}\n\
+        \x20   - {name: secure-web, applications: [TLS]}\n\
+        \x20   - {name: dns, applications: [DNS]}\n\
+        \x20   - {name: remote-shell, applications: [SSH]}\n\
+        \x20   - {name: special}\n\
+        \x20 signatures:\n\
+        \x20   - {name: special-http, service: special, protocol: tcp, ports: \"8081\", payload: \"GET /special\"}\n";
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &dut,
+        yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+
+    // Bulk provisioning through the streamed API: one bad line refuses
+    // the whole atomic load, then the good file goes in.
+    let dir = std::env::temp_dir().join(format!("lanyard-dpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.txt");
+    std::fs::write(
+        &bad,
+        "add alice package=gold addr=10.77.0.1\nadd bob package=tin addr=10.77.0.9\n",
+    )
+    .unwrap();
+    let o = sw
+        .cli(&["subscribers", "load", bad.to_str().unwrap()])
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success()
+            && out.contains("line 2: unknown package 'tin'")
+            && out.contains("nothing applied"),
+        "{out}"
+    );
+    let good = dir.join("subs.txt");
+    let mut text = String::from("add alice package=gold addr=10.77.0.1 quota=10G\n");
+    for i in 0..2000 {
+        text.push_str(&format!(
+            "add s{i} package=bronze addr=10.{}.{}.{}\n",
+            100 + i / 65536,
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    std::fs::write(&good, text).unwrap();
+    let out = ok(
+        sw.cli(&["subscribers", "load", good.to_str().unwrap()]),
+        "subscribers load",
+    );
+    assert!(
+        out.contains("2001 added") && out.contains("2001 subscribers"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Servers.
+    let n = Stdio::null;
+    let key = std::env::temp_dir().join(format!("lanyard-dpi-{}.key", std::process::id()));
+    let crt = key.with_extension("crt");
+    ok(
+        std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=www.example.com",
+                "-keyout",
+            ])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output(),
+        "openssl req",
+    );
+    srv.spawn(
+        &["python3", "-m", "http.server", "8080", "--bind", SERVER],
+        n(),
+        n(),
+    )
+    .unwrap();
+    srv.spawn(
+        &["python3", "-m", "http.server", "8081", "--bind", SERVER],
+        n(),
+        n(),
+    )
+    .unwrap();
+    srv.spawn(
+        &[
+            "openssl",
+            "s_server",
+            "-quiet",
+            "-accept",
+            "8443",
+            "-www",
+            "-cert",
+            crt.to_str().unwrap(),
+            "-key",
+            key.to_str().unwrap(),
+        ],
+        n(),
+        n(),
+    )
+    .unwrap();
+    srv.spawn(&["python3", "-c", DNS_SERVER], n(), n()).unwrap();
+    srv.spawn(&["python3", "-c", SSH_SERVER], n(), n()).unwrap();
+
+    // Clients (retried while the servers start: a refused attempt is
+    // just another flow).
+    let retry = |what: &str, args: &[&str]| -> String {
+        let t0 = Instant::now();
+        loop {
+            let o = cli.command(args).output().unwrap();
+            if o.status.success() {
+                return String::from_utf8_lossy(&o.stdout).into_owned();
+            }
+            if t0.elapsed() > Duration::from_secs(15) {
+                let c = sw.cli(&["show", "interfaces", "counters"]).unwrap();
+                let d = sw.cli(&["show", "service-control"]).unwrap();
+                panic!(
+                    "{what}: {}\n{}\n{}",
+                    String::from_utf8_lossy(&o.stderr),
+                    String::from_utf8_lossy(&c.stdout),
+                    String::from_utf8_lossy(&d.stdout)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let page = retry(
+        "curl http",
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            &format!("http://{SERVER}:8080/"),
+        ],
+    );
+    assert!(page.contains("Directory listing"), "{page}");
+    retry(
+        "curl special",
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            &format!("http://{SERVER}:8081/special"),
+        ],
+    );
+    let tls = retry(
+        "curl https",
+        &[
+            "curl",
+            "-sSk",
+            "--max-time",
+            "5",
+            "--resolve",
+            &format!("www.example.com:8443:{SERVER}"),
+            "https://www.example.com:8443/",
+        ],
+    );
+    assert!(tls.contains("s_server"), "{tls}");
+    let host = retry("getent", &["getent", "ahostsv4", "files.example.net"]);
+    assert!(host.contains(SERVER), "{host}");
+    // The SSH client gives up after the banner exchange; it only has to talk.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        let o = cli
+            .command(&[
+                "ssh",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=3",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-p",
+                "22",
+                &format!("test@{SERVER}"),
+                "true",
+            ])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&o.stderr).contains("refused") {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        break;
+    }
+    ok(
+        cli.command(&["python3", "-c", PRIVATE_UDP]).output(),
+        "private udp",
+    );
+
+    // Every service counted (flows decide on their first packets, or when
+    // they close).
+    let want = [
+        "web",
+        "special",
+        "secure-web",
+        "dns",
+        "remote-shell",
+        "unknown",
+    ];
+    let t0 = Instant::now();
+    let v = loop {
+        let v = sw.show_json(&["show", "service-control"]);
+        if want
+            .iter()
+            .all(|s| service(&v, s)["flows"].as_u64().unwrap_or(0) >= 1)
+            || t0.elapsed() > Duration::from_secs(8)
+        {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for s in want {
+        let c = service(&v, s);
+        let apps = sw.show_json(&["show", "service-control", "applications"]);
+        assert!(
+            c["flows"].as_u64().unwrap() >= 1,
+            "{s} not counted: {apps:#}"
+        );
+        assert!(
+            c["packets-up"].as_u64().unwrap() >= 1
+                && c["packets-down"].as_u64().unwrap_or(0) + c["packets-up"].as_u64().unwrap() >= 2,
+            "{s}: {c}"
+        );
+    }
+    // The signature took the HTTP flow to /special away from `web`: only
+    // the one plain request (plus refused retries, which are unknown) is web.
+    assert_eq!(service(&v, "special")["flows"], 1, "{v:#}");
+    assert!(
+        v["classification"]["by-signature"].as_u64().unwrap() >= 1,
+        "{v:#}"
+    );
+    assert!(
+        v["classification"]["by-ndpi"].as_u64().unwrap() >= 5,
+        "{v:#}"
+    );
+    assert_eq!(v["subscribers"]["total"], 2001);
+    assert_eq!(v["subscribers"]["gold"], 1);
+    assert_eq!(v["mode"], "inline");
+    // Frames passed: ARP (not IP) among them; every frame the engine saw
+    // was received on a pair port and sent out of the other.
+    assert!(v["not-ip"].as_u64().unwrap() >= 2, "{v:#}");
+    let c = sw.counters();
+    let rx = testkit::switch::port_counter(&c, "sw1", "rx_frames")
+        + testkit::switch::port_counter(&c, "sw2", "rx_frames");
+    let tx = testkit::switch::port_counter(&c, "sw1", "tx_frames")
+        + testkit::switch::port_counter(&c, "sw2", "tx_frames");
+    assert!(
+        rx >= v["packets"].as_u64().unwrap() && tx >= v["packets"].as_u64().unwrap(),
+        "rx {rx} tx {tx}: {v:#}"
+    );
+
+    // Applications as nDPI named them, and the signature's own name.
+    let apps = sw.show_json(&["show", "service-control", "applications"]);
+    let names: Vec<&str> = apps["applications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    for a in ["HTTP", "TLS", "DNS", "SSH", "special-http"] {
+        assert!(names.contains(&a), "{a} missing from {names:?}");
+    }
+    let sig = apps["applications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "special-http")
+        .unwrap();
+    assert_eq!(sig["service"], "special");
+
+    // Per subscriber per service: every client flow is alice's.
+    let alice = sw.show_json(&["show", "subscriber", "alice"]);
+    assert_eq!(alice["package"], "gold");
+    let used: Vec<&str> = alice["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    for s in [
+        "web",
+        "special",
+        "secure-web",
+        "dns",
+        "remote-shell",
+        "unknown",
+    ] {
+        assert!(used.contains(&s), "alice has no {s}: {alice:#}");
+    }
+    let text = ok(sw.cli(&["show", "subscriber", "alice"]), "show subscriber");
+    assert!(
+        text.contains("Subscriber alice: package gold") && text.contains("secure-web"),
+        "{text}"
+    );
+    let text = ok(sw.cli(&["show", "service-control"]), "show service-control");
+    assert!(
+        text.starts_with("Service control: inline") && text.contains("remote-shell"),
+        "{text}"
+    );
+    let o = sw.cli(&["show", "subscriber", "nobody"]).unwrap();
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("no subscriber 'nobody'")
+    );
+
+    // `LANYARD_GOLDEN_CAPTURE=DIR`: the answers as golden inputs for
+    // crates/mgmt/tests/golden (as show_all does).
+    if let Some(dir) = std::env::var_os("LANYARD_GOLDEN_CAPTURE").map(std::path::PathBuf::from) {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, val) in [
+            ("service-control", &v),
+            ("service-control-applications", &apps),
+            ("subscriber", &alice),
+        ] {
+            std::fs::write(
+                dir.join(format!("{name}.json")),
+                serde_json::to_string_pretty(val).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    // Bypass: traffic still passes, the engine counts nothing more.
+    let before = sw.show_json(&["show", "service-control"])["packets"]
+        .as_u64()
+        .unwrap();
+    ok(sw.cli(&["bypass", "on"]), "bypass on");
+    retry(
+        "curl in bypass",
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            &format!("http://{SERVER}:8080/"),
+        ],
+    );
+    let v = sw.show_json(&["show", "service-control"]);
+    assert_eq!(v["mode"], "bypass");
+    assert_eq!(
+        v["packets"].as_u64().unwrap(),
+        before,
+        "engine ran in bypass"
+    );
+    ok(sw.cli(&["bypass", "off"]), "bypass off");
+    let _ = std::fs::remove_file(&key);
+    let _ = std::fs::remove_file(&crt);
+}
