@@ -123,8 +123,8 @@ impl AfPacketDualPort {
         };
         setsockopt(&fast.fd, SOL_PACKET, PACKET_FANOUT_DATA, &fprog)
             .map_err(os("PACKET_FANOUT_DATA"))?;
-        let id = getsockopt_u32(&fast.fd, SOL_PACKET, PACKET_FANOUT)
-            .map_err(os("getsockopt PACKET_FANOUT"))?
+        let id = getsockopt_as::<u32>(&fast.fd, PACKET_FANOUT)
+            .ok_or_else(|| os("getsockopt PACKET_FANOUT")(io::Error::last_os_error()))?
             & 0xffff;
         let second: u32 = id | ((PACKET_FANOUT_CBPF | flags) << 16);
         setsockopt(&bulk.fd, SOL_PACKET, PACKET_FANOUT, &second)
@@ -152,20 +152,8 @@ impl AfPacketDualPort {
     }
 
     fn read_rollover(&mut self) {
-        let mut s = RolloverStats::default();
-        let mut len = size_of::<RolloverStats>() as libc::socklen_t;
-        // SAFETY: `s` is a live tpacket_rollover_stats and `len` its size.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fast.fd.as_raw_fd(),
-                SOL_PACKET,
-                PACKET_ROLLOVER_STATS,
-                &mut s as *mut RolloverStats as *mut libc::c_void,
-                &mut len,
-            )
-        };
         // Cumulative in the kernel (not reset by reading).
-        if r == 0 {
+        if let Some(s) = getsockopt_as::<RolloverStats>(&self.fast.fd, PACKET_ROLLOVER_STATS) {
             self.rolled = s.all;
         }
     }
@@ -213,26 +201,6 @@ impl AfPacketDualPort {
 /// A handover line written by [`AfPacketDualPort::handover_state`]?
 pub fn is_dual_state(state: &str) -> bool {
     state.starts_with("dual|")
-}
-
-fn getsockopt_u32(fd: &OwnedFd, level: libc::c_int, name: libc::c_int) -> io::Result<u32> {
-    let mut v: u32 = 0;
-    let mut len = size_of::<u32>() as libc::socklen_t;
-    // SAFETY: `v` is a live u32 and `len` its size.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            &mut v as *mut u32 as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(v)
-    }
 }
 
 fn epoll_of(fds: &[RawFd]) -> Result<OwnedFd, PortError> {

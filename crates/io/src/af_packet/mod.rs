@@ -271,15 +271,21 @@ fn getsockopt_int(fd: &OwnedFd, level: libc::c_int, name: libc::c_int) -> io::Re
 /// `PACKET_STATISTICS`: `T` is `tpacket_stats_v3` on a V3 socket,
 /// `tpacket_stats` on a V2 one.
 fn packet_statistics<T: Default>(fd: &OwnedFd) -> Option<T> {
+    getsockopt_as(fd, PACKET_STATISTICS)
+}
+
+/// `getsockopt(SOL_PACKET, name)` into a `T` (a kernel struct or integer
+/// of exactly the size the option writes).
+fn getsockopt_as<T: Default>(fd: &OwnedFd, name: libc::c_int) -> Option<T> {
     let mut st = T::default();
     let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes (the size of the
-    // version's stats struct, which `T` is) into `st`.
+    // SAFETY: the kernel writes at most `len` bytes (the size of `T`, the
+    // option's struct) into `st`.
     let r = unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
             SOL_PACKET,
-            PACKET_STATISTICS,
+            name,
             &mut st as *mut T as *mut libc::c_void,
             &mut len,
         )
