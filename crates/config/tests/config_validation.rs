@@ -1195,7 +1195,11 @@ fn issue13_routed_ports_and_svis_default_to_1500() {
 fn af_packet_ring_defaults_to_dual_and_rejects_unknown_with_line() {
     let cfg = config::parse("ports:\n  - name: a\n", "t.yaml").unwrap();
     assert_eq!(cfg.switch.af_packet_ring, config::AfPacketRing::Dual);
-    let cfg = config::parse("switch:\n  af-packet-ring: block\n", "t.yaml").unwrap();
+    let cfg = config::parse(
+        "switch:\n  af-packet-ring: block\nports:\n  - name: a\n",
+        "t.yaml",
+    )
+    .unwrap();
     assert_eq!(cfg.switch.af_packet_ring, config::AfPacketRing::Block);
     one_error(
         "switch:\n  af-packet-ring: v2\n",
