@@ -160,8 +160,8 @@ enum LabCmd {
         /// Print nothing (no progress, no tables): results go to the files only.
         #[arg(long, short)]
         quiet: bool,
-        /// Run the plan N times (DIR/run-1 ... run-N); min / median / max
-        /// per cell in DIR/repeat.txt, repeat.json.
+        /// Run the plan N times; min / median / max per cell in DIR/repeat.txt
+        /// and repeat.json.
         #[arg(long, value_name = "N", default_value_t = 1)]
         repeat: usize,
     },
