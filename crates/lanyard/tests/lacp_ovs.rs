@@ -12,124 +12,17 @@
 //! ```
 //! Needs root and Open vSwitch (ovsdb-server, ovs-vswitchd), else SKIPPED.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use testkit::frame::{mac, Mac, BROADCAST};
 use testkit::netns::veth;
+use testkit::ovs::Ovs;
+use testkit::seqrx::SeqReceiver;
 use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
 
 const FLOWS: u32 = 256;
 const RATE: u64 = 20_000;
-
-/// Private OVS daemons in a namespace, killed on drop.
-struct Ovs {
-    dir: PathBuf,
-    children: Vec<Child>,
-    db: String,
-}
-
-impl Ovs {
-    fn start(ns: &Netns, dir: &Path) -> Result<Ovs, String> {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-        let run = |args: &[&str]| -> Result<String, String> {
-            let o = Command::new(args[0])
-                .args(&args[1..])
-                .output()
-                .map_err(|e| format!("{}: {e}", args[0]))?;
-            if !o.status.success() {
-                return Err(format!(
-                    "{args:?}: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ));
-            }
-            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-        };
-        run(&[
-            "ovsdb-tool",
-            "create",
-            &p("conf.db"),
-            "/usr/share/openvswitch/vswitch.ovsschema",
-        ])?;
-        let spawn = |args: Vec<String>| -> Result<Child, String> {
-            Command::new("ip")
-                .args(["netns", "exec", ns.name()])
-                .args(&args)
-                .env("OVS_RUNDIR", dir)
-                .env("OVS_LOGDIR", dir)
-                .env("OVS_DBDIR", dir)
-                .env("OVS_SYSCONFDIR", dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("spawn {}: {e}", args[0]))
-        };
-        let mut ovs = Ovs {
-            dir: dir.to_path_buf(),
-            children: Vec::new(),
-            db: format!("--db=unix:{}", p("db.sock")),
-        };
-        ovs.children.push(spawn(vec![
-            "ovsdb-server".into(),
-            p("conf.db"),
-            format!("--remote=punix:{}", p("db.sock")),
-            format!("--unixctl={}", p("ovsdb.ctl")),
-            format!("--log-file={}", p("ovsdb.log")),
-        ])?);
-        wait(10.0, || dir.join("db.sock").exists()).ok_or("ovsdb-server socket")?;
-        ovs.vsctl(&["--no-wait", "init"])?;
-        ovs.children.push(spawn(vec![
-            "ovs-vswitchd".into(),
-            format!("unix:{}", p("db.sock")),
-            format!("--unixctl={}", p("vswitchd.ctl")),
-            format!("--log-file={}", p("vswitchd.log")),
-        ])?);
-        wait(10.0, || dir.join("vswitchd.ctl").exists()).ok_or("ovs-vswitchd socket")?;
-        Ok(ovs)
-    }
-
-    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
-        let o = Command::new("ovs-vsctl")
-            .arg(&self.db)
-            .arg("--timeout=20")
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !o.status.success() {
-            return Err(format!(
-                "ovs-vsctl {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-    }
-
-    fn appctl(&self, args: &[&str]) -> String {
-        let ctl = self.dir.join("vswitchd.ctl");
-        Command::new("ovs-appctl")
-            .arg(format!("--target={}", ctl.display()))
-            .args(args)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> Option<()> {
     let t0 = Instant::now();
@@ -140,17 +33,6 @@ fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> Option<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     None
-}
-
-fn have_ovs() -> bool {
-    ["ovsdb-server", "ovs-vswitchd", "ovs-vsctl"]
-        .iter()
-        .all(|b| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {b}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
 }
 
 fn flow_src(i: u32) -> IpAddr {
@@ -168,76 +50,6 @@ fn distributing(sw: &Switch) -> Vec<bool> {
         .unwrap_or_default()
 }
 
-/// Counts UDP test packets from `src` arriving on `port` (by sequence
-/// number, so duplicates show).
-struct Receiver {
-    stop: Arc<AtomicBool>,
-    count: Arc<AtomicU64>,
-    seen: Arc<Mutex<HashSet<u64>>>,
-    dups: Arc<AtomicU64>,
-    h: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(port: RawPort, src: Mac) -> Receiver {
-        let stop = Arc::new(AtomicBool::new(false));
-        let count = Arc::new(AtomicU64::new(0));
-        let dups = Arc::new(AtomicU64::new(0));
-        let seen = Arc::new(Mutex::new(HashSet::new()));
-        let (s2, c2, d2, seen2) = (stop.clone(), count.clone(), dups.clone(), seen.clone());
-        let h = std::thread::spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(50)) else {
-                    continue;
-                };
-                if let Some(i) = ip::parse(&f).filter(|i| i.src_mac == src) {
-                    if let Some(seq) = i.seq {
-                        if seen2.lock().unwrap().insert(seq) {
-                            c2.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            d2.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            }
-        });
-        Receiver {
-            stop,
-            count,
-            seen,
-            dups,
-            h: Some(h),
-        }
-    }
-
-    fn wait_quiet(&self) -> u64 {
-        let mut last = u64::MAX;
-        loop {
-            std::thread::sleep(Duration::from_millis(300));
-            let n = self.count.load(Ordering::Relaxed);
-            if n == last {
-                return n;
-            }
-            last = n;
-        }
-    }
-
-    fn reset(&self) {
-        self.count.store(0, Ordering::Relaxed);
-        self.dups.store(0, Ordering::Relaxed);
-        self.seen.lock().unwrap().clear();
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.h.take() {
-            let _ = h.join();
-        }
-    }
-}
-
 fn member_tx(sw: &Switch) -> Vec<u64> {
     let c = sw.counters();
     (2..=5)
@@ -248,7 +60,7 @@ fn member_tx(sw: &Switch) -> Vec<u64> {
 #[test]
 fn four_member_bundle_with_open_vswitch() {
     require_root!();
-    if !have_ovs() {
+    if !testkit::ovs::available() {
         eprintln!("SKIPPED: Open vSwitch is not installed");
         return;
     }
@@ -343,7 +155,7 @@ fn four_member_bundle_with_open_vswitch() {
     std::thread::sleep(Duration::from_millis(200));
     hello(&p1, &ha);
     std::thread::sleep(Duration::from_millis(300));
-    let rx = Receiver::start(p6.try_clone().unwrap(), ha);
+    let rx = SeqReceiver::start(p6.try_clone().unwrap(), ha);
 
     // Every member carries traffic; nothing lost or duplicated.
     let before = member_tx(&sw);
@@ -353,7 +165,7 @@ fn four_member_bundle_with_open_vswitch() {
         *b = ip::udp(&hb, &ha, flow_src(i as u32 % FLOWS), dst, 64, i as u64, 128)
     })
     .unwrap();
-    let got = rx.wait_quiet();
+    let got = rx.wait_quiet(Duration::from_millis(300));
     let per: Vec<u64> = member_tx(&sw)
         .iter()
         .zip(&before)
@@ -361,7 +173,7 @@ fn four_member_bundle_with_open_vswitch() {
         .collect();
     eprintln!("sent {n}, received {got}, per member {per:?}");
     assert_eq!(got, n as u64, "loss through the bundle");
-    assert_eq!(rx.dups.load(Ordering::Relaxed), 0);
+    assert_eq!(rx.dups(), 0);
     for (k, c) in per.iter().enumerate() {
         assert!(
             *c as usize > n / 10,
@@ -384,14 +196,14 @@ fn four_member_bundle_with_open_vswitch() {
     std::thread::sleep(Duration::from_millis(500));
     ovsns.exec(&["ip", "link", "set", "o3", "down"]).unwrap();
     let took = tx.join().unwrap();
-    let got = rx.wait_quiet();
+    let got = rx.wait_quiet(Duration::from_millis(300));
     let rate = total as f64 / took.as_secs_f64();
     let lost = total as u64 - got;
     eprintln!(
         "member down: sent {total} at {rate:.0} fps, received {got}, lost {lost} = {:.2} ms",
         lost as f64 * 1000.0 / rate
     );
-    assert_eq!(rx.dups.load(Ordering::Relaxed), 0);
+    assert_eq!(rx.dups(), 0);
     assert!(
         (lost as f64) < rate * 0.05,
         "lost {lost} frames: more than 50 ms of traffic"

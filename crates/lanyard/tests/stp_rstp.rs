@@ -19,17 +19,14 @@
 //!
 //! Needs root (and Open vSwitch for the ring, else that test is SKIPPED).
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use testkit::frame::{mac, Mac, BROADCAST};
 use testkit::netns::veth;
+use testkit::ovs::Ovs;
+use testkit::seqrx::SeqReceiver;
 use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
 
 fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> bool {
@@ -60,82 +57,6 @@ fn port_state(v: &Value, port: &str) -> (String, String) {
             )
         })
         .unwrap_or_default()
-}
-
-/// Counts test packets from `src` arriving on a port, by sequence number
-/// (duplicates show), and every frame from `src` at all (a storm shows).
-struct Receiver {
-    stop: Arc<AtomicBool>,
-    unique: Arc<AtomicU64>,
-    dups: Arc<AtomicU64>,
-    seen: Arc<Mutex<HashSet<u64>>>,
-    h: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(port: RawPort, src: Mac) -> Receiver {
-        let stop = Arc::new(AtomicBool::new(false));
-        let unique = Arc::new(AtomicU64::new(0));
-        let dups = Arc::new(AtomicU64::new(0));
-        let seen = Arc::new(Mutex::new(HashSet::new()));
-        let (s2, u2, d2, seen2) = (stop.clone(), unique.clone(), dups.clone(), seen.clone());
-        let h = std::thread::spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(50)) else {
-                    continue;
-                };
-                if let Some(seq) = ip::parse(&f)
-                    .filter(|i| i.src_mac == src)
-                    .and_then(|i| i.seq)
-                {
-                    if seen2.lock().unwrap().insert(seq) {
-                        u2.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        d2.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        });
-        Receiver {
-            stop,
-            unique,
-            dups,
-            seen,
-            h: Some(h),
-        }
-    }
-
-    /// Unique packets once the count stops moving.
-    fn wait_quiet(&self) -> u64 {
-        let mut last = u64::MAX;
-        loop {
-            std::thread::sleep(Duration::from_millis(400));
-            let n = self.unique.load(Ordering::Relaxed);
-            if n == last {
-                return n;
-            }
-            last = n;
-        }
-    }
-
-    fn reset(&self) {
-        self.unique.store(0, Ordering::Relaxed);
-        self.dups.store(0, Ordering::Relaxed);
-        self.seen.lock().unwrap().clear();
-    }
-
-    fn dups(&self) -> u64 {
-        self.dups.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.h.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 /// Send `n` broadcast UDP packets numbered from `first` (broadcast: every
@@ -226,9 +147,13 @@ fn two_lanyards_pick_the_root_by_priority() {
     let p1 = RawPort::open(t.name(), "t1").unwrap();
     let p2 = RawPort::open(t.name(), "t2").unwrap();
     let src = mac(0xa1);
-    let rx = Receiver::start(p2.try_clone().unwrap(), src);
+    let rx = SeqReceiver::start(p2.try_clone().unwrap(), src);
     burst(&p1, &src, 0, 500);
-    assert_eq!(rx.wait_quiet(), 500, "every broadcast arrives");
+    assert_eq!(
+        rx.wait_quiet(Duration::from_millis(400)),
+        500,
+        "every broadcast arrives"
+    );
     assert_eq!(rx.dups(), 0, "and only once (no loop)");
 
     // The root port's cable fails: the alternate takes over at once.
@@ -244,151 +169,40 @@ fn two_lanyards_pick_the_root_by_priority() {
     );
     rx.reset();
     burst(&p1, &src, 1000, 500);
-    assert_eq!(rx.wait_quiet(), 500);
+    assert_eq!(rx.wait_quiet(Duration::from_millis(400)), 500);
     assert_eq!(rx.dups(), 0);
     drop(rx);
     drop(sa);
     drop(sb);
 }
 
-/// Private OVS daemons in a namespace, killed on drop.
-struct Ovs {
-    dir: PathBuf,
-    children: Vec<Child>,
-    db: String,
-}
-
-impl Ovs {
-    fn start(ns: &Netns, dir: &Path) -> Result<Ovs, String> {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-        let o = Command::new("ovsdb-tool")
-            .args([
-                "create",
-                &p("conf.db"),
-                "/usr/share/openvswitch/vswitch.ovsschema",
-            ])
-            .output()
-            .map_err(|e| format!("ovsdb-tool: {e}"))?;
-        if !o.status.success() {
-            return Err(String::from_utf8_lossy(&o.stderr).into_owned());
-        }
-        let spawn = |args: Vec<String>| -> Result<Child, String> {
-            Command::new("ip")
-                .args(["netns", "exec", ns.name()])
-                .args(&args)
-                .env("OVS_RUNDIR", dir)
-                .env("OVS_LOGDIR", dir)
-                .env("OVS_DBDIR", dir)
-                .env("OVS_SYSCONFDIR", dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("spawn {}: {e}", args[0]))
-        };
-        let mut ovs = Ovs {
-            dir: dir.to_path_buf(),
-            children: Vec::new(),
-            db: format!("--db=unix:{}", p("db.sock")),
-        };
-        ovs.children.push(spawn(vec![
-            "ovsdb-server".into(),
-            p("conf.db"),
-            format!("--remote=punix:{}", p("db.sock")),
-            format!("--unixctl={}", p("ovsdb.ctl")),
-            format!("--log-file={}", p("ovsdb.log")),
-        ])?);
-        if !wait(10.0, || dir.join("db.sock").exists()) {
-            return Err("ovsdb-server socket".into());
-        }
-        ovs.vsctl(&["--no-wait", "init"])?;
-        ovs.children.push(spawn(vec![
-            "ovs-vswitchd".into(),
-            format!("unix:{}", p("db.sock")),
-            format!("--unixctl={}", p("vswitchd.ctl")),
-            format!("--log-file={}", p("vswitchd.log")),
-        ])?);
-        if !wait(10.0, || dir.join("vswitchd.ctl").exists()) {
-            return Err("ovs-vswitchd socket".into());
-        }
-        Ok(ovs)
-    }
-
-    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
-        let o = Command::new("ovs-vsctl")
-            .arg(&self.db)
-            .arg("--timeout=20")
-            .args(args)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !o.status.success() {
-            return Err(format!(
-                "ovs-vsctl {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            ));
-        }
-        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-    }
-
-    fn appctl(&self, args: &[&str]) -> String {
-        let ctl = self.dir.join("vswitchd.ctl");
-        Command::new("ovs-appctl")
-            .arg(format!("--target={}", ctl.display()))
-            .args(args)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    }
-
-    /// (port, role, state) of every OVS port with RSTP status, lower case.
-    fn rstp(&self) -> Vec<(String, String, String)> {
-        let Ok(out) = self.vsctl(&[
-            "--format=json",
-            "--columns=name,rstp_status",
-            "list",
-            "Port",
-        ]) else {
-            return Vec::new();
-        };
-        let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
-        let mut r = Vec::new();
-        for row in v["data"].as_array().into_iter().flatten() {
-            let name = row[0].as_str().unwrap_or("").to_string();
-            let mut role = String::new();
-            let mut state = String::new();
-            for kv in row[1][1].as_array().into_iter().flatten() {
-                let val = kv[1].as_str().unwrap_or("").to_lowercase();
-                match kv[0].as_str() {
-                    Some("rstp_port_role") => role = val,
-                    Some("rstp_port_state") => state = val,
-                    _ => {}
-                }
+/// (port, role, state) of every OVS port with RSTP status, lower case.
+fn rstp(ovs: &Ovs) -> Vec<(String, String, String)> {
+    let Ok(out) = ovs.vsctl(&[
+        "--format=json",
+        "--columns=name,rstp_status",
+        "list",
+        "Port",
+    ]) else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    let mut r = Vec::new();
+    for row in v["data"].as_array().into_iter().flatten() {
+        let name = row[0].as_str().unwrap_or("").to_string();
+        let mut role = String::new();
+        let mut state = String::new();
+        for kv in row[1][1].as_array().into_iter().flatten() {
+            let val = kv[1].as_str().unwrap_or("").to_lowercase();
+            match kv[0].as_str() {
+                Some("rstp_port_role") => role = val,
+                Some("rstp_port_state") => state = val,
+                _ => {}
             }
-            r.push((name, role, state));
         }
-        r
+        r.push((name, role, state));
     }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn have_ovs() -> bool {
-    ["ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovsdb-tool"]
-        .iter()
-        .all(|b| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {b}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+    r
 }
 
 /// The ring's ports: Lanyard (switch, port) and OVS port names.
@@ -408,7 +222,7 @@ fn blocked(l1: &Switch, l2s: &Switch, ovs: &Ovs) -> Vec<(String, String, String)
             }
         }
     }
-    let o = ovs.rstp();
+    let o = rstp(ovs);
     for p in OVS_RING {
         match o.iter().find(|(n, _, _)| n == p) {
             Some((n, r, s)) if s != "forwarding" => out.push((n.clone(), r.clone(), s.clone())),
@@ -422,7 +236,7 @@ fn blocked(l1: &Switch, l2s: &Switch, ovs: &Ovs) -> Vec<(String, String, String)
 #[test]
 fn ring_with_open_vswitch() {
     require_root!();
-    if !have_ovs() {
+    if !testkit::ovs::available() {
         eprintln!("SKIPPED: Open vSwitch is not installed");
         return;
     }
@@ -515,9 +329,9 @@ fn ring_with_open_vswitch() {
     let p1 = RawPort::open(t.name(), "t1").unwrap();
     let p2 = RawPort::open(t.name(), "t2").unwrap();
     let src = mac(0xa1);
-    let rx = Receiver::start(p2.try_clone().unwrap(), src);
+    let rx = SeqReceiver::start(p2.try_clone().unwrap(), src);
     burst(&p1, &src, 0, 1000);
-    let got = rx.wait_quiet();
+    let got = rx.wait_quiet(Duration::from_millis(400));
     assert_eq!(got, 1000, "every broadcast arrives");
     assert_eq!(rx.dups(), 0, "exactly once: no loop");
 
@@ -530,7 +344,7 @@ fn ring_with_open_vswitch() {
     let flows = wait(20.0, || {
         burst(&p1, &src, seq, 1);
         seq += 1;
-        rx.unique.load(Ordering::Relaxed) > 0
+        rx.unique() > 0
     });
     let took = t0.elapsed();
     assert!(
@@ -549,7 +363,7 @@ fn ring_with_open_vswitch() {
     );
     rx.reset();
     burst(&p1, &src, 20_000, 1000);
-    assert_eq!(rx.wait_quiet(), 1000);
+    assert_eq!(rx.wait_quiet(Duration::from_millis(400)), 1000);
     assert_eq!(rx.dups(), 0);
     drop(rx);
     drop(l1);

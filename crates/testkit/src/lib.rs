@@ -19,9 +19,11 @@ pub mod ip;
 pub mod l2;
 pub mod netns;
 pub mod nfdump;
+pub mod ovs;
 pub mod pim;
 pub mod rawport;
 pub mod routes;
+pub mod seqrx;
 pub mod switch;
 pub mod testbed;
 
