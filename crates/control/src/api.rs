@@ -950,13 +950,30 @@ pub fn request_stream(
     req: &Value,
     input: &mut dyn std::io::Read,
 ) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("cannot reach the switch at {}: {e}", path.display()))?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
+    let mut s = connect(path, Duration::from_secs(120))?;
     writeln!(s, "{req}").map_err(|e| format!("send: {e}"))?;
     std::io::copy(input, &mut s).map_err(|e| format!("send: {e}"))?;
     s.shutdown(std::net::Shutdown::Write)
         .map_err(|e| format!("send: {e}"))?;
+    read_response(s)
+}
+
+/// Connects to the switch's API socket, with a hint when nobody answers.
+fn connect(path: &Path, read_timeout: Duration) -> Result<UnixStream, String> {
+    let s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "cannot reach the switch at {}: {e} (is `lanyard run` up? another switch: \
+             --socket PATH or LANYARD_SOCKET=PATH)",
+            path.display()
+        )
+    })?;
+    let _ = s.set_read_timeout(Some(read_timeout));
+    Ok(s)
+}
+
+/// Reads the switch's one-line answer: its `data` when `ok`, else its
+/// `error` text.
+fn read_response(s: UnixStream) -> Result<Value, String> {
     let mut line = String::new();
     BufReader::new(s)
         .read_line(&mut line)
@@ -1023,27 +1040,7 @@ pub fn serve(path: &Path, state: Arc<ApiState>) -> std::io::Result<std::thread::
 
 /// Send one request to a switch and return its `data` (client side).
 pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "cannot reach the switch at {}: {e} (is `lanyard run` up? another switch: \
-             --socket PATH or LANYARD_SOCKET=PATH)",
-            path.display()
-        )
-    })?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut s = connect(path, Duration::from_secs(30))?;
     writeln!(s, "{req}").map_err(|e| format!("send: {e}"))?;
-    let mut line = String::new();
-    BufReader::new(s)
-        .read_line(&mut line)
-        .map_err(|e| format!("receive: {e}"))?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad response: {e}"))?;
-    if v.get("ok") == Some(&Value::Bool(true)) {
-        Ok(v.get("data").cloned().unwrap_or(Value::Null))
-    } else {
-        Err(v
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown error")
-            .to_string())
-    }
+    read_response(s)
 }
