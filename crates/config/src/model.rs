@@ -279,6 +279,9 @@ pub struct Management {
     /// Prometheus `/metrics` endpoint (absent: off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
+    /// IF-MIB through the host's snmpd as an AgentX subagent (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snmp: Option<Snmp>,
 }
 
 impl Default for Management {
@@ -287,6 +290,7 @@ impl Default for Management {
             socket: PathBuf::from(DEFAULT_SOCKET),
             logging: Logging::default(),
             metrics: None,
+            snmp: None,
         }
     }
 }
@@ -309,6 +313,26 @@ impl Metrics {
                 self.listen
             )
         })
+    }
+}
+
+/// net-snmp's default AgentX master socket.
+pub const DEFAULT_AGENTX_SOCKET: &str = "/var/agentx/master";
+
+/// `management.snmp:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Snmp {
+    /// The master agent's AgentX socket (snmpd's `agentXSocket`, an
+    /// absolute path).
+    pub agentx_socket: PathBuf,
+}
+
+impl Default for Snmp {
+    fn default() -> Self {
+        Snmp {
+            agentx_socket: PathBuf::from(DEFAULT_AGENTX_SOCKET),
+        }
     }
 }
 

@@ -83,6 +83,17 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             c.err("management.metrics.listen", e);
         }
     }
+    if let Some(s) = &cfg.management.snmp {
+        if !s.agentx_socket.is_absolute() {
+            c.err(
+                "management.snmp.agentx-socket",
+                format!(
+                    "{:?} must be an absolute path (snmpd's agentXSocket)",
+                    s.agentx_socket.display().to_string()
+                ),
+            );
+        }
+    }
     let log = &cfg.management.logging;
     if let Err(e) = logging::check_filter(&log.filter) {
         c.err("management.logging.filter", e);

@@ -184,3 +184,26 @@ fn metrics_listen_is_checked() {
         9417
     );
 }
+
+#[test]
+fn snmp_agentx_socket_is_checked() {
+    one_error(
+        "ports:\n  - name: sw1\nmanagement:\n  snmp:\n    agentx-socket: agentx.sock\n",
+        5,
+        "management.snmp.agentx-socket",
+        "absolute path",
+    );
+    one_error(
+        "ports:\n  - name: sw1\nmanagement:\n  snmp:\n    socket: /x\n",
+        5,
+        "management.snmp.socket",
+        "unknown field",
+    );
+    let c = config::parse("ports:\n  - name: sw1\nmanagement:\n  snmp: {}\n", "t.yaml").unwrap();
+    assert_eq!(
+        c.management.snmp.unwrap().agentx_socket,
+        std::path::PathBuf::from(config::DEFAULT_AGENTX_SOCKET)
+    );
+    let off = config::parse("ports:\n  - name: sw1\n", "t.yaml").unwrap();
+    assert!(off.management.snmp.is_none(), "SNMP is off by default");
+}

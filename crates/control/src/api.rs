@@ -121,6 +121,8 @@ impl ApiState {
                     "error": s.error,
                     "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
                     "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
+                    "rx_bytes": self.sum(|c| c.ports[id].rx_bytes.get()),
+                    "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
                     "drops": drops,
                     "port_errors": self.shared.port_errors[id].load(Ordering::Relaxed),
                 })

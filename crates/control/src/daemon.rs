@@ -525,12 +525,32 @@ impl Switch {
             }
             None => None,
         };
+        // After metrics: a subagent that cannot reach snmpd keeps retrying
+        // (snmpd may start after the switch), so it never fails the start.
+        let snmp = cfg.management.snmp.as_ref().and_then(|s| {
+            let st = api_state.clone();
+            let q: Arc<snmp::Query> = Arc::new(move |req| st.handle(req));
+            let sh = shared.clone();
+            match snmp::serve(s.agentx_socket.clone(), q, move || {
+                sh.stop.load(Ordering::Relaxed)
+            }) {
+                Ok(a) => {
+                    tracing::info!("snmp: AgentX subagent for {}", s.agentx_socket.display());
+                    Some(a.thread)
+                }
+                Err(e) => {
+                    tracing::warn!("snmp: subagent not started: {e}");
+                    None
+                }
+            }
+        });
         match api::serve(&socket, api_state) {
             Ok(h) => {
                 let mut sw = sw;
                 sw.bound = true;
                 sw.threads.push(h);
                 sw.threads.extend(metrics);
+                sw.threads.extend(snmp);
                 let up = st.iter().filter(|s| s.state == PortState::Up).count();
                 tracing::info!(
                     "ready: {} ports ({} up), {} worker(s), api {} (in {} ms; ports attached in {} ms)",

@@ -1,0 +1,284 @@
+//! The IF-MIB view of the ports (RFC 2863): one [`Row`] per port from
+//! `show interfaces` and `show counters`, laid out as the OIDs of
+//! `ifNumber`, `ifTable` and `ifXTable` in lexicographic order.
+
+use crate::Query;
+use agentx::encodings::{OctetString, Value as Snmp};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// `IF-MIB::ifNumber` (1.3.6.1.2.1.2.1), a scalar.
+pub const IF_NUMBER: &[u32] = &[1, 3, 6, 1, 2, 1, 2, 1];
+/// `IF-MIB::ifTable` (1.3.6.1.2.1.2.2).
+pub const IF_TABLE: &[u32] = &[1, 3, 6, 1, 2, 1, 2, 2];
+/// `IF-MIB::ifXTable` (1.3.6.1.2.1.31.1.1).
+pub const IF_XTABLE: &[u32] = &[1, 3, 6, 1, 2, 1, 31, 1, 1];
+
+/// One port as IF-MIB sees it. Counters are the switch's own (what
+/// `show interfaces`/`show counters` give), not the kernel's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Row {
+    /// `ifIndex`: the port's position in the config, from 1.
+    pub index: u32,
+    pub name: String,
+    pub mtu: u32,
+    /// `ifAdminStatus`: 1 up, 2 down (`shutdown`).
+    pub admin: i32,
+    /// `ifOperStatus`: 1 up, 2 down, 6 notPresent (interface missing).
+    pub oper: i32,
+    pub in_octets: u64,
+    /// Every frame received: Lanyard keeps no unicast/multicast/broadcast
+    /// split, so the multicast and broadcast columns are not served.
+    pub in_pkts: u64,
+    pub out_octets: u64,
+    pub out_pkts: u64,
+    pub in_discards: u64,
+    pub in_errors: u64,
+    pub in_unknown_protos: u64,
+    pub out_discards: u64,
+    pub out_errors: u64,
+}
+
+/// Where a drop reason of `show counters` lands in IF-MIB. Reasons not
+/// named here (policy drops at ingress: VLAN filtering, ACL, policer,
+/// storm control, blocked ports, full receive ring) are `ifInDiscards`.
+fn drop_column(reason: &str) -> DropColumn {
+    match reason {
+        "malformed" | "oversize" | "invalid-source" => DropColumn::InErrors,
+        "l2-control" => DropColumn::InUnknownProtos,
+        "port-down" | "tx-ring-full" | "queue-full" => DropColumn::OutDiscards,
+        "tx-error" => DropColumn::OutErrors,
+        _ => DropColumn::InDiscards,
+    }
+}
+
+enum DropColumn {
+    InDiscards,
+    InErrors,
+    InUnknownProtos,
+    OutDiscards,
+    OutErrors,
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn ask(q: &Query, req: Value) -> Option<Value> {
+    let r = q(&req);
+    (r.get("ok") == Some(&Value::Bool(true))).then(|| r["data"].clone())
+}
+
+impl Row {
+    /// A row from one `show interfaces` entry and its `show counters`
+    /// entry (`None` if the port has none yet).
+    pub fn from_show(p: &Value, c: Option<&Value>) -> Row {
+        let state = p.get("state").and_then(Value::as_str).unwrap_or("");
+        let mut r = Row {
+            index: u(p, "id") as u32 + 1,
+            name: p
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            mtu: u(p, "mtu") as u32,
+            admin: if state == "admin-down" { 2 } else { 1 },
+            oper: match state {
+                "up" => 1,
+                "missing" => 6,
+                _ => 2,
+            },
+            in_octets: u(p, "rx_bytes"),
+            in_pkts: u(p, "rx_frames"),
+            out_octets: u(p, "tx_bytes"),
+            out_pkts: u(p, "tx_frames"),
+            out_errors: u(p, "port_errors"),
+            ..Row::default()
+        };
+        if let Some(d) = c.and_then(|c| c.get("drops")).and_then(Value::as_object) {
+            for (reason, n) in d {
+                let n = n.as_u64().unwrap_or(0);
+                let col = match drop_column(reason) {
+                    DropColumn::InDiscards => &mut r.in_discards,
+                    DropColumn::InErrors => &mut r.in_errors,
+                    DropColumn::InUnknownProtos => &mut r.in_unknown_protos,
+                    DropColumn::OutDiscards => &mut r.out_discards,
+                    DropColumn::OutErrors => &mut r.out_errors,
+                };
+                *col = col.saturating_add(n);
+            }
+        }
+        r
+    }
+}
+
+/// The served OIDs and their values, sorted.
+#[derive(Debug, Default)]
+pub struct IfMib {
+    vars: BTreeMap<Vec<u32>, Snmp>,
+}
+
+fn oid(base: &[u32], tail: &[u32]) -> Vec<u32> {
+    let mut o = base.to_vec();
+    o.extend_from_slice(tail);
+    o
+}
+
+fn text(s: &str) -> Snmp {
+    Snmp::OctetString(OctetString(s.to_string()))
+}
+
+impl IfMib {
+    /// Asks the API (`show interfaces`, `show counters`) and lays the
+    /// answer out. An API error gives an empty view (`ifNumber` 0).
+    pub fn collect(q: &Query) -> IfMib {
+        let ifs = ask(q, json!({"cmd": "show-interfaces"})).unwrap_or(Value::Null);
+        let cs = ask(q, json!({"cmd": "show-counters"})).unwrap_or(Value::Null);
+        let counters = cs["ports"].as_array().cloned().unwrap_or_default();
+        let rows: Vec<Row> = ifs
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| {
+                        let c = counters.iter().find(|c| c.get("name") == p.get("name"));
+                        Row::from_show(p, c)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        IfMib::from_rows(&rows)
+    }
+
+    pub fn from_rows(rows: &[Row]) -> IfMib {
+        let mut vars = BTreeMap::new();
+        vars.insert(oid(IF_NUMBER, &[0]), Snmp::Integer(rows.len() as i32));
+        for r in rows {
+            let i = r.index;
+            let t = |col: u32| oid(IF_TABLE, &[1, col, i]);
+            let x = |col: u32| oid(IF_XTABLE, &[1, col, i]);
+            // Counter32 columns wrap as RFC 2863 says: the low 32 bits.
+            let c32 = |v: u64| Snmp::Counter32(v as u32);
+            vars.insert(t(1), Snmp::Integer(i as i32));
+            vars.insert(t(2), text(&r.name));
+            vars.insert(t(3), Snmp::Integer(6)); // ethernetCsmacd
+            vars.insert(t(4), Snmp::Integer(r.mtu as i32));
+            vars.insert(t(5), Snmp::Gauge32(0)); // speed not known
+            vars.insert(t(7), Snmp::Integer(r.admin));
+            vars.insert(t(8), Snmp::Integer(r.oper));
+            vars.insert(t(9), Snmp::TimeTicks(0));
+            vars.insert(t(10), c32(r.in_octets));
+            vars.insert(t(11), c32(r.in_pkts));
+            vars.insert(t(13), c32(r.in_discards));
+            vars.insert(t(14), c32(r.in_errors));
+            vars.insert(t(15), c32(r.in_unknown_protos));
+            vars.insert(t(16), c32(r.out_octets));
+            vars.insert(t(17), c32(r.out_pkts));
+            vars.insert(t(19), c32(r.out_discards));
+            vars.insert(t(20), c32(r.out_errors));
+            vars.insert(x(1), text(&r.name));
+            vars.insert(x(6), Snmp::Counter64(r.in_octets));
+            vars.insert(x(7), Snmp::Counter64(r.in_pkts));
+            vars.insert(x(10), Snmp::Counter64(r.out_octets));
+            vars.insert(x(11), Snmp::Counter64(r.out_pkts));
+            vars.insert(x(14), Snmp::Integer(2)); // linkUpDownTrapEnable: disabled
+            vars.insert(x(15), Snmp::Gauge32(0)); // ifHighSpeed not known
+            vars.insert(x(16), Snmp::Integer(1)); // promiscuous: a switch port is
+            vars.insert(x(17), Snmp::Integer(1)); // connector present
+            vars.insert(x(18), text(""));
+        }
+        IfMib { vars }
+    }
+
+    /// The value at exactly `name`.
+    pub fn get(&self, name: &[u32]) -> Option<&Snmp> {
+        self.vars.get(name)
+    }
+
+    /// The first variable after `start` (at `start` too if `include`)
+    /// and before `end` (no bound if `end` is empty).
+    pub fn next(&self, start: &[u32], include: bool, end: &[u32]) -> Option<(&[u32], &Snmp)> {
+        let lo = if include {
+            Bound::Included(start)
+        } else {
+            Bound::Excluded(start)
+        };
+        self.vars
+            .range::<[u32], _>((lo, Bound::Unbounded))
+            .next()
+            .filter(|(k, _)| end.is_empty() || k.as_slice() < end)
+            .map(|(k, v)| (k.as_slice(), v))
+    }
+
+    /// Number of served variables.
+    pub fn len(&self) -> usize {
+        self.vars.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_land_in_their_columns_and_sum_to_the_total() {
+        let p = json!({"name":"e1","id":2,"state":"up","mtu":1500,"rx_frames":10,
+                       "rx_bytes":1000,"tx_frames":7,"tx_bytes":700,"port_errors":1});
+        let c = json!({"name":"e1","drops":{"malformed":1,"oversize":2,"tagged-on-access":3,
+                       "acl-deny":4,"l2-control":5,"tx-ring-full":6,"queue-full":7,"tx-error":8}});
+        let r = Row::from_show(&p, Some(&c));
+        assert_eq!(r.index, 3);
+        assert_eq!((r.admin, r.oper), (1, 1));
+        assert_eq!(r.in_errors, 3);
+        assert_eq!(r.in_discards, 7);
+        assert_eq!(r.in_unknown_protos, 5);
+        assert_eq!(r.out_discards, 13);
+        assert_eq!(r.out_errors, 9);
+        let missing = Row::from_show(&json!({"state":"missing"}), None);
+        assert_eq!(missing.oper, 6);
+        let shut = Row::from_show(&json!({"state":"admin-down"}), None);
+        assert_eq!((shut.admin, shut.oper), (2, 2));
+    }
+
+    #[test]
+    fn walk_order_is_column_then_index_and_counter32_wraps() {
+        let rows = [
+            Row {
+                index: 1,
+                name: "a".into(),
+                in_octets: (1u64 << 32) + 5,
+                ..Row::default()
+            },
+            Row {
+                index: 2,
+                name: "b".into(),
+                ..Row::default()
+            },
+        ];
+        let m = IfMib::from_rows(&rows);
+        let (k, _) = m.next(IF_TABLE, false, &[]).unwrap();
+        assert_eq!(k, oid(IF_TABLE, &[1, 1, 1]));
+        let (k, _) = m.next(&oid(IF_TABLE, &[1, 1, 1]), false, &[]).unwrap();
+        assert_eq!(k, oid(IF_TABLE, &[1, 1, 2]));
+        let (k, _) = m.next(&oid(IF_TABLE, &[1, 1, 2]), false, &[]).unwrap();
+        assert_eq!(k, oid(IF_TABLE, &[1, 2, 1]));
+        assert_eq!(
+            m.get(&oid(IF_TABLE, &[1, 10, 1])),
+            Some(&Snmp::Counter32(5))
+        );
+        assert_eq!(
+            m.get(&oid(IF_XTABLE, &[1, 6, 1])),
+            Some(&Snmp::Counter64((1u64 << 32) + 5))
+        );
+        assert_eq!(m.get(&oid(IF_NUMBER, &[0])), Some(&Snmp::Integer(2)));
+        // Bounded by the end of the search range.
+        assert!(m
+            .next(IF_TABLE, false, &oid(IF_TABLE, &[1, 1, 1]))
+            .is_none());
+        assert!(m.next(&oid(IF_XTABLE, &[1, 18, 2]), false, &[]).is_none());
+    }
+}

@@ -1,0 +1,21 @@
+//! SNMP: Lanyard's ports in IF-MIB `ifTable`/`ifXTable` (and `ifNumber`),
+//! served through the host's net-snmp agent (`snmpd`) as an AgentX
+//! subagent (RFC 2741) on the socket in `management.snmp.agentx-socket`
+//! (off by default).
+//!
+//! Owns: the IF-MIB view of `show interfaces`/`show counters`
+//! ([`IfMib`]), answering the master agent's Get/GetNext/GetBulk
+//! ([`answer`]), and the session with reconnects ([`serve`]).
+//! Must not: read the switch's state any other way than the API requests
+//! `show` renders, so `snmpwalk` and `show` never disagree. The PDU
+//! encoding is the `agentx` crate's (docs/dependencies.md).
+
+mod ifmib;
+mod session;
+
+pub use ifmib::{IfMib, Row, IF_NUMBER, IF_TABLE, IF_XTABLE};
+pub use session::{answer, serve, Answer, SnmpAgent};
+
+/// Answers one API request (`{"cmd":"show-interfaces"}`) with the API's
+/// envelope (`{"ok":true,"data":...}` or `{"ok":false,"error":...}`).
+pub type Query = dyn Fn(&serde_json::Value) -> serde_json::Value + Send + Sync;

@@ -1,0 +1,496 @@
+//! The AgentX session with the master agent: open, register the IF-MIB
+//! subtrees, answer Get/GetNext/GetBulk, reconnect when snmpd restarts.
+
+use crate::ifmib::{IfMib, IF_NUMBER, IF_TABLE, IF_XTABLE};
+use crate::Query;
+use agentx::encodings::Value as Snmp;
+use agentx::encodings::{VarBind, VarBindList, ID};
+use agentx::pdu::{
+    Close, CloseReason, Get, GetBulk, GetNext, Header, Open, Register, Response, Type,
+};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const HEADER: usize = 20;
+/// Largest PDU accepted from the master; a longer length field is a
+/// protocol error (the session is closed and reopened).
+const MAX_PDU: usize = 1 << 20;
+/// GetBulk repetitions answered at most (the master asks per packet).
+const MAX_REPETITIONS: usize = 1024;
+/// How long one IF-MIB snapshot answers requests: a walk is one request
+/// per variable, and the API is asked once per snapshot.
+const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
+/// snmpd's own IF-MIB registers at the default priority 127; a lower
+/// value wins, so the ports shown are Lanyard's, with its counters.
+const PRIORITY: u8 = 64;
+/// RFC 3416 `notWritable`: Lanyard's IF-MIB is read-only.
+const NOT_WRITABLE: u16 = 17;
+/// RFC 2741 `genErr` for a request that cannot be answered.
+const GEN_ERR: u16 = 5;
+
+fn sub_ids(id: &ID) -> Vec<u32> {
+    let s = id.to_string();
+    if s.is_empty() {
+        return Vec::new();
+    }
+    s.split('.').filter_map(|p| p.parse().ok()).collect()
+}
+
+fn id(o: &[u32]) -> Option<ID> {
+    ID::try_from(o.to_vec()).ok()
+}
+
+fn in_subtree(o: &[u32]) -> bool {
+    [IF_NUMBER, IF_TABLE, IF_XTABLE]
+        .iter()
+        .any(|t| o.starts_with(t))
+}
+
+/// A Response with an error status and no variables, written by hand:
+/// the crate's error enum has no SNMP error codes (notWritable, genErr).
+fn error_response(h: &Header, status: u16, index: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + 8);
+    // Little-endian (NETWORK_BYTE_ORDER clear), as the crate writes.
+    out.extend_from_slice(&[1, 18, 0, 0]);
+    out.extend_from_slice(&h.session_id.to_le_bytes());
+    out.extend_from_slice(&h.transaction_id.to_le_bytes());
+    out.extend_from_slice(&h.packet_id.to_le_bytes());
+    out.extend_from_slice(&8u32.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes()); // sysUpTime, ignored
+    out.extend_from_slice(&status.to_le_bytes());
+    out.extend_from_slice(&index.to_le_bytes());
+    out
+}
+
+fn respond(h: &Header, vbs: Vec<VarBind>) -> Vec<u8> {
+    let mut r = Response::from_header(h);
+    r.vb = Some(VarBindList(vbs));
+    r.to_bytes()
+        .unwrap_or_else(|_| error_response(h, GEN_ERR, 0))
+}
+
+fn get_next(mib: &IfMib, start: &[u32], include: bool, end: &[u32]) -> Option<VarBind> {
+    match mib.next(start, include, end) {
+        Some((k, v)) => Some(VarBind::new(id(k)?, v.clone())),
+        None => Some(VarBind::new(id(start)?, Snmp::EndOfMibView)),
+    }
+}
+
+/// What a PDU from the master asks of the session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Send these bytes back.
+    Reply(Vec<u8>),
+    /// Nothing to send (a Response, CleanupSet, an unknown PDU).
+    Nothing,
+    /// The master closed the session (or sent garbage): reopen.
+    Close,
+}
+
+/// Answers one whole PDU (`pdu`: header and payload) from the master with
+/// the variables of `mib`. Never panics on any input (fuzzed).
+pub fn answer(pdu: &[u8], mib: &IfMib) -> Answer {
+    let Ok(h) = Header::from_bytes(pdu) else {
+        return Answer::Close;
+    };
+    // The crate reads the context flag; Lanyard serves the default
+    // context only, as snmpd asks for it.
+    match h.ty {
+        Type::Get => {
+            let Ok(g) = Get::from_bytes(pdu) else {
+                return Answer::Reply(error_response(&h, GEN_ERR, 0));
+            };
+            let mut vbs = Vec::new();
+            for sr in &g.sr.0 {
+                let o = sub_ids(&sr.start);
+                let v = match mib.get(&o) {
+                    Some(v) => v.clone(),
+                    None if in_subtree(&o) => Snmp::NoSuchInstance,
+                    None => Snmp::NoSuchObject,
+                };
+                match id(&o) {
+                    Some(n) => vbs.push(VarBind::new(n, v)),
+                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
+                }
+            }
+            Answer::Reply(respond(&h, vbs))
+        }
+        Type::GetNext => {
+            let Ok(g) = GetNext::from_bytes(pdu) else {
+                return Answer::Reply(error_response(&h, GEN_ERR, 0));
+            };
+            let mut vbs = Vec::new();
+            for sr in &g.sr.0 {
+                let (s, e) = (sub_ids(&sr.start), sub_ids(&sr.end));
+                match get_next(mib, &s, sr.start.include != 0, &e) {
+                    Some(vb) => vbs.push(vb),
+                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
+                }
+            }
+            Answer::Reply(respond(&h, vbs))
+        }
+        Type::GetBulk => {
+            let Ok(g) = GetBulk::from_bytes(pdu) else {
+                return Answer::Reply(error_response(&h, GEN_ERR, 0));
+            };
+            // RFC 2741 7.2.3.3: the non-repeaters once, then the
+            // repeaters interleaved, each from where it got to.
+            let n = (g.non_repeaters as usize).min(g.sr.0.len());
+            let mut vbs = Vec::new();
+            for sr in &g.sr.0[..n] {
+                let (s, e) = (sub_ids(&sr.start), sub_ids(&sr.end));
+                match get_next(mib, &s, sr.start.include != 0, &e) {
+                    Some(vb) => vbs.push(vb),
+                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
+                }
+            }
+            let mut cur: Vec<(Vec<u32>, bool, Vec<u32>, bool)> = g.sr.0[n..]
+                .iter()
+                .map(|sr| {
+                    (
+                        sub_ids(&sr.start),
+                        sr.start.include != 0,
+                        sub_ids(&sr.end),
+                        false,
+                    )
+                })
+                .collect();
+            for _ in 0..(g.max_repetitions as usize).min(MAX_REPETITIONS) {
+                if cur.is_empty() || cur.iter().all(|c| c.3) {
+                    break;
+                }
+                for c in cur.iter_mut() {
+                    let vb = if c.3 {
+                        id(&c.0).map(|n| VarBind::new(n, Snmp::EndOfMibView))
+                    } else {
+                        match mib.next(&c.0, c.1, &c.2) {
+                            Some((k, v)) => {
+                                c.0 = k.to_vec();
+                                c.1 = false;
+                                id(k).map(|n| VarBind::new(n, v.clone()))
+                            }
+                            None => {
+                                c.3 = true;
+                                id(&c.0).map(|n| VarBind::new(n, Snmp::EndOfMibView))
+                            }
+                        }
+                    };
+                    match vb {
+                        Some(vb) => vbs.push(vb),
+                        None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
+                    }
+                }
+            }
+            Answer::Reply(respond(&h, vbs))
+        }
+        Type::TestSet => Answer::Reply(error_response(&h, NOT_WRITABLE, 1)),
+        Type::CommitSet | Type::UndoSet => Answer::Reply(error_response(&h, 0, 0)),
+        Type::Close => Answer::Close,
+        _ => Answer::Nothing,
+    }
+}
+
+/// The subagent's thread.
+pub struct SnmpAgent {
+    pub thread: JoinHandle<()>,
+}
+
+/// Starts the subagent: connects to the master's AgentX socket (retrying
+/// every second while it is absent), registers `ifNumber`, `ifTable`
+/// and `ifXTable`, and answers until `stop()`.
+pub fn serve(
+    socket: PathBuf,
+    q: Arc<Query>,
+    stop: impl Fn() -> bool + Send + 'static,
+) -> std::io::Result<SnmpAgent> {
+    let thread = std::thread::Builder::new()
+        .name("snmp-agentx".into())
+        .spawn(move || {
+            let mut warned = false;
+            while !stop() {
+                match UnixStream::connect(&socket) {
+                    Ok(s) => {
+                        warned = false;
+                        match session(s, &q, &stop) {
+                            Ok(()) => tracing::info!("snmp: AgentX session closed"),
+                            Err(e) => tracing::warn!("snmp: AgentX session ended: {e}"),
+                        }
+                    }
+                    Err(e) if !warned => {
+                        warned = true;
+                        tracing::warn!(
+                            "snmp: no AgentX master at {}: {e} (retrying every second)",
+                            socket.display()
+                        );
+                    }
+                    Err(_) => {}
+                }
+                for _ in 0..10 {
+                    if stop() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })?;
+    Ok(SnmpAgent { thread })
+}
+
+/// Reads whole PDUs from the master, returning when stop() or on error.
+struct Reader {
+    s: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    /// The next whole PDU, or `None` on a read timeout.
+    fn next(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        loop {
+            if self.buf.len() >= HEADER {
+                let f = self.buf[2];
+                let l = [self.buf[16], self.buf[17], self.buf[18], self.buf[19]];
+                let len = if f & (1 << 4) != 0 {
+                    u32::from_be_bytes(l)
+                } else {
+                    u32::from_le_bytes(l)
+                } as usize;
+                if len > MAX_PDU {
+                    return Err(std::io::Error::new(
+                        ErrorKind::InvalidData,
+                        format!("PDU of {len} bytes from the master"),
+                    ));
+                }
+                if self.buf.len() >= HEADER + len {
+                    let pdu: Vec<u8> = self.buf.drain(..HEADER + len).collect();
+                    return Ok(Some(pdu));
+                }
+            }
+            let mut tmp = [0u8; 8192];
+            match self.s.read(&mut tmp) {
+                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(None)
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits (up to 5 s) for the Response to `packet_id`; its header and
+    /// error status. Parsed by hand: the crate's Response decoder
+    /// overflows on a master up for over 49 days.
+    fn response(&mut self, packet_id: u32) -> std::io::Result<(Header, u16)> {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Some(p) = self.next()? {
+                let Ok(h) = Header::from_bytes(&p) else {
+                    continue;
+                };
+                if h.ty != Type::Response || h.packet_id != packet_id || p.len() < HEADER + 8 {
+                    continue;
+                }
+                let e = [p[HEADER + 4], p[HEADER + 5]];
+                let status = if h.flags & (1 << 4) != 0 {
+                    u16::from_be_bytes(e)
+                } else {
+                    u16::from_le_bytes(e)
+                };
+                return Ok((h, status));
+            }
+        }
+        Err(std::io::Error::new(
+            ErrorKind::TimedOut,
+            "no answer from the AgentX master",
+        ))
+    }
+}
+
+fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::Result<()> {
+    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut w = s.try_clone()?;
+    let mut r = Reader { s, buf: Vec::new() };
+    let bad = |e: std::io::Error| std::io::Error::new(ErrorKind::InvalidData, e.to_string());
+
+    let mut open = Open::new(
+        id(&[1, 3, 6, 1, 2, 1, 31]).expect("short OID"),
+        "Lanyard switch ports (IF-MIB)",
+    );
+    open.timeout = Duration::from_secs(5);
+    open.header.packet_id = 1;
+    w.write_all(&open.to_bytes().map_err(bad)?)?;
+    let (h, st) = r.response(1)?;
+    if st != 0 {
+        return Err(std::io::Error::other(format!(
+            "master refused the session (error {st})"
+        )));
+    }
+    let session_id = h.session_id;
+    let mut pid = 1;
+    for t in [IF_NUMBER, IF_TABLE, IF_XTABLE] {
+        pid += 1;
+        let mut reg = Register::new(id(t).expect("short OID"));
+        reg.header.session_id = session_id;
+        reg.header.packet_id = pid;
+        reg.priority = PRIORITY;
+        w.write_all(&reg.to_bytes().map_err(bad)?)?;
+        let (_, st) = r.response(pid)?;
+        if st != 0 {
+            tracing::warn!(
+                "snmp: master refused to register {} (error {st})",
+                t.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(".")
+            );
+        }
+    }
+    tracing::info!("snmp: AgentX session {session_id} open, IF-MIB registered");
+
+    let mut snap: Option<(Instant, IfMib)> = None;
+    while !stop() {
+        let Some(pdu) = r.next()? else { continue };
+        if snap
+            .as_ref()
+            .is_none_or(|(t, _)| t.elapsed() > SNAPSHOT_TTL)
+        {
+            snap = Some((Instant::now(), IfMib::collect(q.as_ref())));
+        }
+        let mib = &snap.as_ref().expect("set above").1;
+        match answer(&pdu, mib) {
+            Answer::Reply(b) => w.write_all(&b)?,
+            Answer::Nothing => {}
+            Answer::Close => return Ok(()),
+        }
+    }
+    let mut c = Close::new(CloseReason::Shutdown);
+    c.header.session_id = session_id;
+    pid += 1;
+    c.header.packet_id = pid;
+    let _ = w.write_all(&c.to_bytes().map_err(bad)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ifmib::Row;
+    use agentx::encodings::{SearchRange, SearchRangeList};
+
+    fn mib() -> IfMib {
+        IfMib::from_rows(&[
+            Row {
+                index: 1,
+                name: "sw1".into(),
+                in_octets: 4200,
+                ..Row::default()
+            },
+            Row {
+                index: 2,
+                name: "sw2".into(),
+                ..Row::default()
+            },
+        ])
+    }
+
+    fn sr(start: &[u32], end: &[u32]) -> SearchRange {
+        SearchRange::new(id(start).unwrap(), id(end).unwrap())
+    }
+
+    fn decode(b: &[u8]) -> Vec<(Vec<u32>, Snmp)> {
+        let r = Response::from_bytes(b).unwrap();
+        r.vb.unwrap()
+            .0
+            .into_iter()
+            .map(|v| (sub_ids(&v.name), v.data))
+            .collect()
+    }
+
+    #[test]
+    fn get_next_walks_and_ends() {
+        let m = mib();
+        let mut g = GetNext::new(SearchRangeList(vec![
+            sr(&[1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6], &[]),
+            sr(&[1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 18, 2], &[]),
+        ]));
+        g.header.packet_id = 9;
+        let Answer::Reply(b) = answer(&g.to_bytes().unwrap(), &m) else {
+            panic!()
+        };
+        let v = decode(&b);
+        assert_eq!(v[0].0, vec![1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 6, 1]);
+        assert_eq!(v[0].1, Snmp::Counter64(4200));
+        assert_eq!(v[1].1, Snmp::EndOfMibView);
+        assert_eq!(Header::from_bytes(&b).unwrap().packet_id, 9);
+    }
+
+    #[test]
+    fn get_answers_no_such_instance_inside_and_object_outside() {
+        let m = mib();
+        let mut g = Get::new(SearchRangeList(vec![
+            sr(&[1, 3, 6, 1, 2, 1, 2, 2, 1, 2, 2], &[]),
+            sr(&[1, 3, 6, 1, 2, 1, 2, 2, 1, 2, 9], &[]),
+            sr(&[1, 3, 6, 1, 4, 1], &[]),
+        ]));
+        let Answer::Reply(b) = answer(&g.to_bytes().unwrap(), &m) else {
+            panic!()
+        };
+        let v = decode(&b);
+        assert_eq!(
+            v[0].1,
+            Snmp::OctetString(agentx::encodings::OctetString("sw2".into()))
+        );
+        assert_eq!(v[1].1, Snmp::NoSuchInstance);
+        assert_eq!(v[2].1, Snmp::NoSuchObject);
+    }
+
+    #[test]
+    fn get_bulk_interleaves_repeaters_and_stops_at_the_end() {
+        let m = mib();
+        let mut g = GetBulk::new(SearchRangeList(vec![
+            sr(&[1, 3, 6, 1, 2, 1, 2, 1], &[]),
+            sr(
+                &[1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1],
+                &[1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 2],
+            ),
+        ]));
+        g.non_repeaters = 1;
+        g.max_repetitions = 5;
+        let Answer::Reply(b) = answer(&g.to_bytes().unwrap(), &m) else {
+            panic!()
+        };
+        let v = decode(&b);
+        assert_eq!(v[0], (vec![1, 3, 6, 1, 2, 1, 2, 1, 0], Snmp::Integer(2)));
+        // ifName.1, ifName.2, then the end of the range.
+        assert_eq!(v.len(), 4);
+        assert_eq!(v[2].0, vec![1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1, 2]);
+        assert_eq!(v[3].1, Snmp::EndOfMibView);
+    }
+
+    #[test]
+    fn sets_are_refused_and_garbage_closes() {
+        let m = mib();
+        let mut h = Header::new(Type::TestSet).to_bytes();
+        h[16..20].copy_from_slice(&0u32.to_le_bytes());
+        let Answer::Reply(b) = answer(&h, &m) else {
+            panic!()
+        };
+        assert_eq!(u16::from_le_bytes([b[24], b[25]]), NOT_WRITABLE);
+        assert_eq!(answer(&[1, 2, 3], &m), Answer::Close);
+        // Truncations and bit flips of a valid PDU never panic.
+        let g = GetBulk::new(SearchRangeList(vec![sr(IF_TABLE, &[])]))
+            .to_bytes()
+            .unwrap();
+        for cut in 0..g.len() {
+            let _ = answer(&g[..cut], &m);
+            let mut f = g.clone();
+            f[cut] ^= 0xff;
+            let _ = answer(&f, &m);
+        }
+    }
+}
