@@ -984,6 +984,66 @@ mod tests {
         assert_eq!(t.stats().nodes, 0);
     }
 
+    /// Differential test against the 8-bit trie it replaced, on the
+    /// benchmark's kind of prefix set (provider /32s with /40–/64 and /128
+    /// more-specifics, a few short prefixes), through churn: removals,
+    /// re-inserts with other values, and reclaims.
+    #[test]
+    fn agrees_with_stride_trie_under_churn() {
+        let prefixes = testkit::routes::v6_prefixes(20_000, 0x5eed, 0x2000_0000);
+        let t = Lpm6::with_nodes(1 << 16);
+        let old = crate::Lpm6Stride::with_nodes(1 << 16);
+        for (i, &(a, l)) in prefixes.iter().enumerate() {
+            t.insert(a, l, i as u32 % 97).unwrap();
+            old.insert(a, l, i as u32 % 97).unwrap();
+            if i % 512 == 0 {
+                t.reclaim();
+            }
+        }
+        let mut r = Rng(0x1234_5678);
+        let check = |r: &mut Rng, n: usize| {
+            for _ in 0..n {
+                let (a, l) = prefixes[(r.next() % prefixes.len() as u64) as usize];
+                let host = r.next128() & if l == 128 { 0 } else { !0u128 >> l };
+                for x in [a | host, a, a.wrapping_sub(1), a | !mask128(l as u32)] {
+                    assert_eq!(t.lookup(x), old.lookup(x), "{x:#x}");
+                }
+            }
+        };
+        check(&mut r, 20_000);
+        for round in 0..6u32 {
+            for k in 0..1500usize {
+                let (a, l) = prefixes[(r.next() % prefixes.len() as u64) as usize];
+                if (k + round as usize) % 3 == 0 {
+                    assert_eq!(t.remove(a, l), old.remove(a, l));
+                } else {
+                    let v = 100 + r.next() as u32 % 5;
+                    assert_eq!(t.insert(a, l, v).unwrap(), old.insert(a, l, v).unwrap());
+                }
+                if k % 256 == 0 {
+                    t.reclaim();
+                }
+            }
+            if round == 3 {
+                // A default route and a short prefix over everything.
+                t.insert(0, 0, 1).unwrap();
+                old.insert(0, 0, 1).unwrap();
+                t.insert(0x2000 << 112, 3, 2).unwrap();
+                old.insert(0x2000 << 112, 3, 2).unwrap();
+            }
+            check(&mut r, 5_000);
+            let addrs: Vec<u128> = (0..1000)
+                .map(|_| r.next128() >> 3 | 0x2000 << 112)
+                .collect();
+            let mut out = vec![None; addrs.len()];
+            t.lookup_batch(&addrs, &mut out);
+            for (a, o) in addrs.iter().zip(&out) {
+                assert_eq!(*o, old.lookup(*a));
+            }
+        }
+        assert_eq!(t.len(), old.len());
+    }
+
     /// Readers see only the stable answer for a stable /48 and its /128
     /// while the writer churns prefixes around and inside it, and recycles
     /// nodes with the grace period.
@@ -1057,7 +1117,15 @@ mod tests {
             // than let the pool fill.
             if round % 16 == 0 {
                 while !(0..2).all(|i| passes[i].load(Ordering::Acquire) > grace[i]) {
+                    // A reader that failed an assertion never passes again:
+                    // stop and let the join below report it.
+                    if readers.iter().any(|h| h.is_finished()) {
+                        break;
+                    }
                     std::thread::yield_now();
+                }
+                if readers.iter().any(|h| h.is_finished()) {
+                    break;
                 }
                 t.reclaim();
                 for (i, g) in grace.iter_mut().enumerate() {
