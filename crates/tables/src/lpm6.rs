@@ -1014,7 +1014,7 @@ mod tests {
         for round in 0..6u32 {
             for k in 0..1500usize {
                 let (a, l) = prefixes[(r.next() % prefixes.len() as u64) as usize];
-                if (k + round as usize) % 3 == 0 {
+                if (k + round as usize).is_multiple_of(3) {
                     assert_eq!(t.remove(a, l), old.remove(a, l));
                 } else {
                     let v = 100 + r.next() as u32 % 5;
