@@ -11,7 +11,6 @@ use config::vswitch::VirtualSwitch;
 use pair::{node_id, PairConfig, PairState};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wire::vswitch::{decode, encode, Message, PeerError, HEADER_LEN, MAX_PAYLOAD};
@@ -50,13 +49,16 @@ pub struct KeepaliveRunner {
     counters: KeepaliveCounters,
     /// What `show virtual-switch` prints.
     pub info: Arc<Mutex<Value>>,
-    stop: Arc<AtomicBool>,
+    stop: Box<dyn Fn() -> bool + Send>,
     bind_error: Option<String>,
 }
 
 impl KeepaliveRunner {
     /// `None` without a `virtual-switch:` section.
-    pub fn new(cfg: &config::Config, stop: Arc<AtomicBool>) -> Option<KeepaliveRunner> {
+    pub fn new(
+        cfg: &config::Config,
+        stop: Box<dyn Fn() -> bool + Send>,
+    ) -> Option<KeepaliveRunner> {
         let vs = cfg.virtual_switch.clone()?;
         let ka = &vs.keepalive;
         let pc = PairConfig {
@@ -128,7 +130,7 @@ impl KeepaliveRunner {
         let mut seq = 0u32;
         let mut buf = [0u8; HEADER_LEN + MAX_PAYLOAD];
         let mut last_status = self.pair.status(Instant::now());
-        while !self.stop.load(Ordering::Relaxed) {
+        while !(self.stop)() {
             let now = Instant::now();
             if sock.is_none() {
                 if now < next_bind {
@@ -283,6 +285,12 @@ impl KeepaliveRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn flag(s: &Arc<AtomicBool>) -> Box<dyn Fn() -> bool + Send> {
+        let s = s.clone();
+        Box::new(move || s.load(Ordering::Relaxed))
+    }
 
     fn cfg(prio: u16, src: &str, peer: &str, port: u16) -> config::Config {
         config::parse(
@@ -326,10 +334,10 @@ virtual-switch:
         let port = 20_000 + (std::process::id() % 20_000) as u16;
         let stop_a = Arc::new(AtomicBool::new(false));
         let stop_b = Arc::new(AtomicBool::new(false));
-        let a = KeepaliveRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), stop_a.clone())
-            .unwrap();
-        let b = KeepaliveRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), stop_b.clone())
-            .unwrap();
+        let a =
+            KeepaliveRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), flag(&stop_a)).unwrap();
+        let b =
+            KeepaliveRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), flag(&stop_b)).unwrap();
         let (ia, ib) = (a.info.clone(), b.info.clone());
         let ta = std::thread::spawn(move || a.run());
         let tb = std::thread::spawn(move || b.run());
