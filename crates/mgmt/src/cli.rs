@@ -509,7 +509,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "virtual-switch",
         aliases: &["vpc", "mlag", "mclag"],
         usage: "",
-        help: "virtual-switch pair: domain, roles, peer link, keepalive, multichassis channels",
+        help: "virtual-switch pair: roles, peer link, keepalive, channels",
         args: &[],
         request: r#"{"cmd":"show-virtual-switch"}"#,
         render: show::virtual_switch,
