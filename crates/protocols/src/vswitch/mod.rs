@@ -15,6 +15,29 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wire::vswitch::{decode, encode, Message, PeerError, HEADER_LEN, MAX_PAYLOAD};
 
+/// LACP actor of a member of multichassis channel `channel` on this node:
+/// (system priority, system, key, port number). Both nodes present the
+/// pair's system MAC and a key from the channel id, so the partner sees one
+/// system; port numbers of the node with the higher keepalive address have
+/// the top bit set, so the two nodes' members never share a number.
+/// `None` for a channel that is not multichassis.
+pub fn mc_actor(
+    cfg: &config::Config,
+    channel: &str,
+    port_index: usize,
+) -> Option<(u16, [u8; 6], u16, u16)> {
+    let vs = cfg.virtual_switch.as_ref()?;
+    let id = vs.channel_id(channel)?;
+    let high = vs.keepalive.source > vs.keepalive.peer;
+    let port = (port_index as u16 + 1) & 0x7fff | if high { 0x8000 } else { 0 };
+    Some((
+        vs.system_priority,
+        vs.system_mac.octets(),
+        0x8000 | id as u16,
+        port,
+    ))
+}
+
 /// Keepalive counters.
 #[derive(Debug, Default, Clone)]
 pub struct KeepaliveCounters {
@@ -324,6 +347,19 @@ virtual-switch:
             assert!(t0.elapsed() < Duration::from_secs(5), "timed out: {v:#}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    #[test]
+    fn both_nodes_present_one_lacp_system() {
+        let a = cfg(100, "127.0.0.1", "127.0.0.2", 1);
+        let b = cfg(200, "127.0.0.2", "127.0.0.1", 1);
+        let (pa, sa, ka, na) = mc_actor(&a, "po1", 1).unwrap();
+        let (pb, sb, kb, nb) = mc_actor(&b, "po1", 1).unwrap();
+        assert_eq!((pa, sa, ka), (pb, sb, kb));
+        assert_eq!(sa, [2, 0, 0, 0, 7, 0]);
+        assert_eq!(ka, 0x8001);
+        assert_ne!(na, nb);
+        assert_eq!(mc_actor(&a, "po9", 1), None);
     }
 
     /// Two nodes over loopback addresses: keepalive only (no peer link)
