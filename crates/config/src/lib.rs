@@ -36,6 +36,7 @@ pub mod stp;
 mod types;
 mod validate;
 pub mod vrf;
+pub mod vswitch;
 
 use std::path::Path;
 

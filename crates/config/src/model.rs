@@ -121,6 +121,10 @@ pub struct Config {
     /// The inline service engine (absent: off; docs/inline.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_control: Option<super::service_control::ServiceControl>,
+    /// Multichassis pairing with a peer node (absent: standalone;
+    /// docs/virtual-switch.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_switch: Option<super::vswitch::VirtualSwitch>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {

@@ -60,6 +60,8 @@ pub struct ApiState {
     /// The event manager (started after the API state exists: it reads
     /// the switch through this API).
     pub events: std::sync::OnceLock<Arc<events::EventManager>>,
+    /// The virtual-switch pair's state (`Null`: no `virtual-switch:`).
+    pub vswitch: Arc<Mutex<Value>>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -839,6 +841,18 @@ impl ApiState {
                 let v = self
                     .ha
                     .stp_info
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if v.is_null() {
+                    Ok(json!({"enabled": false}))
+                } else {
+                    Ok(v)
+                }
+            }
+            Some("show-virtual-switch") => {
+                let v = self
+                    .vswitch
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();

@@ -363,6 +363,19 @@ impl Switch {
         {
             threads.push(spawn("stp".into(), Box::new(move || r.run()))?);
         }
+        // The virtual-switch keepalive; the API reads the state it publishes.
+        let vswitch_info = {
+            let sh = shared.clone();
+            let stop = Box::new(move || sh.stop.load(std::sync::atomic::Ordering::Relaxed));
+            match protocols::vswitch::KeepaliveRunner::new(&cfg, stop) {
+                Some(r) => {
+                    let info = r.info.clone();
+                    threads.push(spawn("vs-keepalive".into(), Box::new(move || r.run()))?);
+                    info
+                }
+                None => Arc::new(Mutex::new(serde_json::Value::Null)),
+            }
+        };
         let mut sup = Supervisor::new(&cfg, shared.clone(), mailboxes, ha.clone());
         if let Ok(h) = std::env::var(HANDOVER_ENV) {
             // Read once: a later restart hands over afresh.
@@ -450,6 +463,7 @@ impl Switch {
             mcast,
             guard,
             events: std::sync::OnceLock::new(),
+            vswitch: vswitch_info,
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {

@@ -506,6 +506,15 @@ pub const SHOW: &[CommandDef] = &[
         render: show::spanning_tree,
     },
     CommandDef {
+        words: "virtual-switch",
+        aliases: &["vpc", "mlag", "mclag"],
+        usage: "",
+        help: "virtual-switch pair: roles, peer link, keepalive, channels",
+        args: &[],
+        request: r#"{"cmd":"show-virtual-switch"}"#,
+        render: show::virtual_switch,
+    },
+    CommandDef {
         words: "backup-pairs",
         aliases: &["backup-pair", "interfaces switchport backup"],
         usage: "",

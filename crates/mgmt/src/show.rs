@@ -2206,3 +2206,6 @@ pub use stp::spanning_tree;
 #[path = "show_inline.rs"]
 mod inline;
 pub use inline::{service_control, service_control_applications, subscriber};
+#[path = "show_vswitch.rs"]
+mod vswitch;
+pub use vswitch::virtual_switch;

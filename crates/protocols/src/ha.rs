@@ -662,12 +662,18 @@ impl HaRunner {
                     .members
                     .iter()
                     .map(|m| {
+                        let index = cfg.port_index(m).unwrap_or(0);
+                        // A multichassis channel speaks as the pair.
+                        let (system_priority, system, key, port) = crate::vswitch::mc_actor(
+                            cfg, &c.name, index,
+                        )
+                        .unwrap_or((c.system_priority, system, k as u16 + 1, index as u16 + 1));
                         crate::lacp::LacpPort::new(crate::lacp::ActorConfig {
-                            system_priority: c.system_priority,
+                            system_priority,
                             system,
-                            key: k as u16 + 1,
+                            key,
                             port_priority: 32768,
-                            port: cfg.port_index(m).unwrap_or(0) as u16 + 1,
+                            port,
                             mode,
                             rate,
                         })

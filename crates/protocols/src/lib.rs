@@ -17,3 +17,4 @@ pub mod learn;
 pub mod mcast;
 pub mod spanning_tree;
 pub mod stp;
+pub mod vswitch;

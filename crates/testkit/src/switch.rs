@@ -317,6 +317,16 @@ impl Switch {
 
     /// Sends SIGTERM and waits up to 5 s for a clean exit, then SIGKILL.
     /// Returns the exit status (of the first stop).
+    /// Kills the switch with SIGKILL (a node lost without warning) and
+    /// reaps it.
+    pub fn kill9(&mut self) -> io::Result<ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            return Err(io::Error::other("already stopped"));
+        };
+        child.kill()?;
+        child.wait()
+    }
+
     pub fn stop(&mut self) -> io::Result<ExitStatus> {
         let Some(mut child) = self.child.take() else {
             return Err(io::Error::other("already stopped"));

@@ -13,3 +13,4 @@ pub(crate) mod service_control;
 pub(crate) mod services;
 pub(crate) mod stp;
 pub(crate) mod vrf;
+pub(crate) mod vswitch;

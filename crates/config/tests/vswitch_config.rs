@@ -1,0 +1,185 @@
+//! `virtual-switch:`: defaults and every error with its line and field.
+
+fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
+    match config::parse(text, "test.yaml") {
+        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
+        Err(e) => e
+            .errors
+            .into_iter()
+            .map(|e| (e.line, e.field, e.message))
+            .collect(),
+    }
+}
+
+const BASE: &str = "vlans:
+  - id: 10
+  - id: 20
+ports:
+  - name: pl1
+    mode: trunk
+  - name: pl2
+    mode: trunk
+  - name: m1
+    mode: trunk
+    allowed-vlans: [10]
+  - name: m2
+    mode: trunk
+    allowed-vlans: [10]
+  - name: ka
+    mode: routed
+    addresses: [192.0.2.1/30]
+  - name: a
+    mode: access
+    vlan: 20
+port-channels:
+  - name: po1
+    members: [m1, m2]
+";
+
+const VS: &str = "virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl1, pl2]
+  keepalive:
+    source: 192.0.2.1
+    peer: 192.0.2.2
+  channels:
+    - port-channel: po1
+      id: 1
+";
+
+#[test]
+fn defaults() {
+    let cfg = config::parse(&format!("{BASE}{VS}"), "t.yaml").unwrap();
+    let vs = cfg.virtual_switch.as_ref().unwrap();
+    assert_eq!(vs.domain_id, 7);
+    assert_eq!((vs.priority, vs.system_priority), (32768, 32768));
+    assert_eq!(vs.system_mac.to_string(), "02:00:00:00:07:00");
+    assert_eq!(vs.keepalive.port, config::vswitch::DEFAULT_KEEPALIVE_PORT);
+    assert_eq!(
+        (vs.keepalive.interval_ms, vs.keepalive.timeout_ms),
+        (200, 1000)
+    );
+    assert_eq!(vs.delay_restore_s, 2);
+    assert_eq!(vs.channel_id("po1"), Some(1));
+    assert_eq!(vs.channel_id("po2"), None);
+    // Without the section: standalone.
+    assert!(config::parse(BASE, "t.yaml")
+        .unwrap()
+        .virtual_switch
+        .is_none());
+}
+
+#[test]
+fn errors_with_lines() {
+    let text = format!(
+        "{BASE}virtual-switch:
+  domain-id: 1001
+  system-mac: 01:00:5e:00:00:01
+  peer-link: [pl1, a, nope, pl1]
+  keepalive:
+    source: 192.0.2.1
+    peer: 192.0.2.1
+    interval-ms: 100
+    timeout-ms: 200
+  channels:
+    - port-channel: po9
+      id: 5000
+    - port-channel: po1
+      id: 5000
+"
+    );
+    let e = errors(&text);
+    let base = BASE.lines().count();
+    let want = [
+        (2, "virtual-switch.domain-id", "out of range 1..1000"),
+        (3, "virtual-switch.system-mac", "not a unicast"),
+        (4, "virtual-switch.peer-link[1]", "carries other VLANs"),
+        (4, "virtual-switch.peer-link[2]", "not configured"),
+        (4, "virtual-switch.peer-link[3]", "listed twice"),
+        (7, "virtual-switch.keepalive.peer", "own source address"),
+        (9, "virtual-switch.keepalive.timeout-ms", "three intervals"),
+        (
+            11,
+            "virtual-switch.channels[0].port-channel",
+            "not configured",
+        ),
+        (12, "virtual-switch.channels[0].id", "out of range 1..4096"),
+        (14, "virtual-switch.channels[1].id", "used twice"),
+        (14, "virtual-switch.channels[1].id", "out of range"),
+    ];
+    for (line, field, msg) in want {
+        assert!(
+            e.iter()
+                .any(|(l, f, m)| *l == Some(base + line) && f == field && m.contains(msg)),
+            "missing {line} {field} {msg}: {e:#?}"
+        );
+    }
+    assert_eq!(e.len(), want.len(), "{e:#?}");
+}
+
+#[test]
+fn peer_link_and_keepalive_paths() {
+    // A channel member, a routed port, a spanning-tree port.
+    let e = errors(&format!(
+        "{BASE}spanning-tree: {{}}
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [m1, ka, pl1]
+  keepalive: {{source: 192.0.2.1, peer: 192.0.2.2}}
+"
+    ));
+    let msgs: Vec<&str> = e.iter().map(|(_, _, m)| m.as_str()).collect();
+    assert!(
+        msgs.iter().any(|m| m.contains("member of port channel")),
+        "{e:#?}"
+    );
+    assert!(msgs.iter().any(|m| m.contains("is routed")), "{e:#?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("runs spanning tree")),
+        "{e:#?}"
+    );
+
+    // Keepalive on an SVI the peer link carries; peer link lacks a
+    // channel VLAN.
+    let e = errors(
+        "vlans:
+  - id: 10
+  - id: 20
+    router:
+      addresses: [198.51.100.1/24]
+ports:
+  - name: pl1
+    mode: trunk
+    allowed-vlans: [20]
+  - name: m1
+    mode: access
+    vlan: 10
+port-channels:
+  - name: po1
+    members: [m1]
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl1]
+  keepalive: {source: 198.51.100.1, peer: 198.51.100.2}
+  channels: [{port-channel: po1, id: 1}]
+",
+    );
+    assert!(
+        e.iter().any(|(l, f, m)| *l == Some(20)
+            && f == "virtual-switch.keepalive.source"
+            && m.contains("separate path")),
+        "{e:#?}"
+    );
+    assert!(
+        e.iter().any(|(l, f, m)| *l == Some(21)
+            && f == "virtual-switch.channels[0].port-channel"
+            && m.contains("[10]")),
+        "{e:#?}"
+    );
+    // Unknown keys are refused.
+    let e = errors(&format!("{BASE}{VS}  bogus: 1\n"));
+    assert!(e[0].2.contains("bogus"), "{e:#?}");
+}

@@ -1,0 +1,395 @@
+//! The pair's role and health (pure: events and the caller's clock in,
+//! decisions out).
+//!
+//! Two liveness signals: hellos over the peer link and keepalives over a
+//! separate path. Peer link alive: paired. Peer link dead and keepalive
+//! alive: both nodes run (dual-active), so the secondary takes its
+//! multichassis members down and the partner keeps seeing one system.
+//! Both dead: the peer is gone and this node carries everything. When the
+//! peer link returns the secondary waits for a full copy of the peer's
+//! state and `delay_restore` before its members come back.
+
+use std::time::{Duration, Instant};
+use wire::vswitch::Hello;
+
+/// Which node decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Primary,
+    Secondary,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Secondary => "secondary",
+        }
+    }
+}
+
+/// The pair's state as this node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairStatus {
+    /// Started, nothing heard yet (members held down for `delay_restore`).
+    Init,
+    /// Peer link up: one switch.
+    Paired,
+    /// Peer link down, keepalive up: both nodes alive.
+    DualActive,
+    /// Nothing heard from the peer: this node is alone.
+    PeerDown,
+}
+
+impl PairStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairStatus::Init => "init",
+            PairStatus::Paired => "paired",
+            PairStatus::DualActive => "dual-active",
+            PairStatus::PeerDown => "peer-down",
+        }
+    }
+}
+
+/// This node's settings.
+#[derive(Clone, Debug)]
+pub struct PairConfig {
+    pub domain: u16,
+    pub priority: u16,
+    /// This node's id (see [`node_id`]).
+    pub node: [u8; 6],
+    pub system: [u8; 6],
+    /// Hello / keepalive loss timeout.
+    pub timeout: Duration,
+    pub delay_restore: Duration,
+}
+
+/// The node id of a keepalive source address: the low 48 bits, so the
+/// lower address wins a priority tie, as configured.
+pub fn node_id(ip: std::net::IpAddr) -> [u8; 6] {
+    let v: u128 = match ip {
+        std::net::IpAddr::V4(a) => u32::from(a) as u128,
+        std::net::IpAddr::V6(a) => u128::from(a),
+    };
+    let b = v.to_be_bytes();
+    b[10..16].try_into().unwrap_or_default()
+}
+
+/// What was last heard from the peer.
+#[derive(Clone, Copy, Debug)]
+struct Heard {
+    at: Instant,
+    hello: Hello,
+}
+
+/// Role and health of the pair.
+#[derive(Debug)]
+pub struct PairState {
+    cfg: PairConfig,
+    started: Instant,
+    link: Option<Heard>,
+    keepalive: Option<Heard>,
+    /// Last time the peer link came (back) up.
+    link_up_since: Option<Instant>,
+    /// A full copy of the peer's state arrived since the link came up.
+    synced: bool,
+    /// Counted refusals.
+    pub wrong_domain: u64,
+    pub system_mismatch: u64,
+    /// Transitions into dual-active.
+    pub dual_active_events: u64,
+    last_status: PairStatus,
+}
+
+impl PairState {
+    pub fn new(cfg: PairConfig, now: Instant) -> PairState {
+        PairState {
+            cfg,
+            started: now,
+            link: None,
+            keepalive: None,
+            link_up_since: None,
+            synced: false,
+            wrong_domain: 0,
+            system_mismatch: 0,
+            dual_active_events: 0,
+            last_status: PairStatus::Init,
+        }
+    }
+
+    pub fn config(&self) -> &PairConfig {
+        &self.cfg
+    }
+
+    /// Our own hello, for the peer link (`peer_link_up` false) or the
+    /// keepalive (`peer_link_up`: whether we hear the peer link).
+    pub fn hello(&self, now: Instant, seq: u32) -> Hello {
+        Hello {
+            priority: self.cfg.priority,
+            node: self.cfg.node,
+            system: self.cfg.system,
+            peer_link_up: self.link_alive(now),
+            synced: self.synced,
+            primary: self.role(now) == Role::Primary,
+            seq,
+        }
+    }
+
+    fn accept(&mut self, domain: u16, h: &Hello) -> bool {
+        if domain != self.cfg.domain {
+            self.wrong_domain += 1;
+            return false;
+        }
+        if h.system != self.cfg.system {
+            // Two different LACP systems must never pair.
+            self.system_mismatch += 1;
+            return false;
+        }
+        h.node != self.cfg.node
+    }
+
+    /// A hello received on the peer link.
+    pub fn peer_link_hello(&mut self, now: Instant, domain: u16, h: Hello) {
+        if !self.accept(domain, &h) {
+            return;
+        }
+        if !self.link_alive(now) {
+            self.link_up_since = Some(now);
+            self.synced = false;
+        }
+        self.link = Some(Heard { at: now, hello: h });
+        self.update(now);
+    }
+
+    /// A keepalive received over the separate path.
+    pub fn keepalive(&mut self, now: Instant, domain: u16, h: Hello) {
+        if !self.accept(domain, &h) {
+            return;
+        }
+        self.keepalive = Some(Heard { at: now, hello: h });
+        self.update(now);
+    }
+
+    /// The full copy of the peer's state is in.
+    pub fn synced(&mut self, now: Instant) {
+        self.synced = true;
+        self.update(now);
+    }
+
+    /// Re-evaluates timers; returns the status.
+    pub fn update(&mut self, now: Instant) -> PairStatus {
+        let s = self.status(now);
+        if s == PairStatus::DualActive && self.last_status != PairStatus::DualActive {
+            self.dual_active_events += 1;
+        }
+        if s != PairStatus::Paired {
+            self.synced = self.synced && s == PairStatus::Paired;
+        }
+        self.last_status = s;
+        s
+    }
+
+    fn alive(&self, h: &Option<Heard>, now: Instant) -> bool {
+        h.is_some_and(|h| now.saturating_duration_since(h.at) < self.cfg.timeout)
+    }
+
+    pub fn link_alive(&self, now: Instant) -> bool {
+        self.alive(&self.link, now)
+    }
+
+    pub fn keepalive_alive(&self, now: Instant) -> bool {
+        self.alive(&self.keepalive, now)
+    }
+
+    /// The peer's last hello (peer link first, then keepalive).
+    pub fn peer(&self) -> Option<(Instant, Hello)> {
+        match (self.link, self.keepalive) {
+            (Some(a), Some(b)) if b.at > a.at => Some((b.at, b.hello)),
+            (Some(a), _) => Some((a.at, a.hello)),
+            (None, Some(b)) => Some((b.at, b.hello)),
+            (None, None) => None,
+        }
+    }
+
+    pub fn status(&self, now: Instant) -> PairStatus {
+        if self.link_alive(now) {
+            PairStatus::Paired
+        } else if self.keepalive_alive(now) {
+            PairStatus::DualActive
+        } else if self.link.is_none()
+            && self.keepalive.is_none()
+            && now.saturating_duration_since(self.started) < self.cfg.delay_restore
+        {
+            PairStatus::Init
+        } else {
+            PairStatus::PeerDown
+        }
+    }
+
+    /// Primary unless a live peer has the better (priority, node).
+    pub fn role(&self, now: Instant) -> Role {
+        let live = [&self.link, &self.keepalive]
+            .into_iter()
+            .filter(|h| self.alive(h, now))
+            .filter_map(|h| h.as_ref())
+            .max_by_key(|h| h.at);
+        match live {
+            Some(p) if (p.hello.priority, p.hello.node) < (self.cfg.priority, self.cfg.node) => {
+                Role::Secondary
+            }
+            _ => Role::Primary,
+        }
+    }
+
+    /// Whether this node's multichassis members may carry traffic.
+    pub fn members_enabled(&self, now: Instant) -> bool {
+        match self.status(now) {
+            PairStatus::Init => false,
+            PairStatus::PeerDown => true,
+            PairStatus::DualActive => self.role(now) == Role::Primary,
+            PairStatus::Paired => {
+                // Back from a split: the secondary waits for the copy and
+                // the restore delay, so the partner never sees a member
+                // that would forward with an empty table.
+                self.role(now) == Role::Primary
+                    || (self.synced
+                        && self.link_up_since.is_none_or(|t| {
+                            now.saturating_duration_since(t) >= self.cfg.delay_restore
+                        }))
+            }
+        }
+    }
+
+    /// Why the members are down, for `show`.
+    pub fn members_reason(&self, now: Instant) -> &'static str {
+        if self.members_enabled(now) {
+            return "up";
+        }
+        match self.status(now) {
+            PairStatus::Init => "down: restore delay after start",
+            PairStatus::DualActive => "down: dual-active, secondary",
+            _ if !self.synced => "down: waiting for the peer's state",
+            _ => "down: restore delay",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn node(prio: u16, id: u8) -> PairConfig {
+        PairConfig {
+            domain: 7,
+            priority: prio,
+            node: [0, 0, 0, 0, 0, id],
+            system: [2, 0, 0, 0, 7, 0],
+            timeout: 1000 * MS,
+            delay_restore: 2000 * MS,
+        }
+    }
+
+    fn hello_of(c: &PairConfig) -> Hello {
+        Hello {
+            priority: c.priority,
+            node: c.node,
+            system: c.system,
+            peer_link_up: true,
+            synced: true,
+            primary: false,
+            seq: 1,
+        }
+    }
+
+    #[test]
+    fn roles_and_dual_active() {
+        let t0 = Instant::now();
+        let a = node(100, 1);
+        let b = node(200, 2);
+        let mut sb = PairState::new(b.clone(), t0);
+        assert_eq!(sb.status(t0), PairStatus::Init);
+        assert!(!sb.members_enabled(t0));
+        // Alone after the restore delay: carries everything.
+        assert_eq!(sb.update(t0 + 2500 * MS), PairStatus::PeerDown);
+        assert!(sb.members_enabled(t0 + 2500 * MS));
+        assert_eq!(sb.role(t0 + 2500 * MS), Role::Primary);
+
+        // The peer link comes up: b is secondary, waits for the copy and
+        // the delay.
+        let t = t0 + 3000 * MS;
+        sb.peer_link_hello(t, 7, hello_of(&a));
+        sb.keepalive(t, 7, hello_of(&a));
+        assert_eq!(sb.status(t), PairStatus::Paired);
+        assert_eq!(sb.role(t), Role::Secondary);
+        assert!(!sb.members_enabled(t));
+        sb.synced(t + 100 * MS);
+        assert!(!sb.members_enabled(t + 100 * MS));
+        let mut now = t;
+        while now < t + 2500 * MS {
+            now += 200 * MS;
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            sb.keepalive(now, 7, hello_of(&a));
+        }
+        assert!(sb.members_enabled(now));
+
+        // Peer link cut, keepalive alive: dual-active, secondary down.
+        let cut = now;
+        while now < cut + 1500 * MS {
+            now += 200 * MS;
+            sb.keepalive(now, 7, hello_of(&a));
+        }
+        assert_eq!(sb.update(now), PairStatus::DualActive);
+        assert_eq!(sb.dual_active_events, 1);
+        assert!(!sb.members_enabled(now));
+        assert_eq!(sb.members_reason(now), "down: dual-active, secondary");
+
+        // The primary in the same situation keeps its members.
+        let mut sa = PairState::new(a.clone(), t0);
+        sa.keepalive(now, 7, hello_of(&b));
+        assert_eq!(sa.status(now), PairStatus::DualActive);
+        assert!(sa.members_enabled(now));
+
+        // Link back: paired, secondary waits again for copy + delay.
+        now += 200 * MS;
+        sb.peer_link_hello(now, 7, hello_of(&a));
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        assert!(!sb.members_enabled(now));
+        let back = now;
+        while now < back + 2100 * MS {
+            now += 200 * MS;
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            sb.keepalive(now, 7, hello_of(&a));
+            if now == back + 400 * MS {
+                sb.synced(now);
+            }
+        }
+        assert!(sb.members_enabled(now));
+
+        // Primary dies (both signals stop): b carries everything.
+        now += 1500 * MS;
+        assert_eq!(sb.update(now), PairStatus::PeerDown);
+        assert_eq!(sb.role(now), Role::Primary);
+        assert!(sb.members_enabled(now));
+    }
+
+    #[test]
+    fn refusals_and_ties() {
+        let t0 = Instant::now();
+        let a = node(100, 1);
+        let mut sb = PairState::new(node(100, 2), t0);
+        let mut other = hello_of(&a);
+        sb.keepalive(t0, 8, other);
+        assert_eq!(sb.wrong_domain, 1);
+        other.system = [2, 0, 0, 0, 8, 0];
+        sb.peer_link_hello(t0, 7, other);
+        assert_eq!(sb.system_mismatch, 1);
+        assert!(sb.peer().is_none());
+        // Equal priority: the lower node id is primary.
+        sb.peer_link_hello(t0, 7, hello_of(&a));
+        assert_eq!(sb.role(t0), Role::Secondary);
+        assert_eq!(node_id("192.0.2.1".parse().unwrap()), [0, 0, 192, 0, 2, 1]);
+    }
+}

@@ -1,0 +1,16 @@
+//! Fuzz the virtual-switch peer-protocol decoder (`wire::vswitch`).
+//!
+//! Nothing may panic; whatever decodes must encode back to the same bytes
+//! (up to its length) and decode again to the same message.
+#![no_main]
+
+use wire::vswitch::{decode, encode, HEADER_LEN, MAX_PAYLOAD};
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Ok((domain, msg)) = decode(data) {
+        let mut out = [0u8; HEADER_LEN + MAX_PAYLOAD];
+        let n = encode(domain, &msg, &mut out).expect("a decoded message encodes");
+        assert_eq!(&out[..n], &data[..n], "encoding differs from the input");
+        assert_eq!(decode(&out[..n]), Ok((domain, msg)), "round trip");
+    }
+});
