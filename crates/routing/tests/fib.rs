@@ -1535,3 +1535,56 @@ fn delete_then_add_in_one_frame_is_a_replace() {
     fib.apply_frr(&FpmEvent::Updates(decode(&del).unwrap()), &ports);
     assert!(target(&fib, ip("10.9.9.17")).is_none());
 }
+
+/// A withdrawal burst: tens of thousands of IPv6 routes removed (and as
+/// many re-pointed) with no maintenance in between, as one FPM read of a
+/// peer going away delivers them. Every removed prefix must stop matching
+/// in the table the workers read, and every re-pointed one must resolve to
+/// its new next hop: an update the LPM could not make must not be lost.
+#[test]
+fn ipv6_withdrawal_burst_without_maintenance_loses_nothing() {
+    let mut fib = Fib::with_config(FibConfig::for_vrf(254, 50_000));
+    let pre = |i: u32| {
+        let a = 0x2001_0db8_0000_0000_0000_0000_0000_0000u128
+            | (u128::from(i.wrapping_mul(2_654_435_761)) << 64);
+        Prefix::new(IpAddr::from(a.to_be_bytes()), 64).unwrap()
+    };
+    let host = |i: u32| {
+        let Prefix { addr, .. } = pre(i);
+        let IpAddr::V6(a) = addr else { unreachable!() };
+        IpAddr::V6((u128::from(a) | 1).into())
+    };
+    const N: u32 = 40_000;
+    for i in 0..N {
+        fib.set(pre(i), Source::Static, vec![via(1, "2001:db8::1")])
+            .unwrap();
+        if i % 1024 == 0 {
+            fib.maintain(&|| {});
+        }
+    }
+    fib.maintain(&|| {});
+    // The burst: even prefixes removed, odd ones moved to port 2.
+    for i in 0..N {
+        if i % 2 == 0 {
+            assert!(fib.remove(pre(i), Source::Static));
+        } else {
+            let _ = fib.set(pre(i), Source::Static, vec![via(2, "2001:db8::2")]);
+        }
+    }
+    let mut wrong = Vec::new();
+    for i in 0..N {
+        let want = (i % 2 == 1).then_some(2u16);
+        let got = target(&fib, host(i))
+            .and_then(|t| fib.nexthops().resolve(t, 0))
+            .map(|(_, nh)| nh.port);
+        if got != want {
+            wrong.push((i, want, got));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {N} prefixes wrong after the burst, e.g. {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
