@@ -837,31 +837,8 @@ impl ApiState {
                 req.get("family").and_then(Value::as_u64) == Some(6),
                 req.get("summary").and_then(Value::as_bool).unwrap_or(false),
             )),
-            Some("show-spanning-tree") => {
-                let v = self
-                    .ha
-                    .stp_info
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                if v.is_null() {
-                    Ok(json!({"enabled": false}))
-                } else {
-                    Ok(v)
-                }
-            }
-            Some("show-virtual-switch") => {
-                let v = self
-                    .vswitch
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone();
-                if v.is_null() {
-                    Ok(json!({"enabled": false}))
-                } else {
-                    Ok(v)
-                }
-            }
+            Some("show-spanning-tree") => Ok(published(&self.ha.stp_info)),
+            Some("show-virtual-switch") => Ok(published(&self.vswitch)),
             Some("show-backup-pairs") => Ok(self
                 .ha
                 .snapshot()
@@ -972,6 +949,17 @@ pub fn request_stream(
     s.shutdown(std::net::Shutdown::Write)
         .map_err(|e| format!("send: {e}"))?;
     read_response(s)
+}
+
+/// The state a protocol thread last published for `show`, or
+/// `{"enabled": false}` while it has published nothing (not configured).
+fn published(state: &Mutex<Value>) -> Value {
+    let v = state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if v.is_null() {
+        json!({"enabled": false})
+    } else {
+        v
+    }
 }
 
 /// Connects to the switch's API socket, with a hint when nobody answers.
