@@ -90,6 +90,35 @@ impl ApiState {
         }
     }
 
+    /// `test cable-diagnostics PORT`: the PHY's cable test (the port's
+    /// link drops while it runs), per pair status and fault distance.
+    fn cable_diagnostics(&self, req: &Value) -> Result<Value, String> {
+        let port = req
+            .get("port")
+            .and_then(Value::as_str)
+            .ok_or("cable-diagnostics: which port?")?;
+        if self.cfg().port_index(port).is_none() {
+            return Err(format!("no port {port:?}"));
+        }
+        let pairs =
+            io::cable::test(port, Duration::from_secs(20)).map_err(|e| format!("{port}: {e}"))?;
+        tracing::info!(
+            "cable diagnostics on {port}: {} pairs reported",
+            pairs.len()
+        );
+        let pairs: Vec<Value> = pairs
+            .iter()
+            .map(|p| {
+                json!({
+                    "pair": p.pair_name(),
+                    "status": p.status.map(|s| s.as_str()),
+                    "fault_distance_m": p.fault_cm.map(|cm| f64::from(cm) / 100.0),
+                })
+            })
+            .collect();
+        Ok(json!({"interface": port, "pairs": pairs}))
+    }
+
     /// `show interfaces [PORT]`.
     pub fn interfaces(&self, port: Option<&str>) -> Result<Value, String> {
         if let Some(p) = port {
@@ -824,6 +853,7 @@ impl ApiState {
                 Some(on) => Ok(self.applier.set_bypass(on)),
                 None => Ok(json!({"bypass": self.applier.bypass()})),
             },
+            Some("cable-diagnostics") => self.cable_diagnostics(req),
             Some("restart") => {
                 request_restart();
                 Ok(json!({"restarting": true}))

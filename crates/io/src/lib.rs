@@ -20,6 +20,7 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod batch;
+pub mod cable;
 pub mod inject;
 pub mod link;
 pub mod memory;

@@ -91,6 +91,11 @@ enum Cmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Diagnostics that disturb a port: cable-diagnostics PORT.
+    Test {
+        #[command(subcommand)]
+        cmd: TestCmd,
+    },
     /// Inline service control's subscribers: bulk provisioning.
     Subscribers {
         #[command(subcommand)]
@@ -100,6 +105,20 @@ enum Cmd {
     Lab {
         #[command(subcommand)]
         cmd: LabCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum TestCmd {
+    /// The PHY's cable test (TDR where the PHY has it) on PORT: status
+    /// and fault distance per pair. The link drops while it runs.
+    CableDiagnostics {
+        port: String,
+        /// Print the management API's JSON answer.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        socket: SocketOpt,
     },
 }
 
@@ -214,6 +233,10 @@ fn command_list() -> String {
         (
             "bypass on | off | status",
             "forward without services (ACLs, QoS, flows)",
+        ),
+        (
+            "test cable-diagnostics PORT",
+            "the PHY's cable test: status and fault distance per pair",
         ),
         (
             "lab run PLAN [--out DIR] [--repeat N] [-q]",
@@ -549,6 +572,17 @@ fn main() -> ExitCode {
                     socket,
                 },
         } => subscribers_load(&sock(socket), &file, skip_errors),
+        Cmd::Test {
+            cmd: TestCmd::CableDiagnostics { port, json, socket },
+        } => api(
+            &sock(socket),
+            mgmt::cli::Command {
+                request: serde_json::json!({"cmd": "cable-diagnostics", "port": port}),
+                render: mgmt::show::cable_diagnostics,
+                view: "cable_diagnostics".into(),
+            },
+            json,
+        ),
         Cmd::Lab { cmd } => lab_cmd(cmd),
     };
     match r {

@@ -2209,3 +2209,6 @@ pub use inline::{service_control, service_control_applications, subscriber};
 #[path = "show_vswitch.rs"]
 mod vswitch;
 pub use vswitch::virtual_switch;
+#[path = "show_cable.rs"]
+mod cable;
+pub use cable::cable_diagnostics;

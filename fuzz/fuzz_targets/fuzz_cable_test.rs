@@ -1,0 +1,15 @@
+//! Fuzz the ethtool netlink cable-test notification decoder (`io::cable`):
+//! any bytes from the kernel's monitor group decode to a result or an
+//! error, never a panic; every reported pair appears once.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Ok(n) = io::cable::decode_notification(data) {
+        let mut pairs: Vec<u8> = n.pairs.iter().map(|p| p.pair).collect();
+        pairs.dedup();
+        assert_eq!(pairs.len(), n.pairs.len(), "one entry per pair");
+        for p in &n.pairs {
+            let _ = (p.pair_name(), p.status.map(|s| s.as_str()));
+        }
+    }
+});
