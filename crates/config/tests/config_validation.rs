@@ -10,16 +10,8 @@ use config::{
 };
 
 /// Parses `text`, expecting failure; returns (line, field, message).
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "test.yaml") {
-        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
-        Err(e) => e
-            .errors
-            .into_iter()
-            .map(|e| (e.line, e.field, e.message))
-            .collect(),
-    }
-}
+mod common;
+use common::errors;
 
 /// Exactly one error, at `line` about `field`, whose message contains `msg`.
 #[track_caller]

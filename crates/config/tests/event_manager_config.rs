@@ -1,16 +1,8 @@
 //! `event-manager:` validation (issue 20): every bad policy is refused with
 //! the line and field of the mistake, as `lanyard config check` prints.
 
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "test.yaml") {
-        Ok(_) => panic!("expected errors for\n{text}"),
-        Err(e) => e
-            .errors
-            .into_iter()
-            .map(|e| (e.line, e.field, e.message))
-            .collect(),
-    }
-}
+mod common;
+use common::errors;
 
 #[track_caller]
 fn one_error(text: &str, line: usize, field: &str, msg: &str) {

@@ -3,16 +3,8 @@
 
 use config::stp::StpMode;
 
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "test.yaml") {
-        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
-        Err(e) => e
-            .errors
-            .into_iter()
-            .map(|e| (e.line, e.field, e.message))
-            .collect(),
-    }
-}
+mod common;
+use common::errors;
 
 const PORTS: &str = "ports:
   - name: a

@@ -1,15 +1,7 @@
 //! `virtual-switch:`: defaults and every error with its line and field.
 
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "test.yaml") {
-        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
-        Err(e) => e
-            .errors
-            .into_iter()
-            .map(|e| (e.line, e.field, e.message))
-            .collect(),
-    }
-}
+mod common;
+use common::errors;
 
 const BASE: &str = "vlans:
   - id: 10
