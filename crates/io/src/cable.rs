@@ -7,6 +7,7 @@
 //!
 //! The link goes down for the test's duration (a few seconds).
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 // Generic netlink controller (linux/genetlink.h).
@@ -312,14 +313,7 @@ fn messages(mut b: &[u8]) -> impl Iterator<Item = Result<(u16, u32, &[u8]), Deco
 
 /// A generic netlink socket, closed on drop.
 struct GenlSocket {
-    fd: libc::c_int,
-}
-
-impl Drop for GenlSocket {
-    fn drop(&mut self) {
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(self.fd) };
-    }
+    fd: OwnedFd,
 }
 
 impl GenlSocket {
@@ -338,13 +332,16 @@ impl GenlSocket {
                 std::io::Error::last_os_error()
             )));
         }
-        Ok(GenlSocket { fd })
+        // SAFETY: a fresh descriptor nothing else owns.
+        Ok(GenlSocket {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
     }
 
     fn send(&self, m: &[u8]) -> Result<(), CableError> {
         // SAFETY: m is a valid buffer of m.len() bytes; the kernel is the
         // default destination of an unbound netlink socket's send.
-        let r = unsafe { libc::send(self.fd, m.as_ptr().cast(), m.len(), 0) };
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), m.as_ptr().cast(), m.len(), 0) };
         if r < 0 {
             return Err(CableError::Kernel(format!(
                 "netlink send: {}",
@@ -362,7 +359,7 @@ impl GenlSocket {
                 return Ok(None);
             }
             let mut pfd = libc::pollfd {
-                fd: self.fd,
+                fd: self.fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             };
@@ -373,7 +370,8 @@ impl GenlSocket {
                 continue;
             }
             // SAFETY: buf is valid for buf.len() bytes.
-            let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let n =
+                unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -389,7 +387,7 @@ impl GenlSocket {
         // SAFETY: setsockopt with a u32 option value.
         let r = unsafe {
             libc::setsockopt(
-                self.fd,
+                self.fd.as_raw_fd(),
                 libc::SOL_NETLINK,
                 libc::NETLINK_ADD_MEMBERSHIP,
                 (&group as *const u32).cast(),
