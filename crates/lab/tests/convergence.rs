@@ -98,7 +98,17 @@ tests:
         assert_eq!(t["per_stream_ms"].as_array().unwrap().len(), 8);
         assert!(t["event_ms"].as_f64().unwrap() > 0.0, "{t}");
     }
-    assert!(lost > 0, "the script variant lost nothing: {st:?}");
+    // Frames sent between the link going down and the script's `bridge
+    // link set` are lost, unless the generator itself stalled over that
+    // window (2 shared cores): then none were sent. Either way the
+    // transmit timestamps show the gap: the last frame that reached the
+    // primary and the first that reached the backup lie milliseconds
+    // apart (the script's fork and exec alone take that long).
+    let outage: Vec<f64> = st.iter().map(|t| t["outage_ms"].as_f64().unwrap()).collect();
+    assert!(
+        lost > 0 || outage.iter().all(|&o| o > 1.0),
+        "the script variant showed no outage: {st:?}"
+    );
     let conv = &sc.detail["convergence_ms"];
     assert!(conv["max"].as_f64().unwrap() >= conv["min"].as_f64().unwrap());
     assert_eq!(sc.value, conv["avg"].as_f64());
