@@ -17,6 +17,7 @@ pub mod l2;
 pub mod learn;
 pub mod lpm4;
 pub mod lpm6;
+pub mod lpm6_stride;
 pub mod mac;
 pub mod mcast;
 pub mod mirror;
@@ -30,6 +31,7 @@ pub use l2::{Encap, L2Tables, PortEntry, PortMode, VlanEntry, MAX_PORTS, MAX_VLA
 pub use learn::{LearnEvent, LearnQueue};
 pub use lpm4::{Lpm4, LpmError, LpmStats, MAX_NEXT_HOP};
 pub use lpm6::Lpm6;
+pub use lpm6_stride::Lpm6Stride;
 pub use mac::{MacEntry, MacKey, MacTable, MacWriteOutcome};
 pub use mpls::{IlmAction, LabelStack, Lfib, LfibError, LfibSize, Nhlfe, Pseudowire, NHLFE_BIT};
 pub use neighbor::{Neighbor, NeighborState, NeighborTable};
