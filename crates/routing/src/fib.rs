@@ -353,6 +353,12 @@ pub struct FibCounters {
     pub ignored: u64,
     /// FRR routes and objects removed by a resync sweep.
     pub swept: u64,
+    /// Updates that found the LPM pool used up by earlier updates and
+    /// went through after an immediate reclaim.
+    pub inline_reclaims: u64,
+    /// Withdrawals the LPM could not carry out even after a reclaim: the
+    /// prefix still forwards to its old next hop, which is kept alive.
+    pub withdraw_held: u64,
 }
 
 /// What [`Fib::maintain`] made reusable.
@@ -946,11 +952,87 @@ impl Lpms {
         }
     }
 
-    fn remove(&self, p: &Prefix) {
+    /// `Err(Full)`: the compressed IPv6 trie had no room to rewrite the
+    /// path; the prefix is still installed.
+    fn remove(&self, p: &Prefix) -> Result<(), LpmError> {
         match p.addr {
-            IpAddr::V4(a) => self.v4.remove(u32::from(a), p.len),
-            IpAddr::V6(a) => self.v6.remove(u128::from(a), p.len),
-        };
+            IpAddr::V4(a) => {
+                self.v4.remove(u32::from(a), p.len);
+            }
+            IpAddr::V6(a) => {
+                self.v6.try_remove(u128::from(a), p.len)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits until every reader of the tables has passed a quiescent point
+/// (see [`Fib::maintain`]).
+pub type QuiesceFn = Arc<dyn Fn() + Send + Sync>;
+
+/// Make everything freed before the call reusable: two rounds, each
+/// after a grace period.
+fn reclaim(lpms: &Lpms, pool: &mut Pool, wait_quiescent: &dyn Fn()) -> Reclaimed {
+    let mut r = Reclaimed::default();
+    for _ in 0..2 {
+        wait_quiescent();
+        r.lpm4_nodes += lpms.v4.reclaim();
+        r.lpm6_nodes += lpms.v6.reclaim();
+        for id in pool.hop_ids.rotate() {
+            pool.nht.clear(id);
+            r.next_hops += 1;
+        }
+        for g in pool.group_ids.rotate() {
+            pool.nht.clear_group(g);
+            r.groups += 1;
+        }
+        for n in pool.nhlfe_ids.rotate() {
+            pool.lfib.clear_nhlfe(n);
+        }
+    }
+    r
+}
+
+/// [`install`], and when the LPM is out of room, reclaim what earlier
+/// updates freed (after grace periods, if the FIB knows how to wait for
+/// its readers) and try once more. A burst of withdrawals or re-pointed
+/// routes between two maintenance rounds must not be lost: each one
+/// rewrites a path of the IPv6 trie into fresh arrays.
+fn install_or_reclaim(
+    lpms: &Lpms,
+    objs: &HashMap<u32, Obj>,
+    pool: &mut Pool,
+    quiesce: Option<&QuiesceFn>,
+    counters: &mut FibCounters,
+    p: &Prefix,
+    e: &mut Entry,
+) -> Result<(), LpmError> {
+    match (install(lpms, objs, p, e), quiesce) {
+        (Err(LpmError::Full), Some(q)) => {
+            reclaim(lpms, pool, &**q);
+            counters.inline_reclaims += 1;
+            install(lpms, objs, p, e)
+        }
+        (r, _) => r,
+    }
+}
+
+/// [`Lpms::remove`] with the same reclaim-and-retry.
+fn remove_or_reclaim(
+    lpms: &Lpms,
+    pool: &mut Pool,
+    quiesce: Option<&QuiesceFn>,
+    counters: &mut FibCounters,
+    p: &Prefix,
+) -> Result<(), LpmError> {
+    match (lpms.remove(p), quiesce) {
+        (Err(LpmError::Full), Some(q)) => {
+            reclaim(lpms, pool, &**q);
+            counters.inline_reclaims += 1;
+            lpms.remove(p)
+        }
+        (r, _) => r,
     }
 }
 
@@ -986,7 +1068,7 @@ fn install(
     match (best, e.installed) {
         (Some((id, _)), Some((cur, _))) if id == cur => {}
         (Some((id, _)), _) => lpms.insert(p, id)?,
-        (None, Some(_)) => lpms.remove(p),
+        (None, Some(_)) => lpms.remove(p)?,
         (None, None) => {}
     }
     e.installed = best;
@@ -1032,6 +1114,9 @@ pub struct Fib {
     sweep_pending: bool,
     /// Label entries from zebra (the ILM side of the LFIB).
     labels: mpls::LabelState,
+    /// How to wait for the workers, so that an update refused for lack
+    /// of LPM room can reclaim and retry at once ([`Fib::set_quiesce`]).
+    quiesce: Option<QuiesceFn>,
 }
 
 impl Default for Fib {
@@ -1097,7 +1182,18 @@ impl Fib {
             gen: 0,
             sweep_pending: false,
             labels: mpls::LabelState::default(),
+            quiesce: None,
         }
+    }
+
+    /// Tell the FIB how to wait until every reader of its tables has
+    /// passed a quiescent point (the same contract as the argument of
+    /// [`Fib::maintain`]). With it, an insert, re-point or withdrawal
+    /// that finds the LPM pool exhausted by earlier updates reclaims and
+    /// retries instead of failing (counted `inline_reclaims`). Without
+    /// it such an update fails (counted `lpm_full`).
+    pub fn set_quiesce(&mut self, wait: QuiesceFn) {
+        self.quiesce = Some(wait);
     }
 
     /// The FPM table id this FIB takes routes from.
@@ -1375,27 +1471,10 @@ impl Fib {
     /// a second when [`Fib::needs_maintenance`] (it returns at once
     /// otherwise), and before giving up on an insert refused as full.
     pub fn maintain(&mut self, wait_quiescent: &dyn Fn()) -> Reclaimed {
-        let mut r = Reclaimed::default();
         if !self.needs_maintenance() {
-            return r;
+            return Reclaimed::default();
         }
-        for _ in 0..2 {
-            wait_quiescent();
-            r.lpm4_nodes += self.lpms.v4.reclaim();
-            r.lpm6_nodes += self.lpms.v6.reclaim();
-            for id in self.pool.hop_ids.rotate() {
-                self.pool.nht.clear(id);
-                r.next_hops += 1;
-            }
-            for g in self.pool.group_ids.rotate() {
-                self.pool.nht.clear_group(g);
-                r.groups += 1;
-            }
-            for n in self.pool.nhlfe_ids.rotate() {
-                self.pool.lfib.clear_nhlfe(n);
-            }
-        }
-        r
+        reclaim(&self.lpms, &mut self.pool, wait_quiescent)
     }
 
     // ---- queries --------------------------------------------------------------
@@ -1621,7 +1700,15 @@ impl Fib {
             }
         };
         let i = pos.unwrap_or(e.slots.len() - 1);
-        match install(&self.lpms, &self.objs, &p, e) {
+        match install_or_reclaim(
+            &self.lpms,
+            &self.objs,
+            &mut self.pool,
+            self.quiesce.as_ref(),
+            &mut self.counters,
+            &p,
+            e,
+        ) {
             Ok(()) => {
                 refresh_flags(&self.objs, e);
                 self.counts[f].tally(e, true);
@@ -1670,10 +1757,22 @@ impl Fib {
         };
         self.counts[f].tally(e, false);
         let old = e.slots.remove(i);
-        if install(&self.lpms, &self.objs, &p, e).is_err() {
-            // Only a fallback that was not installed before can be refused
-            // (a replaced prefix keeps its nodes): leave the prefix out.
-            self.lpms.remove(&p);
+        let q = self.quiesce.as_ref();
+        let mut held = false;
+        if install_or_reclaim(
+            &self.lpms,
+            &self.objs,
+            &mut self.pool,
+            q,
+            &mut self.counters,
+            &p,
+            e,
+        )
+        .is_err()
+        {
+            // The fallback could not be installed: leave the prefix out.
+            held = remove_or_reclaim(&self.lpms, &mut self.pool, q, &mut self.counters, &p)
+                .is_err();
             e.installed = None;
             self.counters.lpm_full += 1;
         }
@@ -1686,7 +1785,12 @@ impl Fib {
         if let Spec::Obj(z) = old.spec {
             self.obj_routes.remove(&(z, p));
         }
-        self.pool.release(old.owned);
+        if held {
+            // The LPM still points at the old target: never reuse its id.
+            self.counters.withdraw_held += 1;
+        } else {
+            self.pool.release(old.owned);
+        }
         true
     }
 
@@ -1698,8 +1802,21 @@ impl Fib {
         };
         self.counts[f].tally(e, false);
         let was: Vec<bool> = e.slots.iter().map(|s| s.usable).collect();
-        if install(&self.lpms, &self.objs, p, e).is_err() {
-            self.lpms.remove(p);
+        let q = self.quiesce.as_ref();
+        if install_or_reclaim(
+            &self.lpms,
+            &self.objs,
+            &mut self.pool,
+            q,
+            &mut self.counters,
+            p,
+            e,
+        )
+        .is_err()
+        {
+            if remove_or_reclaim(&self.lpms, &mut self.pool, q, &mut self.counters, p).is_err() {
+                self.counters.withdraw_held += 1;
+            }
             e.installed = None;
             self.counters.lpm_full += 1;
         }

@@ -17,7 +17,7 @@
 //!
 //! See docs/routing.md.
 
-use crate::fib::{Fib, FibConfig, Hop, Source};
+use crate::fib::{Fib, FibConfig, Hop, QuiesceFn, Source};
 use crate::frr::{FpmServer, Prefix};
 use crate::kernel::{NeighborMonitor, Rtnl};
 use crate::sysctl;
@@ -349,7 +349,16 @@ impl Router {
             taps.push(dev);
         }
 
-        let fib = Fib::new();
+        // An update that finds the LPM pool used up reclaims at once, after
+        // the workers have passed a quiescent point.
+        let quiesce: QuiesceFn = {
+            let shared = shared.clone();
+            Arc::new(move || {
+                shared.quiesce(Duration::from_secs(1));
+            })
+        };
+        let mut fib = Fib::new();
+        fib.set_quiesce(quiesce.clone());
         let neighbors = Arc::new(NeighborTable::new(NEIGHBOR_CAPACITY));
         let interfaces = ports
             .iter()
@@ -392,10 +401,11 @@ impl Router {
                 table: v.table_id(k),
                 rd: v.rd.clone(),
                 netns: v.netns().to_string(),
-                fib: Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(
-                    v.table_id(k),
-                    VRF_ROUTES,
-                )))),
+                fib: Arc::new(Mutex::new({
+                    let mut f = Fib::with_config(FibConfig::for_vrf(v.table_id(k), VRF_ROUTES));
+                    f.set_quiesce(quiesce.clone());
+                    f
+                })),
                 neighbors: Arc::new(NeighborTable::new(VRF_NEIGHBORS)),
             })
             .collect();

@@ -262,21 +262,31 @@ impl Lpm6 {
     /// Inserts stop ([`LpmError::Full`]) while fewer than a reserve of
     /// [`RESERVE`] nodes and leaves are free, so a removal finds room; if
     /// even that runs out, the prefix stays installed and `None` is
-    /// returned: reclaim and retry.
+    /// returned: reclaim and retry ([`Lpm6::try_remove`] says which).
     pub fn remove(&self, addr: u128, len: u8) -> Option<u32> {
+        self.try_remove(addr, len).ok().flatten()
+    }
+
+    /// Remove `addr/len`, telling "not installed" (`Ok(None)`) apart from
+    /// "no room to rewrite the path" (`Err(Full)`, the prefix stays):
+    /// a writer that must not lose a withdrawal reclaims after a grace
+    /// period and retries (`routing::Fib` does).
+    pub fn try_remove(&self, addr: u128, len: u8) -> Result<Option<u32>, LpmError> {
         if len > 128 {
-            return None;
+            return Err(LpmError::BadLength);
         }
         let a = addr & mask128(len as u32);
         let mut w = self.writer();
-        let old = w.prefixes.remove(&(a, len))?;
+        let Some(old) = w.prefixes.remove(&(a, len)) else {
+            return Ok(None);
+        };
         w.per_len[len as usize] -= 1;
-        if self.update(&mut w, a, len as u32).is_err() {
+        if let Err(e) = self.update(&mut w, a, len as u32) {
             w.prefixes.insert((a, len), old);
             w.per_len[len as usize] += 1;
-            return None;
+            return Err(e);
         }
-        Some(old)
+        Ok(Some(old))
     }
 
     /// The value installed for exactly `addr/len` (writer-side state).
@@ -914,6 +924,48 @@ mod tests {
         }
         for p in &half {
             assert_eq!(t.lookup(p.0), None);
+        }
+    }
+
+    #[test]
+    fn removal_without_room_says_full_and_keeps_the_prefix() {
+        // Fill the pool, then remove without reclaiming until even the
+        // reserve is used up by copied paths: the failing removal must be
+        // told apart from "not installed", leave the prefix matching, and
+        // succeed once reclaims have run.
+        let t = Lpm6::with_nodes(1024);
+        let mut r = Rng(5);
+        let mut live = Vec::new();
+        while live.len() < 10_000 {
+            let a = DOC ^ r.next128() >> 32;
+            if t.insert(a, 128, 7).is_err() {
+                break;
+            }
+            live.push(a);
+        }
+        let mut full_at = None;
+        for (i, &a) in live.iter().enumerate() {
+            match t.try_remove(a, 128) {
+                Ok(Some(7)) => assert_eq!(t.lookup(a), None),
+                Err(LpmError::Full) => {
+                    full_at = Some(i);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let i = full_at.expect("removals never ran out of room");
+        let a = live[i];
+        assert_eq!(t.lookup(a), Some(7), "a refused removal changed the table");
+        assert_eq!(t.get(a, 128), Some(7));
+        assert_eq!(t.try_remove(DOC | 0xdead, 128), Ok(None));
+        assert_eq!(t.try_remove(a, 129), Err(LpmError::BadLength));
+        t.reclaim();
+        t.reclaim();
+        assert_eq!(t.try_remove(a, 128), Ok(Some(7)));
+        assert_eq!(t.lookup(a), None);
+        for &b in &live[i + 1..] {
+            assert_eq!(t.lookup(b), Some(7));
         }
     }
 
