@@ -18,8 +18,9 @@ pub const DEFAULT_LAST_MEMBER_INTERVAL_MS: u32 = 1_000;
 /// Snooped groups per VLAN (the acceptance asks for 32,767).
 pub const DEFAULT_MAX_GROUPS: u32 = 32_768;
 pub const MAX_GROUPS_LIMIT: u32 = 262_144;
-/// Static multicast routes the configuration may hold.
-pub const MAX_STATIC_ROUTES: usize = 65_536;
+/// Static multicast routes the configuration may hold (the data path's
+/// table holds 524,288 in all, kernel routes included).
+pub const MAX_STATIC_ROUTES: usize = 1 << 19;
 
 /// The `multicast:` section.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,9 +106,14 @@ pub struct StaticMroute {
     /// Absent: (*,G).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<IpAddr>,
-    /// Incoming routed port (RPF); absent: any.
+    /// Incoming routed port (RPF); absent (and no `accept`): any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iif: Option<String>,
+    /// Bidirectional (*,G) (BIDIR-PIM semantics): frames are accepted
+    /// from any of these routed ports and go out of every outgoing port
+    /// but the one they came in by. Instead of `iif`; (*,G) only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accept: Vec<String>,
     /// Outgoing routed ports.
     pub oifs: Vec<String>,
     /// Packets whose TTL is at or below this are not routed.

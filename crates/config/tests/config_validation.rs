@@ -1144,6 +1144,49 @@ fn multicast_section_checks() {
     }
 }
 
+/// Bidirectional (*,G) routes: an accept set of routed ports instead of
+/// one incoming port; never with a source or an `iif`.
+#[test]
+fn multicast_bidirectional_accept_sets() {
+    let ports = "ports:\n  - {name: a}\n  - {name: r, mode: routed, addresses: [10.0.0.1/24]}\n  - {name: s, mode: routed, addresses: [10.0.1.1/24]}\n";
+    let c = config::parse(
+        &format!("{ports}multicast:\n  static-routes:\n    - {{group: 239.1.1.1, accept: [r, s], oifs: [r, s]}}\n"),
+        "t.yaml",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.multicast.static_routes[0].accept, ["r", "s"]);
+    for (bad, field, want) in [
+        (
+            "{group: 239.1.1.1, accept: [r], iif: s, oifs: [s]}",
+            "static-routes[0].accept",
+            "not both",
+        ),
+        (
+            "{group: 239.1.1.1, source: 10.0.0.2, accept: [r], oifs: [s]}",
+            "static-routes[0].accept",
+            "drop the source",
+        ),
+        (
+            "{group: 239.1.1.1, accept: [r, nope], oifs: [s]}",
+            "static-routes[0].accept[1]",
+            "not configured",
+        ),
+        (
+            "{group: 239.1.1.1, accept: [a], oifs: [s]}",
+            "static-routes[0].accept[0]",
+            "not a routed port",
+        ),
+    ] {
+        let y = format!("{ports}multicast:\n  static-routes:\n    - {bad}\n");
+        let errs = common::errors(&y);
+        assert!(
+            errs.iter()
+                .any(|(line, f, m)| *line == Some(7) && f.ends_with(field) && m.contains(want)),
+            "{bad}: {errs:?}"
+        );
+    }
+}
+
 /// Issue 13, item 10: routed ports and SVIs default to 1,500 (layer-2
 /// ports keep 9,216), and a routed port's MTU never exceeds what its TAP
 /// twin carries, so the two always agree.

@@ -15,7 +15,8 @@ impl Worker {
     /// Routed multicast: frame `i` of `batch` (a routed port's) by the
     /// multicast routes. False if no route matches (the kernel — pimd —
     /// gets it, as before). Each outgoing port gets one copy with its own
-    /// source MAC; TTL / hop limit decremented once.
+    /// source MAC; TTL / hop limit decremented once. `found`: the route's
+    /// position, looked up for the whole batch beforehand.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn route_multicast(
         &mut self,
@@ -24,29 +25,19 @@ impl Worker {
         c: &WorkerCounters,
         batch: &mut FrameBatch,
         i: usize,
+        found: Option<u32>,
         dirty: &mut PortSet,
         from_router: &mut FrameBatch,
     ) -> bool {
         use pipeline::mcast::{inspect, McPacket};
-        let McPacket::Data {
-            group,
-            source,
-            ttl,
-            ttl_off,
-        } = inspect(batch.frame(i), 12)
-        else {
+        let McPacket::Data { ttl, ttl_off, .. } = inspect(batch.frame(i), 12) else {
             return false;
         };
-        let Some(r) = mc
-            .routes
-            .lookup_index(0, group, source)
-            .and_then(|e| mc.routes.route_at(e))
-            .copied()
-        else {
+        let Some(r) = found.and_then(|e| mc.routes.route_at(e)).copied() else {
             return false;
         };
         let ingress = batch.port(i);
-        if r.iif != tables::mcast::ANY_IIF && r.iif != ingress {
+        if !r.accepts(ingress) {
             c.mcast.rpf_fail.add(1);
             return true;
         }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tables::acl::AclKey;
 use tables::flow::FlowExportQueue;
+use tables::mcast::McAddr;
 use tables::mirror::MirrorTable;
 use tables::{PortSet, MAX_PORTS};
 
@@ -98,6 +99,13 @@ pub(crate) struct Keys {
     pub(crate) k: [AclKey; io::BATCH_MAX],
     pub(crate) l3: [u16; io::BATCH_MAX],
     pub(crate) on: [bool; io::BATCH_MAX],
+    /// Routed multicast data frames of the batch: their (group, source),
+    /// looked up together ([`tables::mcast::MrouteTable::lookup_index_batch`]).
+    pub(crate) mc_keys: [(McAddr, McAddr); io::BATCH_MAX],
+    pub(crate) mc_found: [Option<u32>; io::BATCH_MAX],
+    /// Per frame: the route position found for it (valid for the frames
+    /// whose (group, source) went into `mc_keys`).
+    pub(crate) mc_route: [Option<u32>; io::BATCH_MAX],
 }
 
 impl Keys {
@@ -106,6 +114,9 @@ impl Keys {
             k: [AclKey::default(); io::BATCH_MAX],
             l3: [0; io::BATCH_MAX],
             on: [false; io::BATCH_MAX],
+            mc_keys: [(McAddr::V4(0), McAddr::V4(0)); io::BATCH_MAX],
+            mc_found: [None; io::BATCH_MAX],
+            mc_route: [None; io::BATCH_MAX],
         })
     }
 }

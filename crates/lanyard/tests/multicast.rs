@@ -892,3 +892,126 @@ fn routes_20000_static_source_groups_to_24_ports() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Bidirectional (*,G) routes (BIDIR-PIM semantics, static: FRR has no
+/// BIDIR-PIM): any port of a route's accept set may be the source side,
+/// copies go to every outgoing port but the incoming one, and a port
+/// outside the set fails RPF. `LANYARD_MROUTE_SCALE` routes (default
+/// 20,000; 425000 for the chassis report's figure), half with three
+/// outgoing ports and half with two; 200 sampled groups sent from two
+/// different members of the set and from a port outside it.
+#[test]
+fn routes_bidirectional_star_g_with_accept_sets() {
+    require_root!();
+    let _g = l2::heavy();
+    let n_routes: u32 = std::env::var("LANYARD_MROUTE_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let bed = TestBed::new("mcbd", 4, 1500).expect("namespaces");
+    let mut yaml = String::from("switch:\n  name: mcbd\nports:\n");
+    for i in 1..=4 {
+        yaml.push_str(&format!(
+            "  - {{name: sw{i}, mode: routed, addresses: [10.{i}.0.1/24]}}\n"
+        ));
+    }
+    yaml.push_str("multicast:\n  static-routes:\n");
+    let group = |g: u32| Ipv4Addr::from(0xe400_0000 + g);
+    for g in 0..n_routes {
+        // Odd groups: sw2 is in the accept set (a designated forwarder
+        // with no receivers) but not an outgoing port.
+        let oifs = if g % 2 == 0 {
+            "sw1, sw2, sw3"
+        } else {
+            "sw1, sw3"
+        };
+        yaml.push_str(&format!(
+            "    - {{group: {}, accept: [sw1, sw2, sw3], oifs: [{oifs}]}}\n",
+            group(g)
+        ));
+    }
+    let t = Instant::now();
+    let sw = start(&bed, &yaml, 4);
+    assert_eq!(
+        wait_routes(&sw, false, n_routes as u64, Duration::from_secs(120)),
+        n_routes as u64
+    );
+    eprintln!(
+        "{n_routes} bidirectional routes installed {:.1} s after start",
+        t.elapsed().as_secs_f64()
+    );
+    let rx: Vec<Rx> = (1..=4)
+        .map(|i| Rx::start(bed.open(i).unwrap(), Some(63)))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let sample: Vec<u32> = (0..200u32).map(|k| k * (n_routes / 200)).collect();
+    let from = |port: usize, base: u64| -> Vec<Vec<u8>> {
+        sample
+            .iter()
+            .map(|&g| {
+                udp_to(
+                    IpAddr::V4(Ipv4Addr::new(10, port as u8, 0, 2)),
+                    group(g).into(),
+                    &mac(port as u32),
+                    64,
+                    base + g as u64,
+                )
+            })
+            .collect()
+    };
+    let rpf_before = sw.show_json(&["show", "ip", "mroute", "summary"])["data-path"]["rpf-fail"]
+        .as_u64()
+        .unwrap_or(0);
+    send_all(&bed.open(1).unwrap(), &from(1, 0), 5_000);
+    send_all(&bed.open(2).unwrap(), &from(2, 1_000_000), 5_000);
+    send_all(&bed.open(4).unwrap(), &from(4, 2_000_000), 5_000);
+    std::thread::sleep(l2::QUIET);
+    let seen: Vec<Vec<u64>> = rx
+        .into_iter()
+        .map(|r| {
+            let mut v = r.finish().seqs;
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let want = |base: u64, keep: &dyn Fn(u32) -> bool| -> Vec<u64> {
+        let mut v: Vec<u64> = sample
+            .iter()
+            .filter(|&&g| keep(g))
+            .map(|&g| base + g as u64)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    // sw1: what sw2 sent, never its own frames back.
+    assert_eq!(seen[0], want(1_000_000, &|_| true), "sw1");
+    // sw2: sw1's frames to the groups where sw2 is an outgoing port.
+    assert_eq!(seen[1], want(0, &|g| g % 2 == 0), "sw2");
+    // sw3: everything sw1 and sw2 sent.
+    let mut w3 = want(0, &|_| true);
+    w3.extend(want(1_000_000, &|_| true));
+    assert_eq!(seen[2], w3, "sw3");
+    // sw4 is outside every accept set: its frames fail RPF, and it is
+    // in no outgoing set.
+    assert!(
+        seen[3].is_empty(),
+        "sw4: {:?}",
+        &seen[3][..seen[3].len().min(5)]
+    );
+    let mr = sw.show_json(&["show", "ip", "mroute", "summary"]);
+    assert_eq!(
+        mr["data-path"]["rpf-fail"].as_u64().unwrap_or(0) - rpf_before,
+        sample.len() as u64,
+        "{mr}"
+    );
+    // `show ip mroute` names the accept set.
+    let out = sw
+        .cli(&["show", "ip", "mroute"])
+        .expect("lanyard show ip mroute");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("sw1, sw2, sw3 (bidir)"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+}

@@ -1997,7 +1997,11 @@ pub fn mroutes(v: &Value) -> String {
             s(r, "source"),
             s(r, "group"),
             s(r, "origin"),
-            s(r, "iif"),
+            match s(r, "iif").as_str() {
+                // Bidirectional: any port of the accept set.
+                "bidir" => format!("{} (bidir)", strings(r, "accept").join(", ")),
+                iif => iif.to_string(),
+            },
             u(r, "packets").to_string(),
             u(r, "bytes").to_string(),
             strings(r, "oifs").join(", "),

@@ -69,6 +69,7 @@ fn snapshot() -> McastTables {
                     source: Some(McAddr::V4(source(s))),
                 },
                 McRoute {
+                    accept: PortSet::EMPTY,
                     iif: ANY_IIF,
                     oifs,
                     ttl_threshold: 0,

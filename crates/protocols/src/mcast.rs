@@ -21,14 +21,14 @@ use config::Config;
 use datapath::{Shared, MC_OUT_FLOOD};
 use pipeline::WorkerCounters;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tables::mcast::{
     McAddr, McKey, McRoute, McVlan, McastTables, MrouteTable, RecordType, SnoopConfig, SnoopTable,
-    ANY_IIF, MAX_MROUTES,
+    ACCEPT_SET, ANY_IIF, MAX_MROUTES,
 };
 use tables::PortSet;
 use wire::igmp::{self, IgmpMessage};
@@ -166,6 +166,9 @@ struct State {
     vlans: BTreeMap<u16, VlanSnoop>,
     routing: bool,
     static_routes: Vec<(McKey, McRoute)>,
+    /// The keys of `static_routes` (hundreds of thousands of bidirectional
+    /// routes: no linear searches).
+    static_keys: HashSet<McKey>,
     kernel_routes: Vec<(McKey, McRoute)>,
     /// Counter slot of every route key, and the pass that last saw it.
     slots: HashMap<McKey, (u32, u64)>,
@@ -208,6 +211,7 @@ impl Multicast {
                 vlans: BTreeMap::new(),
                 routing: false,
                 static_routes: Vec::new(),
+                static_keys: HashSet::new(),
                 kernel_routes: Vec::new(),
                 slots: HashMap::new(),
                 free: Vec::new(),
@@ -268,6 +272,7 @@ impl Multicast {
         }
         st.routing = cfg.multicast.routing;
         st.static_routes = static_routes(cfg, &cfg.multicast.static_routes);
+        st.static_keys = st.static_routes.iter().map(|(k, _)| *k).collect();
         st.dirty = true;
     }
 
@@ -437,7 +442,9 @@ impl Multicast {
             entries.extend(st.kernel_routes.iter().copied());
         }
         // Configured routes win over learned ones with the same key.
-        entries.retain(|(k, _)| !st.static_routes.iter().any(|(s, _)| s == k));
+        if !st.static_keys.is_empty() {
+            entries.retain(|(k, _)| !st.static_keys.contains(k));
+        }
         entries.extend(st.static_routes.iter().copied());
         let mut kept = Vec::with_capacity(entries.len());
         for (k, mut r) in entries {
@@ -606,10 +613,15 @@ impl Multicast {
                 "vlan": if k.vlan == 0 { Value::Null } else { json!(k.vlan) },
                 "source": k.source.map(|s| IpAddr::from(s).to_string()).unwrap_or_else(|| "*".into()),
                 "group": IpAddr::from(k.group).to_string(),
-                "iif": if r.iif == ANY_IIF { json!("any") } else { json!(name(r.iif)) },
+                "iif": match r.iif {
+                    ANY_IIF => json!("any"),
+                    ACCEPT_SET => json!("bidir"),
+                    p => json!(name(p)),
+                },
+                "accept": r.accept.iter().map(name).collect::<Vec<_>>(),
                 "oifs": r.oifs.iter().map(name).collect::<Vec<_>>(),
                 "ttl-threshold": r.ttl_threshold,
-                "origin": if k.vlan != 0 { "snooping" } else if st.static_routes.iter().any(|(s, _)| *s == k) { "static" } else { "kernel" },
+                "origin": if k.vlan != 0 { "snooping" } else if st.static_keys.contains(&k) { "static" } else { "kernel" },
                 "packets": p.wrapping_sub(bp),
                 "bytes": b.wrapping_sub(bb),
             }));
@@ -737,6 +749,7 @@ fn kernel_route(
         McRoute {
             iif,
             oifs,
+            accept: PortSet::EMPTY,
             // The kernel forwards when TTL > threshold; so does Lanyard.
             ttl_threshold: ttl.min(254),
             index: 0,
@@ -780,10 +793,14 @@ fn static_routes(cfg: &Config, routes: &[StaticMroute]) -> Vec<(McKey, McRoute)>
     routes
         .iter()
         .map(|r| {
-            let mut oifs = PortSet::EMPTY;
-            for o in r.oifs.iter().filter_map(|o| port(o)) {
-                oifs.insert(o);
-            }
+            let set = |names: &[String]| {
+                let mut s = PortSet::EMPTY;
+                for p in names.iter().filter_map(|n| port(n)) {
+                    s.insert(p);
+                }
+                s
+            };
+            let (oifs, accept) = (set(&r.oifs), set(&r.accept));
             (
                 McKey {
                     vlan: 0,
@@ -791,8 +808,13 @@ fn static_routes(cfg: &Config, routes: &[StaticMroute]) -> Vec<(McKey, McRoute)>
                     source: r.source.map(McAddr::from),
                 },
                 McRoute {
-                    iif: r.iif.as_deref().and_then(port).unwrap_or(ANY_IIF),
+                    iif: match r.iif.as_deref() {
+                        _ if !accept.is_empty() => ACCEPT_SET,
+                        Some(n) => port(n).unwrap_or(ANY_IIF),
+                        None => ANY_IIF,
+                    },
                     oifs,
+                    accept,
                     ttl_threshold: r.ttl_threshold,
                     index: 0,
                 },

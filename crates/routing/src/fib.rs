@@ -1771,8 +1771,8 @@ impl Fib {
         .is_err()
         {
             // The fallback could not be installed: leave the prefix out.
-            held = remove_or_reclaim(&self.lpms, &mut self.pool, q, &mut self.counters, &p)
-                .is_err();
+            held =
+                remove_or_reclaim(&self.lpms, &mut self.pool, q, &mut self.counters, &p).is_err();
             e.installed = None;
             self.counters.lpm_full += 1;
         }

@@ -5,9 +5,9 @@
 use routing::fib::{Family, Fib, FibConfig, FibError, Hop, RouteKind, Source, BLACKHOLE_ID};
 use routing::frr::netlink::{build, decode, RTM_DELROUTE, RTM_NEWNEXTHOP, RTM_NEWROUTE};
 use routing::frr::{FpmEvent, NextHop as FrrHop, NextHopObject, NextHops, Prefix, RouteUpdate};
-use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use tables::{NextHop, BLACKHOLE_PORT, GROUP_BIT};
 

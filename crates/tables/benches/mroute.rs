@@ -4,7 +4,9 @@
 //! per 16 groups). Lookups run over 256-key batches of random installed
 //! (S,G) keys (hits, spread over the whole table) and of random keys that
 //! are not installed (misses: both the (S,G) and the (*,G) probe fail).
-//! The table's memory is printed when it is built.
+//! The table's memory is printed when it is built. `lookup_*` looks keys
+//! up one by one, `batch_*` through `lookup_index_batch` (staged, with
+//! prefetch).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::{Duration, Instant};
@@ -36,6 +38,7 @@ fn routes(n: usize, seed: u64) -> Vec<(McKey, McRoute)> {
         out.push((
             key,
             McRoute {
+                accept: PortSet::EMPTY,
                 iif: (r.next() % 256) as u16,
                 oifs,
                 ttl_threshold: 1,
@@ -51,6 +54,7 @@ fn routes(n: usize, seed: u64) -> Vec<(McKey, McRoute)> {
                 out.push((
                     star,
                     McRoute {
+                        accept: PortSet::EMPTY,
                         iif: ANY_IIF,
                         oifs,
                         ttl_threshold: 1,
@@ -110,6 +114,15 @@ fn bench(c: &mut Criterion) {
                         );
                     }
                     acc
+                })
+            });
+            let mut pos = 0usize;
+            let mut out = vec![None; BATCH];
+            g.bench_function(format!("batch_{name}"), |b| {
+                b.iter(|| {
+                    pos = (pos + BATCH) & (keys.len() - 1);
+                    t.lookup_index_batch(0, black_box(&keys[pos..pos + BATCH]), &mut out);
+                    out.iter().fold(0u32, |a, r| a.wrapping_add(r.unwrap_or(0)))
                 })
             });
         }

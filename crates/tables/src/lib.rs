@@ -42,3 +42,20 @@ pub use portset::{PortSet, VlanSet};
 
 pub mod snapshot;
 pub use snapshot::{LearnGate, Tables};
+
+/// Hint the CPU to bring the cache line holding `x` into L1, so that a
+/// batch can overlap its cache misses (a no-op on targets other than
+/// x86-64).
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    // SAFETY: a prefetch is a hint; it never faults, and SSE is baseline
+    // on x86-64.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}

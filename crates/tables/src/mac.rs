@@ -164,15 +164,9 @@ impl MacTable {
     #[inline]
     pub fn prefetch(&self, key: MacKey) {
         let i = hash(key.0) as usize & self.mask;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `i` is masked to the slot array's length, so the pointer
-        // is in bounds; prefetching has no other effect on memory.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(self.slots.as_ptr().add(i) as *const i8);
+        if let Some(s) = self.slots.get(i) {
+            crate::prefetch(s);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
     }
 
     /// Look up `key` (reader side, lock-free, wait-free unless a writer

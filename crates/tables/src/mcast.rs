@@ -27,6 +27,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// `McRoute::iif` meaning "accept from any port" (no RPF check).
 pub const ANY_IIF: u16 = u16::MAX;
 
+/// `McRoute::iif` meaning "accept from any port of `McRoute::accept`"
+/// (bidirectional-PIM semantics: each port of the set may be the source
+/// side; a frame goes out of every outgoing port but the one it came in
+/// by).
+pub const ACCEPT_SET: u16 = u16::MAX - 1;
+
 /// An IPv4 or IPv6 address (group or source).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum McAddr {
@@ -100,14 +106,31 @@ pub struct McKey {
 /// A multicast forwarding entry.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct McRoute {
-    /// Expected incoming port (RPF); [`ANY_IIF`] accepts any port.
+    /// Expected incoming port (RPF); [`ANY_IIF`] accepts any port,
+    /// [`ACCEPT_SET`] any port of `accept`.
     pub iif: u16,
     /// Outgoing ports.
     pub oifs: PortSet,
+    /// Ports accepted as incoming when `iif` is [`ACCEPT_SET`] (else
+    /// empty).
+    pub accept: PortSet,
     /// Packets with a TTL / hop limit at or below this are not routed.
     pub ttl_threshold: u8,
     /// Index into the per-route counters.
     pub index: u32,
+}
+
+impl McRoute {
+    /// Whether a frame that came in by `port` passes the route's RPF
+    /// check.
+    #[inline]
+    pub fn accepts(&self, port: u16) -> bool {
+        match self.iif {
+            ANY_IIF => true,
+            ACCEPT_SET => self.accept.contains(port),
+            iif => iif == port,
+        }
+    }
 }
 
 /// Why [`MrouteTable::build`] refused its input.
@@ -121,7 +144,8 @@ pub enum McError {
     NotMulticast(McKey),
     /// The source is of the other family, multicast, or all-zero.
     BadSource(McKey),
-    /// `iif` is neither a port id (< 256) nor [`ANY_IIF`].
+    /// `iif` is neither a port id (< 256) nor [`ANY_IIF`] nor
+    /// [`ACCEPT_SET`]; or an accept set on an (S,G) route, or an empty one.
     BadIif(McKey),
     /// More than `u32::MAX - 1` entries.
     TooMany,
@@ -256,7 +280,15 @@ impl MrouteTable {
                     return Err(McError::BadSource(*k));
                 }
             }
-            if r.iif != ANY_IIF && r.iif as usize >= crate::l2::MAX_PORTS {
+            let bad_accept = match r.iif {
+                ACCEPT_SET => k.source.is_some() || r.accept.is_empty(),
+                _ => !r.accept.is_empty(),
+            };
+            if bad_accept
+                || (r.iif != ANY_IIF
+                    && r.iif != ACCEPT_SET
+                    && r.iif as usize >= crate::l2::MAX_PORTS)
+            {
                 return Err(McError::BadIif(*k));
             }
         }
@@ -299,7 +331,11 @@ impl MrouteTable {
 
     #[inline]
     fn find_index(&self, k: &Packed) -> Option<u32> {
-        let h = hash(k);
+        self.find_hashed(k, hash(k))
+    }
+
+    #[inline]
+    fn find_hashed(&self, k: &Packed, h: u64) -> Option<u32> {
         let tag = (h >> 32) as u32;
         let mut i = h as usize & self.mask;
         loop {
@@ -333,6 +369,77 @@ impl MrouteTable {
     pub fn lookup_index(&self, vlan: u16, group: McAddr, source: McAddr) -> Option<u32> {
         self.find_index(&pack(vlan, group, Some(source)))
             .or_else(|| self.find_index(&pack(vlan, group, None)))
+    }
+
+    /// [`lookup_index`](Self::lookup_index) for a batch:
+    /// `out[i] = lookup_index(vlan, keys[i].0, keys[i].1)`. Panics if the
+    /// slices' lengths differ.
+    ///
+    /// At 425,000 routes the table is tens of megabytes, so each probe is
+    /// a DRAM access and then another for the entry. Here 16 lookups run
+    /// in stages — hash every key and prefetch its slot, then prefetch
+    /// every entry those slots name, then compare — so their misses
+    /// overlap instead of queueing behind each other (as DPDK's bulk hash
+    /// lookup does). Keys missing their (S,G) go through the same stages
+    /// for (*,G).
+    pub fn lookup_index_batch(
+        &self,
+        vlan: u16,
+        keys: &[(McAddr, McAddr)],
+        out: &mut [Option<u32>],
+    ) {
+        assert_eq!(keys.len(), out.len(), "lookup_index_batch: length mismatch");
+        const LANES: usize = 16;
+        let zero = pack(0, McAddr::V4(0), None);
+        for (k, o) in keys.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            let mut p = [zero; LANES];
+            let mut lanes = 0u32;
+            for (i, &(g, s)) in k.iter().enumerate() {
+                p[i] = pack(vlan, g, Some(s));
+                lanes |= 1 << i;
+            }
+            let missed = self.find_staged(&p, lanes, o);
+            if missed != 0 {
+                for (i, &(g, _)) in k.iter().enumerate() {
+                    p[i] = pack(vlan, g, None);
+                }
+                self.find_staged(&p, missed, o);
+            }
+        }
+    }
+
+    /// The staged probe of [`lookup_index_batch`](Self::lookup_index_batch)
+    /// for the lanes set in `lanes`; returns the lanes that found nothing.
+    #[inline]
+    fn find_staged(&self, p: &[Packed; 16], lanes: u32, out: &mut [Option<u32>]) -> u32 {
+        let mut h = [0u64; 16];
+        let each = |f: &mut dyn FnMut(usize)| {
+            let mut l = lanes;
+            while l != 0 {
+                f(l.trailing_zeros() as usize);
+                l &= l - 1;
+            }
+        };
+        each(&mut |i| {
+            h[i] = hash(&p[i]);
+            crate::prefetch(&self.slots[h[i] as usize & self.mask]);
+        });
+        each(&mut |i| {
+            let s = self.slots[h[i] as usize & self.mask];
+            if let Some(e) = self.entries.get(s.idx as usize) {
+                // 80 bytes: the route may sit on the key's next line.
+                crate::prefetch(&e.key);
+                crate::prefetch(&e.route);
+            }
+        });
+        let mut missed = 0;
+        each(&mut |i| {
+            out[i] = self.find_hashed(&p[i], h[i]);
+            if out[i].is_none() {
+                missed |= 1 << i;
+            }
+        });
+        missed
     }
 
     /// The entry at a position [`lookup_index`](Self::lookup_index) gave.
@@ -727,6 +834,7 @@ impl SnoopTable {
                         source,
                     },
                     McRoute {
+                        accept: PortSet::EMPTY,
                         iif: ANY_IIF,
                         oifs,
                         ttl_threshold: 0,
@@ -875,6 +983,7 @@ mod tests {
     }
     fn route(p: &[u16], index: u32) -> McRoute {
         McRoute {
+            accept: PortSet::EMPTY,
             iif: ANY_IIF,
             oifs: ports(p),
             ttl_threshold: 1,
@@ -996,6 +1105,94 @@ mod tests {
             let k = key(7, McAddr::V4(0xe000_0000 | r.next() as u32 & 0xfff), None);
             assert!(t.get(&k).is_none());
         }
+    }
+
+    #[test]
+    fn mroute_accept_sets() {
+        let g = v4("239.2.2.2");
+        let mut bidir = route(&[1, 2, 3], 0);
+        bidir.iif = ACCEPT_SET;
+        bidir.accept = ports(&[1, 2, 5]);
+        let t = MrouteTable::build(vec![(key(0, g, None), bidir)]).unwrap();
+        let r = t.lookup(0, g, v4("10.0.0.9")).unwrap();
+        assert!(r.accepts(1) && r.accepts(2) && r.accepts(5));
+        assert!(!r.accepts(3) && !r.accepts(4), "outgoing is not accepting");
+        let mut one = route(&[2], 1);
+        one.iif = 7;
+        assert!(one.accepts(7) && !one.accepts(2));
+        assert!(route(&[2], 1).accepts(200), "any");
+        // An accept set only on (*,G), never empty, never without the
+        // sentinel.
+        let sg = key(0, g, Some(v4("10.0.0.1")));
+        assert_eq!(
+            MrouteTable::build(vec![(sg, bidir)]).err(),
+            Some(McError::BadIif(sg))
+        );
+        let k = key(0, g, None);
+        let mut empty = bidir;
+        empty.accept = PortSet::EMPTY;
+        assert_eq!(
+            MrouteTable::build(vec![(k, empty)]).err(),
+            Some(McError::BadIif(k))
+        );
+        let mut stray = route(&[1], 0);
+        stray.accept = ports(&[1]);
+        assert_eq!(
+            MrouteTable::build(vec![(k, stray)]).err(),
+            Some(McError::BadIif(k))
+        );
+    }
+
+    #[test]
+    fn mroute_batch_lookup_equals_one_by_one() {
+        // (S,G) hits, (*,G) fallbacks, misses, both families, other VLANs
+        // and batch lengths that are not a multiple of the 16 lanes.
+        let mut r = testkit::routes::Rng(0xba7c);
+        let mut entries = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut probes = Vec::new();
+        while entries.len() < 20_000 {
+            let v6 = r.next().is_multiple_of(5);
+            let (g, s) = if v6 {
+                (
+                    McAddr::V6((0xff3e << 112) | (r.next() % 512) as u128),
+                    McAddr::V6((0x2001_0db8 << 96) | ((r.next() % 64) as u128 + 1)),
+                )
+            } else {
+                (
+                    McAddr::V4(0xe800_0000 | (r.next() % 512) as u32),
+                    McAddr::V4(0x0a00_0001 + (r.next() % 64) as u32),
+                )
+            };
+            let vlan = (r.next() % 2) as u16;
+            let src = (!r.next().is_multiple_of(3)).then_some(s);
+            probes.push((vlan, g, s));
+            let k = key(vlan, g, src);
+            if seen.insert(k) {
+                let n = entries.len() as u32;
+                entries.push((k, route(&[(n % 256) as u16], n)));
+            }
+        }
+        let t = MrouteTable::build(entries).unwrap();
+        for vlan in [0u16, 1, 9] {
+            let keys: Vec<(McAddr, McAddr)> = probes
+                .iter()
+                .map(|&(_, g, s)| (g, s))
+                .chain((0..100).map(|i| (McAddr::V4(0xe900_0000 | i), McAddr::V4(0x0a00_0001))))
+                .collect();
+            for len in [0, 1, 15, 16, 17, 1000, keys.len()] {
+                let mut out = vec![Some(u32::MAX); len];
+                t.lookup_index_batch(vlan, &keys[..len], &mut out);
+                for ((g, s), got) in keys[..len].iter().zip(&out) {
+                    assert_eq!(*got, t.lookup_index(vlan, *g, *s), "{vlan} {g:?} {s:?}");
+                }
+            }
+        }
+        let hits = probes
+            .iter()
+            .filter(|&&(v, g, s)| t.lookup_index(v, g, s).is_some())
+            .count();
+        assert!(hits > probes.len() / 2, "the probes mostly hit: {hits}");
     }
 
     fn cfg(fast_leave: bool) -> SnoopConfig {

@@ -116,12 +116,38 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
         if !seen.insert((r.group, r.source)) {
             err(p.clone(), "the same (source, group) is listed twice".into());
         }
-        for (what, name) in r.iif.iter().map(|n| ("iif".to_string(), n)).chain(
-            r.oifs
-                .iter()
-                .enumerate()
-                .map(|(k, n)| (format!("oifs[{k}]"), n)),
-        ) {
+        if !r.accept.is_empty() {
+            if r.iif.is_some() {
+                err(
+                    format!("{p}.accept"),
+                    "give either iif (one incoming port) or accept (a bidirectional route), not both"
+                        .into(),
+                );
+            }
+            if r.source.is_some() {
+                err(
+                    format!("{p}.accept"),
+                    "an accept set makes a bidirectional (*,G) route: drop the source".into(),
+                );
+            }
+        }
+        for (what, name) in r
+            .iif
+            .iter()
+            .map(|n| ("iif".to_string(), n))
+            .chain(
+                r.accept
+                    .iter()
+                    .enumerate()
+                    .map(|(k, n)| (format!("accept[{k}]"), n)),
+            )
+            .chain(
+                r.oifs
+                    .iter()
+                    .enumerate()
+                    .map(|(k, n)| (format!("oifs[{k}]"), n)),
+            )
+        {
             match routed(name) {
                 None => err(
                     format!("{p}.{what}"),

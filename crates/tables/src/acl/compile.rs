@@ -4,6 +4,7 @@
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
+use crate::prefetch;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -569,22 +570,6 @@ fn scan_records<R: Record>(rules: &[R], cold: &[Cold], start: u32, w: &Words, be
         }
     }
     best
-}
-
-/// Hint the cache to fetch the line holding `x` (no effect elsewhere than
-/// x86-64).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unused_unsafe)]
-    // SAFETY: a prefetch is a hint; it never faults, and SSE is baseline
-    // on x86-64.
-    unsafe {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// A table being filled: buckets by 32-bit hash, rule ids in priority
