@@ -314,3 +314,55 @@ fn swap_php_pop_and_ftn_on_real_frames() {
     assert_eq!(rig.shared.label_counts(100).0, 3);
     assert_eq!(rig.shared.label_counts(102).0, 1);
 }
+
+/// A label TTL that expires at this LSR: ICMP time exceeded back out of
+/// the ingress port to the sender, to the IP source under the stack,
+/// with the stack as received in an RFC 4950 extension object.
+#[test]
+fn ttl_expiry_answers_icmp_with_the_label_stack() {
+    let rig = Rig::new();
+    let inner = ipv4("203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(100, 1), (777, 5)], &inner));
+    let out = rig.sent(0, 1);
+    assert_eq!(out.len(), 1, "one answer out of the ingress port");
+    let f = &out[0];
+    assert_eq!(
+        (&f[0..6], &f[6..12], &f[12..14]),
+        (&PEER0[..], &RMAC[0][..], &[0x08, 0x00][..])
+    );
+    let ip = &f[14..];
+    assert!(ip_ok(ip));
+    assert_eq!(
+        &ip[12..16],
+        &a4("10.0.0.1").octets(),
+        "from port 0's address"
+    );
+    assert_eq!(&ip[16..20], &a4("10.0.0.2").octets(), "to the inner source");
+    let icmp = &ip[20..];
+    assert_eq!(
+        (icmp[0], icmp[1], icmp[5]),
+        (11, 0, 32),
+        "time exceeded, 128-byte quote"
+    );
+    assert_eq!(csum(icmp), 0, "ICMP checksum over the extension too");
+    assert_eq!(&icmp[8..8 + 60], &inner[..], "the original datagram");
+    assert!(
+        icmp[8 + 60..8 + 128].iter().all(|&b| b == 0),
+        "zero padding"
+    );
+    let ext = &icmp[8 + 128..];
+    assert_eq!(ext[0] >> 4, 2, "extension version 2");
+    assert_eq!(csum(ext), 0, "extension checksum");
+    assert_eq!(
+        (u16::from_be_bytes([ext[4], ext[5]]), ext[6], ext[7]),
+        (12, 1, 1),
+        "MPLS label stack object, incoming stack"
+    );
+    assert_eq!(
+        (lse(ext, 8), lse(ext, 12)),
+        ((100, false, 1), (777, true, 5))
+    );
+    assert_eq!(ext.len(), 16);
+    assert_eq!(rig.shared.mpls_totals().ttl_expired, 1);
+    assert!(rig.peers[1].take_sent().is_empty(), "nothing forwarded");
+}

@@ -541,3 +541,156 @@ pub fn encap_pseudowire(
     let cw = p.control_word.then_some(lbl::ControlWord::default());
     lbl::eth_encap(buf, f, outer, &lses[..n], cw).map_err(|_| MplsDrop::NoRoom)
 }
+
+/// Bytes of the original datagram quoted before ICMP extensions
+/// (RFC 4884: zero-padded to this length when shorter).
+const ICMP_EXT_QUOTE: usize = 128;
+
+/// Write into `out` an ICMP time exceeded (Ethernet + IP + ICMP) for the
+/// labelled `frame` (Ethernet, MPLS EtherType, stack, IP payload) whose
+/// label TTL expired on `iface`: addressed to the source of the IP packet
+/// under the stack, sent back to the frame's sender (the previous LSR,
+/// which routes it on), quoting 128 bytes of that packet and carrying the
+/// label stack as received in an ICMP extension object (RFC 4950 on
+/// RFC 4884; what `traceroute -e` shows as `MPLS Label … TTL=1`). Returns
+/// its length, 0 when no answer is due: not IP below the stack, a source
+/// that may not be answered (unspecified, multicast, broadcast), a later
+/// fragment, an ICMP error, or no address of that family on `iface`.
+pub fn build_ttl_exceeded(
+    frame: &[u8],
+    iface: &crate::l3::RouterInterface,
+    out: &mut [u8],
+) -> usize {
+    use wire::checksum::{combine, finish, sum};
+    use wire::mpls::{guess_payload, PayloadGuess};
+    const ETH_LEN: usize = 14;
+    const ETHERTYPE_MPLS: u16 = 0x8847;
+    if frame.len() < ETH_LEN || u16::from_be_bytes([frame[12], frame[13]]) != ETHERTYPE_MPLS {
+        return 0;
+    }
+    let Ok(stack) = Stack::new_checked(&frame[ETH_LEN..]) else {
+        return 0;
+    };
+    let labels = &frame[ETH_LEN..ETH_LEN + stack.header_len()];
+    let inner = stack.payload();
+    let v6 = match guess_payload(inner) {
+        PayloadGuess::Ipv4 => false,
+        PayloadGuess::Ipv6 => true,
+        _ => return 0,
+    };
+    // Fixed parts: Ethernet, IP, ICMP header, the padded quote, the
+    // extension header, the object header, the stack.
+    let ip_len = if v6 { 40 } else { 20 };
+    let icmp_len = 8 + ICMP_EXT_QUOTE + 4 + 4 + labels.len();
+    let total = ETH_LEN + ip_len + icmp_len;
+    if out.len() < total {
+        return 0;
+    }
+    let (src, dst): ([u8; 16], [u8; 16]);
+    let quote_len;
+    if v6 {
+        let Ok(p) = wire::Ipv6Packet::new_checked(inner) else {
+            return 0;
+        };
+        let s = p.src_addr();
+        if s.is_unspecified() || s.is_multicast() || p.next_header() == wire::IpProtocol::Icmpv6 {
+            // An ICMPv6 message could be an error: never answer one with
+            // another (RFC 4443 2.4 e); informational ones lose little.
+            return 0;
+        }
+        // A global address of the interface, else its link-local one.
+        let Some(&(me, _)) = iface
+            .v6
+            .iter()
+            .find(|(a, _)| (a >> 118) != 0x3fa)
+            .or_else(|| iface.v6.first())
+        else {
+            return 0;
+        };
+        src = me.to_be_bytes();
+        dst = s.octets();
+        quote_len = inner.len().min(40 + p.payload_len() as usize);
+    } else {
+        let Ok(p) = wire::Ipv4Packet::new_checked(inner) else {
+            return 0;
+        };
+        let s = p.src_addr();
+        if s.is_unspecified() || s.is_multicast() || s.is_broadcast() || p.frag_offset() != 0 {
+            return 0;
+        }
+        let hl = p.header_len() as usize;
+        if p.protocol() == wire::IpProtocol::Icmp
+            && inner.len() > hl
+            && matches!(inner[hl], 3 | 4 | 5 | 11 | 12)
+        {
+            return 0;
+        }
+        let Some(&(me, _)) = iface.v4.first() else {
+            return 0;
+        };
+        let mut a = [0u8; 16];
+        a[..4].copy_from_slice(&me.to_be_bytes());
+        src = a;
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&s.octets());
+        dst = b;
+        quote_len = inner.len().min(p.total_len() as usize);
+    }
+    let o = &mut out[..total];
+    o.fill(0);
+    o[0..6].copy_from_slice(&frame[6..12]);
+    o[6..12].copy_from_slice(&iface.mac);
+    let icmp_at = ETH_LEN + ip_len;
+    if v6 {
+        o[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let ip = &mut o[ETH_LEN..icmp_at];
+        ip[0] = 0x60;
+        ip[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
+        ip[6] = 58;
+        ip[7] = 64;
+        ip[8..24].copy_from_slice(&src);
+        ip[24..40].copy_from_slice(&dst);
+    } else {
+        o[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = &mut o[ETH_LEN..icmp_at];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&((20 + icmp_len) as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 1;
+        ip[12..16].copy_from_slice(&src[..4]);
+        ip[16..20].copy_from_slice(&dst[..4]);
+        let c = finish(sum(ip));
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let icmp = &mut o[icmp_at..];
+    if v6 {
+        icmp[0] = 3; // time exceeded, code 0: hop limit in transit
+        icmp[4] = (ICMP_EXT_QUOTE / 8) as u8; // RFC 4884: 64-bit words
+    } else {
+        icmp[0] = 11;
+        icmp[5] = (ICMP_EXT_QUOTE / 4) as u8; // RFC 4884: 32-bit words
+    }
+    let q = quote_len.min(ICMP_EXT_QUOTE);
+    icmp[8..8 + q].copy_from_slice(&inner[..q]);
+    // Extension structure: version 2, then the MPLS label stack object
+    // (class 1, c-type 1: the incoming stack).
+    let ext = &mut icmp[8 + ICMP_EXT_QUOTE..];
+    ext[0] = 0x20;
+    ext[4..6].copy_from_slice(&((4 + labels.len()) as u16).to_be_bytes());
+    ext[6] = 1;
+    ext[7] = 1;
+    ext[8..8 + labels.len()].copy_from_slice(labels);
+    let c = finish(sum(ext));
+    ext[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut acc = sum(icmp);
+    if v6 {
+        // Pseudo-header: addresses, upper-layer length, next header.
+        acc = combine(acc, sum(&src));
+        acc = combine(acc, sum(&dst));
+        acc = combine(acc, icmp_len as u32);
+        acc = combine(acc, 58);
+    }
+    let c = finish(acc);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    total
+}

@@ -142,7 +142,10 @@ impl Worker {
                     }
                 }
                 MplsVerdict::Pseudowire { .. } => local(MplsLocalDrop::Pseudowire),
-                MplsVerdict::Punt(MplsPunt::TtlExpired) => bump(&stats.ttl_expired),
+                MplsVerdict::Punt(MplsPunt::TtlExpired) => {
+                    bump(&stats.ttl_expired);
+                    self.answer_ttl_expired(l3, ingress, i, batch, &mut dirty);
+                }
                 MplsVerdict::Punt(MplsPunt::RouterAlert) => bump(&stats.router_alert),
                 MplsVerdict::Drop(d) => bump(&stats.drops[stage_index(d)]),
             }
@@ -150,6 +153,42 @@ impl Worker {
         self.mpls.buf = buf;
         self.flush(dirty);
         batch.retain(|i| i >= n || !taken[i]);
+    }
+
+    /// ICMP time exceeded with the label stack (RFC 4950) for frame `i`,
+    /// whose label TTL expired: policed as the `ttl-expired` CoPP class,
+    /// sent back out of the port it came in by; counted with the
+    /// layer-3 stage's ICMP errors (`icmp-sent` / `icmp-suppressed`).
+    fn answer_ttl_expired(
+        &mut self,
+        l3: &L3Tables,
+        ingress: u16,
+        i: usize,
+        batch: &FrameBatch,
+        dirty: &mut PortSet,
+    ) {
+        let c = self.counters.clone();
+        let class = pipeline::copp::CoppClass::TtlExpired;
+        let now = self.ns(std::time::Instant::now());
+        if !self.copp.admit(class, now) {
+            c.copp.dropped[class as usize].add(1);
+            c.l3.icmp_suppressed.add(1);
+            return;
+        }
+        c.copp.passed[class as usize].add(1);
+        let Some(ifc) = l3.interface(ingress).filter(|f| f.vlan.is_none()) else {
+            c.l3.icmp_suppressed.add(1);
+            return;
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        let n = pipeline::mpls::build_ttl_exceeded(batch.frame(i), ifc, &mut out);
+        if n == 0 {
+            c.l3.icmp_suppressed.add(1);
+        } else {
+            self.transmit_raw(ingress, &out[..n], dirty, None);
+            c.l3.icmp_sent.add(1);
+        }
+        self.scratch = out;
     }
 
     /// Sends an IP packet the layer-3 stage routed (MACs rewritten, TTL

@@ -1,0 +1,174 @@
+//! RFC 4950 answers to expired label TTLs (`build_ttl_exceeded`): IPv6,
+//! the cases that get no answer, and every truncation of a labelled
+//! frame (the IPv4 answer is checked on a worker in
+//! `datapath/tests/mpls_worker.rs`).
+
+use pipeline::l3::{RouterInterface, Urpf};
+use pipeline::mpls::build_ttl_exceeded;
+use wire::checksum::{combine, finish, sum};
+
+const LL: u128 = 0xfe80 << 112 | 1;
+const GLOBAL: u128 = 0x2001_0db8 << 96 | 0x99;
+
+fn iface(v6: Vec<u128>) -> RouterInterface {
+    RouterInterface {
+        port: 0,
+        mac: [2, 0, 0, 0, 0, 1],
+        v4: vec![(0x0a00_0001, 24)],
+        v6: v6.into_iter().map(|a| (a, 64)).collect(),
+        mtu: 1500,
+        urpf: Urpf::Off,
+        vlan: None,
+        vrf: 0,
+    }
+}
+
+fn labelled(labels: &[(u32, u8)], payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x88, 0x47];
+    for (i, (l, ttl)) in labels.iter().enumerate() {
+        let s = u32::from(i + 1 == labels.len());
+        f.extend_from_slice(&(l << 12 | s << 8 | *ttl as u32).to_be_bytes());
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+fn ipv6_udp(src: u128, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; 40 + len];
+    p[0] = 0x60;
+    p[4..6].copy_from_slice(&(len as u16).to_be_bytes());
+    p[6] = 17;
+    p[7] = 1;
+    p[8..24].copy_from_slice(&src.to_be_bytes());
+    p[24..40].copy_from_slice(&(0x2001_0db8_0000_0001u128 << 64 | 7).to_be_bytes());
+    for (k, b) in p[40..].iter_mut().enumerate() {
+        *b = k as u8 | 1;
+    }
+    p
+}
+
+fn ipv4(src: [u8; 4], proto: u8, first: u8, len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    p[8] = 1;
+    p[9] = proto;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&[203, 0, 113, 9]);
+    p[20] = first;
+    p
+}
+
+#[test]
+fn ipv6_answer_carries_the_stack_with_a_valid_checksum() {
+    let src = 0x2001_0db8_0000_0005u128 << 64 | 2;
+    // 300 bytes: the quote stops at 128.
+    let inner = ipv6_udp(src, 260);
+    let f = labelled(&[(16, 1), (17, 9), (18, 200)], &inner);
+    let mut out = vec![0u8; 2048];
+    let n = build_ttl_exceeded(&f, &iface(vec![LL, GLOBAL]), &mut out);
+    let a = &out[..n];
+    assert_eq!(n, 14 + 40 + 8 + 128 + 8 + 12);
+    assert_eq!((&a[0..6], &a[12..14]), (&f[6..12], &[0x86, 0xdd][..]));
+    let ip = &a[14..54];
+    assert_eq!((ip[6], ip[7]), (58, 64), "ICMPv6, hop limit 64");
+    assert_eq!(
+        &ip[8..24],
+        &GLOBAL.to_be_bytes(),
+        "a global source, not fe80::"
+    );
+    assert_eq!(&ip[24..40], &src.to_be_bytes());
+    let icmp = &a[54..];
+    assert_eq!(u16::from_be_bytes([ip[4], ip[5]]) as usize, icmp.len());
+    assert_eq!(
+        (icmp[0], icmp[1], icmp[4]),
+        (3, 0, 16),
+        "time exceeded, 16 × 8 bytes quoted"
+    );
+    let mut acc = sum(icmp);
+    acc = combine(acc, sum(&ip[8..40]));
+    acc = combine(acc, icmp.len() as u32);
+    acc = combine(acc, 58);
+    assert_eq!(finish(acc), 0, "ICMPv6 checksum with the pseudo-header");
+    assert_eq!(&icmp[8..136], &inner[..128]);
+    let ext = &icmp[136..];
+    assert_eq!((ext[0], finish(sum(ext))), (0x20, 0));
+    assert_eq!(
+        (u16::from_be_bytes([ext[4], ext[5]]), ext[6], ext[7]),
+        (16, 1, 1)
+    );
+    assert_eq!(&ext[8..], &f[14..26], "the stack as received");
+    // Only a link-local address: it answers from that.
+    let n = build_ttl_exceeded(&f, &iface(vec![LL]), &mut out);
+    assert_eq!(&out[14 + 8..14 + 24], &LL.to_be_bytes());
+    assert!(n > 0);
+}
+
+#[test]
+fn no_answer_where_none_is_due() {
+    let mut out = vec![0u8; 2048];
+    let ifc = iface(vec![GLOBAL]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "ICMP error inside",
+            labelled(&[(16, 1)], &ipv4([10, 1, 1, 1], 1, 3, 60)),
+        ),
+        (
+            "multicast source",
+            labelled(&[(16, 1)], &ipv4([224, 1, 1, 1], 17, 0, 60)),
+        ),
+        (
+            "broadcast source",
+            labelled(&[(16, 1)], &ipv4([255; 4], 17, 0, 60)),
+        ),
+        (
+            "unspecified source",
+            labelled(&[(16, 1)], &ipv4([0; 4], 17, 0, 60)),
+        ),
+        ("pseudowire payload", labelled(&[(16, 1)], &[0u8; 64])),
+        ("no bottom of stack", {
+            let mut f = labelled(&[(16, 1)], &[]);
+            f[16] &= !1;
+            f
+        }),
+        ("IPv6 ICMPv6 inside", {
+            let mut p = ipv6_udp(GLOBAL + 5, 40);
+            p[6] = 58;
+            labelled(&[(16, 1)], &p)
+        }),
+        ("not labelled", {
+            let mut f = labelled(&[(16, 1)], &ipv4([10, 1, 1, 1], 17, 0, 60));
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f
+        }),
+    ];
+    for (what, f) in cases {
+        assert_eq!(build_ttl_exceeded(&f, &ifc, &mut out), 0, "{what}");
+    }
+    // No IPv6 address on the interface: no IPv6 answer.
+    let f = labelled(&[(16, 1)], &ipv6_udp(GLOBAL + 5, 40));
+    assert_eq!(build_ttl_exceeded(&f, &iface(vec![]), &mut out), 0);
+    // An answer that does not fit the buffer is not written.
+    let f = labelled(&[(16, 1)], &ipv4([10, 1, 1, 1], 17, 0, 60));
+    assert_eq!(build_ttl_exceeded(&f, &ifc, &mut out[..100]), 0);
+    assert!(build_ttl_exceeded(&f, &ifc, &mut out) > 0);
+}
+
+#[test]
+fn every_truncation_is_safe() {
+    let ifc = iface(vec![GLOBAL]);
+    let mut out = vec![0u8; 2048];
+    for f in [
+        labelled(&[(16, 1), (17, 2)], &ipv4([10, 1, 1, 1], 17, 0, 80)),
+        labelled(&[(16, 1)], &ipv6_udp(GLOBAL + 1, 80)),
+    ] {
+        for cut in 0..=f.len() {
+            let n = build_ttl_exceeded(&f[..cut], &ifc, &mut out);
+            assert!(n <= out.len());
+            if n > 0 {
+                // Whatever was quoted came from the frame.
+                assert!(cut > 14 + 4);
+            }
+        }
+    }
+}
