@@ -618,7 +618,7 @@ pub fn build_ttl_exceeded(
         if s.is_unspecified() || s.is_multicast() || s.is_broadcast() || p.frag_offset() != 0 {
             return 0;
         }
-        let hl = p.header_len() as usize;
+        let hl = p.header_len();
         if p.protocol() == wire::IpProtocol::Icmp
             && inner.len() > hl
             && matches!(inner[hl], 3 | 4 | 5 | 11 | 12)
