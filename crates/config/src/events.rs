@@ -85,8 +85,10 @@ pub struct Event {
     pub counter: Option<String>,
     /// With `counter`: compare the rate per second, not the value.
     pub rate: bool,
-    /// `lanyard` (the switch's threads, % of one core) or `host` (all
-    /// cores, % busy).
+    /// `lanyard` (all the switch's threads), `workers` (the data-path
+    /// workers), `control-plane` (every other thread), `thread NAME` (the
+    /// threads whose name starts with NAME): % of one core, like `top`;
+    /// or `host` (all cores, % busy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
     /// Flows in the flow cache `per-interface` or `per-source`.
