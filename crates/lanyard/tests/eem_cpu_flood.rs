@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use testkit::flood::{is_icmp4, FloodSpec, Flooder, RxCounter};
 use testkit::frame::{parse_mac, Mac};
+use testkit::switch::port_counter;
 use testkit::{l2, require_root, Switch, TestBed};
 
 /// CPU thresholds of the policy, % of one core.
@@ -287,6 +288,7 @@ fn ttl_flood_raises_cpu_and_the_policy_polices_icmp_errors() {
     let replies1 = replies.matched();
     let dropped1 = ttl_class(&sw, "dropped");
     let echo_dropped1 = class(&sw, "icmp", "dropped");
+    let rx1 = port_counter(&sw.counters(), "sw1", "rx_frames");
     let t1 = Instant::now();
     let mut after: Vec<u64> = Vec::new();
     while t1.elapsed() < Duration::from_secs(3) {
@@ -300,6 +302,9 @@ fn ttl_flood_raises_cpu_and_the_policy_polices_icmp_errors() {
     let drop_rate = (ttl_class(&sw, "dropped") - dropped1) as f64 / secs;
     let reply_rate = (replies.matched() - replies1) as f64 / secs;
     let echo_drop_rate = (class(&sw, "icmp", "dropped") - echo_dropped1) as f64 / secs;
+    // What reached the switch: on a busy machine a veth or the receive
+    // ring may lose some of what the flood sent.
+    let rx_rate = (port_counter(&sw.counters(), "sw1", "rx_frames") - rx1) as f64 / secs;
     // Normal traffic still forwarded, with the flood on.
     let normal = forwarded(&bed, &r1, &m1, 1000, 11);
     let report = flood.stop().expect("flood");
@@ -310,7 +315,7 @@ fn ttl_flood_raises_cpu_and_the_policy_polices_icmp_errors() {
         "flood {:.0}/s ({} cores): CPU idle {idle}%, before the policy {before:?} (fired after {before_s:.1} s, \
          {icmp_before} ICMP errors), policed {after:?}; ICMP errors {icmp_rate:.0}/s, ttl-expired drops {drop_rate:.0}/s, \
          echo replies {reply_rate:.0}/s, icmp drops {echo_drop_rate:.0}/s, \
-         drops since the flood {}; normal traffic {normal}/1000",
+         drops since the flood {}; received {rx_rate:.0}/s; normal traffic {normal}/1000",
         report.pps(),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         ttl_class(&sw, "dropped") - dropped0,
@@ -331,10 +336,12 @@ fn ttl_flood_raises_cpu_and_the_policy_polices_icmp_errors() {
         icmp_rate < 150.0,
         "ICMP errors at {icmp_rate:.0}/s under a 100/s policer"
     );
-    // Half the flood is transit, half to the switch.
+    // Half the flood is transit, half to the switch: each class's
+    // policer drops its half of what arrived, but its 100/s.
     assert!(
-        drop_rate > report.pps() * 0.25 && echo_drop_rate > report.pps() * 0.25,
-        "policer drops {drop_rate:.0}/s (ttl-expired) and {echo_drop_rate:.0}/s (icmp) of a {:.0}/s flood",
+        drop_rate > rx_rate * 0.4 - 150.0 && echo_drop_rate > rx_rate * 0.4 - 150.0 && rx_rate > 5000.0,
+        "policer drops {drop_rate:.0}/s (ttl-expired) and {echo_drop_rate:.0}/s (icmp) of {rx_rate:.0}/s received \
+         ({:.0}/s sent)",
         report.pps()
     );
     assert!(
