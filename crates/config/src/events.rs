@@ -85,8 +85,10 @@ pub struct Event {
     pub counter: Option<String>,
     /// With `counter`: compare the rate per second, not the value.
     pub rate: bool,
-    /// `lanyard` (the switch's threads, % of one core) or `host` (all
-    /// cores, % busy).
+    /// `lanyard` (all the switch's threads), `workers` (the data-path
+    /// workers), `control-plane` (every other thread), `thread NAME` (the
+    /// threads whose name starts with NAME): % of one core, like `top`;
+    /// or `host` (all cores, % busy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
     /// Flows in the flow cache `per-interface` or `per-source`.
@@ -223,7 +225,8 @@ fn default_script_timeout() -> u32 {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Patch {
     /// Configuration keys merged into the running configuration: maps
-    /// merge key by key, list items with the same `name` (or `id`) merge,
+    /// merge key by key, list items with the same `name` (or `id`, or
+    /// `class` for the classes of a policy map) merge,
     /// other list items are added. `{source}`, `{interface}` are replaced
     /// in strings.
     pub patch: serde_yaml_ng::Value,
@@ -262,7 +265,12 @@ pub fn merge(base: &mut serde_yaml_ng::Value, patch: &serde_yaml_ng::Value) {
         (Y::Sequence(b), Y::Sequence(p)) => {
             let key = |v: &Y| -> Option<Y> {
                 let m = v.as_mapping()?;
-                m.get("name").or_else(|| m.get("id")).cloned()
+                // `class`: the classes of a policy map, named by their
+                // class map.
+                m.get("name")
+                    .or_else(|| m.get("id"))
+                    .or_else(|| m.get("class"))
+                    .cloned()
             };
             for item in p {
                 match key(item).and_then(|k| b.iter_mut().find(|x| key(x).as_ref() == Some(&k))) {
@@ -437,6 +445,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b, want);
+    }
+
+    /// A patch applied twice (the same source caught again) changes
+    /// nothing the second time: policy-map classes merge by class name,
+    /// identical list items are not repeated.
+    #[test]
+    fn merge_is_idempotent_for_policy_classes() {
+        let mut b: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+            "policy-maps:\n  - name: q\n    classes:\n      - class: s\n        police: {cir: 64k, exceed: drop}\n",
+        )
+        .unwrap();
+        let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+            "class-maps:\n  - name: s\n    match: [{source: 192.0.2.1/32}]\npolicy-maps:\n  - name: q\n    classes:\n      - {class: s, police: {cir: 64k}}\n",
+        )
+        .unwrap();
+        merge(&mut b, &p);
+        let once = b.clone();
+        merge(&mut b, &p);
+        assert_eq!(b, once);
+        let classes = &b["policy-maps"][0]["classes"];
+        assert_eq!(
+            classes.as_sequence().map(|c| c.len()),
+            Some(1),
+            "{classes:?}"
+        );
+        assert_eq!(
+            b["class-maps"][0]["match"].as_sequence().map(|c| c.len()),
+            Some(1)
+        );
     }
 }
 

@@ -151,6 +151,24 @@ fn events_need_exactly_one_kind_and_a_threshold() {
         "above the threshold",
     );
     one_error(
+        &with("      on: {cpu: punt, above: 50}\n      actions: [{log: x}]\n"),
+        8,
+        "event-manager.policies[0].on.cpu",
+        "thread NAME",
+    );
+    one_error(
+        &with("      on: {cpu: \"thread \", above: 50}\n      actions: [{log: x}]\n"),
+        8,
+        "event-manager.policies[0].on.cpu",
+        "expected lanyard",
+    );
+    for ok in ["workers", "control-plane", "thread punt", "lanyard", "host"] {
+        let y = with(&format!(
+            "      on: {{cpu: {ok}, above: 50}}\n      actions: [{{log: x}}]\n"
+        ));
+        config::parse(&y, "t.yaml").unwrap_or_else(|e| panic!("cpu: {ok}: {e}"));
+    }
+    one_error(
         &with("      on: {flows: per-source, above: 50}\n      actions: [{log: x}]\n"),
         8,
         "event-manager.policies[0].on.flows",

@@ -156,6 +156,11 @@ impl ApiState {
                     "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
                     "drops": drops,
                     "port_errors": self.shared.port_errors[id].load(Ordering::Relaxed),
+                    // What the driver reports (ethtool), for IF-MIB's
+                    // ifSpeed/ifHighSpeed; null when unknown or absent.
+                    "speed_mbps": (s.state != crate::ports::PortState::Missing)
+                        .then(|| io::link::speed_mbps(&s.name))
+                        .flatten(),
                 })
             })
             .collect();

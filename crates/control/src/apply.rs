@@ -102,7 +102,23 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
                 } else if p != q {
                     d.lines.push(format!("~ port {}", p.name));
                 }
-                if p != q && (p.mode == PortMode::Routed || q.mode == PortMode::Routed) {
+                // A routed port's interface is built at start; its access
+                // lists and QoS policies are services, swapped live.
+                let routed_change = || {
+                    let bare = |x: &config::PortConfig| {
+                        let mut x = x.clone();
+                        x.acl_in.clear();
+                        x.acl_out.clear();
+                        x.policy_in = None;
+                        x.policy_out = None;
+                        x
+                    };
+                    bare(p) != bare(q)
+                };
+                if p != q
+                    && (p.mode == PortMode::Routed || q.mode == PortMode::Routed)
+                    && routed_change()
+                {
                     d.restart.push(format!("routed port {} changed", p.name));
                 } else if p.effective_mtu() != q.effective_mtu() {
                     d.restart.push(format!("port {} mtu", p.name));
@@ -433,6 +449,28 @@ mod tests {
         );
         assert_eq!(diff(&a, &g).restart, vec!["switch"]);
         assert!(diff(&a, &a).lines.is_empty());
+    }
+
+    /// A routed port's access lists and QoS policies change live (the
+    /// event manager polices a source that way); its addresses do not.
+    #[test]
+    fn routed_port_services_are_live() {
+        let base = "access-lists: [{name: q, rules: [{action: permit}]}]\n\
+                    class-maps: [{name: c, match: [{source: 192.0.2.1/32}]}]\n\
+                    policy-maps: [{name: p, classes: [{class: c, police: {cir: 64k}}]}]\n";
+        let a = cfg(&format!(
+            "{base}ports: [{{name: r, mode: routed, addresses: [10.0.0.1/24]}}]\n"
+        ));
+        let b = cfg(&format!(
+            "{base}ports: [{{name: r, mode: routed, addresses: [10.0.0.1/24], policy-in: p, acl-in: [q]}}]\n"
+        ));
+        let d = diff(&a, &b);
+        assert!(d.restart.is_empty(), "{d:?}");
+        assert_eq!(d.lines, vec!["~ port r"]);
+        let c = cfg(&format!(
+            "{base}ports: [{{name: r, mode: routed, addresses: [10.0.0.2/24], policy-in: p}}]\n"
+        ));
+        assert_eq!(diff(&b, &c).restart, vec!["routed port r changed"]);
     }
 
     #[test]

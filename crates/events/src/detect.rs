@@ -2,6 +2,7 @@
 //! decides which policies fire, with hysteresis for thresholds and edge
 //! detection for link state.
 
+use crate::cpu::Cpu;
 use crate::{Query, Trigger};
 use config::event_refs::parse_counter;
 use config::events::{CounterRef, Cron, EventManager};
@@ -24,63 +25,9 @@ struct PState {
     cron: Option<Cron>,
 }
 
-/// CPU time, read from /proc.
-#[derive(Default)]
-struct Cpu {
-    proc_prev: Option<(u64, Instant)>,
-    host_prev: Option<(u64, u64)>,
-    proc_pct: Option<u64>,
-    host_pct: Option<u64>,
-}
-
-impl Cpu {
-    fn sample(&mut self) {
-        // This process (every Lanyard thread): utime + stime, in ticks.
-        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        if let Some(t) = std::fs::read_to_string("/proc/self/stat")
-            .ok()
-            .and_then(|s| {
-                let rest = s.rsplit_once(')')?.1.to_string();
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                // Fields 14 and 15 of stat(5); `rest` starts at field 3.
-                Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-            })
-        {
-            let now = Instant::now();
-            if let Some((p, at)) = self.proc_prev {
-                let dt = now.duration_since(at).as_secs_f64();
-                if dt > 0.0 {
-                    self.proc_pct =
-                        Some(((t.saturating_sub(p)) as f64 / tck / dt * 100.0).round() as u64);
-                }
-            }
-            self.proc_prev = Some((t, now));
-        }
-        if let Some((busy, total)) = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-            let l = s.lines().next()?;
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            let total: u64 = v.iter().take(8).sum();
-            let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
-            Some((total - idle, total))
-        }) {
-            if let Some((b, t)) = self.host_prev {
-                if let Some(p) = (busy.saturating_sub(b) * 100).checked_div(total.saturating_sub(t))
-                {
-                    self.host_pct = Some(p);
-                }
-            }
-            self.host_prev = Some((busy, total));
-        }
-    }
-}
-
 pub(crate) struct Detector {
     states: Vec<PState>,
-    cpu: Cpu,
+    pub(crate) cpu: Cpu,
     started: Instant,
 }
 
@@ -171,8 +118,9 @@ fn counter_value(c: &mut Cache, r: &CounterRef) -> Option<u64> {
     }
 }
 
-/// The largest flow count per interface or per source, and its key.
-fn flows(c: &mut Cache, per: &str) -> Option<(String, u64)> {
+/// The largest flow count per interface or per source, its key, and (per
+/// source) the interface most of that source's flows came in on.
+fn flows(c: &mut Cache, per: &str) -> Option<(String, u64, Option<String>)> {
     let v = c.get(json!({"cmd": "show-flow-cache", "top": 10000}))?;
     let key = if per == "per-source" { "src" } else { "in" };
     let mut m: HashMap<String, u64> = HashMap::new();
@@ -181,8 +129,25 @@ fn flows(c: &mut Cache, per: &str) -> Option<(String, u64)> {
             *m.entry(k.to_string()).or_default() += 1;
         }
     }
-    m.into_iter()
-        .max_by_key(|(k, n)| (*n, std::cmp::Reverse(k.clone())))
+    let (k, n) = m
+        .into_iter()
+        .max_by_key(|(k, n)| (*n, std::cmp::Reverse(k.clone())))?;
+    let ingress = (per == "per-source")
+        .then(|| {
+            let mut by: HashMap<&str, u64> = HashMap::new();
+            for f in v["top"].as_array().into_iter().flatten() {
+                if f["src"].as_str() == Some(k.as_str()) {
+                    if let Some(i) = f["in"].as_str() {
+                        *by.entry(i).or_default() += 1;
+                    }
+                }
+            }
+            by.into_iter()
+                .max_by_key(|(i, n)| (*n, std::cmp::Reverse(*i)))
+                .map(|(i, _)| i.to_string())
+        })
+        .flatten();
+    Some((k, n, ingress))
 }
 
 fn pct(n: u64, of: u64) -> Option<u64> {
@@ -282,9 +247,8 @@ impl Detector {
             q,
             answers: HashMap::new(),
         };
-        if em.policies.iter().any(|p| p.on.cpu.is_some()) {
-            self.cpu.sample();
-        }
+        // Always: `show event manager` prints the figures too.
+        self.cpu.sample();
         let now = Instant::now();
         let mut out = Vec::new();
         for (i, p) in em.policies.iter().enumerate() {
@@ -367,22 +331,21 @@ impl Detector {
                 };
                 threshold(st, v, what, vars);
             } else if let Some(which) = &e.cpu {
-                let v = if which == "host" {
-                    self.cpu.host_pct
-                } else {
-                    self.cpu.proc_pct
-                };
-                if let Some(v) = v {
+                if let Some(v) = self.cpu.get(which) {
                     threshold(st, v, format!("cpu {which} %"), Vec::new());
                 }
             } else if let Some(per) = &e.flows {
-                if let Some((k, n)) = flows(&mut c, per) {
-                    let var = if per == "per-source" {
-                        "source"
+                if let Some((k, n, ingress)) = flows(&mut c, per) {
+                    let mut vars = Vec::new();
+                    if per == "per-source" {
+                        vars.push(("source".to_string(), k.clone()));
+                        if let Some(i) = ingress {
+                            vars.push(("interface".to_string(), i));
+                        }
                     } else {
-                        "interface"
-                    };
-                    threshold(st, n, format!("flows from {k}"), vec![(var.to_string(), k)]);
+                        vars.push(("interface".to_string(), k.clone()));
+                    }
+                    threshold(st, n, format!("flows from {k}"), vars);
                 }
             } else if let Some(t) = &e.table {
                 if let Some(v) = table_fill(&mut c, t) {
@@ -566,6 +529,12 @@ mod tests {
         assert!(
             x[0].2
                 .contains(&("source".to_string(), "10.0.0.9".to_string())),
+            "{x:?}"
+        );
+        // The interface the source's flows came in on, for patches.
+        assert!(
+            x[0].2
+                .contains(&("interface".to_string(), "sw2".to_string())),
             "{x:?}"
         );
     }

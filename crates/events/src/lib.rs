@@ -12,6 +12,7 @@
 //! the switch: every error becomes a logged, recorded result.
 
 mod actions;
+pub mod cpu;
 mod detect;
 
 use config::events::{EventManager as EmConfig, Policy};
@@ -85,6 +86,8 @@ struct PolicyStatus {
 struct State {
     status: HashMap<String, PolicyStatus>,
     history: VecDeque<Run>,
+    /// The last CPU sample (`show event manager`).
+    cpu: Value,
 }
 
 /// The running event manager (shared with the API).
@@ -148,6 +151,7 @@ impl EventManager {
             };
             next = now + Duration::from_millis(em.poll_interval_ms as u64);
             let fired = det.sample(em, &cfg, &*self.env.query);
+            self.state.lock().unwrap_or_else(|e| e.into_inner()).cpu = det.cpu.json();
             for (i, t) in fired {
                 if let Some(p) = em.policies.get(i) {
                     self.fire(p, em, t);
@@ -261,6 +265,7 @@ impl EventManager {
             "uptime": self.started.elapsed().as_secs(),
             "policies": policies,
             "history": history,
+            "cpu": st.cpu,
         })
     }
 }

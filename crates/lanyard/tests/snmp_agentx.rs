@@ -153,6 +153,16 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
         assert_eq!(col(&table, 7), "1", "ifAdminStatus up");
         assert_eq!(col(&table, 8), "1", "ifOperStatus up");
         assert_eq!(col(&table, 4), n("mtu"), "ifMtu");
+        // veth reports 10,000 Mbit/s through ethtool: ifSpeed at its
+        // 32-bit ceiling, ifHighSpeed the real figure.
+        let mbps = p["speed_mbps"].as_u64().unwrap_or(0);
+        assert!(mbps > 0, "speed of {name}: {p}");
+        assert_eq!(col(&xtable, 15), mbps.to_string(), "ifHighSpeed {name}");
+        assert_eq!(
+            col(&table, 5),
+            (mbps * 1_000_000).min(u64::from(u32::MAX)).to_string(),
+            "ifSpeed {name}"
+        );
         assert_eq!(col(&xtable, 6), n("rx_bytes"), "ifHCInOctets {name}");
         assert_eq!(col(&xtable, 7), n("rx_frames"), "ifHCInUcastPkts {name}");
         assert_eq!(col(&xtable, 10), n("tx_bytes"), "ifHCOutOctets {name}");

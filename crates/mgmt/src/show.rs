@@ -1588,6 +1588,29 @@ pub fn event_manager(v: &Value) -> String {
         ]);
     }
     t.render(&mut o);
+    let c = &v["cpu"];
+    if c.is_object() {
+        let f = |k: &str| opt_u(c, k).map_or("-".into(), |x| format!("{x}%"));
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "CPU (last sample, % of one core): lanyard {}, workers {}, control plane {}; host {} of {} cores",
+            f("lanyard"),
+            f("workers"),
+            f("control-plane"),
+            f("host"),
+            u(c, "cores")
+        );
+        let busy: Vec<String> = rows_at(c, "threads")
+            .iter()
+            .filter(|t| u(t, "pct") > 0)
+            .take(8)
+            .map(|t| format!("{} {}%", s(t, "name"), u(t, "pct")))
+            .collect();
+        if !busy.is_empty() {
+            let _ = writeln!(o, "Busiest threads: {}", busy.join(", "));
+        }
+    }
     o
 }
 

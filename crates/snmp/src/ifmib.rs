@@ -38,6 +38,8 @@ pub struct Row {
     pub in_unknown_protos: u64,
     pub out_discards: u64,
     pub out_errors: u64,
+    /// Link speed in Mbit/s, 0 = not known.
+    pub speed_mbps: u64,
 }
 
 /// Where a drop reason of `show counters` lands in IF-MIB. Reasons not
@@ -94,6 +96,7 @@ impl Row {
             out_octets: u(p, "tx_bytes"),
             out_pkts: u(p, "tx_frames"),
             out_errors: u(p, "port_errors"),
+            speed_mbps: u(p, "speed_mbps"),
             ..Row::default()
         };
         if let Some(d) = c.and_then(|c| c.get("drops")).and_then(Value::as_object) {
@@ -163,7 +166,13 @@ impl IfMib {
             vars.insert(t(2), text(&r.name));
             vars.insert(t(3), Snmp::Integer(6)); // ethernetCsmacd
             vars.insert(t(4), Snmp::Integer(r.mtu as i32));
-            vars.insert(t(5), Snmp::Gauge32(0)); // speed not known
+            // ifSpeed in bit/s, at most 2^32-1 (RFC 2863: then
+            // ifHighSpeed, in Mbit/s, says the real speed); 0 = unknown.
+            let bps = r
+                .speed_mbps
+                .saturating_mul(1_000_000)
+                .min(u64::from(u32::MAX));
+            vars.insert(t(5), Snmp::Gauge32(bps as u32));
             vars.insert(t(7), Snmp::Integer(r.admin));
             vars.insert(t(8), Snmp::Integer(r.oper));
             vars.insert(t(9), Snmp::TimeTicks(0));
@@ -182,7 +191,10 @@ impl IfMib {
             vars.insert(x(10), Snmp::Counter64(r.out_octets));
             vars.insert(x(11), Snmp::Counter64(r.out_pkts));
             vars.insert(x(14), Snmp::Integer(2)); // linkUpDownTrapEnable: disabled
-            vars.insert(x(15), Snmp::Gauge32(0)); // ifHighSpeed not known
+            vars.insert(
+                x(15),
+                Snmp::Gauge32(r.speed_mbps.min(u64::from(u32::MAX)) as u32),
+            );
             vars.insert(x(16), Snmp::Integer(1)); // promiscuous: a switch port is
             vars.insert(x(17), Snmp::Integer(1)); // connector present
             vars.insert(x(18), text(""));
@@ -280,5 +292,26 @@ mod tests {
             .next(IF_TABLE, false, &oid(IF_TABLE, &[1, 1, 1]))
             .is_none());
         assert!(m.next(&oid(IF_XTABLE, &[1, 18, 2]), false, &[]).is_none());
+    }
+
+    /// ifSpeed in bit/s up to its 32-bit ceiling, ifHighSpeed in Mbit/s;
+    /// 0 when the driver says nothing.
+    #[test]
+    fn speeds_in_both_columns() {
+        let row = |i: u32, mbps: u64| Row {
+            index: i,
+            speed_mbps: mbps,
+            ..Row::default()
+        };
+        let m = IfMib::from_rows(&[row(1, 1000), row(2, 10_000), row(3, 0)]);
+        let g = |t: &[u32], col: u32, i: u32| m.get(&oid(t, &[1, col, i])).cloned();
+        assert_eq!(g(IF_TABLE, 5, 1), Some(Snmp::Gauge32(1_000_000_000)));
+        assert_eq!(g(IF_XTABLE, 15, 1), Some(Snmp::Gauge32(1000)));
+        assert_eq!(g(IF_TABLE, 5, 2), Some(Snmp::Gauge32(u32::MAX)));
+        assert_eq!(g(IF_XTABLE, 15, 2), Some(Snmp::Gauge32(10_000)));
+        assert_eq!(g(IF_TABLE, 5, 3), Some(Snmp::Gauge32(0)));
+        assert_eq!(g(IF_XTABLE, 15, 3), Some(Snmp::Gauge32(0)));
+        let p = serde_json::json!({"id": 0, "name": "a", "state": "up", "speed_mbps": 25000});
+        assert_eq!(Row::from_show(&p, None).speed_mbps, 25_000);
     }
 }

@@ -89,10 +89,13 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
             }
         }
         if let Some(c) = &ev.cpu {
-            if !["lanyard", "host"].contains(&c.as_str()) {
+            let thread = c
+                .strip_prefix("thread ")
+                .is_some_and(|n| !n.trim().is_empty() && !n.contains(char::is_whitespace));
+            if !thread && !["lanyard", "workers", "control-plane", "host"].contains(&c.as_str()) {
                 err(
                     format!("{at}.on.cpu"),
-                    format!("{c:?}: expected lanyard or host"),
+                    format!("{c:?}: expected lanyard, workers, control-plane, host or thread NAME"),
                 );
             }
         }
