@@ -14,9 +14,11 @@
 //!
 //! Module imports flow one way: `packet`, `flow`, `subscriber`, `ndpi`
 //! are leaves; `provision` uses `subscriber`; `signature` uses `packet`;
-//! `service` uses `ndpi`'s protocol ids; `engine` uses them all; `inline`
+//! `service` uses `ndpi`'s protocol ids; `bandwidth` (controllers, token
+//! buckets, the control thread's sharing) uses `service`; `engine` uses them all; `inline`
 //! (what the control plane publishes to the workers) uses `engine`.
 
+pub mod bandwidth;
 pub mod engine;
 pub mod flow;
 pub mod inline;

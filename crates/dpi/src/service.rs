@@ -130,8 +130,12 @@ pub struct Usage {
     pub flows: Counter,
     /// Live flows now.
     pub active: Counter,
+    /// Passed (delivered) packets and bytes.
     pub packets: [Counter; 2],
     pub bytes: [Counter; 2],
+    /// Dropped by bandwidth control or a used-up quota.
+    pub dropped_packets: [Counter; 2],
+    pub dropped_bytes: [Counter; 2],
 }
 
 /// The engine's own events and how flows were decided.
@@ -159,6 +163,11 @@ pub struct EngineCounters {
     pub ndpi_packets: Counter,
     /// Per-subscriber usage entries that found the table full.
     pub usage_full: Counter,
+    /// Packets dropped because their subscriber's quota is used up.
+    pub quota_dropped: Counter,
+    /// Packets of a controlled service that have no subscriber entry
+    /// (no subscriber, or the usage table full): passed uncontrolled.
+    pub uncontrolled_packets: Counter,
     /// Live flows and flows being classified now.
     pub flows_live: Counter,
     pub classifying: Counter,
@@ -194,9 +203,15 @@ impl Stats {
 pub struct UsageTable {
     keys: Box<[AtomicU64]>,
     vals: Box<[Usage]>,
+    /// Bandwidth control state per entry ([`crate::bandwidth`]).
+    buckets: Box<[crate::bandwidth::Bucket]>,
     mask: usize,
     len: Counter,
 }
+
+/// Bytes per usage entry: key, counters, bandwidth state.
+pub const USAGE_ENTRY_BYTES: usize =
+    8 + std::mem::size_of::<Usage>() + std::mem::size_of::<crate::bandwidth::Bucket>();
 
 /// Longest probe before the table counts as full for a key.
 const USAGE_PROBE: usize = 64;
@@ -207,6 +222,9 @@ impl UsageTable {
         UsageTable {
             keys: (0..n).map(|_| AtomicU64::new(0)).collect(),
             vals: (0..n).map(|_| Usage::default()).collect(),
+            buckets: (0..n)
+                .map(|_| crate::bandwidth::Bucket::default())
+                .collect(),
             mask: n - 1,
             len: Counter::default(),
         }
@@ -214,6 +232,30 @@ impl UsageTable {
 
     pub fn key(slot: u32, gen: u16, service: u16) -> u64 {
         (u64::from(slot) << 32 | u64::from(gen) << 16 | u64::from(service)) + 1
+    }
+
+    /// The subscriber (slot, generation) of a key.
+    pub fn subscriber_of(key: u64) -> (u32, u16) {
+        let k = key - 1;
+        ((k >> 32) as u32, (k >> 16) as u16)
+    }
+
+    /// The service of a key.
+    pub fn service_of(key: u64) -> u16 {
+        (key - 1) as u16
+    }
+
+    /// The key stored at entry `i` (0: empty; any thread).
+    #[inline]
+    pub fn key_at(&self, i: u32) -> u64 {
+        self.keys
+            .get(i as usize)
+            .map_or(0, |k| k.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub fn bucket(&self, i: u32) -> &crate::bandwidth::Bucket {
+        &self.buckets[i as usize]
     }
 
     fn home(&self, k: u64) -> usize {

@@ -136,6 +136,13 @@ enum SubscribersCmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Start subscriber ID's quota account again (a new billing period):
+    /// used bytes to zero, its traffic flows again.
+    ResetUsage {
+        id: String,
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
 }
 
 #[derive(Subcommand)]
@@ -572,6 +579,13 @@ fn main() -> ExitCode {
                     socket,
                 },
         } => subscribers_load(&sock(socket), &file, skip_errors),
+        Cmd::Subscribers {
+            cmd: SubscribersCmd::ResetUsage { id, socket },
+        } => control::api::request(
+            &sock(socket),
+            &serde_json::json!({"cmd": "subscriber-reset-usage", "id": id}),
+        )
+        .map(|_| println!("subscriber {id}: usage reset")),
         Cmd::Test {
             cmd: TestCmd::CableDiagnostics { port, json, socket },
         } => api(
