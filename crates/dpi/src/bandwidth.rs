@@ -342,8 +342,8 @@ impl Controller {
                     };
                 }
                 let mut busy = u.active.get() != 0;
-                for d in 0..2 {
-                    let delta = offered[d].saturating_sub(p.offered[d]) as f64 / dt;
+                for (d, &now) in offered.iter().enumerate() {
+                    let delta = now.saturating_sub(p.offered[d]) as f64 / dt;
                     p.demand[d] += DEMAND_ALPHA * (delta - p.demand[d]);
                     if delta > 0.0 {
                         busy = true;

@@ -314,12 +314,12 @@ fn bandwidth_is_shared_by_package_inside_each_controller() {
     };
     let v = b.sw.show_json(&["show", "service-control"]);
     let mut report = String::new();
-    for svc in 0..4 {
+    for (svc, limit) in limits.iter().enumerate() {
         let r: Vec<f64> = (0..3).map(|s| rate(s, svc)).collect();
         report.push_str(&format!(
             "svc-{}: limit {:.0} got {:.0} {:.0} {:.0} (total {:.0}, ratios {:.2}:{:.2}:1)\n",
             (b'a' + svc as u8) as char,
-            limits[svc],
+            limit,
             r[0],
             r[1],
             r[2],
