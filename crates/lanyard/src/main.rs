@@ -242,6 +242,14 @@ fn command_list() -> String {
             "forward without services (ACLs, QoS, flows)",
         ),
         (
+            "subscribers load FILE|- [--skip-errors]",
+            "stream subscriber records to service control (docs/inline.md)",
+        ),
+        (
+            "subscribers reset-usage ID",
+            "start a subscriber's quota period again",
+        ),
+        (
             "test cable-diagnostics PORT",
             "the PHY's cable test: status and fault distance per pair",
         ),
