@@ -10,6 +10,7 @@
 //! ([`Counter`]: a relaxed load + store, no locked instruction). Each
 //! worker's engine has its own [`Stats`]; `show` sums them.
 
+pub use crate::counter::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const UNKNOWN: u16 = 0;
@@ -17,40 +18,6 @@ pub const OTHER: u16 = 1;
 
 /// Most services (including `unknown` and `other`).
 pub const MAX_SERVICES: usize = 64;
-
-/// A single-writer counter.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add (owner thread only).
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Subtract (owner thread only).
-    #[inline]
-    pub fn sub(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_sub(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    #[inline]
-    pub fn set(&self, n: u64) {
-        self.0.store(n, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Which applications make up which service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,14 +171,14 @@ pub struct UsageTable {
     keys: Box<[AtomicU64]>,
     vals: Box<[Usage]>,
     /// Bandwidth control state per entry ([`crate::bandwidth`]).
-    buckets: Box<[crate::bandwidth::Bucket]>,
+    buckets: Box<[crate::bucket::Bucket]>,
     mask: usize,
     len: Counter,
 }
 
 /// Bytes per usage entry: key, counters, bandwidth state.
 pub const USAGE_ENTRY_BYTES: usize =
-    8 + std::mem::size_of::<Usage>() + std::mem::size_of::<crate::bandwidth::Bucket>();
+    8 + std::mem::size_of::<Usage>() + std::mem::size_of::<crate::bucket::Bucket>();
 
 /// Longest probe before the table counts as full for a key.
 const USAGE_PROBE: usize = 64;
@@ -222,9 +189,7 @@ impl UsageTable {
         UsageTable {
             keys: (0..n).map(|_| AtomicU64::new(0)).collect(),
             vals: (0..n).map(|_| Usage::default()).collect(),
-            buckets: (0..n)
-                .map(|_| crate::bandwidth::Bucket::default())
-                .collect(),
+            buckets: (0..n).map(|_| crate::bucket::Bucket::default()).collect(),
             mask: n - 1,
             len: Counter::default(),
         }
@@ -254,7 +219,7 @@ impl UsageTable {
     }
 
     #[inline]
-    pub fn bucket(&self, i: u32) -> &crate::bandwidth::Bucket {
+    pub fn bucket(&self, i: u32) -> &crate::bucket::Bucket {
         &self.buckets[i as usize]
     }
 
