@@ -452,7 +452,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "service-control",
         aliases: &["service control", "dpi"],
         usage: "[applications]",
-        help: "inline service control: flows, classification, usage, bandwidth controllers",
+        help: "inline service control: flows, usage, bandwidth controllers",
         args: &[Arg::Flag {
             word: "applications",
             set: r#"{"applications":true}"#,
