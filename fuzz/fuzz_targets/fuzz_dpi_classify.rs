@@ -15,7 +15,11 @@ fn policy() -> Arc<Policy> {
             ("web".to_string(), vec!["HTTP".to_string(), "TLS".to_string()]),
             ("dns".to_string(), vec!["DNS".to_string()]),
         ];
-        Arc::new(Policy::compile(&n, &services, vec![]).expect("policy"))
+        let mut p = Policy::compile(&n, &services, vec![]).expect("policy");
+        // Bandwidth control on: `web` limited both ways, so the token
+        // buckets and drop counters see the fuzzed frames too.
+        p.bandwidth.limits[2] = [64_000, 128_000];
+        Arc::new(p)
     })
     .clone()
 }
@@ -32,7 +36,20 @@ fuzz_target!(|data: &[u8]| {
         policy(),
     )
     .expect("engine");
-    let db = dpi::subscriber::SubscriberDb::new(1);
+    // One subscriber owns every address: flows get usage entries, so
+    // bandwidth control acts on them.
+    let mut db = dpi::subscriber::SubscriberDb::new(1);
+    let all = dpi::subscriber::Subscriber {
+        id: "all".into(),
+        package: dpi::subscriber::Package::Bronze,
+        quota_bytes: None,
+        prefixes: vec![
+            dpi::subscriber::Prefix::parse("0.0.0.0/0").expect("v4"),
+            dpi::subscriber::Prefix::parse("::/0").expect("v6"),
+        ],
+    };
+    db.upsert(all, false).expect("subscriber");
+    db.publish();
     let view = db.published().load_full();
     // Frames: a length byte, then that many bytes; byte 0x80 of the
     // length picks the side.

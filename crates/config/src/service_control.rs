@@ -47,6 +47,36 @@ pub struct SignatureDef {
     pub offset: u16,
 }
 
+/// A package's priority and optional per-subscriber caps (bits/s, per
+/// service and direction).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PackageDef {
+    /// `gold`, `silver` or `bronze`.
+    pub name: String,
+    /// Relative priority inside a controller (default 10, 5, 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_up: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_down: Option<String>,
+}
+
+/// A bandwidth controller: one service's limit per direction (bits/s,
+/// `4M`, `1.5G`), shared by package weight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ControllerDef {
+    pub service: String,
+    /// From the subscribers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<String>,
+    /// To the subscribers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
+}
+
 /// `service-control:`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -79,6 +109,113 @@ pub struct ServiceControl {
     pub services: Vec<ServiceDef>,
     #[serde(default)]
     pub signatures: Vec<SignatureDef>,
+    /// Package weights and caps (defaults: gold 10, silver 5, bronze 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<PackageDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<ControllerDef>,
+    /// When a subscriber's quota is used up: `drop` (default) or a rate
+    /// (`128k`) its traffic is throttled to, per service and direction.
+    #[serde(default = "d_quota_exceeded")]
+    pub quota_exceeded: String,
+    /// How often the control thread re-shares the controllers, ms.
+    #[serde(default = "d_interval")]
+    pub control_interval_ms: u32,
+}
+
+fn d_quota_exceeded() -> String {
+    "drop".into()
+}
+fn d_interval() -> u32 {
+    20
+}
+
+/// A rate in bits/s (`4M`), above 0.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    match crate::services::parse_quantity(s)? {
+        0 => Err(format!("{s:?} must be above 0")),
+        v => Ok(v),
+    }
+}
+
+impl ServiceControl {
+    /// Bits/s a used-up quota leaves (0 = drop).
+    pub fn quota_rate(&self) -> Result<u64, String> {
+        match self.quota_exceeded.trim() {
+            "drop" => Ok(0),
+            r => parse_rate(r).map_err(|e| format!("{e} (give `drop` or a rate such as 128k)")),
+        }
+    }
+
+    /// Controllers, packages and the quota action against compiled
+    /// services (errors name the field).
+    pub fn bandwidth(
+        &self,
+        services: &dpi::service::ServiceMap,
+    ) -> Result<dpi::bandwidth::BandwidthPolicy, (String, String)> {
+        let mut bw = dpi::bandwidth::BandwidthPolicy::default();
+        for (i, p) in self.packages.iter().enumerate() {
+            let at = |f: &str| format!("packages[{i}].{f}");
+            let pkg = dpi::subscriber::Package::parse(&p.name).ok_or_else(|| {
+                (
+                    at("name"),
+                    format!("'{}' is not a package (gold, silver, bronze)", p.name),
+                )
+            })? as usize;
+            if let Some(w) = p.weight {
+                if !(1..=1000).contains(&w) {
+                    return Err((at("weight"), format!("{w} is out of range 1..1000")));
+                }
+                bw.weights[pkg] = w;
+            }
+            for (d, (f, v)) in [("cap-up", &p.cap_up), ("cap-down", &p.cap_down)]
+                .into_iter()
+                .enumerate()
+            {
+                if let Some(v) = v {
+                    bw.caps[pkg][d] = parse_rate(v).map_err(|e| (at(f), e))?;
+                }
+            }
+        }
+        for (i, c) in self.controllers.iter().enumerate() {
+            let at = |f: &str| format!("controllers[{i}].{f}");
+            let id = services.id(&c.service).ok_or_else(|| {
+                (
+                    at("service"),
+                    format!(
+                        "no service '{}' (define it under service-control.services)",
+                        c.service
+                    ),
+                )
+            })?;
+            let slot = &mut bw.limits[usize::from(id)];
+            if *slot != [0, 0] {
+                return Err((
+                    at("service"),
+                    format!("service '{}' has two controllers", c.service),
+                ));
+            }
+            if c.up.is_none() && c.down.is_none() {
+                return Err((at("up"), "give up, down or both".into()));
+            }
+            for (d, (f, v)) in [("up", &c.up), ("down", &c.down)].into_iter().enumerate() {
+                if let Some(v) = v {
+                    slot[d] = parse_rate(v).map_err(|e| (at(f), e))?;
+                }
+            }
+        }
+        bw.quota_rate = self
+            .quota_rate()
+            .map_err(|e| ("quota-exceeded".to_string(), e))?;
+        if !(5..=10_000).contains(&self.control_interval_ms) {
+            return Err((
+                "control-interval-ms".into(),
+                format!("{} is out of range 5..10000", self.control_interval_ms),
+            ));
+        }
+        bw.interval_ms = u64::from(self.control_interval_ms);
+        Ok(bw)
+    }
 }
 
 fn d_flows() -> u32 {
@@ -204,7 +341,11 @@ impl ServiceControl {
                 service: s.service.clone(),
             });
         }
-        dpi::engine::Policy::compile(ndpi, &services, sigs)
+        let mut p = dpi::engine::Policy::compile(ndpi, &services, sigs)?;
+        p.bandwidth = self
+            .bandwidth(&p.services)
+            .map_err(|(f, e)| format!("{f}: {e}"))?;
+        Ok(p)
     }
 }
 
@@ -229,6 +370,53 @@ mod tests {
         let l2 = crate::build::l2_tables(&cfg);
         assert!(!l2.vlans[1].flood.contains(0));
         assert!(l2.vlans[1].flood.contains(2) || !l2.ports[2].up);
+    }
+
+    #[test]
+    fn controllers_and_packages_compile_and_bad_ones_are_named() {
+        let text = format!(
+            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  services:\n    - {{name: web, applications: [HTTP]}}\n  packages:\n    - {{name: bronze, weight: 2, cap-down: 1M}}\n  controllers:\n    - {{service: web, up: 4M, down: 1.5G}}\n  quota-exceeded: 128k\n"
+        );
+        let cfg = crate::parse(&text, "t.yaml").unwrap();
+        let sc = cfg.service_control.as_ref().unwrap();
+        let p = sc.policy(&dpi::ndpi::Ndpi::new().unwrap()).unwrap();
+        let bw = &p.bandwidth;
+        assert_eq!(bw.limits[2], [4_000_000, 1_500_000_000]);
+        assert_eq!(bw.weights, [10, 5, 2]);
+        assert_eq!(bw.caps[2], [0, 1_000_000]);
+        assert_eq!(bw.quota_rate, 128_000);
+        for (bad, want) in [
+            (
+                "  controllers:\n    - {service: nope, up: 4M}\n",
+                "service-control.controllers[0].service: no service 'nope'",
+            ),
+            (
+                "  controllers:\n    - {service: web, up: fast}\n",
+                "service-control.controllers[0].up: \"fast\" is not a number",
+            ),
+            (
+                "  controllers:\n    - {service: web}\n",
+                "service-control.controllers[0].up: give up, down or both",
+            ),
+            (
+                "  packages:\n    - {name: tin, weight: 3}\n",
+                "service-control.packages[0].name: 'tin' is not a package",
+            ),
+            (
+                "  packages:\n    - {name: gold, weight: 0}\n",
+                "service-control.packages[0].weight: 0 is out of range",
+            ),
+            (
+                "  quota-exceeded: slow\n",
+                "service-control.quota-exceeded: \"slow\" is not a number",
+            ),
+        ] {
+            let text = format!(
+                "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  services:\n    - {{name: web}}\n{bad}"
+            );
+            let e = crate::parse(&text, "t.yaml").unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

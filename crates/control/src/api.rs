@@ -906,6 +906,10 @@ impl ApiState {
                 Some(id) => self.applier.inline().subscriber(id),
                 None => Err("show-subscriber needs \"id\"".into()),
             },
+            Some("subscriber-reset-usage") => match req.get("id").and_then(Value::as_str) {
+                Some(id) => self.applier.inline().reset_usage(id),
+                None => Err("subscriber-reset-usage needs \"id\"".into()),
+            },
             Some("subscribers-load") => match req.get("path").and_then(Value::as_str) {
                 // A file on the switch; a client's own stream goes through
                 // `serve_one` (request line, then the records, then EOF).

@@ -391,7 +391,7 @@ impl Switch {
             inbox.clone(),
             ports_tx,
             nworkers,
-            inline,
+            inline.clone(),
         ));
         if let Some(s) = start.socket {
             applier.set_socket_override(s);
@@ -406,6 +406,14 @@ impl Switch {
         let (g, guard) =
             crate::guard::Guard::new(shared.clone(), applier.clone(), counters.clone());
         threads.push(spawn("guard".into(), Box::new(move || g.run()))?);
+        {
+            // Bandwidth control and quota accounting (docs/inline.md).
+            let (sh, il) = (shared.clone(), inline.clone());
+            threads.push(spawn(
+                "bandwidth".into(),
+                Box::new(move || il.run_control(&|| sh.stop.load(Ordering::Relaxed))),
+            )?);
+        }
         if cfg.multicast.routing {
             // pimd's routes, read from the kernel's MFC of the TAPs.
             let by_ifindex: std::collections::HashMap<u32, u16> = router

@@ -6,6 +6,7 @@
 use config::service_control::ServiceControl;
 use config::Config;
 use datapath::Shared;
+use dpi::bandwidth::{Controller, NoQuotas, QuotaBook};
 use dpi::engine::Engine;
 use dpi::inline::InlinePlan;
 use dpi::provision::{self, Mode};
@@ -24,6 +25,18 @@ pub struct InlineControl {
     generation: AtomicU64,
     /// The section the running plan was built from, and its port names.
     running: Mutex<Option<Running>>,
+    /// Bandwidth control and quota accounting of the running plan
+    /// (generation, state); only the control thread and `show` take it.
+    bandwidth: Mutex<Option<(u64, Controller)>>,
+}
+
+/// Quotas kept in the subscriber table.
+struct DbBook<'a>(&'a mut SubscriberDb);
+
+impl QuotaBook for DbBook<'_> {
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
+        self.0.add_used(slot, gen, bytes)
+    }
 }
 
 /// The running section and its pairs' port names (subscriber, network).
@@ -43,7 +56,57 @@ impl InlineControl {
             published,
             generation: AtomicU64::new(0),
             running: Mutex::new(None),
+            bandwidth: Mutex::new(None),
         }
+    }
+
+    /// The bandwidth control thread's body: one interval of
+    /// [`Controller::tick`] per period until `stop` (docs/inline.md,
+    /// "Bandwidth control"). No lock a worker takes; the subscriber table
+    /// only with `try_lock` (a bulk load in progress delays quota
+    /// accounting, never the sharing).
+    pub fn run_control(&self, stop: &dyn Fn() -> bool) {
+        let mut last = std::time::Instant::now();
+        while !stop() {
+            let now = std::time::Instant::now();
+            let period = self.control_tick(now.duration_since(last).as_micros() as u64);
+            last = now;
+            std::thread::sleep(period);
+        }
+    }
+
+    /// One control interval of `dt_us`; returns the time to the next.
+    pub fn control_tick(&self, dt_us: u64) -> std::time::Duration {
+        let mut bw = self.bandwidth.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(plan) = self.shared.inline.load_full() else {
+            *bw = None;
+            return std::time::Duration::from_millis(100);
+        };
+        if bw.as_ref().map(|(g, _)| *g) != Some(plan.generation) {
+            *bw = Some((
+                plan.generation,
+                Controller::new(plan.policy.bandwidth.clone(), &plan.stats),
+            ));
+        }
+        let Some((_, c)) = bw.as_mut() else {
+            return std::time::Duration::from_millis(100);
+        };
+        let t0 = std::time::Instant::now();
+        match self.db.try_lock() {
+            Ok(mut db) => c.tick(&plan.stats, &plan.levels, dt_us, &mut DbBook(&mut db)),
+            Err(_) => c.tick(&plan.stats, &plan.levels, dt_us, &mut NoQuotas),
+        }
+        // A huge usage table must not eat a core: at most a fifth of the
+        // time goes to the scan.
+        let took = t0.elapsed();
+        std::time::Duration::from_millis(plan.policy.bandwidth.interval_ms).max(took * 4)
+    }
+
+    /// Starts a subscriber's quota account again (`subscriber-reset-usage`).
+    pub fn reset_usage(&self, id: &str) -> Result<Value, String> {
+        let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        db.reset_used(id).map_err(|e| e.to_string())?;
+        Ok(json!({"id": id, "used-bytes": 0}))
     }
 
     /// Builds what `cfg` asks for without publishing it: an error leaves
@@ -164,6 +227,8 @@ impl InlineControl {
             "packets-down": s(&|x| x.packets[1].get()),
             "bytes-up": s(&|x| x.bytes[0].get()),
             "bytes-down": s(&|x| x.bytes[1].get()),
+            "dropped-up": s(&|x| x.dropped_packets[0].get()),
+            "dropped-down": s(&|x| x.dropped_packets[1].get()),
         })
     }
 
@@ -246,8 +311,56 @@ impl InlineControl {
                 "no-subscriber-flows": e(&|c| c.no_subscriber.get()),
                 "usage-full": e(&|c| c.usage_full.get()),
             },
+            "packages": dpi::subscriber::Package::ALL.iter().map(|p| {
+                let i = *p as usize;
+                json!({
+                    "name": p.name(),
+                    "weight": policy.bandwidth.weights[i],
+                    "cap-up-bps": policy.bandwidth.caps[i][0],
+                    "cap-down-bps": policy.bandwidth.caps[i][1],
+                })
+            }).collect::<Vec<_>>(),
             "services": services,
+            "controllers": self.controllers_json(&plan),
+            "quota-dropped-packets": e(&|c| c.quota_dropped.get()),
+            "uncontrolled-packets": e(&|c| c.uncontrolled_packets.get()),
         }))
+    }
+
+    /// Each bandwidth controller as of the last control interval.
+    fn controllers_json(&self, plan: &InlinePlan) -> Vec<Value> {
+        let bw = self.bandwidth.lock().unwrap_or_else(|e| e.into_inner());
+        let status = match bw.as_ref() {
+            Some((g, c)) if *g == plan.generation => c.status().to_vec(),
+            _ => Vec::new(),
+        };
+        let policy = &plan.policy;
+        let mut rows = Vec::new();
+        for s in 0..policy.services.len() as u16 {
+            for dir in 0..2 {
+                let limit = policy.bandwidth.limit_bytes(s, dir) * 8;
+                if limit == 0 {
+                    continue;
+                }
+                let st = status
+                    .iter()
+                    .find(|c| c.service == s && c.dir == dir)
+                    .cloned()
+                    .unwrap_or_default();
+                rows.push(json!({
+                    "service": policy.services.name(s),
+                    "direction": if dir == 0 { "up" } else { "down" },
+                    "limit-bps": limit,
+                    "rate-bps": st.rate_bps,
+                    "offered-bps": st.offered_bps,
+                    "share-per-weight-bps": st.level_bps,
+                    "dropped-packets": st.dropped_packets,
+                    "dropped-bytes": st.dropped_bytes,
+                    "active": {"gold": st.active[0], "silver": st.active[1], "bronze": st.active[2]},
+                }));
+            }
+        }
+        rows
     }
 
     /// `show subscriber ID`.
@@ -269,11 +382,22 @@ impl InlineControl {
                 }
             }
         }
+        let used = db.used(link.slot, link.gen);
+        let weight = self
+            .shared
+            .inline
+            .load_full()
+            .map_or(s.package.weight(), |p| {
+                p.policy.bandwidth.weights[s.package as usize]
+            });
         Ok(json!({
             "id": &*s.id,
             "package": s.package.name(),
-            "weight": s.package.weight(),
+            "weight": weight,
             "quota-bytes": s.quota_bytes,
+            "used-bytes": used,
+            "remaining-bytes": s.quota_bytes.map(|q| q.saturating_sub(used)),
+            "quota-exceeded": s.quota_bytes.is_some_and(|q| used >= q),
             "addresses": s.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             "services": services,
         }))

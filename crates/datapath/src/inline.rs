@@ -1,11 +1,13 @@
 //! Inline service control: frames received on a bump-in-the-wire port go
 //! through this worker's `dpi::engine::Engine` and leave, unchanged, by the
-//! pair's other port, before (and instead of) the layer-2 stage. In bypass
+//! pair's other port, before (and instead of) the layer-2 stage, unless
+//! bandwidth control drops them (over a share or a used-up quota). In bypass
 //! they still pass, without the engine. No allocation, lock or system call
 //! per frame: the engine is taken from the plan once per configuration
 //! change, transmit is the worker's ordinary ring write and flush.
 
 use crate::worker::*;
+use dpi::engine::Verdict;
 use io::FrameBatch;
 use tables::PortSet;
 
@@ -29,7 +31,8 @@ impl Worker {
             self.inline.engine = plan.take_engine(self.index);
             self.inline.generation = plan.generation;
         }
-        let now = self.inline.epoch.elapsed().as_millis() as u64;
+        let now_us = self.inline.epoch.elapsed().as_micros() as u64;
+        let now = now_us / 1000;
         let mut any = false;
         if !batch.is_empty() {
             let bypass = plan.bypassed();
@@ -49,7 +52,11 @@ impl Worker {
                 }
                 if !bypass {
                     if let Some(e) = self.inline.engine.as_mut() {
-                        e.process(frame, side, &view, now);
+                        // Over its bandwidth share or quota: counted by
+                        // the engine, not forwarded.
+                        if e.process_us(frame, side, &view, now_us) == Verdict::Drop {
+                            continue;
+                        }
                     }
                 }
                 self.transmit_raw(peer, frame, &mut dirty, None);

@@ -26,9 +26,14 @@
 //!    flow carried so far are added to its service, application and
 //!    subscriber-service counters; later packets are added one by one.
 //!
-//! Frames always pass unchanged: policy actions (rate limits by package)
-//! come later and will act on the decision recorded in the flow.
+//! 6. Bandwidth control ([`crate::bandwidth`]): a packet of a decided
+//!    flow whose service has a controller in its direction, or whose
+//!    subscriber's quota is used up, takes its bytes from the token bucket
+//!    of its subscriber × service entry; an empty bucket drops it
+//!    ([`Verdict::Drop`], counted per service, per subscriber × service and
+//!    per direction). Everything else passes unchanged.
 
+use crate::bandwidth::{BandwidthPolicy, Levels};
 use crate::flow::{Flow, FlowTable, State, Timeouts, Track, NONE};
 use crate::ndpi::{FlowPool, Ndpi, NdpiError};
 use crate::packet::parse_ethernet;
@@ -43,6 +48,8 @@ pub const PENDING: u16 = u16::MAX;
 /// Engine flag bits kept in the flow ([`crate::flow::FlowMut::set_user`]).
 const U_OPENER_UP: u8 = 1;
 const U_SIG_CANDIDATE: u8 = 2;
+/// Bits 2..4: the subscriber's package index + 1 (0 = no subscriber).
+const U_PKG_SHIFT: u8 = 2;
 
 /// Which side of the bump in the wire a frame came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +64,8 @@ pub enum Side {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
+    /// Over its bandwidth share or quota: do not forward.
+    Drop,
 }
 
 /// Sizes and limits of one worker's engine.
@@ -103,7 +112,7 @@ impl EngineConfig {
         flows * crate::flow::BYTES_PER_FLOW
             + self.classify_slots as usize * ndpi_slot_bytes
             + self.usage_entries.clamp(16, 1 << 28).next_power_of_two()
-                * (8 + std::mem::size_of::<Usage>())
+                * crate::service::USAGE_ENTRY_BYTES
     }
 }
 
@@ -123,6 +132,8 @@ pub struct Policy {
     /// Application id → name; ids `protocols..` are the signatures.
     pub app_names: Vec<String>,
     pub protocols: u16,
+    /// Controllers, package weights and caps, quota action.
+    pub bandwidth: BandwidthPolicy,
 }
 
 impl Policy {
@@ -175,6 +186,7 @@ impl Policy {
             signatures: Signatures::new(sigs)?,
             app_names,
             protocols,
+            bandwidth: BandwidthPolicy::default(),
         })
     }
 
@@ -213,6 +225,8 @@ struct Ctx {
     pool: FlowPool,
     policy: Arc<Policy>,
     stats: Arc<Stats>,
+    /// Controllers' shares per weight unit (shared by every worker).
+    levels: Arc<Levels>,
     cfg: EngineConfig,
 }
 
@@ -233,8 +247,9 @@ impl Engine {
             ctx: Ctx {
                 pool: FlowPool::new(cfg.classify_slots),
                 ndpi,
-                policy,
+                policy: policy.clone(),
                 stats: Arc::new(Stats::new(apps, cfg.usage_entries)),
+                levels: Arc::new(Levels::new(&policy.bandwidth)),
                 cfg,
             },
         })
@@ -247,6 +262,12 @@ impl Engine {
 
     pub fn policy(&self) -> &Arc<Policy> {
         &self.ctx.policy
+    }
+
+    /// The controllers' levels this engine reads (one set shared by all
+    /// workers, written by the control thread).
+    pub fn set_levels(&mut self, l: Arc<Levels>) {
+        self.ctx.levels = l;
     }
 
     /// A new policy for flows decided from now on.
@@ -262,12 +283,20 @@ impl Engine {
     pub fn memory_bytes(&self) -> usize {
         self.flows.memory_bytes()
             + self.ctx.pool.memory_bytes()
-            + self.ctx.stats.usage.capacity() * (8 + std::mem::size_of::<Usage>())
+            + self.ctx.stats.usage.capacity() * crate::service::USAGE_ENTRY_BYTES
     }
 
-    /// Handles one frame from `side` at `now_ms`. See the module docs.
+    /// Handles one frame from `side` at `now_ms` (see [`Engine::process_us`]).
     #[inline]
     pub fn process(&mut self, frame: &[u8], side: Side, view: &View, now_ms: u64) -> Verdict {
+        self.process_us(frame, side, view, now_ms.saturating_mul(1000))
+    }
+
+    /// Handles one frame from `side` at `now_us` microseconds (token
+    /// buckets need finer time than flow timeouts). See the module docs.
+    #[inline]
+    pub fn process_us(&mut self, frame: &[u8], side: Side, view: &View, now_us: u64) -> Verdict {
+        let now_ms = now_us / 1000;
         let st = &self.ctx.stats.engine;
         st.packets.add(1);
         let Some(p) = parse_ethernet(frame) else {
@@ -314,12 +343,19 @@ impl Engine {
             let f = self.flows.at(idx);
             let dir = side as usize;
             let s = &self.ctx.stats;
+            let pass = self
+                .ctx
+                .police(service, f.class(), f.user(), dir, bytes, now_us);
+            let count = if pass { count } else { count_drop };
             count(&s.services[usize::from(service)], dir, bytes);
             if let Some(a) = s.apps.get(usize::from(f.app())) {
                 count(a, dir, bytes);
             }
             if f.class() != NONE {
                 count(s.usage.at(f.class()), dir, bytes);
+            }
+            if !pass {
+                return Verdict::Drop;
             }
         }
         Verdict::Pass
@@ -367,7 +403,58 @@ fn count(u: &Usage, dir: usize, bytes: u32) {
     u.bytes[dir].add(u64::from(bytes));
 }
 
+#[inline]
+fn count_drop(u: &Usage, dir: usize, bytes: u32) {
+    u.dropped_packets[dir].add(1);
+    u.dropped_bytes[dir].add(u64::from(bytes));
+}
+
 impl Ctx {
+    /// Bandwidth control of one packet of a decided flow (`usage`: its
+    /// subscriber × service entry). True: it may pass.
+    #[inline]
+    fn police(
+        &self,
+        service: u16,
+        usage: u32,
+        user: u8,
+        dir: usize,
+        bytes: u32,
+        now_us: u64,
+    ) -> bool {
+        let bw = &self.policy.bandwidth;
+        let limit = bw.limit_bytes(service, dir);
+        if usage == NONE {
+            if limit != 0 {
+                self.stats.engine.uncontrolled_packets.add(1);
+            }
+            return true;
+        }
+        let b = self.stats.usage.bucket(usage);
+        let quota_out = b.quota_out.get() != 0;
+        if limit == 0 && !quota_out {
+            return true;
+        }
+        let rate = if quota_out {
+            bw.quota_rate / 8
+        } else {
+            match b.rate[dir].get() {
+                0 => {
+                    // Not rated yet: its weight's share of the level.
+                    let pkg = usize::from((user >> U_PKG_SHIFT) & 3).saturating_sub(1);
+                    let w = u64::from(bw.weights.get(pkg).copied().unwrap_or(1).max(1));
+                    self.levels.get(service, dir).saturating_mul(w).min(limit)
+                }
+                r => r,
+            }
+        };
+        let ok = b.admit(dir, rate, bytes, now_us);
+        if !ok && quota_out {
+            self.stats.engine.quota_dropped.add(1);
+        }
+        ok
+    }
+
     /// A new flow: subscriber, nDPI slot, engine bits.
     fn start(
         &mut self,
@@ -387,14 +474,17 @@ impl Ctx {
             t.dst
         };
         let mut f = flows.at(idx);
+        let mut bits = 0;
         match view.lookup(addr, t.v6) {
-            Some(l) => f.set_sub(l.slot, l.gen),
+            Some(l) => {
+                f.set_sub(l.slot, l.gen);
+                bits |= (l.package as u8 + 1) << U_PKG_SHIFT;
+            }
             None => {
                 f.set_sub(NONE, 0);
                 st.no_subscriber.add(1);
             }
         }
-        let mut bits = 0;
         if side == Side::Subscriber {
             bits |= U_OPENER_UP;
         }
@@ -551,6 +641,11 @@ impl Ctx {
         match st.usage.entry(UsageTable::key(sub, gen, service)) {
             Some(i) => {
                 add(st.usage.at(i));
+                let pkg = u64::from((user >> U_PKG_SHIFT) & 3);
+                let b = st.usage.bucket(i);
+                if b.package.get() != pkg {
+                    b.package.set(pkg);
+                }
                 i
             }
             None => {
@@ -807,6 +902,88 @@ mod tests {
         assert_eq!(s.services[dns].active.get() + s.services[0].active.get(), 0);
         assert_eq!(e.classify_slots().0, 0);
         assert_eq!(s.engine.classifying.get(), 0);
+    }
+
+    #[test]
+    fn controlled_service_drops_over_rate_and_quota_blocks() {
+        let sig = Signature {
+            name: "probe".into(),
+            service: 0,
+            protocol: Some(UDP),
+            ports: Some((7000, 7000)),
+            addresses: None,
+            payload: None,
+        };
+        let mut pol = (*policy(vec![SignatureSpec {
+            signature: sig,
+            service: "custom".into(),
+        }]))
+        .clone();
+        let custom = pol.services.id("custom").unwrap();
+        pol.bandwidth.limits[usize::from(custom)] = [80_000, 0]; // 10 kB/s up
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 64,
+                classify_slots: 4,
+                usage_entries: 64,
+                ..EngineConfig::default()
+            },
+            Arc::new(pol),
+        )
+        .unwrap();
+        let db = db();
+        let v = db.published().load_full();
+        let f = build::v4(UDP, SUB, SRV, 4000, 7000, 0, &[0u8; 100]);
+        let len = f.len() as u64;
+        let mut passed = 0;
+        // 200 packets 1 ms apart: 0.2 s of far more than 10 kB/s.
+        for i in 0..200u64 {
+            if e.process_us(&f, Side::Subscriber, &v, 1_000 + i * 1000) == Verdict::Pass {
+                passed += len;
+            }
+        }
+        // Not rated yet by a control thread: gold's weight × the initial
+        // level (a tenth of the limit per weight unit) = the limit.
+        assert!(passed <= 10_000 / 5 + 3_028 + 2 * len, "{passed}");
+        assert!(passed >= 10_000 / 5, "{passed}");
+        let s = e.stats();
+        let u = &s.services[usize::from(custom)];
+        assert_eq!(u.bytes[0].get(), passed);
+        assert_eq!(u.packets[0].get() + u.dropped_packets[0].get(), 200);
+        // Downstream has no controller: passes.
+        let back = build::v4(UDP, SRV, SUB, 7000, 4000, 0, &[0u8; 100]);
+        for i in 0..50u64 {
+            assert_eq!(
+                e.process_us(&back, Side::Network, &v, 300_000 + i),
+                Verdict::Pass
+            );
+        }
+        // Quota used up (drop): everything of the subscriber is dropped,
+        // the uncontrolled direction too.
+        let (_, link) = db.get("alice").unwrap();
+        let i = s
+            .usage
+            .entry(UsageTable::key(link.slot, link.gen, custom))
+            .unwrap();
+        s.usage.bucket(i).quota_out.set(1);
+        assert_eq!(
+            e.process_us(&back, Side::Network, &v, 400_000),
+            Verdict::Drop
+        );
+        assert_eq!(
+            e.process_us(&f, Side::Subscriber, &v, 10_000_000),
+            Verdict::Drop
+        );
+        assert_eq!(s.engine.quota_dropped.get(), 2);
+        // A subscriber without an entry (no subscriber) is passed and counted.
+        let other = build::v4(UDP, [10, 9, 9, 9], SRV, 4000, 7000, 0, &[0u8; 100]);
+        for i in 0..100u64 {
+            assert_eq!(
+                e.process_us(&other, Side::Subscriber, &v, 20_000_000 + i),
+                Verdict::Pass
+            );
+        }
+        assert_eq!(s.engine.uncontrolled_packets.get(), 99);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! sees a new plan's generation: one lock per worker per configuration
 //! change, none per frame.
 
+use crate::bandwidth::Levels;
 use crate::engine::{Engine, Policy, Side};
 use crate::service::Stats;
 use crate::subscriber::Published;
@@ -27,6 +28,9 @@ pub struct InlinePlan {
     pub stats: Vec<Arc<Stats>>,
     pub subscribers: Published,
     pub policy: Arc<Policy>,
+    /// Bandwidth controllers' shares per weight unit, read by every
+    /// engine, written by the control thread.
+    pub levels: Arc<Levels>,
     /// Bypass: frames still pass between the pair, the engine is skipped.
     pub bypass: AtomicBool,
     /// Bytes each engine reserved, and its flow capacity.
@@ -41,10 +45,14 @@ impl InlinePlan {
     pub fn new(
         generation: u64,
         pairs: &[(u16, u16)],
-        engines: Vec<Engine>,
+        mut engines: Vec<Engine>,
         subscribers: Published,
         policy: Arc<Policy>,
     ) -> InlinePlan {
+        let levels = Arc::new(Levels::new(&policy.bandwidth));
+        for e in &mut engines {
+            e.set_levels(levels.clone());
+        }
         let max = pairs
             .iter()
             .map(|&(a, b)| a.max(b) as usize + 1)
@@ -66,6 +74,7 @@ impl InlinePlan {
             stats,
             subscribers,
             policy,
+            levels,
             bypass: AtomicBool::new(false),
             engine_memory,
             flow_capacity,

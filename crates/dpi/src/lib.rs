@@ -13,10 +13,16 @@
 //! clock), so tests run on simulated time.
 //!
 //! Module imports flow one way: `packet`, `flow`, `subscriber`, `ndpi`
-//! are leaves; `provision` uses `subscriber`; `signature` uses `packet`;
-//! `service` uses `ndpi`'s protocol ids; `engine` uses them all; `inline`
-//! (what the control plane publishes to the workers) uses `engine`.
+//! and `counter` are leaves; `bucket` (the token bucket) uses `counter`;
+//! `provision` uses `subscriber`; `signature` uses `packet`; `service`
+//! uses `ndpi`'s protocol ids, `counter` and `bucket`; `bandwidth`
+//! (controllers, the control thread's sharing) uses `service` and
+//! `bucket`; `engine` uses them all; `inline` (what the control plane
+//! publishes to the workers) uses `engine`.
 
+pub mod bandwidth;
+pub mod bucket;
+pub mod counter;
 pub mod engine;
 pub mod flow;
 pub mod inline;

@@ -10,6 +10,7 @@
 //! ([`Counter`]: a relaxed load + store, no locked instruction). Each
 //! worker's engine has its own [`Stats`]; `show` sums them.
 
+pub use crate::counter::Counter;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const UNKNOWN: u16 = 0;
@@ -17,40 +18,6 @@ pub const OTHER: u16 = 1;
 
 /// Most services (including `unknown` and `other`).
 pub const MAX_SERVICES: usize = 64;
-
-/// A single-writer counter.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Add (owner thread only).
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Subtract (owner thread only).
-    #[inline]
-    pub fn sub(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_sub(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    #[inline]
-    pub fn set(&self, n: u64) {
-        self.0.store(n, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Which applications make up which service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,8 +97,12 @@ pub struct Usage {
     pub flows: Counter,
     /// Live flows now.
     pub active: Counter,
+    /// Passed (delivered) packets and bytes.
     pub packets: [Counter; 2],
     pub bytes: [Counter; 2],
+    /// Dropped by bandwidth control or a used-up quota.
+    pub dropped_packets: [Counter; 2],
+    pub dropped_bytes: [Counter; 2],
 }
 
 /// The engine's own events and how flows were decided.
@@ -159,6 +130,11 @@ pub struct EngineCounters {
     pub ndpi_packets: Counter,
     /// Per-subscriber usage entries that found the table full.
     pub usage_full: Counter,
+    /// Packets dropped because their subscriber's quota is used up.
+    pub quota_dropped: Counter,
+    /// Packets of a controlled service that have no subscriber entry
+    /// (no subscriber, or the usage table full): passed uncontrolled.
+    pub uncontrolled_packets: Counter,
     /// Live flows and flows being classified now.
     pub flows_live: Counter,
     pub classifying: Counter,
@@ -194,9 +170,15 @@ impl Stats {
 pub struct UsageTable {
     keys: Box<[AtomicU64]>,
     vals: Box<[Usage]>,
+    /// Bandwidth control state per entry ([`crate::bandwidth`]).
+    buckets: Box<[crate::bucket::Bucket]>,
     mask: usize,
     len: Counter,
 }
+
+/// Bytes per usage entry: key, counters, bandwidth state.
+pub const USAGE_ENTRY_BYTES: usize =
+    8 + std::mem::size_of::<Usage>() + std::mem::size_of::<crate::bucket::Bucket>();
 
 /// Longest probe before the table counts as full for a key.
 const USAGE_PROBE: usize = 64;
@@ -207,6 +189,7 @@ impl UsageTable {
         UsageTable {
             keys: (0..n).map(|_| AtomicU64::new(0)).collect(),
             vals: (0..n).map(|_| Usage::default()).collect(),
+            buckets: (0..n).map(|_| crate::bucket::Bucket::default()).collect(),
             mask: n - 1,
             len: Counter::default(),
         }
@@ -214,6 +197,30 @@ impl UsageTable {
 
     pub fn key(slot: u32, gen: u16, service: u16) -> u64 {
         (u64::from(slot) << 32 | u64::from(gen) << 16 | u64::from(service)) + 1
+    }
+
+    /// The subscriber (slot, generation) of a key.
+    pub fn subscriber_of(key: u64) -> (u32, u16) {
+        let k = key - 1;
+        ((k >> 32) as u32, (k >> 16) as u16)
+    }
+
+    /// The service of a key.
+    pub fn service_of(key: u64) -> u16 {
+        (key - 1) as u16
+    }
+
+    /// The key stored at entry `i` (0: empty; any thread).
+    #[inline]
+    pub fn key_at(&self, i: u32) -> u64 {
+        self.keys
+            .get(i as usize)
+            .map_or(0, |k| k.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub fn bucket(&self, i: u32) -> &crate::bucket::Bucket {
+        &self.buckets[i as usize]
     }
 
     fn home(&self, k: u64) -> usize {

@@ -394,6 +394,10 @@ pub struct SubscriberDb {
     published: Published,
     max: usize,
     per_package: PackageCounts,
+    /// Bytes passed per slot toward its quota, with the generation they
+    /// belong to (a reused slot starts from zero). Not part of
+    /// checkpoints: usage is traffic, not provisioning.
+    used: Vec<(u16, u64)>,
 }
 
 impl SubscriberDb {
@@ -409,6 +413,7 @@ impl SubscriberDb {
             work,
             max,
             per_package: PackageCounts::default(),
+            used: Vec::new(),
         }
     }
 
@@ -458,6 +463,39 @@ impl SubscriberDb {
             return None;
         }
         self.slots.get(slot as usize)?.as_ref()
+    }
+
+    /// Bytes subscriber (`slot`, `gen`) has passed toward its quota.
+    pub fn used(&self, slot: u32, gen: u16) -> u64 {
+        match self.used.get(slot as usize) {
+            Some(&(g, n)) if g == gen => n,
+            _ => 0,
+        }
+    }
+
+    /// Adds passed bytes to a subscriber's account; whether its quota is
+    /// now used up (`None`: no such subscriber any more).
+    pub fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
+        let quota = self.by_slot(slot, gen)?.quota_bytes;
+        let i = slot as usize;
+        if self.used.len() <= i {
+            self.used.resize(i + 1, (0, 0));
+        }
+        let u = &mut self.used[i];
+        if u.0 != gen {
+            *u = (gen, 0);
+        }
+        u.1 = u.1.saturating_add(bytes);
+        Some(quota.is_some_and(|q| u.1 >= q))
+    }
+
+    /// Starts a subscriber's quota account again (a new billing period).
+    pub fn reset_used(&mut self, id: &str) -> Result<(), DbError> {
+        let (_, l) = self.get(id).ok_or_else(|| DbError::NotFound(id.into()))?;
+        if let Some(u) = self.used.get_mut(l.slot as usize) {
+            *u = (l.gen, 0);
+        }
+        Ok(())
     }
 
     fn family(&mut self, v6: bool) -> &mut Family {

@@ -75,6 +75,15 @@ fn seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+/// Quotas kept in the test's subscriber table.
+struct Book<'a>(&'a mut dpi::subscriber::SubscriberDb);
+
+impl dpi::bandwidth::QuotaBook for Book<'_> {
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
+        self.0.add_used(slot, gen, bytes)
+    }
+}
+
 #[test]
 fn mutated_and_random_frames_through_the_engine() {
     let n = dpi::ndpi::Ndpi::new().unwrap();
@@ -82,11 +91,31 @@ fn mutated_and_random_frames_through_the_engine() {
         "web".to_string(),
         vec!["HTTP".to_string(), "TLS".to_string()],
     )];
-    let policy = Arc::new(Policy::compile(&n, &services, vec![]).unwrap());
-    let db = dpi::subscriber::SubscriberDb::new(1);
+    let mut policy = Policy::compile(&n, &services, vec![]).unwrap();
+    // Bandwidth control on (`web` limited both ways, `unknown` upstream)
+    // and one subscriber owning every address: frames meet the buckets.
+    policy.bandwidth.limits[2] = [64_000, 128_000];
+    policy.bandwidth.limits[0] = [8_000, 0];
+    let policy = Arc::new(policy);
+    let mut db = dpi::subscriber::SubscriberDb::new(1);
+    db.upsert(
+        dpi::subscriber::Subscriber {
+            id: "all".into(),
+            package: dpi::subscriber::Package::Silver,
+            quota_bytes: Some(1000),
+            prefixes: vec![
+                dpi::subscriber::Prefix::parse("0.0.0.0/0").unwrap(),
+                dpi::subscriber::Prefix::parse("::/0").unwrap(),
+            ],
+        },
+        false,
+    )
+    .unwrap();
+    db.publish();
     let view = db.published().load_full();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let seeds = seeds();
+    let mut acted = 0;
     for round in 0..20 {
         let mut e = Engine::new(
             EngineConfig {
@@ -99,6 +128,9 @@ fn mutated_and_random_frames_through_the_engine() {
             policy.clone(),
         )
         .unwrap();
+        let levels = Arc::new(dpi::bandwidth::Levels::new(&policy.bandwidth));
+        e.set_levels(levels.clone());
+        let mut control = dpi::bandwidth::Controller::new(policy.bandwidth.clone(), &[e.stats()]);
         for t in 0..2000u64 {
             let mut f = seeds[rng.below(seeds.len())].clone();
             match rng.below(4) {
@@ -136,6 +168,9 @@ fn mutated_and_random_frames_through_the_engine() {
             if t % 500 == 0 {
                 e.sweep(t, 64);
             }
+            if t % 20 == 0 {
+                control.tick(&[e.stats()], &levels, 20_000, &mut Book(&mut db));
+            }
         }
         e.clear(1_000_000);
         let s = e.stats();
@@ -145,7 +180,16 @@ fn mutated_and_random_frames_through_the_engine() {
         let active: u64 = s.services.iter().map(|u| u.active.get()).sum();
         assert_eq!(active, 0);
         assert_eq!(s.engine.packets.get(), 2000);
+        acted += s.engine.quota_dropped.get()
+            + s.services
+                .iter()
+                .map(|u| u.dropped_packets[0].get() + u.dropped_packets[1].get())
+                .sum::<u64>();
     }
+    // The quota (1000 bytes) ran out and bandwidth control acted.
+    let (_, link) = db.get("all").unwrap();
+    assert!(db.used(link.slot, link.gen) >= 1000);
+    assert!(acted > 0);
 }
 
 #[test]

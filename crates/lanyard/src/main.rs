@@ -136,6 +136,13 @@ enum SubscribersCmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Start subscriber ID's quota account again (a new billing period):
+    /// used bytes to zero, its traffic flows again.
+    ResetUsage {
+        id: String,
+        #[command(flatten)]
+        socket: SocketOpt,
+    },
 }
 
 #[derive(Subcommand)]
@@ -233,6 +240,14 @@ fn command_list() -> String {
         (
             "bypass on | off | status",
             "forward without services (ACLs, QoS, flows)",
+        ),
+        (
+            "subscribers load FILE|- [--skip-errors]",
+            "stream subscriber records to service control (docs/inline.md)",
+        ),
+        (
+            "subscribers reset-usage ID",
+            "start a subscriber's quota period again",
         ),
         (
             "test cable-diagnostics PORT",
@@ -572,6 +587,13 @@ fn main() -> ExitCode {
                     socket,
                 },
         } => subscribers_load(&sock(socket), &file, skip_errors),
+        Cmd::Subscribers {
+            cmd: SubscribersCmd::ResetUsage { id, socket },
+        } => control::api::request(
+            &sock(socket),
+            &serde_json::json!({"cmd": "subscriber-reset-usage", "id": id}),
+        )
+        .map(|_| println!("subscriber {id}: usage reset")),
         Cmd::Test {
             cmd: TestCmd::CableDiagnostics { port, json, socket },
         } => api(

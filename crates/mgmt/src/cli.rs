@@ -452,7 +452,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "service-control",
         aliases: &["service control", "dpi"],
         usage: "[applications]",
-        help: "inline service control: flows, classification, usage per service",
+        help: "inline service control: flows, usage, bandwidth controllers",
         args: &[Arg::Flag {
             word: "applications",
             set: r#"{"applications":true}"#,
@@ -465,7 +465,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "subscriber",
         aliases: &[],
         usage: "NAME",
-        help: "a service-control subscriber: package, addresses, usage",
+        help: "a service-control subscriber: package, addresses, quota, usage",
         args: &[Arg::Positional {
             key: "id",
             value: ValueKind::Name,

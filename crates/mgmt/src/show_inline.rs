@@ -20,6 +20,21 @@ fn bytes(n: u64) -> String {
     }
 }
 
+/// A rate in bits/s as an operator reads it (`4.00 Mbit/s`).
+fn bps(n: u64) -> String {
+    const UNITS: [&str; 4] = ["kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"];
+    if n < 1000 {
+        return format!("{n} bit/s");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut i = 0;
+    while v >= 1000.0 && i < UNITS.len() - 1 {
+        v /= 1000.0;
+        i += 1;
+    }
+    format!("{v:.2} {}", UNITS[i])
+}
+
 /// The per-service (or per-application) usage table.
 fn usage_table(first: &'static str, rows: &[Value], extra: Option<&'static str>) -> Table {
     let mut cols = vec![first];
@@ -33,6 +48,8 @@ fn usage_table(first: &'static str, rows: &[Value], extra: Option<&'static str>)
         ">Pkts down",
         ">Bytes up",
         ">Bytes down",
+        ">Drops up",
+        ">Drops down",
     ]);
     let mut t = Table::new(&cols);
     for r in rows {
@@ -47,6 +64,8 @@ fn usage_table(first: &'static str, rows: &[Value], extra: Option<&'static str>)
             u(r, "packets-down").to_string(),
             bytes(u(r, "bytes-up")),
             bytes(u(r, "bytes-down")),
+            u(r, "dropped-up").to_string(),
+            u(r, "dropped-down").to_string(),
         ]);
         t.row(cells);
     }
@@ -127,6 +146,71 @@ pub fn service_control(v: &Value) -> String {
     let _ = writeln!(o, "Frames: {} ({} not IP)", u(v, "packets"), u(v, "not-ip"));
     let _ = writeln!(o);
     usage_table("Service", rows_at(v, "services"), None).render(&mut o);
+    let ctl = rows_at(v, "controllers");
+    let _ = writeln!(o);
+    let pk: Vec<String> = rows_at(v, "packages")
+        .iter()
+        .map(|p| {
+            let mut t = format!("{} {}", s(p, "name"), u(p, "weight"));
+            let (cu, cd) = (u(p, "cap-up-bps"), u(p, "cap-down-bps"));
+            if cu != 0 || cd != 0 {
+                let cap = |c: u64| if c == 0 { "-".to_string() } else { bps(c) };
+                t.push_str(&format!(" (cap {} up, {} down)", cap(cu), cap(cd)));
+            }
+            t
+        })
+        .collect();
+    if ctl.is_empty() {
+        let _ = writeln!(o, "Bandwidth control: no controllers");
+    } else {
+        let _ = writeln!(
+            o,
+            "Bandwidth control: {}; package weights: {}",
+            plural(ctl.len() as u64, "controller", "controllers"),
+            pk.join(", ")
+        );
+        let _ = writeln!(o);
+        let mut t = Table::new(&[
+            "Service",
+            "Dir",
+            ">Limit",
+            ">Rate",
+            ">Offered",
+            ">Per weight",
+            ">Drops",
+            ">Dropped",
+            ">Gold",
+            ">Silver",
+            ">Bronze",
+        ]);
+        for c in ctl {
+            let a = &c["active"];
+            t.row(vec![
+                s(c, "service"),
+                s(c, "direction"),
+                bps(u(c, "limit-bps")),
+                bps(u(c, "rate-bps")),
+                bps(u(c, "offered-bps")),
+                bps(u(c, "share-per-weight-bps")),
+                u(c, "dropped-packets").to_string(),
+                bytes(u(c, "dropped-bytes")),
+                u(a, "gold").to_string(),
+                u(a, "silver").to_string(),
+                u(a, "bronze").to_string(),
+            ]);
+        }
+        t.render(&mut o);
+        let _ = writeln!(
+            o,
+            "Gold/Silver/Bronze: subscribers active in the last interval"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "Quota drops: {} frames; frames of controlled services without a subscriber entry: {}",
+        u(v, "quota-dropped-packets"),
+        u(v, "uncontrolled-packets")
+    );
     o
 }
 
@@ -162,10 +246,21 @@ pub fn subscriber(v: &Value) -> String {
     let _ = writeln!(o, "  Addresses: {}", strings(v, "addresses").join(", "));
     match opt_u(v, "quota-bytes") {
         Some(q) => {
-            let _ = writeln!(o, "  Quota: {}", bytes(q));
+            let _ = writeln!(
+                o,
+                "  Quota: {}, used {}, remaining {}{}",
+                bytes(q),
+                bytes(u(v, "used-bytes")),
+                bytes(u(v, "remaining-bytes")),
+                if flag(v, "quota-exceeded") {
+                    " (exceeded)"
+                } else {
+                    ""
+                }
+            );
         }
         None => {
-            let _ = writeln!(o, "  Quota: none");
+            let _ = writeln!(o, "  Quota: none (used {})", bytes(u(v, "used-bytes")));
         }
     }
     let _ = writeln!(o);

@@ -149,5 +149,16 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
             format!("at most {} signatures", dpi::signature::MAX_SIGNATURES),
         );
     }
+    // Bandwidth control: controllers name services, rates parse.
+    let names: Vec<(String, Vec<u16>)> = sc
+        .services
+        .iter()
+        .map(|s| (s.name.clone(), Vec::new()))
+        .collect();
+    if let Ok(map) = dpi::service::ServiceMap::new(&names) {
+        if let Err((field, e)) = sc.bandwidth(&map) {
+            issue(&mut out, format!("{p}.{field}"), e);
+        }
+    }
     out
 }

@@ -1,0 +1,57 @@
+//! The token bucket each subscriber × service usage entry carries for
+//! bandwidth control ([`crate::bandwidth`]), with the control state the
+//! control thread writes into it.
+
+use crate::counter::Counter;
+
+/// Bucket depth: this long at the bucket's rate…
+pub const BURST_US: u64 = 20_000;
+/// …but at least two full-size frames.
+pub const MIN_BURST_BYTES: u64 = 3_028;
+
+/// One usage entry's token buckets and control state. Fields are written
+/// by one thread each: `rate` and `quota_out` by the control thread, the
+/// rest by the entry's worker.
+#[derive(Default, Debug)]
+pub struct Bucket {
+    /// Bytes/s assigned per direction (0 = not yet assigned).
+    pub rate: [Counter; 2],
+    /// Tokens in byte-microseconds per second (bytes × 10⁶).
+    tokens: [Counter; 2],
+    last_us: [Counter; 2],
+    /// The subscriber's package index + 1 (0 = unknown).
+    pub package: Counter,
+    /// 1 while the subscriber's quota is used up.
+    pub quota_out: Counter,
+}
+
+impl Bucket {
+    /// Takes `bytes` at `rate` (bytes/s) if the bucket holds them; a
+    /// bucket never used starts full.
+    #[inline]
+    pub fn admit(&self, dir: usize, rate: u64, bytes: u32, now_us: u64) -> bool {
+        if rate == 0 {
+            return false;
+        }
+        let depth = rate
+            .saturating_mul(BURST_US)
+            .max(MIN_BURST_BYTES * 1_000_000);
+        let last = self.last_us[dir].get();
+        let mut t = if last == 0 {
+            depth
+        } else {
+            self.tokens[dir]
+                .get()
+                .saturating_add(rate.saturating_mul(now_us.saturating_sub(last)))
+                .min(depth)
+        };
+        self.last_us[dir].set(now_us.max(1));
+        let cost = u64::from(bytes) * 1_000_000;
+        let ok = t >= cost;
+        if ok {
+            t -= cost;
+        }
+        self.tokens[dir].set(t);
+        ok
+    }
+}
