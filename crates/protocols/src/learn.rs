@@ -26,6 +26,37 @@ pub enum LearnerRequest {
     AddStatic { key: MacKey, port: u16 },
     /// Learn addresses a previous run of the switch knew (restart).
     Restore { entries: Vec<(MacKey, u16)> },
+    /// Addresses the virtual-switch peer learned, on the port that
+    /// reaches them here (a multichassis channel, or the peer link). They
+    /// do not age while the peer has them and are not reported back.
+    PeerAdd { entries: Vec<(MacKey, u16)> },
+    /// The peer no longer has these: they go unless traffic here
+    /// refreshed them since (then they age as learned here).
+    PeerRemove { keys: Vec<MacKey> },
+    /// Every address learned here (not from the peer), for a full copy.
+    LocalTable { reply: mpsc::Sender<Vec<(MacKey, u16)>> },
+}
+
+/// A change to the addresses learned on this node, for the
+/// virtual-switch peer: (address, port, added).
+pub type MacChange = (MacKey, u16, bool);
+
+/// Changes to locally learned addresses, drained by the virtual-switch
+/// thread (control plane only: the learner pushes, never a worker).
+#[derive(Default)]
+pub struct MacChanges {
+    queue: Mutex<Vec<MacChange>>,
+}
+
+impl MacChanges {
+    fn push(&self, c: MacChange) {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+    }
+
+    /// Everything since the last call.
+    pub fn take(&self) -> Vec<MacChange> {
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Learner statistics for `show`.
@@ -84,9 +115,27 @@ pub struct Learner {
     capacity: usize,
     vlan_count: Vec<u32>,
     port_count: Vec<u32>,
+    /// Addresses installed for the virtual-switch peer → the second they
+    /// were installed (traffic here after that makes them ours too).
+    peer: std::collections::HashMap<MacKey, u32>,
+    /// Where local changes go (a virtual-switch pair only).
+    changes: Option<Arc<MacChanges>>,
 }
 
 impl Learner {
+    /// Report changes of locally learned addresses to `to` (the
+    /// virtual-switch thread).
+    pub fn with_changes(mut self, to: Arc<MacChanges>) -> Learner {
+        self.changes = Some(to);
+        self
+    }
+
+    fn report(&self, key: MacKey, port: u16, add: bool) {
+        if let Some(c) = &self.changes {
+            c.push((key, port, add));
+        }
+    }
+
     pub fn new(
         shared: Arc<Shared>,
         inbox: Arc<LearnerInbox>,
@@ -102,6 +151,8 @@ impl Learner {
             capacity,
             vlan_count: vec![0; MAX_VLANS],
             port_count: vec![0; MAX_PORTS],
+            peer: std::collections::HashMap::new(),
+            changes: None,
         }
     }
 
@@ -191,6 +242,9 @@ impl Learner {
                     self.stats.moves.fetch_add(1, Ordering::Relaxed);
                     self.update_gate(t, vlan, from);
                     self.update_gate(t, vlan, port);
+                    // Moved here: ours now, whatever the peer said.
+                    self.peer.remove(&key);
+                    self.report(key, port, true);
                 }
                 let _ = e;
             }
@@ -208,6 +262,7 @@ impl Learner {
                         self.port_count[port as usize] += 1;
                         self.stats.learned.fetch_add(1, Ordering::Relaxed);
                         self.update_gate(t, vlan, port);
+                        self.report(key, port, true);
                     }
                     MacWriteOutcome::Full => {
                         self.stats.table_full.fetch_add(1, Ordering::Relaxed);
@@ -219,17 +274,28 @@ impl Learner {
     }
 
     fn forget(&mut self, t: &Tables, pred: impl Fn(MacKey, MacEntry) -> bool) -> usize {
-        let mut gone: Vec<(u16, u16)> = Vec::new();
+        let mut gone: Vec<(MacKey, u16)> = Vec::new();
         let n = t.mac.remove_where(
             |k, e| !e.is_static && pred(k, e),
-            |k, e| gone.push((k.vlan(), e.port)),
+            |k, e| gone.push((k, e.port)),
         );
-        for (vlan, port) in gone {
+        for (key, port) in gone {
+            let vlan = key.vlan();
             self.vlan_count[vlan as usize] -= 1;
             self.port_count[port as usize] -= 1;
             self.update_gate(t, vlan, port);
+            // The peer hears of removals of what it learned from us only.
+            if self.peer.remove(&key).is_none() {
+                self.report(key, port, false);
+            }
         }
         n
+    }
+
+    /// The entry is the peer's alone: installed for it and not refreshed
+    /// by traffic here since.
+    fn peer_only(&self, key: MacKey, e: MacEntry) -> bool {
+        self.peer.get(&key).is_some_and(|at| e.seen <= *at)
     }
 
     fn age(&mut self, t: &Tables) {
@@ -240,7 +306,12 @@ impl Learner {
         let aging = self.aging;
         // Strictly greater: the clock counts whole seconds, so an address
         // stays at least `aging` seconds (and under `aging` + 2).
-        let n = self.forget(t, |_, e| now.wrapping_sub(e.seen) > aging);
+        // The peer's addresses stay while the peer has them.
+        let peer = std::mem::take(&mut self.peer);
+        let n = self.forget(t, |k, e| {
+            now.wrapping_sub(e.seen) > aging && !peer.contains_key(&k)
+        });
+        self.peer = peer;
         self.stats.aged.fetch_add(n as u64, Ordering::Relaxed);
     }
 
@@ -257,6 +328,41 @@ impl Learner {
                 for (key, port) in entries {
                     self.learn(t, key, port);
                 }
+            }
+            LearnerRequest::PeerAdd { entries } => {
+                for (key, port) in entries {
+                    self.peer_add(t, key, port);
+                }
+            }
+            LearnerRequest::PeerRemove { keys } => {
+                for key in keys {
+                    let Some(at) = self.peer.get(&key).copied() else {
+                        continue;
+                    };
+                    match t.mac.lookup(key) {
+                        Some(e) if !e.is_static && e.seen <= at => {
+                            self.forget(t, |k, _| k == key);
+                        }
+                        Some(e) if !e.is_static => {
+                            // Traffic here refreshed it: ours now, so the
+                            // peer hears of it again.
+                            self.peer.remove(&key);
+                            self.report(key, e.port, true);
+                        }
+                        _ => {
+                            self.peer.remove(&key);
+                        }
+                    }
+                }
+            }
+            LearnerRequest::LocalTable { reply } => {
+                let mut out = Vec::new();
+                t.mac.for_each(|k, e| {
+                    if !e.is_static && !self.peer_only(k, e) {
+                        out.push((k, e.port));
+                    }
+                });
+                let _ = reply.send(out);
             }
             LearnerRequest::AddStatic { key, port } => {
                 // A static entry replaces a dynamic one for the same key.
@@ -278,6 +384,49 @@ impl Learner {
                 );
             }
         }
+    }
+
+    /// Install an address the peer learned; no learning limits (the
+    /// peer applied its own), a static entry stays.
+    fn peer_add(&mut self, t: &Tables, key: MacKey, port: u16) {
+        let vlan = key.vlan();
+        if t.l2.ports.get(port as usize).is_none() || !t.l2.vlans[vlan as usize].configured {
+            return;
+        }
+        let now = self.shared.now();
+        let entry = MacEntry {
+            port,
+            is_static: false,
+            seen: now,
+        };
+        match t.mac.lookup(key) {
+            Some(e) if e.is_static => return,
+            Some(e) if e.port == port => {
+                t.mac.touch(key, port, now);
+            }
+            Some(_) => {
+                if let MacWriteOutcome::Moved { from } = t.mac.upsert(key, entry) {
+                    self.port_count[from as usize] -= 1;
+                    self.port_count[port as usize] += 1;
+                    self.stats.moves.fetch_add(1, Ordering::Relaxed);
+                    self.update_gate(t, vlan, from);
+                    self.update_gate(t, vlan, port);
+                }
+            }
+            None => match t.mac.upsert(key, entry) {
+                MacWriteOutcome::Inserted => {
+                    self.vlan_count[vlan as usize] += 1;
+                    self.port_count[port as usize] += 1;
+                    self.update_gate(t, vlan, port);
+                }
+                MacWriteOutcome::Full => {
+                    self.stats.table_full.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                _ => {}
+            },
+        }
+        self.peer.insert(key, now);
     }
 
     /// Replace the MAC table by a tombstone-free copy when misses would
