@@ -107,6 +107,16 @@ impl LearnerInbox {
     }
 }
 
+/// An address the virtual-switch peer has.
+#[derive(Clone, Copy, Debug)]
+struct PeerClaim {
+    /// We announced it to the peer too (learned here, fresh).
+    ours: bool,
+    /// When our claim was last absent: traffic after this second (the
+    /// entry's `seen` moving past it) makes the address ours again.
+    mark: u32,
+}
+
 pub struct Learner {
     shared: Arc<Shared>,
     inbox: Arc<LearnerInbox>,
@@ -115,9 +125,10 @@ pub struct Learner {
     capacity: usize,
     vlan_count: Vec<u32>,
     port_count: Vec<u32>,
-    /// Addresses installed for the virtual-switch peer → the second they
-    /// were installed (traffic here after that makes them ours too).
-    peer: std::collections::HashMap<MacKey, u32>,
+    /// Addresses the virtual-switch peer has (it announced them and has
+    /// not withdrawn them). An entry stays while the peer has it or
+    /// traffic here keeps it fresh ("ours").
+    peer: std::collections::HashMap<MacKey, PeerClaim>,
     /// Where local changes go (a virtual-switch pair only).
     changes: Option<Arc<MacChanges>>,
 }
@@ -284,18 +295,39 @@ impl Learner {
             self.vlan_count[vlan as usize] -= 1;
             self.port_count[port as usize] -= 1;
             self.update_gate(t, vlan, port);
-            // The peer hears of removals of what it learned from us only.
-            if self.peer.remove(&key).is_none() {
+            // The peer hears of removals of what we announced only.
+            if self.peer.remove(&key).is_none_or(|c| c.ours) {
                 self.report(key, port, false);
             }
         }
         n
     }
 
-    /// The entry is the peer's alone: installed for it and not refreshed
-    /// by traffic here since.
-    fn peer_only(&self, key: MacKey, e: MacEntry) -> bool {
-        self.peer.get(&key).is_some_and(|at| e.seen <= *at)
+    /// Whether the address is announced by this node (not the peer's alone).
+    fn ours(&self, key: MacKey) -> bool {
+        self.peer.get(&key).is_none_or(|c| c.ours)
+    }
+
+    /// Ageing of addresses the peer has: they stay, but our own claim
+    /// follows traffic here (withdrawn when stale, announced when fresh).
+    fn age_peer_claims(&mut self, t: &Tables, now: u32, aging: u32) {
+        let mut out = Vec::new();
+        for (key, c) in self.peer.iter_mut() {
+            let Some(e) = t.mac.lookup(*key) else {
+                continue;
+            };
+            if c.ours && now.wrapping_sub(e.seen) > aging {
+                c.ours = false;
+                c.mark = e.seen;
+                out.push((*key, e.port, false));
+            } else if !c.ours && e.seen > c.mark && now.wrapping_sub(e.seen) <= aging {
+                c.ours = true;
+                out.push((*key, e.port, true));
+            }
+        }
+        for (key, port, add) in out {
+            self.report(key, port, add);
+        }
     }
 
     fn age(&mut self, t: &Tables) {
@@ -312,6 +344,7 @@ impl Learner {
             now.wrapping_sub(e.seen) > aging && !peer.contains_key(&k)
         });
         self.peer = peer;
+        self.age_peer_claims(t, now, aging);
         self.stats.aged.fetch_add(n as u64, Ordering::Relaxed);
     }
 
@@ -336,18 +369,21 @@ impl Learner {
             }
             LearnerRequest::PeerRemove { keys } => {
                 for key in keys {
-                    let Some(at) = self.peer.get(&key).copied() else {
+                    let Some(c) = self.peer.get(&key).copied() else {
                         continue;
                     };
                     match t.mac.lookup(key) {
-                        Some(e) if !e.is_static && e.seen <= at => {
+                        Some(e) if !e.is_static && !c.ours && e.seen <= c.mark => {
+                            // The peer's alone: gone (not reported back).
                             self.forget(t, |k, _| k == key);
                         }
                         Some(e) if !e.is_static => {
-                            // Traffic here refreshed it: ours now, so the
-                            // peer hears of it again.
+                            // Fresh here: ours alone now (announced again
+                            // if the peer did not know it was ours).
                             self.peer.remove(&key);
-                            self.report(key, e.port, true);
+                            if !c.ours {
+                                self.report(key, e.port, true);
+                            }
                         }
                         _ => {
                             self.peer.remove(&key);
@@ -358,7 +394,7 @@ impl Learner {
             LearnerRequest::LocalTable { reply } => {
                 let mut out = Vec::new();
                 t.mac.for_each(|k, e| {
-                    if !e.is_static && !self.peer_only(k, e) {
+                    if !e.is_static && self.ours(k) {
                         out.push((k, e.port));
                     }
                 });
@@ -399,9 +435,12 @@ impl Learner {
             is_static: false,
             seen: now,
         };
+        // Already learned here on the same port: ours too.
+        let mut ours = false;
         match t.mac.lookup(key) {
             Some(e) if e.is_static => return,
             Some(e) if e.port == port => {
+                ours = self.ours(key);
                 t.mac.touch(key, port, now);
             }
             Some(_) => {
@@ -426,7 +465,8 @@ impl Learner {
                 _ => {}
             },
         }
-        self.peer.insert(key, now);
+        let ours = ours || self.peer.get(&key).is_some_and(|c| c.ours);
+        self.peer.insert(key, PeerClaim { ours, mark: now });
     }
 
     /// Replace the MAC table by a tombstone-free copy when misses would
