@@ -398,3 +398,172 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
     assert!(text.contains("synced MACs"), "{text}");
     let _ = (&bed.na, &bed.nb, &bed.no);
 }
+
+/// Received count per stream (`seq % FLOWS`) among `seqs` below `n`.
+fn per_stream(seqs: &[u64], n: u64) -> Vec<u64> {
+    let mut c = vec![0u64; FLOWS as usize];
+    for s in seqs.iter().filter(|s| **s < n) {
+        c[(*s % FLOWS as u64) as usize] += 1;
+    }
+    c
+}
+
+#[test]
+fn node_killed_under_traffic_survivor_carries_every_stream() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(mut bed) = Bed::new("lyvp2") else {
+        return;
+    };
+    bed.wait_paired(30.0);
+    let (tp, tb) = (bed.port("tp"), bed.port("tb"));
+    let (hp, hb) = (mac(HP), mac(HB));
+    announce(&[(&tp, hp), (&tb, hb)]);
+    warm_up(&bed, &tp, hp, hb);
+
+    // Constant traffic both ways between the partner's host and dist-b's;
+    // dist-a (the primary) is killed a second in.
+    const RATE_EACH: u64 = 4_000;
+    let n = (RATE_EACH * 6) as usize;
+    let rx_b = SeqReceiver::start(bed.port("tb"), hp);
+    let rx_p = SeqReceiver::start(bed.port("tp"), hb);
+    let (tp2, tb2) = (tp.try_clone().unwrap(), tb.try_clone().unwrap());
+    let fwd = std::thread::spawn(move || {
+        tp2.send_paced(n, RATE_EACH, |i, b| {
+            *b = ip::udp(&hb, &hp, flow_ip(i as u32 % FLOWS), dst_ip(), 64, i as u64, 128)
+        })
+        .unwrap()
+    });
+    let rev = std::thread::spawn(move || {
+        tb2.send_paced(n, RATE_EACH, |i, b| {
+            *b = ip::udp(&hp, &hb, flow_ip(i as u32 % FLOWS), dst_ip(), 64, i as u64, 128)
+        })
+        .unwrap()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let killed = Instant::now();
+    bed.a.kill9().expect("kill -9 dist-a");
+    let took_f = fwd.join().unwrap();
+    let took_r = rev.join().unwrap();
+    rx_b.wait_quiet(Duration::from_millis(300));
+    rx_p.wait_quiet(Duration::from_millis(300));
+    let vb = vs(&bed.b);
+    eprintln!(
+        "dist-a killed; dist-b now {} / {} / members {} ({:?} after the kill)",
+        vb["status"],
+        vb["role"],
+        vb["multichassis_members"],
+        killed.elapsed()
+    );
+    assert_eq!(vb["status"], "peer-down", "{vb:#}");
+    assert_eq!(vb["role"], "primary");
+    assert_eq!(vb["multichassis_members"], "up");
+    assert_eq!((rx_b.dups(), rx_p.dups()), (0, 0), "a frame delivered twice");
+
+    let sent_per = n as u64 / FLOWS as u64;
+    for (name, rx, took) in [("partner -> hb", &rx_b, took_f), ("hb -> partner", &rx_p, took_r)] {
+        let seqs = rx.seqs();
+        let got = per_stream(&seqs, n as u64);
+        let rate = sent_per as f64 / took.as_secs_f64();
+        let outage: Vec<f64> = got
+            .iter()
+            .map(|g| (sent_per - g) as f64 * 1000.0 / rate)
+            .collect();
+        let max = outage.iter().cloned().fold(0.0, f64::max);
+        let avg = outage.iter().sum::<f64>() / outage.len() as f64;
+        let hit = outage.iter().filter(|o| **o > 0.0).count();
+        eprintln!(
+            "{name}: {} of {n} delivered; per-stream outage over {FLOWS} streams: max {max:.0} ms, avg {avg:.0} ms, {hit} streams hit; {outage:.0?}",
+            seqs.len()
+        );
+        // Every stream survives: its last second arrived in full.
+        let tail_from = n as u64 - RATE_EACH;
+        let tail = seqs.iter().filter(|s| **s >= tail_from).count() as u64;
+        assert_eq!(
+            tail, RATE_EACH,
+            "{name}: the survivor did not carry every stream in the last second"
+        );
+    }
+    let _ = (&bed.na, &bed.nb, &bed.no);
+}
+
+#[test]
+fn peer_link_cut_dual_active_no_duplicates_and_back() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(bed) = Bed::new("lyvp3") else {
+        return;
+    };
+    bed.wait_paired(30.0);
+    let (tp, ta, tb) = (bed.port("tp"), bed.port("ta"), bed.port("tb"));
+    let (hp, ha, hb) = (mac(HP), mac(HA), mac(HB));
+    announce(&[(&tp, hp), (&ta, ha), (&tb, hb)]);
+    warm_up(&bed, &tp, hp, ha);
+
+    // Cut the peer link (both ends lose carrier).
+    bed.na.exec(&["ip", "link", "set", "pl", "down"]).unwrap();
+    let t0 = Instant::now();
+    let split = wait(10.0, || {
+        let (a, b) = (vs(&bed.a), vs(&bed.b));
+        a["status"] == "dual-active"
+            && b["status"] == "dual-active"
+            && b["multichassis_members"] == "down: dual-active, secondary"
+            && distributing(&bed.b) == [false, false]
+            && distributing(&bed.a) == [true, true]
+            && ovs_enabled(&bed.ovs) == 2
+    });
+    assert!(
+        split,
+        "a: {:#}\nb: {:#}\novs: {}",
+        vs(&bed.a),
+        vs(&bed.b),
+        bed.ovs.appctl(&["bond/show", "bond0"])
+    );
+    eprintln!(
+        "peer link cut: dual-active, dist-b's members out of the bond after {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(vs(&bed.b)["role"], "secondary");
+
+    // Split: unicast and flooded (unknown destination) frames from the
+    // partner arrive once.
+    let unknown = mac(0xee);
+    let check = |what: &str, dst: Mac, to: &[(&str, bool)]| {
+        let rxs: Vec<(String, SeqReceiver)> = to
+            .iter()
+            .filter(|(_, want)| *want)
+            .map(|(p, _)| (p.to_string(), SeqReceiver::start(bed.port(p), hp)))
+            .collect();
+        // A copy sent back into the bond comes out at the partner's host.
+        let echo = SeqReceiver::start(bed.port("tp"), hp);
+        send(&tp, 5_000, RATE, hp, dst, 0);
+        let back = echo.wait_quiet(Duration::from_millis(300));
+        assert_eq!(back, 0, "{what}: {back} frames came back into the bond (a loop)");
+        for (p, rx) in &rxs {
+            let got = rx.wait_quiet(Duration::from_millis(300));
+            eprintln!("{what}: {p} received {got} of 5000, {} twice", rx.dups());
+            assert_eq!(rx.dups(), 0, "{what}: a frame delivered twice at {p}");
+            assert_eq!(got, 5_000, "{what}: loss at {p}");
+        }
+    };
+    check("split, unicast to ha", ha, &[("ta", true)]);
+    check("split, flooded", unknown, &[("ta", true)]);
+
+    // The link returns: paired, dist-b resyncs and rejoins after its
+    // restore delay; nothing loops.
+    bed.na.exec(&["ip", "link", "set", "pl", "up"]).unwrap();
+    let t1 = Instant::now();
+    bed.wait_paired(20.0);
+    eprintln!("peer link back: paired with 4 members after {:?}", t1.elapsed());
+    let vb = vs(&bed.b);
+    assert!(
+        vb["peer_link"]["messages"]["copies_rx"].as_u64().unwrap_or(0) >= 2,
+        "no second full copy after the rejoin: {vb:#}"
+    );
+    // Flooding after the rejoin reaches both nodes' hosts once each (no
+    // copy back across the peer link into the bond).
+    warm_up(&bed, &tp, hp, ha);
+    check("rejoined, flooded", unknown, &[("ta", true), ("tb", true)]);
+    check("rejoined, unicast to hb", hb, &[("tb", true)]);
+    let _ = (&bed.nb, &bed.no);
+}
