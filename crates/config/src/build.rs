@@ -62,7 +62,7 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
             let peer_link = cfg
                 .virtual_switch
                 .as_ref()
-                .is_some_and(|vs| vs.peer_link.iter().any(|n| *n == p.name));
+                .is_some_and(|vs| vs.peer_link.contains(&p.name));
             PortEntry {
                 mode,
                 pvid,

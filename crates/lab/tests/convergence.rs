@@ -104,7 +104,10 @@ tests:
     // transmit timestamps show the gap: the last frame that reached the
     // primary and the first that reached the backup lie milliseconds
     // apart (the script's fork and exec alone take that long).
-    let outage: Vec<f64> = st.iter().map(|t| t["outage_ms"].as_f64().unwrap()).collect();
+    let outage: Vec<f64> = st
+        .iter()
+        .map(|t| t["outage_ms"].as_f64().unwrap())
+        .collect();
     assert!(
         lost > 0 || outage.iter().all(|&o| o > 1.0),
         "the script variant showed no outage: {st:?}"

@@ -280,11 +280,17 @@ fn warm_up(bed: &Bed, tp: &RawPort, src: Mac, dst: Mac) {
         let (a1, b1) = (used(&bed.a), used(&bed.b));
         let per = [a1[0] - a0[0], a1[1] - a0[1], b1[0] - b0[0], b1[1] - b0[1]];
         if per.iter().all(|c| *c > 100) {
-            eprintln!("warm-up: OVS uses all four members after {:?}", t0.elapsed());
+            eprintln!(
+                "warm-up: OVS uses all four members after {:?}",
+                t0.elapsed()
+            );
             return;
         }
     }
-    eprintln!("warm-up: OVS did not spread flows in 8 s\n{}", bed.ovs.appctl(&["bond/show", "bond0"]));
+    eprintln!(
+        "warm-up: OVS did not spread flows in 8 s\n{}",
+        bed.ovs.appctl(&["bond/show", "bond0"])
+    );
 }
 
 #[test]
@@ -337,7 +343,12 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
     let got = rx_a.wait_quiet(Duration::from_millis(300));
     let ra2 = members(&bed.a, "rx_frames");
     let rb2 = members(&bed.b, "rx_frames");
-    let per = [ra2[0] - ra[0], ra2[1] - ra[1], rb2[0] - rb[0], rb2[1] - rb[1]];
+    let per = [
+        ra2[0] - ra[0],
+        ra2[1] - ra[1],
+        rb2[0] - rb[0],
+        rb2[1] - rb[1],
+    ];
     eprintln!("partner -> ha: 10000 sent, {got} received, {} dups, per member rx (a.m1 a.m2 b.m1 b.m2) {per:?}", rx_a.dups());
     assert_eq!(rx_a.dups(), 0, "a frame delivered twice");
     assert_eq!(got, 10_000);
@@ -388,10 +399,19 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
         eprintln!("{}", bed.ovs.appctl(&["dpif/show"]));
     }
     assert_eq!((got_a, got_b), (5_000, 5_000));
-    assert!(ta1[0] + ta1[1] - ta0[0] - ta0[1] >= 5_000, "dist-a did not use its members");
-    assert!(tb1[0] + tb1[1] - tb0[0] - tb0[1] >= 5_000, "dist-b did not use its members");
+    assert!(
+        ta1[0] + ta1[1] - ta0[0] - ta0[1] >= 5_000,
+        "dist-a did not use its members"
+    );
+    assert!(
+        tb1[0] + tb1[1] - tb0[0] - tb0[1] >= 5_000,
+        "dist-b did not use its members"
+    );
     // Local preference: dist-b's own traffic did not cross the peer link.
-    assert!(crossed < 1_000, "dist-b sent {crossed} frames over the peer link");
+    assert!(
+        crossed < 1_000,
+        "dist-b sent {crossed} frames over the peer link"
+    );
     let text = String::from_utf8(bed.a.cli(&["show", "virtual-switch"]).unwrap().stdout).unwrap();
     eprintln!("{text}");
     assert!(text.contains("status paired"), "{text}");
@@ -430,13 +450,29 @@ fn node_killed_under_traffic_survivor_carries_every_stream() {
     let (tp2, tb2) = (tp.try_clone().unwrap(), tb.try_clone().unwrap());
     let fwd = std::thread::spawn(move || {
         tp2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(&hb, &hp, flow_ip(i as u32 % FLOWS), dst_ip(), 64, i as u64, 128)
+            *b = ip::udp(
+                &hb,
+                &hp,
+                flow_ip(i as u32 % FLOWS),
+                dst_ip(),
+                64,
+                i as u64,
+                128,
+            )
         })
         .unwrap()
     });
     let rev = std::thread::spawn(move || {
         tb2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(&hp, &hb, flow_ip(i as u32 % FLOWS), dst_ip(), 64, i as u64, 128)
+            *b = ip::udp(
+                &hp,
+                &hb,
+                flow_ip(i as u32 % FLOWS),
+                dst_ip(),
+                64,
+                i as u64,
+                128,
+            )
         })
         .unwrap()
     });
@@ -458,10 +494,17 @@ fn node_killed_under_traffic_survivor_carries_every_stream() {
     assert_eq!(vb["status"], "peer-down", "{vb:#}");
     assert_eq!(vb["role"], "primary");
     assert_eq!(vb["multichassis_members"], "up");
-    assert_eq!((rx_b.dups(), rx_p.dups()), (0, 0), "a frame delivered twice");
+    assert_eq!(
+        (rx_b.dups(), rx_p.dups()),
+        (0, 0),
+        "a frame delivered twice"
+    );
 
     let sent_per = n as u64 / FLOWS as u64;
-    for (name, rx, took) in [("partner -> hb", &rx_b, took_f), ("hb -> partner", &rx_p, took_r)] {
+    for (name, rx, took) in [
+        ("partner -> hb", &rx_b, took_f),
+        ("hb -> partner", &rx_p, took_r),
+    ] {
         let seqs = rx.seqs();
         let got = per_stream(&seqs, n as u64);
         let rate = sent_per as f64 / took.as_secs_f64();
@@ -538,7 +581,10 @@ fn peer_link_cut_dual_active_no_duplicates_and_back() {
         let echo = SeqReceiver::start(bed.port("tp"), hp);
         send(&tp, 5_000, RATE, hp, dst, 0);
         let back = echo.wait_quiet(Duration::from_millis(300));
-        assert_eq!(back, 0, "{what}: {back} frames came back into the bond (a loop)");
+        assert_eq!(
+            back, 0,
+            "{what}: {back} frames came back into the bond (a loop)"
+        );
         for (p, rx) in &rxs {
             let got = rx.wait_quiet(Duration::from_millis(300));
             eprintln!("{what}: {p} received {got} of 5000, {} twice", rx.dups());
@@ -554,10 +600,16 @@ fn peer_link_cut_dual_active_no_duplicates_and_back() {
     bed.na.exec(&["ip", "link", "set", "pl", "up"]).unwrap();
     let t1 = Instant::now();
     bed.wait_paired(20.0);
-    eprintln!("peer link back: paired with 4 members after {:?}", t1.elapsed());
+    eprintln!(
+        "peer link back: paired with 4 members after {:?}",
+        t1.elapsed()
+    );
     let vb = vs(&bed.b);
     assert!(
-        vb["peer_link"]["messages"]["copies_rx"].as_u64().unwrap_or(0) >= 2,
+        vb["peer_link"]["messages"]["copies_rx"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2,
         "no second full copy after the rejoin: {vb:#}"
     );
     // Flooding after the rejoin reaches both nodes' hosts once each (no

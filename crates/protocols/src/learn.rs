@@ -34,7 +34,9 @@ pub enum LearnerRequest {
     /// refreshed them since (then they age as learned here).
     PeerRemove { keys: Vec<MacKey> },
     /// Every address learned here (not from the peer), for a full copy.
-    LocalTable { reply: mpsc::Sender<Vec<(MacKey, u16)>> },
+    LocalTable {
+        reply: mpsc::Sender<Vec<(MacKey, u16)>>,
+    },
 }
 
 /// A change to the addresses learned on this node, for the

@@ -468,11 +468,7 @@ impl PeerLink {
     /// (`hold`), and the channels the peer serves (only while the peer
     /// link is alive).
     pub fn apply(&mut self, hold: bool, link_alive: bool) {
-        let serves: Vec<bool> = self
-            .peer_active
-            .iter()
-            .map(|a| *a && link_alive)
-            .collect();
+        let serves: Vec<bool> = self.peer_active.iter().map(|a| *a && link_alive).collect();
         let want = (hold, serves);
         if self.applied.as_ref() == Some(&want) {
             return;

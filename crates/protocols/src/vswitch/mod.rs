@@ -9,8 +9,8 @@ pub mod link;
 pub mod macs;
 pub mod pair;
 
-use link::{LinkIo, PeerLink};
 use config::vswitch::VirtualSwitch;
+use link::{LinkIo, PeerLink};
 use pair::{node_id, PairConfig, PairState};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, UdpSocket};
@@ -84,10 +84,7 @@ pub struct PairRunner {
 
 impl PairRunner {
     /// `None` without a `virtual-switch:` section.
-    pub fn new(
-        cfg: &config::Config,
-        stop: Box<dyn Fn() -> bool + Send>,
-    ) -> Option<PairRunner> {
+    pub fn new(cfg: &config::Config, stop: Box<dyn Fn() -> bool + Send>) -> Option<PairRunner> {
         let vs = cfg.virtual_switch.clone()?;
         let ka = &vs.keepalive;
         let pc = PairConfig {
@@ -201,7 +198,10 @@ impl PairRunner {
                     tracing::info!("virtual-switch: peer link up, asking for a full copy");
                     l.request_copy();
                 } else if !alive && link_was_alive {
-                    tracing::warn!("virtual-switch: peer link down (no hello in {} ms)", ka.timeout_ms);
+                    tracing::warn!(
+                        "virtual-switch: peer link down (no hello in {} ms)",
+                        ka.timeout_ms
+                    );
                 }
                 link_was_alive = alive;
                 if now >= next_hello {
@@ -227,26 +227,21 @@ impl PairRunner {
             // SAFETY: two valid pollfds (a negative fd is ignored).
             unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
             if let Some(s) = &sock {
-                loop {
-                    match s.recv_from(&mut buf) {
-                        Ok((n, from)) => {
-                            let now = Instant::now();
-                            if from.ip() != ka.peer {
-                                self.counters.rx_wrong_source += 1;
-                            } else {
-                                match decode(&buf[..n]) {
-                                    Ok((d, Message::Keepalive(h))) => {
-                                        self.counters.rx += 1;
-                                        self.pair.keepalive(now, d, h);
-                                    }
-                                    Ok(_) => self.counters.rx_unexpected += 1,
-                                    Err(e) => self.counters.bad(e),
-                                }
-                            }
+                // Until WouldBlock (nothing more) or an error such as
+                // ECONNREFUSED after an ICMP unreachable: next turn.
+                while let Ok((n, from)) = s.recv_from(&mut buf) {
+                    let now = Instant::now();
+                    if from.ip() != ka.peer {
+                        self.counters.rx_wrong_source += 1;
+                        continue;
+                    }
+                    match decode(&buf[..n]) {
+                        Ok((d, Message::Keepalive(h))) => {
+                            self.counters.rx += 1;
+                            self.pair.keepalive(now, d, h);
                         }
-                        // WouldBlock: nothing more; ECONNREFUSED after an
-                        // ICMP unreachable and the like: try next turn.
-                        Err(_) => break,
+                        Ok(_) => self.counters.rx_unexpected += 1,
+                        Err(e) => self.counters.bad(e),
                     }
                 }
             }
@@ -464,10 +459,8 @@ virtual-switch:
         let port = 20_000 + (std::process::id() % 20_000) as u16;
         let stop_a = Arc::new(AtomicBool::new(false));
         let stop_b = Arc::new(AtomicBool::new(false));
-        let a =
-            PairRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), flag(&stop_a)).unwrap();
-        let b =
-            PairRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), flag(&stop_b)).unwrap();
+        let a = PairRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), flag(&stop_a)).unwrap();
+        let b = PairRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), flag(&stop_b)).unwrap();
         let (ia, ib) = (a.info.clone(), b.info.clone());
         let ta = std::thread::spawn(move || a.run());
         let tb = std::thread::spawn(move || b.run());
