@@ -1161,4 +1161,54 @@ mod tests {
         let ch = st.set_link(4, false, t0);
         assert_eq!(ch.flush, vec![po]);
     }
+
+    /// A virtual-switch pair: held members are blocked and the channel is
+    /// down; a channel the peer serves is in `peer_served`, and with no
+    /// live member here its addresses are reached over the peer link.
+    #[test]
+    fn multichassis_hold_and_peer_link_egress() {
+        let cfg = config::parse(
+            "vlans: [{id: 10}]
+ports:
+  - {name: pl, mode: trunk}
+  - {name: m1, vlan: 10}
+port-channels: [{name: po1, members: [m1], lacp: static}]
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+  channels: [{port-channel: po1, id: 1}]
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let now = Instant::now();
+        let mut st = HaState::new(&cfg);
+        st.set_link(0, true, now);
+        st.set_link(1, true, now);
+        let po = cfg.channel_port_id(0);
+        // Held at start.
+        let t = tables(&cfg, &st);
+        assert!(t.ports[1].blocked);
+        assert!(!t.ports[po as usize].up);
+        assert!(t.ports[0].peer_link && !t.ports[0].learning);
+        // Released: the member carries the channel.
+        st.mc.as_mut().unwrap().hold_down = false;
+        let t = tables(&cfg, &st);
+        assert!(!t.ports[1].blocked && t.ports[po as usize].up);
+        assert!(t.peer_served.is_empty());
+        // The peer serves it too: frames from the link never go there.
+        st.mc.as_mut().unwrap().peer_serves = vec![true];
+        let t = tables(&cfg, &st);
+        assert!(t.peer_served.contains(po));
+        assert_eq!(t.ports[po as usize].egress, Egress::Channel(0));
+        // Our member down: the peer link reaches the channel's addresses,
+        // and the channel is not flooded to (the link's copy is enough).
+        st.set_link(1, false, now);
+        let t = tables(&cfg, &st);
+        assert_eq!(t.ports[po as usize].egress, Egress::Via(0));
+        assert_eq!(t.redirect(po), 0);
+        assert!(!t.vlans[10].flood.contains(po));
+    }
 }
