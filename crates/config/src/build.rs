@@ -57,12 +57,19 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
             if mode == PortMode::Trunk && pvid != 0 {
                 vlans.insert(pvid);
             }
+            // Virtual-switch peer-link ports learn nothing: the peer's
+            // addresses come from the peer protocol, bound to channels.
+            let peer_link = cfg
+                .virtual_switch
+                .as_ref()
+                .is_some_and(|vs| vs.peer_link.contains(&p.name));
             PortEntry {
                 mode,
                 pvid,
                 tpid,
                 vlans,
-                learning: p.learning,
+                learning: p.learning && !peer_link,
+                peer_link,
                 mac_limit: p.mac_limit.unwrap_or(0),
                 up: false,
                 logical: tables::l2::SELF,

@@ -237,13 +237,18 @@ impl Switch {
 
         let inbox = Arc::new(LearnerInbox::default());
         let stats = Arc::new(LearnerStats::new());
-        let learner = Learner::new(
+        // Addresses learned here, for the virtual-switch peer.
+        let mac_changes = Arc::new(protocols::learn::MacChanges::default());
+        let mut learner = Learner::new(
             shared.clone(),
             inbox.clone(),
             stats.clone(),
             cfg.switch.mac_aging,
             cfg.switch.mac_table_size as usize,
         );
+        if cfg.virtual_switch.is_some() {
+            learner = learner.with_changes(mac_changes.clone());
+        }
         let nice = cfg.switch.worker_nice;
         let h = spawn(
             "learner".into(),
@@ -363,14 +368,23 @@ impl Switch {
         {
             threads.push(spawn("stp".into(), Box::new(move || r.run()))?);
         }
-        // The virtual-switch keepalive; the API reads the state it publishes.
+        // The virtual-switch pair (keepalive and peer link); the API
+        // reads the state it publishes.
         let vswitch_info = {
             let sh = shared.clone();
             let stop = Box::new(move || sh.stop.load(std::sync::atomic::Ordering::Relaxed));
-            match protocols::vswitch::KeepaliveRunner::new(&cfg, stop) {
+            match protocols::vswitch::PairRunner::new(&cfg, stop) {
                 Some(r) => {
+                    let r = r.with_peer_link(protocols::vswitch::link::LinkIo {
+                        shared: shared.clone(),
+                        ha: ha.clone(),
+                        inbox: inbox.clone(),
+                        changes: mac_changes.clone(),
+                        ports: protocols::vswitch::link::peer_link_ports(&cfg),
+                        channels: protocols::vswitch::link::mc_channels(&cfg),
+                    });
                     let info = r.info.clone();
-                    threads.push(spawn("vs-keepalive".into(), Box::new(move || r.run()))?);
+                    threads.push(spawn("vs-pair".into(), Box::new(move || r.run()))?);
                     info
                 }
                 None => Arc::new(Mutex::new(serde_json::Value::Null)),

@@ -59,6 +59,7 @@ impl Worker {
         }
         let mut control = false;
         let mut bpdus = false;
+        let mut peer = false;
         let mut snooped = false;
         for i in 0..batch.len() {
             let mut v = verdicts.v[i];
@@ -74,6 +75,11 @@ impl Worker {
                     }
                     // Another switch's probe: flooded like any multicast.
                     Some(_) => v.action = Action::Flood,
+                    None if frame[..6] == pipeline::l2::VSWITCH_PEER_MAC => {
+                        // Classified only on a peer-link port.
+                        peer |= self.peer_frame(batch.port(i), frame);
+                        continue;
+                    }
                     None if frame[5] == 0 => {
                         // To the bridge group address: a BPDU.
                         bpdus |= self.control_frame(batch.port(i), frame, now);
@@ -108,8 +114,10 @@ impl Worker {
                     // A channel member's frames never flood back into the
                     // channel.
                     let ingress = tables.l2.logical(batch.port(i));
+                    // Over the peer link: not to channels the peer served.
+                    let skip = self.peer_skip(&tables, batch.port(i));
                     for p in tables.l2.vlans[v.vlan as usize].flood.iter() {
-                        if p != ingress {
+                        if p != ingress && !skip.contains(p) {
                             self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                         }
                     }
@@ -133,9 +141,10 @@ impl Worker {
                     // blocked or removed ports drop out here).
                     let oifs = oifs.and(&tables.l2.vlans[v.vlan as usize].flood);
                     let ingress = tables.l2.logical(batch.port(i));
+                    let skip = self.peer_skip(&tables, batch.port(i));
                     let mut copies = 0;
                     for p in oifs.iter() {
-                        if p != ingress {
+                        if p != ingress && !skip.contains(p) {
                             self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
                             copies += 1;
                         }
@@ -150,6 +159,9 @@ impl Worker {
         }
         if bpdus {
             self.shared.bpdus.wake();
+        }
+        if peer {
+            self.shared.peer_link.wake();
         }
         if snooped {
             self.shared.snoop.wake();
@@ -178,6 +190,28 @@ impl Worker {
         };
         if !q.push(port, 0, frame) {
             c.l3.punt_queue_full.add(1);
+            return false;
+        }
+        true
+    }
+
+    /// Ports a frame received on `port` must not be copied to: for a
+    /// virtual-switch peer-link port, the multichassis channels the peer
+    /// reaches by its own members (MC-LAG split horizon); else none.
+    #[inline]
+    fn peer_skip<'t>(&self, tables: &'t tables::Tables, port: u16) -> &'t PortSet {
+        match tables.l2.ports.get(port as usize) {
+            Some(e) if e.peer_link => &tables.l2.peer_served,
+            _ => &PortSet::EMPTY,
+        }
+    }
+
+    /// A virtual-switch peer-protocol frame for the pair's thread. Not
+    /// policed by CoPP: it arrives only on configured peer-link ports, and
+    /// a full copy is a legitimate burst; the queue's bound still holds.
+    pub(crate) fn peer_frame(&mut self, port: u16, frame: &[u8]) -> bool {
+        if !self.shared.peer_link.push(port, 0, frame) {
+            self.counters.l3.punt_queue_full.add(1);
             return false;
         }
         true

@@ -118,6 +118,9 @@ pub struct Shared {
     /// BPDUs (to 01:80:c2:00:00:00) of spanning tree ports, for the
     /// spanning tree thread.
     pub bpdus: PuntQueue,
+    /// Virtual-switch peer-protocol frames from peer-link ports, for the
+    /// virtual-switch thread (`protocols::vswitch`).
+    pub peer_link: PuntQueue,
     /// Restart in place: workers hand their ports over (see
     /// `io::Port::handover`) and stop for good.
     pub handover: AtomicBool,
@@ -174,6 +177,10 @@ pub const PUNT_QUEUE_DEPTH: punt::PuntDepth = punt::PuntDepth {
 pub const TO_VLAN_QUEUE_DEPTH: usize = 1024;
 /// Link-layer control frames (LACPDUs) buffered for the control plane.
 pub const L2_CONTROL_QUEUE_DEPTH: usize = 256;
+/// Peer-protocol frames queued for the virtual-switch thread: a full copy
+/// of a large MAC table arrives as a burst of up to ~900 frames per
+/// 100,000 addresses.
+pub const PEER_LINK_QUEUE_DEPTH: usize = 4096;
 
 impl Shared {
     pub fn new(tables: Tables, learn_queue: usize) -> Shared {
@@ -199,6 +206,8 @@ impl Shared {
             l2_control: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH)
                 .expect("eventfd for the l2 control queue"),
             bpdus: PuntQueue::new(L2_CONTROL_QUEUE_DEPTH).expect("eventfd for the BPDU queue"),
+            peer_link: PuntQueue::new(PEER_LINK_QUEUE_DEPTH)
+                .expect("eventfd for the peer-link queue"),
             handover: AtomicBool::new(false),
             handed: Mutex::new(Vec::new()),
             handed_workers: AtomicUsize::new(0),

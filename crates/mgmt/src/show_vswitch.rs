@@ -61,6 +61,38 @@ pub fn virtual_switch(v: &Value) -> String {
         s(&pl, "state"),
         text(pl.get("ports"))
     );
+    if let Some(m) = pl.get("messages").filter(|m| m.is_object()) {
+        let bad: u64 = m
+            .get("rx_bad")
+            .and_then(Value::as_object)
+            .map(|b| b.values().filter_map(Value::as_u64).sum())
+            .unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "             messages sent {} ({} not sent), received {}, dropped: {} malformed, {} wrong domain, {} unexpected",
+            u(m, "tx"),
+            u(m, "tx_errors"),
+            u(m, "rx"),
+            bad,
+            u(m, "rx_wrong_domain"),
+            u(m, "rx_unexpected")
+        );
+        let _ = writeln!(
+            o,
+            "             synced MACs {} from peer ({}), updates sent {} / received {}, full copies sent {} / received {} ({} incomplete)",
+            u(m, "synced_macs"),
+            if flag(m, "synced") {
+                "copy complete"
+            } else {
+                "no complete copy"
+            },
+            u(m, "macs_tx"),
+            u(m, "macs_rx"),
+            u(m, "copies_tx"),
+            u(m, "copies_rx"),
+            u(m, "copy_mismatch")
+        );
+    }
     let ka = v.get("keepalive").cloned().unwrap_or(Value::Null);
     let _ = writeln!(
         o,

@@ -56,9 +56,12 @@ pub enum DropReason {
     /// Over the port's storm-control limit for broadcast, multicast or
     /// unknown-unicast frames.
     StormControl,
+    /// Arrived over a virtual-switch peer link for a multichassis channel
+    /// the peer already delivered to (MC-LAG split horizon).
+    PeerServed,
 }
 
-pub const DROP_REASONS: usize = 18;
+pub const DROP_REASONS: usize = 19;
 
 impl DropReason {
     pub const ALL: [DropReason; DROP_REASONS] = [
@@ -80,6 +83,7 @@ impl DropReason {
         DropReason::Blocked,
         DropReason::L2Control,
         DropReason::StormControl,
+        DropReason::PeerServed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +106,7 @@ impl DropReason {
             DropReason::Blocked => "blocked",
             DropReason::L2Control => "l2-control",
             DropReason::StormControl => "storm-control",
+            DropReason::PeerServed => "peer-served",
         }
     }
 }

@@ -105,6 +105,11 @@ pub const MAC_MOVE_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x4d, 0x4d, 0x55];
 /// EtherType of keepalive and MAC-move frames (IEEE local experimental).
 pub const ETHERTYPE_LANYARD: u16 = 0x88b5;
 
+/// Destination of virtual-switch peer-protocol frames ("LYVS", locally
+/// administered multicast, EtherType [`ETHERTYPE_LANYARD`]): taken off a
+/// peer-link port for the control plane, dropped anywhere else.
+pub const VSWITCH_PEER_MAC: [u8; 6] = [0x03, 0x4c, 0x59, 0x56, 0x53, 0x01];
+
 /// Destination of loop-detect probes ("LYLD", locally administered
 /// multicast): flooded like any multicast by other switches, taken off
 /// the wire by every Lanyard.
@@ -124,6 +129,16 @@ fn classify(t: &Tables, frame: &[u8], port: u16) -> Verdict {
     if frame[0] & 1 != 0 && frame[..6] == KEEPALIVE_MAC {
         // Counted as received (that is what keepalives are for), then gone.
         v.action = Action::Drop(DropReason::L2Control);
+        return v;
+    }
+    if frame[0] & 1 != 0 && frame[..6] == VSWITCH_PEER_MAC {
+        // The peer protocol: only a peer-link port takes it (the worker
+        // punts it to the virtual-switch thread); never forwarded.
+        v.action = if p.peer_link && etype == ETHERTYPE_LANYARD {
+            Action::Control
+        } else {
+            Action::Drop(DropReason::L2Control)
+        };
         return v;
     }
     if frame[0] & 1 != 0 && is_reserved_group(frame) && p.mode != PortMode::Tunnel {
@@ -308,6 +323,13 @@ pub fn process(
         let port = t.l2.logical(in_port);
         if frame[0] & 1 == 0 {
             if let Some(e) = t.mac.lookup(MacKey::from_slice(v.vlan, &frame[0..6])) {
+                if t.l2.ports[in_port as usize].peer_link && t.l2.peer_served.contains(e.port) {
+                    // From the virtual-switch peer, for a channel the peer
+                    // reaches by its own members: it delivered it already.
+                    v.action = Action::Drop(DropReason::PeerServed);
+                    c.drop_in(in_port, Some(v.vlan), DropReason::PeerServed);
+                    continue;
+                }
                 // A backup pair's addresses leave by its active member.
                 let to = t.l2.redirect(e.port);
                 if to == port {

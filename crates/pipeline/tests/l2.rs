@@ -456,3 +456,40 @@ fn backup_pair_redirects_addresses_to_the_active_member() {
     let a = r.go(&[(0, frame(mac(5), mac(7), &[], 60))]);
     assert_eq!(a, vec![Action::Drop(DropReason::SamePort)]);
 }
+
+/// Virtual-switch peer link (port 3, a trunk): peer-protocol frames are
+/// punted only there; unicast that came over it for a channel the peer
+/// serves is dropped as `peer-served`, from anywhere else it is delivered.
+#[test]
+fn peer_link_punts_its_protocol_and_filters_peer_served_channels() {
+    let mut r = Run::new();
+    r.t.l2.ports[3].peer_link = true;
+    let station = MacKey::new(10, mac(7));
+    r.t.mac.upsert(
+        station,
+        MacEntry {
+            port: 0,
+            is_static: false,
+            seen: 100,
+        },
+    );
+    let peer_msg = frame(pipeline::l2::VSWITCH_PEER_MAC, mac(9), &[], 60);
+    let a = r.go(&[(3, peer_msg.clone()), (1, peer_msg)]);
+    assert_eq!(
+        a,
+        vec![Action::Control, Action::Drop(DropReason::L2Control)]
+    );
+
+    // Port 0 stands for a channel the peer serves.
+    r.t.l2.peer_served.insert(0);
+    let tagged = frame(mac(7), mac(8), &[(TPID_8021Q, 10)], 60);
+    let a = r.go(&[(3, tagged.clone()), (1, frame(mac(7), mac(8), &[], 60))]);
+    assert_eq!(
+        a,
+        vec![Action::Drop(DropReason::PeerServed), Action::Unicast(0)]
+    );
+    assert_eq!(r.c.ports[3].drops[DropReason::PeerServed as usize].get(), 1);
+    // The peer's members went down: the channel is served here again.
+    r.t.l2.peer_served.remove(0);
+    assert_eq!(r.go(&[(3, tagged)]), vec![Action::Unicast(0)]);
+}

@@ -89,6 +89,31 @@ pub struct HaState {
     /// Per port id: spanning tree's state (`Off` where it does not run),
     /// set by the spanning tree thread (`crate::spanning_tree`).
     pub stp: Vec<StpState>,
+    /// Multichassis channels of a virtual-switch pair (`None` without one).
+    pub mc: Option<Multichassis>,
+}
+
+/// What the virtual-switch pair asks of this node's channels (set by the
+/// `protocols::vswitch` thread, applied in [`HaState::derive`]).
+#[derive(Clone, Debug, Default)]
+pub struct Multichassis {
+    /// Peer-link port ids.
+    pub peer_link: Vec<u16>,
+    /// Per multichassis channel: (index into `HaState::channels`, id).
+    pub channels: Vec<(usize, u16)>,
+    /// Per multichassis channel: the peer says its members of the channel
+    /// distribute (and the peer link is alive).
+    pub peer_serves: Vec<bool>,
+    /// Members held out of their channels: a dual-active secondary, or
+    /// the delay after a start or a rejoin (LACP out of sync).
+    pub hold_down: bool,
+}
+
+impl Multichassis {
+    /// Whether channel index `c` is multichassis, and its position here.
+    pub fn position(&self, c: usize) -> Option<usize> {
+        self.channels.iter().position(|(k, _)| *k == c)
+    }
 }
 
 impl HaState {
@@ -130,12 +155,33 @@ impl HaState {
         for (i, _) in cfg.stp_ports() {
             stp[i] = StpState::Discarding;
         }
+        let mc = cfg.virtual_switch.as_ref().map(|vs| {
+            let channels: Vec<(usize, u16)> = vs
+                .channels
+                .iter()
+                .filter_map(|c| {
+                    let k = cfg
+                        .port_channels
+                        .iter()
+                        .position(|p| p.name == c.port_channel)?;
+                    Some((k, c.id as u16))
+                })
+                .collect();
+            Multichassis {
+                peer_link: vs.peer_link.iter().map(|n| id(n)).collect(),
+                peer_serves: vec![false; channels.len()],
+                channels,
+                // Held until the pair's thread decides (delay-restore).
+                hold_down: true,
+            }
+        });
         HaState {
             pairs,
             channels,
             link_up: vec![false; tables::MAX_PORTS],
             keepalive_down: vec![false; tables::MAX_PORTS],
             stp,
+            mc,
         }
     }
 
@@ -313,14 +359,20 @@ impl HaState {
             }
         }
         let usable = self.usable_vec();
+        let held = |k: usize| {
+            self.mc
+                .as_ref()
+                .is_some_and(|m| m.hold_down && m.position(k).is_some())
+        };
         l2.channels = self
             .channels
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(k, c)| {
                 let mut ch = Channel::EMPTY;
                 ch.hash = c.hash;
                 let d = c.distributing_members(&usable);
-                if d.len() >= c.min_links {
+                if d.len() >= c.min_links && !held(k) {
                     for (k, m) in d.iter().take(MAX_CHANNEL_MEMBERS).enumerate() {
                         ch.members[k] = *m;
                     }
@@ -340,7 +392,26 @@ impl HaState {
                     e.logical = c.id;
                     // A member collects while it distributes (coupled
                     // control, 802.1AX 6.4.15).
-                    e.blocked = !(*d && usable[*m as usize]);
+                    e.blocked = !(*d && usable[*m as usize]) || held(k);
+                }
+            }
+        }
+        l2.peer_served = tables::PortSet::EMPTY;
+        if let Some(mc) = &self.mc {
+            let link = mc.peer_link.iter().copied().find(|p| self.usable(*p));
+            for (j, &(k, _)) in mc.channels.iter().enumerate() {
+                if !mc.peer_serves.get(j).copied().unwrap_or(false) {
+                    continue;
+                }
+                let id = self.channels[k].id;
+                l2.peer_served.insert(id);
+                // No live member here: the channel's addresses are reached
+                // across the peer link (unicast only: a flood crosses the
+                // link once anyway, and the peer floods to its members).
+                if l2.channels[k].active == 0 {
+                    if let (Some(pl), Some(e)) = (link, l2.ports.get_mut(id as usize)) {
+                        e.egress = Egress::Via(pl);
+                    }
                 }
             }
         }
@@ -711,6 +782,9 @@ impl HaRunner {
         let st = self.ha.snapshot();
         for (c, agg) in self.lacp.iter_mut().enumerate() {
             let Some(agg) = agg else { continue };
+            if let Some(mc) = &st.mc {
+                agg.hold(mc.hold_down && mc.position(c).is_some(), now);
+            }
             for (k, m) in st.channels[c].members.iter().enumerate() {
                 let up = st.link_up[*m as usize];
                 if up != self.lacp_link[c][k] {
@@ -1086,5 +1160,55 @@ mod tests {
         // below min-links.
         let ch = st.set_link(4, false, t0);
         assert_eq!(ch.flush, vec![po]);
+    }
+
+    /// A virtual-switch pair: held members are blocked and the channel is
+    /// down; a channel the peer serves is in `peer_served`, and with no
+    /// live member here its addresses are reached over the peer link.
+    #[test]
+    fn multichassis_hold_and_peer_link_egress() {
+        let cfg = config::parse(
+            "vlans: [{id: 10}]
+ports:
+  - {name: pl, mode: trunk}
+  - {name: m1, vlan: 10}
+port-channels: [{name: po1, members: [m1], lacp: static}]
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+  channels: [{port-channel: po1, id: 1}]
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let now = Instant::now();
+        let mut st = HaState::new(&cfg);
+        st.set_link(0, true, now);
+        st.set_link(1, true, now);
+        let po = cfg.channel_port_id(0);
+        // Held at start.
+        let t = tables(&cfg, &st);
+        assert!(t.ports[1].blocked);
+        assert!(!t.ports[po as usize].up);
+        assert!(t.ports[0].peer_link && !t.ports[0].learning);
+        // Released: the member carries the channel.
+        st.mc.as_mut().unwrap().hold_down = false;
+        let t = tables(&cfg, &st);
+        assert!(!t.ports[1].blocked && t.ports[po as usize].up);
+        assert!(t.peer_served.is_empty());
+        // The peer serves it too: frames from the link never go there.
+        st.mc.as_mut().unwrap().peer_serves = vec![true];
+        let t = tables(&cfg, &st);
+        assert!(t.peer_served.contains(po));
+        assert_eq!(t.ports[po as usize].egress, Egress::Channel(0));
+        // Our member down: the peer link reaches the channel's addresses,
+        // and the channel is not flooded to (the link's copy is enough).
+        st.set_link(1, false, now);
+        let t = tables(&cfg, &st);
+        assert_eq!(t.ports[po as usize].egress, Egress::Via(0));
+        assert_eq!(t.redirect(po), 0);
+        assert!(!t.vlans[10].flood.contains(po));
     }
 }

@@ -226,6 +226,10 @@ pub struct LacpPort {
     tx_next: usize,
     /// Left out by the aggregator (another partner is in use).
     standby: bool,
+    /// Held out of the group by the switch (a virtual-switch secondary in
+    /// dual-active): never selected, so it tells the partner it is out
+    /// of sync and neither collects nor distributes.
+    held: bool,
     mux: MuxState,
     actor_state: LacpState,
     counters: LacpCounters,
@@ -248,6 +252,7 @@ impl LacpPort {
             tx_times: [None; TX_LIMIT],
             tx_next: 0,
             standby: false,
+            held: false,
             mux: MuxState::Detached,
             actor_state: LacpState::empty(),
             counters: LacpCounters::default(),
@@ -368,7 +373,12 @@ impl LacpPort {
 
     /// Selectable and accepted by the aggregator.
     pub fn selected(&self) -> bool {
-        self.selectable() && !self.standby
+        self.selectable() && !self.standby && !self.held
+    }
+
+    /// Held out of the group by the switch (see [`Aggregator::hold`]).
+    pub fn held(&self) -> bool {
+        self.held
     }
 
     /// Selectable but left out by the [`Aggregator`] because its partner
@@ -728,6 +738,19 @@ impl Aggregator {
     /// The earliest deadline of any port.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.ports.iter().filter_map(|p| p.next_deadline()).min()
+    }
+
+    /// Hold every port out of the group (`on`) or let them back: a held
+    /// port is not selected, so its LACPDUs say out of sync and the
+    /// partner stops using it (a virtual-switch secondary in dual-active).
+    pub fn hold(&mut self, on: bool, now: Instant) {
+        if self.ports.iter().all(|p| p.held == on) {
+            return;
+        }
+        for p in &mut self.ports {
+            p.held = on;
+        }
+        self.settle(now);
     }
 
     /// Indices of the ports frames may be sent on.

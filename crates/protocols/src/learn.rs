@@ -26,6 +26,39 @@ pub enum LearnerRequest {
     AddStatic { key: MacKey, port: u16 },
     /// Learn addresses a previous run of the switch knew (restart).
     Restore { entries: Vec<(MacKey, u16)> },
+    /// Addresses the virtual-switch peer learned, on the port that
+    /// reaches them here (a multichassis channel, or the peer link). They
+    /// do not age while the peer has them and are not reported back.
+    PeerAdd { entries: Vec<(MacKey, u16)> },
+    /// The peer no longer has these: they go unless traffic here
+    /// refreshed them since (then they age as learned here).
+    PeerRemove { keys: Vec<MacKey> },
+    /// Every address learned here (not from the peer), for a full copy.
+    LocalTable {
+        reply: mpsc::Sender<Vec<(MacKey, u16)>>,
+    },
+}
+
+/// A change to the addresses learned on this node, for the
+/// virtual-switch peer: (address, port, added).
+pub type MacChange = (MacKey, u16, bool);
+
+/// Changes to locally learned addresses, drained by the virtual-switch
+/// thread (control plane only: the learner pushes, never a worker).
+#[derive(Default)]
+pub struct MacChanges {
+    queue: Mutex<Vec<MacChange>>,
+}
+
+impl MacChanges {
+    fn push(&self, c: MacChange) {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+    }
+
+    /// Everything since the last call.
+    pub fn take(&self) -> Vec<MacChange> {
+        std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// Learner statistics for `show`.
@@ -76,6 +109,16 @@ impl LearnerInbox {
     }
 }
 
+/// An address the virtual-switch peer has.
+#[derive(Clone, Copy, Debug)]
+struct PeerClaim {
+    /// We announced it to the peer too (learned here, fresh).
+    ours: bool,
+    /// When our claim was last absent: traffic after this second (the
+    /// entry's `seen` moving past it) makes the address ours again.
+    mark: u32,
+}
+
 pub struct Learner {
     shared: Arc<Shared>,
     inbox: Arc<LearnerInbox>,
@@ -84,9 +127,28 @@ pub struct Learner {
     capacity: usize,
     vlan_count: Vec<u32>,
     port_count: Vec<u32>,
+    /// Addresses the virtual-switch peer has (it announced them and has
+    /// not withdrawn them). An entry stays while the peer has it or
+    /// traffic here keeps it fresh ("ours").
+    peer: std::collections::HashMap<MacKey, PeerClaim>,
+    /// Where local changes go (a virtual-switch pair only).
+    changes: Option<Arc<MacChanges>>,
 }
 
 impl Learner {
+    /// Report changes of locally learned addresses to `to` (the
+    /// virtual-switch thread).
+    pub fn with_changes(mut self, to: Arc<MacChanges>) -> Learner {
+        self.changes = Some(to);
+        self
+    }
+
+    fn report(&self, key: MacKey, port: u16, add: bool) {
+        if let Some(c) = &self.changes {
+            c.push((key, port, add));
+        }
+    }
+
     pub fn new(
         shared: Arc<Shared>,
         inbox: Arc<LearnerInbox>,
@@ -102,6 +164,8 @@ impl Learner {
             capacity,
             vlan_count: vec![0; MAX_VLANS],
             port_count: vec![0; MAX_PORTS],
+            peer: std::collections::HashMap::new(),
+            changes: None,
         }
     }
 
@@ -191,6 +255,9 @@ impl Learner {
                     self.stats.moves.fetch_add(1, Ordering::Relaxed);
                     self.update_gate(t, vlan, from);
                     self.update_gate(t, vlan, port);
+                    // Moved here: ours now, whatever the peer said.
+                    self.peer.remove(&key);
+                    self.report(key, port, true);
                 }
                 let _ = e;
             }
@@ -208,6 +275,7 @@ impl Learner {
                         self.port_count[port as usize] += 1;
                         self.stats.learned.fetch_add(1, Ordering::Relaxed);
                         self.update_gate(t, vlan, port);
+                        self.report(key, port, true);
                     }
                     MacWriteOutcome::Full => {
                         self.stats.table_full.fetch_add(1, Ordering::Relaxed);
@@ -219,17 +287,49 @@ impl Learner {
     }
 
     fn forget(&mut self, t: &Tables, pred: impl Fn(MacKey, MacEntry) -> bool) -> usize {
-        let mut gone: Vec<(u16, u16)> = Vec::new();
+        let mut gone: Vec<(MacKey, u16)> = Vec::new();
         let n = t.mac.remove_where(
             |k, e| !e.is_static && pred(k, e),
-            |k, e| gone.push((k.vlan(), e.port)),
+            |k, e| gone.push((k, e.port)),
         );
-        for (vlan, port) in gone {
+        for (key, port) in gone {
+            let vlan = key.vlan();
             self.vlan_count[vlan as usize] -= 1;
             self.port_count[port as usize] -= 1;
             self.update_gate(t, vlan, port);
+            // The peer hears of removals of what we announced only.
+            if self.peer.remove(&key).is_none_or(|c| c.ours) {
+                self.report(key, port, false);
+            }
         }
         n
+    }
+
+    /// Whether the address is announced by this node (not the peer's alone).
+    fn ours(&self, key: MacKey) -> bool {
+        self.peer.get(&key).is_none_or(|c| c.ours)
+    }
+
+    /// Ageing of addresses the peer has: they stay, but our own claim
+    /// follows traffic here (withdrawn when stale, announced when fresh).
+    fn age_peer_claims(&mut self, t: &Tables, now: u32, aging: u32) {
+        let mut out = Vec::new();
+        for (key, c) in self.peer.iter_mut() {
+            let Some(e) = t.mac.lookup(*key) else {
+                continue;
+            };
+            if c.ours && now.wrapping_sub(e.seen) > aging {
+                c.ours = false;
+                c.mark = e.seen;
+                out.push((*key, e.port, false));
+            } else if !c.ours && e.seen > c.mark && now.wrapping_sub(e.seen) <= aging {
+                c.ours = true;
+                out.push((*key, e.port, true));
+            }
+        }
+        for (key, port, add) in out {
+            self.report(key, port, add);
+        }
     }
 
     fn age(&mut self, t: &Tables) {
@@ -240,7 +340,13 @@ impl Learner {
         let aging = self.aging;
         // Strictly greater: the clock counts whole seconds, so an address
         // stays at least `aging` seconds (and under `aging` + 2).
-        let n = self.forget(t, |_, e| now.wrapping_sub(e.seen) > aging);
+        // The peer's addresses stay while the peer has them.
+        let peer = std::mem::take(&mut self.peer);
+        let n = self.forget(t, |k, e| {
+            now.wrapping_sub(e.seen) > aging && !peer.contains_key(&k)
+        });
+        self.peer = peer;
+        self.age_peer_claims(t, now, aging);
         self.stats.aged.fetch_add(n as u64, Ordering::Relaxed);
     }
 
@@ -257,6 +363,44 @@ impl Learner {
                 for (key, port) in entries {
                     self.learn(t, key, port);
                 }
+            }
+            LearnerRequest::PeerAdd { entries } => {
+                for (key, port) in entries {
+                    self.peer_add(t, key, port);
+                }
+            }
+            LearnerRequest::PeerRemove { keys } => {
+                for key in keys {
+                    let Some(c) = self.peer.get(&key).copied() else {
+                        continue;
+                    };
+                    match t.mac.lookup(key) {
+                        Some(e) if !e.is_static && !c.ours && e.seen <= c.mark => {
+                            // The peer's alone: gone (not reported back).
+                            self.forget(t, |k, _| k == key);
+                        }
+                        Some(e) if !e.is_static => {
+                            // Fresh here: ours alone now (announced again
+                            // if the peer did not know it was ours).
+                            self.peer.remove(&key);
+                            if !c.ours {
+                                self.report(key, e.port, true);
+                            }
+                        }
+                        _ => {
+                            self.peer.remove(&key);
+                        }
+                    }
+                }
+            }
+            LearnerRequest::LocalTable { reply } => {
+                let mut out = Vec::new();
+                t.mac.for_each(|k, e| {
+                    if !e.is_static && self.ours(k) {
+                        out.push((k, e.port));
+                    }
+                });
+                let _ = reply.send(out);
             }
             LearnerRequest::AddStatic { key, port } => {
                 // A static entry replaces a dynamic one for the same key.
@@ -278,6 +422,53 @@ impl Learner {
                 );
             }
         }
+    }
+
+    /// Install an address the peer learned; no learning limits (the
+    /// peer applied its own), a static entry stays.
+    fn peer_add(&mut self, t: &Tables, key: MacKey, port: u16) {
+        let vlan = key.vlan();
+        if t.l2.ports.get(port as usize).is_none() || !t.l2.vlans[vlan as usize].configured {
+            return;
+        }
+        let now = self.shared.now();
+        let entry = MacEntry {
+            port,
+            is_static: false,
+            seen: now,
+        };
+        // Already learned here on the same port: ours too.
+        let mut ours = false;
+        match t.mac.lookup(key) {
+            Some(e) if e.is_static => return,
+            Some(e) if e.port == port => {
+                ours = self.ours(key);
+                t.mac.touch(key, port, now);
+            }
+            Some(_) => {
+                if let MacWriteOutcome::Moved { from } = t.mac.upsert(key, entry) {
+                    self.port_count[from as usize] -= 1;
+                    self.port_count[port as usize] += 1;
+                    self.stats.moves.fetch_add(1, Ordering::Relaxed);
+                    self.update_gate(t, vlan, from);
+                    self.update_gate(t, vlan, port);
+                }
+            }
+            None => match t.mac.upsert(key, entry) {
+                MacWriteOutcome::Inserted => {
+                    self.vlan_count[vlan as usize] += 1;
+                    self.port_count[port as usize] += 1;
+                    self.update_gate(t, vlan, port);
+                }
+                MacWriteOutcome::Full => {
+                    self.stats.table_full.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                _ => {}
+            },
+        }
+        let ours = ours || self.peer.get(&key).is_some_and(|c| c.ours);
+        self.peer.insert(key, PeerClaim { ours, mark: now });
     }
 
     /// Replace the MAC table by a tombstone-free copy when misses would

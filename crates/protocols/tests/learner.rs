@@ -2,7 +2,7 @@
 //! and aging.
 
 use datapath::Shared;
-use protocols::learn::{Learner, LearnerInbox, LearnerRequest, LearnerStats};
+use protocols::learn::{Learner, LearnerInbox, LearnerRequest, LearnerStats, MacChanges};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use tables::l2::{PortMode, TPID_8021Q};
 use tables::{L2Tables, LearnEvent, LearnGate, MacKey, MacTable, PortEntry, Tables};
 
 struct Rig {
+    changes: Arc<MacChanges>,
     shared: Arc<Shared>,
     inbox: Arc<LearnerInbox>,
     stats: Arc<LearnerStats>,
@@ -36,13 +37,16 @@ impl Rig {
         ));
         let inbox = Arc::new(LearnerInbox::default());
         let stats = Arc::new(LearnerStats::new());
-        let l = Learner::new(shared.clone(), inbox.clone(), stats.clone(), aging, 100_000);
+        let changes = Arc::new(MacChanges::default());
+        let l = Learner::new(shared.clone(), inbox.clone(), stats.clone(), aging, 100_000)
+            .with_changes(changes.clone());
         let thread = std::thread::spawn(move || l.run());
         let _ = shared.learner.set(thread.thread().clone());
         Rig {
             shared,
             inbox,
             stats,
+            changes,
             thread: Some(thread),
         }
     }
@@ -150,4 +154,51 @@ fn aging_removes_idle_entries() {
     }
     assert_eq!(r.len(), 0);
     assert_eq!(r.stats.aged.load(Ordering::Relaxed), 100);
+}
+
+fn key(i: u32) -> MacKey {
+    let b = i.to_be_bytes();
+    MacKey::new(10, [2, 0, b[0], b[1], b[2], b[3]])
+}
+
+/// Virtual-switch sync: local learning is reported, peer addresses are
+/// installed without being reported back, survive ageing while the peer
+/// has them, go when it withdraws them, and a full copy lists only ours.
+#[test]
+fn peer_addresses_and_local_changes() {
+    let r = Rig::new(0, 1);
+    r.push(1, 0);
+    r.settle();
+    assert_eq!(r.changes.take(), vec![(key(1), 0, true)]);
+    r.inbox.send(
+        &r.shared,
+        LearnerRequest::PeerAdd {
+            entries: vec![(key(2), 1), (key(3), 2)],
+        },
+    );
+    r.settle();
+    assert_eq!(r.len(), 3);
+    assert!(r.changes.take().is_empty(), "peer addresses reported back");
+    let (tx, rx) = mpsc::channel();
+    r.inbox
+        .send(&r.shared, LearnerRequest::LocalTable { reply: tx });
+    let mine = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(mine, vec![(key(1), 0)]);
+    // Ageing (1 s): our idle address goes and the peer hears of it; the
+    // peer's stay.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while r.len() > 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Two more ageing passes: the peer's addresses are still there.
+    std::thread::sleep(Duration::from_millis(2_100));
+    assert_eq!(r.len(), 2);
+    assert_eq!(r.changes.take(), vec![(key(1), 0, false)]);
+    // The peer withdraws one: gone here, not reported back.
+    r.inbox
+        .send(&r.shared, LearnerRequest::PeerRemove { keys: vec![key(2)] });
+    r.settle();
+    assert_eq!(r.len(), 1);
+    assert!(r.shared.tables.load().mac.lookup(key(3)).is_some());
+    assert!(r.changes.take().is_empty());
 }

@@ -56,6 +56,10 @@ pub struct PortEntry {
     /// Spanning tree's verdict on the port (written by `protocols::ha`
     /// from the spanning tree thread's state).
     pub stp: StpState,
+    /// A virtual-switch peer-link port: peer-protocol frames (EtherType
+    /// 0x88b5) go to the control plane, and what arrives here is never
+    /// sent to a channel in `L2Tables::peer_served`.
+    pub peer_link: bool,
 }
 
 /// A port's spanning tree state as the data path applies it.
@@ -161,6 +165,7 @@ impl PortEntry {
             blocked: false,
             egress: Egress::Direct,
             stp: StpState::Off,
+            peer_link: false,
         }
     }
 
@@ -204,6 +209,10 @@ pub struct L2Tables {
     pub vlans: Box<[VlanEntry]>,
     /// Port channels, indexed by `Egress::Channel`.
     pub channels: Vec<Channel>,
+    /// Multichassis channels (their logical ports) the virtual-switch
+    /// peer serves through its own live members: frames that came over
+    /// the peer link never go there (the peer delivered them already).
+    pub peer_served: PortSet,
 }
 
 impl L2Tables {
@@ -221,6 +230,7 @@ impl L2Tables {
             ports,
             vlans,
             channels: Vec::new(),
+            peer_served: PortSet::EMPTY,
         };
         t.recompute_members();
         t

@@ -75,6 +75,17 @@ impl SeqReceiver {
         }
     }
 
+    /// The distinct sequence numbers received so far (unordered): tests
+    /// that number several streams apart count per stream from these.
+    pub fn seqs(&self) -> Vec<u64> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect()
+    }
+
     /// Forgets everything counted so far.
     pub fn reset(&self) {
         self.unique.store(0, Ordering::Relaxed);

@@ -50,14 +50,26 @@ impl PeerMacs {
 
     /// A full copy ended: stale entries go. Returns whether it was
     /// complete (its start was seen and the count agrees).
-    pub fn sync_end(&mut self, generation: u32, sent: u32) -> bool {
+    /// `swept` hears of each (MAC, VLAN) removed as stale.
+    pub fn sync_end(
+        &mut self,
+        generation: u32,
+        sent: u32,
+        mut swept: impl FnMut([u8; 6], u16),
+    ) -> bool {
         if self.syncing != Some(generation) {
             self.copy_mismatch += 1;
             return false;
         }
         self.syncing = None;
         let g = self.generation;
-        self.entries.retain(|_, (_, seen)| *seen == g);
+        self.entries.retain(|(mac, vlan), (_, seen)| {
+            let keep = *seen == g;
+            if !keep {
+                swept(*mac, *vlan);
+            }
+            keep
+        });
         self.copies += 1;
         let ok = self.received_in_copy == sent as u64;
         if !ok {
@@ -69,9 +81,17 @@ impl PeerMacs {
     /// The peer is gone for good (not a split): its addresses reached by
     /// a channel stay valid (our own members reach them); those behind
     /// its other ports go.
-    pub fn peer_lost(&mut self) {
-        self.entries.retain(|_, (ch, _)| *ch != 0);
+    /// Returns the (MAC, VLAN) pairs removed.
+    pub fn peer_lost(&mut self) -> Vec<([u8; 6], u16)> {
+        let mut gone = Vec::new();
+        self.entries.retain(|k, (ch, _)| {
+            if *ch == 0 {
+                gone.push(*k);
+            }
+            *ch != 0
+        });
         self.syncing = None;
+        gone
     }
 
     /// Channel id of (MAC, VLAN), if the peer learned it.
@@ -114,7 +134,7 @@ mod tests {
             Message::SyncEnd {
                 generation,
                 entries,
-            } => assert!(into.sync_end(generation, entries)),
+            } => assert!(into.sync_end(generation, entries, |_, _| {})),
             Message::Macs(m) => m.iter().for_each(|e| into.apply(&e)),
             m => panic!("{m:?}"),
         };
@@ -152,17 +172,18 @@ mod tests {
         });
         assert_eq!(m.lookup(entry(7, 0).mac, 10), None);
         // Peer lost: channel-bound entries stay, orphan ones go.
-        m.peer_lost();
+        let gone = m.peer_lost();
+        assert_eq!(gone.len(), 33_334);
         assert_eq!(m.len(), 100_000 - 1 - 33_334);
     }
 
     #[test]
     fn copy_without_start_or_with_a_short_count() {
         let mut m = PeerMacs::default();
-        assert!(!m.sync_end(5, 0));
+        assert!(!m.sync_end(5, 0, |_, _| {}));
         m.sync_start(6);
         m.apply(&entry(1, 1));
-        assert!(!m.sync_end(6, 2));
+        assert!(!m.sync_end(6, 2, |_, _| {}));
         assert_eq!(m.copy_mismatch, 2);
         assert_eq!(m.len(), 1);
     }

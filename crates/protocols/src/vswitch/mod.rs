@@ -1,16 +1,20 @@
 //! The virtual-switch pair (docs/virtual-switch.md): [`pair`] decides
 //! role and health from peer-link hellos and keepalives, [`macs`] holds
-//! the peer's learned addresses, and [`KeepaliveRunner`] runs the
-//! keepalive over UDP on its separate path and publishes the state that
-//! `show virtual-switch` prints.
+//! the peer's learned addresses, [`link`] runs the peer link, and
+//! [`PairRunner`] runs the keepalive over UDP on its separate path, the
+//! peer link, enforces the pair's decision on the channels and publishes
+//! the state that `show virtual-switch` prints.
 
+pub mod link;
 pub mod macs;
 pub mod pair;
 
 use config::vswitch::VirtualSwitch;
+use link::{LinkIo, PeerLink};
 use pair::{node_id, PairConfig, PairState};
 use serde_json::{json, Value};
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wire::vswitch::{decode, encode, Message, PeerError, HEADER_LEN, MAX_PAYLOAD};
@@ -62,8 +66,8 @@ impl KeepaliveCounters {
     }
 }
 
-/// Runs the keepalive and publishes the pair's state.
-pub struct KeepaliveRunner {
+/// Runs the keepalive and the peer link, and publishes the pair's state.
+pub struct PairRunner {
     vs: VirtualSwitch,
     /// Channel name → local member names.
     channels: Vec<(String, u32, Vec<String>)>,
@@ -74,14 +78,13 @@ pub struct KeepaliveRunner {
     pub info: Arc<Mutex<Value>>,
     stop: Box<dyn Fn() -> bool + Send>,
     bind_error: Option<String>,
+    /// The peer link (absent in unit tests of the keepalive alone).
+    link: Option<PeerLink>,
 }
 
-impl KeepaliveRunner {
+impl PairRunner {
     /// `None` without a `virtual-switch:` section.
-    pub fn new(
-        cfg: &config::Config,
-        stop: Box<dyn Fn() -> bool + Send>,
-    ) -> Option<KeepaliveRunner> {
+    pub fn new(cfg: &config::Config, stop: Box<dyn Fn() -> bool + Send>) -> Option<PairRunner> {
         let vs = cfg.virtual_switch.clone()?;
         let ka = &vs.keepalive;
         let pc = PairConfig {
@@ -105,7 +108,7 @@ impl KeepaliveRunner {
                 (c.port_channel.clone(), c.id, members)
             })
             .collect();
-        let r = KeepaliveRunner {
+        let r = PairRunner {
             pair: PairState::new(pc, Instant::now()),
             vs,
             channels,
@@ -114,9 +117,17 @@ impl KeepaliveRunner {
             info: Arc::new(Mutex::new(Value::Null)),
             stop,
             bind_error: None,
+            link: None,
         };
         r.publish(Instant::now());
         Some(r)
+    }
+
+    /// Runs the peer link too (the daemon; see [`link`]).
+    pub fn with_peer_link(mut self, io: LinkIo) -> PairRunner {
+        self.link = Some(PeerLink::new(io, self.vs.domain_id as u16));
+        self.publish(Instant::now());
+        self
     }
 
     fn bind(&mut self) -> Option<UdpSocket> {
@@ -124,8 +135,8 @@ impl KeepaliveRunner {
         let at = SocketAddr::new(ka.source, ka.port);
         match UdpSocket::bind(at) {
             Ok(s) => {
-                // Reads wake up at least every 20 ms for timers and stop.
-                let _ = s.set_read_timeout(Some(Duration::from_millis(20)));
+                // Polled with the peer-link queue; reads never block.
+                let _ = s.set_nonblocking(true);
                 self.bind_error = None;
                 Some(s)
             }
@@ -146,57 +157,92 @@ impl KeepaliveRunner {
         let peer = SocketAddr::new(ka.peer, ka.port);
         let interval = Duration::from_millis(ka.interval_ms as u64);
         let domain = self.vs.domain_id as u16;
-        let mut sock = None;
+        let mut sock: Option<UdpSocket> = None;
         let mut next_tx = Instant::now();
+        let mut next_hello = Instant::now();
         let mut next_bind = Instant::now();
         let mut next_publish = Instant::now();
         let mut seq = 0u32;
         let mut buf = [0u8; HEADER_LEN + MAX_PAYLOAD];
         let mut last_status = self.pair.status(Instant::now());
+        let mut link_was_alive = false;
         while !(self.stop)() {
             let now = Instant::now();
-            if sock.is_none() {
-                if now < next_bind {
-                    std::thread::sleep(Duration::from_millis(20));
-                    self.tick(now, &mut next_publish, &mut last_status);
-                    continue;
-                }
+            if sock.is_none() && now >= next_bind {
                 sock = self.bind();
                 next_bind = now + Duration::from_secs(1);
             }
-            let Some(s) = &sock else { continue };
-            if now >= next_tx {
-                seq = seq.wrapping_add(1);
-                let msg = Message::Keepalive(self.pair.hello(now, seq));
-                match encode(domain, &msg, &mut buf) {
-                    Ok(n) if s.send_to(&buf[..n], peer).is_ok() => self.counters.tx += 1,
-                    _ => self.counters.tx_errors += 1,
+            if let Some(s) = &sock {
+                if now >= next_tx {
+                    seq = seq.wrapping_add(1);
+                    let msg = Message::Keepalive(self.pair.hello(now, seq));
+                    match encode(domain, &msg, &mut buf) {
+                        Ok(n) if s.send_to(&buf[..n], peer).is_ok() => self.counters.tx += 1,
+                        _ => self.counters.tx_errors += 1,
+                    }
+                    next_tx = now + interval;
                 }
-                next_tx = now + interval;
             }
-            match s.recv_from(&mut buf) {
-                Ok((n, from)) => {
+            if let Some(l) = self.link.as_mut() {
+                let now = Instant::now();
+                let rx = l.receive();
+                for (d, h) in rx.hellos {
+                    self.pair.peer_link_hello(now, d, h);
+                }
+                if rx.synced {
+                    self.pair.synced(now);
+                }
+                let alive = self.pair.link_alive(now);
+                if alive && !link_was_alive {
+                    // (Re)joined: ask for everything the peer knows.
+                    tracing::info!("virtual-switch: peer link up, asking for a full copy");
+                    l.request_copy();
+                } else if !alive && link_was_alive {
+                    tracing::warn!(
+                        "virtual-switch: peer link down (no hello in {} ms)",
+                        ka.timeout_ms
+                    );
+                }
+                link_was_alive = alive;
+                if now >= next_hello {
+                    seq = seq.wrapping_add(1);
+                    l.send_hello(self.pair.hello(now, seq));
+                    next_hello = now + interval;
+                }
+                l.send_changes(alive);
+            }
+            // Wait for a keepalive or a peer frame, 10 ms at most (timers).
+            let mut fds = [
+                libc::pollfd {
+                    fd: sock.as_ref().map_or(-1, |s| s.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.link.as_ref().map_or(-1, |l| l.event_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfds (a negative fd is ignored).
+            unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
+            if let Some(s) = &sock {
+                // Until WouldBlock (nothing more) or an error such as
+                // ECONNREFUSED after an ICMP unreachable: next turn.
+                while let Ok((n, from)) = s.recv_from(&mut buf) {
                     let now = Instant::now();
                     if from.ip() != ka.peer {
                         self.counters.rx_wrong_source += 1;
-                    } else {
-                        match decode(&buf[..n]) {
-                            Ok((d, Message::Keepalive(h))) => {
-                                self.counters.rx += 1;
-                                self.pair.keepalive(now, d, h);
-                            }
-                            Ok(_) => self.counters.rx_unexpected += 1,
-                            Err(e) => self.counters.bad(e),
-                        }
+                        continue;
                     }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => {
-                    // ECONNREFUSED after an ICMP unreachable and the like.
+                    match decode(&buf[..n]) {
+                        Ok((d, Message::Keepalive(h))) => {
+                            self.counters.rx += 1;
+                            self.pair.keepalive(now, d, h);
+                        }
+                        Ok(_) => self.counters.rx_unexpected += 1,
+                        Err(e) => self.counters.bad(e),
+                    }
                 }
             }
             self.tick(Instant::now(), &mut next_publish, &mut last_status);
@@ -205,6 +251,12 @@ impl KeepaliveRunner {
 
     fn tick(&mut self, now: Instant, next_publish: &mut Instant, last: &mut pair::PairStatus) {
         let st = self.pair.update(now);
+        if let Some(l) = self.link.as_mut() {
+            if st == pair::PairStatus::PeerDown && *last != pair::PairStatus::PeerDown {
+                l.peer_lost();
+            }
+            l.apply(!self.pair.members_enabled(now), self.pair.link_alive(now));
+        }
         if st != *last {
             tracing::warn!(
                 "virtual-switch domain {}: {} -> {} (role {}, multichassis members {})",
@@ -238,25 +290,61 @@ impl KeepaliveRunner {
             })
         });
         let members_up = p.members_enabled(now);
+        let link_alive = p.link_alive(now);
         let channels: Vec<Value> = self
             .channels
             .iter()
             .map(|(name, id, members)| {
+                // With the peer link running: what the peer says of its
+                // members; without it: the pair's decision alone.
+                let peer_serves = match &self.link {
+                    Some(l) if link_alive => l
+                        .channels()
+                        .iter()
+                        .position(|c| c.id as u32 == *id)
+                        .is_some_and(|j| l.peer_active()[j]),
+                    // Split: the primary's members carry the channel.
+                    _ => {
+                        p.status(now) == pair::PairStatus::DualActive
+                            && p.role(now) == pair::Role::Secondary
+                    }
+                };
                 json!({
                     "name": name,
                     "id": id,
                     "local_members": members,
                     "local_members_enabled": members_up,
-                    // Paired: both nodes serve the channel; otherwise the
-                    // node whose members are enabled owns it alone.
-                    "served_by": match (p.status(now), members_up) {
-                        (pair::PairStatus::Paired, true) => "both",
-                        (_, true) => "this node",
-                        (_, false) => "peer",
+                    "served_by": match (members_up, peer_serves) {
+                        (true, true) => "both",
+                        (true, false) => "this node",
+                        (false, true) => "peer",
+                        (false, false) => "none",
                     },
                 })
             })
             .collect();
+        let link = self.link.as_ref().map(|l| {
+            let c = &l.counters;
+            let mut bad = serde_json::Map::new();
+            for (k, v) in &c.rx_bad {
+                bad.insert((*k).into(), json!(v));
+            }
+            json!({
+                "tx": c.tx,
+                "tx_errors": c.tx_errors,
+                "rx": c.rx,
+                "rx_bad": bad,
+                "rx_wrong_domain": c.rx_wrong_domain,
+                "rx_unexpected": c.rx_unexpected,
+                "macs_tx": c.macs_tx,
+                "macs_rx": c.macs_rx,
+                "synced_macs": l.macs.len(),
+                "copies_tx": c.copies_tx,
+                "copies_rx": l.macs.copies,
+                "copy_mismatch": l.macs.copy_mismatch,
+                "synced": p.is_synced(),
+            })
+        });
         let c = &self.counters;
         let mut bad = serde_json::Map::new();
         for (k, v) in &c.rx_bad {
@@ -276,6 +364,7 @@ impl KeepaliveRunner {
             "peer_link": {
                 "ports": vs.peer_link,
                 "state": if p.link_alive(now) { "up" } else { "down" },
+                "messages": link,
             },
             "keepalive": {
                 "source": ka.source.to_string(),
@@ -370,10 +459,8 @@ virtual-switch:
         let port = 20_000 + (std::process::id() % 20_000) as u16;
         let stop_a = Arc::new(AtomicBool::new(false));
         let stop_b = Arc::new(AtomicBool::new(false));
-        let a =
-            KeepaliveRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), flag(&stop_a)).unwrap();
-        let b =
-            KeepaliveRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), flag(&stop_b)).unwrap();
+        let a = PairRunner::new(&cfg(100, "127.0.0.1", "127.0.0.2", port), flag(&stop_a)).unwrap();
+        let b = PairRunner::new(&cfg(200, "127.0.0.2", "127.0.0.1", port), flag(&stop_b)).unwrap();
         let (ia, ib) = (a.info.clone(), b.info.clone());
         let ta = std::thread::spawn(move || a.run());
         let tb = std::thread::spawn(move || b.run());

@@ -171,6 +171,11 @@ impl PairState {
         self.update(now);
     }
 
+    /// A full copy of the peer's state arrived since the link came up.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
     /// The full copy of the peer's state is in.
     pub fn synced(&mut self, now: Instant) {
         self.synced = true;

@@ -1,0 +1,621 @@
+//! Two Lanyards as one virtual switch (issue 19), end to end: a peer
+//! link between them, a keepalive on its own veth, and an Open vSwitch
+//! bond (LACP active, fast, balance-tcp) with two members on each node.
+//!
+//! ```text
+//!            ta ── h [dist-a] m1,m2 ══ o1,o2 ┐
+//!                      │ pl   ka              [OVS bond0] o5 ── tp
+//!                      │ pl   ka              │
+//!            tb ── h [dist-b] m1,m2 ══ o3,o4 ┘
+//! ```
+//!
+//! (a) all four members collect and distribute, traffic in both
+//! directions uses members on both nodes, 20,000 numbered frames arrive
+//! exactly once; (b) `kill -9` of one node under constant traffic: the
+//! survivor carries every stream, nothing is duplicated, the outage per
+//! stream is printed; (c) the peer link cut: dual-active, the secondary's
+//! members leave the bond, nothing is delivered twice, and the pair is
+//! back to paired with all four members when the link returns.
+//! Needs root and Open vSwitch, else SKIPPED.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use testkit::frame::{mac, Mac, BROADCAST};
+use testkit::netns::veth;
+use testkit::ovs::Ovs;
+use testkit::seqrx::SeqReceiver;
+use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
+
+const FLOWS: u32 = 64;
+/// Frames per second offered (OVS's userspace datapath on 2 shared cores).
+const RATE: u64 = 10_000;
+
+fn config(name: &str, prio: u16, src: &str, peer: &str) -> String {
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 10}}
+  - {{name: m2, vlan: 10}}
+  - {{name: h, vlan: 10}}
+port-channels:
+  - {{name: po1, members: [m1, m2], lacp: active, lacp-rate: fast, load-balance: l3l4}}
+virtual-switch:
+  domain-id: 7
+  priority: {prio}
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  delay-restore-s: 1
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+  channels: [{{port-channel: po1, id: 1}}]
+"
+    )
+}
+
+struct Bed {
+    // Dropped in field order: switches and OVS before their namespaces.
+    a: Switch,
+    b: Switch,
+    ovs: Ovs,
+    tmp: PathBuf,
+    na: Netns,
+    nb: Netns,
+    no: Netns,
+    nt: Netns,
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.tmp);
+    }
+}
+
+fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < secs {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn vs(sw: &Switch) -> Value {
+    sw.try_show_json(&["show", "virtual-switch"])
+        .unwrap_or_default()
+}
+
+fn distributing(sw: &Switch) -> Vec<bool> {
+    sw.try_show_json(&["show", "port-channel"])
+        .ok()
+        .and_then(|v| {
+            v[0]["members"]
+                .as_array()
+                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
+        })
+        .unwrap_or_default()
+}
+
+fn ovs_enabled(ovs: &Ovs) -> usize {
+    ovs.appctl(&["bond/show", "bond0"])
+        .matches("may_enable: true")
+        .count()
+}
+
+fn counter(sw: &Switch, port: &str, key: &str) -> u64 {
+    testkit::switch::port_counter(&sw.counters(), port, key)
+}
+
+fn members(sw: &Switch, key: &str) -> [u64; 2] {
+    let c = sw.counters();
+    [
+        testkit::switch::port_counter(&c, "m1", key),
+        testkit::switch::port_counter(&c, "m2", key),
+    ]
+}
+
+impl Bed {
+    fn new(prefix: &str) -> Option<Bed> {
+        if !testkit::ovs::available() {
+            eprintln!("SKIPPED: Open vSwitch is not installed");
+            return None;
+        }
+        let nt = Netns::new(&format!("{prefix}t")).unwrap();
+        let na = Netns::new(&format!("{prefix}a")).unwrap();
+        let nb = Netns::new(&format!("{prefix}b")).unwrap();
+        let no = Netns::new(&format!("{prefix}o")).unwrap();
+        veth(&na, "pl", &nb, "pl", 1500).unwrap();
+        veth(&na, "ka", &nb, "ka", 1500).unwrap();
+        na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+            .unwrap();
+        nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+            .unwrap();
+        veth(&na, "m1", &no, "o1", 1500).unwrap();
+        veth(&na, "m2", &no, "o2", 1500).unwrap();
+        veth(&nb, "m1", &no, "o3", 1500).unwrap();
+        veth(&nb, "m2", &no, "o4", 1500).unwrap();
+        veth(&no, "o5", &nt, "tp", 1500).unwrap();
+        veth(&na, "h", &nt, "ta", 1500).unwrap();
+        veth(&nb, "h", &nt, "tb", 1500).unwrap();
+        let tmp = std::env::temp_dir().join(format!("{prefix}-ovs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let ovs = Ovs::start(&no, &tmp).expect("start OVS");
+        ovs.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])
+        .unwrap();
+        ovs.vsctl(&[
+            "add-bond",
+            "br0",
+            "bond0",
+            "o1",
+            "o2",
+            "o3",
+            "o4",
+            "lacp=active",
+            "bond_mode=balance-tcp",
+            "other_config:lacp-time=fast",
+            // Hash buckets go to the first enabled member and move by
+            // load at each rebalance: every second, so warm-up traffic
+            // spreads them over all four.
+            "other_config:bond-rebalance-interval=1000",
+        ])
+        .unwrap();
+        ovs.vsctl(&["add-port", "br0", "o5"]).unwrap();
+        let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+        let ports = ["pl", "m1", "m2", "h"];
+        let a = Switch::start(
+            &bin,
+            &na,
+            &config("dist-a", 100, "192.0.2.1", "192.0.2.2"),
+            &ports,
+        )
+        .expect("start dist-a");
+        let b = Switch::start(
+            &bin,
+            &nb,
+            &config("dist-b", 200, "192.0.2.2", "192.0.2.1"),
+            &ports,
+        )
+        .expect("start dist-b");
+        Some(Bed {
+            a,
+            b,
+            ovs,
+            tmp,
+            na,
+            nb,
+            no,
+            nt,
+        })
+    }
+
+    /// Paired, both nodes' members up, all four distributing on both
+    /// ends of the bond.
+    fn wait_paired(&self, secs: f64) {
+        let ok = wait(secs, || {
+            [&self.a, &self.b].iter().all(|s| {
+                let v = vs(s);
+                v["status"] == "paired" && v["multichassis_members"] == "up"
+            }) && distributing(&self.a) == [true, true]
+                && distributing(&self.b) == [true, true]
+                && ovs_enabled(&self.ovs) == 4
+        });
+        assert!(
+            ok,
+            "not paired with 4 members in {secs} s\na: {:#}\nb: {:#}\npo a: {:?} b: {:?}\novs: {}\n{}",
+            vs(&self.a),
+            vs(&self.b),
+            distributing(&self.a),
+            distributing(&self.b),
+            self.ovs.appctl(&["bond/show", "bond0"]),
+            self.ovs.appctl(&["lacp/show", "bond0"]),
+        );
+    }
+
+    fn port(&self, name: &str) -> RawPort {
+        RawPort::open(self.nt.name(), name).unwrap()
+    }
+}
+
+const HP: u32 = 0xd1;
+const HA: u32 = 0xa1;
+const HB: u32 = 0xb1;
+
+fn flow_ip(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8))
+}
+
+fn dst_ip() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1))
+}
+
+/// Each host announces itself (broadcast), so every switch learns it.
+fn announce(ports: &[(&RawPort, Mac)]) {
+    for (p, m) in ports {
+        p.send(&testkit::frame::test_frame(&BROADCAST, m, &[], 1, 0, 64))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+}
+
+/// `n` numbered frames from `src` to `dst` over `FLOWS` flows.
+fn send(p: &RawPort, n: usize, rate: u64, src: Mac, dst: Mac, first: u64) {
+    p.send_paced(n, rate, |i, b| {
+        *b = ip::udp(
+            &dst,
+            &src,
+            flow_ip(i as u32 % FLOWS),
+            dst_ip(),
+            64,
+            first + i as u64,
+            128,
+        )
+    })
+    .unwrap();
+}
+
+/// Traffic from the partner until OVS's rebalancing has put flows on
+/// every member (at most 8 s).
+fn warm_up(bed: &Bed, tp: &RawPort, src: Mac, dst: Mac) {
+    let t0 = Instant::now();
+    let used = |sw: &Switch| members(sw, "rx_frames");
+    while t0.elapsed() < Duration::from_secs(8) {
+        let (a0, b0) = (used(&bed.a), used(&bed.b));
+        send(tp, 2_000, 10_000, src, dst, 1 << 40);
+        let (a1, b1) = (used(&bed.a), used(&bed.b));
+        let per = [a1[0] - a0[0], a1[1] - a0[1], b1[0] - b0[0], b1[1] - b0[1]];
+        if per.iter().all(|c| *c > 100) {
+            eprintln!(
+                "warm-up: OVS uses all four members after {:?}",
+                t0.elapsed()
+            );
+            return;
+        }
+    }
+    eprintln!(
+        "warm-up: OVS did not spread flows in 8 s\n{}",
+        bed.ovs.appctl(&["bond/show", "bond0"])
+    );
+}
+
+#[test]
+fn ovs_bond_across_the_pair_delivers_exactly_once() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(bed) = Bed::new("lyvp1") else {
+        return;
+    };
+    let t0 = Instant::now();
+    bed.wait_paired(30.0);
+    eprintln!("paired, 4 members distributing after {:?}", t0.elapsed());
+    let va = vs(&bed.a);
+    assert_eq!(va["role"], "primary", "{va:#}");
+    assert_eq!(vs(&bed.b)["role"], "secondary");
+    // One partner system on all four members (the pair's system MAC).
+    let lacp = bed.ovs.appctl(&["lacp/show", "bond0"]);
+    assert_eq!(
+        lacp.matches("partner sys_id: 02:00:00:00:07:00").count(),
+        4,
+        "{lacp}"
+    );
+
+    let (tp, ta, tb) = (bed.port("tp"), bed.port("ta"), bed.port("tb"));
+    let (hp, ha, hb) = (mac(HP), mac(HA), mac(HB));
+    announce(&[(&tp, hp), (&ta, ha), (&tb, hb)]);
+    // Addresses cross the peer link bound to the channel or the peer's port.
+    assert!(
+        wait(5.0, || vs(&bed.a)["peer_link"]["messages"]["synced_macs"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+            && vs(&bed.b)["peer_link"]["messages"]["synced_macs"]
+                .as_u64()
+                .unwrap_or(0)
+                >= 1),
+        "a: {:#}\nb: {:#}",
+        vs(&bed.a),
+        vs(&bed.b)
+    );
+
+    // Partner → node hosts: OVS spreads the flows over all four members
+    // (after a warm-up lets its rebalancing move hash buckets); what
+    // enters dist-b for ha crosses the peer link once.
+    let rx_a = SeqReceiver::start(bed.port("ta"), hp);
+    warm_up(&bed, &tp, hp, ha);
+    rx_a.reset();
+    let (ra, rb) = (members(&bed.a, "rx_frames"), members(&bed.b, "rx_frames"));
+    send(&tp, 10_000, RATE, hp, ha, 0);
+    let got = rx_a.wait_quiet(Duration::from_millis(300));
+    let ra2 = members(&bed.a, "rx_frames");
+    let rb2 = members(&bed.b, "rx_frames");
+    let per = [
+        ra2[0] - ra[0],
+        ra2[1] - ra[1],
+        rb2[0] - rb[0],
+        rb2[1] - rb[1],
+    ];
+    eprintln!("partner -> ha: 10000 sent, {got} received, {} dups, per member rx (a.m1 a.m2 b.m1 b.m2) {per:?}", rx_a.dups());
+    assert_eq!(rx_a.dups(), 0, "a frame delivered twice");
+    assert_eq!(got, 10_000);
+    for (k, c) in per.iter().enumerate() {
+        assert!(
+            *c > 10_000 / 20,
+            "member {k} carried only {c}\n{}",
+            bed.ovs.appctl(&["bond/show", "bond0"])
+        );
+    }
+
+    // Node hosts → partner: each node leaves by its own members.
+    // One receiver at a time: two raw sockets reading every frame of the
+    // port would compete for the 2 shared cores.
+    let (ta0, tb0) = (members(&bed.a, "tx_frames"), members(&bed.b, "tx_frames"));
+    let pl_b = counter(&bed.b, "pl", "tx_frames");
+    // (A clone shares its socket: each receiver opens its own.)
+    drop(rx_a);
+    let rx_p_a = SeqReceiver::start(bed.port("tp"), ha);
+    send(&ta, 5_000, RATE, ha, hp, 0);
+    let got_a = rx_p_a.wait_quiet(Duration::from_millis(300));
+    let dups_a = rx_p_a.dups();
+    drop(rx_p_a);
+    let rx_p_b = SeqReceiver::start(bed.port("tp"), hb);
+    send(&tb, 5_000, RATE, hb, hp, 0);
+    let got_b = rx_p_b.wait_quiet(Duration::from_millis(300));
+    let (ta1, tb1) = (members(&bed.a, "tx_frames"), members(&bed.b, "tx_frames"));
+    let crossed = counter(&bed.b, "pl", "tx_frames") - pl_b;
+    eprintln!(
+        "ha -> partner {got_a}/5000, hb -> partner {got_b}/5000; member tx a {:?} b {:?}; dist-b peer-link tx {crossed} (hellos and sync included)",
+        [ta1[0] - ta0[0], ta1[1] - ta0[1]],
+        [tb1[0] - tb0[0], tb1[1] - tb0[1]]
+    );
+    assert_eq!((dups_a, rx_p_b.dups()), (0, 0), "a frame delivered twice");
+    if (got_a, got_b) != (5_000, 5_000) {
+        for o in ["o1", "o2", "o3", "o4", "o5"] {
+            eprintln!("{o}: {:?}", l2::kernel_stats(&bed.no, o));
+        }
+        eprintln!(
+            "{}\n{}\n{}",
+            bed.ovs.appctl(&["bond/show", "bond0"]),
+            bed.ovs.appctl(&["dpctl/dump-flows"]),
+            bed.ovs.appctl(&["fdb/show", "br0"])
+        );
+        let log = std::fs::read_to_string(bed.ovs.dir().join("vswitchd.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        eprintln!("{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        eprintln!("{}", bed.ovs.appctl(&["dpif/show"]));
+    }
+    assert_eq!((got_a, got_b), (5_000, 5_000));
+    assert!(
+        ta1[0] + ta1[1] - ta0[0] - ta0[1] >= 5_000,
+        "dist-a did not use its members"
+    );
+    assert!(
+        tb1[0] + tb1[1] - tb0[0] - tb0[1] >= 5_000,
+        "dist-b did not use its members"
+    );
+    // Local preference: dist-b's own traffic did not cross the peer link.
+    assert!(
+        crossed < 1_000,
+        "dist-b sent {crossed} frames over the peer link"
+    );
+    let text = String::from_utf8(bed.a.cli(&["show", "virtual-switch"]).unwrap().stdout).unwrap();
+    eprintln!("{text}");
+    assert!(text.contains("status paired"), "{text}");
+    assert!(text.contains("synced MACs"), "{text}");
+    let _ = (&bed.na, &bed.nb, &bed.no);
+}
+
+/// Received count per stream (`seq % FLOWS`) among `seqs` below `n`.
+fn per_stream(seqs: &[u64], n: u64) -> Vec<u64> {
+    let mut c = vec![0u64; FLOWS as usize];
+    for s in seqs.iter().filter(|s| **s < n) {
+        c[(*s % FLOWS as u64) as usize] += 1;
+    }
+    c
+}
+
+#[test]
+fn node_killed_under_traffic_survivor_carries_every_stream() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(mut bed) = Bed::new("lyvp2") else {
+        return;
+    };
+    bed.wait_paired(30.0);
+    let (tp, tb) = (bed.port("tp"), bed.port("tb"));
+    let (hp, hb) = (mac(HP), mac(HB));
+    announce(&[(&tp, hp), (&tb, hb)]);
+    warm_up(&bed, &tp, hp, hb);
+
+    // Constant traffic both ways between the partner's host and dist-b's;
+    // dist-a (the primary) is killed a second in.
+    const RATE_EACH: u64 = 4_000;
+    let n = (RATE_EACH * 6) as usize;
+    let rx_b = SeqReceiver::start(bed.port("tb"), hp);
+    let rx_p = SeqReceiver::start(bed.port("tp"), hb);
+    let (tp2, tb2) = (tp.try_clone().unwrap(), tb.try_clone().unwrap());
+    let fwd = std::thread::spawn(move || {
+        tp2.send_paced(n, RATE_EACH, |i, b| {
+            *b = ip::udp(
+                &hb,
+                &hp,
+                flow_ip(i as u32 % FLOWS),
+                dst_ip(),
+                64,
+                i as u64,
+                128,
+            )
+        })
+        .unwrap()
+    });
+    let rev = std::thread::spawn(move || {
+        tb2.send_paced(n, RATE_EACH, |i, b| {
+            *b = ip::udp(
+                &hp,
+                &hb,
+                flow_ip(i as u32 % FLOWS),
+                dst_ip(),
+                64,
+                i as u64,
+                128,
+            )
+        })
+        .unwrap()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let killed = Instant::now();
+    bed.a.kill9().expect("kill -9 dist-a");
+    let took_f = fwd.join().unwrap();
+    let took_r = rev.join().unwrap();
+    rx_b.wait_quiet(Duration::from_millis(300));
+    rx_p.wait_quiet(Duration::from_millis(300));
+    let vb = vs(&bed.b);
+    eprintln!(
+        "dist-a killed; dist-b now {} / {} / members {} ({:?} after the kill)",
+        vb["status"],
+        vb["role"],
+        vb["multichassis_members"],
+        killed.elapsed()
+    );
+    assert_eq!(vb["status"], "peer-down", "{vb:#}");
+    assert_eq!(vb["role"], "primary");
+    assert_eq!(vb["multichassis_members"], "up");
+    assert_eq!(
+        (rx_b.dups(), rx_p.dups()),
+        (0, 0),
+        "a frame delivered twice"
+    );
+
+    let sent_per = n as u64 / FLOWS as u64;
+    for (name, rx, took) in [
+        ("partner -> hb", &rx_b, took_f),
+        ("hb -> partner", &rx_p, took_r),
+    ] {
+        let seqs = rx.seqs();
+        let got = per_stream(&seqs, n as u64);
+        let rate = sent_per as f64 / took.as_secs_f64();
+        let outage: Vec<f64> = got
+            .iter()
+            .map(|g| (sent_per - g) as f64 * 1000.0 / rate)
+            .collect();
+        let max = outage.iter().cloned().fold(0.0, f64::max);
+        let avg = outage.iter().sum::<f64>() / outage.len() as f64;
+        let hit = outage.iter().filter(|o| **o > 0.0).count();
+        eprintln!(
+            "{name}: {} of {n} delivered; per-stream outage over {FLOWS} streams: max {max:.0} ms, avg {avg:.0} ms, {hit} streams hit; {outage:.0?}",
+            seqs.len()
+        );
+        // Every stream survives: its last second arrived in full.
+        let tail_from = n as u64 - RATE_EACH;
+        let tail = seqs.iter().filter(|s| **s >= tail_from).count() as u64;
+        assert_eq!(
+            tail, RATE_EACH,
+            "{name}: the survivor did not carry every stream in the last second"
+        );
+    }
+    let _ = (&bed.na, &bed.nb, &bed.no);
+}
+
+#[test]
+fn peer_link_cut_dual_active_no_duplicates_and_back() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(bed) = Bed::new("lyvp3") else {
+        return;
+    };
+    bed.wait_paired(30.0);
+    let (tp, ta, tb) = (bed.port("tp"), bed.port("ta"), bed.port("tb"));
+    let (hp, ha, hb) = (mac(HP), mac(HA), mac(HB));
+    announce(&[(&tp, hp), (&ta, ha), (&tb, hb)]);
+    warm_up(&bed, &tp, hp, ha);
+
+    // Cut the peer link (both ends lose carrier).
+    bed.na.exec(&["ip", "link", "set", "pl", "down"]).unwrap();
+    let t0 = Instant::now();
+    let split = wait(10.0, || {
+        let (a, b) = (vs(&bed.a), vs(&bed.b));
+        a["status"] == "dual-active"
+            && b["status"] == "dual-active"
+            && b["multichassis_members"] == "down: dual-active, secondary"
+            && distributing(&bed.b) == [false, false]
+            && distributing(&bed.a) == [true, true]
+            && ovs_enabled(&bed.ovs) == 2
+    });
+    assert!(
+        split,
+        "a: {:#}\nb: {:#}\novs: {}",
+        vs(&bed.a),
+        vs(&bed.b),
+        bed.ovs.appctl(&["bond/show", "bond0"])
+    );
+    eprintln!(
+        "peer link cut: dual-active, dist-b's members out of the bond after {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(vs(&bed.b)["role"], "secondary");
+
+    // Split: unicast and flooded (unknown destination) frames from the
+    // partner arrive once.
+    let unknown = mac(0xee);
+    let check = |what: &str, dst: Mac, to: &[(&str, bool)]| {
+        let rxs: Vec<(String, SeqReceiver)> = to
+            .iter()
+            .filter(|(_, want)| *want)
+            .map(|(p, _)| (p.to_string(), SeqReceiver::start(bed.port(p), hp)))
+            .collect();
+        // A copy sent back into the bond comes out at the partner's host.
+        let echo = SeqReceiver::start(bed.port("tp"), hp);
+        send(&tp, 5_000, RATE, hp, dst, 0);
+        let back = echo.wait_quiet(Duration::from_millis(300));
+        assert_eq!(
+            back, 0,
+            "{what}: {back} frames came back into the bond (a loop)"
+        );
+        for (p, rx) in &rxs {
+            let got = rx.wait_quiet(Duration::from_millis(300));
+            eprintln!("{what}: {p} received {got} of 5000, {} twice", rx.dups());
+            assert_eq!(rx.dups(), 0, "{what}: a frame delivered twice at {p}");
+            assert_eq!(got, 5_000, "{what}: loss at {p}");
+        }
+    };
+    check("split, unicast to ha", ha, &[("ta", true)]);
+    check("split, flooded", unknown, &[("ta", true)]);
+
+    // The link returns: paired, dist-b resyncs and rejoins after its
+    // restore delay; nothing loops.
+    bed.na.exec(&["ip", "link", "set", "pl", "up"]).unwrap();
+    let t1 = Instant::now();
+    bed.wait_paired(20.0);
+    eprintln!(
+        "peer link back: paired with 4 members after {:?}",
+        t1.elapsed()
+    );
+    let vb = vs(&bed.b);
+    assert!(
+        vb["peer_link"]["messages"]["copies_rx"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2,
+        "no second full copy after the rejoin: {vb:#}"
+    );
+    // Flooding after the rejoin reaches both nodes' hosts once each (no
+    // copy back across the peer link into the bond).
+    warm_up(&bed, &tp, hp, ha);
+    check("rejoined, flooded", unknown, &[("ta", true), ("tb", true)]);
+    check("rejoined, unicast to hb", hb, &[("tb", true)]);
+    let _ = (&bed.nb, &bed.no);
+}

@@ -1,0 +1,486 @@
+//! The peer link at run time: peer-protocol frames the workers punt from
+//! peer-link ports (`Shared::peer_link`) are decoded here, and this
+//! node's hellos, channel LACP views and learned addresses leave through
+//! an inject socket on the first peer-link port that is up.
+//!
+//! Addresses cross bound to a multichassis channel id (0: a port of the
+//! sender outside any channel); the receiver installs them on its own
+//! side of the channel (or on the peer link for id 0) through the
+//! learner, the MAC table's only writer. A node whose peer link comes up
+//! asks for a full copy; the copy's end sweeps what the peer no longer
+//! has (`macs::PeerMacs`).
+
+use super::macs::PeerMacs;
+use crate::ha::{Changes, Ha};
+use crate::learn::{LearnerInbox, LearnerRequest, MacChanges};
+use datapath::Shared;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tables::MacKey;
+use wire::vswitch::{
+    decode, encode, encode_macs, Hello, LacpState, MacEntry, Message, PeerError, HEADER_LEN,
+    MAX_MAC_ENTRIES, MAX_PAYLOAD,
+};
+
+/// Ethernet header plus the largest message.
+const FRAME_MAX: usize = 14 + HEADER_LEN + MAX_PAYLOAD;
+
+/// Peer-link counters (`show virtual-switch`).
+#[derive(Debug, Default, Clone)]
+pub struct LinkCounters {
+    /// Messages sent / not sent (no peer-link port up, socket error).
+    pub tx: u64,
+    pub tx_errors: u64,
+    /// Messages received and decoded.
+    pub rx: u64,
+    /// Refused by the decoder, by reason.
+    pub rx_bad: Vec<(&'static str, u64)>,
+    /// Decoded, but for another domain.
+    pub rx_wrong_domain: u64,
+    /// Decoded, but not a peer-link message (a keepalive) or for a
+    /// channel id this node does not have.
+    pub rx_unexpected: u64,
+    /// Address updates sent and received (entries).
+    pub macs_tx: u64,
+    pub macs_rx: u64,
+    /// Full copies sent to the peer.
+    pub copies_tx: u64,
+}
+
+impl LinkCounters {
+    fn bad(&mut self, e: PeerError) {
+        let k = e.as_str();
+        match self.rx_bad.iter_mut().find(|(n, _)| *n == k) {
+            Some((_, c)) => *c += 1,
+            None => self.rx_bad.push((k, 1)),
+        }
+    }
+}
+
+/// One multichassis channel as the peer link sees it.
+#[derive(Clone, Debug)]
+pub struct McChannel {
+    /// The pair-wide id.
+    pub id: u16,
+    /// This node's port id of the channel (what the MAC table holds).
+    pub port: u16,
+    /// Index into the HA state's channels.
+    pub index: usize,
+}
+
+/// The configured peer-link ports: (port id, name).
+pub fn peer_link_ports(cfg: &config::Config) -> Vec<(u16, String)> {
+    let Some(vs) = &cfg.virtual_switch else {
+        return Vec::new();
+    };
+    vs.peer_link
+        .iter()
+        .filter_map(|n| Some((cfg.port_index(n)? as u16, n.clone())))
+        .collect()
+}
+
+/// The configured multichassis channels.
+pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
+    let Some(vs) = &cfg.virtual_switch else {
+        return Vec::new();
+    };
+    vs.channels
+        .iter()
+        .filter_map(|c| {
+            let index = cfg
+                .port_channels
+                .iter()
+                .position(|p| p.name == c.port_channel)?;
+            Some(McChannel {
+                id: c.id as u16,
+                port: cfg.channel_port_id(index),
+                index,
+            })
+        })
+        .collect()
+}
+
+/// What the peer link needs from the rest of the switch.
+pub struct LinkIo {
+    pub shared: Arc<Shared>,
+    pub ha: Arc<Ha>,
+    pub inbox: Arc<LearnerInbox>,
+    pub changes: Arc<MacChanges>,
+    /// Peer-link ports: (port id, interface name).
+    pub ports: Vec<(u16, String)>,
+    pub channels: Vec<McChannel>,
+}
+
+/// Events of one receive pass for the pair's state machine.
+#[derive(Default)]
+pub struct Received {
+    /// Hellos, in order.
+    pub hellos: Vec<(u16, Hello)>,
+    /// A full copy of the peer's table completed (count agreed).
+    pub synced: bool,
+}
+
+/// The running peer link.
+pub struct PeerLink {
+    io: LinkIo,
+    domain: u16,
+    sockets: Vec<Option<io::InjectSocket>>,
+    /// The peer's addresses.
+    pub macs: PeerMacs,
+    /// Per channel: the peer says its members distribute.
+    peer_active: Vec<bool>,
+    pub counters: LinkCounters,
+    generation: u32,
+    src: [u8; 6],
+    frame: Box<[u8; FRAME_MAX]>,
+    /// What was last written into the HA state (hold, peer serves).
+    applied: Option<(bool, Vec<bool>)>,
+}
+
+impl PeerLink {
+    pub fn new(io: LinkIo, domain: u16) -> PeerLink {
+        let src = io
+            .ports
+            .first()
+            .and_then(|(_, n)| io::link::mac(n))
+            .unwrap_or([0x02, 0x4c, 0x59, 0x56, 0x53, 0x00]);
+        PeerLink {
+            sockets: io.ports.iter().map(|_| None).collect(),
+            peer_active: vec![false; io.channels.len()],
+            io,
+            domain,
+            macs: PeerMacs::default(),
+            counters: LinkCounters::default(),
+            generation: 0,
+            src,
+            frame: Box::new([0; FRAME_MAX]),
+            applied: None,
+        }
+    }
+
+    /// The event fd the workers signal when peer frames are queued.
+    pub fn event_fd(&self) -> std::os::fd::RawFd {
+        self.io.shared.peer_link.event_fd()
+    }
+
+    /// Per channel: whether the peer's members distribute.
+    pub fn peer_active(&self) -> &[bool] {
+        &self.peer_active
+    }
+
+    pub fn channels(&self) -> &[McChannel] {
+        &self.io.channels
+    }
+
+    /// Index of the peer-link port to send on: the first whose link is up.
+    fn tx_port(&self) -> Option<usize> {
+        let st = self.io.ha.snapshot();
+        self.io.ports.iter().position(|(p, _)| st.usable(*p))
+    }
+
+    /// Sends the message in `self.frame[14..14 + len]` on port `k`.
+    fn send_frame(&mut self, k: Option<usize>, len: usize) -> bool {
+        let Some(k) = k else {
+            self.counters.tx_errors += 1;
+            return false;
+        };
+        let f = &mut self.frame[..];
+        f[0..6].copy_from_slice(&pipeline::l2::VSWITCH_PEER_MAC);
+        f[6..12].copy_from_slice(&self.src);
+        f[12..14].copy_from_slice(&pipeline::l2::ETHERTYPE_LANYARD.to_be_bytes());
+        let mut n = 14 + len;
+        if n < 60 {
+            f[n..60].fill(0);
+            n = 60;
+        }
+        if self.sockets[k].is_none() {
+            self.sockets[k] = io::InjectSocket::open(&self.io.ports[k].1).ok();
+        }
+        let ok = match &self.sockets[k] {
+            Some(s) => s.send(&self.frame[..n]).is_ok(),
+            None => false,
+        };
+        if ok {
+            self.counters.tx += 1;
+        } else {
+            // The interface may have been re-created: reopen next time.
+            self.sockets[k] = None;
+            self.counters.tx_errors += 1;
+        }
+        ok
+    }
+
+    fn send(&mut self, k: Option<usize>, msg: &Message<'_>) -> bool {
+        match encode(self.domain, msg, &mut self.frame[14..]) {
+            Ok(n) => self.send_frame(k, n),
+            Err(_) => {
+                self.counters.tx_errors += 1;
+                false
+            }
+        }
+    }
+
+    fn send_macs(&mut self, k: Option<usize>, entries: &[MacEntry]) -> u64 {
+        let mut sent = 0;
+        for (i, chunk) in entries.chunks(MAX_MAC_ENTRIES).enumerate() {
+            if i % 64 == 63 {
+                // Let the peer's worker drain its ring during a big copy.
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            match encode_macs(self.domain, chunk, &mut self.frame[14..]) {
+                Ok(n) => {
+                    if self.send_frame(k, n) {
+                        sent += chunk.len() as u64;
+                    }
+                }
+                Err(_) => self.counters.tx_errors += 1,
+            }
+        }
+        self.counters.macs_tx += sent;
+        sent
+    }
+
+    /// Our hello and each channel's LACP view.
+    pub fn send_hello(&mut self, hello: Hello) {
+        let k = self.tx_port();
+        self.send(k, &Message::Hello(hello));
+        let st = self.io.ha.snapshot();
+        let hold = st.mc.as_ref().is_some_and(|m| m.hold_down);
+        for j in 0..self.io.channels.len() {
+            let c = &st.channels[self.io.channels[j].index];
+            let up = c.members.iter().filter(|m| st.usable(**m)).count();
+            let active = if hold {
+                0
+            } else {
+                c.members
+                    .iter()
+                    .zip(&c.distributing)
+                    .filter(|(m, d)| **d && st.usable(**m))
+                    .count()
+            };
+            let l = LacpState {
+                channel: self.io.channels[j].id,
+                partner_system: [0; 6],
+                partner_key: 0,
+                members_up: up.min(255) as u8,
+                members_active: active.min(255) as u8,
+            };
+            self.send(k, &Message::Lacp(l));
+        }
+    }
+
+    /// Asks the peer for a full copy of its addresses.
+    pub fn request_copy(&mut self) {
+        let k = self.tx_port();
+        self.send(k, &Message::SyncRequest);
+    }
+
+    fn channel_of_port(&self, port: u16) -> Option<u16> {
+        if self.io.ports.iter().any(|(p, _)| *p == port) {
+            return None; // never announced back
+        }
+        Some(
+            self.io
+                .channels
+                .iter()
+                .find(|c| c.port == port)
+                .map_or(0, |c| c.id),
+        )
+    }
+
+    fn port_of_channel(&self, id: u16) -> Option<u16> {
+        if id == 0 {
+            return self.io.ports.first().map(|(p, _)| *p);
+        }
+        self.io.channels.iter().find(|c| c.id == id).map(|c| c.port)
+    }
+
+    /// A full copy of what this node learned, to the peer.
+    fn send_copy(&mut self) {
+        let (tx, rx) = mpsc::channel();
+        self.io
+            .inbox
+            .send(&self.io.shared, LearnerRequest::LocalTable { reply: tx });
+        let Ok(table) = rx.recv_timeout(Duration::from_secs(5)) else {
+            tracing::warn!("virtual-switch: the learner did not answer a full-copy request");
+            return;
+        };
+        let entries: Vec<MacEntry> = table
+            .into_iter()
+            .filter_map(|(key, port)| {
+                Some(MacEntry {
+                    mac: key.mac(),
+                    vlan: key.vlan(),
+                    channel: self.channel_of_port(port)?,
+                    add: true,
+                })
+            })
+            .collect();
+        self.generation = self.generation.wrapping_add(1).max(1);
+        let generation = self.generation;
+        let k = self.tx_port();
+        self.send(k, &Message::SyncStart { generation });
+        let sent = self.send_macs(k, &entries);
+        self.send(
+            k,
+            &Message::SyncEnd {
+                generation,
+                entries: sent as u32,
+            },
+        );
+        self.counters.copies_tx += 1;
+    }
+
+    /// Local address changes since the last call, to the peer (dropped
+    /// while the peer link is down: the peer asks for a copy on rejoin).
+    pub fn send_changes(&mut self, link_alive: bool) {
+        let changes = self.io.changes.take();
+        if changes.is_empty() || !link_alive {
+            return;
+        }
+        let entries: Vec<MacEntry> = changes
+            .into_iter()
+            .filter_map(|(key, port, add)| {
+                Some(MacEntry {
+                    mac: key.mac(),
+                    vlan: key.vlan(),
+                    channel: self.channel_of_port(port)?,
+                    add,
+                })
+            })
+            .collect();
+        let k = self.tx_port();
+        self.send_macs(k, &entries);
+    }
+
+    /// Drains the punted frames; returns what the pair must hear of.
+    pub fn receive(&mut self) -> Received {
+        let mut out = Received::default();
+        let mut add: Vec<(MacKey, u16)> = Vec::new();
+        let mut remove: Vec<MacKey> = Vec::new();
+        let mut copy_requested = false;
+        // Before popping, so a frame queued meanwhile wakes the next poll.
+        self.io.shared.peer_link.drain_event();
+        while let Some(b) = self.io.shared.peer_link.pop() {
+            let f = b.frame();
+            // Untagged as sent; tolerate one VLAN tag.
+            let off = match f.get(12..14) {
+                Some([0x81, 0x00]) | Some([0x88, 0xa8]) => 18,
+                _ => 14,
+            };
+            match f.get(off..).map(decode) {
+                None => self.counters.bad(PeerError::Truncated),
+                Some(Err(e)) => self.counters.bad(e),
+                Some(Ok((d, _))) if d != self.domain => self.counters.rx_wrong_domain += 1,
+                Some(Ok((d, m))) => {
+                    self.counters.rx += 1;
+                    match m {
+                        Message::Hello(h) => out.hellos.push((d, h)),
+                        Message::Keepalive(_) => self.counters.rx_unexpected += 1,
+                        Message::Macs(list) => {
+                            for e in list.iter() {
+                                self.counters.macs_rx += 1;
+                                let Some(port) = self.port_of_channel(e.channel) else {
+                                    self.counters.rx_unexpected += 1;
+                                    continue;
+                                };
+                                self.macs.apply(&e);
+                                let key = MacKey::new(e.vlan, e.mac);
+                                if e.add {
+                                    add.push((key, port));
+                                } else {
+                                    remove.push(key);
+                                }
+                            }
+                        }
+                        Message::Lacp(l) => {
+                            match self.io.channels.iter().position(|c| c.id == l.channel) {
+                                Some(j) => self.peer_active[j] = l.members_active > 0,
+                                None => self.counters.rx_unexpected += 1,
+                            }
+                        }
+                        Message::SyncRequest => copy_requested = true,
+                        Message::SyncStart { generation } => {
+                            self.flush_learner(&mut add, &mut remove);
+                            self.macs.sync_start(generation);
+                        }
+                        Message::SyncEnd {
+                            generation,
+                            entries,
+                        } => {
+                            self.flush_learner(&mut add, &mut remove);
+                            let mut swept = Vec::new();
+                            let ok = self.macs.sync_end(generation, entries, |mac, vlan| {
+                                swept.push(MacKey::new(vlan, mac))
+                            });
+                            remove.extend(swept);
+                            if ok {
+                                out.synced = true;
+                            } else {
+                                tracing::warn!(
+                                    "virtual-switch: full copy {generation} incomplete ({entries} sent)"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            self.io.shared.peer_link.recycle(b);
+        }
+        self.flush_learner(&mut add, &mut remove);
+        if copy_requested {
+            self.send_copy();
+        }
+        out
+    }
+
+    fn flush_learner(&self, add: &mut Vec<(MacKey, u16)>, remove: &mut Vec<MacKey>) {
+        if !add.is_empty() {
+            let entries = std::mem::take(add);
+            self.io
+                .inbox
+                .send(&self.io.shared, LearnerRequest::PeerAdd { entries });
+        }
+        if !remove.is_empty() {
+            let keys = std::mem::take(remove);
+            self.io
+                .inbox
+                .send(&self.io.shared, LearnerRequest::PeerRemove { keys });
+        }
+    }
+
+    /// The peer is gone for good: addresses behind its own ports go,
+    /// channel-bound ones stay (our members reach them).
+    pub fn peer_lost(&mut self) {
+        let keys: Vec<MacKey> = self
+            .macs
+            .peer_lost()
+            .into_iter()
+            .map(|(mac, vlan)| MacKey::new(vlan, mac))
+            .collect();
+        let mut none = Vec::new();
+        let mut keys = keys;
+        self.flush_learner(&mut none, &mut keys);
+        self.peer_active.iter_mut().for_each(|a| *a = false);
+    }
+
+    /// Writes the pair's decision into the data path: members held out
+    /// (`hold`), and the channels the peer serves (only while the peer
+    /// link is alive).
+    pub fn apply(&mut self, hold: bool, link_alive: bool) {
+        let serves: Vec<bool> = self.peer_active.iter().map(|a| *a && link_alive).collect();
+        let want = (hold, serves);
+        if self.applied.as_ref() == Some(&want) {
+            return;
+        }
+        let (hold, serves) = want.clone();
+        self.io.ha.update(|st| {
+            if let Some(mc) = st.mc.as_mut() {
+                mc.hold_down = hold;
+                mc.peer_serves = serves;
+            }
+            Changes::default()
+        });
+        self.applied = Some(want);
+    }
+}
