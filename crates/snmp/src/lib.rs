@@ -19,7 +19,7 @@ mod wire;
 
 pub use ifmib::{IfMib, Row, IF_NUMBER, IF_TABLE, IF_XTABLE};
 pub use links::{Link, LinkTracker, MasterClock};
-pub use session::{answer, serve, Answer, SnmpAgent};
+pub use session::{answer, master_response, serve, Answer, MasterResponse, SnmpAgent};
 pub use wire::Value;
 
 /// Answers one API request (`{"cmd":"show-interfaces"}`) with the API's

@@ -280,15 +280,18 @@ impl Reader {
 }
 
 /// A Response from the master: header, its sysUpTime and error status.
-struct MasterResponse {
-    header: Header,
-    uptime: u32,
-    status: u16,
+#[derive(Debug)]
+pub struct MasterResponse {
+    pub header: Header,
+    /// The master's sysUpTime in 1/100 s (RFC 2741 6.2.16).
+    pub uptime: u32,
+    pub status: u16,
 }
 
-/// Parsed by hand: the crate's Response decoder multiplies sysUpTime in
-/// 32 bits (overflows on a master up for over 49 days).
-fn master_response(p: &[u8]) -> Option<MasterResponse> {
+/// A Response PDU from the master, or `None` for anything else. Parsed
+/// by hand: the crate's Response decoder multiplies sysUpTime in 32 bits
+/// (overflows on a master up for over 49 days). Never panics (fuzzed).
+pub fn master_response(p: &[u8]) -> Option<MasterResponse> {
     let h = Header::from_bytes(p).ok()?;
     if h.ty != Type::Response || p.len() < HEADER + 8 {
         return None;
@@ -525,6 +528,48 @@ mod tests {
         assert_eq!(v.len(), 4);
         assert_eq!(v[2].0, vec![1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1, 2]);
         assert_eq!(v[3].1, Snmp::EndOfMibView);
+    }
+
+    /// sysUpTime and status in either byte order; not a Response or
+    /// too short: nothing.
+    #[test]
+    fn master_responses_in_both_byte_orders() {
+        let mut le = vec![1, 18, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 8, 0, 0, 0];
+        le.extend_from_slice(&4_000_000_000u32.to_le_bytes());
+        le.extend_from_slice(&[17, 0, 0, 0]);
+        let r = master_response(&le).unwrap();
+        assert_eq!((r.header.session_id, r.header.packet_id), (5, 9));
+        assert_eq!((r.uptime, r.status), (4_000_000_000, 17));
+        let mut be = vec![
+            1,
+            18,
+            1 << 4,
+            0,
+            0,
+            0,
+            0,
+            5,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            9,
+            0,
+            0,
+            0,
+            8,
+        ];
+        be.extend_from_slice(&300u32.to_be_bytes());
+        be.extend_from_slice(&[0, 0, 0, 0]);
+        let r = master_response(&be).unwrap();
+        assert_eq!((r.uptime, r.status), (300, 0));
+        assert!(master_response(&le[..HEADER + 4]).is_none());
+        let mut get = le.clone();
+        get[1] = 5;
+        assert!(master_response(&get).is_none());
     }
 
     #[test]
