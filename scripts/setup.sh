@@ -3,7 +3,7 @@
 # (run as root). Idempotent: skips packages already present.
 set -euo pipefail
 pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump
-  chromium prometheus python3-aiosmtpd libndpi-dev snmpd snmp)
+  chromium prometheus python3-aiosmtpd libndpi-dev snmpd snmp snmptrapd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -26,6 +26,8 @@ if command -v systemctl >/dev/null 2>&1; then
   systemctl disable --now prometheus >/dev/null 2>&1 || true
   # snmpd: the SNMP test runs its own agent with a private config.
   systemctl disable --now snmpd >/dev/null 2>&1 || true
+  # snmptrapd: the same test runs a private trap receiver.
+  systemctl disable --now snmptrapd >/dev/null 2>&1 || true
 fi
 # The zebra module that hands FRR's labels and pseudowires to Lanyard
 # (docs/mpls.md), built against the installed FRR's source package.

@@ -2,6 +2,7 @@
 //! one PDU (header and payload, either byte order) decoded by the
 //! `agentx` crate and answered from a small IF-MIB view. Nothing may
 //! panic, and a reply is always a whole PDU (20-byte header + its length).
+//! The same bytes as a Response from the master (its sysUpTime, status).
 #![no_main]
 
 use snmp::{answer, IfMib, Row};
@@ -20,6 +21,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             ..Row::default()
         },
     ]);
+    let _ = snmp::master_response(data);
     if let snmp::Answer::Reply(b) = answer(data, &mib) {
         assert!(b.len() >= 20);
         let len = u32::from_le_bytes([b[16], b[17], b[18], b[19]]) as usize;

@@ -161,6 +161,12 @@ impl ApiState {
                     "speed_mbps": (s.state != crate::ports::PortState::Missing)
                         .then(|| io::link::speed_mbps(&s.name))
                         .flatten(),
+                    // The interface's own address (IF-MIB ifPhysAddress);
+                    // null when the interface is missing.
+                    "mac": (s.state != crate::ports::PortState::Missing)
+                        .then(|| io::link::mac(&s.name))
+                        .flatten()
+                        .map(config::show_mac),
                 })
             })
             .collect();

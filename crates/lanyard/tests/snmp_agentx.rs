@@ -5,6 +5,11 @@
 //!
 //! Lanyard starts before snmpd (the subagent keeps retrying), and snmpd's
 //! own IF-MIB stays loaded: Lanyard's registration must win on priority.
+//!
+//! Then a port's link goes down and up (on the veth peer): a private
+//! `snmptrapd`, snmpd's trap sink, must receive linkDown and linkUp
+//! (RFC 2863) for that port's ifIndex, and ifLastChange must move to
+//! snmpd's sysUpTime at the change. ifPhysAddress is the port's MAC.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -36,6 +41,7 @@ fn walk(ns: &Netns, port: u16, oid: &str) -> HashMap<String, String> {
             "-On",
             "-Oq",
             "-Oe",
+            "-Ot",
             "-t",
             "2",
             "-r",
@@ -54,11 +60,118 @@ fn walk(ns: &Netns, port: u16, oid: &str) -> HashMap<String, String> {
         .collect()
 }
 
+const SNMP_TRAP_OID: &str = ".1.3.6.1.6.3.1.1.4.1.0";
+const LINK_DOWN: &str = ".1.3.6.1.6.3.1.1.5.3";
+const LINK_UP: &str = ".1.3.6.1.6.3.1.1.5.4";
+
+/// `snmpwalk -Ox` of `oid`: index → octets in hex (`02 AB ...`).
+fn walk_hex(ns: &Netns, port: u16, oid: &str) -> HashMap<String, String> {
+    let out = ns
+        .exec(&[
+            "snmpwalk",
+            "-v2c",
+            "-c",
+            "lanyardtest",
+            "-m",
+            "",
+            "-On",
+            "-Ox",
+            "-t",
+            "2",
+            "-r",
+            "1",
+            &format!("udp:127.0.0.1:{port}"),
+            oid,
+        ])
+        .expect("run snmpwalk");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(" = ")?;
+            let k = k.strip_prefix(oid)?.trim_start_matches('.');
+            let v = v.strip_prefix("Hex-STRING: ").unwrap_or(v);
+            Some((k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// snmpd's sysUpTime.0 in 1/100 s.
+fn uptime(ns: &Netns, port: u16) -> u64 {
+    let out = ns
+        .exec(&[
+            "snmpget",
+            "-v2c",
+            "-c",
+            "lanyardtest",
+            "-m",
+            "",
+            "-On",
+            "-Oq",
+            "-Ot",
+            &format!("udp:127.0.0.1:{port}"),
+            ".1.3.6.1.2.1.1.3.0",
+        ])
+        .expect("run snmpget");
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("sysUpTime: {s}"))
+}
+
+fn kernel_mac(ns: &Netns, name: &str) -> String {
+    let out = ns
+        .exec(&["cat", &format!("/sys/class/net/{name}/address")])
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The notifications snmptrapd logged (`-F 'TRAP %v'`): each a map of
+/// numeric OID → value (without its type).
+fn read_traps(log: &std::path::Path) -> Vec<HashMap<String, String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("TRAP "))
+        .map(|l| {
+            l.split('\t')
+                .filter_map(|vb| {
+                    let (k, v) = vb.split_once(" = ")?;
+                    let v = v.split_once(": ").map_or(v, |(_, v)| v);
+                    Some((k.trim().to_string(), v.trim().to_string()))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Waits (10 s) for the notification `trap` naming ifIndex `idx`.
+fn wait_trap(log: &std::path::Path, trap: &str, idx: u64, sw: &Switch) -> HashMap<String, String> {
+    let t = Instant::now();
+    loop {
+        let all = read_traps(log);
+        if let Some(found) = all.iter().find(|v| {
+            v.get(SNMP_TRAP_OID).map(String::as_str) == Some(trap)
+                && v.get(&format!("{IF_TABLE}.1.{idx}")) == Some(&idx.to_string())
+        }) {
+            return found.clone();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no {trap} for ifIndex {idx}: {all:?}\nlanyard: {}",
+            sw.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
     require_root!();
-    let (Some(snmpd), Some(_)) = (which("snmpd"), which("snmpwalk")) else {
-        panic!("Debian `snmpd`/`snmp` are not installed (scripts/setup.sh)");
+    let (Some(snmpd), Some(_), Some(snmptrapd)) =
+        (which("snmpd"), which("snmpwalk"), which("snmptrapd"))
+    else {
+        panic!("Debian `snmpd`/`snmp`/`snmptrapd` are not installed (scripts/setup.sh)");
     };
     let bed = TestBed::new("snm", 2, 1500).expect("test bed");
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
@@ -82,11 +195,40 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
     l2::send_settled(&sw, &t1, "sw1", &bad);
 
     let port = 16100 + (std::process::id() % 800) as u16;
+    let trap_port = port + 1000;
+    // The trap receiver first, so it hears everything snmpd sends.
+    let trapd_conf = dir.join("snmptrapd.conf");
+    std::fs::write(&trapd_conf, "disableAuthorization yes\n").unwrap();
+    let traps = dir.join("traps.log");
+    let trapd = bed
+        .dut
+        .spawn(
+            &[
+                &snmptrapd,
+                "-f",
+                "-C",
+                "-c",
+                trapd_conf.to_str().unwrap(),
+                "-m",
+                "",
+                "-On",
+                "-Lf",
+                traps.to_str().unwrap(),
+                "-F",
+                "TRAP %v\n",
+                "-p",
+                dir.join("snmptrapd.pid").to_str().unwrap(),
+                &format!("udp:127.0.0.1:{trap_port}"),
+            ],
+            Stdio::null(),
+            Stdio::null(),
+        )
+        .expect("start snmptrapd");
     let conf = dir.join("snmpd.conf");
     std::fs::write(
         &conf,
         format!(
-            "agentAddress udp:127.0.0.1:{port}\nmaster agentx\nagentXSocket {}\nrwcommunity lanyardtest 127.0.0.1\n",
+            "agentAddress udp:127.0.0.1:{port}\nmaster agentx\nagentXSocket {}\nrwcommunity lanyardtest 127.0.0.1\ntrap2sink 127.0.0.1:{trap_port} lanyardtest\n",
             sock.display()
         ),
     )
@@ -135,6 +277,7 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
     let table = walk(&bed.dut, port, IF_TABLE);
     let xtable = walk(&bed.dut, port, IF_XTABLE);
     let number = walk(&bed.dut, port, ".1.3.6.1.2.1.2.1");
+    let phys = walk_hex(&bed.dut, port, &format!("{IF_TABLE}.6"));
     assert_eq!(number.get("0").map(String::as_str), Some("2"), "{number:?}");
     let ports = show.as_array().expect("show interfaces is a list");
     assert_eq!(ports.len(), 2);
@@ -152,6 +295,17 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
         assert_eq!(col(&table, 1), idx, "ifIndex");
         assert_eq!(col(&table, 7), "1", "ifAdminStatus up");
         assert_eq!(col(&table, 8), "1", "ifOperStatus up");
+        // No change since the subagent started.
+        assert_eq!(col(&table, 9), "0", "ifLastChange {name}");
+        assert_eq!(col(&xtable, 14), "1", "ifLinkUpDownTrapEnable {name}");
+        // The MAC as six octets, the same as the kernel's.
+        let mac = p["mac"].as_str().unwrap().to_string();
+        assert_eq!(mac, kernel_mac(&bed.dut, name), "show interfaces mac");
+        assert_eq!(
+            phys.get(&idx).map(|h| h.to_lowercase()),
+            Some(mac.replace(':', " ")),
+            "ifPhysAddress {name}: {phys:?}"
+        );
         assert_eq!(col(&table, 4), n("mtu"), "ifMtu");
         // veth reports 10,000 Mbit/s through ethtool: ifSpeed at its
         // 32-bit ceiling, ifHighSpeed the real figure.
@@ -218,8 +372,76 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
         Err(e) => assert!(e.to_string().contains("notWritable"), "{e}"),
     }
 
-    let _ = bed.dut.exec(&["kill", &pid.to_string()]);
-    let _ = bed.dut.wait_child(pid, Duration::from_secs(5));
+    // Link down, then up, on sw2's peer: one linkDown and one linkUp for
+    // sw2's ifIndex, none for sw1; ifLastChange follows.
+    let sw2_idx = ports.iter().find(|p| p["name"] == "sw2").unwrap()["id"]
+        .as_u64()
+        .unwrap()
+        + 1;
+    let before = uptime(&bed.dut, port);
+    bed.tester
+        .exec(&["ip", "link", "set", "t2", "down"])
+        .unwrap();
+    let down = wait_trap(&traps, LINK_DOWN, sw2_idx, &sw);
+    assert_eq!(
+        down.get(&format!("{IF_TABLE}.8.{sw2_idx}"))
+            .map(String::as_str),
+        Some("2"),
+        "{down:?}"
+    );
+    assert_eq!(
+        down.get(&format!("{IF_TABLE}.7.{sw2_idx}"))
+            .map(String::as_str),
+        Some("1"),
+        "{down:?}"
+    );
+    let table = walk(&bed.dut, port, IF_TABLE);
+    assert_eq!(
+        table[&format!("8.{sw2_idx}")],
+        "2",
+        "ifOperStatus after down"
+    );
+    let changed: u64 = table[&format!("9.{sw2_idx}")].parse().unwrap();
+    let after = uptime(&bed.dut, port);
+    // In snmpd's clock: between the uptime read before the change and
+    // after it (with the one-second poll and 1/100 s rounding).
+    assert!(
+        changed + 2 >= before && changed <= after + 2,
+        "ifLastChange {changed} not within sysUpTime {before}..{after}"
+    );
+    assert_eq!(table[&format!("9.{sw1_idx}")], "0", "sw1 did not change");
+    eprintln!("ifLastChange of sw2 at linkDown: {changed} (sysUpTime {before}..{after}); linkDown: {down:?}");
+    std::thread::sleep(Duration::from_millis(1100));
+    bed.tester.exec(&["ip", "link", "set", "t2", "up"]).unwrap();
+    let up = wait_trap(&traps, LINK_UP, sw2_idx, &sw);
+    assert_eq!(
+        up.get(&format!("{IF_TABLE}.8.{sw2_idx}"))
+            .map(String::as_str),
+        Some("1"),
+        "{up:?}"
+    );
+    let table = walk(&bed.dut, port, IF_TABLE);
+    assert_eq!(table[&format!("8.{sw2_idx}")], "1", "ifOperStatus after up");
+    let changed_up: u64 = table[&format!("9.{sw2_idx}")].parse().unwrap();
+    assert!(
+        changed_up >= changed + 100,
+        "ifLastChange {changed} -> {changed_up}"
+    );
+    let all = read_traps(&traps);
+    let link_traps: Vec<_> = all
+        .iter()
+        .filter(|t| {
+            [LINK_DOWN, LINK_UP]
+                .iter()
+                .any(|o| t.get(SNMP_TRAP_OID).map(String::as_str) == Some(*o))
+        })
+        .collect();
+    assert_eq!(link_traps.len(), 2, "exactly linkDown and linkUp: {all:?}");
+
+    for p in [pid, trapd] {
+        let _ = bed.dut.exec(&["kill", &p.to_string()]);
+        let _ = bed.dut.wait_child(p, Duration::from_secs(5));
+    }
     drop(sw);
     let _ = std::fs::remove_dir_all(&dir);
 }

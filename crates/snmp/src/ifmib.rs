@@ -2,8 +2,8 @@
 //! `show interfaces` and `show counters`, laid out as the OIDs of
 //! `ifNumber`, `ifTable` and `ifXTable` in lexicographic order.
 
+use crate::wire::Value as Snmp;
 use crate::Query;
-use agentx::encodings::{OctetString, Value as Snmp};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -40,6 +40,22 @@ pub struct Row {
     pub out_errors: u64,
     /// Link speed in Mbit/s, 0 = not known.
     pub speed_mbps: u64,
+    /// `ifPhysAddress`: the interface's MAC (`None`: missing, served
+    /// as a zero-length string as RFC 2863 says).
+    pub mac: Option<[u8; 6]>,
+    /// `ifLastChange`: the master's sysUpTime (1/100 s) when
+    /// `ifOperStatus` last changed; 0 if not since the master started.
+    pub last_change: u32,
+}
+
+/// `aa:bb:cc:dd:ee:ff` (how the API writes a MAC) to its octets.
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in m.iter_mut() {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
 }
 
 /// Where a drop reason of `show counters` lands in IF-MIB. Reasons not
@@ -97,6 +113,7 @@ impl Row {
             out_pkts: u(p, "tx_frames"),
             out_errors: u(p, "port_errors"),
             speed_mbps: u(p, "speed_mbps"),
+            mac: p.get("mac").and_then(Value::as_str).and_then(parse_mac),
             ..Row::default()
         };
         if let Some(d) = c.and_then(|c| c.get("drops")).and_then(Value::as_object) {
@@ -129,18 +146,23 @@ fn oid(base: &[u32], tail: &[u32]) -> Vec<u32> {
 }
 
 fn text(s: &str) -> Snmp {
-    Snmp::OctetString(OctetString(s.to_string()))
+    Snmp::text(s)
 }
 
 impl IfMib {
     /// Asks the API (`show interfaces`, `show counters`) and lays the
     /// answer out. An API error gives an empty view (`ifNumber` 0).
     pub fn collect(q: &Query) -> IfMib {
+        IfMib::from_rows(&IfMib::rows(q))
+    }
+
+    /// The rows of [`IfMib::collect`] (`last_change` 0), for the session
+    /// to fill in what it tracks itself.
+    pub fn rows(q: &Query) -> Vec<Row> {
         let ifs = ask(q, json!({"cmd": "show-interfaces"})).unwrap_or(Value::Null);
         let cs = ask(q, json!({"cmd": "show-counters"})).unwrap_or(Value::Null);
         let counters = cs["ports"].as_array().cloned().unwrap_or_default();
-        let rows: Vec<Row> = ifs
-            .as_array()
+        ifs.as_array()
             .map(|a| {
                 a.iter()
                     .map(|p| {
@@ -149,8 +171,7 @@ impl IfMib {
                     })
                     .collect()
             })
-            .unwrap_or_default();
-        IfMib::from_rows(&rows)
+            .unwrap_or_default()
     }
 
     pub fn from_rows(rows: &[Row]) -> IfMib {
@@ -173,9 +194,13 @@ impl IfMib {
                 .saturating_mul(1_000_000)
                 .min(u64::from(u32::MAX));
             vars.insert(t(5), Snmp::Gauge32(bps as u32));
+            vars.insert(
+                t(6),
+                Snmp::OctetString(r.mac.map(|m| m.to_vec()).unwrap_or_default()),
+            );
             vars.insert(t(7), Snmp::Integer(r.admin));
             vars.insert(t(8), Snmp::Integer(r.oper));
-            vars.insert(t(9), Snmp::TimeTicks(0));
+            vars.insert(t(9), Snmp::TimeTicks(r.last_change));
             vars.insert(t(10), c32(r.in_octets));
             vars.insert(t(11), c32(r.in_pkts));
             vars.insert(t(13), c32(r.in_discards));
@@ -190,7 +215,7 @@ impl IfMib {
             vars.insert(x(7), Snmp::Counter64(r.in_pkts));
             vars.insert(x(10), Snmp::Counter64(r.out_octets));
             vars.insert(x(11), Snmp::Counter64(r.out_pkts));
-            vars.insert(x(14), Snmp::Integer(2)); // linkUpDownTrapEnable: disabled
+            vars.insert(x(14), Snmp::Integer(1)); // linkUpDownTrapEnable: enabled
             vars.insert(
                 x(15),
                 Snmp::Gauge32(r.speed_mbps.min(u64::from(u32::MAX)) as u32),
@@ -313,5 +338,34 @@ mod tests {
         assert_eq!(g(IF_XTABLE, 15, 3), Some(Snmp::Gauge32(0)));
         let p = serde_json::json!({"id": 0, "name": "a", "state": "up", "speed_mbps": 25000});
         assert_eq!(Row::from_show(&p, None).speed_mbps, 25_000);
+    }
+
+    /// ifPhysAddress carries the MAC's six octets (empty when missing),
+    /// ifLastChange what the session tracked.
+    #[test]
+    fn mac_and_last_change() {
+        let p = json!({"id": 0, "name": "a", "state": "up", "mac": "02:ff:00:80:fe:01"});
+        let mut r = Row::from_show(&p, None);
+        assert_eq!(r.mac, Some([0x02, 0xff, 0x00, 0x80, 0xfe, 0x01]));
+        r.last_change = 4321;
+        let gone = Row::from_show(&json!({"id": 1, "state": "missing", "mac": null}), None);
+        assert_eq!(gone.mac, None);
+        for bad in [
+            "02:ff:00:80:fe",
+            "02:ff:00:80:fe:01:02",
+            "zz:ff:00:80:fe:01",
+            "",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+        let m = IfMib::from_rows(&[r, gone]);
+        let g = |col: u32, i: u32| m.get(&oid(IF_TABLE, &[1, col, i])).cloned();
+        assert_eq!(
+            g(6, 1),
+            Some(Snmp::OctetString(vec![0x02, 0xff, 0x00, 0x80, 0xfe, 0x01]))
+        );
+        assert_eq!(g(6, 2), Some(Snmp::OctetString(vec![])));
+        assert_eq!(g(9, 1), Some(Snmp::TimeTicks(4321)));
+        assert_eq!(g(9, 2), Some(Snmp::TimeTicks(0)));
     }
 }

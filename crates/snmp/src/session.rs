@@ -2,12 +2,11 @@
 //! subtrees, answer Get/GetNext/GetBulk, reconnect when snmpd restarts.
 
 use crate::ifmib::{IfMib, IF_NUMBER, IF_TABLE, IF_XTABLE};
+use crate::links::{notification, Link, LinkTracker, MasterClock};
+use crate::wire::{self, Value as Snmp};
 use crate::Query;
-use agentx::encodings::Value as Snmp;
-use agentx::encodings::{VarBind, VarBindList, ID};
-use agentx::pdu::{
-    Close, CloseReason, Get, GetBulk, GetNext, Header, Open, Register, Response, Type,
-};
+use agentx::encodings::ID;
+use agentx::pdu::{Close, CloseReason, Get, GetBulk, GetNext, Header, Open, Register, Type};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -15,14 +14,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const HEADER: usize = 20;
+use crate::wire::HEADER;
 /// Largest PDU accepted from the master; a longer length field is a
 /// protocol error (the session is closed and reopened).
 const MAX_PDU: usize = 1 << 20;
 /// GetBulk repetitions answered at most (the master asks per packet).
 const MAX_REPETITIONS: usize = 1024;
 /// How long one IF-MIB snapshot answers requests: a walk is one request
-/// per variable, and the API is asked once per snapshot.
+/// per variable, and the API is asked once per snapshot. Also how often
+/// the ports' status is polled for ifLastChange and notifications.
 const SNAPSHOT_TTL: Duration = Duration::from_secs(1);
 /// snmpd's own IF-MIB registers at the default priority 127; a lower
 /// value wins, so the ports shown are Lanyard's, with its counters.
@@ -50,33 +50,23 @@ fn in_subtree(o: &[u32]) -> bool {
         .any(|t| o.starts_with(t))
 }
 
-/// A Response with an error status and no variables, written by hand:
-/// the crate's error enum has no SNMP error codes (notWritable, genErr).
+/// A Response with an error status and no variables (the crate's error
+/// enum has no SNMP error codes such as notWritable, genErr).
 fn error_response(h: &Header, status: u16, index: u16) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + 8);
-    // Little-endian (NETWORK_BYTE_ORDER clear), as the crate writes.
-    out.extend_from_slice(&[1, 18, 0, 0]);
-    out.extend_from_slice(&h.session_id.to_le_bytes());
-    out.extend_from_slice(&h.transaction_id.to_le_bytes());
-    out.extend_from_slice(&h.packet_id.to_le_bytes());
-    out.extend_from_slice(&8u32.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes()); // sysUpTime, ignored
-    out.extend_from_slice(&status.to_le_bytes());
-    out.extend_from_slice(&index.to_le_bytes());
-    out
+    wire::response(h, status, index, &[])
 }
 
-fn respond(h: &Header, vbs: Vec<VarBind>) -> Vec<u8> {
-    let mut r = Response::from_header(h);
-    r.vb = Some(VarBindList(vbs));
-    r.to_bytes()
-        .unwrap_or_else(|_| error_response(h, GEN_ERR, 0))
+fn respond(h: &Header, vbs: Vec<Vb>) -> Vec<u8> {
+    wire::response(h, 0, 0, &vbs)
 }
 
-fn get_next(mib: &IfMib, start: &[u32], include: bool, end: &[u32]) -> Option<VarBind> {
+/// One variable of a Response: its OID and value.
+type Vb = (Vec<u32>, Snmp);
+
+fn get_next(mib: &IfMib, start: &[u32], include: bool, end: &[u32]) -> Vb {
     match mib.next(start, include, end) {
-        Some((k, v)) => Some(VarBind::new(id(k)?, v.clone())),
-        None => Some(VarBind::new(id(start)?, Snmp::EndOfMibView)),
+        Some((k, v)) => (k.to_vec(), v.clone()),
+        None => (start.to_vec(), Snmp::EndOfMibView),
     }
 }
 
@@ -112,10 +102,7 @@ pub fn answer(pdu: &[u8], mib: &IfMib) -> Answer {
                     None if in_subtree(&o) => Snmp::NoSuchInstance,
                     None => Snmp::NoSuchObject,
                 };
-                match id(&o) {
-                    Some(n) => vbs.push(VarBind::new(n, v)),
-                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
-                }
+                vbs.push((o, v));
             }
             Answer::Reply(respond(&h, vbs))
         }
@@ -126,10 +113,7 @@ pub fn answer(pdu: &[u8], mib: &IfMib) -> Answer {
             let mut vbs = Vec::new();
             for sr in &g.sr.0 {
                 let (s, e) = (sub_ids(&sr.start), sub_ids(&sr.end));
-                match get_next(mib, &s, sr.start.include != 0, &e) {
-                    Some(vb) => vbs.push(vb),
-                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
-                }
+                vbs.push(get_next(mib, &s, sr.start.include != 0, &e));
             }
             Answer::Reply(respond(&h, vbs))
         }
@@ -143,10 +127,7 @@ pub fn answer(pdu: &[u8], mib: &IfMib) -> Answer {
             let mut vbs = Vec::new();
             for sr in &g.sr.0[..n] {
                 let (s, e) = (sub_ids(&sr.start), sub_ids(&sr.end));
-                match get_next(mib, &s, sr.start.include != 0, &e) {
-                    Some(vb) => vbs.push(vb),
-                    None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
-                }
+                vbs.push(get_next(mib, &s, sr.start.include != 0, &e));
             }
             let mut cur: Vec<(Vec<u32>, bool, Vec<u32>, bool)> = g.sr.0[n..]
                 .iter()
@@ -165,24 +146,21 @@ pub fn answer(pdu: &[u8], mib: &IfMib) -> Answer {
                 }
                 for c in cur.iter_mut() {
                     let vb = if c.3 {
-                        id(&c.0).map(|n| VarBind::new(n, Snmp::EndOfMibView))
+                        (c.0.clone(), Snmp::EndOfMibView)
                     } else {
                         match mib.next(&c.0, c.1, &c.2) {
                             Some((k, v)) => {
                                 c.0 = k.to_vec();
                                 c.1 = false;
-                                id(k).map(|n| VarBind::new(n, v.clone()))
+                                (c.0.clone(), v.clone())
                             }
                             None => {
                                 c.3 = true;
-                                id(&c.0).map(|n| VarBind::new(n, Snmp::EndOfMibView))
+                                (c.0.clone(), Snmp::EndOfMibView)
                             }
                         }
                     };
-                    match vb {
-                        Some(vb) => vbs.push(vb),
-                        None => return Answer::Reply(error_response(&h, GEN_ERR, 0)),
-                    }
+                    vbs.push(vb);
                 }
             }
             Answer::Reply(respond(&h, vbs))
@@ -211,11 +189,12 @@ pub fn serve(
         .name("snmp-agentx".into())
         .spawn(move || {
             let mut warned = false;
+            let mut links = LinkTracker::default();
             while !stop() {
                 match UnixStream::connect(&socket) {
                     Ok(s) => {
                         warned = false;
-                        match session(s, &q, &stop) {
+                        match session(s, &q, &mut links, &stop) {
                             Ok(()) => tracing::info!("snmp: AgentX session closed"),
                             Err(e) => tracing::warn!("snmp: AgentX session ended: {e}"),
                         }
@@ -282,26 +261,15 @@ impl Reader {
         }
     }
 
-    /// Waits (up to 5 s) for the Response to `packet_id`; its header and
-    /// error status. Parsed by hand: the crate's Response decoder
-    /// overflows on a master up for over 49 days.
-    fn response(&mut self, packet_id: u32) -> std::io::Result<(Header, u16)> {
+    /// Waits (up to 5 s) for the Response to `packet_id`.
+    fn response(&mut self, packet_id: u32) -> std::io::Result<MasterResponse> {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(5) {
             if let Some(p) = self.next()? {
-                let Ok(h) = Header::from_bytes(&p) else {
-                    continue;
-                };
-                if h.ty != Type::Response || h.packet_id != packet_id || p.len() < HEADER + 8 {
-                    continue;
+                match master_response(&p) {
+                    Some(r) if r.header.packet_id == packet_id => return Ok(r),
+                    _ => continue,
                 }
-                let e = [p[HEADER + 4], p[HEADER + 5]];
-                let status = if h.flags & (1 << 4) != 0 {
-                    u16::from_be_bytes(e)
-                } else {
-                    u16::from_le_bytes(e)
-                };
-                return Ok((h, status));
             }
         }
         Err(std::io::Error::new(
@@ -311,7 +279,44 @@ impl Reader {
     }
 }
 
-fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::Result<()> {
+/// A Response from the master: header, its sysUpTime and error status.
+#[derive(Debug)]
+pub struct MasterResponse {
+    pub header: Header,
+    /// The master's sysUpTime in 1/100 s (RFC 2741 6.2.16).
+    pub uptime: u32,
+    pub status: u16,
+}
+
+/// A Response PDU from the master, or `None` for anything else. Parsed
+/// by hand: the crate's Response decoder multiplies sysUpTime in 32 bits
+/// (overflows on a master up for over 49 days). Never panics (fuzzed).
+pub fn master_response(p: &[u8]) -> Option<MasterResponse> {
+    let h = Header::from_bytes(p).ok()?;
+    if h.ty != Type::Response || p.len() < HEADER + 8 {
+        return None;
+    }
+    let be = h.flags & (1 << 4) != 0;
+    let u = [p[HEADER], p[HEADER + 1], p[HEADER + 2], p[HEADER + 3]];
+    let e = [p[HEADER + 4], p[HEADER + 5]];
+    let (uptime, status) = if be {
+        (u32::from_be_bytes(u), u16::from_be_bytes(e))
+    } else {
+        (u32::from_le_bytes(u), u16::from_le_bytes(e))
+    };
+    Some(MasterResponse {
+        header: h,
+        uptime,
+        status,
+    })
+}
+
+fn session(
+    s: UnixStream,
+    q: &Arc<Query>,
+    links: &mut LinkTracker,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<()> {
     s.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut w = s.try_clone()?;
     let mut r = Reader { s, buf: Vec::new() };
@@ -324,13 +329,20 @@ fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::R
     open.timeout = Duration::from_secs(5);
     open.header.packet_id = 1;
     w.write_all(&open.to_bytes().map_err(bad)?)?;
-    let (h, st) = r.response(1)?;
-    if st != 0 {
+    let opened = r.response(1)?;
+    if opened.status != 0 {
         return Err(std::io::Error::other(format!(
-            "master refused the session (error {st})"
+            "master refused the session (error {})",
+            opened.status
         )));
     }
-    let session_id = h.session_id;
+    let session_id = opened.header.session_id;
+    // RFC 2741 7.1.1: the master's Response carries its sysUpTime, the
+    // clock ifLastChange is read against.
+    let clock = MasterClock {
+        at: Instant::now(),
+        ticks: opened.uptime,
+    };
     let mut pid = 1;
     for t in [IF_NUMBER, IF_TABLE, IF_XTABLE] {
         pid += 1;
@@ -339,7 +351,7 @@ fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::R
         reg.header.packet_id = pid;
         reg.priority = PRIORITY;
         w.write_all(&reg.to_bytes().map_err(bad)?)?;
-        let (_, st) = r.response(pid)?;
+        let st = r.response(pid)?.status;
         if st != 0 {
             tracing::warn!(
                 "snmp: master refused to register {} (error {st})",
@@ -350,16 +362,49 @@ fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::R
             );
         }
     }
-    tracing::info!("snmp: AgentX session {session_id} open, IF-MIB registered");
+    tracing::info!(
+        "snmp: AgentX session {session_id} open (master sysUpTime {}), IF-MIB registered",
+        clock.ticks
+    );
 
     let mut snap: Option<(Instant, IfMib)> = None;
     while !stop() {
-        let Some(pdu) = r.next()? else { continue };
+        let pdu = r.next()?;
+        // Refreshed when stale, request or not: the same poll finds the
+        // link changes to notify.
         if snap
             .as_ref()
-            .is_none_or(|(t, _)| t.elapsed() > SNAPSHOT_TTL)
+            .is_none_or(|(t, _)| t.elapsed() >= SNAPSHOT_TTL)
         {
-            snap = Some((Instant::now(), IfMib::collect(q.as_ref())));
+            let mut rows = IfMib::rows(q.as_ref());
+            let now = Instant::now();
+            for (link, row) in links.update(&rows, now) {
+                pid += 1;
+                w.write_all(&wire::notify(session_id, pid, &notification(link, &row)))?;
+                tracing::info!(
+                    "snmp: {} notification for {} (ifIndex {})",
+                    match link {
+                        Link::Up => "linkUp",
+                        Link::Down => "linkDown",
+                    },
+                    row.name,
+                    row.index
+                );
+            }
+            links.stamp(&mut rows, &clock);
+            snap = Some((now, IfMib::from_rows(&rows)));
+        }
+        let Some(pdu) = pdu else { continue };
+        // The master's answer to a Notify: only an error is worth a word.
+        if let Some(m) = master_response(&pdu) {
+            if m.status != 0 {
+                tracing::warn!(
+                    "snmp: master refused notification {} (error {})",
+                    m.header.packet_id,
+                    m.status
+                );
+            }
+            continue;
         }
         let mib = &snap.as_ref().expect("set above").1;
         match answer(&pdu, mib) {
@@ -380,7 +425,8 @@ fn session(s: UnixStream, q: &Arc<Query>, stop: &dyn Fn() -> bool) -> std::io::R
 mod tests {
     use super::*;
     use crate::ifmib::Row;
-    use agentx::encodings::{SearchRange, SearchRangeList};
+    use agentx::encodings::{SearchRange, SearchRangeList, Value as Crate};
+    use agentx::pdu::Response;
 
     fn mib() -> IfMib {
         IfMib::from_rows(&[
@@ -402,12 +448,27 @@ mod tests {
         SearchRange::new(id(start).unwrap(), id(end).unwrap())
     }
 
+    /// Decoded by the crate (what any AgentX peer would read), as our
+    /// values, for the types these tests serve.
     fn decode(b: &[u8]) -> Vec<(Vec<u32>, Snmp)> {
         let r = Response::from_bytes(b).unwrap();
         r.vb.unwrap()
             .0
             .into_iter()
-            .map(|v| (sub_ids(&v.name), v.data))
+            .map(|v| {
+                let d = match v.data {
+                    Crate::Integer(i) => Snmp::Integer(i),
+                    Crate::OctetString(o) => Snmp::text(&o.0),
+                    Crate::Counter32(n) => Snmp::Counter32(n),
+                    Crate::Gauge32(n) => Snmp::Gauge32(n),
+                    Crate::Counter64(n) => Snmp::Counter64(n),
+                    Crate::NoSuchObject => Snmp::NoSuchObject,
+                    Crate::NoSuchInstance => Snmp::NoSuchInstance,
+                    Crate::EndOfMibView => Snmp::EndOfMibView,
+                    other => panic!("unexpected {other:?}"),
+                };
+                (sub_ids(&v.name), d)
+            })
             .collect()
     }
 
@@ -441,10 +502,7 @@ mod tests {
             panic!()
         };
         let v = decode(&b);
-        assert_eq!(
-            v[0].1,
-            Snmp::OctetString(agentx::encodings::OctetString("sw2".into()))
-        );
+        assert_eq!(v[0].1, Snmp::text("sw2"));
         assert_eq!(v[1].1, Snmp::NoSuchInstance);
         assert_eq!(v[2].1, Snmp::NoSuchObject);
     }
@@ -470,6 +528,48 @@ mod tests {
         assert_eq!(v.len(), 4);
         assert_eq!(v[2].0, vec![1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1, 2]);
         assert_eq!(v[3].1, Snmp::EndOfMibView);
+    }
+
+    /// sysUpTime and status in either byte order; not a Response or
+    /// too short: nothing.
+    #[test]
+    fn master_responses_in_both_byte_orders() {
+        let mut le = vec![1, 18, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 8, 0, 0, 0];
+        le.extend_from_slice(&4_000_000_000u32.to_le_bytes());
+        le.extend_from_slice(&[17, 0, 0, 0]);
+        let r = master_response(&le).unwrap();
+        assert_eq!((r.header.session_id, r.header.packet_id), (5, 9));
+        assert_eq!((r.uptime, r.status), (4_000_000_000, 17));
+        let mut be = vec![
+            1,
+            18,
+            1 << 4,
+            0,
+            0,
+            0,
+            0,
+            5,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            9,
+            0,
+            0,
+            0,
+            8,
+        ];
+        be.extend_from_slice(&300u32.to_be_bytes());
+        be.extend_from_slice(&[0, 0, 0, 0]);
+        let r = master_response(&be).unwrap();
+        assert_eq!((r.uptime, r.status), (300, 0));
+        assert!(master_response(&le[..HEADER + 4]).is_none());
+        let mut get = le.clone();
+        get[1] = 5;
+        assert!(master_response(&get).is_none());
     }
 
     #[test]
