@@ -143,6 +143,12 @@ fn exchange(mode: XdpMode, mtu: u32, lens: &[usize]) {
         let st = x.stats();
         assert_eq!((st.rx_ring_drops, st.tx_errors), (0, 0), "{st:?}");
         drop(x);
+        // The link's last descriptor is closed; the kernel may finish the
+        // detach a moment later when the machine is busy.
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while xdp_on("a").is_some() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(xdp_on("a"), None, "program removed when the port closes");
     });
 }
