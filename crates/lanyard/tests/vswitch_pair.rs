@@ -30,8 +30,10 @@ use testkit::seqrx::SeqReceiver;
 use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
 
 const FLOWS: u32 = 64;
-/// Frames per second offered (OVS's userspace datapath on 2 shared cores).
-const RATE: u64 = 10_000;
+/// Frames per second offered (OVS's userspace datapath on 2 shared cores;
+/// at 10,000 a CI run once lost 1 % of a burst before it reached the
+/// members).
+const RATE: u64 = 5_000;
 
 fn config(name: &str, prio: u16, src: &str, peer: &str) -> String {
     format!(
@@ -351,7 +353,13 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
     ];
     eprintln!("partner -> ha: 10000 sent, {got} received, {} dups, per member rx (a.m1 a.m2 b.m1 b.m2) {per:?}", rx_a.dups());
     assert_eq!(rx_a.dups(), 0, "a frame delivered twice");
-    assert_eq!(got, 10_000);
+    assert_eq!(
+        got,
+        10_000,
+        "partner -> ha; node a:{}\nnode b:{}",
+        l2::diagnostics(&bed.a, &bed.na, &["m1", "m2", "pl", "h"]),
+        l2::diagnostics(&bed.b, &bed.nb, &["m1", "m2", "pl", "h"])
+    );
     for (k, c) in per.iter().enumerate() {
         assert!(
             *c > 10_000 / 20,
