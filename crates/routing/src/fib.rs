@@ -368,6 +368,8 @@ pub struct Reclaimed {
     pub lpm6_nodes: usize,
     pub next_hops: usize,
     pub groups: usize,
+    /// Grace periods the wait gave up on (nothing reused after it).
+    pub grace_timeouts: usize,
 }
 
 /// Sizes of one LPM (a copy of [`LpmStats`]).
@@ -967,16 +969,20 @@ impl Lpms {
     }
 }
 
-/// Waits until every reader of the tables has passed a quiescent point
-/// (see [`Fib::maintain`]).
-pub type QuiesceFn = Arc<dyn Fn() + Send + Sync>;
+/// Waits until every reader of the tables has passed a quiescent point;
+/// false if it gave up (see [`Fib::maintain`]).
+pub type QuiesceFn = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Make everything freed before the call reusable: two rounds, each
-/// after a grace period.
-fn reclaim(lpms: &Lpms, pool: &mut Pool, wait_quiescent: &dyn Fn()) -> Reclaimed {
+/// after a grace period. A wait that gives up stops it before anything
+/// a reader might still hold is reused (`grace_timeouts`).
+fn reclaim(lpms: &Lpms, pool: &mut Pool, wait_quiescent: &dyn Fn() -> bool) -> Reclaimed {
     let mut r = Reclaimed::default();
     for _ in 0..2 {
-        wait_quiescent();
+        if !wait_quiescent() {
+            r.grace_timeouts += 1;
+            break;
+        }
         r.lpm4_nodes += lpms.v4.reclaim();
         r.lpm6_nodes += lpms.v6.reclaim();
         for id in pool.hop_ids.rotate() {
@@ -1459,18 +1465,19 @@ impl Fib {
     }
 
     /// Make freed LPM nodes, next-hop ids and groups reusable.
-    /// `wait_quiescent` must return only once every worker has passed a
+    /// `wait_quiescent` must return true only once every worker has passed a
     /// quiescent point (finished the batch it was processing when called),
     /// e.g. by waiting for each worker's batch counter to move or the
     /// worker to be idle. It is called before each of the two reclaim
     /// rounds, so two reclaims — in this call or across calls — are always
     /// separated by a grace period, and everything freed before the call is
-    /// reusable after it.
+    /// reusable after it. When it returns false (it gave up waiting), the
+    /// rest of the reclaim is left for the next call.
     ///
     /// The daemon calls it from the thread that owns the `Fib`, about once
     /// a second when [`Fib::needs_maintenance`] (it returns at once
     /// otherwise), and before giving up on an insert refused as full.
-    pub fn maintain(&mut self, wait_quiescent: &dyn Fn()) -> Reclaimed {
+    pub fn maintain(&mut self, wait_quiescent: &dyn Fn() -> bool) -> Reclaimed {
         if !self.needs_maintenance() {
             return Reclaimed::default();
         }

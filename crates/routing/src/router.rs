@@ -353,9 +353,7 @@ impl Router {
         // the workers have passed a quiescent point.
         let quiesce: QuiesceFn = {
             let shared = shared.clone();
-            Arc::new(move || {
-                shared.quiesce(Duration::from_secs(1));
-            })
+            Arc::new(move || shared.quiesce(Duration::from_secs(1)))
         };
         let mut fib = Fib::new();
         fib.set_quiesce(quiesce.clone());
@@ -903,9 +901,7 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>)
             for feed in &feeds {
                 let mut f = feed.fib.lock().unwrap_or_else(|e| e.into_inner());
                 if f.needs_maintenance() {
-                    f.maintain(&|| {
-                        shared.quiesce(Duration::from_secs(1));
-                    });
+                    f.maintain(&|| shared.quiesce(Duration::from_secs(1)));
                 }
             }
         }

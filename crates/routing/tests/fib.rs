@@ -216,9 +216,17 @@ fn one_gateway_one_id_refcounted() {
     let s = fib.summary();
     assert_eq!((s.next_hops, s.quarantined_next_hops), (1, 1));
     assert!(fib.fib4().is_empty());
+    // A wait that gives up (a worker stuck past the timeout) reuses
+    // nothing: a reader may still hold the id.
+    let r = fib.maintain(&|| false);
+    assert_eq!((r.next_hops, r.grace_timeouts), (0, 1));
+    assert!(fib.nexthops().get(id).is_some() && fib.needs_maintenance());
     // Two grace periods later the id is reusable and its slot cleared.
     let waits = std::cell::Cell::new(0);
-    let r = fib.maintain(&|| waits.set(waits.get() + 1));
+    let r = fib.maintain(&|| {
+        waits.set(waits.get() + 1);
+        true
+    });
     assert_eq!((r.next_hops, waits.get()), (1, 2));
     assert_eq!(fib.nexthops().get(id), None);
     assert!(!fib.needs_maintenance());
@@ -400,7 +408,7 @@ fn full_tables_leave_previous_state() {
         Err(FibError::NextHopFull)
     );
     assert!(fib.needs_maintenance());
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     fib.set(p("10.9.0.0/16"), Source::Static, vec![a]).unwrap();
     assert_eq!(
         fib.set(p("10.8.0.0/16"), Source::Static, vec![c]),
@@ -1056,7 +1064,7 @@ fn random_ops_match_reference_model() {
         if step % 500 == 0 {
             let s = fib.summary();
             assert_eq!(s.v4.prefixes + s.v6.prefixes, model.len());
-            fib.maintain(&|| {});
+            fib.maintain(&|| true);
         }
     }
     // Every installed prefix agrees.
@@ -1086,7 +1094,7 @@ fn random_ops_match_reference_model() {
         (0, 0, 0)
     );
     assert!(fib.fib4().is_empty() && fib.fib6().is_empty());
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     let s = fib.summary();
     assert_eq!((s.v4.lpm.nodes, s.v4.lpm.quarantined), (0, 0));
     assert_eq!((s.v6.lpm.nodes, s.v6.lpm.quarantined), (0, 0));
@@ -1355,7 +1363,7 @@ fn random_frr_objects_match_rib_model() {
                 in_main - usable,
                 "step {step}"
             );
-            fib.maintain(&|| {});
+            fib.maintain(&|| true);
         }
     }
     // Take everything away: nothing may leak.
@@ -1381,7 +1389,7 @@ fn random_frr_objects_match_rib_model() {
         ),
         (0, 0, 0, 1, 0)
     );
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     let s = fib.summary();
     assert_eq!((s.quarantined_next_hops, s.quarantined_groups), (0, 0));
     assert_eq!((s.v4.lpm.nodes, s.v6.lpm.nodes), (0, 0));
@@ -1551,6 +1559,7 @@ fn ipv6_withdrawal_burst_without_maintenance_loses_nothing() {
     let w = waits.clone();
     fib.set_quiesce(Arc::new(move || {
         w.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        true
     }));
     let pre = |i: u32| {
         let a = 0x2001_0db8_0000_0000_0000_0000_0000_0000u128
@@ -1567,10 +1576,10 @@ fn ipv6_withdrawal_burst_without_maintenance_loses_nothing() {
         fib.set(pre(i), Source::Static, vec![via(1, "2001:db8::1")])
             .unwrap();
         if i % 1024 == 0 {
-            fib.maintain(&|| {});
+            fib.maintain(&|| true);
         }
     }
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     // The burst: even prefixes removed, odd ones moved to port 2.
     for i in 0..N {
         if i % 2 == 0 {

@@ -187,7 +187,7 @@ fn label_entries_program_swap_php_and_ecmp_and_withdraw() {
     assert_eq!(s.counters.label_dels, 2);
     // Freed NHLFEs wait in quarantine until maintenance.
     assert!(s.quarantined_nhlfes > 0);
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     assert_eq!(fib.mpls_summary().quarantined_nhlfes, 0);
     assert_eq!(fib.mpls_summary().nhlfes, 0);
 }
@@ -263,7 +263,7 @@ fn labelled_routes_get_labelled_targets_and_go_back_to_plain() {
         fib.fib4().lookup(u32::from(Ipv4Addr::new(10, 255, 0, 2))),
         None
     );
-    fib.maintain(&|| {});
+    fib.maintain(&|| true);
     assert_eq!(fib.mpls_summary().nhlfes, 0);
 }
 
