@@ -77,16 +77,7 @@ fn four_member_bundle_with_open_vswitch() {
     let tmp = std::env::temp_dir().join(format!("lyla-ovs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ovs = Ovs::start(&ovsns, &tmp).expect("start OVS");
-    ovs.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ])
-    .unwrap();
+    ovs.add_userspace_bridge("br0", &[]).unwrap();
     ovs.vsctl(&[
         "add-bond",
         "br0",

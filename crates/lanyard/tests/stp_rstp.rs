@@ -262,18 +262,14 @@ fn ring_with_open_vswitch() {
         (3, vec!["o32", "o3l"]),
     ] {
         let br = format!("br{k}");
-        ovs.vsctl(&[
-            "add-br",
+        ovs.add_userspace_bridge(
             &br,
-            "--",
-            "set",
-            "bridge",
-            &br,
-            "datapath_type=netdev",
-            "rstp_enable=true",
-            &format!("other_config:rstp-address=aa:bb:cc:00:00:0{k}"),
-            "other_config:rstp-priority=32768",
-        ])
+            &[
+                "rstp_enable=true",
+                &format!("other_config:rstp-address=aa:bb:cc:00:00:0{k}"),
+                "other_config:rstp-priority=32768",
+            ],
+        )
         .unwrap();
         for p in ports {
             ovs.vsctl(&["add-port", &br, p]).unwrap();

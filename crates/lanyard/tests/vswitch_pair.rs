@@ -149,16 +149,7 @@ impl Bed {
         let tmp = std::env::temp_dir().join(format!("{prefix}-ovs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         let ovs = Ovs::start(&no, &tmp).expect("start OVS");
-        ovs.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ])
-        .unwrap();
+        ovs.add_userspace_bridge("br0", &[]).unwrap();
         ovs.vsctl(&[
             "add-bond",
             "br0",

@@ -121,6 +121,22 @@ impl Ovs {
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     }
 
+    /// A bridge on the userspace datapath (the kernel module is not
+    /// available here), with `extra` bridge settings (`key=value`).
+    pub fn add_userspace_bridge(&self, name: &str, extra: &[&str]) -> Result<String, String> {
+        let mut args = vec![
+            "add-br",
+            name,
+            "--",
+            "set",
+            "bridge",
+            name,
+            "datapath_type=netdev",
+        ];
+        args.extend_from_slice(extra);
+        self.vsctl(&args)
+    }
+
     /// `ovs-appctl` to this instance's vswitchd; stdout (empty on error).
     pub fn appctl(&self, args: &[&str]) -> String {
         let ctl = self.dir.join("vswitchd.ctl");
