@@ -77,6 +77,32 @@ pub struct ControllerDef {
     pub down: Option<String>,
 }
 
+/// `service-control.usage-export:` — ended flows as IPFIX usage records
+/// (application, service and subscriber as names) to a collector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct UsageExport {
+    /// `HOST:PORT` of the collector (UDP).
+    pub collector: String,
+    /// IPFIX observation domain id (default 0).
+    #[serde(default)]
+    pub domain_id: u32,
+    /// Seconds between template refreshes (default 60).
+    #[serde(default = "d_usage_refresh")]
+    pub template_refresh: u32,
+    /// Records each worker may hold for the exporter (default 65,536);
+    /// beyond, records are lost and counted.
+    #[serde(default = "d_usage_queue")]
+    pub queue: u32,
+}
+
+fn d_usage_refresh() -> u32 {
+    60
+}
+fn d_usage_queue() -> u32 {
+    1 << 16
+}
+
 /// `service-control:`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -121,6 +147,13 @@ pub struct ServiceControl {
     /// How often the control thread re-shares the controllers, ms.
     #[serde(default = "d_interval")]
     pub control_interval_ms: u32,
+    /// Idle timeouts per flow state, seconds (`established: 600`); states
+    /// not given keep their defaults (docs/inline.md, "Flows").
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub timeouts: std::collections::BTreeMap<String, u32>,
+    /// Usage records to an IPFIX collector (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_export: Option<UsageExport>,
 }
 
 fn d_quota_exceeded() -> String {
@@ -320,8 +353,20 @@ impl ServiceControl {
             signature_depth: self.signature_depth,
             guess: self.guess,
             usage_entries: self.usage_entries as usize,
-            ..dpi::engine::EngineConfig::default()
+            timeouts: self.timeouts(),
         }
+    }
+
+    /// The flow table's timeouts: the defaults with `timeouts:` applied
+    /// (unknown state names are refused by the checks).
+    pub fn timeouts(&self) -> dpi::flow::Timeouts {
+        let mut t = dpi::flow::Timeouts::default();
+        for (name, secs) in &self.timeouts {
+            if let Some(s) = dpi::flow::State::ALL.iter().find(|s| s.name() == name) {
+                t.ms[*s as usize] = u64::from(*secs) * 1000;
+            }
+        }
+        t
     }
 
     /// Services and signatures compiled against `ndpi`.

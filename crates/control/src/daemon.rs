@@ -427,6 +427,14 @@ impl Switch {
                 "bandwidth".into(),
                 Box::new(move || il.run_control(&|| sh.stop.load(Ordering::Relaxed))),
             )?);
+            // Usage records of ended flows to the IPFIX collector.
+            let (sh, il) = (shared.clone(), inline.clone());
+            threads.push(spawn(
+                "usage-export".into(),
+                Box::new(move || {
+                    crate::usage_export::run(&il, sh.epoch, &|| sh.stop.load(Ordering::Relaxed))
+                }),
+            )?);
         }
         if cfg.multicast.routing {
             // pimd's routes, read from the kernel's MFC of the TAPs.

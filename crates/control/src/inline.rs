@@ -3,7 +3,7 @@
 //! table (the only writer), answers `show service-control` and
 //! `show subscriber`, and takes bulk provisioning streams.
 
-use config::service_control::ServiceControl;
+use config::service_control::{ServiceControl, UsageExport};
 use config::Config;
 use datapath::Shared;
 use dpi::bandwidth::{Controller, NoQuotas, QuotaBook};
@@ -28,6 +28,8 @@ pub struct InlineControl {
     /// Bandwidth control and quota accounting of the running plan
     /// (generation, state); only the control thread and `show` take it.
     bandwidth: Mutex<Option<(u64, Controller)>>,
+    /// The usage exporter's counters (`crate::usage_export`).
+    usage_export: Arc<crate::usage_export::UsageExportCounters>,
 }
 
 /// Quotas kept in the subscriber table.
@@ -57,6 +59,7 @@ impl InlineControl {
             generation: AtomicU64::new(0),
             running: Mutex::new(None),
             bandwidth: Mutex::new(None),
+            usage_export: Arc::default(),
         }
     }
 
@@ -100,6 +103,36 @@ impl InlineControl {
         // time goes to the scan.
         let took = t0.elapsed();
         std::time::Duration::from_millis(plan.policy.bandwidth.interval_ms).max(took * 4)
+    }
+
+    /// The usage exporter's counters.
+    pub fn usage_export_counters(&self) -> Arc<crate::usage_export::UsageExportCounters> {
+        self.usage_export.clone()
+    }
+
+    /// The running plan and its `usage-export` settings.
+    pub fn usage_export_view(&self) -> (Option<Arc<InlinePlan>>, Option<UsageExport>) {
+        let cfg = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|(sc, _)| sc.usage_export.clone());
+        (self.shared.inline.load_full(), cfg)
+    }
+
+    /// Subscriber ids of (slot, generation) pairs, under one lock of the
+    /// subscriber table (`None`: no subscriber, or deleted since).
+    pub fn subscriber_ids(&self, keys: impl Iterator<Item = (u32, u16)>) -> Vec<Option<String>> {
+        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        keys.map(|(slot, gen)| {
+            if slot == dpi::flow::NONE {
+                None
+            } else {
+                db.by_slot(slot, gen).map(|s| s.id.to_string())
+            }
+        })
+        .collect()
     }
 
     /// Starts a subscriber's quota account again (`subscriber-reset-usage`).
@@ -167,8 +200,17 @@ impl InlineControl {
                 Engine::new(ecfg, policy.clone()).map_err(|e| format!("service-control: {e}"))?,
             );
         }
+        let mut queues = Vec::new();
+        if let Some(u) = &sc.usage_export {
+            for e in &mut engines {
+                let q = Arc::new(dpi::usage_record::UsageQueue::new(u.queue as usize));
+                e.set_usage_export(q.clone());
+                queues.push(q);
+            }
+        }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        let plan = InlinePlan::new(generation, &pairs, engines, self.published.clone(), policy);
+        let mut plan = InlinePlan::new(generation, &pairs, engines, self.published.clone(), policy);
+        plan.usage_queues = queues;
         plan.set_bypass(bypass);
         tracing::info!(
             "service-control: {} engine(s) of {} flows built in {} ms ({} MB each)",
@@ -324,7 +366,26 @@ impl InlineControl {
             "controllers": self.controllers_json(&plan),
             "quota-dropped-packets": e(&|c| c.quota_dropped.get()),
             "uncontrolled-packets": e(&|c| c.uncontrolled_packets.get()),
+            "usage-export": self.usage_export_json(e(&|c| c.export_lost.get())),
         }))
+    }
+
+    /// The usage exporter's state (`null` when not configured).
+    fn usage_export_json(&self, lost: u64) -> Value {
+        let (_, cfg) = self.usage_export_view();
+        let Some(u) = cfg else {
+            return Value::Null;
+        };
+        let c = &self.usage_export;
+        json!({
+            "collector": u.collector,
+            "domain-id": u.domain_id,
+            "flows": c.flows.load(Ordering::Relaxed),
+            "records": c.records.load(Ordering::Relaxed),
+            "messages": c.messages.load(Ordering::Relaxed),
+            "send-errors": c.send_errors.load(Ordering::Relaxed),
+            "lost": lost,
+        })
     }
 
     /// Each bandwidth controller as of the last control interval.

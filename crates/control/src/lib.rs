@@ -18,3 +18,4 @@ pub mod guard;
 pub mod inline;
 pub mod instance;
 pub mod ports;
+pub mod usage_export;

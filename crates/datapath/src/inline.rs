@@ -27,11 +27,20 @@ impl Worker {
             }
             return false;
         };
+        // The switch's epoch, shared by every worker: usage records' times
+        // are converted to wall-clock time with it.
+        let now_us = self.shared.epoch.elapsed().as_micros() as u64;
         if plan.generation != self.inline.generation {
+            if let Some(mut old) = self.inline.engine.take() {
+                // Its flows end here (once per configuration change):
+                // exported as usage records when the old plan exported.
+                if old.exports() {
+                    old.clear(now_us / 1000);
+                }
+            }
             self.inline.engine = plan.take_engine(self.index);
             self.inline.generation = plan.generation;
         }
-        let now_us = self.inline.epoch.elapsed().as_micros() as u64;
         let now = now_us / 1000;
         let mut any = false;
         if !batch.is_empty() {

@@ -78,7 +78,6 @@ pub struct Worker {
 pub(crate) struct InlineWorker {
     pub(crate) generation: u64,
     pub(crate) engine: Option<dpi::engine::Engine>,
-    pub(crate) epoch: Instant,
     pub(crate) last_sweep_ms: u64,
 }
 
@@ -87,7 +86,6 @@ impl InlineWorker {
         InlineWorker {
             generation: 0,
             engine: None,
-            epoch: Instant::now(),
             last_sweep_ms: 0,
         }
     }

@@ -40,6 +40,7 @@ use crate::packet::parse_ethernet;
 use crate::service::{ServiceMap, Stats, Usage, UsageTable, OTHER, UNKNOWN};
 use crate::signature::{Signature, Signatures};
 use crate::subscriber::View;
+use crate::usage_record::{EndReason, UsageQueue, UsageRecord};
 use std::sync::Arc;
 
 /// Service id of a flow still being classified.
@@ -228,6 +229,8 @@ struct Ctx {
     /// Controllers' shares per weight unit (shared by every worker).
     levels: Arc<Levels>,
     cfg: EngineConfig,
+    /// Where ended flows go as usage records (none: not exported).
+    export: Option<Arc<UsageQueue>>,
 }
 
 /// One worker's engine. See the module docs.
@@ -251,6 +254,7 @@ impl Engine {
                 stats: Arc::new(Stats::new(apps, cfg.usage_entries)),
                 levels: Arc::new(Levels::new(&policy.bandwidth)),
                 cfg,
+                export: None,
             },
         })
     }
@@ -268,6 +272,16 @@ impl Engine {
     /// workers, written by the control thread).
     pub fn set_levels(&mut self, l: Arc<Levels>) {
         self.ctx.levels = l;
+    }
+
+    /// Ended flows go to `q` as usage records from now on.
+    pub fn set_usage_export(&mut self, q: Arc<UsageQueue>) {
+        self.ctx.export = Some(q);
+    }
+
+    /// Whether ended flows are exported.
+    pub fn exports(&self) -> bool {
+        self.ctx.export.is_some()
     }
 
     /// A new policy for flows decided from now on.
@@ -307,7 +321,8 @@ impl Engine {
         let (idx, new) = match self.flows.track(&p.tuple, p.tcp_flags, bytes, now_ms) {
             Track::Full { removed } => {
                 if let Some(f) = removed {
-                    self.ctx.ended(f, now_ms);
+                    let why = why_removed(self.flows.timeouts(), &f, now_ms);
+                    self.ctx.ended(f, why);
                 }
                 self.ctx.stats.engine.unclassified_packets.add(1);
                 self.sync_table_counters();
@@ -317,7 +332,8 @@ impl Engine {
                 idx, new, removed, ..
             } => {
                 if let Some(f) = removed {
-                    self.ctx.ended(f, now_ms);
+                    let why = why_removed(self.flows.timeouts(), &f, now_ms);
+                    self.ctx.ended(f, why);
                     self.sync_table_counters();
                 }
                 (idx, new)
@@ -367,7 +383,7 @@ impl Engine {
         let ctx = &mut self.ctx;
         let n = self
             .flows
-            .sweep(now_ms, budget, &mut |f| ctx.ended(f, now_ms));
+            .sweep(now_ms, budget, &mut |f| ctx.ended(f, ended_by_timeout(&f)));
         self.sync_table_counters();
         n
     }
@@ -375,7 +391,8 @@ impl Engine {
     /// Ends every flow (counted as ended; classification slots freed).
     pub fn clear(&mut self, now_ms: u64) {
         let ctx = &mut self.ctx;
-        self.flows.clear(&mut |f| ctx.ended(f, now_ms));
+        let _ = now_ms;
+        self.flows.clear(&mut |f| ctx.ended(f, EndReason::Forced));
         self.sync_table_counters();
     }
 
@@ -656,11 +673,11 @@ impl Ctx {
     }
 
     /// A flow left the table (expired, evicted, cleared).
-    fn ended(&mut self, f: Flow, _now_ms: u64) {
+    fn ended(&mut self, f: Flow, why: EndReason) {
         let st = self.stats.clone();
         st.engine.flows_live.sub(1);
         st.engine.flows_ended.add(1);
-        let (service, usage) = if f.service == PENDING {
+        let (service, usage, app) = if f.service == PENDING {
             // Decide with what is known, then end it.
             let (app, source) = self.final_answer(f.class, f.app);
             if f.class != NONE {
@@ -678,17 +695,70 @@ impl Ctx {
             if let Some(a) = st.apps.get(usize::from(app)) {
                 a.active.sub(1);
             }
-            (service, usage)
+            (service, usage, app)
         } else {
             if let Some(a) = st.apps.get(usize::from(f.app)) {
                 a.active.sub(1);
             }
-            (f.service, f.class)
+            (f.service, f.class, f.app)
         };
         st.services[usize::from(service)].active.sub(1);
         if usage != NONE {
             st.usage.at(usage).active.sub(1);
         }
+        if let Some(q) = &self.export {
+            let r = usage_record(&f, app, service, why);
+            if q.push(r).is_err() {
+                st.engine.export_lost.add(1);
+            }
+        }
+    }
+}
+
+/// Why the sweep removed `f`: a closed TCP flow ended, anything else idled.
+fn ended_by_timeout(f: &Flow) -> EndReason {
+    match f.state {
+        State::TimeWait | State::Closed => EndReason::EndOfFlow,
+        _ => EndReason::Idle,
+    }
+}
+
+/// Why the table-full path removed `f` at `now_ms`: timed out, or evicted
+/// for room.
+fn why_removed(t: &Timeouts, f: &Flow, now_ms: u64) -> EndReason {
+    if now_ms.saturating_sub(f.last_ms) >= t.of(f.state) {
+        ended_by_timeout(f)
+    } else {
+        EndReason::LackOfResources
+    }
+}
+
+/// `f` oriented subscriber ↔ network, with its final application.
+fn usage_record(f: &Flow, app: u16, service: u16, end: EndReason) -> UsageRecord {
+    let o = &f.opener;
+    let opener_up = f.user & U_OPENER_UP != 0;
+    let (up, down) = if opener_up { (0, 1) } else { (1, 0) };
+    let (sa, sp, na, np) = if opener_up {
+        (o.src, o.sport, o.dst, o.dport)
+    } else {
+        (o.dst, o.dport, o.src, o.sport)
+    };
+    UsageRecord {
+        subscriber_addr: sa,
+        network_addr: na,
+        subscriber_port: sp,
+        network_port: np,
+        proto: o.proto,
+        v6: o.v6,
+        app,
+        service,
+        sub: f.sub,
+        sub_gen: f.sub_gen,
+        packets: [f.packets[up], f.packets[down]],
+        bytes: [f.bytes[up], f.bytes[down]],
+        first_ms: f.first_ms,
+        last_ms: f.last_ms,
+        end,
     }
 }
 
@@ -795,6 +865,68 @@ mod tests {
         assert_eq!(su.active.get(), 0);
         assert_eq!(u.flows.get(), 1);
         assert_eq!(s.engine.flows_live.get(), 0);
+    }
+
+    #[test]
+    fn ended_flows_become_usage_records_oriented_to_the_subscriber() {
+        let p = policy(vec![]);
+        let cfg = EngineConfig {
+            flows: 16,
+            classify_slots: 4,
+            usage_entries: 64,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(cfg, p.clone()).unwrap();
+        let q = Arc::new(UsageQueue::new(2));
+        e.set_usage_export(q.clone());
+        let db = db();
+        let v = db.published().load_full();
+        // Opened by the subscriber, closed by both FINs.
+        tcp_session(&mut e, &v, 40000, 8080, GET, OK, 1000);
+        // Opened from the network side (the subscriber is the server).
+        let down = build::v4(UDP, SRV, SUB, 53, 5353, 0, b"xxxxxxxxxxxx");
+        let up = build::v4(UDP, SUB, SRV, 5353, 53, 0, b"yy");
+        e.process(&down, Side::Network, &v, 2000);
+        e.process(&up, Side::Subscriber, &v, 2001);
+        e.process(&up, Side::Subscriber, &v, 2002);
+        assert!(q.is_empty(), "nothing ends while live");
+        e.sweep(10_000_000, 100);
+        let mut recs: Vec<UsageRecord> = std::iter::from_fn(|| q.pop()).collect();
+        recs.sort_by_key(|r| r.proto);
+        assert_eq!(recs.len(), 2);
+        let (link_slot, link_gen) = {
+            let (_, l) = db.get("alice").unwrap();
+            (l.slot, l.gen)
+        };
+        let http = recs[0];
+        assert_eq!(http.proto, TCP);
+        assert_eq!(http.subscriber_addr, u128::from(u32::from_be_bytes(SUB)));
+        assert_eq!(http.network_addr, u128::from(u32::from_be_bytes(SRV)));
+        assert_eq!((http.subscriber_port, http.network_port), (40000, 8080));
+        assert_eq!(http.packets, [4, 3]);
+        assert_eq!(http.app, ids::HTTP);
+        assert_eq!(http.service, p.services.id("web").unwrap());
+        assert_eq!((http.sub, http.sub_gen), (link_slot, link_gen));
+        assert_eq!(http.end, EndReason::EndOfFlow);
+        assert_eq!((http.first_ms, http.last_ms), (1000, 1006));
+        let dns = recs[1];
+        assert_eq!((dns.subscriber_port, dns.network_port), (5353, 53));
+        assert_eq!(
+            dns.packets,
+            [2, 1],
+            "up = from the subscriber, though the network opened it"
+        );
+        assert!(dns.bytes[1] > dns.bytes[0] / 2);
+        assert_eq!(dns.end, EndReason::Idle);
+        // A full queue loses records and counts them; the engine goes on.
+        for sport in 0..3u16 {
+            let f = build::v4(UDP, SUB, SRV, 6000 + sport, 9, 0, b"z");
+            e.process(&f, Side::Subscriber, &v, 20_000_000);
+        }
+        e.clear(20_000_001);
+        assert_eq!(q.len(), 2);
+        assert_eq!(e.stats().engine.export_lost.get(), 1);
+        assert!(std::iter::from_fn(|| q.pop()).all(|r| r.end == EndReason::Forced));
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct InlinePlan {
     pub engine_memory: usize,
     pub flow_capacity: usize,
     pub classify_slots: usize,
+    /// Per worker, ended flows for the usage exporter (empty: no export).
+    pub usage_queues: Vec<Arc<crate::usage_record::UsageQueue>>,
 }
 
 impl InlinePlan {
@@ -79,6 +81,7 @@ impl InlinePlan {
             engine_memory,
             flow_capacity,
             classify_slots,
+            usage_queues: Vec::new(),
         }
     }
 

@@ -32,3 +32,4 @@ pub mod provision;
 pub mod service;
 pub mod signature;
 pub mod subscriber;
+pub mod usage_record;

@@ -135,6 +135,8 @@ pub struct EngineCounters {
     /// Packets of a controlled service that have no subscriber entry
     /// (no subscriber, or the usage table full): passed uncontrolled.
     pub uncontrolled_packets: Counter,
+    /// Usage records lost because the export queue was full.
+    pub export_lost: Counter,
     /// Live flows and flows being classified now.
     pub flows_live: Counter,
     pub classifying: Counter,

@@ -714,3 +714,195 @@ fn bittorrent_between_real_clients_is_recognised_inline() {
         "{peer:#}"
     );
 }
+
+/// Issue 22, usage records: ended flows leave as IPFIX records, one per
+/// direction, with the application, service and subscriber as
+/// applicationName, applicationCategoryName and userName. nfcapd/nfdump
+/// (a real collector) reads the standard fields and their byte counts
+/// equal what `show service-control` counted; tshark (an independent
+/// dissector) reads the names.
+#[test]
+fn usage_records_reach_an_ipfix_collector_with_names() {
+    require_root!();
+    testkit::require_nfdump!();
+    let _g = l2::heavy();
+    let dut = Netns::new("dpud").unwrap();
+    let cli = Netns::new("dpuc").unwrap();
+    let srv = Netns::new("dpus").unwrap();
+    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
+    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
+    if testkit::switch::test_backend() == "af-packet" {
+        cli.exec(&["ethtool", "-K", "c0", "tso", "off", "gso", "off"])
+            .unwrap();
+        srv.exec(&["ethtool", "-K", "s0", "tso", "off", "gso", "off"])
+            .unwrap();
+    }
+    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
+        .unwrap();
+    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
+        .unwrap();
+    const PORT: u16 = 4739;
+    let mut collector = testkit::nfdump::Collector::start_in("usage", Some((dut.name(), PORT)));
+    let pcap = std::env::temp_dir().join(format!("lanyard-usage-{}.pcap", std::process::id()));
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _rm = Rm(pcap.clone());
+    let _ = std::fs::remove_file(&pcap);
+    let tshark = dut
+        .spawn(
+            &[
+                "tshark",
+                "-q",
+                "-i",
+                "lo",
+                "-f",
+                &format!("udp port {PORT}"),
+                "-a",
+                "duration:20",
+                "-w",
+                pcap.to_str().unwrap(),
+            ],
+            Stdio::null(),
+            Stdio::null(),
+        )
+        .unwrap();
+    let yaml = format!(
+        "switch:\n  name: usage\nports:\n  - {{name: sw1}}\n  - {{name: sw2}}\n\
+        service-control:\n  inline: [{{subscriber-port: sw1, network-port: sw2}}]\n\
+        \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n\
+        \x20 timeouts: {{time-wait: 1, closed: 1, fin-wait: 2, udp-unreplied: 1, udp-replied: 1}}\n\
+        \x20 usage-export: {{collector: \"127.0.0.1:{PORT}\", template-refresh: 1}}\n\
+        \x20 services:\n\
+        \x20   - {{name: web, applications: [HTTP]}}\n"
+    );
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &dut,
+        &yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let dir = std::env::temp_dir().join(format!("lanyard-usage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let subs = dir.join("subs.txt");
+    std::fs::write(&subs, format!("add alice package=gold addr={CLIENT}\n")).unwrap();
+    ok(
+        sw.cli(&["subscribers", "load", subs.to_str().unwrap()]),
+        "subscribers load",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    srv.spawn(
+        &["python3", "-m", "http.server", "8080", "--bind", SERVER],
+        Stdio::null(),
+        Stdio::null(),
+    )
+    .unwrap();
+    // Only once the server listens: every port-8080 flow is then HTTP.
+    let t0 = Instant::now();
+    while !ok(srv.command(&["ss", "-ltn"]).output(), "ss").contains(":8080") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "http.server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in 0..3 {
+        let page = ok(
+            cli.command(&[
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                &format!("http://{SERVER}:8080/?n={i}"),
+            ])
+            .output(),
+            "curl",
+        );
+        assert!(page.contains("Directory listing"), "{page}");
+    }
+    // The flows end (time-wait 1 s), the sweep exports them.
+    let t0 = Instant::now();
+    let v = loop {
+        let v = sw.show_json(&["show", "service-control"]);
+        let ux = &v["usage-export"];
+        if ux["records"].as_u64().unwrap_or(0) >= 6 && v["flows"]["live"] == 0 {
+            break v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "usage records not exported: {v:#}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let ux = &v["usage-export"];
+    assert_eq!(ux["lost"], 0, "{ux}");
+    assert_eq!(ux["send-errors"], 0, "{ux}");
+    assert_eq!(ux["collector"], format!("127.0.0.1:{PORT}"));
+    let text = ok(sw.cli(&["show", "service-control"]), "show service-control");
+    assert!(
+        text.contains(&format!("Usage export: IPFIX to 127.0.0.1:{PORT}")),
+        "{text}"
+    );
+    let web = service(&v, "web");
+    let web_bytes = web["bytes-up"].as_u64().unwrap() + web["bytes-down"].as_u64().unwrap();
+    assert_eq!(web["flows"], 3, "{v:#}");
+
+    // nfdump: the standard fields, both directions, bytes as counted.
+    let flows = collector.flows();
+    let port_8080 = |f: &&std::collections::HashMap<String, String>| {
+        f.get("dp").map(String::as_str) == Some("8080")
+            || f.get("sp").map(String::as_str) == Some("8080")
+    };
+    let web_rows: Vec<_> = flows.iter().filter(port_8080).collect();
+    assert_eq!(web_rows.len(), 6, "3 flows × 2 directions: {flows:#?}");
+    let ups = web_rows
+        .iter()
+        .filter(|f| f["sa"] == CLIENT && f["da"] == SERVER && f["dp"] == "8080")
+        .count();
+    assert_eq!(ups, 3, "{web_rows:#?}");
+    let sum: u64 = web_rows
+        .iter()
+        .map(|f| f["ibyt"].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sum, web_bytes, "nfdump bytes vs show: {web_rows:#?}");
+    assert!(web_rows.iter().all(|f| f["pr"] == "TCP"), "{web_rows:#?}");
+
+    // tshark: the names.
+    let _ = dut.wait_child(tshark, Duration::from_secs(25));
+    let out = ok(
+        std::process::Command::new("tshark")
+            .args(["-r", pcap.to_str().unwrap(), "-d"])
+            .arg(format!("udp.port=={PORT},cflow"))
+            .args([
+                "-T",
+                "fields",
+                "-E",
+                "occurrence=a",
+                "-e",
+                "cflow.appl_name",
+                "-e",
+                "cflow.application_category_name",
+                "-e",
+                "cflow.user_name",
+                "-e",
+                "cflow.dstport",
+            ])
+            .output(),
+        "tshark",
+    );
+    let named = out
+        .lines()
+        .filter(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            c.len() == 4
+                && c[0].split(',').any(|a| a == "HTTP")
+                && c[1].split(',').any(|a| a == "web")
+                && c[2].split(',').any(|a| a == "alice")
+        })
+        .count();
+    assert!(named >= 1, "no record named HTTP/web/alice: {out}");
+}

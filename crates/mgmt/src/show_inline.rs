@@ -144,6 +144,20 @@ pub fn service_control(v: &Value) -> String {
         u(sb, "no-subscriber-flows")
     );
     let _ = writeln!(o, "Frames: {} ({} not IP)", u(v, "packets"), u(v, "not-ip"));
+    let ux = &v["usage-export"];
+    if ux.is_object() {
+        let _ = writeln!(
+            o,
+            "Usage export: IPFIX to {} (domain {}): {} flows as {} records in {} messages; {} lost (queue full), {} send errors",
+            s(ux, "collector"),
+            u(ux, "domain-id"),
+            u(ux, "flows"),
+            u(ux, "records"),
+            u(ux, "messages"),
+            u(ux, "lost"),
+            u(ux, "send-errors")
+        );
+    }
     let _ = writeln!(o);
     usage_table("Service", rows_at(v, "services"), None).render(&mut o);
     let ctl = rows_at(v, "controllers");

@@ -53,6 +53,16 @@ pub enum Version {
 pub const TEMPLATE_V4: u16 = 256;
 /// Template id of the IPv6 record.
 pub const TEMPLATE_V6: u16 = 257;
+/// Template id of the IPv4 usage record (IPFIX only; see
+/// [`MessageBuilder::add_usage_record`]).
+pub const TEMPLATE_USAGE_V4: u16 = 258;
+/// Template id of the IPv6 usage record.
+pub const TEMPLATE_USAGE_V6: u16 = 259;
+/// Longest name a usage record carries (longer ones are cut at a UTF-8
+/// character boundary).
+pub const MAX_NAME: usize = 64;
+/// Length of a variable-length field in an IPFIX template (RFC 7011 §7).
+const VARIABLE: u16 = u16::MAX;
 /// Default message size: fits a 1500-byte MTU with IPv6 and UDP headers
 /// to spare.
 pub const DEFAULT_MTU: usize = 1400;
@@ -106,6 +116,12 @@ pub mod ie {
     pub const START_MS: u16 = 152;
     /// flowEndMilliseconds.
     pub const END_MS: u16 = 153;
+    /// applicationName (string): the application a classifier named.
+    pub const APPLICATION_NAME: u16 = 96;
+    /// applicationCategoryName (string): the service it belongs to.
+    pub const APPLICATION_CATEGORY_NAME: u16 = 372;
+    /// userName (string): the subscriber.
+    pub const USER_NAME: u16 = 371;
 }
 
 /// flowEndReason values (IANA).
@@ -192,6 +208,65 @@ const IPFIX_V6: Fields = &[
     (ie::END_MS, 8),
     (ie::END_REASON, 1),
 ];
+
+/// Usage records (inline service control, docs/inline.md): one direction of
+/// a classified flow with its application, service and subscriber as
+/// variable-length strings; the standard fields come first so that any
+/// collector reads the flow even if it skips the names.
+const USAGE_V4: Fields = &[
+    (ie::OCTETS, 8),
+    (ie::PACKETS, 8),
+    (ie::PROTOCOL, 1),
+    (ie::SRC_PORT, 2),
+    (ie::SRC_V4, 4),
+    (ie::IN_IF, 4),
+    (ie::DST_PORT, 2),
+    (ie::DST_V4, 4),
+    (ie::OUT_IF, 4),
+    (ie::START_MS, 8),
+    (ie::END_MS, 8),
+    (ie::END_REASON, 1),
+    (ie::APPLICATION_NAME, VARIABLE),
+    (ie::APPLICATION_CATEGORY_NAME, VARIABLE),
+    (ie::USER_NAME, VARIABLE),
+];
+const USAGE_V6: Fields = &[
+    (ie::OCTETS, 8),
+    (ie::PACKETS, 8),
+    (ie::PROTOCOL, 1),
+    (ie::SRC_PORT, 2),
+    (ie::SRC_V6, 16),
+    (ie::IN_IF, 4),
+    (ie::DST_PORT, 2),
+    (ie::DST_V6, 16),
+    (ie::OUT_IF, 4),
+    (ie::START_MS, 8),
+    (ie::END_MS, 8),
+    (ie::END_REASON, 1),
+    (ie::APPLICATION_NAME, VARIABLE),
+    (ie::APPLICATION_CATEGORY_NAME, VARIABLE),
+    (ie::USER_NAME, VARIABLE),
+];
+
+/// The names a usage record carries (empty: none known).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageNames<'a> {
+    /// applicationName.
+    pub application: &'a str,
+    /// applicationCategoryName (Lanyard: the service).
+    pub service: &'a str,
+    /// userName (Lanyard: the subscriber id).
+    pub subscriber: &'a str,
+}
+
+/// `s` cut to at most [`MAX_NAME`] octets at a character boundary.
+fn name_bytes(s: &str) -> &[u8] {
+    let mut end = s.len().min(MAX_NAME);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s.as_bytes()[..end]
+}
 
 /// The fields of our template for `version` and address `family` (6 for
 /// IPv6, anything else IPv4), as (element id, length).
@@ -329,12 +404,29 @@ impl<'a> MessageBuilder<'a> {
     /// Appends the template set (IPv4 and IPv6 templates).
     /// [`Error::Truncated`] if it does not fit (nothing written then).
     pub fn add_templates(&mut self) -> Result<()> {
-        let (set_id, v4, v6) = match self.version {
-            Version::V9 => (0, V9_V4, V9_V6),
-            Version::Ipfix => (2, IPFIX_V4, IPFIX_V6),
-        };
+        match self.version {
+            Version::V9 => self.write_templates(0, &[(TEMPLATE_V4, V9_V4), (TEMPLATE_V6, V9_V6)]),
+            Version::Ipfix => {
+                self.write_templates(2, &[(TEMPLATE_V4, IPFIX_V4), (TEMPLATE_V6, IPFIX_V6)])
+            }
+        }
+    }
+
+    /// Appends the usage-record template set (IPv4 and IPv6; IPFIX only:
+    /// NetFlow v9 has no variable-length fields, [`Error::Unsupported`]).
+    pub fn add_usage_templates(&mut self) -> Result<()> {
+        if self.version != Version::Ipfix {
+            return Err(Error::Unsupported("usage records need IPFIX"));
+        }
+        self.write_templates(
+            2,
+            &[(TEMPLATE_USAGE_V4, USAGE_V4), (TEMPLATE_USAGE_V6, USAGE_V6)],
+        )
+    }
+
+    fn write_templates(&mut self, set_id: u16, list: &[(u16, Fields)]) -> Result<()> {
         let open_pad = self.set.map_or(0, |(s, _)| pad4(self.len - s));
-        let size = 4 + 4 + 4 * v4.len() + 4 + 4 * v6.len();
+        let size = 4 + list.iter().map(|(_, f)| 4 + 4 * f.len()).sum::<usize>();
         if self.len + open_pad + size > self.buf.len() {
             return Err(Error::Truncated);
         }
@@ -343,7 +435,7 @@ impl<'a> MessageBuilder<'a> {
         put16(&mut self.buf[start..], set_id);
         put16(&mut self.buf[start + 2..], size as u16);
         let mut at = start + 4;
-        for (id, fields) in [(TEMPLATE_V4, v4), (TEMPLATE_V6, v6)] {
+        for &(id, fields) in list {
             put16(&mut self.buf[at..], id);
             put16(&mut self.buf[at + 2..], fields.len() as u16);
             at += 4;
@@ -354,7 +446,7 @@ impl<'a> MessageBuilder<'a> {
             }
         }
         self.len = at;
-        self.count = self.count.saturating_add(2);
+        self.count = self.count.saturating_add(list.len() as u16);
         Ok(())
     }
 
@@ -367,7 +459,49 @@ impl<'a> MessageBuilder<'a> {
         } else {
             TEMPLATE_V4
         };
-        let rlen = record_len(fields);
+        self.put_record(template, fields, r, &UsageNames::default())
+    }
+
+    /// Appends one usage record (after [`MessageBuilder::add_usage_templates`]
+    /// in this message or an earlier one): the flow fields of `r` that the
+    /// usage template has, and `names` (each cut to [`MAX_NAME`] octets).
+    /// `false` when it does not fit, or with NetFlow v9.
+    pub fn add_usage_record(&mut self, r: &ExportRecord, names: &UsageNames) -> bool {
+        if self.version != Version::Ipfix {
+            return false;
+        }
+        let (template, fields) = if r.family == 6 {
+            (TEMPLATE_USAGE_V6, USAGE_V6)
+        } else {
+            (TEMPLATE_USAGE_V4, USAGE_V4)
+        };
+        self.put_record(template, fields, r, names)
+    }
+
+    fn put_record(
+        &mut self,
+        template: u16,
+        fields: Fields,
+        r: &ExportRecord,
+        names: &UsageNames,
+    ) -> bool {
+        let name = |ie: u16| match ie {
+            ie::APPLICATION_NAME => name_bytes(names.application),
+            ie::APPLICATION_CATEGORY_NAME => name_bytes(names.service),
+            ie::USER_NAME => name_bytes(names.subscriber),
+            _ => &[],
+        };
+        // Variable-length fields: a one-octet length (names are short).
+        let rlen: usize = fields
+            .iter()
+            .map(|&(ie, l)| {
+                if l == VARIABLE {
+                    1 + name(ie).len()
+                } else {
+                    usize::from(l)
+                }
+            })
+            .sum();
         let (need_set, start_after, open_pad) = match self.set {
             Some((s, t)) if t == template => (false, s, 0),
             Some((s, _)) => (true, 0, pad4(self.len - s)),
@@ -395,6 +529,13 @@ impl<'a> MessageBuilder<'a> {
         let rel = |t: u64| (i64::try_from(t).unwrap_or(i64::MAX).wrapping_sub(boot)) as u32;
         let mut at = self.len;
         for &(ie, l) in fields {
+            if l == VARIABLE {
+                let v = name(ie);
+                self.buf[at] = v.len() as u8;
+                self.buf[at + 1..at + 1 + v.len()].copy_from_slice(v);
+                at += 1 + v.len();
+                continue;
+            }
             let l = usize::from(l);
             let out = &mut self.buf[at..at + l];
             match ie {
@@ -536,6 +677,9 @@ pub struct Message {
     pub records: Vec<ExportRecord>,
     /// Data sets skipped: unknown template, options data.
     pub skipped_sets: u32,
+    /// String fields of the records, as (index in `records`, element id,
+    /// value): applicationName, applicationCategoryName, userName.
+    pub names: Vec<(usize, u16, String)>,
 }
 
 /// Most templates a [`Decoder`] keeps.
@@ -585,6 +729,19 @@ impl Decoder {
                 })
                 .collect();
             d.learn(version, domain_id, id, fields);
+        }
+        if version == Version::Ipfix {
+            for (id, fields) in [(TEMPLATE_USAGE_V4, USAGE_V4), (TEMPLATE_USAGE_V6, USAGE_V6)] {
+                let fields = fields
+                    .iter()
+                    .map(|&(id, len)| TemplateField {
+                        id,
+                        len,
+                        enterprise: 0,
+                    })
+                    .collect();
+                d.learn(version, domain_id, id, fields);
+            }
         }
         d
     }
@@ -765,6 +922,14 @@ impl Decoder {
                 let v = set.get(at..at + len).ok_or(Error::Truncated)?;
                 at += len;
                 if f.enterprise != 0 {
+                    continue;
+                }
+                if matches!(
+                    f.id,
+                    ie::APPLICATION_NAME | ie::APPLICATION_CATEGORY_NAME | ie::USER_NAME
+                ) {
+                    let n = String::from_utf8_lossy(v).into_owned();
+                    m.names.push((m.records.len(), f.id, n));
                     continue;
                 }
                 let addr = |v: &[u8]| v.iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
@@ -1097,5 +1262,91 @@ mod tests {
         let r = Decoder::new().decode(&m).unwrap();
         assert_eq!(r.records.len(), 2);
         assert_eq!((r.records[0].packets, r.records[1].packets), (5, 6));
+    }
+
+    #[test]
+    fn usage_records_carry_names_and_round_trip() {
+        let mut buf = vec![0u8; 1400];
+        let mut b = MessageBuilder::new(Version::Ipfix, &mut buf, &header(3)).unwrap();
+        b.add_usage_templates().unwrap();
+        let long = "é".repeat(40); // 80 octets: cut to 64 at a boundary
+        let names = [
+            UsageNames {
+                application: "BitTorrent",
+                service: "p2p",
+                subscriber: "alice",
+            },
+            UsageNames {
+                application: &long,
+                service: "",
+                subscriber: "bob",
+            },
+        ];
+        assert!(b.add_usage_record(&v4(1), &names[0]));
+        assert!(b.add_usage_record(&v6(2), &names[1]));
+        assert!(b.add_usage_record(&v4(3), &names[0]));
+        let n = b.finish();
+        let m = Decoder::new().decode(&buf[..n]).unwrap();
+        assert_eq!(m.templates, vec![TEMPLATE_USAGE_V4, TEMPLATE_USAGE_V6]);
+        assert_eq!(m.records.len(), 3);
+        // The usage template has no TOS, flags, VLAN: those read back 0.
+        let strip = |mut r: ExportRecord| {
+            r.tos = 0;
+            r.tcp_flags = 0;
+            r.vlan = 0;
+            r
+        };
+        assert_eq!(m.records, vec![strip(v4(1)), strip(v6(2)), strip(v4(3))]);
+        let of = |i: usize, id: u16| {
+            m.names
+                .iter()
+                .find(|(r, e, _)| *r == i && *e == id)
+                .map(|(_, _, v)| v.as_str())
+        };
+        assert_eq!(of(0, ie::APPLICATION_NAME), Some("BitTorrent"));
+        assert_eq!(of(0, ie::APPLICATION_CATEGORY_NAME), Some("p2p"));
+        assert_eq!(of(0, ie::USER_NAME), Some("alice"));
+        assert_eq!(of(1, ie::APPLICATION_NAME), Some("é".repeat(32).as_str()));
+        assert_eq!(of(1, ie::APPLICATION_CATEGORY_NAME), Some(""));
+        assert_eq!(of(2, ie::USER_NAME), Some("alice"));
+        // A data-only message decodes with the known templates.
+        let mut buf2 = vec![0u8; 1400];
+        let mut b = MessageBuilder::new(Version::Ipfix, &mut buf2, &header(6)).unwrap();
+        assert!(b.add_usage_record(&v4(9), &names[0]));
+        let n = b.finish();
+        let m = Decoder::with_lanyard_templates(Version::Ipfix, 7)
+            .decode(&buf2[..n])
+            .unwrap();
+        assert_eq!(m.records, vec![strip(v4(9))]);
+        assert_eq!(m.names.len(), 3);
+    }
+
+    #[test]
+    fn usage_records_fill_a_message_exactly_and_need_ipfix() {
+        let mut buf = vec![0u8; 300];
+        let mut b = MessageBuilder::new(Version::Ipfix, &mut buf, &header(0)).unwrap();
+        let names = UsageNames {
+            application: "HTTP",
+            service: "web",
+            subscriber: "s1",
+        };
+        let mut k = 0;
+        while b.add_usage_record(&v4(k), &names) {
+            k += 1;
+        }
+        assert!(k >= 3, "{k}");
+        let n = b.finish();
+        assert!(n <= 300 && n.is_multiple_of(4), "{n}");
+        let m = Decoder::with_lanyard_templates(Version::Ipfix, 7)
+            .decode(&buf[..n])
+            .unwrap();
+        assert_eq!(m.records.len(), k as usize);
+        let mut buf = vec![0u8; 300];
+        let mut b = MessageBuilder::new(Version::V9, &mut buf, &header(0)).unwrap();
+        assert!(matches!(
+            b.add_usage_templates(),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(!b.add_usage_record(&v4(0), &names));
     }
 }

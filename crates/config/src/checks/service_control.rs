@@ -73,6 +73,50 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
             );
         }
     }
+    for (name, secs) in &sc.timeouts {
+        let path = format!("{p}.timeouts.{name}");
+        if !dpi::flow::State::ALL.iter().any(|s| s.name() == name) {
+            let known: Vec<&str> = dpi::flow::State::ALL.iter().map(|s| s.name()).collect();
+            issue(
+                &mut out,
+                path,
+                format!("no flow state '{name}' (one of {})", known.join(", ")),
+            );
+        } else if !(1..=86_400 * 30).contains(secs) {
+            issue(
+                &mut out,
+                path,
+                format!("{secs} s is out of range 1..2592000"),
+            );
+        }
+    }
+    if let Some(u) = &sc.usage_export {
+        use std::net::ToSocketAddrs;
+        if !matches!(
+            u.collector.to_socket_addrs().map(|mut a| a.next()),
+            Ok(Some(_))
+        ) {
+            issue(
+                &mut out,
+                format!("{p}.usage-export.collector"),
+                format!("{:?} is not HOST:PORT (e.g. 127.0.0.1:4739)", u.collector),
+            );
+        }
+        if !(1024..=(1 << 24)).contains(&u.queue) {
+            issue(
+                &mut out,
+                format!("{p}.usage-export.queue"),
+                format!("{} is out of range 1024..16777216", u.queue),
+            );
+        }
+        if u.template_refresh == 0 {
+            issue(
+                &mut out,
+                format!("{p}.usage-export.template-refresh"),
+                "must be at least 1 second",
+            );
+        }
+    }
     let mut names: Vec<&str> = vec!["unknown", "other"];
     for (i, s) in sc.services.iter().enumerate() {
         if s.name.is_empty() || names.contains(&s.name.as_str()) {

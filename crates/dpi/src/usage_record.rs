@@ -1,0 +1,50 @@
+//! Usage records: one ended flow as the usage exporter needs it
+//! (docs/inline.md, "Usage records"). A worker's engine pushes one into its
+//! queue when a flow leaves the table; the exporter thread turns each into
+//! two IPFIX records (upstream, downstream) with the application, service
+//! and subscriber names. A full queue loses the record and counts it
+//! (`export-lost`): the worker never waits for the exporter.
+
+use crossbeam_queue::ArrayQueue;
+
+/// Why a flow ended (IANA flowEndReason values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EndReason {
+    /// Idle past its state's timeout.
+    Idle = 1,
+    /// TCP FIN from both ends or RST.
+    EndOfFlow = 3,
+    /// Removed by a configuration change, restart or `clear`.
+    Forced = 4,
+    /// Removed to make room in a full table.
+    LackOfResources = 5,
+}
+
+/// One ended flow, oriented subscriber ↔ network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsageRecord {
+    /// The subscriber-side end (address, port) and the network-side end.
+    pub subscriber_addr: u128,
+    pub network_addr: u128,
+    pub subscriber_port: u16,
+    pub network_port: u16,
+    pub proto: u8,
+    pub v6: bool,
+    /// Application and service ids of the engine's policy.
+    pub app: u16,
+    pub service: u16,
+    /// Subscriber slot and generation (`flow::NONE` slot: none).
+    pub sub: u32,
+    pub sub_gen: u16,
+    /// [upstream, downstream].
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+    /// First and last packet, the engine's milliseconds.
+    pub first_ms: u64,
+    pub last_ms: u64,
+    pub end: EndReason,
+}
+
+/// A worker's queue of usage records (single producer: the worker).
+pub type UsageQueue = ArrayQueue<UsageRecord>;
