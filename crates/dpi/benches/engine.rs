@@ -1,0 +1,264 @@
+//! Inline engine benchmarks: `cargo bench -p dpi --bench engine`
+//! (docs/performance.md, "Inline service control").
+//!
+//! - `new_flow/udp`: the first packet of a new UDP flow — flow table
+//!   insert, subscriber lookup among 250,000, classification slot and the
+//!   first nDPI call — in steady state: flows idle out after 1 ms of the
+//!   benchmark's own clock (1 µs per packet) and the sweep runs every 64
+//!   packets, as a worker's loop would;
+//! - `tcp_connection`: a whole short TCP connection (SYN, SYN+ACK, ACK, an
+//!   HTTP request and response, FIN both ways: 7 packets) per element, the
+//!   report's "new connection" — nDPI names it HTTP on the request;
+//! - `established/1M`: a packet of a decided flow among 1,000,000 live
+//!   ones (lookup, counters, bandwidth check; no nDPI).
+//!
+//! `LANYARD_BENCH_FLOWS=8388608` sizes the table as the report's 8 M.
+//!
+//! Times are this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall
+//! time: on a shared machine a benchmark that waits for a core would
+//! otherwise count the wait. Cache and memory contention still show.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use dpi::engine::{Engine, EngineConfig, Policy, Side};
+use dpi::flow::Timeouts;
+use dpi::ndpi::Ndpi;
+use dpi::packet::{build, ACK, FIN, SYN, TCP, UDP};
+use dpi::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SUBSCRIBERS: u32 = 250_000;
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: curl/7.88.1\r\n\r\n";
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 2\r\n\r\nhi";
+
+/// This thread's CPU time.
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Runs `f` `iters` times; returns the CPU time it took.
+fn cpu_time(iters: u64, mut f: impl FnMut()) -> Duration {
+    let t = cpu_now();
+    for _ in 0..iters {
+        f();
+    }
+    cpu_now() - t
+}
+
+fn table_size() -> usize {
+    std::env::var("LANYARD_BENCH_FLOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 20)
+}
+
+/// Subscriber `i`'s address: 10.0.0.0/8 (250,000 fit).
+fn sub_addr(i: u32) -> [u8; 4] {
+    (0x0a00_0000 + i).to_be_bytes()
+}
+
+fn engine(timeouts: Timeouts, classify_packets: u16) -> (Engine, SubscriberDb) {
+    let n = Ndpi::new().unwrap();
+    let services = vec![
+        (
+            "web".to_string(),
+            vec!["HTTP".to_string(), "TLS".to_string()],
+        ),
+        ("dns".to_string(), vec!["DNS".to_string()]),
+    ];
+    let policy = Arc::new(Policy::compile(&n, &services, vec![]).unwrap());
+    let mut db = SubscriberDb::new(SUBSCRIBERS as usize);
+    for i in 0..SUBSCRIBERS {
+        let a = sub_addr(i);
+        db.upsert(
+            Subscriber {
+                id: format!("s{i}").into(),
+                package: Package::ALL[(i % 3) as usize],
+                quota_bytes: None,
+                prefixes: vec![
+                    Prefix::parse(&format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])).unwrap(),
+                ],
+            },
+            false,
+        )
+        .unwrap();
+    }
+    db.publish();
+    let e = Engine::new(
+        EngineConfig {
+            flows: table_size(),
+            timeouts,
+            classify_slots: 1 << 16,
+            classify_packets,
+            usage_entries: 1 << 20,
+            ..EngineConfig::default()
+        },
+        policy,
+    )
+    .unwrap();
+    (e, db)
+}
+
+/// Every state idles out after 1 ms of the benchmark's clock.
+fn short() -> Timeouts {
+    Timeouts {
+        ms: [1; 10],
+        evict_min_idle_ms: 1,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dpi");
+    let srv = [192, 0, 2, 10];
+
+    // New UDP flows: 65,536 prebuilt first packets from rotating
+    // subscribers and ports.
+    let (mut e, db) = engine(short(), 24);
+    let view = db.published().load_full();
+    let frames: Vec<Vec<u8>> = (0..65_536u32)
+        .map(|i| {
+            build::v4(
+                UDP,
+                sub_addr(i % SUBSCRIBERS),
+                srv,
+                1024 + (i % 60_000) as u16,
+                53,
+                0,
+                b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01",
+            )
+        })
+        .collect();
+    let mut now_us = 10_000u64;
+    let mut k = 0usize;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("new_flow/udp", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                now_us += 1;
+                let f = &frames[k % frames.len()];
+                k += 1;
+                black_box(e.process_us(f, Side::Subscriber, &view, now_us));
+                if k % 64 == 0 {
+                    e.sweep(now_us / 1000, 256);
+                }
+            })
+        })
+    });
+    eprintln!(
+        "new_flow/udp: table {} of {}, {} created, {} expired, {} evicted, {} refused",
+        e.flows().len(),
+        e.flows().capacity(),
+        e.stats().engine.flows_created.get(),
+        e.stats().engine.expired.get(),
+        e.stats().engine.evicted_idle.get(),
+        e.stats().engine.refused_full.get()
+    );
+    drop(e);
+
+    // Whole TCP connections.
+    let (mut e, db) = engine(short(), 24);
+    let view = db.published().load_full();
+    let conns: Vec<[Vec<u8>; 7]> = (0..16_384u32)
+        .map(|i| {
+            let s = sub_addr(i % SUBSCRIBERS);
+            let sp = 1024 + (i % 60_000) as u16;
+            let up = |fl, pl: &[u8]| build::v4(TCP, s, srv, sp, 80, fl, pl);
+            let down = |fl, pl: &[u8]| build::v4(TCP, srv, s, 80, sp, fl, pl);
+            [
+                up(SYN, b""),
+                down(SYN | ACK, b""),
+                up(ACK, b""),
+                up(ACK, GET),
+                down(ACK, OK),
+                up(FIN | ACK, b""),
+                down(FIN | ACK, b""),
+            ]
+        })
+        .collect();
+    let sides = [
+        Side::Subscriber,
+        Side::Network,
+        Side::Subscriber,
+        Side::Subscriber,
+        Side::Network,
+        Side::Subscriber,
+        Side::Network,
+    ];
+    let mut k = 0usize;
+    g.bench_function("tcp_connection", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let c = &conns[k % conns.len()];
+                k += 1;
+                for (f, s) in c.iter().zip(sides) {
+                    now_us += 1;
+                    black_box(e.process_us(f, s, &view, now_us));
+                }
+                if k % 16 == 0 {
+                    e.sweep(now_us / 1000, 256);
+                }
+            })
+        })
+    });
+    let st = e.stats();
+    eprintln!(
+        "tcp_connection: {} created, by nDPI {}, unknown {}, refused {}",
+        st.engine.flows_created.get(),
+        st.engine.by_ndpi.get(),
+        st.engine.unknown.get(),
+        st.engine.refused_full.get()
+    );
+    drop(e);
+
+    // Established flows: 1,000,000 live, decided (on their first packet:
+    // `classify-packets` 1), hit at random.
+    let (mut e, db) = engine(Timeouts::default(), 1);
+    let view = db.published().load_full();
+    let n = 1_000_000u32.min(table_size() as u32 / 2);
+    let key = |i: u32| {
+        (
+            sub_addr(i % SUBSCRIBERS),
+            1024 + (i / SUBSCRIBERS) as u16 * 7 + (i % 7) as u16,
+        )
+    };
+    for i in 0..n {
+        let (s, sp) = key(i);
+        let f = build::v4(UDP, s, srv, sp, 5000, 0, b"x");
+        e.process_us(&f, Side::Subscriber, &view, 1000);
+    }
+    let mut r = 0x9e37_79b9u32;
+    let hits: Vec<Vec<u8>> = (0..65_536)
+        .map(|_| {
+            r ^= r << 13;
+            r ^= r >> 17;
+            r ^= r << 5;
+            let (s, sp) = key(r % n);
+            build::v4(UDP, s, srv, sp, 5000, 0, b"payload")
+        })
+        .collect();
+    let mut k = 0usize;
+    g.bench_function("established/1M", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let f = &hits[k % hits.len()];
+                k += 1;
+                black_box(e.process_us(f, Side::Subscriber, &view, 2000));
+            })
+        })
+    });
+    eprintln!(
+        "established/1M: {} live flows, memory {} MiB",
+        e.flows().len(),
+        e.memory_bytes() >> 20
+    );
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
