@@ -144,7 +144,7 @@ fn bench(c: &mut Criterion) {
                 let f = &frames[k % frames.len()];
                 k += 1;
                 black_box(e.process_us(f, Side::Subscriber, &view, now_us));
-                if k % 64 == 0 {
+                if k.is_multiple_of(64) {
                     e.sweep(now_us / 1000, 256);
                 }
             })
@@ -200,7 +200,7 @@ fn bench(c: &mut Criterion) {
                     now_us += 1;
                     black_box(e.process_us(f, s, &view, now_us));
                 }
-                if k % 16 == 0 {
+                if k.is_multiple_of(16) {
                     e.sweep(now_us / 1000, 256);
                 }
             })
