@@ -96,6 +96,9 @@ pub struct UsageExport {
     pub queue: u32,
 }
 
+fn d_report_interval() -> u32 {
+    10
+}
 fn d_usage_refresh() -> u32 {
     60
 }
@@ -147,6 +150,10 @@ pub struct ServiceControl {
     /// How often the control thread re-shares the controllers, ms.
     #[serde(default = "d_interval")]
     pub control_interval_ms: u32,
+    /// Length of one interval of `show service-control history`, seconds
+    /// (the last 360 are kept).
+    #[serde(default = "d_report_interval")]
+    pub report_interval_s: u32,
     /// Idle timeouts per flow state, seconds (`established: 600`); states
     /// not given keep their defaults (docs/inline.md, "Flows").
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -903,6 +903,11 @@ impl ApiState {
                 }
                 Ok(Value::Array(rows))
             }
+            Some("show-service-control")
+                if req.get("history").and_then(Value::as_bool) == Some(true) =>
+            {
+                self.applier.inline().history()
+            }
             Some("show-service-control") => self.applier.inline().show(
                 req.get("applications")
                     .and_then(Value::as_bool)

@@ -16,6 +16,9 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Intervals of service history kept (an hour at the default 10 s).
+const HISTORY_KEEP: usize = 360;
+
 /// The control side of inline service control.
 pub struct InlineControl {
     shared: Arc<Shared>,
@@ -28,6 +31,9 @@ pub struct InlineControl {
     /// Bandwidth control and quota accounting of the running plan
     /// (generation, state); only the control thread and `show` take it.
     bandwidth: Mutex<Option<(u64, Controller)>>,
+    /// Service history of the running plan (generation, ring), sampled by
+    /// the control thread.
+    history: Mutex<Option<(u64, dpi::report::History)>>,
     /// The usage exporter's counters (`crate::usage_export`).
     usage_export: Arc<crate::usage_export::UsageExportCounters>,
 }
@@ -60,6 +66,7 @@ impl InlineControl {
             running: Mutex::new(None),
             bandwidth: Mutex::new(None),
             usage_export: Arc::default(),
+            history: Mutex::new(None),
         }
     }
 
@@ -101,6 +108,8 @@ impl InlineControl {
         }
         // A huge usage table must not eat a core: at most a fifth of the
         // time goes to the scan.
+        drop(bw);
+        self.sample_history(&plan);
         let took = t0.elapsed();
         std::time::Duration::from_millis(plan.policy.bandwidth.interval_ms).max(took * 4)
     }
@@ -133,6 +142,67 @@ impl InlineControl {
             }
         })
         .collect()
+    }
+
+    /// One sample of the service history (a new plan starts a new one).
+    fn sample_history(&self, plan: &InlinePlan) {
+        let interval_ms = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(10_000, |(sc, _)| u64::from(sc.report_interval_s) * 1000);
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        if h.as_ref().map(|(g, h)| (*g, h.interval_ms())) != Some((plan.generation, interval_ms)) {
+            *h = Some((
+                plan.generation,
+                dpi::report::History::new(interval_ms, HISTORY_KEEP),
+            ));
+        }
+        if let Some((_, h)) = h.as_mut() {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64;
+            h.sample(now_ms, &plan.stats, plan.policy.services.len());
+        }
+    }
+
+    /// `show service-control history`: the closed intervals, oldest first.
+    pub fn history(&self) -> Result<Value, String> {
+        let Some(plan) = self.shared.inline.load_full() else {
+            return Ok(json!({"mode": "off", "intervals": []}));
+        };
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, h)) = h.as_ref().filter(|(g, _)| *g == plan.generation) else {
+            return Ok(json!({"interval-s": 0, "keep": HISTORY_KEEP, "intervals": []}));
+        };
+        let names = &plan.policy.services;
+        let rows: Vec<Value> = h
+            .rows()
+            .map(|r| {
+                json!({
+                    "start-ms": r.start_ms,
+                    "length-ms": r.len_ms,
+                    "samples": r.samples,
+                    "services": r.services.iter().enumerate().map(|(i, s)| json!({
+                        "name": names.name(i as u16),
+                        "sessions-min": s.sessions_min,
+                        "sessions-avg": (s.sessions_avg * 10.0).round() / 10.0,
+                        "sessions-max": s.sessions_max,
+                        "up-bps": s.bps[0],
+                        "down-bps": s.bps[1],
+                        "dropped-up-bps": s.dropped_bps[0],
+                        "dropped-down-bps": s.dropped_bps[1],
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        Ok(json!({
+            "interval-s": h.interval_ms() / 1000,
+            "keep": HISTORY_KEEP,
+            "intervals": rows,
+        }))
     }
 
     /// Starts a subscriber's quota account again (`subscriber-reset-usage`).

@@ -29,6 +29,7 @@ pub mod inline;
 pub mod ndpi;
 pub mod packet;
 pub mod provision;
+pub mod report;
 pub mod service;
 pub mod signature;
 pub mod subscriber;

@@ -776,6 +776,7 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n\
         \x20 timeouts: {{time-wait: 1, closed: 1, fin-wait: 2, udp-unreplied: 1, udp-replied: 1}}\n\
         \x20 usage-export: {{collector: \"127.0.0.1:{PORT}\", template-refresh: 1}}\n\
+        \x20 report-interval-s: 1\n\
         \x20 services:\n\
         \x20   - {{name: web, applications: [HTTP]}}\n"
     );
@@ -850,6 +851,52 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
     let web = service(&v, "web");
     let web_bytes = web["bytes-up"].as_u64().unwrap() + web["bytes-down"].as_u64().unwrap();
     assert_eq!(web["flows"], 3, "{v:#}");
+
+    // History (1 s intervals): the web sessions were seen, and the bytes
+    // of all intervals add up to what the web service passed (rates × 1 s
+    // intervals, so within rounding of a few bytes per interval).
+    std::thread::sleep(Duration::from_millis(1200));
+    let h = sw.show_json(&["show", "service-control", "history"]);
+    assert_eq!(h["interval-s"], 1, "{h:#}");
+    let rows = h["intervals"].as_array().unwrap();
+    let web_rows: Vec<&Value> = rows
+        .iter()
+        .flat_map(|r| r["services"].as_array().unwrap())
+        .filter(|s| s["name"] == "web")
+        .collect();
+    assert!(
+        web_rows
+            .iter()
+            .any(|s| s["sessions-max"].as_u64().unwrap() >= 1),
+        "{h:#}"
+    );
+    let hist_bytes: u64 = rows
+        .iter()
+        .map(|r| {
+            let len = r["length-ms"].as_u64().unwrap();
+            r["services"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["name"] == "web")
+                .map(|s| {
+                    (s["up-bps"].as_u64().unwrap() + s["down-bps"].as_u64().unwrap()) * len / 8000
+                })
+                .sum::<u64>()
+        })
+        .sum();
+    assert!(
+        hist_bytes.abs_diff(web_bytes) <= 4 * rows.len() as u64 + 8,
+        "history {hist_bytes} B vs counted {web_bytes} B: {h:#}"
+    );
+    let text = ok(
+        sw.cli(&["show", "service-control", "history"]),
+        "show service-control history",
+    );
+    assert!(
+        text.starts_with("Service history: 1 s intervals") && text.contains("web"),
+        "{text}"
+    );
 
     // nfdump: the standard fields, both directions, bytes as counted.
     let flows = collector.flows();

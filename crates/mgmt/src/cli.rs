@@ -451,13 +451,20 @@ pub const SHOW: &[CommandDef] = &[
     CommandDef {
         words: "service-control",
         aliases: &["service control", "dpi"],
-        usage: "[applications]",
-        help: "inline service control: flows, usage, bandwidth controllers",
-        args: &[Arg::Flag {
-            word: "applications",
-            set: r#"{"applications":true}"#,
-            render: Some(show::service_control_applications),
-        }],
+        usage: "[applications | history]",
+        help: "inline service control: flows, usage, controllers; history per interval",
+        args: &[
+            Arg::Flag {
+                word: "applications",
+                set: r#"{"applications":true}"#,
+                render: Some(show::service_control_applications),
+            },
+            Arg::Flag {
+                word: "history",
+                set: r#"{"history":true}"#,
+                render: Some(show::service_control_history),
+            },
+        ],
         request: r#"{"cmd":"show-service-control"}"#,
         render: show::service_control,
     },

@@ -2232,7 +2232,9 @@ mod stp;
 pub use stp::spanning_tree;
 #[path = "show_inline.rs"]
 mod inline;
-pub use inline::{service_control, service_control_applications, subscriber};
+pub use inline::{
+    service_control, service_control_applications, service_control_history, subscriber,
+};
 #[path = "show_vswitch.rs"]
 mod vswitch;
 pub use vswitch::virtual_switch;

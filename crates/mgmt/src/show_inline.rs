@@ -1,4 +1,4 @@
-//! `show service-control [applications]` and `show subscriber ID`
+//! `show service-control [applications | history]` and `show subscriber ID`
 //! (docs/inline.md): the inline engine's flows, classification and
 //! subscribers, and usage per service.
 
@@ -283,6 +283,90 @@ pub fn subscriber(v: &Value) -> String {
         let _ = writeln!(o, "No traffic yet");
     } else {
         usage_table("Service", rows, None).render(&mut o);
+    }
+    o
+}
+
+/// Most intervals the text shows (newest; `--json` has them all).
+const HISTORY_SHOWN: usize = 30;
+
+/// `show service-control history`: per interval and active service,
+/// concurrent sessions (min/avg/max) and bandwidth per direction.
+pub fn service_control_history(v: &Value) -> String {
+    let mut o = String::new();
+    if s(v, "mode") == "off" {
+        let _ = writeln!(o, "Service control: not configured");
+        return o;
+    }
+    let rows = rows_at(v, "intervals");
+    let shown = &rows[rows.len().saturating_sub(HISTORY_SHOWN)..];
+    let _ = writeln!(
+        o,
+        "Service history: {} s intervals, {} of {} kept shown (newest last; times UTC)",
+        u(v, "interval-s"),
+        shown.len(),
+        rows.len()
+    );
+    if shown.is_empty() {
+        let _ = writeln!(o, "  (no interval closed yet)");
+        return o;
+    }
+    // Only services that had sessions or traffic in the window.
+    let busy = |sv: &Value| {
+        [
+            "sessions-max",
+            "up-bps",
+            "down-bps",
+            "dropped-up-bps",
+            "dropped-down-bps",
+        ]
+        .iter()
+        .any(|k| u(sv, k) != 0)
+    };
+    let mut names: Vec<String> = Vec::new();
+    for r in shown {
+        for sv in rows_at(r, "services") {
+            let n = s(sv, "name");
+            if busy(sv) && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Start",
+        "Service",
+        ">Sessions min",
+        ">avg",
+        ">max",
+        ">Up",
+        ">Down",
+        ">Dropped up",
+        ">Dropped down",
+    ]);
+    for r in shown {
+        let secs = u(r, "start-ms") / 1000 % 86_400;
+        let at = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+        for sv in rows_at(r, "services") {
+            if !names.contains(&s(sv, "name")) {
+                continue;
+            }
+            t.row(vec![
+                at.clone(),
+                s(sv, "name"),
+                u(sv, "sessions-min").to_string(),
+                format!("{:.1}", sv["sessions-avg"].as_f64().unwrap_or(0.0)),
+                u(sv, "sessions-max").to_string(),
+                bps(u(sv, "up-bps")),
+                bps(u(sv, "down-bps")),
+                bps(u(sv, "dropped-up-bps")),
+                bps(u(sv, "dropped-down-bps")),
+            ]);
+        }
+    }
+    t.render(&mut o);
+    if names.is_empty() {
+        let _ = writeln!(o, "  (no service had sessions or traffic)");
     }
     o
 }

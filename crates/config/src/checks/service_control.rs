@@ -56,7 +56,8 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
             used.push(name);
         }
     }
-    let ranges: [(&str, u64, std::ops::RangeInclusive<u64>); 6] = [
+    let ranges: [(&str, u64, std::ops::RangeInclusive<u64>); 7] = [
+        ("report-interval-s", sc.report_interval_s.into(), 1..=3600),
         ("flows", sc.flows.into(), 16..=(1 << 27)),
         ("classify-slots", sc.classify_slots.into(), 1..=(1 << 22)),
         ("classify-packets", sc.classify_packets.into(), 1..=255),
