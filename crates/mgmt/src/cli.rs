@@ -452,7 +452,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "service-control",
         aliases: &["service control", "dpi"],
         usage: "[applications | history]",
-        help: "inline service control: flows, usage, controllers; history per interval",
+        help: "inline service control: flows, usage, controllers, history",
         args: &[
             Arg::Flag {
                 word: "applications",
