@@ -889,6 +889,15 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         hist_bytes.abs_diff(web_bytes) <= 4 * rows.len() as u64 + 8,
         "history {hist_bytes} B vs counted {web_bytes} B: {h:#}"
     );
+    // `LANYARD_GOLDEN_CAPTURE=DIR`: golden inputs for crates/mgmt/tests/golden.
+    if let Some(dir) = std::env::var_os("LANYARD_GOLDEN_CAPTURE").map(std::path::PathBuf::from) {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("service-control-history.json"),
+            serde_json::to_string_pretty(&h).unwrap(),
+        )
+        .unwrap();
+    }
     let text = ok(
         sw.cli(&["show", "service-control", "history"]),
         "show service-control history",
