@@ -79,6 +79,31 @@ fn ok(o: std::io::Result<Output>, what: &str) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The bed of every test here: a client namespace (the subscriber side,
+/// CLIENT on c0) — Lanyard's namespace (sw1, sw2) — a server namespace
+/// (the network side, SERVER on s0); names start with `tag`.
+fn bed(tag: &str) -> (Netns, Netns, Netns) {
+    let dut = Netns::new(&format!("{tag}d")).unwrap();
+    let cli = Netns::new(&format!("{tag}c")).unwrap();
+    let srv = Netns::new(&format!("{tag}s")).unwrap();
+    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
+    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
+    // The hosts keep their default offloads: Lanyard completes the
+    // checksums they leave to "hardware" (docs/io.md, "Hosts behind
+    // veths"). AF_PACKET ports do not segment a peer's TSO/GSO frames.
+    if testkit::switch::test_backend() == "af-packet" {
+        for (ns, dev) in [(&cli, "c0"), (&srv, "s0")] {
+            ns.exec(&["ethtool", "-K", dev, "tso", "off", "gso", "off"])
+                .unwrap();
+        }
+    }
+    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
+        .unwrap();
+    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
+        .unwrap();
+    (dut, cli, srv)
+}
+
 fn service<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["services"]
         .as_array()
@@ -99,24 +124,7 @@ impl Drop for EtcNetns {
 fn real_applications_are_recognised_and_counted_inline() {
     require_root!();
     let _g = l2::heavy();
-    let dut = Netns::new("dpid").unwrap();
-    let cli = Netns::new("dpic").unwrap();
-    let srv = Netns::new("dpis").unwrap();
-    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
-    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
-    // The hosts keep their default offloads: Lanyard completes the
-    // checksums they leave to "hardware" (docs/io.md, "Hosts behind
-    // veths"). AF_PACKET ports do not segment a peer's TSO/GSO frames.
-    if testkit::switch::test_backend() == "af-packet" {
-        cli.exec(&["ethtool", "-K", "c0", "tso", "off", "gso", "off"])
-            .unwrap();
-        srv.exec(&["ethtool", "-K", "s0", "tso", "off", "gso", "off"])
-            .unwrap();
-    }
-    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
-        .unwrap();
-    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
-        .unwrap();
+    let (dut, cli, srv) = bed("dpi");
     // The client resolves through the test's DNS server (ip netns exec
     // bind-mounts /etc/netns/<ns>/resolv.conf over /etc/resolv.conf).
     let etc = std::path::Path::new("/etc/netns").join(cli.name());
@@ -561,21 +569,7 @@ fn bittorrent_between_real_clients_is_recognised_inline() {
         panic!("aria2c is missing: run scripts/setup.sh");
     }
     let _g = l2::heavy();
-    let dut = Netns::new("btd").unwrap();
-    let cli = Netns::new("btc").unwrap();
-    let srv = Netns::new("bts").unwrap();
-    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
-    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
-    if testkit::switch::test_backend() == "af-packet" {
-        cli.exec(&["ethtool", "-K", "c0", "tso", "off", "gso", "off"])
-            .unwrap();
-        srv.exec(&["ethtool", "-K", "s0", "tso", "off", "gso", "off"])
-            .unwrap();
-    }
-    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
-        .unwrap();
-    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
-        .unwrap();
+    let (dut, cli, srv) = bed("bt");
     let yaml = "switch:\n  name: bt\nports:\n  - {name: sw1}\n  - {name: sw2}\n\
         service-control:\n  inline: [{subscriber-port: sw1, network-port: sw2}]\n\
         \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n  classify-packets: 24\n\
@@ -726,21 +720,7 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
     require_root!();
     testkit::require_nfdump!();
     let _g = l2::heavy();
-    let dut = Netns::new("dpud").unwrap();
-    let cli = Netns::new("dpuc").unwrap();
-    let srv = Netns::new("dpus").unwrap();
-    veth(&cli, "c0", &dut, "sw1", 1500).unwrap();
-    veth(&dut, "sw2", &srv, "s0", 1500).unwrap();
-    if testkit::switch::test_backend() == "af-packet" {
-        cli.exec(&["ethtool", "-K", "c0", "tso", "off", "gso", "off"])
-            .unwrap();
-        srv.exec(&["ethtool", "-K", "s0", "tso", "off", "gso", "off"])
-            .unwrap();
-    }
-    cli.exec(&["ip", "addr", "add", &format!("{CLIENT}/24"), "dev", "c0"])
-        .unwrap();
-    srv.exec(&["ip", "addr", "add", &format!("{SERVER}/24"), "dev", "s0"])
-        .unwrap();
+    let (dut, cli, srv) = bed("dpu");
     const PORT: u16 = 4739;
     let mut collector = testkit::nfdump::Collector::start_in("usage", Some((dut.name(), PORT)));
     let pcap = std::env::temp_dir().join(format!("lanyard-usage-{}.pcap", std::process::id()));
