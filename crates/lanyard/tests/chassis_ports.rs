@@ -16,7 +16,6 @@
 //!    in the summary's "Ports down" line.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -33,23 +32,6 @@ fn env_usize(k: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Runs `ip -n NS -batch FILE` with `lines`.
-fn ip_batch(ns: &Netns, tag: &str, lines: &[String]) {
-    let path = std::env::temp_dir().join(format!(
-        "lanyard-chassis-{}-{}-{tag}.batch",
-        std::process::id(),
-        ns.name()
-    ));
-    let mut f = std::fs::File::create(&path).expect("batch file");
-    for l in lines {
-        writeln!(f, "{l}").expect("write batch");
-    }
-    drop(f);
-    let out = testkit::netns::ip(&["-n", ns.name(), "-batch", path.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&path);
-    out.unwrap_or_else(|e| panic!("ip -batch {tag}: {e}"));
 }
 
 fn rows(v: &Value) -> &[Value] {
@@ -109,18 +91,7 @@ fn chassis_410_ports_full_mesh_in_groups() {
     let t0 = Instant::now();
     let tester = Netns::new("chp-t").expect("tester namespace");
     let dut = Netns::new("chp-d").expect("dut namespace");
-    let adds: Vec<String> = (1..=n)
-        .map(|i| {
-            format!(
-                "link add t{i} mtu 1500 type veth peer name sw{i} mtu 1500 netns {}",
-                dut.name()
-            )
-        })
-        .collect();
-    ip_batch(&tester, "add", &adds);
-    let ups = |p: &str| -> Vec<String> { (1..=n).map(|i| format!("link set {p}{i} up")).collect() };
-    ip_batch(&tester, "up-t", &ups("t"));
-    ip_batch(&dut, "up-sw", &ups("sw"));
+    testkit::netns::veth_batch(&tester, "t", &dut, "sw", n, 1500).expect("veth pairs");
     let veth_time = t0.elapsed();
 
     let mut y = String::from(
