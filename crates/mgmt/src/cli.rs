@@ -135,8 +135,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "interfaces",
         aliases: &["interfaces status", "interfaces brief", "interface"],
         usage: "[PORT | RANGE,...] [up | down] [vlan N] [summary]",
-        help: "ports: link state, mode, VLAN, MTU, frames and drops; select ports by name \
-               or range (sw1-48,sw100), state or VLAN; summary: counts and ports not up",
+        help: "ports: link state, mode, VLAN, MTU, frames, drops; RANGE: sw1-48,sw60",
         args: &[
             Arg::Positional {
                 key: "port",

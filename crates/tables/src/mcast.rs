@@ -1123,7 +1123,7 @@ mod tests {
             assert_eq!(got.to_route(), *r);
             let last = *groups[r.index as usize % 9].last().unwrap();
             assert!(got.oifs.contains(last));
-            assert_eq!(got.accepts(last), true);
+            assert!(got.accepts(last));
         }
         assert!(t.get(&entries[1].0).unwrap().accepts(1000));
         assert!(!t.get(&entries[0].0).unwrap().accepts(1000));
