@@ -134,7 +134,7 @@ pub const SHOW: &[CommandDef] = &[
     CommandDef {
         words: "interfaces",
         aliases: &["interfaces status", "interfaces brief", "interface"],
-        usage: "[PORT | RANGE,...] [up | down] [vlan N] [summary]",
+        usage: "[PORT | RANGE] [up | down] [vlan N] [summary]",
         help: "ports: link state, mode, VLAN, MTU, frames, drops; RANGE: sw1-48,sw60",
         args: &[
             Arg::Positional {
