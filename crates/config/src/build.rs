@@ -140,7 +140,7 @@ pub fn mirror_table(cfg: &Config) -> Option<tables::mirror::MirrorTable> {
     if cfg.mirror_sessions.is_empty() {
         return None;
     }
-    let mut t = tables::mirror::MirrorTable::default();
+    let mut t = tables::mirror::MirrorTable::new(cfg.port_ids());
     for s in &cfg.mirror_sessions {
         let Some(d) = cfg.port_index(&s.destination) else {
             continue;

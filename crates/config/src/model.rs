@@ -42,6 +42,20 @@ pub const MAX_L3_MTU: u32 = 9206;
 /// The VLAN that always exists and is the default everywhere.
 pub const DEFAULT_VLAN: u16 = 1;
 
+/// `sw1-48` or `sw1-sw48` → ("sw", 1, 48); `None` if `item` is not a
+/// range of one prefix with a trailing number.
+fn split_range(item: &str) -> Option<(&str, u32, u32)> {
+    let (a, b) = item.rsplit_once('-')?;
+    let digits = a.len() - a.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    let prefix = &a[..a.len() - digits];
+    let lo: u32 = a[a.len() - digits..].parse().ok()?;
+    let hi: u32 = b.strip_prefix(prefix).unwrap_or(b).parse().ok()?;
+    (lo <= hi).then_some((prefix, lo, hi))
+}
+
 /// Limits enforced by the validator.
 pub mod limits {
     /// Forwarding threads.
@@ -50,8 +64,9 @@ pub mod limits {
     pub const MAC_TABLE_SIZE: std::ops::RangeInclusive<u32> = 1..=16_777_216;
     /// Port MTU.
     pub const MTU: std::ops::RangeInclusive<u32> = 68..=9216;
-    /// Number of ports.
-    pub const MAX_PORTS: usize = 256;
+    /// Number of ports (the data plane's `tables::MAX_PORTS`; tables are
+    /// sized by the ports configured, not by this: docs/scale.md).
+    pub const MAX_PORTS: usize = 1024;
     /// Linux interface name length (IFNAMSIZ - 1).
     pub const MAX_PORT_NAME: usize = 15;
 }
@@ -704,6 +719,40 @@ impl Config {
         self.ports.iter().position(|p| p.name == name)
     }
 
+    /// The ports a selection names, in port order: comma-separated items,
+    /// each a port name or a range of names that differ in a trailing
+    /// number (`sw1-48`, `sw1-sw48`, `eth0/1-24`), as a switch's
+    /// `interface range` takes them. An item that names no port is an
+    /// error.
+    pub fn select_ports(&self, spec: &str) -> Result<Vec<usize>, String> {
+        let mut chosen = vec![false; self.ports.len()];
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            if let Some(i) = self.port_index(item) {
+                chosen[i] = true;
+                continue;
+            }
+            let range = split_range(item)
+                .ok_or_else(|| format!("no port {item:?} (a name, or a range like sw1-48)"))?;
+            let mut any = false;
+            for (i, p) in self.ports.iter().enumerate() {
+                if let Some(n) = p
+                    .name
+                    .strip_prefix(range.0)
+                    .and_then(|n| n.parse::<u32>().ok())
+                {
+                    if (range.1..=range.2).contains(&n) && p.name.len() > range.0.len() {
+                        chosen[i] = true;
+                        any = true;
+                    }
+                }
+            }
+            if !any {
+                return Err(format!("no port in {item:?}"));
+            }
+        }
+        Ok((0..chosen.len()).filter(|i| chosen[*i]).collect())
+    }
+
     /// Every layer-3 interface: routed ports (in port order), then SVIs
     /// (in `vlans` order), whose port ids follow the configured ports.
     pub fn l3_interfaces(&self) -> Vec<L3Interface<'_>> {
@@ -776,6 +825,12 @@ impl Config {
         self.vlans
             .iter()
             .filter_map(|v| v.router.as_ref().map(|r| (v, r)))
+    }
+
+    /// Port ids in use: the ports, then one per VLAN interface, then one
+    /// per port channel. Per-port tables are this long (docs/scale.md).
+    pub fn port_ids(&self) -> usize {
+        self.ports.len() + self.svis().count() + self.port_channels.len()
     }
 
     /// Port id of port channel `k`: after the ports and the SVIs.

@@ -197,12 +197,14 @@ fn check_ports(cfg: &Config, c: &mut Checker) {
     if cfg.ports.is_empty() {
         c.err("ports", "no ports configured");
     } else if cfg.ports.len() > limits::MAX_PORTS {
+        // At the first port over the limit, so the error has its line.
         c.err(
-            "ports",
+            format!("ports[{}]", limits::MAX_PORTS),
             format!(
-                "{} ports configured; at most {} are supported",
+                "{} ports configured; at most {} are supported (this is port {})",
                 cfg.ports.len(),
-                limits::MAX_PORTS
+                limits::MAX_PORTS,
+                limits::MAX_PORTS + 1
             ),
         );
     }
@@ -437,11 +439,13 @@ fn iface_path(cfg: &Config, vlan: Option<u16>, port: u16) -> String {
 fn check_interfaces(cfg: &Config, c: &mut Checker) {
     let ifs = cfg.l3_interfaces();
     let svis = ifs.iter().filter(|i| i.vlan.is_some()).count();
-    if svis > 0 && cfg.ports.len() + svis > limits::MAX_PORTS {
+    let channels = cfg.port_channels.len();
+    if cfg.ports.len() <= limits::MAX_PORTS && cfg.port_ids() > limits::MAX_PORTS {
         c.err(
-            "vlans",
+            if svis > 0 { "vlans" } else { "port-channels" },
             format!(
-                "{} ports and {svis} VLAN interfaces exceed {} (each VLAN interface uses a port id)",
+                "{} ports, {svis} VLAN interfaces and {channels} port channels exceed {} port ids \
+                 (each VLAN interface and port channel uses a port id)",
                 cfg.ports.len(),
                 limits::MAX_PORTS
             ),

@@ -478,15 +478,52 @@ fn port_names() {
     );
 }
 
+/// 1,024 ports validate and build a snapshot whose per-port tables are as
+/// long as the ports configured; the 1,025th is an error at its own line.
 #[test]
 fn too_many_ports() {
-    let mut text = String::from("ports:\n");
-    for i in 0..257 {
-        text.push_str(&format!("  - name: p{i}\n"));
+    let mut text = String::from("vlans:\n  - id: 10\nports:\n");
+    for i in 0..1025 {
+        text.push_str(&format!("  - name: p{i}\n    vlan: 10\n"));
     }
-    one_error(&text, 1, "ports", "at most 256");
-    let ok_text: String = text.lines().take(257).map(|l| format!("{l}\n")).collect();
-    assert_eq!(ok(&ok_text).ports.len(), 256);
+    // Line 4 is ports[0]; each port takes two lines.
+    one_error(&text, 4 + 2 * 1024, "ports[1024]", "at most 1024");
+    let err = config::parse(&text, "big.yaml").unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("big.yaml:{}:", 4 + 2 * 1024)),
+        "{err}"
+    );
+    let ok_text: String = text
+        .lines()
+        .take(3 + 2 * 1024)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cfg = ok(&ok_text);
+    assert_eq!(cfg.ports.len(), 1024);
+    let mut t = config::build::initial_tables(&cfg);
+    assert_eq!(t.l2.ports.len(), 1024);
+    for p in 0..1024u16 {
+        t.l2.set_port_up(p, true);
+    }
+    let flood = &t.l2.vlans[10].flood;
+    assert_eq!(flood.len(), 1024);
+    assert!(flood.contains(0) && flood.contains(1023));
+    assert_eq!(flood.iter().last(), Some(1023));
+}
+
+/// VLAN interfaces use port ids after the ports: together they are held
+/// to the same limit.
+#[test]
+fn port_ids_limit_counts_vlan_interfaces() {
+    let mut text =
+        String::from("vlans:\n  - id: 10\n    router:\n      addresses: [10.0.0.1/24]\nports:\n");
+    for i in 0..1024 {
+        text.push_str(&format!("  - name: p{i}\n    vlan: 10\n"));
+    }
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].1, "vlans");
+    assert!(errs[0].2.contains("exceed 1024 port ids"), "{errs:#?}");
 }
 
 #[test]

@@ -119,18 +119,40 @@ impl ApiState {
         Ok(json!({"interface": port, "pairs": pairs}))
     }
 
-    /// `show interfaces [PORT]`.
-    pub fn interfaces(&self, port: Option<&str>) -> Result<Value, String> {
-        if let Some(p) = port {
-            if self.cfg().port_index(p).is_none() {
-                return Err(format!("no port {p:?}"));
+    /// `show interfaces [PORTS] [up|down] [vlan N]`: `port` is a name or
+    /// a selection (`sw1-48,sw100`, [`config::Config::select_ports`]),
+    /// `state` keeps ports in that state, `vlan` ports whose access VLAN
+    /// or trunk carries it.
+    pub fn interfaces(
+        &self,
+        port: Option<&str>,
+        state: Option<&str>,
+        vlan: Option<u16>,
+    ) -> Result<Value, String> {
+        let cfg = self.cfg();
+        let mut keep = match port {
+            Some(p) => {
+                let mut k = vec![false; cfg.ports.len()];
+                for i in cfg.select_ports(p)? {
+                    k[i] = true;
+                }
+                k
+            }
+            None => vec![true; cfg.ports.len()],
+        };
+        if let Some(v) = vlan {
+            for (i, k) in keep.iter_mut().enumerate() {
+                *k &= cfg.port_vlans(i).contains(v);
             }
         }
         let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let rows: Vec<Value> = st
             .iter()
             .enumerate()
-            .filter(|(_, s)| port.is_none_or(|p| p == s.name))
+            .filter(|(id, s)| {
+                keep.get(*id).copied().unwrap_or(false)
+                    && state.is_none_or(|w| serde_json::to_value(s.state).ok() == Some(json!(w)))
+            })
             .map(|(id, s)| {
                 let p = &self.cfg().ports[id];
                 let drops: u64 = (0..DROP_REASONS)
@@ -805,7 +827,11 @@ impl ApiState {
             },
         };
         let r = match req.get("cmd").and_then(Value::as_str) {
-            Some("show-interfaces") => self.interfaces(req.get("port").and_then(Value::as_str)),
+            Some("show-interfaces") => self.interfaces(
+                req.get("port").and_then(Value::as_str),
+                req.get("state").and_then(Value::as_str),
+                req.get("vlan").and_then(Value::as_u64).map(|v| v as u16),
+            ),
             Some("show-vlans") => self.vlans(vlan),
             Some("show-mac") => self.mac_table(vlan, req),
             Some("show-mac-count") => Ok(self.mac_count(vlan)),

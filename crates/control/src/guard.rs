@@ -49,7 +49,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// speed in Mbit/s for limits in percent. `None` when no port has storm
 /// control.
 pub fn storm_table(cfg: &Config, speed: &dyn Fn(usize) -> u32) -> Option<StormTable> {
-    let mut t = StormTable::new(GENERATION.fetch_add(1, Ordering::Relaxed));
+    let mut t = StormTable::new(GENERATION.fetch_add(1, Ordering::Relaxed), cfg.ports.len());
     let mut any = false;
     for (i, p) in cfg.ports.iter().enumerate() {
         let Some(sc) = &p.storm_control else { continue };

@@ -117,6 +117,65 @@ fn ha_ports(cfg: &Config) -> Vec<usize> {
         .collect()
 }
 
+/// Ports that get full-size receive and transmit rings. A switch with
+/// more shrinks every port's rings so the total stays near what this many
+/// full ports take (each port keeps [`RingSizes::FLOOR`]): 410 ports at
+/// full size would pin ~15 GiB of ring memory (docs/scale.md).
+pub const FULL_RING_PORTS: usize = 16;
+
+/// Ring sizes of one port in a switch of `ports` ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingSizes {
+    /// AF_XDP receive chunks (2 KiB each, a power of two).
+    pub xdp_rx_frames: u32,
+    /// AF_XDP transmit slots (10 KiB each, a power of two).
+    pub xdp_tx_slots: u32,
+    /// AF_PACKET V3 receive blocks (16 KiB each).
+    pub rx_blocks: usize,
+    /// AF_PACKET V2 receive slots of a dual port (one MTU each).
+    pub fast_frames: usize,
+    /// AF_PACKET transmit ring slots (16 KiB each).
+    pub tx_frames: usize,
+}
+
+impl RingSizes {
+    /// Full size (up to [`FULL_RING_PORTS`] ports).
+    pub const FULL: RingSizes = RingSizes {
+        xdp_rx_frames: 16384,
+        xdp_tx_slots: 512,
+        rx_blocks: 1024,
+        fast_frames: io::af_packet::FAST_RING_FRAMES,
+        tx_frames: 512,
+    };
+    /// The least a port gets: ~1 MiB receive and ~1 MiB transmit ring
+    /// (about 5 ms at 100,000 frames/s of 64 bytes into one port).
+    pub const FLOOR: RingSizes = RingSizes {
+        xdp_rx_frames: 512,
+        xdp_tx_slots: 64,
+        rx_blocks: 64,
+        fast_frames: 512,
+        tx_frames: 64,
+    };
+
+    pub fn for_ports(ports: usize) -> RingSizes {
+        let (f, m) = (Self::FULL, Self::FLOOR);
+        let k = ports.max(1).div_ceil(FULL_RING_PORTS);
+        // AF_XDP rings are powers of two: the largest one ≤ full / k.
+        let pow2 = |full: u32, min: u32| {
+            let x = (full / k as u32).max(1);
+            (1u32 << (31 - x.leading_zeros())).max(min)
+        };
+        let lin = |full: usize, min: usize| (full / k).max(min);
+        RingSizes {
+            xdp_rx_frames: pow2(f.xdp_rx_frames, m.xdp_rx_frames),
+            xdp_tx_slots: pow2(f.xdp_tx_slots, m.xdp_tx_slots),
+            rx_blocks: lin(f.rx_blocks, m.rx_blocks),
+            fast_frames: lin(f.fast_frames, m.fast_frames),
+            tx_frames: lin(f.tx_frames, m.tx_frames),
+        }
+    }
+}
+
 /// Called with (port id, up) on every change of a port's state.
 pub type LinkHook = Box<dyn Fn(u16, bool) + Send>;
 
@@ -316,7 +375,13 @@ impl Supervisor {
         {
             return Ok(None);
         }
-        match AfXdpPort::open(name, &AfXdpOptions::default()) {
+        let r = RingSizes::for_ports(self.names.len());
+        let opts = AfXdpOptions {
+            rx_frames: r.xdp_rx_frames,
+            tx_slots: r.xdp_tx_slots,
+            ..AfXdpOptions::default()
+        };
+        match AfXdpPort::open(name, &opts) {
             Ok(p) => Ok(Some(p)),
             Err(e) if backend == PortBackend::AfXdp => Err(format!("AF_XDP: {e}")),
             Err(e) => {
@@ -363,6 +428,7 @@ impl Supervisor {
             }
             None => ("af-packet", "tpacket-v3".to_string()),
         };
+        let rings = RingSizes::for_ports(self.names.len());
         let mut opened: Vec<(usize, Box<dyn Port>, bool)> =
             Vec::with_capacity(self.mailboxes.len());
         for w in 0..self.mailboxes.len() {
@@ -390,7 +456,8 @@ impl Supervisor {
                 // a block; 1,024 blocks ride out a worker stalled for a
                 // second, and 16 KiB keeps per-block latency low under load.
                 rx_block_size: 16 * 1024,
-                rx_blocks: 1024,
+                rx_blocks: rings.rx_blocks,
+                tx_ring_frames: rings.tx_frames,
                 ..AfPacketOptions::default()
             };
             let dual = rx && self.af_packet_ring == AfPacketRing::Dual;
@@ -442,9 +509,10 @@ impl Supervisor {
             };
             let port: Box<dyn Port> = match adopted {
                 Some(p) => p,
-                None if dual => {
-                    Box::new(AfPacketDualPort::open(name, mtu, &opts).map_err(|e| e.to_string())?)
-                }
+                None if dual => Box::new(
+                    AfPacketDualPort::open_sized(name, mtu, rings.fast_frames, &opts)
+                        .map_err(|e| e.to_string())?,
+                ),
                 None => Box::new(AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?),
             };
             opened.push((w, port, rx));
@@ -672,5 +740,28 @@ fn close_state(state: &str) {
             // nothing adopted it.
             unsafe { libc::close(fd) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Up to 16 ports keep today's rings; 410 ports shrink to about a
+    /// 26th, never below the floor, AF_XDP sizes stay powers of two.
+    #[test]
+    fn rings_shrink_with_port_count() {
+        assert_eq!(RingSizes::for_ports(1), RingSizes::FULL);
+        assert_eq!(RingSizes::for_ports(16), RingSizes::FULL);
+        assert_eq!(RingSizes::for_ports(410), RingSizes::FLOOR);
+        assert_eq!(RingSizes::for_ports(1024), RingSizes::FLOOR);
+        let r = RingSizes::for_ports(40);
+        assert_eq!(
+            (r.xdp_rx_frames, r.rx_blocks, r.tx_frames),
+            (4096, 341, 170)
+        );
+        let r = RingSizes::for_ports(100);
+        assert!(r.xdp_rx_frames.is_power_of_two() && r.xdp_tx_slots.is_power_of_two());
+        assert_eq!((r.xdp_rx_frames, r.xdp_tx_slots), (2048, 64));
     }
 }

@@ -130,7 +130,7 @@ impl Worker {
                             match mc.routes.route_at(e) {
                                 Some(r) => {
                                     c.mroutes.add(r.index, frame.len() as u64);
-                                    r.oifs
+                                    *r.oifs
                                 }
                                 None => vl.router_ports,
                             }

@@ -33,7 +33,7 @@ impl Worker {
         let McPacket::Data { ttl, ttl_off, .. } = inspect(batch.frame(i), 12) else {
             return false;
         };
-        let Some(r) = found.and_then(|e| mc.routes.route_at(e)).copied() else {
+        let Some(r) = found.and_then(|e| mc.routes.route_at(e)) else {
             return false;
         };
         let ingress = batch.port(i);

@@ -4,7 +4,6 @@
 
 use crate::worker::*;
 use io::FrameBatch;
-use tables::MAX_PORTS;
 
 /// Smallest per-port receive quota (frames per turn), so that many ports
 /// on one worker do not make a batch cost many passes.
@@ -43,24 +42,23 @@ impl Worker {
         let q = (quota(self.rx_switched), quota(nrx - self.rx_switched));
         let start = *next % nrx;
         let mut cut = None;
-        let mut busy = [0u16; MAX_PORTS];
-        let mut nbusy = 0;
+        // Taken and put back so `recv_quota` may borrow `self`; holds at
+        // most `nrx` ids, so it stops growing after the first passes.
+        let mut busy = std::mem::take(&mut self.rx_busy);
+        busy.clear();
         for k in 0..nrx {
             let i = (start + k) % nrx;
             match self.recv_quota(i, batch, l3batch, q) {
                 Turn::Refused => {
                     cut.get_or_insert(i);
                 }
-                Turn::Quota => {
-                    busy[nbusy] = i as u16;
-                    nbusy += 1;
-                }
+                Turn::Quota => busy.push(i as u16),
                 Turn::Drained => {}
             }
         }
-        while nbusy > 0 {
+        while !busy.is_empty() {
             let mut still = 0;
-            for j in 0..nbusy {
+            for j in 0..busy.len() {
                 let i = busy[j] as usize;
                 match self.recv_quota(i, batch, l3batch, q) {
                     Turn::Refused => {
@@ -73,8 +71,9 @@ impl Worker {
                     Turn::Drained => {}
                 }
             }
-            nbusy = still;
+            busy.truncate(still);
         }
+        self.rx_busy = busy;
         *next = cut.unwrap_or(start + 1);
     }
 

@@ -45,6 +45,9 @@ pub struct Worker {
     pub(crate) rx: Vec<u16>,
     /// Receive ports that are switched (not routed): they share `batch`.
     pub(crate) rx_switched: usize,
+    /// Receive ports left with frames after their quota (reused by
+    /// `receive`: no per-pass array as long as `MAX_PORTS`).
+    pub(crate) rx_busy: Vec<u16>,
     pub(crate) pollfds: Vec<libc::pollfd>,
     /// Ports whose frames go through the layer-3 stage.
     pub(crate) routed: Vec<bool>,
@@ -174,6 +177,7 @@ impl Worker {
             seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
             rx_switched: 0,
+            rx_busy: Vec::new(),
             pollfds: Vec::new(),
             routed: vec![false; MAX_PORTS],
             index,

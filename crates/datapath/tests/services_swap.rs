@@ -86,7 +86,7 @@ fn acl(name: &str, n: usize, first: u32, step: u32) -> Arc<AclList> {
 }
 
 fn services(list: &Arc<AclList>, generation: u64) -> Services {
-    let mut s = Services::empty(1);
+    let mut s = Services::empty(1, 8);
     let attach = |p: u16, dir: Direction| AclSet {
         v4: Some(Arc::new(AttachedAcl::new(
             list.clone(),
@@ -297,7 +297,7 @@ fn egress_queues_priority_then_weighted_shares() {
             .into(),
         ),
     });
-    let mut s = Services::empty(1);
+    let mut s = Services::empty(1, 8);
     let policy = Arc::new(AttachedPolicy::new(policy, 1, Direction::Out, 1));
     s.policy_out[1] = Some(policy.clone());
     s.generation = 7;

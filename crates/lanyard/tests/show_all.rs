@@ -89,6 +89,7 @@ fn fill(base: &[String], before: &str, t: &str) -> String {
         "N" => "10".into(),
         "PORT" if before == "interface" && base[0] == "mac" => "sw2".into(),
         "PORT" => "sw1".into(),
+        "RANGE" => "sw1-2".into(),
         "MAC" => "0200.0000.0099".into(),
         // The global table by its name (this switch has no VRFs).
         "NAME" if before == "vrf" => "default".into(),

@@ -134,12 +134,30 @@ pub const SHOW: &[CommandDef] = &[
     CommandDef {
         words: "interfaces",
         aliases: &["interfaces status", "interfaces brief", "interface"],
-        usage: "[PORT]",
-        help: "ports: link state, mode, VLAN, MTU, frames and drops",
-        args: &[Arg::Positional {
-            key: "port",
-            value: ValueKind::Name,
-        }],
+        usage: "[PORT | RANGE] [up | down] [vlan N] [summary]",
+        help: "ports: link state, mode, VLAN, MTU, frames, drops; RANGE: sw1-48,sw60",
+        args: &[
+            Arg::Positional {
+                key: "port",
+                value: ValueKind::Name,
+            },
+            Arg::Flag {
+                word: "up",
+                set: r#"{"state":"up"}"#,
+                render: None,
+            },
+            Arg::Flag {
+                word: "down",
+                set: r#"{"state":"down"}"#,
+                render: None,
+            },
+            VLAN,
+            Arg::Flag {
+                word: "summary",
+                set: "{}",
+                render: Some(show::interfaces_summary),
+            },
+        ],
         request: r#"{"cmd":"show-interfaces"}"#,
         render: show::interfaces,
     },

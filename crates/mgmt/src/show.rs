@@ -505,6 +505,102 @@ pub fn interfaces(v: &Value) -> String {
     o
 }
 
+/// Port names folded into ranges as `interface range` takes them:
+/// `sw1-48, sw50, eth0/1-2` (names with the same prefix and consecutive
+/// trailing numbers, in the order given).
+pub fn name_ranges(names: &[String]) -> String {
+    let split = |n: &str| -> (String, Option<u64>) {
+        let digits = n.len() - n.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (p, d) = n.split_at(n.len() - digits);
+        (p.to_string(), d.parse().ok())
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Option<(String, u64, u64)> = None;
+    let flush = |run: &mut Option<(String, u64, u64)>, out: &mut Vec<String>| {
+        if let Some((p, a, b)) = run.take() {
+            out.push(if a == b {
+                format!("{p}{a}")
+            } else {
+                format!("{p}{a}-{b}")
+            });
+        }
+    };
+    for n in names {
+        match split(n) {
+            (p, Some(x)) => match &mut run {
+                Some((rp, _, b)) if *rp == p && *b + 1 == x => *b = x,
+                _ => {
+                    flush(&mut run, &mut out);
+                    run = Some((p, x, x));
+                }
+            },
+            (_, None) => {
+                flush(&mut run, &mut out);
+                out.push(n.clone());
+            }
+        }
+    }
+    flush(&mut run, &mut out);
+    out.join(", ")
+}
+
+/// `show interfaces summary`: what a screen holds at 400 ports — ports
+/// per state, per mode and VLAN, per backend, the totals, and which ports
+/// are not up (as ranges).
+pub fn interfaces_summary(v: &Value) -> String {
+    let mut o = String::new();
+    let ports = rows(v);
+    let _ = writeln!(o, "{}", port_states(ports));
+    let count_by = |f: &dyn Fn(&Value) -> String| {
+        let mut m: std::collections::BTreeMap<String, u64> = Default::default();
+        for p in ports {
+            *m.entry(f(p)).or_default() += 1;
+        }
+        m
+    };
+    let _ = writeln!(o);
+    let mut t = Table::new(&["VLAN", ">Ports", ">Up"]);
+    let mut by_vlan: std::collections::BTreeMap<(u8, u64, String), (u64, u64)> = Default::default();
+    for p in ports {
+        let label = port_vlan(p);
+        // Numeric VLANs first, in order; then trunk, routed, tunnels.
+        let key = match label.parse::<u64>() {
+            Ok(n) => (0, n, label),
+            Err(_) => (1, 0, label),
+        };
+        let e = by_vlan.entry(key).or_default();
+        e.0 += 1;
+        e.1 += u64::from(s(p, "state") == "up");
+    }
+    for ((_, _, label), (n, up)) in by_vlan {
+        t.row(vec![label, n.to_string(), up.to_string()]);
+    }
+    t.render(&mut o);
+    let _ = writeln!(o);
+    let backends = count_by(&|p| port_backend(p));
+    let line: Vec<String> = backends.iter().map(|(b, n)| format!("{n} {b}")).collect();
+    let _ = writeln!(o, "Backends: {}", line.join(", "));
+    let total = |k: &str| ports.iter().map(|p| u(p, k)).sum::<u64>();
+    let _ = writeln!(
+        o,
+        "Frames: {} received, {} sent, {} dropped",
+        total("rx_frames"),
+        total("tx_frames"),
+        total("drops")
+    );
+    for st in ["down", "missing"] {
+        let names: Vec<String> = ports
+            .iter()
+            .filter(|p| s(p, "state") == st)
+            .map(|p| s(p, "name"))
+            .collect();
+        if !names.is_empty() {
+            para(&mut o, &format!("Ports {st}: {}", name_ranges(&names)), 4);
+        }
+    }
+    o
+}
+
 /// `show interfaces trunk`: trunk and 802.1ad tunnel ports, their
 /// native VLAN, TPID and the VLANs they carry.
 pub fn interfaces_trunk(v: &Value) -> String {
@@ -2163,6 +2259,21 @@ pub fn errdisable_cleared(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn name_ranges_fold_consecutive_ports() {
+        let n = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            name_ranges(&n(&[
+                "sw1", "sw2", "sw3", "sw5", "eth0/1", "eth0/2", "mgmt", "sw6"
+            ])),
+            "sw1-3, sw5, eth0/1-2, mgmt, sw6"
+        );
+        assert_eq!(name_ranges(&[]), "");
+        let many: Vec<String> = (1..=410).map(|i| format!("sw{i}")).collect();
+        assert_eq!(name_ranges(&many), "sw1-410");
+    }
+
     use super::*;
     use serde_json::json;
 

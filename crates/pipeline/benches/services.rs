@@ -85,7 +85,7 @@ fn services() -> Services {
         classes: classes.into(),
         queues: None,
     });
-    let mut s = Services::empty(1);
+    let mut s = Services::empty(1, 8);
     let attach = |at: u16, dir: Direction| AclSet {
         v4: Some(Arc::new(AttachedAcl::new(
             acl.clone(),

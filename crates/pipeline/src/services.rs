@@ -345,14 +345,17 @@ pub struct Services {
 }
 
 impl Services {
-    pub fn empty(workers: usize) -> Services {
+    /// Nothing attached, for `workers` workers and port ids `0..ports`
+    /// (sized by the configuration; a port id beyond has nothing).
+    pub fn empty(workers: usize, ports: usize) -> Services {
+        let ports = ports.min(MAX_PORTS);
         Services {
-            port_in: vec![AclSet::default(); MAX_PORTS].into(),
-            port_out: vec![AclSet::default(); MAX_PORTS].into(),
+            port_in: vec![AclSet::default(); ports].into(),
+            port_out: vec![AclSet::default(); ports].into(),
             vlan_in: vec![AclSet::default(); MAX_VLANS].into(),
             vlan_out: vec![AclSet::default(); MAX_VLANS].into(),
-            policy_in: vec![None; MAX_PORTS].into(),
-            policy_out: vec![None; MAX_PORTS].into(),
+            policy_in: vec![None; ports].into(),
+            policy_out: vec![None; ports].into(),
             flows: None,
             workers,
             any_egress: false,
@@ -965,7 +968,7 @@ mod state_tests {
     use super::*;
 
     fn services_with_flows(sampling: u32) -> Services {
-        let mut s = Services::empty(1);
+        let mut s = Services::empty(1, 8);
         s.flows = Some(FlowSettings {
             sampling,
             active_ms: 60_000,

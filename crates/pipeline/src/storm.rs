@@ -115,9 +115,10 @@ pub struct StormTable {
 }
 
 impl StormTable {
-    pub fn new(generation: u64) -> StormTable {
+    /// No limits, for port ids `0..ports` (a port beyond has none).
+    pub fn new(generation: u64, ports: usize) -> StormTable {
         StormTable {
-            ports: vec![None; MAX_PORTS].into(),
+            ports: vec![None; ports.min(MAX_PORTS)].into(),
             generation,
         }
     }
@@ -344,7 +345,7 @@ mod tests {
 
     #[test]
     fn packet_limit_passes_burst_then_the_rate() {
-        let mut t = StormTable::new(1);
+        let mut t = StormTable::new(1, 8);
         let lim = StormLimit {
             rate: 1000,
             unit: StormUnit::Packets,
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn byte_limit_counts_frame_bytes() {
-        let mut t = StormTable::new(7);
+        let mut t = StormTable::new(7, 8);
         t.ports[0] = Some(PortStorm {
             limits: [
                 None,

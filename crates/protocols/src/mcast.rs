@@ -256,10 +256,7 @@ impl Multicast {
                     q6: Querier::default(),
                 });
                 vs.table.set_config(set.cfg);
-                for p in 0..tables::MAX_PORTS as u16 {
-                    vs.table
-                        .set_static_router_port(p, set.static_router_ports.contains(p));
-                }
+                vs.table.set_static_router_ports(set.static_router_ports);
                 if set.querier && vs.q4.sent == 0 {
                     // Startup: the first query at once, then robustness − 1
                     // more a quarter interval apart.

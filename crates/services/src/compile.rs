@@ -215,7 +215,7 @@ fn needs_ip(m: &Match) -> bool {
 
 /// Compile the services snapshot of `cfg` for `workers` workers.
 pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
-    let mut s = Services::empty(workers);
+    let mut s = Services::empty(workers, cfg.port_ids());
     let mut acls: HashMap<&str, Arc<AclList>> = HashMap::new();
     let mut policies: HashMap<&str, Arc<Policy>> = HashMap::new();
     let mut acl = |name: &str| -> Result<Arc<AclList>, String> {
@@ -514,8 +514,9 @@ pub fn policy_maps_json(
         if port.is_some_and(|n| n != p.name) {
             continue;
         }
-        for (dir, pol) in [("in", &s.policy_in[i]), ("out", &s.policy_out[i])] {
-            let Some(pol) = pol else { continue };
+        // `s` may predate a port added live: no entry, no policy.
+        for (dir, pol) in [("in", s.policy_in.get(i)), ("out", s.policy_out.get(i))] {
+            let Some(Some(pol)) = pol else { continue };
             let classes: Vec<serde_json::Value> = pol
                 .classes
                 .iter()

@@ -18,7 +18,13 @@
 //! Addresses of both families are stored as `u128` in one table (IPv4 in the
 //! low 32 bits) with a family bit in the key: one probe sequence and one
 //! comparison routine serve both families, and a 4-byte IPv4 address would
-//! not make the entry smaller enough to matter (the route dominates it).
+//! not make the entry smaller enough to matter.
+//!
+//! Port sets are interned, as a hardware multicast expansion table does:
+//! an entry holds two 4-byte ids into a table of distinct [`PortSet`]s
+//! built with it, so widening `PortSet` (1,024 ports) does not widen
+//! 425,000 routes, and many routes with the same outgoing set share one
+//! (docs/scale.md).
 
 use crate::portset::PortSet;
 use std::collections::BTreeMap;
@@ -125,10 +131,45 @@ impl McRoute {
     /// check.
     #[inline]
     pub fn accepts(&self, port: u16) -> bool {
-        match self.iif {
-            ANY_IIF => true,
-            ACCEPT_SET => self.accept.contains(port),
-            iif => iif == port,
+        accepts(self.iif, &self.accept, port)
+    }
+}
+
+#[inline]
+fn accepts(iif: u16, accept: &PortSet, port: u16) -> bool {
+    match iif {
+        ANY_IIF => true,
+        ACCEPT_SET => accept.contains(port),
+        iif => iif == port,
+    }
+}
+
+/// A route as [`MrouteTable`] holds it: its port sets borrowed from the
+/// table's shared set table (no copy of a set per lookup).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct McRouteRef<'a> {
+    pub iif: u16,
+    pub oifs: &'a PortSet,
+    pub accept: &'a PortSet,
+    pub ttl_threshold: u8,
+    pub index: u32,
+}
+
+impl McRouteRef<'_> {
+    /// As [`McRoute::accepts`].
+    #[inline]
+    pub fn accepts(&self, port: u16) -> bool {
+        accepts(self.iif, self.accept, port)
+    }
+
+    /// The route by value (what was built).
+    pub fn to_route(&self) -> McRoute {
+        McRoute {
+            iif: self.iif,
+            oifs: *self.oifs,
+            accept: *self.accept,
+            ttl_threshold: self.ttl_threshold,
+            index: self.index,
         }
     }
 }
@@ -144,7 +185,7 @@ pub enum McError {
     NotMulticast(McKey),
     /// The source is of the other family, multicast, or all-zero.
     BadSource(McKey),
-    /// `iif` is neither a port id (< 256) nor [`ANY_IIF`] nor
+    /// `iif` is neither a port id (< `MAX_PORTS`) nor [`ANY_IIF`] nor
     /// [`ACCEPT_SET`]; or an accept set on an (S,G) route, or an empty one.
     BadIif(McKey),
     /// More than `u32::MAX - 1` entries.
@@ -240,9 +281,19 @@ struct Slot {
     idx: u32,
 }
 
+/// A route in the table: the sets are ids into `MrouteTable::sets`.
+#[derive(Clone, Copy)]
+struct Stored {
+    oifs: u32,
+    accept: u32,
+    index: u32,
+    iif: u16,
+    ttl_threshold: u8,
+}
+
 struct Entry {
     key: Packed,
-    route: McRoute,
+    route: Stored,
 }
 
 /// The multicast forwarding table: an immutable open-addressing hash table
@@ -252,6 +303,8 @@ pub struct MrouteTable {
     slots: Box<[Slot]>,
     mask: usize,
     entries: Box<[Entry]>,
+    /// The distinct port sets of all entries; `sets[0]` is empty.
+    sets: Box<[PortSet]>,
 }
 
 impl Default for MrouteTable {
@@ -299,11 +352,26 @@ impl MrouteTable {
         let cap = (entries.len() * 2).next_power_of_two().max(2);
         let mask = cap - 1;
         let mut slots = vec![Slot { tag: 0, idx: EMPTY }; cap].into_boxed_slice();
+        let mut sets = vec![PortSet::EMPTY];
+        let mut ids: std::collections::HashMap<PortSet, u32> =
+            std::collections::HashMap::from([(PortSet::EMPTY, 0)]);
+        let mut intern = |p: PortSet| -> u32 {
+            *ids.entry(p).or_insert_with(|| {
+                sets.push(p);
+                (sets.len() - 1) as u32
+            })
+        };
         let entries: Box<[Entry]> = entries
             .into_iter()
-            .map(|(k, route)| Entry {
+            .map(|(k, r)| Entry {
                 key: pack(k.vlan, k.group, k.source),
-                route,
+                route: Stored {
+                    oifs: intern(r.oifs),
+                    accept: intern(r.accept),
+                    index: r.index,
+                    iif: r.iif,
+                    ttl_threshold: r.ttl_threshold,
+                },
             })
             .collect();
         for (n, e) in entries.iter().enumerate() {
@@ -321,12 +389,27 @@ impl MrouteTable {
             slots,
             mask,
             entries,
+            sets: sets.into(),
         })
     }
 
+    /// The route with its sets resolved (ids are valid by construction;
+    /// a bad one would read as the empty set, never panic).
     #[inline]
-    fn find(&self, k: &Packed) -> Option<&McRoute> {
-        self.find_index(k).map(|i| &self.entries[i as usize].route)
+    fn view(&self, r: &Stored) -> McRouteRef<'_> {
+        let set = |i: u32| self.sets.get(i as usize).unwrap_or(&PortSet::EMPTY);
+        McRouteRef {
+            iif: r.iif,
+            oifs: set(r.oifs),
+            accept: set(r.accept),
+            ttl_threshold: r.ttl_threshold,
+            index: r.index,
+        }
+    }
+
+    #[inline]
+    fn find(&self, k: &Packed) -> Option<McRouteRef<'_>> {
+        self.find_index(k).and_then(|i| self.route_at(i))
     }
 
     #[inline]
@@ -352,13 +435,13 @@ impl MrouteTable {
 
     /// Exact lookup of one key ((S,G) or (*,G)).
     #[inline]
-    pub fn get(&self, key: &McKey) -> Option<&McRoute> {
+    pub fn get(&self, key: &McKey) -> Option<McRouteRef<'_>> {
         self.find(&pack(key.vlan, key.group, key.source))
     }
 
     /// Data-path lookup: (S,G), then (*,G).
     #[inline]
-    pub fn lookup(&self, vlan: u16, group: McAddr, source: McAddr) -> Option<&McRoute> {
+    pub fn lookup(&self, vlan: u16, group: McAddr, source: McAddr) -> Option<McRouteRef<'_>> {
         self.find(&pack(vlan, group, Some(source)))
             .or_else(|| self.find(&pack(vlan, group, None)))
     }
@@ -427,7 +510,8 @@ impl MrouteTable {
         each(&mut |i| {
             let s = self.slots[h[i] as usize & self.mask];
             if let Some(e) = self.entries.get(s.idx as usize) {
-                // 80 bytes: the route may sit on the key's next line.
+                // The route may sit on the key's next line. Its sets are
+                // few and shared (hot in cache), so not prefetched.
                 crate::prefetch(&e.key);
                 crate::prefetch(&e.route);
             }
@@ -444,8 +528,13 @@ impl MrouteTable {
 
     /// The entry at a position [`lookup_index`](Self::lookup_index) gave.
     #[inline]
-    pub fn route_at(&self, i: u32) -> Option<&McRoute> {
-        self.entries.get(i as usize).map(|e| &e.route)
+    pub fn route_at(&self, i: u32) -> Option<McRouteRef<'_>> {
+        self.entries.get(i as usize).map(|e| self.view(&e.route))
+    }
+
+    /// Distinct port sets the entries share (the empty set included).
+    pub fn distinct_sets(&self) -> usize {
+        self.sets.len()
     }
 
     pub fn len(&self) -> usize {
@@ -460,11 +549,14 @@ impl MrouteTable {
     pub fn memory_bytes(&self) -> usize {
         self.slots.len() * std::mem::size_of::<Slot>()
             + self.entries.len() * std::mem::size_of::<Entry>()
+            + self.sets.len() * std::mem::size_of::<PortSet>()
     }
 
     /// Entries in key order (for `show`).
-    pub fn iter(&self) -> impl Iterator<Item = (McKey, &McRoute)> + '_ {
-        self.entries.iter().map(|e| (e.key.unpack(), &e.route))
+    pub fn iter(&self) -> impl Iterator<Item = (McKey, McRouteRef<'_>)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.key.unpack(), self.view(&e.route)))
     }
 }
 
@@ -562,7 +654,7 @@ pub enum SnoopRefusal {
     /// The record names more than `max_sources_per_record` sources.
     TooManySources,
     /// Group not multicast, source of the other family / multicast /
-    /// all-zero, or port ≥ 256.
+    /// all-zero, or port ≥ `MAX_PORTS`.
     Invalid,
 }
 
@@ -674,6 +766,11 @@ impl SnoopTable {
         } else {
             self.static_router_ports.remove(port);
         }
+    }
+
+    /// The configured router ports, all at once.
+    pub fn set_static_router_ports(&mut self, ports: PortSet) {
+        self.static_router_ports = ports;
     }
 
     pub fn router_ports(&self) -> PortSet {
@@ -998,6 +1095,42 @@ mod tests {
         }
     }
 
+    /// Routes hold ids of shared sets: 20,000 routes over 410 ports with 9
+    /// distinct outgoing sets keep 10 sets (the empty one too), an entry
+    /// stays as small as the key plus 16 bytes whatever `MAX_PORTS` is,
+    /// and high port ids (past 256) come back intact.
+    #[test]
+    fn mroute_sets_are_interned() {
+        let groups: Vec<Vec<u16>> = (0..9u16)
+            .map(|k| (k * 45..k * 45 + 48).filter(|p| *p < 410).collect())
+            .collect();
+        let entries: Vec<(McKey, McRoute)> = (0..20_000u32)
+            .map(|i| {
+                let g = McAddr::V4(0xe100_0000 + i);
+                let mut r = route(&groups[i as usize % 9], i);
+                if i % 2 == 0 {
+                    r.iif = ACCEPT_SET;
+                    r.accept = r.oifs;
+                }
+                (key(0, g, None), r)
+            })
+            .collect();
+        let t = MrouteTable::build(entries.clone()).unwrap();
+        assert_eq!(t.distinct_sets(), 10);
+        assert!(std::mem::size_of::<Entry>() <= std::mem::size_of::<Packed>() + 16);
+        for (k, r) in &entries {
+            let got = t.get(k).unwrap();
+            assert_eq!(got.to_route(), *r);
+            let last = *groups[r.index as usize % 9].last().unwrap();
+            assert!(got.oifs.contains(last));
+            assert!(got.accepts(last));
+        }
+        assert!(t.get(&entries[1].0).unwrap().accepts(1000));
+        assert!(!t.get(&entries[0].0).unwrap().accepts(1000));
+        let per_route = t.memory_bytes() as f64 / entries.len() as f64;
+        assert!(per_route < 128.0, "{per_route} bytes per route");
+    }
+
     #[test]
     fn mroute_sg_beats_star_g() {
         let g = v4("239.1.1.1");
@@ -1010,7 +1143,7 @@ mod tests {
         assert_eq!(t.lookup(0, g, s).unwrap().index, 1);
         assert_eq!(t.lookup(0, g, v4("10.0.0.2")).unwrap().index, 0);
         assert!(t.lookup(0, v4("239.1.1.2"), s).is_none());
-        assert_eq!(t.get(&key(0, g, None)).unwrap().oifs, ports(&[1, 2]));
+        assert_eq!(*t.get(&key(0, g, None)).unwrap().oifs, ports(&[1, 2]));
         assert_eq!(t.len(), 2);
         assert!(t.memory_bytes() > 0);
         let shown: Vec<_> = t.iter().map(|(k, r)| (k, r.index)).collect();
@@ -1040,7 +1173,7 @@ mod tests {
         assert_eq!(t.lookup(20, g4, s4).unwrap().index, 3);
         assert!(t.lookup(30, g4, s4).is_none());
         // Round trip through iter.
-        let back: Vec<_> = t.iter().map(|(k, r)| (k, *r)).collect();
+        let back: Vec<_> = t.iter().map(|(k, r)| (k, r.to_route())).collect();
         let t2 = MrouteTable::build(back).unwrap();
         for (k, r) in t.iter() {
             assert_eq!(t2.get(&k), Some(r));
@@ -1073,7 +1206,7 @@ mod tests {
         );
         let k = key(0, g, None);
         let mut r = route(&[1], 0);
-        r.iif = 300;
+        r.iif = 1024;
         assert_eq!(
             MrouteTable::build(vec![(k, r)]).err(),
             Some(McError::BadIif(k))
@@ -1099,7 +1232,7 @@ mod tests {
         }
         let t = MrouteTable::build(entries.clone()).unwrap();
         for (k, rt) in &entries {
-            assert_eq!(t.get(k), Some(rt));
+            assert_eq!(t.get(k).map(|r| r.to_route()), Some(*rt));
         }
         for _ in 0..10_000 {
             let k = key(7, McAddr::V4(0xe000_0000 | r.next() as u32 & 0xfff), None);
@@ -1319,9 +1452,9 @@ mod tests {
             .unwrap();
         assert_eq!(t.ports_for(g, Some(s)), ports(&[7, 8]));
         let tbl = MrouteTable::build(t.to_mroutes()).unwrap();
-        assert_eq!(tbl.lookup(10, g, s).unwrap().oifs, ports(&[7, 8]));
+        assert_eq!(*tbl.lookup(10, g, s).unwrap().oifs, ports(&[7, 8]));
         assert_eq!(
-            tbl.lookup(10, g, v4("10.0.0.1")).unwrap().oifs,
+            *tbl.lookup(10, g, v4("10.0.0.1")).unwrap().oifs,
             ports(&[1, 7, 8])
         );
         t.expire(255_000);
@@ -1381,7 +1514,7 @@ mod tests {
             let r = tbl
                 .lookup(100, McAddr::V4(0xef00_0000 + i), McAddr::V4(0x0a00_0001))
                 .unwrap();
-            assert_eq!(r.oifs, ports(&[(i % 48) as u16]));
+            assert_eq!(*r.oifs, ports(&[(i % 48) as u16]));
         }
         t.expire(260_000 + 27);
         assert_eq!(t.group_count(), 0);
@@ -1465,7 +1598,7 @@ mod tests {
                     for s in pool.iter().copied().chain([un]) {
                         let want = t.ports_for(g, Some(s));
                         match tbl.lookup(42, g, s) {
-                            Some(rt) => assert_eq!(rt.oifs, want, "{g:?} {s:?} step {step}"),
+                            Some(rt) => assert_eq!(*rt.oifs, want, "{g:?} {s:?} step {step}"),
                             None => {
                                 assert!(t.filter(g, 0).is_none());
                                 assert!(t.groups().all(|(x, _)| x != g));

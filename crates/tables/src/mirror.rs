@@ -18,23 +18,24 @@ pub struct MirrorTable {
     pub monitors: PortSet,
 }
 
-impl Default for MirrorTable {
-    fn default() -> Self {
+impl MirrorTable {
+    /// No sessions, for port ids `0..ports` (sized by the configuration:
+    /// a port id beyond mirrors nothing).
+    pub fn new(ports: usize) -> MirrorTable {
+        let ports = ports.min(MAX_PORTS);
         MirrorTable {
-            rx_port: vec![PortSet::EMPTY; MAX_PORTS].into(),
-            tx_port: vec![PortSet::EMPTY; MAX_PORTS].into(),
+            rx_port: vec![PortSet::EMPTY; ports].into(),
+            tx_port: vec![PortSet::EMPTY; ports].into(),
             rx_vlan: vec![PortSet::EMPTY; MAX_VLANS].into(),
             tx_vlan: vec![PortSet::EMPTY; MAX_VLANS].into(),
             monitors: PortSet::EMPTY,
         }
     }
-}
 
-impl MirrorTable {
     /// Destinations of a frame received on `port` in `vlan` (0: none).
     #[inline]
     pub fn rx(&self, port: u16, vlan: u16) -> PortSet {
-        let mut s = self.rx_port[port as usize % MAX_PORTS];
+        let mut s = self.rx_port.get(port as usize).copied().unwrap_or_default();
         if vlan != 0 {
             s = s.union(&self.rx_vlan[vlan as usize % MAX_VLANS]);
         }
@@ -44,7 +45,7 @@ impl MirrorTable {
     /// Destinations of a frame sent on `port` in `vlan` (0: none).
     #[inline]
     pub fn tx(&self, port: u16, vlan: u16) -> PortSet {
-        let mut s = self.tx_port[port as usize % MAX_PORTS];
+        let mut s = self.tx_port.get(port as usize).copied().unwrap_or_default();
         if vlan != 0 {
             s = s.union(&self.tx_vlan[vlan as usize % MAX_VLANS]);
         }
@@ -58,7 +59,7 @@ mod tests {
 
     #[test]
     fn unions_port_and_vlan_sessions() {
-        let mut t = MirrorTable::default();
+        let mut t = MirrorTable::new(4);
         t.rx_port[1].insert(7);
         t.rx_vlan[10].insert(8);
         t.tx_port[2].insert(9);
@@ -67,5 +68,8 @@ mod tests {
         assert_eq!(t.rx(3, 10).iter().collect::<Vec<_>>(), vec![8]);
         assert!(t.tx(1, 10).is_empty());
         assert_eq!(t.tx(2, 5).iter().collect::<Vec<_>>(), vec![9]);
+        // A port id beyond the configured ports mirrors nothing.
+        assert_eq!(t.rx(900, 10).iter().collect::<Vec<_>>(), vec![8]);
+        assert!(t.tx(u16::MAX, 0).is_empty());
     }
 }

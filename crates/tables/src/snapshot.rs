@@ -16,14 +16,21 @@ pub struct LearnGate {
 
 impl Default for LearnGate {
     fn default() -> Self {
-        LearnGate {
-            vlan_full: (0..MAX_VLANS).map(|_| AtomicBool::new(false)).collect(),
-            port_full: (0..MAX_PORTS).map(|_| AtomicBool::new(false)).collect(),
-        }
+        LearnGate::new(MAX_PORTS)
     }
 }
 
 impl LearnGate {
+    /// Flags for port ids `0..ports` (a port beyond is never full).
+    pub fn new(ports: usize) -> LearnGate {
+        LearnGate {
+            vlan_full: (0..MAX_VLANS).map(|_| AtomicBool::new(false)).collect(),
+            port_full: (0..ports.min(MAX_PORTS))
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+        }
+    }
+
     #[inline]
     pub fn is_full(&self, vlan: u16, port: u16) -> bool {
         self.vlan_full[vlan as usize & 0xfff].load(Ordering::Relaxed)

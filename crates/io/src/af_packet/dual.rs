@@ -80,6 +80,18 @@ impl AfPacketDualPort {
         mtu: u32,
         bulk: &AfPacketOptions,
     ) -> Result<AfPacketDualPort, PortError> {
+        Self::open_sized(ifname, mtu, FAST_RING_FRAMES, bulk)
+    }
+
+    /// [`open`](Self::open) with `fast_frames` V2 slots instead of
+    /// [`FAST_RING_FRAMES`] (a switch with many ports shrinks its rings:
+    /// docs/scale.md).
+    pub fn open_sized(
+        ifname: &str,
+        mtu: u32,
+        fast_frames: usize,
+        bulk: &AfPacketOptions,
+    ) -> Result<AfPacketDualPort, PortError> {
         let fast = AfPacketPort::open(
             ifname,
             &AfPacketOptions {
@@ -87,7 +99,7 @@ impl AfPacketDualPort {
                 tx: false,
                 rx_ring: RxRing::V2,
                 rx_frame_size: AfPacketOptions::rx_frame_size_for_mtu(mtu),
-                rx_frames: FAST_RING_FRAMES,
+                rx_frames: fast_frames,
                 fanout_group: None,
                 promiscuous: bulk.promiscuous,
                 ignore_outgoing: true,
