@@ -92,6 +92,19 @@ pub fn virtual_switch(v: &Value) -> String {
             u(m, "copies_rx"),
             u(m, "copy_mismatch")
         );
+        let nb = m.get("neighbors").cloned().unwrap_or(Value::Null);
+        let groups = match m.get("groups") {
+            Some(g) if !g.is_null() => format!("groups {} from peer", u(g, "from_peer")),
+            _ => "groups: no multicast".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "             neighbours {} local, {} from peer ({} installed, {} errors), {groups}",
+            u(&nb, "local"),
+            u(&nb, "from_peer"),
+            u(&nb, "installed"),
+            u(&nb, "install_errors"),
+        );
     }
     let ka = v.get("keepalive").cloned().unwrap_or(Value::Null);
     let _ = writeln!(

@@ -5,9 +5,12 @@
 //! peer link, enforces the pair's decision on the channels and publishes
 //! the state that `show virtual-switch` prints.
 
+pub mod groups;
 pub mod link;
 pub mod macs;
+pub mod neigh;
 pub mod pair;
+pub mod peer_set;
 
 use config::vswitch::VirtualSwitch;
 use link::{LinkIo, PeerLink};
@@ -207,6 +210,7 @@ impl PairRunner {
                 if now >= next_hello {
                     seq = seq.wrapping_add(1);
                     l.send_hello(self.pair.hello(now, seq));
+                    l.sync_tick(alive);
                     next_hello = now + interval;
                 }
                 l.send_changes(alive);
@@ -223,9 +227,14 @@ impl PairRunner {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: self.link.as_ref().map_or(-1, |l| l.neigh_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
-            // SAFETY: two valid pollfds (a negative fd is ignored).
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
+            // SAFETY: three valid pollfds (a negative fd is ignored).
+            unsafe { libc::poll(fds.as_mut_ptr(), 3, 10) };
             if let Some(s) = &sock {
                 // Until WouldBlock (nothing more) or an error such as
                 // ECONNREFUSED after an ICMP unreachable: next turn.
@@ -343,6 +352,21 @@ impl PairRunner {
                 "copies_rx": l.macs.copies,
                 "copy_mismatch": l.macs.copy_mismatch,
                 "synced": p.is_synced(),
+                "neighbors": {
+                    "local": l.neigh.local_len(),
+                    "from_peer": l.neigh.peer_len(),
+                    "tx": l.neigh.counters.tx,
+                    "rx": l.neigh.counters.rx,
+                    "installed": l.neigh.counters.installed,
+                    "removed": l.neigh.counters.removed,
+                    "install_errors": l.neigh.counters.install_errors,
+                    "no_svi": l.neigh.counters.no_svi,
+                },
+                "groups": l.groups.as_ref().map(|g| json!({
+                    "from_peer": g.peer_len(),
+                    "tx": g.counters.tx,
+                    "rx": g.counters.rx,
+                })),
             })
         });
         let c = &self.counters;
