@@ -251,7 +251,7 @@ impl Multicast {
         let mut st = self.lock();
         // Ports, VLAN interfaces and port channels by id (a channel is a
         // member of its group, not its physical members).
-        let ids = cfg.channel_port_id(cfg.port_channels.len()) as u16;
+        let ids = cfg.channel_port_id(cfg.port_channels.len());
         st.port_names = (0..ids).map(|i| cfg.port_label(i)).collect();
         let snooping = cfg.multicast.igmp_snooping.as_ref();
         st.settings = snooping.map(|s| Settings::new(s, cfg));
