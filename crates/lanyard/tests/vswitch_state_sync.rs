@@ -306,3 +306,198 @@ fn neighbors_and_snooping_groups_cross_the_peer_link() {
     assert_eq!(arp, 0, "the restarted dist-b sent ARP for H");
     drop(a);
 }
+
+fn gw_config(name: &str, prio: u16, src: &str, peer: &str, b_side: bool) -> String {
+    let r = if b_side {
+        "  - {name: r, vlan: 30}\n"
+    } else {
+        ""
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 20
+    router:
+      addresses: [10.0.20.1/24]
+  - id: 30
+    router:
+      addresses: [10.0.30.1/24]
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 20}}
+{r}port-channels:
+  - {{name: po1, members: [m1], lacp: static}}
+virtual-switch:
+  domain-id: 11
+  priority: {prio}
+  system-mac: 02:00:00:00:0b:00
+  peer-link: [pl]
+  delay-restore-s: 0
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+  channels: [{{port-channel: po1, id: 1}}]
+  gateways: [20, 30]
+"
+    )
+}
+
+fn forwarded(sw: &Switch) -> u64 {
+    sw.counters()["l3"]["forwarded"].as_u64().unwrap_or(0)
+}
+
+/// An ARP request from `port` for `target`: the reply's sender MAC.
+fn arp_reply(port: &RawPort, host: [u8; 6], host_ip: [u8; 4], target: [u8; 4]) -> Option<[u8; 6]> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&host);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&host);
+    f.extend_from_slice(&host_ip);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    port.send(&f).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        let Some(r) = port.recv_timeout(Duration::from_millis(200)).unwrap() else {
+            continue;
+        };
+        if r.len() >= 42 && r[12..14] == [0x08, 0x06] && r[20..22] == [0, 2] && r[28..32] == target
+        {
+            return r[22..28].try_into().ok();
+        }
+    }
+    None
+}
+
+/// Issue 19 item 4: VLANs 20 and 30 have the same SVI addresses on both
+/// nodes and the pair's system MAC. A host behind the channel (frames sent
+/// by hand on either node's member, as the partner's hash would) gets
+/// ARP answers from both nodes with that MAC, and each node routes what
+/// reaches it to a host behind dist-b's own port in VLAN 30: counters on
+/// both nodes, every packet delivered once.
+#[test]
+fn one_gateway_on_both_nodes() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lygwT").unwrap();
+    let na = Netns::new("lygwA").unwrap();
+    let nb = Netns::new("lygwB").unwrap();
+    let nr = Netns::new("lygwR").unwrap();
+    veth(&na, "pl", &nb, "pl", 1500).unwrap();
+    veth(&na, "ka", &nb, "ka", 1500).unwrap();
+    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+        .unwrap();
+    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+        .unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    nr.exec(&["ip", "addr", "add", "10.0.30.10/24", "dev", "eth0"])
+        .unwrap();
+    nr.exec(&["ip", "route", "add", "default", "via", "10.0.30.1"])
+        .unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(
+        &bin,
+        &na,
+        &gw_config("gw-a", 100, "192.0.2.1", "192.0.2.2", false),
+        &["pl", "m1"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &gw_config("gw-b", 200, "192.0.2.2", "192.0.2.1", true),
+        &["pl", "m1", "r"],
+    )
+    .unwrap();
+    let paired = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "paired")
+    };
+    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let system = [2, 0, 0, 0, 0x0b, 0];
+
+    let xa = RawPort::open(nt.name(), "xa").unwrap();
+    let xb = RawPort::open(nt.name(), "xb").unwrap();
+    let host = mac(0x2020);
+    let host_ip = [10, 0, 20, 20];
+    // Both nodes answer for the gateway with the pair's MAC.
+    assert_eq!(
+        arp_reply(&xa, host, host_ip, [10, 0, 20, 1]),
+        Some(system),
+        "dist-a's answer"
+    );
+    assert_eq!(
+        arp_reply(&xb, host, host_ip, [10, 0, 20, 1]),
+        Some(system),
+        "dist-b's answer"
+    );
+
+    let cap = RawPort::open(nr.name(), "eth0").unwrap();
+    let pkt = |i: u64| {
+        ip::udp(
+            &system,
+            &host,
+            "10.0.20.20".parse().unwrap(),
+            "10.0.30.10".parse().unwrap(),
+            64,
+            i,
+            128,
+        )
+    };
+    // First packets: each node resolves R (dist-a through the reply
+    // dist-b takes unsolicited and synchronises).
+    xa.send(&pkt(0)).unwrap();
+    xb.send(&pkt(1)).unwrap();
+    wait_for("R resolved on both nodes", 5, || {
+        let mac_r = String::from_utf8(
+            nr.exec(&["cat", "/sys/class/net/eth0/address"])
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        has_neighbor(&a, "10.0.30.10", mac_r.trim()) && has_neighbor(&b, "10.0.30.10", mac_r.trim())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    while cap
+        .recv_timeout(Duration::from_millis(100))
+        .unwrap()
+        .is_some()
+    {}
+    let (fa, fb) = (forwarded(&a), forwarded(&b));
+    let n = 500u64;
+    xa.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(1000 + i as u64))
+        .unwrap();
+    xb.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(2000 + i as u64))
+        .unwrap();
+    let mut seen = std::collections::HashMap::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let Some(f) = cap.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if let Some(p) = ip::parse(&f) {
+            if let (Some(seq), 63) = (p.seq, p.ttl) {
+                *seen.entry(seq).or_insert(0u32) += 1;
+            }
+        }
+    }
+    let (da, db) = (forwarded(&a) - fa, forwarded(&b) - fb);
+    eprintln!(
+        "routed: dist-a {da}, dist-b {db}; R received {} distinct",
+        seen.len()
+    );
+    assert_eq!(
+        seen.len() as u64,
+        2 * n,
+        "R received {} of {}",
+        seen.len(),
+        2 * n
+    );
+    assert!(seen.values().all(|c| *c == 1), "duplicates at R");
+    assert!(da >= n, "dist-a routed {da} of the {n} that reached it");
+    assert!(db >= n, "dist-b routed {db} of the {n} that reached it");
+    let ip_a = a.show_json(&["show", "ip", "interface"]);
+    assert!(ip_a.to_string().contains("02:00:00:00:0b:00"), "{ip_a:#}");
+}
