@@ -1063,6 +1063,38 @@ mod tests {
     }
 
     #[test]
+    fn pair_gateways_take_the_system_mac() {
+        let cfg = config::parse(
+            "vlans:
+  - {id: 10, router: {addresses: [10.0.10.1/24]}}
+  - {id: 20, router: {addresses: [10.0.20.1/24]}}
+  - {id: 30, router: {addresses: [10.0.30.1/24], router-mac: 02:00:00:00:00:33}}
+ports:
+  - {name: pl, mode: trunk}
+  - {name: ka, mode: routed, addresses: [192.0.2.1/30]}
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+  gateways: [10, 30]
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let ifs = cfg.l3_interfaces();
+        let get = |n: &str| ifs.iter().find(|i| i.name == n).unwrap();
+        assert!(pair_gateway(&cfg, get("vlan10")));
+        assert_eq!(router_mac(&cfg, get("vlan10")), [2, 0, 0, 0, 7, 0]);
+        // Not a gateway: its own MAC.
+        assert!(!pair_gateway(&cfg, get("vlan20")));
+        assert_ne!(router_mac(&cfg, get("vlan20")), [2, 0, 0, 0, 7, 0]);
+        // A configured router MAC wins.
+        assert_eq!(router_mac(&cfg, get("vlan30")), [2, 0, 0, 0, 0, 0x33]);
+        assert!(!pair_gateway(&cfg, get("ka")));
+    }
+
+    #[test]
     fn tap_names_fit_ifnamsiz() {
         assert_eq!(tap_name("vlan4094", 300), "ly-vlan4094");
         assert_eq!(tap_name("sw1", 0), "ly-sw1");
