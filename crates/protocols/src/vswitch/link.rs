@@ -179,6 +179,12 @@ pub struct PeerLink {
     pub macs: PeerMacs,
     /// Per channel: the peer says its members distribute.
     peer_active: Vec<bool>,
+    /// Per channel: the LACP partner (system, key) the peer's members see
+    /// (`None`: none yet / static channel).
+    peer_partner: Vec<Option<([u8; 6], u16)>>,
+    /// LACP views whose partner differs from ours (a second partner
+    /// system across the pair: cabling or partner configuration).
+    pub partner_mismatch: u64,
     pub counters: LinkCounters,
     generation: u32,
     src: [u8; 6],
@@ -205,6 +211,8 @@ impl PeerLink {
             groups,
             sockets: io.ports.iter().map(|_| None).collect(),
             peer_active: vec![false; io.channels.len()],
+            peer_partner: vec![None; io.channels.len()],
+            partner_mismatch: 0,
             io,
             domain,
             macs: PeerMacs::default(),
@@ -333,6 +341,33 @@ impl PeerLink {
         self.neigh.fd()
     }
 
+    /// The LACP partner (system, key) this node's members of channel
+    /// `index` see: the first member that has one (`None`: no LACPDU
+    /// heard, or a static channel).
+    pub fn local_partner(&self, index: usize) -> Option<([u8; 6], u16)> {
+        let info = self
+            .io
+            .ha
+            .lacp_info
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        info.get(index)?.iter().find_map(|m| {
+            let p = &m["partner"];
+            let sys = p["system"].as_str()?;
+            let mut mac = [0u8; 6];
+            let mut parts = sys.split(':');
+            for b in mac.iter_mut() {
+                *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+            }
+            Some((mac, p["key"].as_u64()? as u16))
+        })
+    }
+
+    /// Per channel: the partner the peer's members see.
+    pub fn peer_partner(&self) -> &[Option<([u8; 6], u16)>] {
+        &self.peer_partner
+    }
+
     /// Our hello and each channel's LACP view.
     pub fn send_hello(&mut self, hello: Hello) {
         let k = self.tx_port();
@@ -351,10 +386,13 @@ impl PeerLink {
                     .filter(|(m, d)| **d && st.usable(**m))
                     .count()
             };
+            let (partner_system, partner_key) = self
+                .local_partner(self.io.channels[j].index)
+                .unwrap_or(([0; 6], 0));
             let l = LacpState {
                 channel: self.io.channels[j].id,
-                partner_system: [0; 6],
-                partner_key: 0,
+                partner_system,
+                partner_key,
                 members_up: up.min(255) as u8,
                 members_active: active.min(255) as u8,
             };
@@ -490,7 +528,26 @@ impl PeerLink {
                         }
                         Message::Lacp(l) => {
                             match self.io.channels.iter().position(|c| c.id == l.channel) {
-                                Some(j) => self.peer_active[j] = l.members_active > 0,
+                                Some(j) => {
+                                    self.peer_active[j] = l.members_active > 0;
+                                    let theirs = (l.partner_system != [0; 6])
+                                        .then_some((l.partner_system, l.partner_key));
+                                    let ours = self.local_partner(self.io.channels[j].index);
+                                    if self.peer_partner[j] != theirs {
+                                        if let (Some(a), Some(b)) = (ours, theirs) {
+                                            if a != b {
+                                                self.partner_mismatch += 1;
+                                                tracing::warn!(
+                                                    "virtual-switch: channel {} sees another LACP partner on the peer ({}, key {})",
+                                                    l.channel,
+                                                    config::show_mac(b.0),
+                                                    b.1
+                                                );
+                                            }
+                                        }
+                                    }
+                                    self.peer_partner[j] = theirs;
+                                }
                                 None => self.counters.rx_unexpected += 1,
                             }
                         }

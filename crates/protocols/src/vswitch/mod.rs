@@ -318,9 +318,29 @@ impl PairRunner {
                             && p.role(now) == pair::Role::Secondary
                     }
                 };
+                // LACP partner (system, key) seen here and on the peer.
+                let (partner, peer_partner) = match &self.link {
+                    Some(l) => {
+                        let j = l.channels().iter().position(|c| c.id as u32 == *id);
+                        (
+                            j.and_then(|j| l.local_partner(l.channels()[j].index)),
+                            j.and_then(|j| l.peer_partner()[j]),
+                        )
+                    }
+                    None => (None, None),
+                };
+                let show = |p: Option<([u8; 6], u16)>| {
+                    p.map(|(s, k)| json!({"system": config::show_mac(s), "key": k}))
+                };
                 json!({
                     "name": name,
                     "id": id,
+                    "partner": show(partner),
+                    "peer_partner": show(peer_partner),
+                    "partner_match": match (partner, peer_partner) {
+                        (Some(a), Some(b)) => json!(a == b),
+                        _ => Value::Null,
+                    },
                     "local_members": members,
                     "local_members_enabled": members_up,
                     "served_by": match (members_up, peer_serves) {
@@ -352,6 +372,7 @@ impl PairRunner {
                 "copies_rx": l.macs.copies,
                 "copy_mismatch": l.macs.copy_mismatch,
                 "synced": p.is_synced(),
+                "partner_mismatch": l.partner_mismatch,
                 "neighbors": {
                     "local": l.neigh.local_len(),
                     "from_peer": l.neigh.peer_len(),
