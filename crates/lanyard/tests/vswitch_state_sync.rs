@@ -12,10 +12,11 @@
 //!   deliver the group to the channel by its own member.
 //! * `kill -9` of dist-b and a restart: both come back in the full copy.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use testkit::frame::mac;
+use testkit::frame::{mac, Mac};
 use testkit::netns::veth;
 use testkit::{igmp, ip, l2, require_root, Netns, RawPort, Switch};
 
@@ -500,4 +501,134 @@ fn one_gateway_on_both_nodes() {
     assert!(db >= n, "dist-b routed {db} of the {n} that reached it");
     let ip_a = a.show_json(&["show", "ip", "interface"]);
     assert!(ip_a.to_string().contains("02:00:00:00:0b:00"), "{ip_a:#}");
+}
+
+/// A peer link of two ports: one carries data (a broadcast crosses once,
+/// no loop between the nodes); cutting it keeps the pair paired and data
+/// moves to the other port.
+#[test]
+fn two_port_peer_link_survives_a_cut() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lyplT").unwrap();
+    let na = Netns::new("lyplA").unwrap();
+    let nb = Netns::new("lyplB").unwrap();
+    veth(&na, "pl1", &nb, "pl1", 1500).unwrap();
+    veth(&na, "pl2", &nb, "pl2", 1500).unwrap();
+    veth(&na, "ka", &nb, "ka", 1500).unwrap();
+    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+        .unwrap();
+    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+        .unwrap();
+    veth(&na, "h", &nt, "ta", 1500).unwrap();
+    veth(&nb, "h", &nt, "tb", 1500).unwrap();
+    let cfg = |name: &str, prio: u16, src: &str, peer: &str| {
+        format!(
+            "switch:
+  name: {name}
+vlans:
+  - id: 10
+ports:
+  - {{name: pl1, mode: trunk}}
+  - {{name: pl2, mode: trunk}}
+  - {{name: h, vlan: 10}}
+virtual-switch:
+  domain-id: 13
+  priority: {prio}
+  system-mac: 02:00:00:00:0d:00
+  peer-link: [pl1, pl2]
+  delay-restore-s: 0
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+"
+        )
+    };
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let ports = ["pl1", "pl2", "h"];
+    let a = Switch::start(
+        &bin,
+        &na,
+        &cfg("pl-a", 100, "192.0.2.1", "192.0.2.2"),
+        &ports,
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &cfg("pl-b", 200, "192.0.2.2", "192.0.2.1"),
+        &ports,
+    )
+    .unwrap();
+    let paired = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "paired")
+    };
+    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let ta = RawPort::open(nt.name(), "ta").unwrap();
+    let tb = RawPort::open(nt.name(), "tb").unwrap();
+    let (ha, hb) = (mac(0xa2), mac(0xb2));
+    let burst = |n: usize, dst: &Mac, first: u64| {
+        ta.send_paced(n, 2_000, |i, buf| {
+            *buf = ip::udp(
+                dst,
+                &ha,
+                "10.0.10.1".parse().unwrap(),
+                "10.0.10.2".parse().unwrap(),
+                64,
+                first + i as u64,
+                100,
+            )
+        })
+        .unwrap();
+        let mut seen: HashMap<u64, u32> = HashMap::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            let Some(f) = tb.recv_timeout(Duration::from_millis(500)).unwrap() else {
+                break;
+            };
+            if let Some(s) = ip::parse(&f).and_then(|p| p.seq) {
+                *seen.entry(s).or_insert(0) += 1;
+            }
+        }
+        seen
+    };
+    // Broadcasts: once each, never twice (two ports), never looping.
+    let got = burst(200, &[0xff; 6], 0);
+    assert_eq!(
+        got.len(),
+        200,
+        "{} of 200 broadcasts: a {:#} b {:#}",
+        got.len(),
+        a.counters()["ports"],
+        b.counters()["ports"]
+    );
+    assert!(got.values().all(|c| *c == 1), "a broadcast crossed twice");
+    // Cut the port that carries data: still paired, data on the other.
+    tb.send(&testkit::frame::test_frame(&[0xff; 6], &hb, &[], 1, 0, 64))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // (A start may count one dual-active event: keepalive before hello.)
+    let events = b.show_json(&["show", "virtual-switch"])["dual_active_events"].clone();
+    na.exec(&["ip", "link", "set", "pl1", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        paired(&a) && paired(&b),
+        "{:#}",
+        b.show_json(&["show", "virtual-switch"])
+    );
+    let got = burst(200, &hb, 1000);
+    assert_eq!(got.len(), 200, "{} of 200 after the cut", got.len());
+    assert!(got.values().all(|c| *c == 1), "duplicates after the cut");
+    let got = burst(200, &[0xff; 6], 2000);
+    assert_eq!(
+        got.len(),
+        200,
+        "{} of 200 broadcasts after the cut",
+        got.len()
+    );
+    assert!(got.values().all(|c| *c == 1));
+    let vb = b.show_json(&["show", "virtual-switch"]);
+    assert_eq!(
+        vb["dual_active_events"], events,
+        "the cut split the pair: {vb:#}"
+    );
 }

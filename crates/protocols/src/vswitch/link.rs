@@ -152,10 +152,17 @@ impl LinkIo {
         )
     }
 
-    /// Where the peer's entry for channel `id` goes here (0: the peer link).
+    /// Where the peer's entry for channel `id` goes here (0: the peer
+    /// link's port that carries data, the first usable one).
     fn port_of_channel(&self, id: u16) -> Option<u16> {
         if id == 0 {
-            return self.ports.first().map(|(p, _)| *p);
+            let st = self.ha.snapshot();
+            return self
+                .ports
+                .iter()
+                .map(|(p, _)| *p)
+                .find(|p| st.usable(*p))
+                .or_else(|| self.ports.first().map(|(p, _)| *p));
         }
         self.channels.iter().find(|c| c.id == id).map(|c| c.port)
     }
