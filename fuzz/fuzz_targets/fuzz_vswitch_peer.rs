@@ -4,7 +4,9 @@
 //! (up to its length) and decode again to the same message.
 #![no_main]
 
-use wire::vswitch::{decode, encode, HEADER_LEN, MAX_PAYLOAD};
+use wire::vswitch::{
+    decode, encode, encode_groups, encode_neighbors, Message, HEADER_LEN, MAX_PAYLOAD,
+};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     if let Ok((domain, msg)) = decode(data) {
@@ -12,5 +14,17 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let n = encode(domain, &msg, &mut out).expect("a decoded message encodes");
         assert_eq!(&out[..n], &data[..n], "encoding differs from the input");
         assert_eq!(decode(&out[..n]), Ok((domain, msg)), "round trip");
+        // Entry lists rebuilt from their decoded fields give the same bytes.
+        let rebuilt = match msg {
+            Message::Neighbors(m) => {
+                Some(encode_neighbors(domain, &m.iter().collect::<Vec<_>>(), &mut out))
+            }
+            Message::Groups(m) => Some(encode_groups(domain, &m.iter().collect::<Vec<_>>(), &mut out)),
+            _ => None,
+        };
+        if let Some(r) = rebuilt {
+            let k = r.expect("decoded entries encode");
+            assert_eq!(&out[..k], &data[..k], "entries rebuilt differ");
+        }
     }
 });

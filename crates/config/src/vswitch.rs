@@ -56,6 +56,12 @@ pub struct VirtualSwitch {
     /// Port channels whose members sit on both nodes.
     #[serde(default)]
     pub channels: Vec<McChannel>,
+    /// VLANs whose SVI both nodes serve as one gateway: the same
+    /// addresses on both nodes, the pair's system MAC as router MAC
+    /// (unless the SVI sets `router-mac`, then the same on both); each
+    /// node answers ARP/ND for it and routes what reaches it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<u16>,
 }
 
 /// `virtual-switch.keepalive`.

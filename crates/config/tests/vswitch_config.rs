@@ -175,3 +175,29 @@ virtual-switch:
     let e = errors(&format!("{BASE}{VS}  bogus: 1\n"));
     assert!(e[0].2.contains("bogus"), "{e:#?}");
 }
+
+#[test]
+fn gateways() {
+    // VLAN 10 has an SVI; 20 has none; 30 is not configured; 10 twice.
+    let base = BASE.replace(
+        "  - id: 10\n",
+        "  - id: 10\n    router:\n      addresses: [10.0.10.1/24]\n",
+    );
+    let ok = config::parse(&format!("{base}{VS}  gateways: [10]\n"), "t.yaml").unwrap();
+    assert_eq!(ok.virtual_switch.unwrap().gateways, vec![10]);
+    let text = format!("{base}{VS}  gateways: [10, 20, 30, 10]\n");
+    let e = errors(&text);
+    let line = text.lines().count();
+    for (field, msg) in [
+        ("virtual-switch.gateways[1]", "no router section"),
+        ("virtual-switch.gateways[2]", "not configured"),
+        ("virtual-switch.gateways[3]", "listed twice"),
+    ] {
+        assert!(
+            e.iter()
+                .any(|(l, f, m)| *l == Some(line) && f == field && m.contains(msg)),
+            "missing {field} {msg}: {e:#?}"
+        );
+    }
+    assert_eq!(e.len(), 3, "{e:#?}");
+}

@@ -368,6 +368,11 @@ impl Switch {
         {
             threads.push(spawn("stp".into(), Box::new(move || r.run()))?);
         }
+        let mcast = Arc::new(protocols::mcast::Multicast::new(
+            &cfg,
+            shared.clone(),
+            counters.clone(),
+        ));
         // The virtual-switch pair (keepalive and peer link); the API
         // reads the state it publishes.
         let vswitch_info = {
@@ -382,6 +387,8 @@ impl Switch {
                         changes: mac_changes.clone(),
                         ports: protocols::vswitch::link::peer_link_ports(&cfg),
                         channels: protocols::vswitch::link::mc_channels(&cfg),
+                        svis: protocols::vswitch::link::svis(&cfg),
+                        mcast: protocols::mcast::Multicast::configured(&cfg).then(|| mcast.clone()),
                     });
                     let info = r.info.clone();
                     threads.push(spawn("vs-pair".into(), Box::new(move || r.run()))?);
@@ -410,11 +417,6 @@ impl Switch {
         if let Some(s) = start.socket {
             applier.set_socket_override(s);
         }
-        let mcast = Arc::new(protocols::mcast::Multicast::new(
-            &cfg,
-            shared.clone(),
-            counters.clone(),
-        ));
         applier.set_multicast(mcast.clone());
         // Storm control is in place before the ports attach.
         let (g, guard) =

@@ -306,6 +306,21 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
         4,
         "{lacp}"
     );
+    // Both nodes see that one partner (OVS's system and key) on their
+    // own members and in the peer's LACP view.
+    assert!(
+        wait(3.0, || [&bed.a, &bed.b].iter().all(|sw| {
+            let c = &vs(sw)["channels"][0];
+            !c["partner"].is_null() && c["partner"] == c["peer_partner"]
+        })),
+        "partner views: a {:#} b {:#}",
+        vs(&bed.a)["channels"],
+        vs(&bed.b)["channels"]
+    );
+    let text = String::from_utf8_lossy(&bed.a.cli(&["show", "virtual-switch"]).unwrap().stdout)
+        .to_string();
+    assert!(text.contains("LACP partner (peer)"), "{text}");
+    assert_eq!(vs(&bed.a)["peer_link"]["messages"]["partner_mismatch"], 0);
 
     let (tp, ta, tb) = (bed.port("tp"), bed.port("ta"), bed.port("tb"));
     let (hp, ha, hb) = (mac(HP), mac(HA), mac(HB));

@@ -92,6 +92,19 @@ pub fn virtual_switch(v: &Value) -> String {
             u(m, "copies_rx"),
             u(m, "copy_mismatch")
         );
+        let nb = m.get("neighbors").cloned().unwrap_or(Value::Null);
+        let groups = match m.get("groups") {
+            Some(g) if !g.is_null() => format!("groups {} from peer", u(g, "from_peer")),
+            _ => "groups: no multicast".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "             neighbours {} local, {} from peer ({} installed, {} errors), {groups}",
+            u(&nb, "local"),
+            u(&nb, "from_peer"),
+            u(&nb, "installed"),
+            u(&nb, "install_errors"),
+        );
     }
     let ka = v.get("keepalive").cloned().unwrap_or(Value::Null);
     let _ = writeln!(
@@ -123,7 +136,19 @@ pub fn virtual_switch(v: &Value) -> String {
         u(&ka, "rx_system_mac_mismatch")
     );
     let _ = writeln!(o);
-    let mut t = Table::new(&["Channel", ">Id", "Local members", "Local", "Served by"]);
+    let mut t = Table::new(&[
+        "Channel",
+        ">Id",
+        "Local members",
+        "Local",
+        "Served by",
+        "LACP partner (here)",
+        "LACP partner (peer)",
+    ]);
+    let partner = |p: Option<&Value>| match p {
+        Some(p) if !p.is_null() => format!("{} key {}", s(p, "system"), u(p, "key")),
+        _ => "-".to_string(),
+    };
     for c in rows_at(v, "channels") {
         t.row(vec![
             s(c, "name"),
@@ -136,6 +161,12 @@ pub fn virtual_switch(v: &Value) -> String {
             }
             .into(),
             s(c, "served_by"),
+            partner(c.get("partner")),
+            if c["partner_match"] == Value::Bool(false) {
+                format!("{} (differs)", partner(c.get("peer_partner")))
+            } else {
+                partner(c.get("peer_partner"))
+            },
         ]);
     }
     t.render(&mut o);

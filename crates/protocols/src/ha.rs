@@ -399,6 +399,18 @@ impl HaState {
         l2.peer_served = tables::PortSet::EMPTY;
         if let Some(mc) = &self.mc {
             let link = mc.peer_link.iter().copied().find(|p| self.usable(*p));
+            // One peer-link port carries data: the first usable one (the
+            // pair's thread sends on the same). The others stand by,
+            // blocked, so a flood never crosses twice or loops back over
+            // a second port; they still take peer-protocol frames.
+            // (Peer-link ports are in no pair, channel or spanning tree:
+            // nothing else sets `blocked` on them; the snapshot derived
+            // from keeps the last value, so both ways are written.)
+            for &p in &mc.peer_link {
+                if let Some(e) = l2.ports.get_mut(p as usize) {
+                    e.blocked = Some(p) != link;
+                }
+            }
             for (j, &(k, _)) in mc.channels.iter().enumerate() {
                 if !mc.peer_serves.get(j).copied().unwrap_or(false) {
                     continue;
@@ -1210,5 +1222,46 @@ virtual-switch:
         assert_eq!(t.ports[po as usize].egress, Egress::Via(0));
         assert_eq!(t.redirect(po), 0);
         assert!(!t.vlans[10].flood.contains(po));
+    }
+
+    /// Several peer-link ports: one carries data, the others stand by
+    /// (never both in a flood set: no loop between the nodes); a cut of
+    /// the active one moves data to the next.
+    #[test]
+    fn one_peer_link_port_carries_data() {
+        let cfg = config::parse(
+            "vlans: [{id: 10}]
+ports:
+  - {name: pl1, mode: trunk}
+  - {name: pl2, mode: trunk}
+  - {name: h, vlan: 10}
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl1, pl2]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let now = Instant::now();
+        let mut st = HaState::new(&cfg);
+        for p in 0..3 {
+            st.set_link(p, true, now);
+        }
+        let t = tables(&cfg, &st);
+        assert!(t.vlans[10].flood.contains(0) && !t.vlans[10].flood.contains(1));
+        assert!(t.ports[1].blocked && t.ports[1].peer_link);
+        st.set_link(0, false, now);
+        let t = tables(&cfg, &st);
+        assert!(!t.vlans[10].flood.contains(0) && t.vlans[10].flood.contains(1));
+        assert!(!t.ports[1].blocked);
+        // Derived from the previous snapshot (as `Ha::update` does): the
+        // port that comes back is released again.
+        let mut l2 = t.clone();
+        st.set_link(0, true, now);
+        st.derive(&mut l2, 3);
+        assert!(!l2.ports[0].blocked && l2.ports[1].blocked);
+        assert!(l2.vlans[10].flood.contains(0) && !l2.vlans[10].flood.contains(1));
     }
 }

@@ -181,6 +181,11 @@ struct State {
     dirty: bool,
     stats: SnoopStats,
     port_names: Vec<String>,
+    /// Memberships the virtual-switch peer reported, installed on this
+    /// node's side of their channel (or on the peer link): (VLAN, group,
+    /// port). Kept apart from snooping so they never count as learned
+    /// here (and are never reported back to the peer).
+    peer_groups: std::collections::BTreeSet<(u16, McAddr, u16)>,
 }
 
 /// The multicast control plane (see the module documentation).
@@ -222,6 +227,7 @@ impl Multicast {
                 dirty: true,
                 stats: SnoopStats::default(),
                 port_names: Vec::new(),
+                peer_groups: Default::default(),
             }),
             epoch: Instant::now(),
         };
@@ -243,7 +249,10 @@ impl Multicast {
     pub fn reconfigure(&self, cfg: &Config) {
         let now = self.now();
         let mut st = self.lock();
-        st.port_names = cfg.ports.iter().map(|p| p.name.clone()).collect();
+        // Ports, VLAN interfaces and port channels by id (a channel is a
+        // member of its group, not its physical members).
+        let ids = cfg.channel_port_id(cfg.port_channels.len());
+        st.port_names = (0..ids).map(|i| cfg.port_label(i)).collect();
         let snooping = cfg.multicast.igmp_snooping.as_ref();
         st.settings = snooping.map(|s| Settings::new(s, cfg));
         let vlans: Vec<u16> = snooping.map(|s| s.vlans.clone()).unwrap_or_default();
@@ -284,6 +293,47 @@ impl Multicast {
                 q.startup_left = r;
             }
         }
+    }
+
+    /// Memberships snooped on this node: (VLAN, group, port), any filter
+    /// mode (the virtual-switch peer link sends them to the peer).
+    pub fn local_memberships(&self) -> Vec<(u16, McAddr, u16)> {
+        let st = self.lock();
+        let mut out = Vec::new();
+        for (v, vs) in &st.vlans {
+            for (g, ports) in vs.table.groups() {
+                for (p, f) in ports {
+                    let wants =
+                        f.mode == tables::mcast::FilterMode::Exclude || !f.sources.is_empty();
+                    if wants {
+                        out.push((*v, g, *p));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Replaces the peer's memberships (see `State::peer_groups`); only
+    /// snooping VLANs take them.
+    pub fn set_peer_groups(&self, groups: std::collections::BTreeSet<(u16, McAddr, u16)>) {
+        let mut st = self.lock();
+        if st.peer_groups != groups {
+            st.peer_groups = groups;
+            st.dirty = true;
+            drop(st);
+            // The thread may sleep a whole tick: publish now.
+            self.shared.snoop.wake();
+        }
+    }
+
+    /// Group membership interval of the snooping configuration (how long
+    /// a membership lives without a report), if snooping is on.
+    pub fn membership_interval(&self) -> Option<Duration> {
+        let st = self.lock();
+        st.settings
+            .as_ref()
+            .map(|s| Duration::from_millis(s.cfg.gmi_ms))
     }
 
     /// Routes learned from the kernel (pimd), replacing the previous set.
@@ -435,6 +485,7 @@ impl Multicast {
         for vs in st.vlans.values() {
             entries.extend(vs.table.to_mroutes());
         }
+        add_peer_groups(&mut entries, &st);
         if st.routing {
             entries.extend(st.kernel_routes.iter().copied());
         }
@@ -524,7 +575,7 @@ impl Multicast {
                 if count {
                     continue;
                 }
-                let members: Vec<Value> = ports
+                let mut members: Vec<Value> = ports
                     .iter()
                     .map(|(p, f)| {
                         json!({
@@ -537,9 +588,39 @@ impl Multicast {
                         })
                     })
                     .collect();
+                // The virtual-switch peer's memberships of this group.
+                members.extend(
+                    st.peer_groups
+                        .range((*v, g, 0)..=(*v, g, u16::MAX))
+                        .map(|(_, _, p)| json!({"port": name(*p), "mode": "peer", "sources": []})),
+                );
                 rows.push(
                     json!({"vlan": v, "group": IpAddr::from(g).to_string(), "ports": members}),
                 );
+            }
+            // Groups only the peer has members of.
+            let mut last = None;
+            for &(_, g, p) in st
+                .peer_groups
+                .range((*v, McAddr::V4(0), 0)..=(*v, McAddr::V6(u128::MAX), u16::MAX))
+            {
+                if g.is_v6() != v6 || vs.table.groups().any(|(x, _)| x == g) {
+                    continue;
+                }
+                if last != Some(g) {
+                    n += 1;
+                    last = Some(g);
+                    if !count {
+                        rows.push(
+                            json!({"vlan": v, "group": IpAddr::from(g).to_string(), "ports": []}),
+                        );
+                    }
+                }
+                if let Some(r) = rows.last_mut().filter(|_| !count) {
+                    if let Some(a) = r["ports"].as_array_mut() {
+                        a.push(json!({"port": name(p), "mode": "peer", "sources": []}));
+                    }
+                }
             }
             let q = if v6 { &vs.q6 } else { &vs.q4 };
             let c = vs.table.counters();
@@ -752,6 +833,54 @@ fn kernel_route(
             index: 0,
         },
     ))
+}
+
+/// The virtual-switch peer's memberships into the snooped routes: the
+/// port joins every route of its (VLAN, group) (any source: the peer's
+/// source filters are not carried), or a (*, G) route is made with the
+/// VLAN's router ports.
+fn add_peer_groups(entries: &mut Vec<(McKey, McRoute)>, st: &State) {
+    if st.peer_groups.is_empty() {
+        return;
+    }
+    let mut made: HashMap<McKey, usize> = HashMap::new();
+    for &(vlan, group, port) in &st.peer_groups {
+        let Some(vs) = st.vlans.get(&vlan) else {
+            continue;
+        };
+        if (port as usize) >= tables::MAX_PORTS {
+            continue;
+        }
+        let mut found = false;
+        for (k, r) in entries.iter_mut() {
+            if k.vlan == vlan && k.group == group {
+                r.oifs.insert(port);
+                found = true;
+            }
+        }
+        if found {
+            continue;
+        }
+        let key = McKey {
+            vlan,
+            group,
+            source: None,
+        };
+        let i = *made.entry(key).or_insert_with(|| {
+            entries.push((
+                key,
+                McRoute {
+                    iif: ANY_IIF,
+                    oifs: vs.table.router_ports(),
+                    accept: PortSet::EMPTY,
+                    ttl_threshold: 0,
+                    index: 0,
+                },
+            ));
+            entries.len() - 1
+        });
+        entries[i].1.oifs.insert(port);
+    }
 }
 
 fn sum_counters(counters: &[Arc<WorkerCounters>], slot: u32) -> (u64, u64) {

@@ -159,6 +159,11 @@ pub fn router_mac(cfg: &Config, ifc: &L3Interface) -> [u8; 6] {
     if let Some(m) = ifc.router_mac {
         return m.octets();
     }
+    if pair_gateway(cfg, ifc) {
+        if let Some(vs) = &cfg.virtual_switch {
+            return vs.system_mac.octets();
+        }
+    }
     let index = ifc.port as usize;
     // FNV-1a of the switch name: stable across restarts.
     let mut h: u32 = 0x811c_9dc5;
@@ -173,6 +178,15 @@ pub fn router_mac(cfg: &Config, ifc: &L3Interface) -> [u8; 6] {
         (index >> 8) as u8,
         index as u8,
     ]
+}
+
+/// Whether `ifc` is an SVI both nodes of a virtual-switch pair serve as
+/// one gateway (`virtual-switch.gateways`, docs/virtual-switch.md).
+pub fn pair_gateway(cfg: &Config, ifc: &L3Interface) -> bool {
+    match (&cfg.virtual_switch, ifc.vlan) {
+        (Some(vs), Some(v)) => ifc.vrf == 0 && vs.gateways.contains(&v),
+        _ => false,
+    }
 }
 
 /// The TAP name of routed port `name` (index `index`).
@@ -288,7 +302,19 @@ impl Router {
             .map_err(|e| format!("TAP {tap} for {}: {e}", p.name))?;
             // Before the link comes up, so the first announcements follow
             // these settings.
-            let settle = |tap: String| -> Result<(), String> {
+            let gateway = pair_gateway(cfg, p);
+            let settle = move |tap: String| -> Result<(), String> {
+                if gateway {
+                    // The peer node has the same addresses and MAC: no
+                    // duplicate-address detection against it. Replies to
+                    // the shared MAC that answer the peer's ARP/ND land
+                    // on whichever node the host reaches: taken here
+                    // unsolicited, they reach the peer by neighbour sync.
+                    let _ = sysctl::set_if(&tap, "ipv6", "accept_dad", "0");
+                    let _ = sysctl::set_if(&tap, "ipv6", "dad_transmits", "0");
+                    let _ = sysctl::set_if(&tap, "ipv4", "arp_accept", "1");
+                    let _ = sysctl::set_if(&tap, "ipv6", "accept_untracked_na", "1");
+                }
                 // Namespaces may default to IPv6 off; the TAP needs it.
                 let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
                 let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
@@ -1034,6 +1060,38 @@ mod tests {
     fn link_local_is_modified_eui64() {
         let ll = link_local([0x02, 0x4c, 0x12, 0x34, 0x00, 0x01]);
         assert_eq!(ll.to_string(), "fe80::4c:12ff:fe34:1");
+    }
+
+    #[test]
+    fn pair_gateways_take_the_system_mac() {
+        let cfg = config::parse(
+            "vlans:
+  - {id: 10, router: {addresses: [10.0.10.1/24]}}
+  - {id: 20, router: {addresses: [10.0.20.1/24]}}
+  - {id: 30, router: {addresses: [10.0.30.1/24], router-mac: 02:00:00:00:00:33}}
+ports:
+  - {name: pl, mode: trunk}
+  - {name: ka, mode: routed, addresses: [192.0.2.1/30]}
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+  gateways: [10, 30]
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let ifs = cfg.l3_interfaces();
+        let get = |n: &str| ifs.iter().find(|i| i.name == n).unwrap();
+        assert!(pair_gateway(&cfg, get("vlan10")));
+        assert_eq!(router_mac(&cfg, get("vlan10")), [2, 0, 0, 0, 7, 0]);
+        // Not a gateway: its own MAC.
+        assert!(!pair_gateway(&cfg, get("vlan20")));
+        assert_ne!(router_mac(&cfg, get("vlan20")), [2, 0, 0, 0, 7, 0]);
+        // A configured router MAC wins.
+        assert_eq!(router_mac(&cfg, get("vlan30")), [2, 0, 0, 0, 0, 0x33]);
+        assert!(!pair_gateway(&cfg, get("ka")));
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! bytes after `length` (Ethernet padding) are ignored. Decoding borrows
 //! the buffer and never allocates.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 /// Local experimental EtherType (IEEE 802 "Local Experimental 1").
 pub const ETHERTYPE: u16 = 0x88b5;
 /// Protocol version spoken.
@@ -29,6 +31,14 @@ pub const MAX_PAYLOAD: usize = 1400;
 pub const MAC_ENTRY_LEN: usize = 12;
 /// Most MAC entries in one update.
 pub const MAX_MAC_ENTRIES: usize = (MAX_PAYLOAD - 2) / MAC_ENTRY_LEN;
+/// Bytes of one neighbour entry.
+pub const NEIGH_ENTRY_LEN: usize = 28;
+/// Most neighbour entries in one update.
+pub const MAX_NEIGH_ENTRIES: usize = (MAX_PAYLOAD - 2) / NEIGH_ENTRY_LEN;
+/// Bytes of one snooping group entry.
+pub const GROUP_ENTRY_LEN: usize = 24;
+/// Most group entries in one update.
+pub const MAX_GROUP_ENTRIES: usize = (MAX_PAYLOAD - 2) / GROUP_ENTRY_LEN;
 const MAGIC: [u8; 2] = *b"LV";
 const HELLO_LEN: usize = 20;
 const LACP_LEN: usize = 14;
@@ -125,6 +135,34 @@ pub struct LacpState {
     pub members_active: u8,
 }
 
+/// One ARP/ND neighbour of an SVI (a VLAN interface) of the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighEntry {
+    /// The neighbour's address (IPv4: ARP, IPv6: ND).
+    pub ip: IpAddr,
+    /// Its link-layer address.
+    pub mac: [u8; 6],
+    /// The VLAN of the SVI it was resolved on.
+    pub vlan: u16,
+    /// Resolved (or refreshed) / gone.
+    pub add: bool,
+}
+
+/// One IGMP/MLD snooping membership of the sender: a port of `vlan`
+/// behind multichassis channel `channel` (0: a port of the sender outside
+/// any channel) wants `group`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupEntry {
+    /// The group (224.0.0.0/4 or ff00::/8).
+    pub group: IpAddr,
+    /// The snooping VLAN.
+    pub vlan: u16,
+    /// Multichassis channel id; 0: a port of the sender outside any channel.
+    pub channel: u16,
+    /// Joined / left.
+    pub add: bool,
+}
+
 /// A decoded message; MAC entries stay in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
@@ -144,6 +182,10 @@ pub enum Message<'a> {
         /// Copy number, echoed by the end marker.
         generation: u32,
     },
+    /// ARP/ND neighbours added or removed.
+    Neighbors(NeighEntries<'a>),
+    /// Snooping memberships added or removed.
+    Groups(GroupEntries<'a>),
     /// The full copy is complete: `entries` MAC entries were sent.
     SyncEnd {
         /// The start's copy number.
@@ -177,6 +219,100 @@ impl<'a> MacEntries<'a> {
     }
 }
 
+/// The neighbour entries of an update, read from the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighEntries<'a>(&'a [u8]);
+
+impl<'a> NeighEntries<'a> {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len() / NEIGH_ENTRY_LEN
+    }
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The entries, decoded (the decoder checked every field).
+    pub fn iter(&self) -> impl Iterator<Item = NeighEntry> + 'a {
+        self.0.chunks_exact(NEIGH_ENTRY_LEN).map(|e| NeighEntry {
+            ip: read_ip(e[1], &e[12..28]),
+            mac: e[4..10].try_into().unwrap_or_default(),
+            vlan: be16(&e[2..4]),
+            add: e[0] == 1,
+        })
+    }
+}
+
+/// The group entries of an update, read from the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupEntries<'a>(&'a [u8]);
+
+impl<'a> GroupEntries<'a> {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len() / GROUP_ENTRY_LEN
+    }
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// The entries, decoded (the decoder checked every field).
+    pub fn iter(&self) -> impl Iterator<Item = GroupEntry> + 'a {
+        self.0.chunks_exact(GROUP_ENTRY_LEN).map(|e| GroupEntry {
+            group: read_ip(e[1], &e[8..24]),
+            vlan: be16(&e[2..4]),
+            channel: be16(&e[4..6]),
+            add: e[0] == 1,
+        })
+    }
+}
+
+/// An address field of 16 bytes: IPv4 in the first 4 (the rest zero).
+fn read_ip(family: u8, b: &[u8]) -> IpAddr {
+    let mut o = [0u8; 16];
+    o.copy_from_slice(&b[..16]);
+    if family == 4 {
+        IpAddr::V4(Ipv4Addr::new(o[0], o[1], o[2], o[3]))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(o))
+    }
+}
+
+fn write_ip(ip: IpAddr, family: &mut u8, b: &mut [u8]) {
+    b.fill(0);
+    match ip {
+        IpAddr::V4(a) => {
+            *family = 4;
+            b[..4].copy_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            *family = 6;
+            b.copy_from_slice(&a.octets());
+        }
+    }
+}
+
+/// Family byte and address field valid (IPv4: the 12 bytes after it zero).
+fn ip_ok(family: u8, b: &[u8]) -> bool {
+    match family {
+        4 => b[4..].iter().all(|x| *x == 0),
+        6 => true,
+        _ => false,
+    }
+}
+
+/// Checks the `count` + entries payload of an entry list.
+fn entries_body(p: &[u8], len: usize, size: usize, max: usize) -> Result<&[u8], PeerError> {
+    if len < 2 {
+        return Err(PeerError::BadLength);
+    }
+    let n = be16(&p[0..2]) as usize;
+    if n > max || len != 2 + n * size {
+        return Err(PeerError::BadLength);
+    }
+    Ok(&p[2..])
+}
+
 const T_HELLO: u8 = 1;
 const T_KEEPALIVE: u8 = 2;
 const T_MACS: u8 = 3;
@@ -184,6 +320,8 @@ const T_LACP: u8 = 4;
 const T_SYNC_REQUEST: u8 = 5;
 const T_SYNC_START: u8 = 6;
 const T_SYNC_END: u8 = 7;
+const T_NEIGHBORS: u8 = 8;
+const T_GROUPS: u8 = 9;
 
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
@@ -285,6 +423,35 @@ pub fn decode(buf: &[u8]) -> Result<(u16, Message<'_>), PeerError> {
                 entries: be32(&p[4..8]),
             }
         }
+        T_NEIGHBORS => {
+            let body = entries_body(p, len, NEIGH_ENTRY_LEN, MAX_NEIGH_ENTRIES)?;
+            for e in body.chunks_exact(NEIGH_ENTRY_LEN) {
+                let mac_ok = e[4] & 1 == 0 && e[4..10] != [0; 6];
+                if !matches!(e[0], 1 | 2)
+                    || !ip_ok(e[1], &e[12..28])
+                    || be16(&e[2..4]) > 4095
+                    || !mac_ok
+                    || e[10..12] != [0, 0]
+                {
+                    return Err(PeerError::BadField);
+                }
+            }
+            Message::Neighbors(NeighEntries(body))
+        }
+        T_GROUPS => {
+            let body = entries_body(p, len, GROUP_ENTRY_LEN, MAX_GROUP_ENTRIES)?;
+            for e in body.chunks_exact(GROUP_ENTRY_LEN) {
+                if !matches!(e[0], 1 | 2)
+                    || !ip_ok(e[1], &e[8..24])
+                    || !read_ip(e[1], &e[8..24]).is_multicast()
+                    || be16(&e[2..4]) > 4095
+                    || e[6..8] != [0, 0]
+                {
+                    return Err(PeerError::BadField);
+                }
+            }
+            Message::Groups(GroupEntries(body))
+        }
         t => return Err(PeerError::UnknownType(t)),
     };
     Ok((domain, msg))
@@ -324,6 +491,18 @@ pub fn encode(domain: u16, msg: &Message<'_>, out: &mut [u8]) -> Result<usize, P
         }
         Message::Macs(m) => {
             let p = header(out, T_MACS, domain, 2 + m.0.len())?;
+            p[0..2].copy_from_slice(&(m.len() as u16).to_be_bytes());
+            p[2..].copy_from_slice(m.0);
+            Ok(HEADER_LEN + 2 + m.0.len())
+        }
+        Message::Neighbors(m) => {
+            let p = header(out, T_NEIGHBORS, domain, 2 + m.0.len())?;
+            p[0..2].copy_from_slice(&(m.len() as u16).to_be_bytes());
+            p[2..].copy_from_slice(m.0);
+            Ok(HEADER_LEN + 2 + m.0.len())
+        }
+        Message::Groups(m) => {
+            let p = header(out, T_GROUPS, domain, 2 + m.0.len())?;
             p[0..2].copy_from_slice(&(m.len() as u16).to_be_bytes());
             p[2..].copy_from_slice(m.0);
             Ok(HEADER_LEN + 2 + m.0.len())
@@ -376,6 +555,58 @@ pub fn encode_macs(domain: u16, entries: &[MacEntry], out: &mut [u8]) -> Result<
         b[8..10].copy_from_slice(&e.channel.to_be_bytes());
         b[10] = if e.add { 1 } else { 2 };
         b[11] = 0;
+    }
+    Ok(HEADER_LEN + len)
+}
+
+/// Encodes a neighbour update of at most [`MAX_NEIGH_ENTRIES`] entries.
+pub fn encode_neighbors(
+    domain: u16,
+    entries: &[NeighEntry],
+    out: &mut [u8],
+) -> Result<usize, PeerError> {
+    if entries.len() > MAX_NEIGH_ENTRIES {
+        return Err(PeerError::NoRoom);
+    }
+    let len = 2 + entries.len() * NEIGH_ENTRY_LEN;
+    let p = header(out, T_NEIGHBORS, domain, len)?;
+    p[0..2].copy_from_slice(&(entries.len() as u16).to_be_bytes());
+    for (e, b) in entries.iter().zip(p[2..].chunks_exact_mut(NEIGH_ENTRY_LEN)) {
+        if e.vlan > 4095 || e.mac[0] & 1 != 0 || e.mac == [0; 6] {
+            return Err(PeerError::BadField);
+        }
+        b[0] = if e.add { 1 } else { 2 };
+        b[2..4].copy_from_slice(&e.vlan.to_be_bytes());
+        b[4..10].copy_from_slice(&e.mac);
+        b[10..12].fill(0);
+        let (head, addr) = b.split_at_mut(12);
+        write_ip(e.ip, &mut head[1], addr);
+    }
+    Ok(HEADER_LEN + len)
+}
+
+/// Encodes a group update of at most [`MAX_GROUP_ENTRIES`] entries.
+pub fn encode_groups(
+    domain: u16,
+    entries: &[GroupEntry],
+    out: &mut [u8],
+) -> Result<usize, PeerError> {
+    if entries.len() > MAX_GROUP_ENTRIES {
+        return Err(PeerError::NoRoom);
+    }
+    let len = 2 + entries.len() * GROUP_ENTRY_LEN;
+    let p = header(out, T_GROUPS, domain, len)?;
+    p[0..2].copy_from_slice(&(entries.len() as u16).to_be_bytes());
+    for (e, b) in entries.iter().zip(p[2..].chunks_exact_mut(GROUP_ENTRY_LEN)) {
+        if e.vlan > 4095 || !e.group.is_multicast() {
+            return Err(PeerError::BadField);
+        }
+        b[0] = if e.add { 1 } else { 2 };
+        b[2..4].copy_from_slice(&e.vlan.to_be_bytes());
+        b[4..6].copy_from_slice(&e.channel.to_be_bytes());
+        b[6..8].fill(0);
+        let (head, addr) = b.split_at_mut(8);
+        write_ip(e.group, &mut head[1], addr);
     }
     Ok(HEADER_LEN + len)
 }
@@ -462,6 +693,99 @@ mod tests {
         assert_eq!(decode(&b[..n]), Err(PeerError::BadLength));
     }
 
+    fn neighbors() -> Vec<NeighEntry> {
+        (0..MAX_NEIGH_ENTRIES as u16)
+            .map(|i| NeighEntry {
+                ip: if i % 2 == 0 {
+                    IpAddr::V4(Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8))
+                } else {
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, i))
+                },
+                mac: [2, 0, 0, 0, (i >> 8) as u8, i as u8],
+                vlan: i % 4095,
+                add: i % 5 != 0,
+            })
+            .collect()
+    }
+
+    fn groups() -> Vec<GroupEntry> {
+        (0..MAX_GROUP_ENTRIES as u16)
+            .map(|i| GroupEntry {
+                group: if i % 2 == 0 {
+                    IpAddr::V4(Ipv4Addr::new(239, 1, (i >> 8) as u8, i as u8))
+                } else {
+                    IpAddr::V6(Ipv6Addr::new(0xff3e, 0, 0, 0, 0, 0, 0, i))
+                },
+                vlan: i % 4095,
+                channel: i % 3,
+                add: i % 4 != 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn neighbor_and_group_updates() {
+        let mut b = [0u8; HEADER_LEN + MAX_PAYLOAD];
+        let mut c = [0u8; HEADER_LEN + MAX_PAYLOAD];
+        let ns = neighbors();
+        let n = encode_neighbors(3, &ns, &mut b).unwrap();
+        let (3, Message::Neighbors(m)) = decode(&b[..n]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.iter().collect::<Vec<_>>(), ns);
+        assert_eq!(encode(3, &Message::Neighbors(m), &mut c), Ok(n));
+        assert_eq!(b[..n], c[..n]);
+        for k in 0..n {
+            assert_eq!(decode(&b[..k]), Err(PeerError::Truncated), "at {k}");
+        }
+        let gs = groups();
+        let n = encode_groups(3, &gs, &mut b).unwrap();
+        let (3, Message::Groups(m)) = decode(&b[..n]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.iter().collect::<Vec<_>>(), gs);
+        assert_eq!(encode(3, &Message::Groups(m), &mut c), Ok(n));
+        assert_eq!(b[..n], c[..n]);
+        // Too many, a multicast or zero MAC, a unicast group: refused.
+        assert_eq!(
+            encode_neighbors(3, &vec![ns[0]; MAX_NEIGH_ENTRIES + 1], &mut [0u8; 4096]),
+            Err(PeerError::NoRoom)
+        );
+        let bad = NeighEntry {
+            mac: [1, 0, 0x5e, 0, 0, 1],
+            ..ns[0]
+        };
+        assert_eq!(
+            encode_neighbors(3, &[bad], &mut b),
+            Err(PeerError::BadField)
+        );
+        let bad = GroupEntry {
+            group: "10.0.0.1".parse().unwrap(),
+            ..gs[0]
+        };
+        assert_eq!(encode_groups(3, &[bad], &mut b), Err(PeerError::BadField));
+        // On the wire: a bad family, stray bytes after an IPv4 address,
+        // a unicast group.
+        let n = encode_groups(3, &gs[..1], &mut b).unwrap();
+        let e = HEADER_LEN + 2;
+        let mut x = b;
+        x[e + 1] = 5;
+        assert_eq!(decode(&x[..n]), Err(PeerError::BadField));
+        let mut x = b;
+        x[e + 8 + 5] = 1;
+        assert_eq!(decode(&x[..n]), Err(PeerError::BadField));
+        let mut x = b;
+        x[e + 8] = 10;
+        assert_eq!(decode(&x[..n]), Err(PeerError::BadField));
+        let n = encode_neighbors(3, &ns[..1], &mut b).unwrap();
+        let mut x = b;
+        x[e + 4] = 1; // group bit in the MAC
+        assert_eq!(decode(&x[..n]), Err(PeerError::BadField));
+        let mut x = b;
+        x[HEADER_LEN + 1] = 2; // count says 2, one entry follows
+        assert_eq!(decode(&x[..n]), Err(PeerError::BadLength));
+    }
+
     #[test]
     fn refusals() {
         let mut b = [0u8; 64];
@@ -513,6 +837,10 @@ mod tests {
         )
         .unwrap();
         msgs.push(b[..n].to_vec());
+        let n = encode_neighbors(7, &neighbors()[..3], &mut b).unwrap();
+        msgs.push(b[..n].to_vec());
+        let n = encode_groups(7, &groups()[..3], &mut b).unwrap();
+        msgs.push(b[..n].to_vec());
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for m in &msgs {
             for i in 0..m.len() {
@@ -525,6 +853,17 @@ mod tests {
                     if let Ok((d, msg)) = decode(&x) {
                         let mut o = [0u8; HEADER_LEN + MAX_PAYLOAD];
                         let k = encode(d, &msg, &mut o).unwrap();
+                        assert_eq!(o[..k], x[..k]);
+                        let k = match msg {
+                            Message::Neighbors(m) => {
+                                encode_neighbors(d, &m.iter().collect::<Vec<_>>(), &mut o)
+                            }
+                            Message::Groups(m) => {
+                                encode_groups(d, &m.iter().collect::<Vec<_>>(), &mut o)
+                            }
+                            _ => Ok(0),
+                        }
+                        .unwrap();
                         assert_eq!(o[..k], x[..k]);
                     }
                 }

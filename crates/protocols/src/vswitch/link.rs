@@ -8,9 +8,13 @@
 //! side of the channel (or on the peer link for id 0) through the
 //! learner, the MAC table's only writer. A node whose peer link comes up
 //! asks for a full copy; the copy's end sweeps what the peer no longer
-//! has (`macs::PeerMacs`).
+//! has (`macs::PeerMacs`). ARP/ND neighbours of the SVIs ([`super::neigh`])
+//! and IGMP/MLD snooping memberships ([`super::groups`]) cross the same
+//! way and are part of every full copy.
 
+use super::groups::GroupSync;
 use super::macs::PeerMacs;
+use super::neigh::NeighSync;
 use crate::ha::{Changes, Ha};
 use crate::learn::{LearnerInbox, LearnerRequest, MacChanges};
 use datapath::Shared;
@@ -18,8 +22,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tables::MacKey;
 use wire::vswitch::{
-    decode, encode, encode_macs, Hello, LacpState, MacEntry, Message, PeerError, HEADER_LEN,
-    MAX_MAC_ENTRIES, MAX_PAYLOAD,
+    decode, encode, encode_groups, encode_macs, encode_neighbors, GroupEntry, Hello, LacpState,
+    MacEntry, Message, NeighEntry, PeerError, HEADER_LEN, MAX_GROUP_ENTRIES, MAX_MAC_ENTRIES,
+    MAX_NEIGH_ENTRIES, MAX_PAYLOAD,
 };
 
 /// Ethernet header plus the largest message.
@@ -100,6 +105,22 @@ pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
         .collect()
 }
 
+/// (VLAN, TAP name) of every SVI of the default VRF: the neighbours the
+/// peer link synchronises.
+pub fn svis(cfg: &config::Config) -> Vec<(u16, String)> {
+    if cfg.virtual_switch.is_none() {
+        return Vec::new();
+    }
+    cfg.l3_interfaces()
+        .into_iter()
+        .filter(|i| i.vrf == 0)
+        .filter_map(|i| {
+            let vlan = i.vlan?;
+            Some((vlan, routing::router::tap_name(&i.name, i.port as usize)))
+        })
+        .collect()
+}
+
 /// What the peer link needs from the rest of the switch.
 pub struct LinkIo {
     pub shared: Arc<Shared>,
@@ -109,6 +130,42 @@ pub struct LinkIo {
     /// Peer-link ports: (port id, interface name).
     pub ports: Vec<(u16, String)>,
     pub channels: Vec<McChannel>,
+    /// SVIs whose neighbours are synchronised ([`svis`]).
+    pub svis: Vec<(u16, String)>,
+    /// The multicast thread (snooping memberships), if it runs.
+    pub mcast: Option<Arc<crate::mcast::Multicast>>,
+}
+
+impl LinkIo {
+    /// The channel id announced for an address or membership on `port`
+    /// (0: outside any channel); `None` on the peer link (never announced
+    /// back).
+    fn channel_of_port(&self, port: u16) -> Option<u16> {
+        if self.ports.iter().any(|(p, _)| *p == port) {
+            return None;
+        }
+        Some(
+            self.channels
+                .iter()
+                .find(|c| c.port == port)
+                .map_or(0, |c| c.id),
+        )
+    }
+
+    /// Where the peer's entry for channel `id` goes here (0: the peer
+    /// link's port that carries data, the first usable one).
+    fn port_of_channel(&self, id: u16) -> Option<u16> {
+        if id == 0 {
+            let st = self.ha.snapshot();
+            return self
+                .ports
+                .iter()
+                .map(|(p, _)| *p)
+                .find(|p| st.usable(*p))
+                .or_else(|| self.ports.first().map(|(p, _)| *p));
+        }
+        self.channels.iter().find(|c| c.id == id).map(|c| c.port)
+    }
 }
 
 /// Events of one receive pass for the pair's state machine.
@@ -129,12 +186,22 @@ pub struct PeerLink {
     pub macs: PeerMacs,
     /// Per channel: the peer says its members distribute.
     peer_active: Vec<bool>,
+    /// Per channel: the LACP partner (system, key) the peer's members see
+    /// (`None`: none yet / static channel).
+    peer_partner: Vec<Option<([u8; 6], u16)>>,
+    /// LACP views whose partner differs from ours (a second partner
+    /// system across the pair: cabling or partner configuration).
+    pub partner_mismatch: u64,
     pub counters: LinkCounters,
     generation: u32,
     src: [u8; 6],
     frame: Box<[u8; FRAME_MAX]>,
     /// What was last written into the HA state (hold, peer serves).
     applied: Option<(bool, Vec<bool>)>,
+    /// ARP/ND neighbours of the SVIs.
+    pub neigh: NeighSync,
+    /// Snooping memberships (with multicast).
+    pub groups: Option<GroupSync>,
 }
 
 impl PeerLink {
@@ -144,9 +211,15 @@ impl PeerLink {
             .first()
             .and_then(|(_, n)| io::link::mac(n))
             .unwrap_or([0x02, 0x4c, 0x59, 0x56, 0x53, 0x00]);
+        let neigh = NeighSync::new(io.svis.clone());
+        let groups = io.mcast.clone().map(GroupSync::new);
         PeerLink {
+            neigh,
+            groups,
             sockets: io.ports.iter().map(|_| None).collect(),
             peer_active: vec![false; io.channels.len()],
+            peer_partner: vec![None; io.channels.len()],
+            partner_mismatch: 0,
             io,
             domain,
             macs: PeerMacs::default(),
@@ -240,6 +313,68 @@ impl PeerLink {
         sent
     }
 
+    fn send_neighbors(&mut self, k: Option<usize>, entries: &[NeighEntry]) -> u64 {
+        let mut sent = 0;
+        for chunk in entries.chunks(MAX_NEIGH_ENTRIES) {
+            match encode_neighbors(self.domain, chunk, &mut self.frame[14..]) {
+                Ok(n) => {
+                    if self.send_frame(k, n) {
+                        sent += chunk.len() as u64;
+                    }
+                }
+                Err(_) => self.counters.tx_errors += 1,
+            }
+        }
+        sent
+    }
+
+    fn send_groups(&mut self, k: Option<usize>, entries: &[GroupEntry]) -> u64 {
+        let mut sent = 0;
+        for chunk in entries.chunks(MAX_GROUP_ENTRIES) {
+            match encode_groups(self.domain, chunk, &mut self.frame[14..]) {
+                Ok(n) => {
+                    if self.send_frame(k, n) {
+                        sent += chunk.len() as u64;
+                    }
+                }
+                Err(_) => self.counters.tx_errors += 1,
+            }
+        }
+        sent
+    }
+
+    /// The descriptor of the neighbour monitor (-1 without SVIs).
+    pub fn neigh_fd(&self) -> i32 {
+        self.neigh.fd()
+    }
+
+    /// The LACP partner (system, key) this node's members of channel
+    /// `index` see: the first member that has one (`None`: no LACPDU
+    /// heard, or a static channel).
+    pub fn local_partner(&self, index: usize) -> Option<([u8; 6], u16)> {
+        let info = self
+            .io
+            .ha
+            .lacp_info
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        info.get(index)?.iter().find_map(|m| {
+            let p = &m["partner"];
+            let sys = p["system"].as_str()?;
+            let mut mac = [0u8; 6];
+            let mut parts = sys.split(':');
+            for b in mac.iter_mut() {
+                *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+            }
+            Some((mac, p["key"].as_u64()? as u16))
+        })
+    }
+
+    /// Per channel: the partner the peer's members see.
+    pub fn peer_partner(&self) -> &[Option<([u8; 6], u16)>] {
+        &self.peer_partner
+    }
+
     /// Our hello and each channel's LACP view.
     pub fn send_hello(&mut self, hello: Hello) {
         let k = self.tx_port();
@@ -258,10 +393,13 @@ impl PeerLink {
                     .filter(|(m, d)| **d && st.usable(**m))
                     .count()
             };
+            let (partner_system, partner_key) = self
+                .local_partner(self.io.channels[j].index)
+                .unwrap_or(([0; 6], 0));
             let l = LacpState {
                 channel: self.io.channels[j].id,
-                partner_system: [0; 6],
-                partner_key: 0,
+                partner_system,
+                partner_key,
                 members_up: up.min(255) as u8,
                 members_active: active.min(255) as u8,
             };
@@ -276,23 +414,11 @@ impl PeerLink {
     }
 
     fn channel_of_port(&self, port: u16) -> Option<u16> {
-        if self.io.ports.iter().any(|(p, _)| *p == port) {
-            return None; // never announced back
-        }
-        Some(
-            self.io
-                .channels
-                .iter()
-                .find(|c| c.port == port)
-                .map_or(0, |c| c.id),
-        )
+        self.io.channel_of_port(port)
     }
 
     fn port_of_channel(&self, id: u16) -> Option<u16> {
-        if id == 0 {
-            return self.io.ports.first().map(|(p, _)| *p);
-        }
-        self.io.channels.iter().find(|c| c.id == id).map(|c| c.port)
+        self.io.port_of_channel(id)
     }
 
     /// A full copy of what this node learned, to the peer.
@@ -320,7 +446,15 @@ impl PeerLink {
         let generation = self.generation;
         let k = self.tx_port();
         self.send(k, &Message::SyncStart { generation });
-        let sent = self.send_macs(k, &entries);
+        let mut sent = self.send_macs(k, &entries);
+        let neighbors = self.neigh.local_entries();
+        sent += self.send_neighbors(k, &neighbors);
+        let io = &self.io;
+        let channel_of = |p: u16| io.channel_of_port(p);
+        let groups = self.groups.as_mut().map(|g| g.full(&channel_of));
+        if let Some(groups) = groups {
+            sent += self.send_groups(k, &groups);
+        }
         self.send(
             k,
             &Message::SyncEnd {
@@ -334,6 +468,12 @@ impl PeerLink {
     /// Local address changes since the last call, to the peer (dropped
     /// while the peer link is down: the peer asks for a copy on rejoin).
     pub fn send_changes(&mut self, link_alive: bool) {
+        self.neigh.poll_local();
+        let neighbors = self.neigh.take_pending();
+        if link_alive && !neighbors.is_empty() {
+            let k = self.tx_port();
+            self.send_neighbors(k, &neighbors);
+        }
         let changes = self.io.changes.take();
         if changes.is_empty() || !link_alive {
             return;
@@ -395,14 +535,54 @@ impl PeerLink {
                         }
                         Message::Lacp(l) => {
                             match self.io.channels.iter().position(|c| c.id == l.channel) {
-                                Some(j) => self.peer_active[j] = l.members_active > 0,
+                                Some(j) => {
+                                    self.peer_active[j] = l.members_active > 0;
+                                    let theirs = (l.partner_system != [0; 6])
+                                        .then_some((l.partner_system, l.partner_key));
+                                    let ours = self.local_partner(self.io.channels[j].index);
+                                    if self.peer_partner[j] != theirs {
+                                        if let (Some(a), Some(b)) = (ours, theirs) {
+                                            if a != b {
+                                                self.partner_mismatch += 1;
+                                                tracing::warn!(
+                                                    "virtual-switch: channel {} sees another LACP partner on the peer ({}, key {})",
+                                                    l.channel,
+                                                    config::show_mac(b.0),
+                                                    b.1
+                                                );
+                                            }
+                                        }
+                                    }
+                                    self.peer_partner[j] = theirs;
+                                }
                                 None => self.counters.rx_unexpected += 1,
+                            }
+                        }
+                        Message::Neighbors(list) => {
+                            if self.macs.copying() {
+                                self.macs
+                                    .count_in_copy(list.iter().filter(|e| e.add).count());
+                            }
+                            list.iter().for_each(|e| self.neigh.apply(&e));
+                        }
+                        Message::Groups(list) => {
+                            if self.macs.copying() {
+                                self.macs
+                                    .count_in_copy(list.iter().filter(|e| e.add).count());
+                            }
+                            match self.groups.as_mut() {
+                                Some(g) => list.iter().for_each(|e| g.apply(&e)),
+                                None => self.counters.rx_unexpected += list.len() as u64,
                             }
                         }
                         Message::SyncRequest => copy_requested = true,
                         Message::SyncStart { generation } => {
                             self.flush_learner(&mut add, &mut remove);
                             self.macs.sync_start(generation);
+                            self.neigh.sync_start(generation);
+                            if let Some(g) = self.groups.as_mut() {
+                                g.sync_start(generation);
+                            }
                         }
                         Message::SyncEnd {
                             generation,
@@ -414,6 +594,10 @@ impl PeerLink {
                                 swept.push(MacKey::new(vlan, mac))
                             });
                             remove.extend(swept);
+                            self.neigh.sync_end(generation);
+                            if let Some(g) = self.groups.as_mut() {
+                                g.sync_end(generation);
+                            }
                             if ok {
                                 out.synced = true;
                             } else {
@@ -462,6 +646,36 @@ impl PeerLink {
         let mut keys = keys;
         self.flush_learner(&mut none, &mut keys);
         self.peer_active.iter_mut().for_each(|a| *a = false);
+        self.neigh.peer_lost();
+        if let Some(g) = self.groups.as_mut() {
+            g.peer_lost();
+        }
+    }
+
+    /// Timers of the neighbour and group sync (every hello interval):
+    /// local memberships out, peer entries not installed yet retried, the
+    /// peer's memberships into the multicast thread.
+    pub fn sync_tick(&mut self, link_alive: bool) {
+        self.neigh.retry();
+        if self.groups.is_none() {
+            return;
+        }
+        let io = &self.io;
+        let channel_of = |p: u16| io.channel_of_port(p);
+        let port_of = |c: u16| io.port_of_channel(c);
+        let Some(g) = self.groups.as_mut() else {
+            return;
+        };
+        let changes = if link_alive {
+            g.changes(&channel_of)
+        } else {
+            Vec::new()
+        };
+        g.apply_to_multicast(&port_of);
+        if !changes.is_empty() {
+            let k = self.tx_port();
+            self.send_groups(k, &changes);
+        }
     }
 
     /// Writes the pair's decision into the data path: members held out

@@ -40,6 +40,19 @@ impl PeerMacs {
         }
     }
 
+    /// A full copy is being received.
+    pub fn copying(&self) -> bool {
+        self.syncing.is_some()
+    }
+
+    /// Entries of another kind (neighbours, groups) received in the copy:
+    /// the end marker counts every entry.
+    pub fn count_in_copy(&mut self, n: usize) {
+        if self.syncing.is_some() {
+            self.received_in_copy += n as u64;
+        }
+    }
+
     /// A full copy starts.
     pub fn sync_start(&mut self, generation: u32) {
         // Generation 0 is "before any copy"; keep a copy's own apart from it.

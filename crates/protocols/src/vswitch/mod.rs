@@ -5,9 +5,12 @@
 //! peer link, enforces the pair's decision on the channels and publishes
 //! the state that `show virtual-switch` prints.
 
+pub mod groups;
 pub mod link;
 pub mod macs;
+pub mod neigh;
 pub mod pair;
+pub mod peer_set;
 
 use config::vswitch::VirtualSwitch;
 use link::{LinkIo, PeerLink};
@@ -207,6 +210,7 @@ impl PairRunner {
                 if now >= next_hello {
                     seq = seq.wrapping_add(1);
                     l.send_hello(self.pair.hello(now, seq));
+                    l.sync_tick(alive);
                     next_hello = now + interval;
                 }
                 l.send_changes(alive);
@@ -223,9 +227,14 @@ impl PairRunner {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: self.link.as_ref().map_or(-1, |l| l.neigh_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
-            // SAFETY: two valid pollfds (a negative fd is ignored).
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
+            // SAFETY: three valid pollfds (a negative fd is ignored).
+            unsafe { libc::poll(fds.as_mut_ptr(), 3, 10) };
             if let Some(s) = &sock {
                 // Until WouldBlock (nothing more) or an error such as
                 // ECONNREFUSED after an ICMP unreachable: next turn.
@@ -309,9 +318,29 @@ impl PairRunner {
                             && p.role(now) == pair::Role::Secondary
                     }
                 };
+                // LACP partner (system, key) seen here and on the peer.
+                let (partner, peer_partner) = match &self.link {
+                    Some(l) => {
+                        let j = l.channels().iter().position(|c| c.id as u32 == *id);
+                        (
+                            j.and_then(|j| l.local_partner(l.channels()[j].index)),
+                            j.and_then(|j| l.peer_partner()[j]),
+                        )
+                    }
+                    None => (None, None),
+                };
+                let show = |p: Option<([u8; 6], u16)>| {
+                    p.map(|(s, k)| json!({"system": config::show_mac(s), "key": k}))
+                };
                 json!({
                     "name": name,
                     "id": id,
+                    "partner": show(partner),
+                    "peer_partner": show(peer_partner),
+                    "partner_match": match (partner, peer_partner) {
+                        (Some(a), Some(b)) => json!(a == b),
+                        _ => Value::Null,
+                    },
                     "local_members": members,
                     "local_members_enabled": members_up,
                     "served_by": match (members_up, peer_serves) {
@@ -343,6 +372,22 @@ impl PairRunner {
                 "copies_rx": l.macs.copies,
                 "copy_mismatch": l.macs.copy_mismatch,
                 "synced": p.is_synced(),
+                "partner_mismatch": l.partner_mismatch,
+                "neighbors": {
+                    "local": l.neigh.local_len(),
+                    "from_peer": l.neigh.peer_len(),
+                    "tx": l.neigh.counters.tx,
+                    "rx": l.neigh.counters.rx,
+                    "installed": l.neigh.counters.installed,
+                    "removed": l.neigh.counters.removed,
+                    "install_errors": l.neigh.counters.install_errors,
+                    "no_svi": l.neigh.counters.no_svi,
+                },
+                "groups": l.groups.as_ref().map(|g| json!({
+                    "from_peer": g.peer_len(),
+                    "tx": g.counters.tx,
+                    "rx": g.counters.rx,
+                })),
             })
         });
         let c = &self.counters;

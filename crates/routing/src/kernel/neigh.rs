@@ -27,6 +27,8 @@ pub const NDA_LLADDR: u16 = 2;
 
 /// `ndm_flags`: a proxy-ARP/ND entry (answers for others, resolves nothing).
 pub const NTF_PROXY: u8 = 0x08;
+/// Entry installed by an external control plane (not aged, not probed).
+pub const NTF_EXT_LEARNED: u8 = 0x10;
 
 /// `sizeof(struct ndmsg)`.
 pub const NDMSG_LEN: usize = 12;

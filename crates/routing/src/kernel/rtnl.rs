@@ -222,6 +222,41 @@ impl Rtnl {
         self.request(msg).map(|_| ())
     }
 
+    /// Installs or replaces the neighbour `ip` → `mac` on interface
+    /// `ifindex` with `NUD_*` `state` and `NTF_*` `flags` (`RTM_NEWNEIGH`,
+    /// `NLM_F_CREATE | NLM_F_REPLACE`). An entry installed for an external
+    /// control plane is `NUD_NOARP` with `NTF_EXT_LEARNED`: the kernel
+    /// neither ages nor probes it (what zebra does for EVPN neighbours).
+    pub fn replace_neigh(
+        &mut self,
+        ifindex: u32,
+        ip: IpAddr,
+        mac: [u8; 6],
+        state: u16,
+        flags: u8,
+    ) -> io::Result<()> {
+        let nd = super::neigh::build::ndmsg(family_of(&ip), ifindex, state, flags);
+        let msg = Msg::new(
+            super::neigh::RTM_NEWNEIGH,
+            nl::NLM_F_CREATE | nl::NLM_F_REPLACE,
+            &nd,
+        )
+        .attr_addr(super::neigh::NDA_DST, ip)
+        .attr(super::neigh::NDA_LLADDR, &mac)
+        .finish();
+        self.request(msg).map(|_| ())
+    }
+
+    /// Removes the neighbour `ip` of interface `ifindex` (`ENOENT` if
+    /// there is none).
+    pub fn del_neigh(&mut self, ifindex: u32, ip: IpAddr) -> io::Result<()> {
+        let nd = super::neigh::build::ndmsg(family_of(&ip), ifindex, 0, 0);
+        let msg = Msg::new(super::neigh::RTM_DELNEIGH, 0, &nd)
+            .attr_addr(super::neigh::NDA_DST, ip)
+            .finish();
+        self.request(msg).map(|_| ())
+    }
+
     /// The index of interface `name` in this socket's namespace (`ENODEV`
     /// if there is none). Asked over netlink rather than with
     /// `if_nametoindex`, which would look in the calling thread's namespace.

@@ -1,0 +1,634 @@
+//! Virtual-switch state sync beyond MAC addresses (issue 19, item 3):
+//! ARP neighbours of the SVIs and IGMP snooping memberships cross the
+//! peer link, and a node killed and restarted gets them back in the full
+//! copy. Two Lanyards in namespaces, a static multichassis channel with
+//! one member on each node, no Open vSwitch. Needs root.
+//!
+//! * A host behind dist-a's own port resolves dist-a's SVI address:
+//!   dist-b holds the neighbour without sending ARP, and routes a host of
+//!   its other VLAN to it (the host never sees an ARP request from
+//!   dist-b).
+//! * An IGMP join heard only by dist-a on the channel makes dist-b
+//!   deliver the group to the channel by its own member.
+//! * `kill -9` of dist-b and a restart: both come back in the full copy.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use testkit::frame::{mac, Mac};
+use testkit::netns::veth;
+use testkit::{igmp, ip, l2, require_root, Netns, RawPort, Switch};
+
+const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
+
+fn config(name: &str, prio: u16, src: &str, peer: &str, svi: &str, b_side: bool) -> String {
+    let (vlan20, ports) = if b_side {
+        (
+            "  - id: 20\n    router:\n      addresses: [10.0.20.1/24]\n",
+            "  - {name: r, vlan: 20}\n  - {name: s, vlan: 10}\n",
+        )
+    } else {
+        ("", "  - {name: h, vlan: 10}\n")
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+    router:
+      addresses: [{svi}/24]
+{vlan20}ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 10}}
+{ports}port-channels:
+  - {{name: po1, members: [m1], lacp: static}}
+multicast:
+  igmp-snooping:
+    vlans: [10]
+virtual-switch:
+  domain-id: 9
+  priority: {prio}
+  system-mac: 02:00:00:00:09:00
+  peer-link: [pl]
+  delay-restore-s: 0
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+  channels: [{{port-channel: po1, id: 1}}]
+"
+    )
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t0.elapsed()
+}
+
+fn has_neighbor(sw: &Switch, ip: &str, mac: &str) -> bool {
+    sw.try_show_json(&["show", "arp"]).is_ok_and(|v| {
+        v.as_array()
+            .or_else(|| v["rows"].as_array())
+            .into_iter()
+            .flatten()
+            .any(|r| {
+                r["address"] == ip
+                    && r["mac"]
+                        .as_str()
+                        .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+            })
+    })
+}
+
+fn has_peer_group(sw: &Switch, port: &str) -> bool {
+    sw.try_show_json(&["show", "ip", "igmp", "snooping", "groups"])
+        .is_ok_and(|v| {
+            v["groups"].as_array().into_iter().flatten().any(|g| {
+                g["group"] == GROUP.to_string()
+                    && g["ports"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|p| p["port"] == port && p["mode"] == "peer")
+            })
+        })
+}
+
+/// Frames `port` receives until quiet: (UDP to the group, ICMP echo
+/// requests from `from`, ARP requests from `arp_from`).
+fn count(port: &RawPort, from: IpAddr, arp_from: [u8; 4]) -> (u64, u64, u64) {
+    let (mut group, mut echo, mut arp) = (0, 0, 0);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let Some(f) = port.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if f.len() >= 42
+            && f[12..14] == [0x08, 0x06]
+            && f[20..22] == [0, 1]
+            && f[28..32] == arp_from
+        {
+            arp += 1;
+        }
+        if let Some(p) = ip::parse(&f) {
+            if p.dst == IpAddr::V4(GROUP) && p.proto == 17 {
+                group += 1;
+            }
+            if p.src == from && p.proto == 1 && p.packet.get(20) == Some(&8) {
+                echo += 1;
+            }
+        }
+    }
+    (group, echo, arp)
+}
+
+#[test]
+fn neighbors_and_snooping_groups_cross_the_peer_link() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lyssT").unwrap();
+    let na = Netns::new("lyssA").unwrap();
+    let nb = Netns::new("lyssB").unwrap();
+    let nh = Netns::new("lyssH").unwrap();
+    let nr = Netns::new("lyssR").unwrap();
+    veth(&na, "pl", &nb, "pl", 1500).unwrap();
+    veth(&na, "ka", &nb, "ka", 1500).unwrap();
+    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+        .unwrap();
+    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+        .unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&nb, "s", &nt, "ts", 1500).unwrap();
+    veth(&na, "h", &nh, "eth0", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    nh.exec(&["ip", "addr", "add", "10.0.10.10/24", "dev", "eth0"])
+        .unwrap();
+    nr.exec(&["ip", "addr", "add", "10.0.20.10/24", "dev", "eth0"])
+        .unwrap();
+    nr.exec(&["ip", "route", "add", "default", "via", "10.0.20.1"])
+        .unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let cfg_a = config("dist-a", 100, "192.0.2.1", "192.0.2.2", "10.0.10.1", false);
+    let cfg_b = config("dist-b", 200, "192.0.2.2", "192.0.2.1", "10.0.10.2", true);
+    let a = Switch::start(&bin, &na, &cfg_a, &["pl", "m1", "h"]).unwrap();
+    let ports_b = ["pl", "m1", "r", "s"];
+    let mut b = Switch::start(&bin, &nb, &cfg_b, &ports_b).unwrap();
+    let paired = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "paired")
+    };
+    wait_for("paired", 10, || paired(&a) && paired(&b));
+
+    // H resolves dist-a's SVI address: dist-a's kernel learns H.
+    let h_mac = String::from_utf8(
+        nh.exec(&["cat", "/sys/class/net/eth0/address"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    nh.exec(&["ping", "-c", "1", "-W", "2", "10.0.10.1"])
+        .unwrap();
+    assert!(
+        has_neighbor(&a, "10.0.10.10", &h_mac),
+        "dist-a never resolved H"
+    );
+    let took = wait_for("H's neighbour on dist-b", 5, || {
+        has_neighbor(&b, "10.0.10.10", &h_mac)
+    });
+    eprintln!("neighbour on dist-b {took:?} after dist-a had it");
+    let kernel = String::from_utf8(
+        nb.exec(&["ip", "neigh", "show", "10.0.10.10"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        kernel.contains("extern_learn") && kernel.contains("NOARP"),
+        "dist-b's kernel: {kernel}"
+    );
+
+    // R (VLAN 20, behind dist-b only) pings H: dist-b routes to H's MAC
+    // across the peer link without ARP.
+    let cap = RawPort::open(nh.name(), "eth0").unwrap();
+    let _ = nr.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.10.10"]);
+    let (_, echo, arp) = count(&cap, "10.0.20.10".parse().unwrap(), [10, 0, 10, 2]);
+    assert!(
+        echo >= 3,
+        "H got {echo} of 3 echo requests routed by dist-b"
+    );
+    assert_eq!(arp, 0, "dist-b sent ARP for a neighbour the peer resolved");
+
+    // An IGMP join heard only by dist-a, on the channel's member there.
+    let xa = RawPort::open(nt.name(), "xa").unwrap();
+    let xb = RawPort::open(nt.name(), "xb").unwrap();
+    let ts = RawPort::open(nt.name(), "ts").unwrap();
+    let host = mac(0x5151);
+    xa.send(&igmp::igmpv2_report(
+        &host,
+        Ipv4Addr::new(10, 0, 10, 50),
+        GROUP,
+    ))
+    .unwrap();
+    let t0 = Instant::now();
+    while !has_peer_group(&b, "po1") {
+        if t0.elapsed() > Duration::from_secs(5) {
+            panic!(
+                "the join never reached dist-b: dist-a {:#}\n{:#}\ndist-b {:#}\n{:#}",
+                a.show_json(&["show", "ip", "igmp", "snooping", "groups"]),
+                a.show_json(&["show", "virtual-switch"]),
+                b.show_json(&["show", "ip", "igmp", "snooping", "groups"]),
+                b.show_json(&["show", "virtual-switch"])
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = t0.elapsed();
+    eprintln!("membership on dist-b {took:?} after the join");
+    let sb = b.show_json(&["show", "virtual-switch"]);
+    assert_eq!(
+        sb["peer_link"]["messages"]["groups"]["from_peer"], 1,
+        "{sb:#}"
+    );
+    let igmp_b =
+        b.show_json(&["show", "ip", "igmp", "snooping", "groups"])["messages"]["igmp"].clone();
+    assert_eq!(igmp_b, 0, "dist-b must not have heard the join itself");
+
+    // A source on dist-b's own port: dist-b delivers to the channel by
+    // its member (xb), and the group is not flooded elsewhere.
+    // Published to the data path within `PUBLISH_EVERY` (10 ms).
+    std::thread::sleep(Duration::from_millis(100));
+    let src = mac(0x5252);
+    let n = 200;
+    let send_group = |n: usize| {
+        ts.send_paced(n, 2_000, |i, buf| {
+            *buf = ip::udp(
+                &igmp::group_mac(IpAddr::V4(GROUP)),
+                &src,
+                "10.0.10.60".parse().unwrap(),
+                IpAddr::V4(GROUP),
+                8,
+                i as u64,
+                128,
+            )
+        })
+        .unwrap()
+    };
+    send_group(n);
+    let (on_b, _, _) = count(&xb, "0.0.0.0".parse().unwrap(), [0; 4]);
+    let (on_a, _, _) = count(&xa, "0.0.0.0".parse().unwrap(), [0; 4]);
+    eprintln!("group frames: {on_b} by dist-b's member, {on_a} by dist-a's");
+    assert_eq!(
+        on_b,
+        n as u64,
+        "dist-b's member delivered {on_b} of {n}: {:#}",
+        b.counters()
+    );
+    assert_eq!(on_a, 0, "dist-a delivered frames dist-b already delivered");
+
+    // dist-b dies and comes back: the full copy brings both back.
+    b.kill9().unwrap();
+    drop(b);
+    let t1 = Instant::now();
+    let b = Switch::start(&bin, &nb, &cfg_b, &ports_b).unwrap();
+    wait_for("paired again", 10, || paired(&a) && paired(&b));
+    wait_for("H's neighbour after the restart", 5, || {
+        has_neighbor(&b, "10.0.10.10", &h_mac)
+    });
+    wait_for("the membership after the restart", 5, || {
+        has_peer_group(&b, "po1")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    eprintln!(
+        "dist-b restarted: neighbour and membership back {:?} after the start",
+        t1.elapsed()
+    );
+    let sb = b.show_json(&["show", "virtual-switch"]);
+    assert_eq!(sb["peer_link"]["messages"]["copy_mismatch"], 0, "{sb:#}");
+    send_group(n);
+    let (on_b, _, _) = count(&xb, "0.0.0.0".parse().unwrap(), [0; 4]);
+    assert_eq!(
+        on_b, n as u64,
+        "after the restart dist-b's member delivered {on_b} of {n}"
+    );
+    let _ = nr.exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", "10.0.10.10"]);
+    let (_, echo, arp) = count(&cap, "10.0.20.10".parse().unwrap(), [10, 0, 10, 2]);
+    assert!(
+        echo >= 2,
+        "after the restart H got {echo} of 2 echo requests"
+    );
+    assert_eq!(arp, 0, "the restarted dist-b sent ARP for H");
+    drop(a);
+}
+
+fn gw_config(name: &str, prio: u16, src: &str, peer: &str, b_side: bool) -> String {
+    let r = if b_side {
+        "  - {name: r, vlan: 30}\n"
+    } else {
+        ""
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 20
+    router:
+      addresses: [10.0.20.1/24]
+  - id: 30
+    router:
+      addresses: [10.0.30.1/24]
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 20}}
+{r}port-channels:
+  - {{name: po1, members: [m1], lacp: static}}
+virtual-switch:
+  domain-id: 11
+  priority: {prio}
+  system-mac: 02:00:00:00:0b:00
+  peer-link: [pl]
+  delay-restore-s: 0
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+  channels: [{{port-channel: po1, id: 1}}]
+  gateways: [20, 30]
+"
+    )
+}
+
+fn forwarded(sw: &Switch) -> u64 {
+    sw.counters()["l3"]["forwarded"].as_u64().unwrap_or(0)
+}
+
+/// An ARP request from `port` for `target`: the reply's sender MAC.
+fn arp_reply(port: &RawPort, host: [u8; 6], host_ip: [u8; 4], target: [u8; 4]) -> Option<[u8; 6]> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&host);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&host);
+    f.extend_from_slice(&host_ip);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    port.send(&f).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        let Some(r) = port.recv_timeout(Duration::from_millis(200)).unwrap() else {
+            continue;
+        };
+        if r.len() >= 42 && r[12..14] == [0x08, 0x06] && r[20..22] == [0, 2] && r[28..32] == target
+        {
+            return r[22..28].try_into().ok();
+        }
+    }
+    None
+}
+
+/// Issue 19 item 4: VLANs 20 and 30 have the same SVI addresses on both
+/// nodes and the pair's system MAC. A host behind the channel (frames sent
+/// by hand on either node's member, as the partner's hash would) gets
+/// ARP answers from both nodes with that MAC, and each node routes what
+/// reaches it to a host behind dist-b's own port in VLAN 30: counters on
+/// both nodes, every packet delivered once.
+#[test]
+fn one_gateway_on_both_nodes() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lygwT").unwrap();
+    let na = Netns::new("lygwA").unwrap();
+    let nb = Netns::new("lygwB").unwrap();
+    let nr = Netns::new("lygwR").unwrap();
+    veth(&na, "pl", &nb, "pl", 1500).unwrap();
+    veth(&na, "ka", &nb, "ka", 1500).unwrap();
+    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+        .unwrap();
+    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+        .unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    nr.exec(&["ip", "addr", "add", "10.0.30.10/24", "dev", "eth0"])
+        .unwrap();
+    nr.exec(&["ip", "route", "add", "default", "via", "10.0.30.1"])
+        .unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(
+        &bin,
+        &na,
+        &gw_config("gw-a", 100, "192.0.2.1", "192.0.2.2", false),
+        &["pl", "m1"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &gw_config("gw-b", 200, "192.0.2.2", "192.0.2.1", true),
+        &["pl", "m1", "r"],
+    )
+    .unwrap();
+    let paired = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "paired")
+    };
+    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let system = [2, 0, 0, 0, 0x0b, 0];
+
+    let xa = RawPort::open(nt.name(), "xa").unwrap();
+    let xb = RawPort::open(nt.name(), "xb").unwrap();
+    let host = mac(0x2020);
+    let host_ip = [10, 0, 20, 20];
+    // Both nodes answer for the gateway with the pair's MAC.
+    assert_eq!(
+        arp_reply(&xa, host, host_ip, [10, 0, 20, 1]),
+        Some(system),
+        "dist-a's answer"
+    );
+    assert_eq!(
+        arp_reply(&xb, host, host_ip, [10, 0, 20, 1]),
+        Some(system),
+        "dist-b's answer"
+    );
+
+    let cap = RawPort::open(nr.name(), "eth0").unwrap();
+    let pkt = |i: u64| {
+        ip::udp(
+            &system,
+            &host,
+            "10.0.20.20".parse().unwrap(),
+            "10.0.30.10".parse().unwrap(),
+            64,
+            i,
+            128,
+        )
+    };
+    // First packets: each node resolves R (dist-a through the reply
+    // dist-b takes unsolicited and synchronises).
+    xa.send(&pkt(0)).unwrap();
+    xb.send(&pkt(1)).unwrap();
+    wait_for("R resolved on both nodes", 5, || {
+        let mac_r = String::from_utf8(
+            nr.exec(&["cat", "/sys/class/net/eth0/address"])
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        has_neighbor(&a, "10.0.30.10", mac_r.trim()) && has_neighbor(&b, "10.0.30.10", mac_r.trim())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    while cap
+        .recv_timeout(Duration::from_millis(100))
+        .unwrap()
+        .is_some()
+    {}
+    let (fa, fb) = (forwarded(&a), forwarded(&b));
+    let n = 500u64;
+    xa.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(1000 + i as u64))
+        .unwrap();
+    xb.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(2000 + i as u64))
+        .unwrap();
+    let mut seen = std::collections::HashMap::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let Some(f) = cap.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if let Some(p) = ip::parse(&f) {
+            if let (Some(seq), 63) = (p.seq, p.ttl) {
+                *seen.entry(seq).or_insert(0u32) += 1;
+            }
+        }
+    }
+    let (da, db) = (forwarded(&a) - fa, forwarded(&b) - fb);
+    eprintln!(
+        "routed: dist-a {da}, dist-b {db}; R received {} distinct",
+        seen.len()
+    );
+    assert_eq!(
+        seen.len() as u64,
+        2 * n,
+        "R received {} of {}",
+        seen.len(),
+        2 * n
+    );
+    assert!(seen.values().all(|c| *c == 1), "duplicates at R");
+    assert!(da >= n, "dist-a routed {da} of the {n} that reached it");
+    assert!(db >= n, "dist-b routed {db} of the {n} that reached it");
+    let ip_a = a.show_json(&["show", "ip", "interface"]);
+    assert!(ip_a.to_string().contains("02:00:00:00:0b:00"), "{ip_a:#}");
+}
+
+/// A peer link of two ports: one carries data (a broadcast crosses once,
+/// no loop between the nodes); cutting it keeps the pair paired and data
+/// moves to the other port.
+#[test]
+fn two_port_peer_link_survives_a_cut() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lyplT").unwrap();
+    let na = Netns::new("lyplA").unwrap();
+    let nb = Netns::new("lyplB").unwrap();
+    veth(&na, "pl1", &nb, "pl1", 1500).unwrap();
+    veth(&na, "pl2", &nb, "pl2", 1500).unwrap();
+    veth(&na, "ka", &nb, "ka", 1500).unwrap();
+    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
+        .unwrap();
+    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
+        .unwrap();
+    veth(&na, "h", &nt, "ta", 1500).unwrap();
+    veth(&nb, "h", &nt, "tb", 1500).unwrap();
+    let cfg = |name: &str, prio: u16, src: &str, peer: &str| {
+        format!(
+            "switch:
+  name: {name}
+vlans:
+  - id: 10
+ports:
+  - {{name: pl1, mode: trunk}}
+  - {{name: pl2, mode: trunk}}
+  - {{name: h, vlan: 10}}
+virtual-switch:
+  domain-id: 13
+  priority: {prio}
+  system-mac: 02:00:00:00:0d:00
+  peer-link: [pl1, pl2]
+  delay-restore-s: 0
+  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
+"
+        )
+    };
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let ports = ["pl1", "pl2", "h"];
+    let a = Switch::start(
+        &bin,
+        &na,
+        &cfg("pl-a", 100, "192.0.2.1", "192.0.2.2"),
+        &ports,
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &cfg("pl-b", 200, "192.0.2.2", "192.0.2.1"),
+        &ports,
+    )
+    .unwrap();
+    let paired = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "paired")
+    };
+    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let ta = RawPort::open(nt.name(), "ta").unwrap();
+    let tb = RawPort::open(nt.name(), "tb").unwrap();
+    let (ha, hb) = (mac(0xa2), mac(0xb2));
+    let burst = |n: usize, dst: &Mac, first: u64| {
+        ta.send_paced(n, 2_000, |i, buf| {
+            *buf = ip::udp(
+                dst,
+                &ha,
+                "10.0.10.1".parse().unwrap(),
+                "10.0.10.2".parse().unwrap(),
+                64,
+                first + i as u64,
+                100,
+            )
+        })
+        .unwrap();
+        let mut seen: HashMap<u64, u32> = HashMap::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            let Some(f) = tb.recv_timeout(Duration::from_millis(500)).unwrap() else {
+                break;
+            };
+            if let Some(s) = ip::parse(&f).and_then(|p| p.seq) {
+                *seen.entry(s).or_insert(0) += 1;
+            }
+        }
+        seen
+    };
+    // Broadcasts: once each, never twice (two ports), never looping.
+    let got = burst(200, &[0xff; 6], 0);
+    assert_eq!(
+        got.len(),
+        200,
+        "{} of 200 broadcasts: a {:#} b {:#}",
+        got.len(),
+        a.counters()["ports"],
+        b.counters()["ports"]
+    );
+    assert!(got.values().all(|c| *c == 1), "a broadcast crossed twice");
+    // Cut the port that carries data: still paired, data on the other.
+    tb.send(&testkit::frame::test_frame(&[0xff; 6], &hb, &[], 1, 0, 64))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // (A start may count one dual-active event: keepalive before hello.)
+    let events = b.show_json(&["show", "virtual-switch"])["dual_active_events"].clone();
+    na.exec(&["ip", "link", "set", "pl1", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        paired(&a) && paired(&b),
+        "{:#}",
+        b.show_json(&["show", "virtual-switch"])
+    );
+    let got = burst(200, &hb, 1000);
+    assert_eq!(got.len(), 200, "{} of 200 after the cut", got.len());
+    assert!(got.values().all(|c| *c == 1), "duplicates after the cut");
+    let got = burst(200, &[0xff; 6], 2000);
+    assert_eq!(
+        got.len(),
+        200,
+        "{} of 200 broadcasts after the cut",
+        got.len()
+    );
+    assert!(got.values().all(|c| *c == 1));
+    let vb = b.show_json(&["show", "virtual-switch"]);
+    assert_eq!(
+        vb["dual_active_events"], events,
+        "the cut split the pair: {vb:#}"
+    );
+}
