@@ -125,6 +125,9 @@ pub struct Config {
     /// docs/virtual-switch.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_switch: Option<super::vswitch::VirtualSwitch>,
+    /// Ethernet pseudowires and their attachment circuits (docs/mpls.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pseudowires: Vec<super::l2vpn::PseudowireConfig>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -139,6 +142,11 @@ pub struct Routing {
     /// (`dplane_fpm_nl`), e.g. `127.0.0.1:2620`. Absent: no FRR routes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpm: Option<String>,
+    /// Where Lanyard answers the zebra module's pseudowire installs
+    /// (`zebra_lanyard.so:PATH`); absent: the default path when a
+    /// pseudowire is signalled by LDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pseudowire_socket: Option<std::path::PathBuf>,
     /// Static routes (installed in Lanyard's FIB and in the kernel).
     pub static_routes: Vec<StaticRoute>,
 }

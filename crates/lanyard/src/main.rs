@@ -172,6 +172,12 @@ enum ConfigCmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Print FRR ldpd's `l2vpn` stanzas for FILE's LDP-signalled
+    /// pseudowires (paste into frr.conf; docs/frr.md).
+    Ldpd {
+        /// Configuration file (YAML; docs/config.md).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -506,6 +512,11 @@ fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
         } => check(&file),
+        Cmd::Config {
+            cmd: ConfigCmd::Ldpd { file },
+        } => config::load(&file)
+            .map(|cfg| print!("{}", cfg.ldpd_l2vpn_config()))
+            .map_err(|e| e.to_string()),
         Cmd::Config {
             cmd: ConfigCmd::Diff { file, socket },
         } => absolute(&file).and_then(|f| {

@@ -141,7 +141,11 @@ impl Worker {
                         local(MplsLocalDrop::BatchFull);
                     }
                 }
-                MplsVerdict::Pseudowire { .. } => local(MplsLocalDrop::Pseudowire),
+                MplsVerdict::Pseudowire { inner, ac, .. } => {
+                    if !self.pseudowire_egress(&mut buf, inner, ac, &mut dirty) {
+                        local(MplsLocalDrop::Pseudowire);
+                    }
+                }
                 MplsVerdict::Punt(MplsPunt::TtlExpired) => {
                     bump(&stats.ttl_expired);
                     self.answer_ttl_expired(l3, ingress, i, batch, &mut dirty);
