@@ -240,6 +240,10 @@ fn command_list() -> String {
             "back to the configuration before the last apply",
         ),
         (
+            "config ldpd FILE",
+            "print FRR ldpd's l2vpn stanzas for FILE's pseudowires",
+        ),
+        (
             "restart",
             "restart the data plane in place, keeping learned addresses",
         ),
