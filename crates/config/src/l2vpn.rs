@@ -92,46 +92,32 @@ impl PseudowireConfig {
     }
 }
 
-impl crate::Config {
-    /// True if port `index` is an attachment circuit's port (in no VLAN:
-    /// the worker takes its frames before the layer-2 stage).
-    pub fn is_pseudowire_port(&self, index: usize) -> bool {
-        self.ports
-            .get(index)
-            .is_some_and(|p| self.pseudowires.iter().any(|w| w.port == p.name))
-    }
-
-    /// The FRR ldpd configuration of the signalled (non-static)
-    /// pseudowires, to paste into frr.conf (docs/frr.md).
-    pub fn ldpd_l2vpn_config(&self) -> String {
-        let mut s = String::new();
-        for w in self
-            .pseudowires
-            .iter()
-            .filter(|w| w.static_labels.is_none())
-        {
-            // ldpd has only `type vpls`; one pseudowire makes it
-            // point to point.
-            s.push_str(&format!("l2vpn {} type vpls\n", w.name));
-            if w.vlan.is_some() {
-                s.push_str(" vc type ethernet-tagged\n");
-            } else {
-                // The port is an interface of Lanyard's namespace.
-                s.push_str(&format!(" member interface {}\n", w.port));
-            }
-            if w.mtu != DEFAULT_PW_MTU {
-                s.push_str(&format!(" mtu {}\n", w.mtu));
-            }
-            s.push_str(&format!(" member pseudowire {}\n", w.ifname()));
-            s.push_str(&format!("  neighbor lsr-id {}\n", w.neighbor));
-            s.push_str(&format!("  pw-id {}\n", w.pw_id));
-            if !w.control_word {
-                s.push_str("  control-word exclude\n");
-            }
-            s.push_str(" exit\n!\n");
+/// The FRR ldpd configuration of the signalled (non-static) pseudowires
+/// of `pws`, to paste into frr.conf (docs/frr.md).
+pub fn ldpd_config(pws: &[PseudowireConfig]) -> String {
+    let mut s = String::new();
+    for w in pws.iter().filter(|w| w.static_labels.is_none()) {
+        // ldpd has only `type vpls`; one pseudowire makes it point to
+        // point.
+        s.push_str(&format!("l2vpn {} type vpls\n", w.name));
+        if w.vlan.is_some() {
+            s.push_str(" vc type ethernet-tagged\n");
+        } else {
+            // The port is an interface of Lanyard's namespace.
+            s.push_str(&format!(" member interface {}\n", w.port));
         }
-        s
+        if w.mtu != DEFAULT_PW_MTU {
+            s.push_str(&format!(" mtu {}\n", w.mtu));
+        }
+        s.push_str(&format!(" member pseudowire {}\n", w.ifname()));
+        s.push_str(&format!("  neighbor lsr-id {}\n", w.neighbor));
+        s.push_str(&format!("  pw-id {}\n", w.pw_id));
+        if !w.control_word {
+            s.push_str("  control-word exclude\n");
+        }
+        s.push_str(" exit\n!\n");
     }
+    s
 }
 
 #[cfg(test)]
@@ -162,12 +148,23 @@ mod tests {
         let l2 = crate::build::l2_tables(&cfg);
         assert!(!l2.vlans[1].members.contains(1) && !l2.vlans[1].members.contains(2));
         assert!(l2.vlans[1].members.contains(4), "the trunk stays in VLAN 1");
-        let frr = cfg.ldpd_l2vpn_config();
+        let frr = super::ldpd_config(&cfg.pseudowires);
         assert!(frr.contains("l2vpn CUST1 type vpls\n member interface ac1\n member pseudowire mpw100\n  neighbor lsr-id 10.255.0.2\n  pw-id 100\n"));
         assert!(frr.contains("l2vpn V10 type vpls\n vc type ethernet-tagged\n mtu 9000\n"));
         assert!(frr.contains("  control-word exclude\n"));
         // Static pseudowires need nothing from ldpd.
         assert!(!frr.contains("V11"));
+        // Spanning tree leaves circuit ports alone (the customer's BPDUs
+        // cross the pseudowire).
+        let mut stp = cfg.clone();
+        stp.spanning_tree = Some(
+            crate::parse("ports: [{name: x}]\nspanning-tree: {}\n", "s.yaml")
+                .unwrap()
+                .spanning_tree
+                .unwrap(),
+        );
+        let ports: Vec<usize> = stp.stp_ports().iter().map(|(i, _)| *i).collect();
+        assert_eq!(ports, vec![4], "only the trunk runs STP");
     }
 
     #[test]

@@ -913,6 +913,14 @@ impl Config {
             .is_some_and(|p| self.mirror_sessions.iter().any(|s| s.destination == p.name))
     }
 
+    /// True if port `index` is an attachment circuit's port (in no VLAN:
+    /// the worker takes its frames before the layer-2 stage).
+    pub fn is_pseudowire_port(&self, index: usize) -> bool {
+        self.ports
+            .get(index)
+            .is_some_and(|p| self.pseudowires.iter().any(|w| w.port == p.name))
+    }
+
     /// True if port `index` is in a `service-control` inline pair (in no
     /// VLAN: its frames go to its pair's other port, nowhere else).
     pub fn is_inline_port(&self, index: usize) -> bool {
@@ -941,6 +949,9 @@ impl Config {
                     .iter()
                     .any(|b| b.primary == name || b.backup == name)
                 || self.mirror_sessions.iter().any(|s| s.destination == name)
+                // An attachment circuit carries the customer's BPDUs
+                // through its pseudowire; it sends none of its own.
+                || self.pseudowires.iter().any(|w| w.port == name)
         };
         self.ports
             .iter()

@@ -519,7 +519,7 @@ fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Ldpd { file },
         } => config::load(&file)
-            .map(|cfg| print!("{}", cfg.ldpd_l2vpn_config()))
+            .map(|cfg| print!("{}", config::l2vpn::ldpd_config(&cfg.pseudowires)))
             .map_err(|e| e.to_string()),
         Cmd::Config {
             cmd: ConfigCmd::Diff { file, socket },

@@ -125,7 +125,8 @@ impl PwPlane {
                 }
             }
         }
-        let workers = workers.clamp(1, crate::MAX_WORKERS);
+        // A worker past `workers` shares a slot (`slot`: index modulo).
+        let workers = workers.max(1);
         let n = acs.len() * PW_COUNTERS;
         PwPlane {
             port_map,
