@@ -17,6 +17,10 @@
 //! * `show mpls pseudowires` counts every frame per pseudowire, on both
 //!   PEs (`show l2vpn` text checked too).
 //!
+//! Plain bridging (ports l2 and core, VLAN 1) runs beside them: nothing
+//! crosses between bridging and the circuits either way.
+//! `LANYARD_PW_RATE=1` adds a one-run throughput comparison (64-byte
+//! frames, 2 s each): type-5 pseudowire vs plain L2 across both switches.
 //! Default: 24 type-4 + 2 type-5; `LANYARD_PW_VLANS=N` sets the number of
 //! type-4 pseudowires (up to 3,072: 128 VLANs per port over as many ports
 //! as needed). Needs root, else SKIPPED.
@@ -64,7 +68,7 @@ fn type4_ports(n: usize) -> Vec<String> {
 }
 
 fn config(name: &str, me: &str, peer: &str, a_side: bool, n4: usize, sock: &str) -> String {
-    let mut y = format!("switch:\n  name: {name}\nrouting:\n  pseudowire-socket: {sock}\nports:\n  - {{name: up, mode: routed, mtu: 1600, addresses: [{me}/30]}}\n  - {{name: ac5}}\n  - {{name: ac6}}\n");
+    let mut y = format!("switch:\n  name: {name}\nrouting:\n  pseudowire-socket: {sock}\nports:\n  - {{name: up, mode: routed, mtu: 1600, addresses: [{me}/30]}}\n  - {{name: ac5}}\n  - {{name: ac6}}\n  - {{name: l2}}\n  - {{name: core}}\n");
     for p in type4_ports(n4) {
         y.push_str(&format!("  - {{name: {p}}}\n"));
     }
@@ -166,13 +170,18 @@ fn start(prefix: &str, n4: usize) -> Bed {
     let pb = Netns::new(&format!("{prefix}pb")).unwrap();
     let cb = Netns::new(&format!("{prefix}cb")).unwrap();
     veth(&pa, "up", &pb, "up", 1600).unwrap();
+    // Plain bridging beside the pseudowires: l2 (customer) and core
+    // (PE to PE), both in VLAN 1.
+    veth(&pa, "core", &pb, "core", 9000).unwrap();
+    veth(&pa, "l2", &ca, "l2", 9000).unwrap();
+    veth(&pb, "l2", &cb, "l2", 9000).unwrap();
     let mut ports = vec!["ac5".to_string(), "ac6".to_string()];
     ports.extend(type4_ports(n4));
     for p in &ports {
         veth(&pa, p, &ca, p, 9000).unwrap();
         veth(&pb, p, &cb, p, 9000).unwrap();
     }
-    let mut names: Vec<&str> = vec!["up"];
+    let mut names: Vec<&str> = vec!["up", "l2", "core"];
     names.extend(ports.iter().map(String::as_str));
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let sock = std::env::temp_dir().join(format!("{prefix}-pw-{}.sock", std::process::id()));
@@ -232,6 +241,40 @@ fn exchange(from: &RawPort, frames: &[Vec<u8>], to: &[&RawPort]) -> Vec<Vec<Vec<
         .collect()
 }
 
+/// Frames per second delivered from ca:`port` to cb:`port` while ca
+/// sends 64-byte untagged frames as fast as it can for 2 s (the access
+/// port l2 takes untagged frames only).
+fn throughput(bed: &Bed, port: &str) -> f64 {
+    use testkit::flood::{FloodSpec, Flooder, RxCounter};
+    let frames: Vec<Vec<u8>> = (0..64u64)
+        .map(|k| test_frame(&mac(500), &mac(600 + k as u32), &[], 8, k, 64))
+        .collect();
+    let rx = RxCounter::start(bed.cb.name(), port, |f| {
+        test_info(f).is_some_and(|i| i.phase == 8)
+    })
+    .unwrap();
+    let tx = Flooder::start(
+        bed.ca.name(),
+        port,
+        frames,
+        FloodSpec {
+            duration: Some(Duration::from_secs(2)),
+            ..FloodSpec::default()
+        },
+    )
+    .unwrap();
+    let sent = tx.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let got = rx.stop().unwrap();
+    eprintln!(
+        "{port}: sent {} ({:.0}/s), delivered {}",
+        sent.sent,
+        sent.pps(),
+        got.matched
+    );
+    got.matched as f64 / sent.elapsed.as_secs_f64()
+}
+
 #[test]
 fn pseudowires_carry_customer_frames_intact() {
     testkit::require_root!();
@@ -264,6 +307,7 @@ fn pseudowires_carry_customer_frames_intact() {
     );
     let (a5, a6) = (open(&bed.ca, "ac5"), open(&bed.ca, "ac6"));
     let (b5, b6) = (open(&bed.cb, "ac5"), open(&bed.cb, "ac6"));
+    let (al2, bl2) = (open(&bed.ca, "l2"), open(&bed.cb, "l2"));
     let p4: Vec<String> = type4_ports(n4);
     let a4: Vec<RawPort> = p4.iter().map(|p| open(&bed.ca, p)).collect();
     let b4: Vec<RawPort> = p4.iter().map(|p| open(&bed.cb, p)).collect();
@@ -325,7 +369,7 @@ fn pseudowires_carry_customer_frames_intact() {
                 )
             })
             .collect();
-        let mut to: Vec<&RawPort> = vec![dst, other];
+        let mut to: Vec<&RawPort> = vec![dst, other, &al2, &bl2];
         to.extend(b4.iter());
         to.extend(a4.iter());
         let got = exchange(src, &frames, &to);
@@ -340,6 +384,27 @@ fn pseudowires_carry_customer_frames_intact() {
             if !g.is_empty() {
                 failures.push(format!("{name}: leaked {} frames to receiver {k}", g.len()));
             }
+        }
+    }
+
+    // Bridging never reaches a circuit: a broadcast and a tagged frame in
+    // VLAN 1 cross the core to the far l2 port and nowhere else.
+    let flood = vec![
+        test_frame(&[0xff; 6], &mac(30), &[], 6, 1, LEN),
+        test_frame(&mac(31), &mac(30), &[], 6, 2, LEN),
+    ];
+    let mut to: Vec<&RawPort> = vec![&bl2, &a5, &a6, &b5, &b6];
+    to.extend(a4.iter().chain(b4.iter()));
+    let got = exchange(&al2, &flood, &to);
+    if got[0] != flood {
+        failures.push(format!(
+            "bridged frames: far l2 port got {} of 2",
+            got[0].len()
+        ));
+    }
+    for (k, g) in got.iter().enumerate().skip(1) {
+        if !g.is_empty() {
+            failures.push(format!("bridged frames leaked to circuit receiver {k}"));
         }
     }
 
@@ -372,7 +437,7 @@ fn pseudowires_carry_customer_frames_intact() {
                     .filter(|(k, _)| *k != pi)
                     .map(|(_, p)| p),
             );
-            to.extend([&b5, &b6, &a5, &a6]);
+            to.extend([&b5, &b6, &a5, &a6, &al2, &bl2]);
             let got = exchange(port, &frames, &to);
             for (k, g) in got.iter().enumerate() {
                 let want: Vec<Vec<u8>> = if k == 0 {
@@ -506,6 +571,19 @@ fn pseudowires_carry_customer_frames_intact() {
             "uninstall answered {r:?}, then {} frames went through",
             got[0].len()
         ));
+    }
+
+    if std::env::var_os("LANYARD_PW_RATE").is_some() {
+        let (pw, l2) = (throughput(&bed, "ac6"), throughput(&bed, "l2"));
+        eprintln!(
+            "throughput (2 cores, shared; one run): pseudowire type 5 {pw:.0} frames/s, plain L2 across both switches {l2:.0} frames/s, ratio {:.2}",
+            pw / l2.max(1.0)
+        );
+        if pw == 0.0 || l2 == 0.0 {
+            failures.push(format!(
+                "throughput run delivered nothing: pw {pw}, l2 {l2}"
+            ));
+        }
     }
 
     // The text view reads like a PE's.
