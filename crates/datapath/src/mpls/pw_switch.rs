@@ -23,6 +23,9 @@ impl Worker {
     /// Takes the attachment circuits' frames out of the switched batch
     /// and sends them into their pseudowires (see the module docs).
     pub(crate) fn pseudowire_ingress(&mut self, batch: &mut FrameBatch) {
+        if batch.is_empty() {
+            return;
+        }
         let Some(pws) = self.shared.pseudowires.load_full() else {
             return;
         };
@@ -129,17 +132,19 @@ impl Worker {
         batch.retain(|i| i >= n || keep[i]);
     }
 
-    /// Sends the customer frame `inner` (in `buf`) of pseudowire `pw` out
-    /// of attachment circuit `ac`: in tagged mode the frame must carry a
-    /// tag, whose VLAN id becomes the local circuit's.
+    /// Sends the customer frame `inner` (in `buf`) of a pseudowire out
+    /// of attachment circuit `ac` (`pws`: the circuits, loaded once per
+    /// batch by the caller): in tagged mode the frame must carry a tag,
+    /// whose VLAN id becomes the local circuit's. False: no such circuit.
     pub(crate) fn pseudowire_egress(
         &mut self,
+        pws: Option<&PwPlane>,
         buf: &mut [u8],
         inner: Span,
         ac: u32,
         dirty: &mut PortSet,
     ) -> bool {
-        let Some(pws) = self.shared.pseudowires.load_full() else {
+        let Some(pws) = pws else {
             return false;
         };
         let Some(&circuit) = pws.acs.get(ac as usize) else {

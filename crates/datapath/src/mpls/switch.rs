@@ -71,6 +71,7 @@ impl Worker {
         };
         let mut taken = [false; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
+        let pws = self.shared.pseudowires.load_full();
         for (i, took) in taken.iter_mut().enumerate().take(n) {
             if !is_labelled(batch.frame(i)) {
                 continue;
@@ -142,7 +143,7 @@ impl Worker {
                     }
                 }
                 MplsVerdict::Pseudowire { inner, ac, .. } => {
-                    if !self.pseudowire_egress(&mut buf, inner, ac, &mut dirty) {
+                    if !self.pseudowire_egress(pws.as_deref(), &mut buf, inner, ac, &mut dirty) {
                         local(MplsLocalDrop::Pseudowire);
                     }
                 }
