@@ -316,7 +316,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "mpls pseudowires",
         aliases: &["l2vpn", "l2vpn atom vc", "mpls l2transport vc"],
         usage: "",
-        help: "Ethernet pseudowires: circuit, neighbour, pw-id, labels, state, counters",
+        help: "pseudowires: circuit, neighbour, pw-id, labels, state, counters",
         args: &[],
         request: r#"{"cmd":"show-mpls-pseudowires"}"#,
         render: show::mpls_pseudowires,

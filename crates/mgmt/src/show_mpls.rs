@@ -211,7 +211,7 @@ pub fn mpls_pseudowires(v: &Value) -> String {
         "Name", "Circuit", "Type", "Neighbor", ">PW-id", ">Local", ">Remote", "CW", "State",
         ">Tx pkts", ">Rx pkts",
     ]);
-    let mut dropped = Vec::new();
+    let (mut dropped, mut down) = (Vec::new(), Vec::new());
     for w in pws {
         let circuit = match w.get("vlan").and_then(Value::as_u64) {
             Some(vl) => format!("{}.{vl}", s(w, "port")),
@@ -225,7 +225,8 @@ pub fn mpls_pseudowires(v: &Value) -> String {
         let state = if flag(w, "up") {
             "up".to_string()
         } else {
-            format!("down ({})", s(w, "reason"))
+            down.push(format!("  {}: {}", s(w, "name"), s(w, "reason")));
+            "down".to_string()
         };
         t.row(vec![
             s(w, "name"),
@@ -255,6 +256,12 @@ pub fn mpls_pseudowires(v: &Value) -> String {
         }
     }
     t.render(&mut o);
+    if !down.is_empty() {
+        let _ = writeln!(o, "\nDown:");
+        for d in down {
+            let _ = writeln!(o, "{d}");
+        }
+    }
     if !dropped.is_empty() {
         let _ = writeln!(o, "\nDrops:");
         for d in dropped {
