@@ -15,11 +15,12 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            if cfg.is_monitor_port(i) || cfg.is_inline_port(i) {
+            if cfg.is_monitor_port(i) || cfg.is_inline_port(i) || cfg.is_pseudowire_port(i) {
                 // A mirror destination: in no VLAN, never flooded to;
                 // what it receives is dropped (unknown VLAN). An inline
                 // port likewise: the worker passes its frames to its pair
-                // before the layer-2 stage (datapath::inline).
+                // before the layer-2 stage (datapath::inline). An
+                // attachment circuit's port too (datapath::pseudowire).
                 let mut e = PortEntry::new(PortMode::Access, 0, &[], TPID_8021Q);
                 e.learning = false;
                 e.up = false;

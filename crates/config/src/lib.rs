@@ -26,6 +26,7 @@ pub mod event_refs;
 pub mod events;
 pub mod guard;
 pub mod ha;
+pub mod l2vpn;
 mod lines;
 pub mod mirror;
 mod model;

@@ -140,6 +140,9 @@ pub struct Config {
     /// docs/virtual-switch.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_switch: Option<super::vswitch::VirtualSwitch>,
+    /// Ethernet pseudowires and their attachment circuits (docs/mpls.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pseudowires: Vec<super::l2vpn::PseudowireConfig>,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {
@@ -154,6 +157,11 @@ pub struct Routing {
     /// (`dplane_fpm_nl`), e.g. `127.0.0.1:2620`. Absent: no FRR routes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fpm: Option<String>,
+    /// Where Lanyard answers the zebra module's pseudowire installs
+    /// (`zebra_lanyard.so:PATH`); absent: the default path when a
+    /// pseudowire is signalled by LDP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pseudowire_socket: Option<std::path::PathBuf>,
     /// Static routes (installed in Lanyard's FIB and in the kernel).
     pub static_routes: Vec<StaticRoute>,
 }
@@ -960,6 +968,14 @@ impl Config {
             .is_some_and(|p| self.mirror_sessions.iter().any(|s| s.destination == p.name))
     }
 
+    /// True if port `index` is an attachment circuit's port (in no VLAN:
+    /// the worker takes its frames before the layer-2 stage).
+    pub fn is_pseudowire_port(&self, index: usize) -> bool {
+        self.ports
+            .get(index)
+            .is_some_and(|p| self.pseudowires.iter().any(|w| w.port == p.name))
+    }
+
     /// True if port `index` is in a `service-control` inline pair (in no
     /// VLAN: its frames go to its pair's other port, nowhere else).
     pub fn is_inline_port(&self, index: usize) -> bool {
@@ -988,6 +1004,9 @@ impl Config {
                     .iter()
                     .any(|b| b.primary == name || b.backup == name)
                 || self.mirror_sessions.iter().any(|s| s.destination == name)
+                // An attachment circuit carries the customer's BPDUs
+                // through its pseudowire; it sends none of its own.
+                || self.pseudowires.iter().any(|w| w.port == name)
         };
         self.ports
             .iter()

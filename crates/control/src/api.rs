@@ -845,6 +845,7 @@ impl ApiState {
             Some("show-vrf") => self.vrfs(),
             Some("show-mpls-table") => self.mpls_table(),
             Some("show-mpls-forwarding") => self.mpls_forwarding(),
+            Some("show-mpls-pseudowires") => self.mpls_pseudowires(),
             Some("show-access-lists") => services::access_lists_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),

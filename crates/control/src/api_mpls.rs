@@ -80,3 +80,63 @@ impl ApiState {
         }))
     }
 }
+
+impl ApiState {
+    /// Every configured pseudowire: circuit, neighbour, labels, state and
+    /// the data path's counters (`show mpls pseudowires`, `show l2vpn`).
+    pub fn mpls_pseudowires(&self) -> Result<Value, String> {
+        let r = self.router()?;
+        let Some(m) = &r.pseudowires else {
+            return Ok(json!({ "count": 0, "pseudowires": [], "unmatched": 0 }));
+        };
+        let plane = self.shared.pseudowires.load_full();
+        let status = m.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let rows: Vec<Value> = m
+            .cfg
+            .iter()
+            .zip(status)
+            .enumerate()
+            .map(|(id, (w, st))| {
+                let t = plane
+                    .as_ref()
+                    .map(|p| p.totals(id as u32))
+                    .unwrap_or_default();
+                let drops: serde_json::Map<String, Value> = datapath::mpls::circuits::PW_DROP_NAMES
+                    .iter()
+                    .zip(t.drops)
+                    .map(|(n, c)| (n.to_string(), json!(c)))
+                    .collect();
+                json!({
+                    "name": w.name,
+                    "ifname": w.ifname(),
+                    "port": w.port,
+                    "vlan": w.vlan,
+                    "type": w.pw_type(),
+                    "neighbor": w.neighbor.to_string(),
+                    "pw_id": w.pw_id,
+                    "mtu": w.mtu,
+                    "signalling": if w.static_labels.is_some() { "static" } else { "ldp" },
+                    "local_label": st.labels.map(|l| l.local),
+                    "remote_label": st.labels.map(|l| l.remote),
+                    "control_word": st.labels.map(|l| l.control_word).unwrap_or(w.control_word),
+                    "up": st.up,
+                    "reason": st.reason,
+                    "installs": st.installs,
+                    "refused": st.refused,
+                    "tx_packets": t.tx_packets,
+                    "tx_bytes": t.tx_bytes,
+                    "rx_packets": t.rx_packets,
+                    "rx_bytes": t.rx_bytes,
+                    "drops": drops,
+                })
+            })
+            .collect();
+        Ok(json!({
+            "count": rows.len(),
+            "up": rows.iter().filter(|r| r["up"] == true).count(),
+            "socket": m.socket.as_ref().map(|p| p.display().to_string()),
+            "unmatched": plane.as_ref().map(|p| p.unmatched()).unwrap_or(0),
+            "pseudowires": rows,
+        }))
+    }
+}

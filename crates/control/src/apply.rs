@@ -40,6 +40,7 @@ const RESTART_SECTIONS: &[&str] = &[
     "switch",
     "management",
     "routing",
+    "pseudowires",
     "static-macs",
     "flow-export",
     "backup-pairs",

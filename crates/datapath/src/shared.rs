@@ -152,6 +152,8 @@ pub struct Shared {
     pub mpls: ArcSwapOption<crate::mpls::MplsPlane>,
     /// Every worker's label and MPLS counters, for `show mpls`.
     pub mpls_counters: crate::mpls::MplsRegistry,
+    /// Attachment circuits of Ethernet pseudowires; `None`: none.
+    pub pseudowires: ArcSwapOption<crate::mpls::circuits::PwPlane>,
 }
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
@@ -220,6 +222,7 @@ impl Shared {
             loop_seen: (0..MAX_PORTS).map(|_| AtomicU32::new(0)).collect(),
             mpls: ArcSwapOption::empty(),
             mpls_counters: Mutex::new(Vec::new()),
+            pseudowires: ArcSwapOption::empty(),
         }
     }
 

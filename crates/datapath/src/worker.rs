@@ -219,6 +219,7 @@ impl Worker {
             if self.inline_pass(&mut b.l2) {
                 last_rx = Instant::now();
             }
+            self.pseudowire_ingress(&mut b.l2);
             if !self.shared.mc_out.is_empty() {
                 // Copies for a VLAN interface would go to the router: the
                 // kernel has no use for the snooping querier's queries.

@@ -172,6 +172,12 @@ enum ConfigCmd {
         #[command(flatten)]
         socket: SocketOpt,
     },
+    /// Print FRR ldpd's `l2vpn` stanzas for FILE's LDP-signalled
+    /// pseudowires (paste into frr.conf; docs/frr.md).
+    Ldpd {
+        /// Configuration file (YAML; docs/config.md).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -232,6 +238,10 @@ fn command_list() -> String {
         (
             "config rollback",
             "back to the configuration before the last apply",
+        ),
+        (
+            "config ldpd FILE",
+            "print FRR ldpd's l2vpn stanzas for FILE's pseudowires",
         ),
         (
             "restart",
@@ -506,6 +516,11 @@ fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
         } => check(&file),
+        Cmd::Config {
+            cmd: ConfigCmd::Ldpd { file },
+        } => config::load(&file)
+            .map(|cfg| print!("{}", config::l2vpn::ldpd_config(&cfg.pseudowires)))
+            .map_err(|e| e.to_string()),
         Cmd::Config {
             cmd: ConfigCmd::Diff { file, socket },
         } => absolute(&file).and_then(|f| {

@@ -331,6 +331,15 @@ pub const SHOW: &[CommandDef] = &[
         render: show::mpls_forwarding,
     },
     CommandDef {
+        words: "mpls pseudowires",
+        aliases: &["l2vpn", "l2vpn atom vc", "mpls l2transport vc"],
+        usage: "",
+        help: "pseudowires: circuit, neighbour, pw-id, labels, state, counters",
+        args: &[],
+        request: r#"{"cmd":"show-mpls-pseudowires"}"#,
+        render: show::mpls_pseudowires,
+    },
+    CommandDef {
         words: "arp",
         aliases: &["ip arp"],
         usage: "",

@@ -186,3 +186,87 @@ pub fn mpls_forwarding(v: &Value) -> String {
     );
     o
 }
+
+/// `show mpls pseudowires` (alias `show l2vpn`): one row per pseudowire,
+/// like a PE's `show l2vpn atom vc` / `show mpls l2transport vc`, then
+/// the drops of those that have any.
+pub fn mpls_pseudowires(v: &Value) -> String {
+    let mut o = String::new();
+    let pws = rows_at(v, "pseudowires");
+    let _ = writeln!(
+        o,
+        "Pseudowires: {} configured, {} up; {} frames on circuit ports matched no circuit",
+        pws.len(),
+        u(v, "up"),
+        u(v, "unmatched")
+    );
+    if let Some(sock) = v.get("socket").and_then(Value::as_str) {
+        let _ = writeln!(o, "LDP signalling through zebra: {sock}");
+    }
+    if pws.is_empty() {
+        return o;
+    }
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Name", "Circuit", "Type", "Neighbor", ">PW-id", ">Local", ">Remote", "CW", "State",
+        ">Tx pkts", ">Rx pkts",
+    ]);
+    let (mut dropped, mut down) = (Vec::new(), Vec::new());
+    for w in pws {
+        let circuit = match w.get("vlan").and_then(Value::as_u64) {
+            Some(vl) => format!("{}.{vl}", s(w, "port")),
+            None => s(w, "port"),
+        };
+        let ty = if u(w, "type") == 4 { "eth-vlan" } else { "eth" };
+        let label = |k: &str| match w.get(k).and_then(Value::as_u64) {
+            Some(l) => l.to_string(),
+            None => "-".into(),
+        };
+        let state = if flag(w, "up") {
+            "up".to_string()
+        } else {
+            down.push(format!("  {}: {}", s(w, "name"), s(w, "reason")));
+            "down".to_string()
+        };
+        t.row(vec![
+            s(w, "name"),
+            circuit,
+            ty.into(),
+            s(w, "neighbor"),
+            s(w, "pw_id"),
+            label("local_label"),
+            label("remote_label"),
+            if flag(w, "control_word") { "on" } else { "off" }.into(),
+            state,
+            u(w, "tx_packets").to_string(),
+            u(w, "rx_packets").to_string(),
+        ]);
+        let d: Vec<String> = w
+            .get("drops")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, c)| c.as_u64().unwrap_or(0) > 0)
+                    .map(|(k, c)| format!("{k} {}", c.as_u64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !d.is_empty() {
+            dropped.push(format!("  {}: {}", s(w, "name"), d.join(", ")));
+        }
+    }
+    t.render(&mut o);
+    if !down.is_empty() {
+        let _ = writeln!(o, "\nDown:");
+        for d in down {
+            let _ = writeln!(o, "{d}");
+        }
+    }
+    if !dropped.is_empty() {
+        let _ = writeln!(o, "\nDrops:");
+        for d in dropped {
+            let _ = writeln!(o, "{d}");
+        }
+    }
+    o
+}

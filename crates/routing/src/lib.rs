@@ -13,5 +13,6 @@ pub mod fib;
 pub mod frr;
 pub mod kernel;
 pub mod netns;
+pub mod pseudowire;
 pub mod router;
 pub mod sysctl;

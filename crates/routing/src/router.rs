@@ -149,6 +149,8 @@ pub struct Router {
     pub fpm: Option<Arc<crate::frr::FpmStats>>,
     /// Port link state → TAP carrier (taken by the supervisor's hook).
     pub carrier: Option<CarrierMirror>,
+    /// Ethernet pseudowires (`pseudowires:`), when configured.
+    pub pseudowires: Option<Arc<crate::pseudowire::PseudowireManager>>,
 }
 
 /// The MAC of a routed interface: the configured one, else a locally
@@ -461,6 +463,7 @@ impl Router {
             lfib: fib.lfib(),
             cfg: pipeline::mpls::MplsConfig::default(),
         })));
+        let (lfib, fib4, nexthops) = (fib.lfib(), fib.fib4(), fib.nexthops());
         let fib = Arc::new(Mutex::new(fib));
         program_config_routes(cfg, &ports, 0, &fib, &mut rtnl)?;
         for (k, v) in vrfs.iter().enumerate() {
@@ -562,12 +565,16 @@ impl Router {
                     .join(" ")
             );
         }
+        let pseudowires = crate::pseudowire::PseudowireManager::start(
+            cfg, shared, lfib, fib4, nexthops, threads,
+        )?;
         let carrier = CarrierMirror { taps: carrier };
         for (p, _) in &carrier.taps {
             carrier.set(*p, false);
         }
         Ok(Some(Router {
             ports,
+            pseudowires,
             fib,
             vrfs,
             neighbors,

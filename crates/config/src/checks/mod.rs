@@ -7,6 +7,7 @@ pub(crate) mod copp;
 pub(crate) mod events;
 pub(crate) mod guard;
 pub(crate) mod ha;
+pub(crate) mod l2vpn;
 pub(crate) mod mirror;
 pub(crate) mod multicast;
 pub(crate) mod service_control;

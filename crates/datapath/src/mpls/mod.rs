@@ -10,6 +10,8 @@
 //! This module holds the state (shared by `Shared` and `Worker`, so it
 //! imports neither); `switch` the per-frame work.
 
+pub mod circuits;
+mod pw_switch;
 mod switch;
 
 use io::MAX_FRAME_LEN;
@@ -44,7 +46,7 @@ pub enum MplsLocalDrop {
     /// Pop into a VRF table, or labelled out of a VLAN interface: not
     /// supported.
     Unsupported,
-    /// A pseudowire's label: pseudowires are not wired into the worker.
+    /// A pseudowire's label whose attachment circuit is not configured.
     Pseudowire,
     /// The popped packet did not fit back into the batch.
     BatchFull,

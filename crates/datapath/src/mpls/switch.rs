@@ -71,6 +71,7 @@ impl Worker {
         };
         let mut taken = [false; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
+        let pws = self.shared.pseudowires.load_full();
         for (i, took) in taken.iter_mut().enumerate().take(n) {
             if !is_labelled(batch.frame(i)) {
                 continue;
@@ -141,7 +142,11 @@ impl Worker {
                         local(MplsLocalDrop::BatchFull);
                     }
                 }
-                MplsVerdict::Pseudowire { .. } => local(MplsLocalDrop::Pseudowire),
+                MplsVerdict::Pseudowire { inner, ac, .. } => {
+                    if !self.pseudowire_egress(pws.as_deref(), &mut buf, inner, ac, &mut dirty) {
+                        local(MplsLocalDrop::Pseudowire);
+                    }
+                }
                 MplsVerdict::Punt(MplsPunt::TtlExpired) => {
                     bump(&stats.ttl_expired);
                     self.answer_ttl_expired(l3, ingress, i, batch, &mut dirty);

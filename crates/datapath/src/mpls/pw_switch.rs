@@ -1,0 +1,175 @@
+//! Pseudowire frames in the worker (see `circuits` for the state).
+
+use super::circuits::*;
+use super::*;
+use crate::worker::*;
+use io::FrameBatch;
+use pipeline::mpls::{encap_pseudowire, resolve_pseudowire, MplsTables};
+use tables::{NeighborState, PortSet};
+use wire::mpls::{OuterHeader, Span};
+
+/// A cheap flow hash of the customer frame's MAC addresses (ECMP choice
+/// among transport next hops; one flow stays on one path).
+#[inline]
+fn mac_hash(f: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in &f[..12.min(f.len())] {
+        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+impl Worker {
+    /// Takes the attachment circuits' frames out of the switched batch
+    /// and sends them into their pseudowires (see the module docs).
+    pub(crate) fn pseudowire_ingress(&mut self, batch: &mut FrameBatch) {
+        if batch.is_empty() {
+            return;
+        }
+        let Some(pws) = self.shared.pseudowires.load_full() else {
+            return;
+        };
+        let n = batch.len();
+        if !(0..n).any(|i| pws.ports.contains(batch.port(i))) {
+            return;
+        }
+        let mut port_of = [0u16; io::BATCH_MAX];
+        for (i, p) in port_of.iter_mut().enumerate().take(n) {
+            *p = batch.port(i);
+        }
+        let me = self.index;
+        let (Some(plane), Some(l3)) = (self.shared.mpls.load_full(), self.shared.l3.load_full())
+        else {
+            // No label plane: every circuit is down.
+            for i in 0..n {
+                if let Some(ac) = pws.circuit_of(batch.port(i), batch.frame(i)) {
+                    pws.count_drop(me, ac, PwDrop::Down);
+                }
+            }
+            batch.retain(|i| i >= n || !pws.ports.contains(port_of[i]));
+            return;
+        };
+        let labels = self.mpls.labels.clone();
+        let t = MplsTables {
+            lfib: &plane.lfib,
+            next_hops: &l3.nexthops,
+            counters: &labels,
+            cfg: &plane.cfg,
+        };
+        let mut buf = std::mem::take(&mut self.mpls.buf);
+        let mut keep = [true; io::BATCH_MAX];
+        let mut dirty = PortSet::EMPTY;
+        for (i, k) in keep.iter_mut().enumerate().take(n) {
+            let port = batch.port(i);
+            if !pws.ports.contains(port) {
+                continue;
+            }
+            *k = false;
+            let frame = batch.frame(i);
+            if let Some(pc) = self.counters.ports.get(port as usize) {
+                pc.rx_frames.add(1);
+                pc.rx_bytes.add(frame.len() as u64);
+            }
+            let Some(ac) = pws.circuit_of(port, frame) else {
+                bump(&pws.unmatched[pws.slot(me)]);
+                continue;
+            };
+            let circuit = pws.acs[ac as usize];
+            let Some(pw) = plane.lfib.pseudowire_of_ac(ac) else {
+                pws.count_drop(me, ac, PwDrop::Down);
+                continue;
+            };
+            let len = frame.len();
+            if len < ETH_LEN || (len - ETH_LEN) as u64 > circuit.mtu as u64 {
+                pws.count_drop(me, ac, PwDrop::Mtu);
+                continue;
+            }
+            if len > MAX_FRAME_LEN {
+                pws.count_drop(me, ac, PwDrop::NoRoom);
+                continue;
+            }
+            let Some((p, r)) = resolve_pseudowire(&t, pw, mac_hash(frame)) else {
+                pws.count_drop(me, ac, PwDrop::NoPath);
+                continue;
+            };
+            let out_port = r.next_hop.port;
+            let Some(egress) = l3.interface(out_port).filter(|_| !l3.is_svi(out_port)) else {
+                pws.count_drop(me, ac, PwDrop::NoPath);
+                continue;
+            };
+            let gw = r.next_hop.gateway.unwrap_or(circuit.peer);
+            let mac = match l3.neighbors.lookup(gw) {
+                Some(nb) if nb.state != NeighborState::Incomplete => nb.mac,
+                _ => {
+                    pws.count_drop(me, ac, PwDrop::NoNeighbor);
+                    continue;
+                }
+            };
+            buf[HEADROOM..HEADROOM + len].copy_from_slice(frame);
+            let outer = OuterHeader {
+                dst: mac,
+                src: egress.mac,
+                vlan_tci: None,
+            };
+            let span = Span {
+                start: HEADROOM,
+                len,
+            };
+            match encap_pseudowire(&plane.cfg, &mut buf, span, &outer, &p, &r, 0) {
+                Ok(s) if s.len - ETH_LEN > egress.mtu as usize => {
+                    pws.count_drop(me, ac, PwDrop::Mtu)
+                }
+                Ok(s) => {
+                    pws.add(me, ac, 0, 1);
+                    pws.add(me, ac, 1, len as u64);
+                    self.transmit_raw(out_port, &buf[s.start..s.start + s.len], &mut dirty, None);
+                }
+                Err(_) => pws.count_drop(me, ac, PwDrop::NoRoom),
+            }
+        }
+        self.mpls.buf = buf;
+        self.flush(dirty);
+        batch.retain(|i| i >= n || keep[i]);
+    }
+
+    /// Sends the customer frame `inner` (in `buf`) of a pseudowire out
+    /// of attachment circuit `ac` (`pws`: the circuits, loaded once per
+    /// batch by the caller): in tagged mode the frame must carry a tag,
+    /// whose VLAN id becomes the local circuit's. False: no such circuit.
+    pub(crate) fn pseudowire_egress(
+        &mut self,
+        pws: Option<&PwPlane>,
+        buf: &mut [u8],
+        inner: Span,
+        ac: u32,
+        dirty: &mut PortSet,
+    ) -> bool {
+        let Some(pws) = pws else {
+            return false;
+        };
+        let Some(&circuit) = pws.acs.get(ac as usize) else {
+            return false;
+        };
+        let me = self.index;
+        let Some(f) = buf.get_mut(inner.start..inner.start + inner.len) else {
+            pws.count_drop(me, ac, PwDrop::NoRoom);
+            return true;
+        };
+        if f.len() < ETH_LEN || (f.len() - ETH_LEN) as u64 > circuit.mtu as u64 {
+            pws.count_drop(me, ac, PwDrop::Mtu);
+            return true;
+        }
+        if let Some(v) = circuit.vlan {
+            if f.len() < 18 || u16::from_be_bytes([f[12], f[13]]) != TPID_8021Q {
+                pws.count_drop(me, ac, PwDrop::Untagged);
+                return true;
+            }
+            let tci = u16::from_be_bytes([f[14], f[15]]) & 0xf000 | v;
+            f[14..16].copy_from_slice(&tci.to_be_bytes());
+        }
+        pws.add(me, ac, 2, 1);
+        pws.add(me, ac, 3, f.len() as u64);
+        self.transmit_raw(circuit.port, f, dirty, None);
+        true
+    }
+}
