@@ -34,8 +34,8 @@ pub struct InlineControl {
     /// Service history of the running plan (generation, ring), sampled by
     /// the control thread.
     history: Mutex<Option<(u64, dpi::report::History)>>,
-    /// The usage exporter's counters (`crate::usage_export`).
-    usage_export: Arc<crate::usage_export::UsageExportCounters>,
+    /// The usage exporter's counters (`usage_export.rs`).
+    usage_export: Arc<dpi::usage_record::UsageExportCounters>,
 }
 
 /// Quotas kept in the subscriber table.
@@ -115,7 +115,7 @@ impl InlineControl {
     }
 
     /// The usage exporter's counters.
-    pub fn usage_export_counters(&self) -> Arc<crate::usage_export::UsageExportCounters> {
+    pub fn usage_export_counters(&self) -> Arc<dpi::usage_record::UsageExportCounters> {
         self.usage_export.clone()
     }
 

@@ -7,9 +7,9 @@
 
 use crate::inline::InlineControl;
 use dpi::inline::InlinePlan;
-use dpi::usage_record::UsageRecord;
+use dpi::usage_record::{UsageExportCounters, UsageRecord};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wire::netflow::{ExportRecord, Header, MessageBuilder, UsageNames, Version, DEFAULT_MTU};
@@ -18,17 +18,6 @@ use wire::netflow::{ExportRecord, Header, MessageBuilder, UsageNames, Version, D
 const PERIOD: Duration = Duration::from_millis(50);
 /// Records looked up (one subscriber-table lock) and encoded at a time.
 const CHUNK: usize = 512;
-
-/// What the exporter did, for `show service-control`.
-#[derive(Default)]
-pub struct UsageExportCounters {
-    /// Usage records taken from the queues (flows).
-    pub flows: AtomicU64,
-    /// IPFIX data records sent (one per direction with traffic).
-    pub records: AtomicU64,
-    pub messages: AtomicU64,
-    pub send_errors: AtomicU64,
-}
 
 struct Target {
     collector: String,

@@ -6,6 +6,7 @@
 //! (`export-lost`): the worker never waits for the exporter.
 
 use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::AtomicU64;
 
 /// Why a flow ended (IANA flowEndReason values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,3 +49,15 @@ pub struct UsageRecord {
 
 /// A worker's queue of usage records (single producer: the worker).
 pub type UsageQueue = ArrayQueue<UsageRecord>;
+
+/// What the usage exporter (`control::usage_export`) did, for
+/// `show service-control`.
+#[derive(Default)]
+pub struct UsageExportCounters {
+    /// Usage records taken from the queues (flows).
+    pub flows: AtomicU64,
+    /// IPFIX data records sent (one per direction with traffic).
+    pub records: AtomicU64,
+    pub messages: AtomicU64,
+    pub send_errors: AtomicU64,
+}
