@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use testkit::netns::{in_netns, veth};
-use testkit::{l2, require_root, Switch, TestBed};
+use testkit::netns::in_netns;
+use testkit::{l2, require_root, vswitch, Switch, TestBed};
 
-fn config(name: &str, prio: u16, src: &str, peer: &str) -> String {
+fn config(name: &str, node: usize) -> String {
     format!(
         "switch:
   name: {name}
@@ -22,15 +22,8 @@ ports:
   - {{name: sw2, vlan: 10}}
 port-channels:
   - {{name: po1, members: [sw2], lacp: static}}
-virtual-switch:
-  domain-id: 7
-  priority: {prio}
-  system-mac: 02:00:00:00:07:00
-  peer-link: [sw1]
-  delay-restore-s: 0
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-"
+{}",
+        vswitch::section(7, node, &["sw1"], 0, true, "")
     )
 }
 
@@ -57,28 +50,13 @@ fn dual_active_and_node_loss_over_the_keepalive() {
     let _g = l2::heavy();
     let a = TestBed::new("lyvsa", 2, 1500).expect("namespaces");
     let b = TestBed::new("lyvsb", 2, 1500).expect("namespaces");
-    veth(&a.dut, "ka", &b.dut, "ka", 1500).expect("keepalive veth");
-    a.dut
-        .exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    b.dut
-        .exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    // The peer link is the beds' sw1 pair; only the keepalive link here.
+    vswitch::link_nodes(&a.dut, &b.dut, &[]).expect("keepalive veth");
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let mut sa = Switch::start(
-        &bin,
-        &a.dut,
-        &config("dist-a", 100, "192.0.2.1", "192.0.2.2"),
-        &["sw1", "sw2"],
-    )
-    .expect("start node a");
-    let sb = Switch::start(
-        &bin,
-        &b.dut,
-        &config("dist-b", 200, "192.0.2.2", "192.0.2.1"),
-        &["sw1", "sw2"],
-    )
-    .expect("start node b");
+    let mut sa =
+        Switch::start(&bin, &a.dut, &config("dist-a", 0), &["sw1", "sw2"]).expect("start node a");
+    let sb =
+        Switch::start(&bin, &b.dut, &config("dist-b", 1), &["sw1", "sw2"]).expect("start node b");
 
     let vb = wait(&sb, |v| v["status"] == "dual-active");
     assert_eq!(vb["role"], "secondary", "{vb:#}");

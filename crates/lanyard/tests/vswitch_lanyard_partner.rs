@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use testkit::frame::{mac, Mac, BROADCAST};
 use testkit::netns::veth;
-use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
+use testkit::{ip, l2, require_root, vswitch, Netns, RawPort, Switch};
 
-fn pair_config(name: &str, prio: u16, src: &str, peer: &str) -> String {
+fn pair_config(name: &str, node: usize) -> String {
     format!(
         "switch:
   name: {name}
@@ -26,15 +26,8 @@ ports:
   - {{name: h, vlan: 10}}
 port-channels:
   - {{name: po1, members: [m1, m2], lacp: active, lacp-rate: fast, load-balance: l3l4}}
-virtual-switch:
-  domain-id: 12
-  priority: {prio}
-  system-mac: 02:00:00:00:0c:00
-  peer-link: [pl]
-  delay-restore-s: 1
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-"
+{}",
+        vswitch::section(12, node, &["pl"], 1, true, "")
     )
 }
 
@@ -104,12 +97,7 @@ fn lanyard_port_channel_sees_one_partner_across_the_pair() {
     let na = Netns::new("lylpA").unwrap();
     let nb = Netns::new("lylpB").unwrap();
     let nc = Netns::new("lylpC").unwrap();
-    veth(&na, "pl", &nb, "pl", 1500).unwrap();
-    veth(&na, "ka", &nb, "ka", 1500).unwrap();
-    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
     veth(&na, "m1", &nc, "c1", 1500).unwrap();
     veth(&na, "m2", &nc, "c2", 1500).unwrap();
     veth(&nb, "m1", &nc, "c3", 1500).unwrap();
@@ -119,20 +107,8 @@ fn lanyard_port_channel_sees_one_partner_across_the_pair() {
     veth(&nc, "hc", &nt, "tc", 1500).unwrap();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let ports = ["pl", "m1", "m2", "h"];
-    let a = Switch::start(
-        &bin,
-        &na,
-        &pair_config("dist-a", 100, "192.0.2.1", "192.0.2.2"),
-        &ports,
-    )
-    .unwrap();
-    let b = Switch::start(
-        &bin,
-        &nb,
-        &pair_config("dist-b", 200, "192.0.2.2", "192.0.2.1"),
-        &ports,
-    )
-    .unwrap();
+    let a = Switch::start(&bin, &na, &pair_config("dist-a", 0), &ports).unwrap();
+    let b = Switch::start(&bin, &nb, &pair_config("dist-b", 1), &ports).unwrap();
     let c = Switch::start(&bin, &nc, ACCESS, &["c1", "c2", "c3", "c4", "hc"]).unwrap();
 
     let t0 = Instant::now();

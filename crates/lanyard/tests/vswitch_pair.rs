@@ -27,7 +27,7 @@ use testkit::frame::{mac, Mac, BROADCAST};
 use testkit::netns::veth;
 use testkit::ovs::Ovs;
 use testkit::seqrx::SeqReceiver;
-use testkit::{ip, l2, require_root, Netns, RawPort, Switch};
+use testkit::{ip, l2, require_root, vswitch, Netns, RawPort, Switch};
 
 const FLOWS: u32 = 64;
 /// Frames per second offered (OVS's userspace datapath on 2 shared cores;
@@ -35,7 +35,7 @@ const FLOWS: u32 = 64;
 /// members).
 const RATE: u64 = 5_000;
 
-fn config(name: &str, prio: u16, src: &str, peer: &str) -> String {
+fn config(name: &str, node: usize) -> String {
     format!(
         "switch:
   name: {name}
@@ -48,15 +48,8 @@ ports:
   - {{name: h, vlan: 10}}
 port-channels:
   - {{name: po1, members: [m1, m2], lacp: active, lacp-rate: fast, load-balance: l3l4}}
-virtual-switch:
-  domain-id: 7
-  priority: {prio}
-  system-mac: 02:00:00:00:07:00
-  peer-link: [pl]
-  delay-restore-s: 1
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-"
+{}",
+        vswitch::section(7, node, &["pl"], 1, true, "")
     )
 }
 
@@ -133,12 +126,7 @@ impl Bed {
         let na = Netns::new(&format!("{prefix}a")).unwrap();
         let nb = Netns::new(&format!("{prefix}b")).unwrap();
         let no = Netns::new(&format!("{prefix}o")).unwrap();
-        veth(&na, "pl", &nb, "pl", 1500).unwrap();
-        veth(&na, "ka", &nb, "ka", 1500).unwrap();
-        na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-            .unwrap();
-        nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-            .unwrap();
+        vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
         veth(&na, "m1", &no, "o1", 1500).unwrap();
         veth(&na, "m2", &no, "o2", 1500).unwrap();
         veth(&nb, "m1", &no, "o3", 1500).unwrap();
@@ -170,20 +158,8 @@ impl Bed {
         ovs.vsctl(&["add-port", "br0", "o5"]).unwrap();
         let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
         let ports = ["pl", "m1", "m2", "h"];
-        let a = Switch::start(
-            &bin,
-            &na,
-            &config("dist-a", 100, "192.0.2.1", "192.0.2.2"),
-            &ports,
-        )
-        .expect("start dist-a");
-        let b = Switch::start(
-            &bin,
-            &nb,
-            &config("dist-b", 200, "192.0.2.2", "192.0.2.1"),
-            &ports,
-        )
-        .expect("start dist-b");
+        let a = Switch::start(&bin, &na, &config("dist-a", 0), &ports).expect("start dist-a");
+        let b = Switch::start(&bin, &nb, &config("dist-b", 1), &ports).expect("start dist-b");
         Some(Bed {
             a,
             b,

@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use testkit::frame::{mac, Mac};
 use testkit::netns::veth;
-use testkit::{igmp, ip, l2, require_root, Netns, RawPort, Switch};
+use testkit::{igmp, ip, l2, require_root, vswitch, Netns, RawPort, Switch};
 
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
 
-fn config(name: &str, prio: u16, src: &str, peer: &str, svi: &str, b_side: bool) -> String {
+fn config(name: &str, node: usize, svi: &str) -> String {
+    let b_side = node == 1;
     let (vlan20, ports) = if b_side {
         (
             "  - id: 20\n    router:\n      addresses: [10.0.20.1/24]\n",
@@ -46,15 +47,8 @@ vlans:
 multicast:
   igmp-snooping:
     vlans: [10]
-virtual-switch:
-  domain-id: 9
-  priority: {prio}
-  system-mac: 02:00:00:00:09:00
-  peer-link: [pl]
-  delay-restore-s: 0
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-"
+{}",
+        vswitch::section(9, node, &["pl"], 0, true, "")
     )
 }
 
@@ -136,12 +130,7 @@ fn neighbors_and_snooping_groups_cross_the_peer_link() {
     let nb = Netns::new("lyssB").unwrap();
     let nh = Netns::new("lyssH").unwrap();
     let nr = Netns::new("lyssR").unwrap();
-    veth(&na, "pl", &nb, "pl", 1500).unwrap();
-    veth(&na, "ka", &nb, "ka", 1500).unwrap();
-    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
     veth(&na, "m1", &nt, "xa", 1500).unwrap();
     veth(&nb, "m1", &nt, "xb", 1500).unwrap();
     veth(&nb, "s", &nt, "ts", 1500).unwrap();
@@ -154,16 +143,12 @@ fn neighbors_and_snooping_groups_cross_the_peer_link() {
     nr.exec(&["ip", "route", "add", "default", "via", "10.0.20.1"])
         .unwrap();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let cfg_a = config("dist-a", 100, "192.0.2.1", "192.0.2.2", "10.0.10.1", false);
-    let cfg_b = config("dist-b", 200, "192.0.2.2", "192.0.2.1", "10.0.10.2", true);
+    let cfg_a = config("dist-a", 0, "10.0.10.1");
+    let cfg_b = config("dist-b", 1, "10.0.10.2");
     let a = Switch::start(&bin, &na, &cfg_a, &["pl", "m1", "h"]).unwrap();
     let ports_b = ["pl", "m1", "r", "s"];
     let mut b = Switch::start(&bin, &nb, &cfg_b, &ports_b).unwrap();
-    let paired = |sw: &Switch| {
-        sw.try_show_json(&["show", "virtual-switch"])
-            .is_ok_and(|v| v["status"] == "paired")
-    };
-    wait_for("paired", 10, || paired(&a) && paired(&b));
+    vswitch::wait_paired(&[&a, &b], 10);
 
     // H resolves dist-a's SVI address: dist-a's kernel learns H.
     let h_mac = String::from_utf8(
@@ -278,7 +263,7 @@ fn neighbors_and_snooping_groups_cross_the_peer_link() {
     drop(b);
     let t1 = Instant::now();
     let b = Switch::start(&bin, &nb, &cfg_b, &ports_b).unwrap();
-    wait_for("paired again", 10, || paired(&a) && paired(&b));
+    vswitch::wait_paired(&[&a, &b], 10);
     wait_for("H's neighbour after the restart", 5, || {
         has_neighbor(&b, "10.0.10.10", &h_mac)
     });
@@ -308,8 +293,8 @@ fn neighbors_and_snooping_groups_cross_the_peer_link() {
     drop(a);
 }
 
-fn gw_config(name: &str, prio: u16, src: &str, peer: &str, b_side: bool) -> String {
-    let r = if b_side {
+fn gw_config(name: &str, node: usize) -> String {
+    let r = if node == 1 {
         "  - {name: r, vlan: 30}\n"
     } else {
         ""
@@ -329,16 +314,8 @@ ports:
   - {{name: m1, vlan: 20}}
 {r}port-channels:
   - {{name: po1, members: [m1], lacp: static}}
-virtual-switch:
-  domain-id: 11
-  priority: {prio}
-  system-mac: 02:00:00:00:0b:00
-  peer-link: [pl]
-  delay-restore-s: 0
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-  gateways: [20, 30]
-"
+{}",
+        vswitch::section(11, node, &["pl"], 0, true, "  gateways: [20, 30]\n")
     )
 }
 
@@ -384,12 +361,7 @@ fn one_gateway_on_both_nodes() {
     let na = Netns::new("lygwA").unwrap();
     let nb = Netns::new("lygwB").unwrap();
     let nr = Netns::new("lygwR").unwrap();
-    veth(&na, "pl", &nb, "pl", 1500).unwrap();
-    veth(&na, "ka", &nb, "ka", 1500).unwrap();
-    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
     veth(&na, "m1", &nt, "xa", 1500).unwrap();
     veth(&nb, "m1", &nt, "xb", 1500).unwrap();
     veth(&nb, "r", &nr, "eth0", 1500).unwrap();
@@ -398,25 +370,9 @@ fn one_gateway_on_both_nodes() {
     nr.exec(&["ip", "route", "add", "default", "via", "10.0.30.1"])
         .unwrap();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let a = Switch::start(
-        &bin,
-        &na,
-        &gw_config("gw-a", 100, "192.0.2.1", "192.0.2.2", false),
-        &["pl", "m1"],
-    )
-    .unwrap();
-    let b = Switch::start(
-        &bin,
-        &nb,
-        &gw_config("gw-b", 200, "192.0.2.2", "192.0.2.1", true),
-        &["pl", "m1", "r"],
-    )
-    .unwrap();
-    let paired = |sw: &Switch| {
-        sw.try_show_json(&["show", "virtual-switch"])
-            .is_ok_and(|v| v["status"] == "paired")
-    };
-    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let a = Switch::start(&bin, &na, &gw_config("gw-a", 0), &["pl", "m1"]).unwrap();
+    let b = Switch::start(&bin, &nb, &gw_config("gw-b", 1), &["pl", "m1", "r"]).unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
     let system = [2, 0, 0, 0, 0x0b, 0];
 
     let xa = RawPort::open(nt.name(), "xa").unwrap();
@@ -513,16 +469,10 @@ fn two_port_peer_link_survives_a_cut() {
     let nt = Netns::new("lyplT").unwrap();
     let na = Netns::new("lyplA").unwrap();
     let nb = Netns::new("lyplB").unwrap();
-    veth(&na, "pl1", &nb, "pl1", 1500).unwrap();
-    veth(&na, "pl2", &nb, "pl2", 1500).unwrap();
-    veth(&na, "ka", &nb, "ka", 1500).unwrap();
-    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl1", "pl2"]).unwrap();
     veth(&na, "h", &nt, "ta", 1500).unwrap();
     veth(&nb, "h", &nt, "tb", 1500).unwrap();
-    let cfg = |name: &str, prio: u16, src: &str, peer: &str| {
+    let cfg = |name: &str, node: usize| {
         format!(
             "switch:
   name: {name}
@@ -532,37 +482,15 @@ ports:
   - {{name: pl1, mode: trunk}}
   - {{name: pl2, mode: trunk}}
   - {{name: h, vlan: 10}}
-virtual-switch:
-  domain-id: 13
-  priority: {prio}
-  system-mac: 02:00:00:00:0d:00
-  peer-link: [pl1, pl2]
-  delay-restore-s: 0
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-"
+{}",
+            vswitch::section(13, node, &["pl1", "pl2"], 0, false, "")
         )
     };
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let ports = ["pl1", "pl2", "h"];
-    let a = Switch::start(
-        &bin,
-        &na,
-        &cfg("pl-a", 100, "192.0.2.1", "192.0.2.2"),
-        &ports,
-    )
-    .unwrap();
-    let b = Switch::start(
-        &bin,
-        &nb,
-        &cfg("pl-b", 200, "192.0.2.2", "192.0.2.1"),
-        &ports,
-    )
-    .unwrap();
-    let paired = |sw: &Switch| {
-        sw.try_show_json(&["show", "virtual-switch"])
-            .is_ok_and(|v| v["status"] == "paired")
-    };
-    wait_for("paired", 10, || paired(&a) && paired(&b));
+    let a = Switch::start(&bin, &na, &cfg("pl-a", 0), &ports).unwrap();
+    let b = Switch::start(&bin, &nb, &cfg("pl-b", 1), &ports).unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
     let ta = RawPort::open(nt.name(), "ta").unwrap();
     let tb = RawPort::open(nt.name(), "tb").unwrap();
     let (ha, hb) = (mac(0xa2), mac(0xb2));
@@ -611,7 +539,7 @@ virtual-switch:
     na.exec(&["ip", "link", "set", "pl1", "down"]).unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     assert!(
-        paired(&a) && paired(&b),
+        vswitch::is_paired(&a) && vswitch::is_paired(&b),
         "{:#}",
         b.show_json(&["show", "virtual-switch"])
     );

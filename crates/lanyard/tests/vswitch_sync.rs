@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use testkit::frame::{mac, BROADCAST};
 use testkit::netns::veth;
-use testkit::{l2, require_root, Netns, RawPort, Switch};
+use testkit::{l2, require_root, vswitch, Netns, RawPort, Switch};
 
-fn config(name: &str, prio: u16, src: &str, peer: &str) -> String {
+fn config(name: &str, node: usize) -> String {
     format!(
         "switch:
   name: {name}
@@ -23,15 +23,8 @@ ports:
   - {{name: h, vlan: 10}}
 port-channels:
   - {{name: po1, members: [m1], lacp: static}}
-virtual-switch:
-  domain-id: 7
-  priority: {prio}
-  system-mac: 02:00:00:00:07:00
-  peer-link: [pl]
-  delay-restore-s: 0
-  keepalive: {{source: {src}, peer: {peer}, interval-ms: 100, timeout-ms: 500}}
-  channels: [{{port-channel: po1, id: 1}}]
-"
+{}",
+        vswitch::section(7, node, &["pl"], 0, true, "")
     )
 }
 
@@ -64,36 +57,17 @@ fn peer_link_syncs_learned_addresses_and_full_copy() {
     let nt = Netns::new("lyvst").unwrap();
     let na = Netns::new("lyvsa").unwrap();
     let nb = Netns::new("lyvsb").unwrap();
-    veth(&na, "pl", &nb, "pl", 1500).unwrap();
-    veth(&na, "ka", &nb, "ka", 1500).unwrap();
-    na.exec(&["ip", "addr", "add", "192.0.2.1/30", "dev", "ka"])
-        .unwrap();
-    nb.exec(&["ip", "addr", "add", "192.0.2.2/30", "dev", "ka"])
-        .unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
     veth(&na, "m1", &nt, "xa", 1500).unwrap();
     veth(&nb, "m1", &nt, "xb", 1500).unwrap();
     veth(&na, "h", &nt, "ta", 1500).unwrap();
     veth(&nb, "h", &nt, "tb", 1500).unwrap();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let ports = ["pl", "m1", "h"];
-    let a = Switch::start(
-        &bin,
-        &na,
-        &config("dist-a", 100, "192.0.2.1", "192.0.2.2"),
-        &ports,
-    )
-    .unwrap();
-    let cfg_b = config("dist-b", 200, "192.0.2.2", "192.0.2.1");
+    let a = Switch::start(&bin, &na, &config("dist-a", 0), &ports).unwrap();
+    let cfg_b = config("dist-b", 1);
     let mut b = Switch::start(&bin, &nb, &cfg_b, &ports).unwrap();
-    let paired = |sw: &Switch| {
-        sw.try_show_json(&["show", "virtual-switch"])
-            .is_ok_and(|v| v["status"] == "paired")
-    };
-    let t0 = Instant::now();
-    while !(paired(&a) && paired(&b)) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "never paired");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    vswitch::wait_paired(&[&a, &b], 10);
 
     // A host on dist-a's port, then n stations behind it (frames to that
     // host: learned, then filtered as same-port).
