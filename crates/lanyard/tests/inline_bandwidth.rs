@@ -20,8 +20,9 @@
 //! Mbit/s (`LANYARD_BW_SCALE=N` multiplies limits and offers).
 
 use std::collections::HashMap;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use testkit::netns::stdout_ok as ok;
 
 use testkit::netns::{veth, Netns};
 use testkit::{l2, require_root, Switch};
@@ -92,17 +93,6 @@ while time.time() < end:
                 got[k] = got.get(k, 0) + len(data) + 42
 print(json.dumps(got))
 "#;
-
-fn ok(o: std::io::Result<Output>, what: &str) -> String {
-    let o = o.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn now() -> f64 {
     SystemTime::now()

@@ -10,8 +10,9 @@
 //! `special`); the private UDP telemetry is counted as `unknown`. Subscribers are
 //! provisioned through the streamed API (`lanyard subscribers load`).
 
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+use testkit::netns::stdout_ok as ok;
 
 use serde_json::Value;
 use testkit::netns::{veth, Netns};
@@ -67,17 +68,6 @@ for i in range(40):
     s.sendto(b"lanyard private telemetry %04d " % i + b"z" * i, ("10.77.0.2", 40404))
     time.sleep(0.002)
 "#;
-
-fn ok(o: std::io::Result<Output>, what: &str) -> String {
-    let o = o.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// The bed of every test here: a client namespace (the subscriber side,
 /// CLIENT on c0) — Lanyard's namespace (sw1, sw2) — a server namespace

@@ -159,6 +159,19 @@ pub fn ip(args: &[&str]) -> io::Result<Output> {
 }
 
 /// Runs `prog args...`; an error (with its stderr) if it fails.
+/// The stdout of a command that must have run and succeeded; otherwise
+/// panics with `what`, its stdout and stderr.
+pub fn stdout_ok(o: io::Result<Output>, what: &str) -> String {
+    let o = o.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 pub fn run_cmd(prog: &str, args: &[&str]) -> io::Result<Output> {
     let out = Command::new(prog)
         .args(args)
