@@ -32,6 +32,10 @@ const PORT_FIELDS: &[&str] = &[
     "tx_bytes",
     "rx_flooded",
     "tx_flooded",
+    "rx_multicast",
+    "rx_broadcast",
+    "tx_multicast",
+    "tx_broadcast",
 ];
 const VLAN_FIELDS: &[&str] = &["rx_frames", "rx_bytes", "tx_frames", "tx_bytes", "flooded"];
 const L3_FIELDS: &[&str] = &[

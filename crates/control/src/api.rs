@@ -176,6 +176,10 @@ impl ApiState {
                     "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
                     "rx_bytes": self.sum(|c| c.ports[id].rx_bytes.get()),
                     "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
+                    "rx_multicast": self.sum(|c| c.ports[id].rx_multicast.get()),
+                    "rx_broadcast": self.sum(|c| c.ports[id].rx_broadcast.get()),
+                    "tx_multicast": self.sum(|c| c.ports[id].tx_multicast.get()),
+                    "tx_broadcast": self.sum(|c| c.ports[id].tx_broadcast.get()),
                     "drops": drops,
                     "port_errors": self.shared.port_errors[id].load(Ordering::Relaxed),
                     // What the driver reports (ethtool), for IF-MIB's
@@ -365,6 +369,10 @@ impl ApiState {
                     "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
                     "rx_flooded": self.sum(|c| c.ports[id].rx_flooded.get()),
                     "tx_flooded": self.sum(|c| c.ports[id].tx_flooded.get()),
+                    "rx_multicast": self.sum(|c| c.ports[id].rx_multicast.get()),
+                    "rx_broadcast": self.sum(|c| c.ports[id].rx_broadcast.get()),
+                    "tx_multicast": self.sum(|c| c.ports[id].tx_multicast.get()),
+                    "tx_broadcast": self.sum(|c| c.ports[id].tx_broadcast.get()),
                     "rx_csum_completed": self.sum(|c| c.ports[id].rx_csum_completed.get()),
                     "drops": drops_json(|r| self.sum(|c| c.ports[id].drops[r].get())),
                 })

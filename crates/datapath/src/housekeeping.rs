@@ -76,17 +76,14 @@ impl Worker {
                     if f != t && f < MAX_PORTS && t < MAX_PORTS {
                         let mut src = self.ports[f].take();
                         if let (Some(a), Some(b)) = (src.as_mut(), self.ports[t].as_mut()) {
-                            let (mut moved, mut bytes) = (0u64, 0u64);
+                            let mut moved = pipeline::counters::TxTally::default();
                             a.take_tx(&mut |frame| {
                                 if b.send(frame) {
-                                    moved += 1;
-                                    bytes += frame.len() as u64;
+                                    moved.add(pipeline::counters::Dest::of(frame), frame.len());
                                 }
                             });
                             let _ = b.flush();
-                            let pc = &self.counters.ports[t];
-                            pc.tx_frames.add(moved);
-                            pc.tx_bytes.add(bytes);
+                            self.counters.ports[t].count_tx_tally(&moved);
                         }
                         self.ports[f] = src;
                     }

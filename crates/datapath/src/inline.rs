@@ -56,8 +56,7 @@ impl Worker {
                 any = true;
                 let frame = batch.frame(i);
                 if let Some(pc) = self.counters.ports.get(batch.port(i) as usize) {
-                    pc.rx_frames.add(1);
-                    pc.rx_bytes.add(frame.len() as u64);
+                    pc.count_rx(frame);
                 }
                 if !bypass {
                     if let Some(e) = self.inline.engine.as_mut() {

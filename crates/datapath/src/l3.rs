@@ -25,9 +25,7 @@ impl Worker {
         let c = self.counters.clone();
         c.batches.add(1);
         for i in 0..batch.len() {
-            let pc = &c.ports[batch.port(i) as usize];
-            pc.rx_frames.add(1);
-            pc.rx_bytes.add(batch.frame(i).len() as u64);
+            c.ports[batch.port(i) as usize].count_rx(batch.frame(i));
         }
         let Some(l3) = self.shared.l3.load_full() else {
             // Routed ports before the tables exist (start-up): nothing to
@@ -217,9 +215,8 @@ impl Worker {
                     port.tx_commit(n);
                     dirty.insert(ingress);
                     c.l3.icmp_sent.add(1);
-                    let pc = &c.ports[ingress as usize];
-                    pc.tx_frames.add(1);
-                    pc.tx_bytes.add(n as u64);
+                    // ICMP errors go to the sender's unicast address.
+                    c.ports[ingress as usize].count_tx(pipeline::counters::Dest::Unicast, n);
                 }
                 L3Verdict::Drop(_) => {}
             }

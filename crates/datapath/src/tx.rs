@@ -3,6 +3,7 @@
 
 use crate::worker::*;
 use io::{FrameBatch, Port};
+use pipeline::counters::{Dest, TxTally};
 use pipeline::services::{EgressVerdict, Services};
 use pipeline::{egress, Action, DropReason};
 use tables::acl::AclKey;
@@ -12,8 +13,7 @@ use tables::{PortSet, Tables};
 /// takes.
 struct CountingSink<'a> {
     port: &'a mut dyn Port,
-    frames: u64,
-    bytes: u64,
+    sent: TxTally,
 }
 
 impl pipeline::qos::TxSink for CountingSink<'_> {
@@ -23,10 +23,9 @@ impl pipeline::qos::TxSink for CountingSink<'_> {
     }
 
     #[inline]
-    fn commit(&mut self, _class: usize, len: usize) {
+    fn commit(&mut self, _class: usize, len: usize, dest: Dest) {
         self.port.tx_commit(len);
-        self.frames += 1;
-        self.bytes += len as u64;
+        self.sent.add(dest, len);
     }
 }
 
@@ -82,11 +81,10 @@ impl Worker {
         if mirror.is_some() {
             self.mirror_buf[..n].copy_from_slice(&slot[..n]);
         }
+        let dest = Dest::of(&slot[..n]);
         port.tx_commit(n);
         dirty.insert(p);
-        let pc = &c.ports[p as usize];
-        pc.tx_frames.add(1);
-        pc.tx_bytes.add(n as u64);
+        c.ports[p as usize].count_tx(dest, n);
         if let Some(dests) = mirror {
             self.mirror_out(dests, n, dirty);
         }
@@ -99,13 +97,10 @@ impl Worker {
                     // The scheduler fills the ring; what does not fit waits.
                     let mut sink = CountingSink {
                         port: port.as_mut(),
-                        frames: 0,
-                        bytes: 0,
+                        sent: TxTally::default(),
                     };
                     self.svc.drain(p, &mut sink);
-                    let pc = &self.counters.ports[p as usize];
-                    pc.tx_frames.add(sink.frames);
-                    pc.tx_bytes.add(sink.bytes);
+                    self.counters.ports[p as usize].count_tx_tally(&sink.sent);
                     if self.svc.queued(p) == 0 {
                         self.queued.remove(p);
                     }
@@ -252,11 +247,11 @@ impl Worker {
         if mirror.is_some() {
             self.mirror_buf[..n].copy_from_slice(&slot[..n]);
         }
+        let dest = Dest::of(&slot[..n]);
         port.tx_commit(n);
         dirty.insert(p);
         let pc = &c.ports[p as usize];
-        pc.tx_frames.add(1);
-        pc.tx_bytes.add(n as u64);
+        pc.count_tx(dest, n);
         if flooded {
             pc.tx_flooded.add(1);
         }

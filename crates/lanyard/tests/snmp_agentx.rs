@@ -193,6 +193,16 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
         .collect();
     l2::send_settled(&sw, &t1, "sw1", &good);
     l2::send_settled(&sw, &t1, "sw1", &bad);
+    // And 11 to a group address, 7 to an unknown unicast one (flooded):
+    // IF-MIB counts the three kinds apart.
+    let group: Vec<Vec<u8>> = (0..11)
+        .map(|i| test_frame(&[0x01, 0, 0x5e, 0, 0, 9], &mac(1), &[], 3, i, 100))
+        .collect();
+    let unicast: Vec<Vec<u8>> = (0..7)
+        .map(|i| test_frame(&mac(0x77), &mac(1), &[], 4, i, 100))
+        .collect();
+    l2::send_settled(&sw, &t1, "sw1", &group);
+    l2::send_settled(&sw, &t1, "sw1", &unicast);
 
     let port = 16100 + (std::process::id() % 800) as u16;
     let trap_port = port + 1000;
@@ -317,10 +327,76 @@ fn snmpwalk_lists_every_port_with_the_counters_show_gives() {
             (mbps * 1_000_000).min(u64::from(u32::MAX)).to_string(),
             "ifSpeed {name}"
         );
+        let num = |k: &str| p[k].as_u64().unwrap();
+        let ucast = |d: &str| {
+            num(&format!("{d}_frames"))
+                - num(&format!("{d}_multicast"))
+                - num(&format!("{d}_broadcast"))
+        };
         assert_eq!(col(&xtable, 6), n("rx_bytes"), "ifHCInOctets {name}");
-        assert_eq!(col(&xtable, 7), n("rx_frames"), "ifHCInUcastPkts {name}");
+        assert_eq!(
+            col(&xtable, 7),
+            ucast("rx").to_string(),
+            "ifHCInUcastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 8),
+            n("rx_multicast"),
+            "ifHCInMulticastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 9),
+            n("rx_broadcast"),
+            "ifHCInBroadcastPkts {name}"
+        );
         assert_eq!(col(&xtable, 10), n("tx_bytes"), "ifHCOutOctets {name}");
-        assert_eq!(col(&xtable, 11), n("tx_frames"), "ifHCOutUcastPkts {name}");
+        assert_eq!(
+            col(&xtable, 11),
+            ucast("tx").to_string(),
+            "ifHCOutUcastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 12),
+            n("tx_multicast"),
+            "ifHCOutMulticastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 13),
+            n("tx_broadcast"),
+            "ifHCOutBroadcastPkts {name}"
+        );
+        assert_eq!(
+            col(&table, 11),
+            ucast("rx").to_string(),
+            "ifInUcastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 2),
+            n("rx_multicast"),
+            "ifInMulticastPkts {name}"
+        );
+        assert_eq!(
+            col(&xtable, 3),
+            n("rx_broadcast"),
+            "ifInBroadcastPkts {name}"
+        );
+        // What the test sent: sw1 received 42 broadcasts (5 of them
+        // dropped as tagged on an access port), 11 multicasts and 7
+        // unicasts; sw2 sent what was forwarded. The kernel may add its own.
+        let (dir, bcast) = if name == "sw1" {
+            ("rx", 42)
+        } else {
+            ("tx", 37)
+        };
+        assert!(
+            num(&format!("{dir}_broadcast")) >= bcast,
+            "{name} broadcasts: {p}"
+        );
+        assert!(
+            num(&format!("{dir}_multicast")) >= 11,
+            "{name} multicasts: {p}"
+        );
+        assert!(ucast(dir) >= 7, "{name} unicasts: {p}");
         assert_eq!(col(&table, 10), n("rx_bytes"), "ifInOctets {name}");
         assert_eq!(col(&table, 16), n("tx_bytes"), "ifOutOctets {name}");
         // Every drop `show interfaces` counts is in exactly one IF-MIB

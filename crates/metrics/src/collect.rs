@@ -248,6 +248,32 @@ fn counters(q: &Query, o: &mut Out) {
             &l,
             u(p, "tx_flooded"),
         );
+        // IF-MIB's split: the unicast frames are the rest of the total.
+        const KINDS: [(&str, &str, &str); 4] = [
+            (
+                "interface_receive_multicast_frames",
+                "frames received to a multicast (not broadcast) address",
+                "rx_multicast",
+            ),
+            (
+                "interface_receive_broadcast_frames",
+                "frames received to the broadcast address",
+                "rx_broadcast",
+            ),
+            (
+                "interface_transmit_multicast_frames",
+                "frames sent to a multicast (not broadcast) address",
+                "tx_multicast",
+            ),
+            (
+                "interface_transmit_broadcast_frames",
+                "frames sent to the broadcast address",
+                "tx_broadcast",
+            ),
+        ];
+        for (name, help, key) in KINDS {
+            o.counter(name, help, false, &l, u(p, key));
+        }
         drops(
             o,
             "interface_drops",
@@ -861,7 +887,8 @@ mod tests {
             "show-counters" => json!({
                 "ports": [{"name": "sw1", "rx_frames": 20, "rx_bytes": 2560, "tx_frames": 3,
                            "tx_bytes": 204, "rx_flooded": 0, "tx_flooded": 3,
-                           "drops": {"acl-deny": 7, "policed": 0}}],
+                           "rx_multicast": 6, "rx_broadcast": 4, "tx_multicast": 2,
+                           "tx_broadcast": 1, "drops": {"acl-deny": 7, "policed": 0}}],
                 "vlans": [{"vlan": 10, "rx_frames": 1, "rx_bytes": 64, "tx_frames": 2,
                            "tx_bytes": 128, "flooded": 1, "drops": {"unknown-vlan": 4}}],
                 "batches": 9, "learn_queue_full": 0, "l3": null}),
@@ -881,6 +908,10 @@ mod tests {
             "lanyard_interface_receive_frames_total{interface=\"sw1\"} 20",
             "lanyard_interface_receive_bytes_total{interface=\"sw1\"} 2560",
             "lanyard_interface_transmit_bytes_total{interface=\"sw1\"} 204",
+            "lanyard_interface_receive_multicast_frames_total{interface=\"sw1\"} 6",
+            "lanyard_interface_receive_broadcast_frames_total{interface=\"sw1\"} 4",
+            "lanyard_interface_transmit_multicast_frames_total{interface=\"sw1\"} 2",
+            "lanyard_interface_transmit_broadcast_frames_total{interface=\"sw1\"} 1",
             "lanyard_interface_drops_total{interface=\"sw1\",reason=\"acl-deny\"} 7",
             "lanyard_interface_up{interface=\"sw1\"} 1",
             "lanyard_interface_up{interface=\"sw2\"} 0",

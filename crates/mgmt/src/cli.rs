@@ -165,7 +165,7 @@ pub const SHOW: &[CommandDef] = &[
         words: "interfaces counters",
         aliases: &["interface counters"],
         usage: "",
-        help: "frames and bytes in and out per port, with totals",
+        help: "octets, unicast/multicast/broadcast frames in and out per port",
         args: &[],
         request: r#"{"cmd":"show-counters"}"#,
         render: show::interfaces_counters,

@@ -828,7 +828,50 @@ fn drop_reasons(o: &mut String, title: &'static str, items: &[(String, Option<&V
 /// `show interfaces counters`.
 pub fn interfaces_counters(v: &Value) -> String {
     let mut o = String::new();
-    port_counter_table(rows_at(v, "ports")).render(&mut o);
+    let ports = rows_at(v, "ports");
+    // Laid out as IOS's `show interfaces counters`: receive, then send.
+    const IN: [&str; 5] = [
+        "Port",
+        ">InOctets",
+        ">InUcastPkts",
+        ">InMcastPkts",
+        ">InBcastPkts",
+    ];
+    const OUT: [&str; 5] = [
+        "Port",
+        ">OutOctets",
+        ">OutUcastPkts",
+        ">OutMcastPkts",
+        ">OutBcastPkts",
+    ];
+    for (dir, cols) in [("rx", IN), ("tx", OUT)] {
+        let mut t = Table::new(&cols);
+        let mut tot = [0u64; 4];
+        for r in ports {
+            let frames = u(r, &format!("{dir}_frames"));
+            let mcast = u(r, &format!("{dir}_multicast"));
+            let bcast = u(r, &format!("{dir}_broadcast"));
+            let c = [
+                u(r, &format!("{dir}_bytes")),
+                frames.saturating_sub(mcast + bcast),
+                mcast,
+                bcast,
+            ];
+            for (t, x) in tot.iter_mut().zip(c) {
+                *t += x;
+            }
+            let mut cells = vec![s(r, "name")];
+            cells.extend(c.iter().map(u64::to_string));
+            t.row(cells);
+        }
+        let mut cells = vec!["Total".to_string()];
+        cells.extend(tot.iter().map(u64::to_string));
+        t.total(cells);
+        if dir == "tx" {
+            let _ = writeln!(o);
+        }
+        t.render(&mut o);
+    }
     o
 }
 

@@ -121,7 +121,7 @@ impl TxSink for Sink {
     }
 
     #[inline]
-    fn commit(&mut self, class: usize, len: usize) {
+    fn commit(&mut self, class: usize, len: usize, _: pipeline::counters::Dest) {
         self.sent += (class + len) as u64;
     }
 }

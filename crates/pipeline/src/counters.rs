@@ -121,6 +121,13 @@ pub struct PortCounters {
     pub rx_flooded: Counter,
     /// Copies sent out of this port by flooding.
     pub tx_flooded: Counter,
+    /// Of `rx_frames`/`tx_frames`: frames to a group address other than
+    /// broadcast, and to broadcast (IF-MIB counts unicast, multicast and
+    /// broadcast apart; unicast is the rest).
+    pub rx_multicast: Counter,
+    pub rx_broadcast: Counter,
+    pub tx_multicast: Counter,
+    pub tx_broadcast: Counter,
     /// Drops charged to this port (ingress reasons, or egress reasons for
     /// frames that were to leave here).
     pub drops: [Counter; DROP_REASONS],
@@ -141,6 +148,94 @@ pub struct VlanCounters {
     pub tx_bytes: Counter,
     pub flooded: Counter,
     pub drops: [Counter; DROP_REASONS],
+}
+
+/// What a frame's destination address is: RFC 2863 counts frames to
+/// each kind apart (`ifHCInMulticastPkts`, …).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dest {
+    Unicast,
+    Multicast,
+    Broadcast,
+}
+
+impl Dest {
+    /// From the frame's first bytes (a frame shorter than an address
+    /// counts as unicast: it is dropped as malformed anyway).
+    #[inline]
+    pub fn of(frame: &[u8]) -> Dest {
+        match frame.get(..6) {
+            Some(d) if d[0] & 1 != 0 => {
+                if d == [0xff; 6] {
+                    Dest::Broadcast
+                } else {
+                    Dest::Multicast
+                }
+            }
+            _ => Dest::Unicast,
+        }
+    }
+}
+
+/// Frames, multicast and broadcast frames, and bytes sent in a burst
+/// (a drain of the class queues, a moved TX ring): counted once at its end.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct TxTally {
+    pub frames: u64,
+    pub multicast: u64,
+    pub broadcast: u64,
+    pub bytes: u64,
+}
+
+impl TxTally {
+    #[inline]
+    pub fn add(&mut self, dest: Dest, len: usize) {
+        self.frames += 1;
+        self.bytes += len as u64;
+        match dest {
+            Dest::Unicast => {}
+            Dest::Multicast => self.multicast += 1,
+            Dest::Broadcast => self.broadcast += 1,
+        }
+    }
+}
+
+impl PortCounters {
+    /// A frame received on this port.
+    #[inline]
+    pub fn count_rx(&self, frame: &[u8]) {
+        self.rx_frames.add(1);
+        self.rx_bytes.add(frame.len() as u64);
+        match Dest::of(frame) {
+            Dest::Unicast => {}
+            Dest::Multicast => self.rx_multicast.add(1),
+            Dest::Broadcast => self.rx_broadcast.add(1),
+        }
+    }
+
+    /// A frame of `len` bytes sent out of this port to `dest`.
+    #[inline]
+    pub fn count_tx(&self, dest: Dest, len: usize) {
+        self.tx_frames.add(1);
+        self.tx_bytes.add(len as u64);
+        match dest {
+            Dest::Unicast => {}
+            Dest::Multicast => self.tx_multicast.add(1),
+            Dest::Broadcast => self.tx_broadcast.add(1),
+        }
+    }
+
+    /// A burst of sent frames.
+    #[inline]
+    pub fn count_tx_tally(&self, t: &TxTally) {
+        if t.frames == 0 {
+            return;
+        }
+        self.tx_frames.add(t.frames);
+        self.tx_bytes.add(t.bytes);
+        self.tx_multicast.add(t.multicast);
+        self.tx_broadcast.add(t.broadcast);
+    }
 }
 
 /// One worker's counters.
@@ -236,5 +331,39 @@ impl WorkerCounters {
         if let Some(v) = vlan {
             self.vlans[v as usize & 0xfff].drops[r as usize].add(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_counted_by_their_destinations_kind() {
+        let c = PortCounters::default();
+        c.count_rx(&[0xff; 60]);
+        c.count_rx(&[0x01, 0x00, 0x5e, 0, 0, 1, 0, 0]);
+        c.count_rx(&[0x33, 0x33, 0, 0, 0, 1]);
+        c.count_rx(&[0x02, 0, 0, 0, 0, 1, 0]);
+        // Too short for an address: unicast (it is dropped as malformed).
+        c.count_rx(&[0xff]);
+        assert_eq!(c.rx_frames.get(), 5);
+        assert_eq!(c.rx_bytes.get(), 60 + 8 + 6 + 7 + 1);
+        assert_eq!((c.rx_multicast.get(), c.rx_broadcast.get()), (2, 1));
+        // ff:ff:ff:ff:ff:fe is a group address, not broadcast.
+        assert_eq!(
+            Dest::of(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]),
+            Dest::Multicast
+        );
+
+        let mut t = TxTally::default();
+        t.add(Dest::Broadcast, 64);
+        t.add(Dest::Unicast, 100);
+        t.add(Dest::Multicast, 70);
+        c.count_tx_tally(&t);
+        c.count_tx(Dest::Multicast, 10);
+        assert_eq!(c.tx_frames.get(), 4);
+        assert_eq!(c.tx_bytes.get(), 244);
+        assert_eq!((c.tx_multicast.get(), c.tx_broadcast.get()), (2, 1));
     }
 }

@@ -242,8 +242,7 @@ pub fn process(
         out.v[i] = v;
         let len = frame.len() as u64;
         if let Some(pc) = c.ports.get(port as usize) {
-            pc.rx_frames.add(1);
-            pc.rx_bytes.add(len);
+            pc.count_rx(frame);
         }
         match v.action {
             Action::Drop(r) => {

@@ -7,6 +7,7 @@
 //! No allocation after [`EgressQueues::new`], no locks, no system calls.
 //! Policers are in [`tables::qos`]; design and figures: `docs/qos.md`.
 
+use crate::counters::Dest;
 use wire::checksum;
 
 // ---------------------------------------------------------------------
@@ -109,9 +110,10 @@ pub const DRR_QUANTUM: u64 = 1536;
 pub trait TxSink {
     /// The next free TX slot, or `None` if the ring is full.
     fn slot(&mut self) -> Option<&mut [u8]>;
-    /// The frame of class `class`, `len` bytes, was written into the slot
-    /// last lent by `slot`: queue it for transmit (and count it).
-    fn commit(&mut self, class: usize, len: usize);
+    /// The frame of class `class`, `len` bytes to `dest`, was written
+    /// into the slot last lent by `slot`: queue it for transmit (and
+    /// count it).
+    fn commit(&mut self, class: usize, len: usize, dest: Dest);
 }
 
 /// Any port is a sink (the class is not counted).
@@ -122,7 +124,7 @@ impl<P: io::Port + ?Sized> TxSink for P {
     }
 
     #[inline]
-    fn commit(&mut self, _class: usize, len: usize) {
+    fn commit(&mut self, _class: usize, len: usize, _dest: Dest) {
         self.tx_commit(len)
     }
 }
@@ -330,9 +332,11 @@ impl EgressQueues {
             let cq = &mut self.queues[q];
             let n = cq.head_len();
             let ok = slot.len() >= n;
+            let mut dest = Dest::Unicast;
             if ok {
                 let off = cq.head * stride;
                 slot[..n].copy_from_slice(&cq.buf[off..off + n]);
+                dest = Dest::of(&slot[..n]);
             }
             cq.head += 1;
             if cq.head == cq.depth() {
@@ -351,7 +355,7 @@ impl EgressQueues {
                 }
             }
             if ok {
-                sink.commit(q, n);
+                sink.commit(q, n, dest);
                 sent += 1;
             } else {
                 self.slot_too_small += 1;
@@ -691,7 +695,7 @@ mod tests {
             (self.room > 0).then_some(&mut self.slot[..])
         }
 
-        fn commit(&mut self, class: usize, len: usize) {
+        fn commit(&mut self, class: usize, len: usize, _: Dest) {
             assert!(self.room > 0);
             self.room -= 1;
             let keep = if self.full { len } else { len.min(8) };
@@ -908,7 +912,7 @@ mod tests {
             fn slot(&mut self) -> Option<&mut [u8]> {
                 Some(&mut self.0[..])
             }
-            fn commit(&mut self, _: usize, len: usize) {
+            fn commit(&mut self, _: usize, len: usize, _: Dest) {
                 assert!(len <= 2);
             }
         }

@@ -28,11 +28,15 @@ pub struct Row {
     /// `ifOperStatus`: 1 up, 2 down, 6 notPresent (interface missing).
     pub oper: i32,
     pub in_octets: u64,
-    /// Every frame received: Lanyard keeps no unicast/multicast/broadcast
-    /// split, so the multicast and broadcast columns are not served.
-    pub in_pkts: u64,
+    /// Frames received to a unicast, a multicast (not broadcast) and the
+    /// broadcast address.
+    pub in_ucast: u64,
+    pub in_mcast: u64,
+    pub in_bcast: u64,
     pub out_octets: u64,
-    pub out_pkts: u64,
+    pub out_ucast: u64,
+    pub out_mcast: u64,
+    pub out_bcast: u64,
     pub in_discards: u64,
     pub in_errors: u64,
     pub in_unknown_protos: u64,
@@ -108,9 +112,17 @@ impl Row {
                 _ => 2,
             },
             in_octets: u(p, "rx_bytes"),
-            in_pkts: u(p, "rx_frames"),
+            in_mcast: u(p, "rx_multicast"),
+            in_bcast: u(p, "rx_broadcast"),
+            in_ucast: u(p, "rx_frames")
+                .saturating_sub(u(p, "rx_multicast"))
+                .saturating_sub(u(p, "rx_broadcast")),
             out_octets: u(p, "tx_bytes"),
-            out_pkts: u(p, "tx_frames"),
+            out_mcast: u(p, "tx_multicast"),
+            out_bcast: u(p, "tx_broadcast"),
+            out_ucast: u(p, "tx_frames")
+                .saturating_sub(u(p, "tx_multicast"))
+                .saturating_sub(u(p, "tx_broadcast")),
             out_errors: u(p, "port_errors"),
             speed_mbps: u(p, "speed_mbps"),
             mac: p.get("mac").and_then(Value::as_str).and_then(parse_mac),
@@ -202,19 +214,27 @@ impl IfMib {
             vars.insert(t(8), Snmp::Integer(r.oper));
             vars.insert(t(9), Snmp::TimeTicks(r.last_change));
             vars.insert(t(10), c32(r.in_octets));
-            vars.insert(t(11), c32(r.in_pkts));
+            vars.insert(t(11), c32(r.in_ucast));
             vars.insert(t(13), c32(r.in_discards));
             vars.insert(t(14), c32(r.in_errors));
             vars.insert(t(15), c32(r.in_unknown_protos));
             vars.insert(t(16), c32(r.out_octets));
-            vars.insert(t(17), c32(r.out_pkts));
+            vars.insert(t(17), c32(r.out_ucast));
             vars.insert(t(19), c32(r.out_discards));
             vars.insert(t(20), c32(r.out_errors));
             vars.insert(x(1), text(&r.name));
+            vars.insert(x(2), c32(r.in_mcast));
+            vars.insert(x(3), c32(r.in_bcast));
+            vars.insert(x(4), c32(r.out_mcast));
+            vars.insert(x(5), c32(r.out_bcast));
             vars.insert(x(6), Snmp::Counter64(r.in_octets));
-            vars.insert(x(7), Snmp::Counter64(r.in_pkts));
+            vars.insert(x(7), Snmp::Counter64(r.in_ucast));
+            vars.insert(x(8), Snmp::Counter64(r.in_mcast));
+            vars.insert(x(9), Snmp::Counter64(r.in_bcast));
             vars.insert(x(10), Snmp::Counter64(r.out_octets));
-            vars.insert(x(11), Snmp::Counter64(r.out_pkts));
+            vars.insert(x(11), Snmp::Counter64(r.out_ucast));
+            vars.insert(x(12), Snmp::Counter64(r.out_mcast));
+            vars.insert(x(13), Snmp::Counter64(r.out_bcast));
             vars.insert(x(14), Snmp::Integer(1)); // linkUpDownTrapEnable: enabled
             vars.insert(
                 x(15),
@@ -279,6 +299,30 @@ mod tests {
         assert_eq!(missing.oper, 6);
         let shut = Row::from_show(&json!({"state":"admin-down"}), None);
         assert_eq!((shut.admin, shut.oper), (2, 2));
+    }
+
+    /// ifInUcastPkts and the HC unicast columns hold unicast frames only;
+    /// multicast and broadcast have their own columns (RFC 2863).
+    #[test]
+    fn unicast_multicast_and_broadcast_columns_split_the_frames() {
+        let p = json!({"name":"e1","id":0,"state":"up","rx_frames":10,"rx_multicast":3,
+                       "rx_broadcast":2,"tx_frames":20,"tx_multicast":4,"tx_broadcast":1});
+        let m = IfMib::from_rows(&[Row::from_show(&p, None)]);
+        let t = |col| m.get(&oid(IF_TABLE, &[1, col, 1])).cloned();
+        let x = |col| m.get(&oid(IF_XTABLE, &[1, col, 1])).cloned();
+        assert_eq!(t(11), Some(Snmp::Counter32(5)));
+        assert_eq!(t(17), Some(Snmp::Counter32(15)));
+        assert_eq!(
+            [x(2), x(3), x(4), x(5)],
+            [3, 2, 4, 1].map(|n| Some(Snmp::Counter32(n)))
+        );
+        assert_eq!(
+            [x(7), x(8), x(9), x(11), x(12), x(13)],
+            [5, 3, 2, 15, 4, 1].map(|n| Some(Snmp::Counter64(n)))
+        );
+        // A switch older than the split: every frame counts as unicast.
+        let old = json!({"name":"e1","id":0,"state":"up","rx_frames":10});
+        assert_eq!(Row::from_show(&old, None).in_ucast, 10);
     }
 
     #[test]

@@ -67,8 +67,7 @@ impl Worker {
             *k = false;
             let frame = batch.frame(i);
             if let Some(pc) = self.counters.ports.get(port as usize) {
-                pc.rx_frames.add(1);
-                pc.rx_bytes.add(frame.len() as u64);
+                pc.count_rx(frame);
             }
             let Some(ac) = pws.circuit_of(port, frame) else {
                 bump(&pws.unmatched[pws.slot(me)]);
