@@ -100,6 +100,9 @@ impl ApiState {
         if self.cfg().port_index(port).is_none() {
             return Err(format!("no port {port:?}"));
         }
+        if let Some(t) = req.get("tdr") {
+            return tdr(port, t);
+        }
         let pairs =
             io::cable::test(port, Duration::from_secs(20)).map_err(|e| format!("{port}: {e}"))?;
         tracing::info!(
@@ -118,7 +121,59 @@ impl ApiState {
             .collect();
         Ok(json!({"interface": port, "pairs": pairs}))
     }
+}
 
+/// `test cable-diagnostics PORT --tdr`: the PHY's raw TDR trace.
+/// `t`: `{"from_m", "to_m", "step_m", "pair"}`, each optional.
+fn tdr(port: &str, t: &Value) -> Result<Value, String> {
+    let cm = |k: &str| -> Result<Option<u32>, String> {
+        match t.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|m| m.is_finite() && *m >= 0.0 && *m <= 150.0)
+                .map(|m| Some((m * 100.0).round() as u32))
+                .ok_or_else(|| format!("TDR {k}: a distance in metres, 0 to 150")),
+        }
+    };
+    let pair = match t.get("pair").and_then(Value::as_str) {
+        None => None,
+        Some(p) => match p.to_ascii_uppercase().as_str() {
+            "A" => Some(0),
+            "B" => Some(1),
+            "C" => Some(2),
+            "D" => Some(3),
+            _ => return Err(format!("TDR pair {p:?}: A, B, C or D")),
+        },
+    };
+    let cfg = io::cable::TdrConfig {
+        first_cm: cm("from_m")?,
+        last_cm: cm("to_m")?,
+        step_cm: cm("step_m")?,
+        pair,
+    };
+    cfg.check()?;
+    let trace =
+        io::cable::tdr(port, &cfg, Duration::from_secs(60)).map_err(|e| format!("{port}: {e}"))?;
+    tracing::info!(
+        "cable TDR on {port}: {} samples reported",
+        trace.samples.len()
+    );
+    let m = |cm: u32| f64::from(cm) / 100.0;
+    Ok(json!({
+        "interface": port,
+        "mode": "tdr",
+        "pulse_mv": trace.pulse_mv,
+        "steps_m": trace.steps.map(|(a, b, s)| json!({"from": m(a), "to": m(b), "step": m(s)})),
+        "samples": trace.samples.iter().map(|s| json!({
+            "pair": char::from(b'A' + s.pair.min(25)).to_string(),
+            "distance_m": m(s.distance_cm),
+            "mv": s.mv,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+impl ApiState {
     /// `show interfaces [PORTS] [up|down] [vlan N]`: `port` is a name or
     /// a selection (`sw1-48,sw100`, [`config::Config::select_ports`]),
     /// `state` keeps ports in that state, `vlan` ports whose access VLAN

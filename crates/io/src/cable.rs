@@ -5,6 +5,10 @@
 //! without a PHY driver that offers it (veth, TAP, most virtual NICs)
 //! answer `EOPNOTSUPP`, reported as [`CableError::NotSupported`].
 //!
+//! The raw TDR mode (`ETHTOOL_MSG_CABLE_TEST_TDR_ACT`) asks the PHY for
+//! the reflection's amplitude at each distance instead of a verdict;
+//! its trace arrives as `ETHTOOL_MSG_CABLE_TEST_TDR_NTF` ([`tdr`]).
+//!
 //! The link goes down for the test's duration (a few seconds).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -35,6 +39,29 @@ const ETHTOOL_A_CABLE_RESULT_CODE: u16 = 2;
 const ETHTOOL_A_CABLE_FAULT_LENGTH_PAIR: u16 = 1;
 const ETHTOOL_A_CABLE_FAULT_LENGTH_CM: u16 = 2;
 const STATUS_COMPLETED: u8 = 2;
+const ETHTOOL_MSG_CABLE_TEST_TDR_ACT: u8 = 27;
+/// Kernel-to-user message id of the TDR notification.
+pub const ETHTOOL_MSG_CABLE_TEST_TDR_NTF: u8 = 28;
+const ETHTOOL_A_CABLE_TEST_TDR_HEADER: u16 = 1;
+const ETHTOOL_A_CABLE_TEST_TDR_CFG: u16 = 2;
+const ETHTOOL_A_CABLE_TEST_TDR_CFG_FIRST: u16 = 1;
+const ETHTOOL_A_CABLE_TEST_TDR_CFG_LAST: u16 = 2;
+const ETHTOOL_A_CABLE_TEST_TDR_CFG_STEP: u16 = 3;
+const ETHTOOL_A_CABLE_TEST_TDR_CFG_PAIR: u16 = 4;
+const ETHTOOL_A_CABLE_TEST_TDR_NTF_HEADER: u16 = 1;
+const ETHTOOL_A_CABLE_TEST_TDR_NTF_STATUS: u16 = 2;
+const ETHTOOL_A_CABLE_TEST_TDR_NTF_NEST: u16 = 3;
+const ETHTOOL_A_CABLE_TDR_NEST_STEP: u16 = 1;
+const ETHTOOL_A_CABLE_TDR_NEST_AMPLITUDE: u16 = 2;
+const ETHTOOL_A_CABLE_TDR_NEST_PULSE: u16 = 3;
+const ETHTOOL_A_CABLE_STEP_FIRST_DISTANCE: u16 = 1;
+const ETHTOOL_A_CABLE_STEP_LAST_DISTANCE: u16 = 2;
+const ETHTOOL_A_CABLE_STEP_STEP_DISTANCE: u16 = 3;
+const ETHTOOL_A_CABLE_AMPLITUDE_PAIR: u16 = 1;
+const ETHTOOL_A_CABLE_AMPLITUDE_MV: u16 = 2;
+const ETHTOOL_A_CABLE_PULSE_MV: u16 = 1;
+/// The kernel refuses TDR distances beyond 150 m (`MAX_CABLE_LENGTH_CM`).
+pub const TDR_MAX_CM: u32 = 150 * 100;
 
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
@@ -261,6 +288,157 @@ pub fn decode_notification(body: &[u8]) -> Result<Notification, DecodeError> {
     Ok(n)
 }
 
+/// What to ask of a raw TDR test; `None` leaves the PHY's default
+/// (the kernel's: 1 m to 100 m in 1 m steps, every pair).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TdrConfig {
+    pub first_cm: Option<u32>,
+    pub last_cm: Option<u32>,
+    pub step_cm: Option<u32>,
+    /// 0 = pair A … 3 = pair D.
+    pub pair: Option<u8>,
+}
+
+impl TdrConfig {
+    /// Refuses what the kernel would refuse, with the reason in words.
+    pub fn check(&self) -> Result<(), String> {
+        for (what, v) in [("from", self.first_cm), ("to", self.last_cm)] {
+            if v.is_some_and(|cm| cm > TDR_MAX_CM) {
+                return Err(format!("TDR {what}: at most {} m", TDR_MAX_CM / 100));
+            }
+        }
+        if let (Some(a), Some(b)) = (self.first_cm, self.last_cm) {
+            if a > b {
+                return Err("TDR: from is beyond to".into());
+            }
+        }
+        if self.step_cm == Some(0) {
+            return Err("TDR step: must be more than 0".into());
+        }
+        if self.pair.is_some_and(|p| p > 3) {
+            return Err("TDR pair: A to D".into());
+        }
+        Ok(())
+    }
+}
+
+/// One point of a TDR trace: the reflection on `pair` at `distance_cm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TdrSample {
+    pub pair: u8,
+    pub distance_cm: u32,
+    pub mv: i16,
+}
+
+/// A decoded `ETHTOOL_MSG_CABLE_TEST_TDR_NTF`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TdrTrace {
+    pub dev: Option<String>,
+    pub completed: bool,
+    /// The amplitude of the pulse sent, when the PHY says it.
+    pub pulse_mv: Option<i16>,
+    /// (first, last, step) in cm, as the PHY used them.
+    pub steps: Option<(u32, u32, u32)>,
+    /// In the order the PHY reported them.
+    pub samples: Vec<TdrSample>,
+}
+
+fn i16_of(p: &[u8]) -> Result<i16, DecodeError> {
+    p.get(..2)
+        .map(|b| i16::from_ne_bytes([b[0], b[1]]))
+        .ok_or(DecodeError("s16 attribute"))
+}
+
+/// Decodes a TDR notification (what follows the generic netlink header).
+///
+/// The kernel documents a step nest (first, last, step distance) before
+/// the amplitudes, one amplitude nest per pair and step: the n-th
+/// amplitude of a pair after a step nest lies at `first + n × step`.
+/// PHYs that report each distance as its own step nest (`first == last`)
+/// decode the same way.
+pub fn decode_tdr_notification(body: &[u8]) -> Result<TdrTrace, DecodeError> {
+    let mut t = TdrTrace::default();
+    // Distance of the next amplitude per pair, from the last step nest.
+    let mut base = (0u32, 0u32);
+    let mut seen = [0u32; 256];
+    for a in attrs(body) {
+        let (ty, p) = a?;
+        match ty {
+            ETHTOOL_A_CABLE_TEST_TDR_NTF_HEADER => {
+                for h in attrs(p) {
+                    let (hty, hp) = h?;
+                    if hty == ETHTOOL_A_HEADER_DEV_NAME {
+                        t.dev = Some(string_of(hp));
+                    }
+                }
+            }
+            ETHTOOL_A_CABLE_TEST_TDR_NTF_STATUS => t.completed = u8_of(p)? == STATUS_COMPLETED,
+            ETHTOOL_A_CABLE_TEST_TDR_NTF_NEST => {
+                for r in attrs(p) {
+                    let (rty, rp) = r?;
+                    match rty {
+                        ETHTOOL_A_CABLE_TDR_NEST_PULSE => {
+                            for f in attrs(rp) {
+                                let (fty, fp) = f?;
+                                if fty == ETHTOOL_A_CABLE_PULSE_MV {
+                                    t.pulse_mv = Some(i16_of(fp)?);
+                                }
+                            }
+                        }
+                        ETHTOOL_A_CABLE_TDR_NEST_STEP => {
+                            let (mut first, mut last, mut step) = (0, 0, 0);
+                            for f in attrs(rp) {
+                                let (fty, fp) = f?;
+                                match fty {
+                                    ETHTOOL_A_CABLE_STEP_FIRST_DISTANCE => first = u32_of(fp)?,
+                                    ETHTOOL_A_CABLE_STEP_LAST_DISTANCE => last = u32_of(fp)?,
+                                    ETHTOOL_A_CABLE_STEP_STEP_DISTANCE => step = u32_of(fp)?,
+                                    _ => {}
+                                }
+                            }
+                            base = (first, step);
+                            seen = [0; 256];
+                            match &mut t.steps {
+                                // Per-distance step nests: the trace's range.
+                                Some(s) => {
+                                    s.0 = s.0.min(first);
+                                    s.1 = s.1.max(last);
+                                }
+                                None => t.steps = Some((first, last, step)),
+                            }
+                        }
+                        ETHTOOL_A_CABLE_TDR_NEST_AMPLITUDE => {
+                            let (mut pair, mut mv) = (None, None);
+                            for f in attrs(rp) {
+                                let (fty, fp) = f?;
+                                match fty {
+                                    ETHTOOL_A_CABLE_AMPLITUDE_PAIR => pair = Some(u8_of(fp)?),
+                                    ETHTOOL_A_CABLE_AMPLITUDE_MV => mv = Some(i16_of(fp)?),
+                                    _ => {}
+                                }
+                            }
+                            let (Some(pair), Some(mv)) = (pair, mv) else {
+                                continue;
+                            };
+                            let n = &mut seen[usize::from(pair)];
+                            let distance_cm = base.0.saturating_add(n.saturating_mul(base.1));
+                            *n = n.saturating_add(1);
+                            t.samples.push(TdrSample {
+                                pair,
+                                distance_cm,
+                                mv,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(t)
+}
+
 /// Appends one attribute (padded to 4 bytes).
 pub fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     let len = 4 + payload.len();
@@ -469,25 +647,79 @@ fn resolve_ethtool(s: &GenlSocket) -> Result<(u16, u32), CableError> {
 /// Runs the PHY's cable test on `ifname` (in the caller's network
 /// namespace) and waits up to `timeout` for its result.
 pub fn test(ifname: &str, timeout: Duration) -> Result<Vec<PairResult>, CableError> {
+    let mut a = Vec::new();
+    put_nested(&mut a, ETHTOOL_A_CABLE_TEST_HEADER, |h| dev_name(h, ifname));
+    run(
+        ETHTOOL_MSG_CABLE_TEST_ACT,
+        &a,
+        ETHTOOL_MSG_CABLE_TEST_NTF,
+        timeout,
+        |b| {
+            let n = decode_notification(b).ok()?;
+            (n.dev.as_deref() == Some(ifname) && n.completed).then_some(n.pairs)
+        },
+    )
+}
+
+/// Runs the PHY's raw TDR test on `ifname` and waits up to `timeout`
+/// for its trace.
+pub fn tdr(ifname: &str, cfg: &TdrConfig, timeout: Duration) -> Result<TdrTrace, CableError> {
+    cfg.check().map_err(CableError::Kernel)?;
+    let mut a = Vec::new();
+    put_nested(&mut a, ETHTOOL_A_CABLE_TEST_TDR_HEADER, |h| {
+        dev_name(h, ifname)
+    });
+    if *cfg != TdrConfig::default() {
+        put_nested(&mut a, ETHTOOL_A_CABLE_TEST_TDR_CFG, |c| {
+            for (ty, v) in [
+                (ETHTOOL_A_CABLE_TEST_TDR_CFG_FIRST, cfg.first_cm),
+                (ETHTOOL_A_CABLE_TEST_TDR_CFG_LAST, cfg.last_cm),
+                (ETHTOOL_A_CABLE_TEST_TDR_CFG_STEP, cfg.step_cm),
+            ] {
+                if let Some(v) = v {
+                    put_attr(c, ty, &v.to_ne_bytes());
+                }
+            }
+            if let Some(p) = cfg.pair {
+                put_attr(c, ETHTOOL_A_CABLE_TEST_TDR_CFG_PAIR, &[p]);
+            }
+        });
+    }
+    run(
+        ETHTOOL_MSG_CABLE_TEST_TDR_ACT,
+        &a,
+        ETHTOOL_MSG_CABLE_TEST_TDR_NTF,
+        timeout,
+        |b| {
+            let t = decode_tdr_notification(b).ok()?;
+            (t.dev.as_deref() == Some(ifname) && t.completed).then_some(t)
+        },
+    )
+}
+
+fn dev_name(h: &mut Vec<u8>, ifname: &str) {
+    let mut name = ifname.as_bytes().to_vec();
+    name.push(0);
+    put_attr(h, ETHTOOL_A_HEADER_DEV_NAME, &name);
+}
+
+/// Sends action `cmd` with `attrs`, then waits for the notification
+/// `ntf` that `done` accepts (it sees the attributes after the generic
+/// netlink header; other devices' and interim notifications give `None`).
+fn run<T>(
+    cmd: u8,
+    attrs: &[u8],
+    ntf: u8,
+    timeout: Duration,
+    done: impl Fn(&[u8]) -> Option<T>,
+) -> Result<T, CableError> {
     let s = GenlSocket::open()?;
     let (family, monitor) = resolve_ethtool(&s)?;
     // Join before asking, so the notification cannot be missed.
     s.join(monitor)?;
-    let mut a = Vec::new();
-    put_nested(&mut a, ETHTOOL_A_CABLE_TEST_HEADER, |h| {
-        let mut name = ifname.as_bytes().to_vec();
-        name.push(0);
-        put_attr(h, ETHTOOL_A_HEADER_DEV_NAME, &name);
-    });
     const SEQ: u32 = 2;
-    s.send(&message(
-        family,
-        NLM_F_REQUEST | NLM_F_ACK,
-        SEQ,
-        ETHTOOL_MSG_CABLE_TEST_ACT,
-        &a,
-    ))?;
-    let mut buf = vec![0u8; 16384];
+    s.send(&message(family, NLM_F_REQUEST | NLM_F_ACK, SEQ, cmd, attrs))?;
+    let mut buf = vec![0u8; 65536];
     let deadline = Instant::now() + timeout;
     while let Some(n) = s.recv(&mut buf, deadline)? {
         for m in messages(&buf[..n]) {
@@ -514,14 +746,11 @@ pub fn test(ifname: &str, timeout: Duration) -> Result<Vec<PairResult>, CableErr
                 }
                 continue;
             }
-            if ty != family || body.len() < 4 || body[0] != ETHTOOL_MSG_CABLE_TEST_NTF {
+            if ty != family || body.len() < 4 || body[0] != ntf {
                 continue;
             }
-            let Ok(n) = decode_notification(&body[4..]) else {
-                continue;
-            };
-            if n.dev.as_deref() == Some(ifname) && n.completed {
-                return Ok(n.pairs);
+            if let Some(r) = done(&body[4..]) {
+                return Ok(r);
             }
         }
     }
@@ -624,6 +853,135 @@ mod tests {
         let mut m = b.clone();
         m[0] = 0xff;
         assert!(decode_notification(&m).is_err());
+    }
+
+    /// A step nest (first, last, step cm) and the amplitudes (pair, mV)
+    /// that follow it.
+    type Step<'a> = ((u32, u32, u32), &'a [(u8, i16)]);
+
+    /// A TDR notification as the kernel builds it (ethnl_cable_test_pulse,
+    /// _step, _amplitude).
+    fn tdr_ntf(dev: &str, pulse: Option<i16>, steps: &[Step]) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_nested(&mut b, ETHTOOL_A_CABLE_TEST_TDR_NTF_HEADER, |h| {
+            dev_name(h, dev)
+        });
+        put_attr(
+            &mut b,
+            ETHTOOL_A_CABLE_TEST_TDR_NTF_STATUS,
+            &[STATUS_COMPLETED],
+        );
+        put_nested(&mut b, ETHTOOL_A_CABLE_TEST_TDR_NTF_NEST, |n| {
+            if let Some(mv) = pulse {
+                put_nested(n, ETHTOOL_A_CABLE_TDR_NEST_PULSE, |p| {
+                    put_attr(p, ETHTOOL_A_CABLE_PULSE_MV, &mv.to_ne_bytes())
+                });
+            }
+            for &((first, last, step), amps) in steps {
+                put_nested(n, ETHTOOL_A_CABLE_TDR_NEST_STEP, |s| {
+                    put_attr(s, ETHTOOL_A_CABLE_STEP_FIRST_DISTANCE, &first.to_ne_bytes());
+                    put_attr(s, ETHTOOL_A_CABLE_STEP_LAST_DISTANCE, &last.to_ne_bytes());
+                    put_attr(s, ETHTOOL_A_CABLE_STEP_STEP_DISTANCE, &step.to_ne_bytes());
+                });
+                for &(pair, mv) in amps {
+                    put_nested(n, ETHTOOL_A_CABLE_TDR_NEST_AMPLITUDE, |a| {
+                        put_attr(a, ETHTOOL_A_CABLE_AMPLITUDE_PAIR, &[pair]);
+                        put_attr(a, ETHTOOL_A_CABLE_AMPLITUDE_MV, &mv.to_ne_bytes());
+                    });
+                }
+            }
+        });
+        b
+    }
+
+    #[test]
+    fn tdr_trace_places_each_amplitude_at_its_distance() {
+        // One step nest, then the samples of pairs A and B interleaved.
+        let b = tdr_ntf(
+            "eth3",
+            Some(1000),
+            &[(
+                (100, 300, 100),
+                &[(0, 10), (1, -5), (0, 12), (1, -7), (0, 300), (1, 2)],
+            )],
+        );
+        let t = decode_tdr_notification(&b).unwrap();
+        assert_eq!(t.dev.as_deref(), Some("eth3"));
+        assert!(t.completed);
+        assert_eq!(t.pulse_mv, Some(1000));
+        assert_eq!(t.steps, Some((100, 300, 100)));
+        let got: Vec<_> = t
+            .samples
+            .iter()
+            .map(|s| (s.pair, s.distance_cm, s.mv))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 100, 10),
+                (1, 100, -5),
+                (0, 200, 12),
+                (1, 200, -7),
+                (0, 300, 300),
+                (1, 300, 2)
+            ]
+        );
+        // A PHY that gives each distance its own step nest.
+        let b = tdr_ntf(
+            "eth3",
+            None,
+            &[((500, 500, 0), &[(2, 40)]), ((600, 600, 0), &[(2, -40)])],
+        );
+        let t = decode_tdr_notification(&b).unwrap();
+        assert_eq!(t.pulse_mv, None);
+        assert_eq!(t.steps, Some((500, 600, 0)));
+        let got: Vec<_> = t
+            .samples
+            .iter()
+            .map(|s| (s.pair, s.distance_cm, s.mv))
+            .collect();
+        assert_eq!(got, vec![(2, 500, 40), (2, 600, -40)]);
+    }
+
+    #[test]
+    fn tdr_truncations_and_byte_flips_never_panic() {
+        let b = tdr_ntf("eth3", Some(1000), &[((100, 200, 100), &[(0, 1), (0, 2)])]);
+        for cut in 0..b.len() {
+            let _ = decode_tdr_notification(&b[..cut]);
+        }
+        for i in 0..b.len() {
+            for bit in 0..8 {
+                let mut m = b.clone();
+                m[i] ^= 1 << bit;
+                let _ = decode_tdr_notification(&m);
+            }
+        }
+        // Saturating distances: a huge step does not overflow.
+        let b = tdr_ntf(
+            "e",
+            None,
+            &[((u32::MAX, u32::MAX, u32::MAX), &[(0, 1), (0, 2)])],
+        );
+        let t = decode_tdr_notification(&b).unwrap();
+        assert_eq!(t.samples[1].distance_cm, u32::MAX);
+    }
+
+    #[test]
+    fn tdr_config_is_checked_as_the_kernel_would() {
+        assert!(TdrConfig::default().check().is_ok());
+        let c = |f, l, s, p| TdrConfig {
+            first_cm: f,
+            last_cm: l,
+            step_cm: s,
+            pair: p,
+        };
+        assert!(c(Some(100), Some(15_000), Some(100), Some(3))
+            .check()
+            .is_ok());
+        assert!(c(None, Some(15_001), None, None).check().is_err());
+        assert!(c(Some(500), Some(100), None, None).check().is_err());
+        assert!(c(None, None, Some(0), None).check().is_err());
+        assert!(c(None, None, None, Some(4)).check().is_err());
     }
 
     #[test]

@@ -110,10 +110,26 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum TestCmd {
-    /// The PHY's cable test (TDR where the PHY has it) on PORT: status
-    /// and fault distance per pair. The link drops while it runs.
+    /// The PHY's cable test on PORT: status and fault distance per pair
+    /// (with --tdr: the raw TDR trace, amplitude per distance and pair).
+    /// The link drops while it runs.
     CableDiagnostics {
         port: String,
+        /// The raw TDR trace instead of a verdict per pair.
+        #[arg(long)]
+        tdr: bool,
+        /// TDR: first distance, metres (the PHY's default if not given).
+        #[arg(long, requires = "tdr", value_name = "M")]
+        from: Option<f64>,
+        /// TDR: last distance, metres (at most 150).
+        #[arg(long, requires = "tdr", value_name = "M")]
+        to: Option<f64>,
+        /// TDR: distance between samples, metres.
+        #[arg(long, requires = "tdr", value_name = "M")]
+        step: Option<f64>,
+        /// TDR: only this pair (A-D).
+        #[arg(long, requires = "tdr", value_name = "A-D")]
+        pair: Option<String>,
         /// Print the management API's JSON answer.
         #[arg(long)]
         json: bool,
@@ -260,8 +276,8 @@ fn command_list() -> String {
             "start a subscriber's quota period again",
         ),
         (
-            "test cable-diagnostics PORT",
-            "the PHY's cable test: status and fault distance per pair",
+            "test cable-diagnostics PORT [--tdr]",
+            "the PHY's cable test: status and fault distance per pair, or the TDR trace",
         ),
         (
             "lab run PLAN [--out DIR] [--repeat N] [-q]",
@@ -610,11 +626,26 @@ fn main() -> ExitCode {
         )
         .map(|_| println!("subscriber {id}: usage reset")),
         Cmd::Test {
-            cmd: TestCmd::CableDiagnostics { port, json, socket },
+            cmd:
+                TestCmd::CableDiagnostics {
+                    port,
+                    tdr,
+                    from,
+                    to,
+                    step,
+                    pair,
+                    json,
+                    socket,
+                },
         } => api(
             &sock(socket),
             mgmt::cli::Command {
-                request: serde_json::json!({"cmd": "cable-diagnostics", "port": port}),
+                request: if tdr {
+                    serde_json::json!({"cmd": "cable-diagnostics", "port": port, "tdr":
+                        {"from_m": from, "to_m": to, "step_m": step, "pair": pair}})
+                } else {
+                    serde_json::json!({"cmd": "cable-diagnostics", "port": port})
+                },
                 render: mgmt::show::cable_diagnostics,
                 view: "cable_diagnostics".into(),
             },

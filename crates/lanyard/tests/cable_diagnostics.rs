@@ -33,6 +33,42 @@ fn veth_reports_not_supported_and_unknown_ports_are_refused() {
         "clear message expected, got: {err}"
     );
 
+    // The raw TDR mode: the same refusal from the kernel, and bad
+    // arguments refused before the PHY is asked.
+    let out = sw
+        .cli(&[
+            "test",
+            "cable-diagnostics",
+            "sw1",
+            "--tdr",
+            "--to",
+            "20",
+            "--pair",
+            "b",
+        ])
+        .expect("run the CLI");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a veth has no TDR: {err}");
+    assert!(
+        err.contains("sw1: cable diagnostics not supported by this interface's driver"),
+        "clear message expected, got: {err}"
+    );
+    for (args, want) in [
+        (&["--to", "151"][..], "a distance in metres, 0 to 150"),
+        (&["--from", "30", "--to", "10"][..], "from is beyond to"),
+        (&["--step", "0"][..], "must be more than 0"),
+        (&["--pair", "E"][..], "A, B, C or D"),
+    ] {
+        let mut a = vec!["test", "cable-diagnostics", "sw1", "--tdr"];
+        a.extend_from_slice(args);
+        let out = sw.cli(&a).expect("run the CLI");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+
     let out = sw
         .cli(&["test", "cable-diagnostics", "nosuch9"])
         .expect("run the CLI");
