@@ -19,7 +19,12 @@
  *     line per operation, and waits for Lanyard's one-line answer: "ok",
  *     or "err <reason>" — a refusal, no listener or no answer in time
  *     fails the install, so zebra tells ldpd the pseudowire is not
- *     forwarding (and retries every 30 s).
+ *     forwarding (and retries every 30 s);
+ *  4. keeps a second connection from zebra's main thread ("op=subscribe")
+ *     on which Lanyard reports later changes: "op=pw-status status=down"
+ *     (a circuit went down after "ok": zebra_pw_install_failure, so ldpd
+ *     marks the pseudowire down and zebra retries) and "status=up" (a
+ *     refused pseudowire is ready: zebra retries now, not in 30 s).
  *
  * Load with:  zebra -M dplane_fpm_nl -M /path/zebra_lanyard.so[:SOCKET]
  * SOCKET defaults to /run/lanyard/zebra-pw.sock. The message format is
@@ -46,6 +51,8 @@
 #include "lib/pw.h"
 #include "zebra/zebra_dplane.h"
 #include "zebra/zebra_mpls.h"
+#include "zebra/zebra_pw.h"
+#include "zebra/zebra_vrf.h"
 
 #define LANYARD_DEFAULT_SOCKET "/run/lanyard/zebra-pw.sock"
 #define LANYARD_REPLY_TIMEOUT_MS 500
@@ -56,6 +63,12 @@ static char pw_socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int pw_fd = -1;
 
 /* Counters, logged at shutdown and at debug level. */
+/* The status connection (zebra's main thread only). */
+static struct thread_master *st_master;
+static int st_fd = -1;
+static struct thread *t_st_read, *t_st_connect;
+static unsigned long cnt_st_down, cnt_st_retry;
+
 static unsigned long cnt_skip_lsp, cnt_skip_route, cnt_skip_nh, cnt_pw_ok,
 	cnt_pw_fail;
 
@@ -324,12 +337,137 @@ static int lanyard_process(struct zebra_dplane_provider *prov)
 static int lanyard_finish(struct zebra_dplane_provider *prov, bool early)
 {
 	if (!early) {
-		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed",
+		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed; status from Lanyard: %lu down, %lu retried",
 			  prov_name, cnt_skip_lsp, cnt_skip_route, cnt_skip_nh,
-			  cnt_pw_ok, cnt_pw_fail);
+			  cnt_pw_ok, cnt_pw_fail, cnt_st_down, cnt_st_retry);
 		pw_close();
 	}
 	return 0;
+}
+
+/* Value of KEY in a "k=v k=v" line, copied into OUT; false if absent. */
+static bool line_get(const char *line, const char *key, char *out,
+		     size_t olen)
+{
+	size_t klen = strlen(key);
+	const char *p = line;
+
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+			size_t n = strcspn(p + klen + 1, " \n");
+
+			if (n >= olen)
+				return false;
+			memcpy(out, p + klen + 1, n);
+			out[n] = '\0';
+			return true;
+		}
+		p += strcspn(p, " ");
+	}
+	return false;
+}
+
+static void st_connect(struct thread *t);
+
+static void st_reconnect_later(long secs)
+{
+	if (st_fd >= 0)
+		close(st_fd);
+	st_fd = -1;
+	THREAD_OFF(t_st_read);
+	thread_add_timer(st_master, st_connect, NULL, secs, &t_st_connect);
+}
+
+/* One line from Lanyard on the status connection. */
+static void st_apply(const char *line)
+{
+	char op[32], ifname[INTERFACE_NAMSIZ], status[16], vrf[16];
+	struct zebra_vrf *zvrf;
+	struct zebra_pw *pw;
+
+	if (!line_get(line, "op", op, sizeof(op))
+	    || strcmp(op, "pw-status") != 0
+	    || !line_get(line, "ifname", ifname, sizeof(ifname))
+	    || !line_get(line, "status", status, sizeof(status)))
+		return; /* "ok" to the subscription, or unknown: ignored */
+	zvrf = zebra_vrf_lookup_by_id(
+		line_get(line, "vrf", vrf, sizeof(vrf)) ? (vrf_id_t)atoi(vrf)
+							: VRF_DEFAULT);
+	pw = zvrf ? zebra_pw_find(zvrf, ifname) : NULL;
+	if (!pw) {
+		zlog_warn("%s: status for unknown pseudowire %s", prov_name,
+			  ifname);
+		return;
+	}
+	if (strcmp(status, "down") == 0 && pw->status == PW_FORWARDING) {
+		zlog_notice("%s: pseudowire %s down in Lanyard: %s", prov_name,
+			    ifname, line);
+		cnt_st_down++;
+		/* Tells ldpd (not forwarding) and schedules zebra's retry. */
+		zebra_pw_install_failure(pw, PW_NOT_FORWARDING);
+	} else if (strcmp(status, "up") == 0 && pw->status != PW_FORWARDING
+		   /* zebra_pw_enabled() (static there) for LDP pseudowires;
+		    * zebra_pw.c names MPLS_INVALID_LABEL MPLS_NO_LABEL. */
+		   && pw->local_label != MPLS_INVALID_LABEL
+		   && pw->remote_label != MPLS_INVALID_LABEL
+		   && pw->af != AF_UNSPEC) {
+		zlog_notice("%s: pseudowire %s ready in Lanyard: retrying now",
+			    prov_name, ifname);
+		cnt_st_retry++;
+		THREAD_OFF(pw->install_retry_timer);
+		zebra_pw_update(pw);
+	}
+}
+
+static void st_read(struct thread *t)
+{
+	char buf[LANYARD_LINE_MAX];
+	ssize_t n = recv(st_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		zlog_info("%s: status connection closed; reconnecting",
+			  prov_name);
+		st_reconnect_later(1);
+		return;
+	}
+	if (n > 0) {
+		buf[n] = '\0';
+		if (strncmp(buf, "err", 3) == 0) {
+			/* A listener without status support (an older
+			 * Lanyard): installs still work; ask again later. */
+			zlog_info("%s: no pseudowire status from %s: %s",
+				  prov_name, pw_socket_path, buf);
+			st_reconnect_later(60);
+			return;
+		}
+		st_apply(buf);
+	}
+	thread_add_read(st_master, st_read, NULL, st_fd, &t_st_read);
+}
+
+/* Connects (again, every second until Lanyard listens) and subscribes. */
+static void st_connect(struct thread *t)
+{
+	static const char sub[] = "v=1 op=subscribe\n";
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	st_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (st_fd < 0) {
+		st_reconnect_later(1);
+		return;
+	}
+	strlcpy(sa.sun_path, pw_socket_path, sizeof(sa.sun_path));
+	if (connect(st_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0
+	    || send(st_fd, sub, sizeof(sub) - 1, MSG_NOSIGNAL | MSG_DONTWAIT)
+		       != (ssize_t)(sizeof(sub) - 1)) {
+		st_reconnect_later(1);
+		return;
+	}
+	zlog_info("%s: subscribed to pseudowire status on %s", prov_name,
+		  pw_socket_path);
+	thread_add_read(st_master, st_read, NULL, st_fd, &t_st_read);
 }
 
 static int lanyard_late_init(struct thread_master *tm)
@@ -351,6 +489,8 @@ static int lanyard_late_init(struct thread_master *tm)
 	else
 		zlog_notice("%s: provider registered; pseudowires via %s",
 			    prov_name, pw_socket_path);
+	st_master = tm;
+	thread_add_timer(st_master, st_connect, NULL, 0, &t_st_connect);
 	return 0;
 }
 
