@@ -43,7 +43,8 @@ const FPM_PORT: u16 = 2620;
 const LEN: usize = 180;
 const Q: Duration = Duration::from_millis(300);
 /// (name, port, VLAN on pe-a, VLAN on pe-b, pw-id, control word)
-const PWS: &[(&str, &str, Option<u16>, Option<u16>, u32, bool)] = &[
+type PwRow = (&'static str, &'static str, Option<u16>, Option<u16>, u32, bool);
+const PWS: &[PwRow] = &[
     ("T5CW", "ac5", None, None, 5, true),
     ("T5", "ac6", None, None, 6, false),
     ("V100", "ac4", Some(100), Some(200), 100, true),
