@@ -43,7 +43,14 @@ const FPM_PORT: u16 = 2620;
 const LEN: usize = 180;
 const Q: Duration = Duration::from_millis(300);
 /// (name, port, VLAN on pe-a, VLAN on pe-b, pw-id, control word)
-type PwRow = (&'static str, &'static str, Option<u16>, Option<u16>, u32, bool);
+type PwRow = (
+    &'static str,
+    &'static str,
+    Option<u16>,
+    Option<u16>,
+    u32,
+    bool,
+);
 const PWS: &[PwRow] = &[
     ("T5CW", "ac5", None, None, 5, true),
     ("T5", "ac6", None, None, 6, false),
@@ -53,6 +60,14 @@ const PWS: &[PwRow] = &[
     ("T7", "ac7", None, None, 7, true),
 ];
 const AC_PORTS: &[&str] = &["ac4", "ac5", "ac6", "ac7"];
+/// An l2vpn ldpd signals (PE `me` to the other) but neither Lanyard has a
+/// circuit for.
+fn ghost(me: u8) -> String {
+    format!(
+        "l2vpn GHOST type vpls\n member pseudowire mpw9\n  neighbor lsr-id {}\n  pw-id 9\n exit\n!\n",
+        lo(3 - me)
+    )
+}
 
 fn module() -> PathBuf {
     std::env::var_os("LANYARD_ZEBRA_MODULE")
@@ -244,7 +259,7 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
                 ns.name(),
                 &format!("pwldp-{me}"),
                 &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd],
-                &frr_config(me, &stanzas),
+                &frr_config(me, &format!("{stanzas}{}", ghost(me))),
                 &opts,
             )
             .expect("FRR"),
@@ -304,6 +319,29 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
     }
     let t7 = pw(&va, "T7");
     assert_eq!(t7["up"], false, "{t7}");
+    // Refused by Lanyard (not merely not installed yet): zebra holds it
+    // with both labels and DOWN, ldpd on both PEs not UP.
+    assert!(t7["refused"].as_u64().unwrap_or(0) >= 1, "{t7}");
+    let z7 = zpw.lines().find(|l| l.starts_with("mpw7 ")).unwrap_or("");
+    assert!(
+        z7.contains(&format!("{}/{}", t7["local_label"], t7["remote_label"]))
+            && z7.contains("DOWN"),
+        "zebra: {zpw}"
+    );
+    assert_ne!(
+        vc_state(fb, "mpw7").as_deref(),
+        Some("UP"),
+        "T7 down at pe-b"
+    );
+    // GHOST: labels exchanged, refused by both Lanyards (no circuit).
+    for f in [fa, fb] {
+        wait_for("GHOST refused", Duration::from_secs(10), || {
+            let z = f.vtysh(&["show mpls pseudowires"]);
+            let l = z.lines().find(|l| l.starts_with("mpw9 "))?.to_string();
+            (l.contains('/') && l.contains("DOWN")).then_some(())
+        });
+        assert_ne!(vc_state(f, "mpw9").as_deref(), Some("UP"));
+    }
     assert!(
         t7["reason"]
             .as_str()
