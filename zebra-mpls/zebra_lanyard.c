@@ -24,7 +24,12 @@
  *     on which Lanyard reports later changes: "op=pw-status status=down"
  *     (a circuit went down after "ok": zebra_pw_install_failure, so ldpd
  *     marks the pseudowire down and zebra retries) and "status=up" (a
- *     refused pseudowire is ready: zebra retries now, not in 30 s).
+ *     refused pseudowire is ready: zebra retries now, not in 30 s);
+ *  5. keeps zebra 8.4's optimistic "forwarding" report (zebra_pw_install
+ *     tells ldpd FORWARDING before the data plane answered) from flapping
+ *     a pseudowire Lanyard keeps refusing: ldpd would tell the remote PE
+ *     on every flip, and when both PEs refuse the same pseudowire the two
+ *     ldpd/zebra pairs ping-pong hundreds of installs a second.
  *
  * Load with:  zebra -M dplane_fpm_nl -M /path/zebra_lanyard.so[:SOCKET]
  * SOCKET defaults to /run/lanyard/zebra-pw.sock. The message format is
@@ -38,6 +43,7 @@
 #include <sys/time.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -53,6 +59,7 @@
 #include "zebra/zebra_mpls.h"
 #include "zebra/zebra_pw.h"
 #include "zebra/zebra_vrf.h"
+#include "zebra/zapi_msg.h"
 
 #define LANYARD_DEFAULT_SOCKET "/run/lanyard/zebra-pw.sock"
 #define LANYARD_REPLY_TIMEOUT_MS 500
@@ -63,6 +70,58 @@ static char pw_socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int pw_fd = -1;
 
 /* Counters, logged at shutdown and at debug level. */
+/* Pseudowires whose last install Lanyard refused (written by the data-plane
+ * thread, read by the main thread's pw_install hook). "quiet": the hook
+ * suppressed zebra's optimistic FORWARDING report for the install under
+ * way, so an "ok" must be announced to ldpd afterwards. */
+#define LANYARD_REFUSED_MAX 4096
+struct refused_pw {
+	char ifname[INTERFACE_NAMSIZ];
+	vrf_id_t vrf;
+	bool quiet;
+};
+static struct refused_pw refused[LANYARD_REFUSED_MAX];
+static unsigned refused_n;
+static pthread_mutex_t refused_mtx = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long cnt_quiet;
+
+/* Index of (vrf, ifname) in refused[], or -1. Caller holds refused_mtx. */
+static int refused_find(vrf_id_t vrf, const char *ifname)
+{
+	unsigned i;
+
+	for (i = 0; i < refused_n; i++)
+		if (refused[i].vrf == vrf && strcmp(refused[i].ifname, ifname) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Records a refusal (true) or an acceptance (false); returns whether the
+ * entry was "quiet" (its install ran without the optimistic report). */
+static bool refused_set(vrf_id_t vrf, const char *ifname, bool is_refused)
+{
+	bool quiet = false;
+	int i;
+
+	pthread_mutex_lock(&refused_mtx);
+	i = refused_find(vrf, ifname);
+	if (i >= 0) {
+		quiet = refused[i].quiet;
+		if (is_refused)
+			refused[i].quiet = false;
+		else
+			refused[i] = refused[--refused_n];
+	} else if (is_refused && refused_n < LANYARD_REFUSED_MAX) {
+		strlcpy(refused[refused_n].ifname, ifname,
+			sizeof(refused[refused_n].ifname));
+		refused[refused_n].vrf = vrf;
+		refused[refused_n].quiet = false;
+		refused_n++;
+	}
+	pthread_mutex_unlock(&refused_mtx);
+	return quiet;
+}
+
 /* The status connection (zebra's main thread only). */
 static struct thread_master *st_master;
 static int st_fd = -1;
@@ -220,6 +279,57 @@ static bool pw_exchange(const char *line, size_t len, char *why, size_t wlen)
  * zebra_pw_install_failure() (zebra_rib.c handle_pw_result); that status
  * was copied when the install was queued and may still say "forwarding",
  * so set it, or ldpd would never hear that the pseudowire is down. */
+struct announce {
+	vrf_id_t vrf;
+	char ifname[INTERFACE_NAMSIZ];
+};
+
+/* Main thread: an install whose optimistic report was suppressed has
+ * succeeded; tell ldpd the pseudowire forwards. */
+static void announce_forwarding(struct thread *t)
+{
+	struct announce *a = THREAD_ARG(t);
+	struct zebra_vrf *zvrf = zebra_vrf_lookup_by_id(a->vrf);
+	struct zebra_pw *pw = zvrf ? zebra_pw_find(zvrf, a->ifname) : NULL;
+
+	if (pw && pw->status == PW_FORWARDING && pw->client)
+		zsend_pw_update(pw->client, pw);
+	XFREE(MTYPE_TMP, a);
+}
+
+/* From the data-plane thread (thread_add_event is thread-safe). */
+static void announce_later(vrf_id_t vrf, const char *ifname)
+{
+	struct announce *a = XCALLOC(MTYPE_TMP, sizeof(*a));
+
+	a->vrf = vrf;
+	strlcpy(a->ifname, ifname, sizeof(a->ifname));
+	thread_add_event(st_master, announce_forwarding, a, 0, NULL);
+}
+
+/* zebra's pw_install hook (main thread), called just before the install
+ * is queued and zebra reports FORWARDING to ldpd without waiting for the
+ * answer. For a pseudowire Lanyard refused last time and has not said is
+ * ready since, that report is suppressed (status pre-set to FORWARDING,
+ * so zebra_pw_install skips it): a repeated refusal then changes nothing
+ * in ldpd, and an "ok" is announced by announce_forwarding. */
+static int lanyard_pw_install(struct zebra_pw *pw)
+{
+	int i;
+
+	if (pw->status == PW_FORWARDING)
+		return 0;
+	pthread_mutex_lock(&refused_mtx);
+	i = refused_find(pw->vrf_id, pw->ifname);
+	if (i >= 0) {
+		refused[i].quiet = true;
+		pw->status = PW_FORWARDING;
+		cnt_quiet++;
+	}
+	pthread_mutex_unlock(&refused_mtx);
+	return 0;
+}
+
 static void pw_fail(struct zebra_dplane_ctx *ctx)
 {
 	dplane_ctx_set_pw_status(ctx, PW_NOT_FORWARDING);
@@ -271,8 +381,16 @@ static void pw_handle(struct zebra_dplane_ctx *ctx)
 
 	if (pw_exchange(line, off, why, sizeof(why))) {
 		cnt_pw_ok++;
+		if (op == DPLANE_OP_PW_INSTALL
+		    && refused_set(dplane_ctx_get_vrf(ctx),
+				   dplane_ctx_get_ifname(ctx), false))
+			announce_later(dplane_ctx_get_vrf(ctx),
+				       dplane_ctx_get_ifname(ctx));
 		return;
 	}
+	if (op == DPLANE_OP_PW_INSTALL)
+		refused_set(dplane_ctx_get_vrf(ctx), dplane_ctx_get_ifname(ctx),
+			    true);
 	cnt_pw_fail++;
 	zlog_warn("%s: pseudowire %s %s refused: %s", prov_name,
 		  dplane_ctx_get_ifname(ctx),
@@ -337,9 +455,9 @@ static int lanyard_process(struct zebra_dplane_provider *prov)
 static int lanyard_finish(struct zebra_dplane_provider *prov, bool early)
 {
 	if (!early) {
-		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed; status from Lanyard: %lu down, %lu retried",
+		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed; status from Lanyard: %lu down, %lu retried; %lu repeated refusals kept quiet",
 			  prov_name, cnt_skip_lsp, cnt_skip_route, cnt_skip_nh,
-			  cnt_pw_ok, cnt_pw_fail, cnt_st_down, cnt_st_retry);
+			  cnt_pw_ok, cnt_pw_fail, cnt_st_down, cnt_st_retry, cnt_quiet);
 		pw_close();
 	}
 	return 0;
@@ -416,6 +534,8 @@ static void st_apply(const char *line)
 		zlog_notice("%s: pseudowire %s ready in Lanyard: retrying now",
 			    prov_name, ifname);
 		cnt_st_retry++;
+		/* Ready now: this install reports as zebra always does. */
+		refused_set(pw->vrf_id, pw->ifname, false);
 		THREAD_OFF(pw->install_retry_timer);
 		zebra_pw_update(pw);
 	}
@@ -502,6 +622,7 @@ static int lanyard_module_init(void)
 		arg && arg[0] ? arg : LANYARD_DEFAULT_SOCKET,
 		sizeof(pw_socket_path));
 	hook_register(frr_late_init, lanyard_late_init);
+	hook_register(pw_install, lanyard_pw_install);
 	return 0;
 }
 

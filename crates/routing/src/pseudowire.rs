@@ -64,8 +64,13 @@ pub struct PwStatus {
     pub refused: u64,
     /// zebra was last answered `ok` (it believes the pseudowire forwards).
     pub zebra_ok: bool,
-    /// A retry was asked of zebra since its last install was refused.
+    /// A retry was asked of zebra since its last refusal (or pushed down);
+    /// at most one ask per refusal, so an install that ldpd withdraws
+    /// again (the far end is down) does not loop.
     pub retry_asked: bool,
+    /// The labels of zebra's last install, kept after an uninstall: zebra
+    /// still holds the pseudowire and can be asked to retry it.
+    pub signalled: Option<PwLabels>,
 }
 
 /// The pseudowires and their state, shared with the API.
@@ -148,6 +153,7 @@ impl PseudowireManager {
                 refused: 0,
                 zebra_ok: false,
                 retry_asked: false,
+                signalled: None,
             })
             .collect();
         let m = Arc::new(PseudowireManager {
@@ -283,6 +289,17 @@ impl PseudowireManager {
         }
     }
 
+    /// Could pseudowire `id` forward if zebra installed it now: programmed
+    /// already (labels kept from a refused install), or, after an
+    /// uninstall, its circuit up and the remote PE routed.
+    fn ready(&self, id: usize, st: &PwStatus) -> bool {
+        if st.labels.is_some() {
+            st.up
+        } else {
+            self.port_up(id) && self.transport(id).is_some()
+        }
+    }
+
     /// Pushes a signalled pseudowire's change since zebra's last install
     /// to the module's status connection: down after `ok`, or ready
     /// after a refusal (so zebra retries now, not in 30 s).
@@ -296,7 +313,7 @@ impl PseudowireManager {
                 w.ifname(),
                 st.reason.replace(' ', "_")
             )
-        } else if !st.zebra_ok && st.up && !st.retry_asked {
+        } else if !st.zebra_ok && !st.retry_asked && st.signalled.is_some() && self.ready(id, st) {
             st.retry_asked = true;
             format!("v=1 op=pw-status ifname={} vrf=0 status=up\n", w.ifname())
         } else {
@@ -390,7 +407,6 @@ impl PseudowireManager {
             PwOp::Uninstall => {
                 self.unprogram(id, st);
                 st.zebra_ok = false;
-                st.retry_asked = false;
                 st.labels = None;
                 st.reason = "uninstalled by LDP".into();
                 "ok".into()
@@ -414,7 +430,7 @@ impl PseudowireManager {
                     self.unprogram(id, st);
                 }
                 st.labels = Some(labels);
-                st.retry_asked = false;
+                st.signalled = Some(labels);
                 match self.program(id, st) {
                     None => {
                         st.zebra_ok = true;
@@ -422,6 +438,7 @@ impl PseudowireManager {
                     }
                     Some(r) => {
                         st.zebra_ok = false;
+                        st.retry_asked = false;
                         st.refused += 1;
                         st.reason = r.clone();
                         format!("err {r}")
