@@ -331,18 +331,14 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
         Some("UP"),
         "T7 down at pe-b"
     );
-    // Both PEs refusing: no install storm. zebra 8.4 reports FORWARDING to
-    // ldpd before the answer, so each refused retry flipped the status,
-    // ldpd told the other PE, whose zebra retried, and so on (hundreds of
-    // installs a second); the module keeps repeated refusals quiet.
+    // Both PEs refusing T7: a handful of install requests (zebra's first
+    // tries and its 30 s retry), not a storm (see below).
     let installs = |sw: &Switch| pw(&pws(sw), "T7")["installs"].as_u64().unwrap_or(0);
     let (ia, ib) = (installs(a), installs(b));
-    std::thread::sleep(Duration::from_secs(3));
-    let (da, db) = (installs(a) - ia, installs(b) - ib);
-    eprintln!("  T7 refused on both PEs: {da} + {db} install requests in 3 s");
+    eprintln!("  T7 refused on both PEs: {ia} + {ib} install requests so far");
     assert!(
-        da <= 4 && db <= 4,
-        "install storm: pe-a {da}, pe-b {db} in 3 s"
+        ia <= 10 && ib <= 10,
+        "T7 install storm: pe-a {ia}, pe-b {ib}"
     );
     // GHOST: labels exchanged, refused by both Lanyards (no circuit).
     for f in [fa, fb] {
@@ -353,6 +349,22 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
         });
         assert_ne!(vc_state(f, "mpw9").as_deref(), Some("UP"));
     }
+    // Refused on both PEs: no install storm. zebra 8.4 reports FORWARDING
+    // to ldpd before the data plane answers, so each refused install
+    // flipped the status, ldpd told the other PE, whose zebra installed
+    // again, and so on: with the previous module 30-300 refusals a second
+    // per PE, for a second or two or until the test ended; the module now
+    // keeps repeated refusals quiet. Counted in zebra's log since start.
+    let refusals = |f: &FrrInstance| {
+        let log = std::fs::read_to_string(f.dir().join("zebra.log")).unwrap_or_default();
+        log.matches("mpw9 install refused").count() + log.matches("mpw7 install refused").count()
+    };
+    let (ra9, rb9) = (refusals(fa), refusals(fb));
+    eprintln!("  T7 and GHOST: {ra9} + {rb9} refused installs so far");
+    assert!(
+        ra9 <= 20 && rb9 <= 20,
+        "install storm: pe-a {ra9}, pe-b {rb9}"
+    );
     // (its reason: the port, or no labels once ldpd withdrew it)
     assert!(
         t7["reason"]
