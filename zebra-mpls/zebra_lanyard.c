@@ -554,6 +554,7 @@ static void st_read(struct thread *t)
 	}
 	if (n > 0) {
 		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
 		if (strncmp(buf, "err", 3) == 0) {
 			/* A listener without status support (an older
 			 * Lanyard): installs still work; ask again later. */
