@@ -9,7 +9,9 @@
 # configures the source, about 1-2 min). Idempotent; run as root.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-out_dir=/usr/local/lib/lanyard
+# LANYARD_MODULE_DIR: build elsewhere (e.g. to try a changed module
+# without replacing the installed one).
+out_dir="${LANYARD_MODULE_DIR:-/usr/local/lib/lanyard}"
 cache=/var/cache/lanyard
 ver="$(dpkg-query -W -f='${Version}' frr 2>/dev/null || true)"
 if [ -z "$ver" ]; then

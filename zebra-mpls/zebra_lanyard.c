@@ -19,7 +19,17 @@
  *     line per operation, and waits for Lanyard's one-line answer: "ok",
  *     or "err <reason>" — a refusal, no listener or no answer in time
  *     fails the install, so zebra tells ldpd the pseudowire is not
- *     forwarding (and retries every 30 s).
+ *     forwarding (and retries every 30 s);
+ *  4. keeps a second connection from zebra's main thread ("op=subscribe")
+ *     on which Lanyard reports later changes: "op=pw-status status=down"
+ *     (a circuit went down after "ok": zebra_pw_install_failure, so ldpd
+ *     marks the pseudowire down and zebra retries) and "status=up" (a
+ *     refused pseudowire is ready: zebra retries now, not in 30 s);
+ *  5. keeps zebra 8.4's optimistic "forwarding" report (zebra_pw_install
+ *     tells ldpd FORWARDING before the data plane answered) from flapping
+ *     a pseudowire Lanyard keeps refusing: ldpd would tell the remote PE
+ *     on every flip, and when both PEs refuse the same pseudowire the two
+ *     ldpd/zebra pairs ping-pong hundreds of installs a second.
  *
  * Load with:  zebra -M dplane_fpm_nl -M /path/zebra_lanyard.so[:SOCKET]
  * SOCKET defaults to /run/lanyard/zebra-pw.sock. The message format is
@@ -33,6 +43,7 @@
 #include <sys/time.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,6 +57,9 @@
 #include "lib/pw.h"
 #include "zebra/zebra_dplane.h"
 #include "zebra/zebra_mpls.h"
+#include "zebra/zebra_pw.h"
+#include "zebra/zebra_vrf.h"
+#include "zebra/zapi_msg.h"
 
 #define LANYARD_DEFAULT_SOCKET "/run/lanyard/zebra-pw.sock"
 #define LANYARD_REPLY_TIMEOUT_MS 500
@@ -56,6 +70,64 @@ static char pw_socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int pw_fd = -1;
 
 /* Counters, logged at shutdown and at debug level. */
+/* Pseudowires whose last install Lanyard refused (written by the data-plane
+ * thread, read by the main thread's pw_install hook). "quiet": the hook
+ * suppressed zebra's optimistic FORWARDING report for the install under
+ * way, so an "ok" must be announced to ldpd afterwards. */
+#define LANYARD_REFUSED_MAX 4096
+struct refused_pw {
+	char ifname[INTERFACE_NAMSIZ];
+	vrf_id_t vrf;
+	bool quiet;
+};
+static struct refused_pw refused[LANYARD_REFUSED_MAX];
+static unsigned refused_n;
+static pthread_mutex_t refused_mtx = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long cnt_quiet;
+
+/* Index of (vrf, ifname) in refused[], or -1. Caller holds refused_mtx. */
+static int refused_find(vrf_id_t vrf, const char *ifname)
+{
+	unsigned i;
+
+	for (i = 0; i < refused_n; i++)
+		if (refused[i].vrf == vrf && strcmp(refused[i].ifname, ifname) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Records a refusal (true) or an acceptance (false); returns whether the
+ * entry was "quiet" (its install ran without the optimistic report). */
+static bool refused_set(vrf_id_t vrf, const char *ifname, bool is_refused)
+{
+	bool quiet = false;
+	int i;
+
+	pthread_mutex_lock(&refused_mtx);
+	i = refused_find(vrf, ifname);
+	if (i >= 0) {
+		quiet = refused[i].quiet;
+		if (is_refused)
+			refused[i].quiet = false;
+		else
+			refused[i] = refused[--refused_n];
+	} else if (is_refused && refused_n < LANYARD_REFUSED_MAX) {
+		strlcpy(refused[refused_n].ifname, ifname,
+			sizeof(refused[refused_n].ifname));
+		refused[refused_n].vrf = vrf;
+		refused[refused_n].quiet = false;
+		refused_n++;
+	}
+	pthread_mutex_unlock(&refused_mtx);
+	return quiet;
+}
+
+/* The status connection (zebra's main thread only). */
+static struct thread_master *st_master;
+static int st_fd = -1;
+static struct thread *t_st_read, *t_st_connect;
+static unsigned long cnt_st_down, cnt_st_retry;
+
 static unsigned long cnt_skip_lsp, cnt_skip_route, cnt_skip_nh, cnt_pw_ok,
 	cnt_pw_fail;
 
@@ -207,6 +279,57 @@ static bool pw_exchange(const char *line, size_t len, char *why, size_t wlen)
  * zebra_pw_install_failure() (zebra_rib.c handle_pw_result); that status
  * was copied when the install was queued and may still say "forwarding",
  * so set it, or ldpd would never hear that the pseudowire is down. */
+struct announce {
+	vrf_id_t vrf;
+	char ifname[INTERFACE_NAMSIZ];
+};
+
+/* Main thread: an install whose optimistic report was suppressed has
+ * succeeded; tell ldpd the pseudowire forwards. */
+static void announce_forwarding(struct thread *t)
+{
+	struct announce *a = THREAD_ARG(t);
+	struct zebra_vrf *zvrf = zebra_vrf_lookup_by_id(a->vrf);
+	struct zebra_pw *pw = zvrf ? zebra_pw_find(zvrf, a->ifname) : NULL;
+
+	if (pw && pw->status == PW_FORWARDING && pw->client)
+		zsend_pw_update(pw->client, pw);
+	XFREE(MTYPE_TMP, a);
+}
+
+/* From the data-plane thread (thread_add_event is thread-safe). */
+static void announce_later(vrf_id_t vrf, const char *ifname)
+{
+	struct announce *a = XCALLOC(MTYPE_TMP, sizeof(*a));
+
+	a->vrf = vrf;
+	strlcpy(a->ifname, ifname, sizeof(a->ifname));
+	thread_add_event(st_master, announce_forwarding, a, 0, NULL);
+}
+
+/* zebra's pw_install hook (main thread), called just before the install
+ * is queued and zebra reports FORWARDING to ldpd without waiting for the
+ * answer. For a pseudowire Lanyard refused last time and has not said is
+ * ready since, that report is suppressed (status pre-set to FORWARDING,
+ * so zebra_pw_install skips it): a repeated refusal then changes nothing
+ * in ldpd, and an "ok" is announced by announce_forwarding. */
+static int lanyard_pw_install(struct zebra_pw *pw)
+{
+	int i;
+
+	if (pw->status == PW_FORWARDING)
+		return 0;
+	pthread_mutex_lock(&refused_mtx);
+	i = refused_find(pw->vrf_id, pw->ifname);
+	if (i >= 0) {
+		refused[i].quiet = true;
+		pw->status = PW_FORWARDING;
+		cnt_quiet++;
+	}
+	pthread_mutex_unlock(&refused_mtx);
+	return 0;
+}
+
 static void pw_fail(struct zebra_dplane_ctx *ctx)
 {
 	dplane_ctx_set_pw_status(ctx, PW_NOT_FORWARDING);
@@ -258,8 +381,16 @@ static void pw_handle(struct zebra_dplane_ctx *ctx)
 
 	if (pw_exchange(line, off, why, sizeof(why))) {
 		cnt_pw_ok++;
+		if (op == DPLANE_OP_PW_INSTALL
+		    && refused_set(dplane_ctx_get_vrf(ctx),
+				   dplane_ctx_get_ifname(ctx), false))
+			announce_later(dplane_ctx_get_vrf(ctx),
+				       dplane_ctx_get_ifname(ctx));
 		return;
 	}
+	if (op == DPLANE_OP_PW_INSTALL)
+		refused_set(dplane_ctx_get_vrf(ctx), dplane_ctx_get_ifname(ctx),
+			    true);
 	cnt_pw_fail++;
 	zlog_warn("%s: pseudowire %s %s refused: %s", prov_name,
 		  dplane_ctx_get_ifname(ctx),
@@ -324,12 +455,140 @@ static int lanyard_process(struct zebra_dplane_provider *prov)
 static int lanyard_finish(struct zebra_dplane_provider *prov, bool early)
 {
 	if (!early) {
-		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed",
+		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed; status from Lanyard: %lu down, %lu retried; %lu repeated refusals kept quiet",
 			  prov_name, cnt_skip_lsp, cnt_skip_route, cnt_skip_nh,
-			  cnt_pw_ok, cnt_pw_fail);
+			  cnt_pw_ok, cnt_pw_fail, cnt_st_down, cnt_st_retry, cnt_quiet);
 		pw_close();
 	}
 	return 0;
+}
+
+/* Value of KEY in a "k=v k=v" line, copied into OUT; false if absent. */
+static bool line_get(const char *line, const char *key, char *out,
+		     size_t olen)
+{
+	size_t klen = strlen(key);
+	const char *p = line;
+
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+			size_t n = strcspn(p + klen + 1, " \n");
+
+			if (n >= olen)
+				return false;
+			memcpy(out, p + klen + 1, n);
+			out[n] = '\0';
+			return true;
+		}
+		p += strcspn(p, " ");
+	}
+	return false;
+}
+
+static void st_connect(struct thread *t);
+
+static void st_reconnect_later(long secs)
+{
+	if (st_fd >= 0)
+		close(st_fd);
+	st_fd = -1;
+	THREAD_OFF(t_st_read);
+	thread_add_timer(st_master, st_connect, NULL, secs, &t_st_connect);
+}
+
+/* One line from Lanyard on the status connection. */
+static void st_apply(const char *line)
+{
+	char op[32], ifname[INTERFACE_NAMSIZ], status[16], vrf[16];
+	struct zebra_vrf *zvrf;
+	struct zebra_pw *pw;
+
+	if (!line_get(line, "op", op, sizeof(op))
+	    || strcmp(op, "pw-status") != 0
+	    || !line_get(line, "ifname", ifname, sizeof(ifname))
+	    || !line_get(line, "status", status, sizeof(status)))
+		return; /* "ok" to the subscription, or unknown: ignored */
+	zvrf = zebra_vrf_lookup_by_id(
+		line_get(line, "vrf", vrf, sizeof(vrf)) ? (vrf_id_t)atoi(vrf)
+							: VRF_DEFAULT);
+	pw = zvrf ? zebra_pw_find(zvrf, ifname) : NULL;
+	if (!pw) {
+		zlog_warn("%s: status for unknown pseudowire %s", prov_name,
+			  ifname);
+		return;
+	}
+	if (strcmp(status, "down") == 0 && pw->status == PW_FORWARDING) {
+		zlog_notice("%s: pseudowire %s down in Lanyard: %s", prov_name,
+			    ifname, line);
+		cnt_st_down++;
+		/* Tells ldpd (not forwarding) and schedules zebra's retry. */
+		zebra_pw_install_failure(pw, PW_NOT_FORWARDING);
+	} else if (strcmp(status, "up") == 0 && pw->status != PW_FORWARDING
+		   /* zebra_pw_enabled() (static there) for LDP pseudowires;
+		    * zebra_pw.c names MPLS_INVALID_LABEL MPLS_NO_LABEL. */
+		   && pw->local_label != MPLS_INVALID_LABEL
+		   && pw->remote_label != MPLS_INVALID_LABEL
+		   && pw->af != AF_UNSPEC) {
+		zlog_notice("%s: pseudowire %s ready in Lanyard: retrying now",
+			    prov_name, ifname);
+		cnt_st_retry++;
+		/* Ready now: this install reports as zebra always does. */
+		refused_set(pw->vrf_id, pw->ifname, false);
+		THREAD_OFF(pw->install_retry_timer);
+		zebra_pw_update(pw);
+	}
+}
+
+static void st_read(struct thread *t)
+{
+	char buf[LANYARD_LINE_MAX];
+	ssize_t n = recv(st_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		zlog_info("%s: status connection closed; reconnecting",
+			  prov_name);
+		st_reconnect_later(1);
+		return;
+	}
+	if (n > 0) {
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (strncmp(buf, "err", 3) == 0) {
+			/* A listener without status support (an older
+			 * Lanyard): installs still work; ask again later. */
+			zlog_info("%s: no pseudowire status from %s: %s",
+				  prov_name, pw_socket_path, buf);
+			st_reconnect_later(60);
+			return;
+		}
+		st_apply(buf);
+	}
+	thread_add_read(st_master, st_read, NULL, st_fd, &t_st_read);
+}
+
+/* Connects (again, every second until Lanyard listens) and subscribes. */
+static void st_connect(struct thread *t)
+{
+	static const char sub[] = "v=1 op=subscribe\n";
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	st_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (st_fd < 0) {
+		st_reconnect_later(1);
+		return;
+	}
+	strlcpy(sa.sun_path, pw_socket_path, sizeof(sa.sun_path));
+	if (connect(st_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0
+	    || send(st_fd, sub, sizeof(sub) - 1, MSG_NOSIGNAL | MSG_DONTWAIT)
+		       != (ssize_t)(sizeof(sub) - 1)) {
+		st_reconnect_later(1);
+		return;
+	}
+	zlog_info("%s: subscribed to pseudowire status on %s", prov_name,
+		  pw_socket_path);
+	thread_add_read(st_master, st_read, NULL, st_fd, &t_st_read);
 }
 
 static int lanyard_late_init(struct thread_master *tm)
@@ -351,6 +610,8 @@ static int lanyard_late_init(struct thread_master *tm)
 	else
 		zlog_notice("%s: provider registered; pseudowires via %s",
 			    prov_name, pw_socket_path);
+	st_master = tm;
+	thread_add_timer(st_master, st_connect, NULL, 0, &t_st_connect);
 	return 0;
 }
 
@@ -362,6 +623,7 @@ static int lanyard_module_init(void)
 		arg && arg[0] ? arg : LANYARD_DEFAULT_SOCKET,
 		sizeof(pw_socket_path));
 	hook_register(frr_late_init, lanyard_late_init);
+	hook_register(pw_install, lanyard_pw_install);
 	return 0;
 }
 

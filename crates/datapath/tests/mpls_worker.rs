@@ -26,6 +26,7 @@ const PEER0: [u8; 6] = [2, 0, 0, 0, 2, 0];
 struct Rig {
     shared: Arc<Shared>,
     peers: Vec<MemoryPeer>,
+    mb: Arc<Mailbox>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -142,7 +143,7 @@ impl Rig {
         }
         let w = Worker::new(
             shared.clone(),
-            mb,
+            mb.clone(),
             Arc::new(WorkerCounters::default()),
             WorkerOptions {
                 idle_spin: Duration::from_micros(10),
@@ -152,6 +153,7 @@ impl Rig {
         Rig {
             shared,
             peers,
+            mb,
             thread: Some(std::thread::spawn(move || w.run())),
         }
     }
@@ -365,4 +367,78 @@ fn ttl_expiry_answers_icmp_with_the_label_stack() {
     assert_eq!(ext.len(), 16);
     assert_eq!(rig.shared.mpls_totals().ttl_expired, 1);
     assert!(rig.peers[1].take_sent().is_empty(), "nothing forwarded");
+}
+
+/// A pseudowire follows the FIB's current route to its remote PE within
+/// the batch, not the transport id the control plane copied into its slot
+/// (refreshed only every 50 ms, while the FIB may free and reuse that id
+/// after a grace period that counts only the workers).
+#[test]
+fn pseudowire_transport_follows_the_fib_not_the_cached_id() {
+    use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::new();
+    let (port, peer) = MemoryPort::new("mp3");
+    rig.mb.send(PortCommand::Attach {
+        id: 3,
+        port: Box::new(port),
+        rx: true,
+        routed: false,
+    });
+    rig.peers.push(peer);
+    let remote_pe = a4("10.99.0.9");
+    rig.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
+        vec![AttachmentCircuit {
+            port: 3,
+            vlan: None,
+            mtu: 1500,
+            peer: remote_pe.into(),
+        }],
+        1,
+    ))));
+    let l3 = rig.shared.l3.load_full().unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    // The remote PE via next hop 1 (port 1); the slot copies that id.
+    l3.fib4.insert(u32::from(remote_pe), 32, 1).unwrap();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: false,
+            remote_label: 500,
+            transport: 1,
+        },
+    )
+    .unwrap();
+    let customer = {
+        let mut f = vec![0u8; 100];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f
+    };
+    rig.peers[3].inject(&customer);
+    let out = rig.sent(1, 1);
+    assert_eq!(out.len(), 1, "encapsulated out of port 1");
+    assert_eq!(&out[0][..6], &N1);
+    assert_eq!(lse(&out[0], 14), (500, true, 255));
+    assert_eq!(&out[0][18..], &customer[..]);
+    // The FIB moves the remote PE to next hop 2 (port 2); the slot still
+    // names 1 (the control plane has not caught up, or 1 was reused).
+    l3.fib4.insert(u32::from(remote_pe), 32, 2).unwrap();
+    rig.peers[3].inject(&customer);
+    let out2 = rig.sent(2, 1);
+    assert_eq!(out2.len(), 1, "follows the FIB to port 2");
+    assert_eq!(&out2[0][..6], &N2);
+    assert!(
+        rig.sent(1, 0).is_empty(),
+        "nothing left by the old next hop"
+    );
+    // No route at all: dropped and counted (no-path), not sent.
+    l3.fib4.remove(u32::from(remote_pe), 32);
+    rig.peers[3].inject(&customer);
+    assert!(rig.sent(1, 0).is_empty() && rig.sent(2, 0).is_empty());
+    let pws = rig.shared.pseudowires.load_full().unwrap();
+    assert_eq!(pws.totals(0).tx_packets, 2);
 }

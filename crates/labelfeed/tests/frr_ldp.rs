@@ -111,6 +111,15 @@ fn pw_listener(path: &str, accept: Arc<AtomicBool>) -> Receiver<PwMessage> {
                 break;
             }
             let line = String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+            if line.contains("op=subscribe") {
+                // The module's status connection: this listener serves one
+                // connection at a time and has nothing to report, so it
+                // declines (the module closes it and asks again later).
+                let no: &[u8] = b"err no status here";
+                // SAFETY: send from a live buffer.
+                unsafe { libc::send(conn, no.as_ptr().cast(), no.len(), 0) };
+                continue;
+            }
             let m = PwMessage::parse(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
             let reply: &[u8] = if accept.load(Ordering::SeqCst) {
                 b"ok"

@@ -12,9 +12,12 @@
 //! then, else `err <reason>`, so ldpd shows the pseudowire down and
 //! zebra retries it (every 30 s). A maintenance pass every 50 ms follows
 //! route and link changes: a pseudowire whose transport or circuit went
-//! away is unprogrammed (its frames are counted `down`). The module has
-//! no way to report such a later change to zebra on its own; ldpd learns
-//! it at zebra's next retry only if the install is repeated.
+//! away is unprogrammed (its frames are counted `down`). Such a later
+//! change is pushed to zebra on the module's status connection (a second
+//! connection that sent `op=subscribe`): `op=pw-status status=down` for a
+//! pseudowire zebra was told `ok` about (zebra reports it not forwarding to
+//! ldpd and retries), `status=up` for one zebra holds down that Lanyard
+//! could now program (zebra retries at once instead of in 30 s).
 //!
 //! Pseudowire id = attachment circuit id = position in `pseudowires:`.
 
@@ -59,6 +62,15 @@ pub struct PwStatus {
     /// Install / uninstall requests from zebra, and those refused.
     pub installs: u64,
     pub refused: u64,
+    /// zebra was last answered `ok` (it believes the pseudowire forwards).
+    pub zebra_ok: bool,
+    /// A retry was asked of zebra since its last refusal (or pushed down);
+    /// at most one ask per refusal, so an install that ldpd withdraws
+    /// again (the far end is down) does not loop.
+    pub retry_asked: bool,
+    /// The labels of zebra's last install, kept after an uninstall: zebra
+    /// still holds the pseudowire and can be asked to retry it.
+    pub signalled: Option<PwLabels>,
 }
 
 /// The pseudowires and their state, shared with the API.
@@ -74,6 +86,10 @@ pub struct PseudowireManager {
     ports: Vec<u16>,
     /// Per pseudowire: when its next hop was last asked for (ARP).
     poked: Mutex<Vec<Option<Instant>>>,
+    /// The zebra module's status connection, when it subscribed.
+    status_conn: Mutex<Option<OwnedFd>>,
+    /// Status lines pushed to zebra (down, retry).
+    pub pushed: std::sync::atomic::AtomicU64,
 }
 
 impl PseudowireManager {
@@ -135,6 +151,9 @@ impl PseudowireManager {
                 transport: None,
                 installs: 0,
                 refused: 0,
+                zebra_ok: false,
+                retry_asked: false,
+                signalled: None,
             })
             .collect();
         let m = Arc::new(PseudowireManager {
@@ -147,6 +166,8 @@ impl PseudowireManager {
             shared: shared.clone(),
             ports,
             poked: Mutex::new(vec![None; cfg.pseudowires.len()]),
+            status_conn: Mutex::new(None),
+            pushed: std::sync::atomic::AtomicU64::new(0),
         });
         m.maintain();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -262,6 +283,66 @@ impl PseudowireManager {
             } else if let Some(t) = st.transport {
                 self.resolve_next_hop(id, t);
             }
+            if self.cfg[id].static_labels.is_none() {
+                self.tell_zebra(id, st);
+            }
+        }
+    }
+
+    /// Could pseudowire `id` forward if zebra installed it now: programmed
+    /// already (labels kept from a refused install), or, after an
+    /// uninstall, its circuit up and the remote PE routed.
+    fn ready(&self, id: usize, st: &PwStatus) -> bool {
+        if st.labels.is_some() {
+            st.up
+        } else {
+            self.port_up(id) && self.transport(id).is_some()
+        }
+    }
+
+    /// Pushes a signalled pseudowire's change since zebra's last install
+    /// to the module's status connection: down after `ok`, or ready
+    /// after a refusal (so zebra retries now, not in 30 s).
+    fn tell_zebra(&self, id: usize, st: &mut PwStatus) {
+        let w = &self.cfg[id];
+        let line = if st.zebra_ok && !st.up {
+            st.zebra_ok = false;
+            st.retry_asked = false;
+            format!(
+                "v=1 op=pw-status ifname={} vrf=0 status=down reason={}\n",
+                w.ifname(),
+                st.reason.replace(' ', "_")
+            )
+        } else if !st.zebra_ok && !st.retry_asked && st.signalled.is_some() && self.ready(id, st) {
+            st.retry_asked = true;
+            format!("v=1 op=pw-status ifname={} vrf=0 status=up\n", w.ifname())
+        } else {
+            return;
+        };
+        let mut c = self.status_conn.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(fd) = c.as_ref() else {
+            return;
+        };
+        // SAFETY: sending from our own buffer on our own descriptor; never
+        // blocks (a full socket drops the connection: zebra's 30 s retry
+        // remains).
+        let sent = unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                line.as_ptr().cast(),
+                line.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            tracing::warn!(
+                "pseudowire status connection lost: {}",
+                std::io::Error::last_os_error()
+            );
+            *c = None;
+        } else {
+            self.pushed.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(pseudowire = %w.name, "told zebra: {}", line.trim_end());
         }
     }
 
@@ -319,11 +400,13 @@ impl PseudowireManager {
         st.installs += 1;
         if w.static_labels.is_some() {
             st.refused += 1;
+            st.zebra_ok = false;
             return format!("err l2vpn {} has static labels in Lanyard", w.name);
         }
         match msg.op {
             PwOp::Uninstall => {
                 self.unprogram(id, st);
+                st.zebra_ok = false;
                 st.labels = None;
                 st.reason = "uninstalled by LDP".into();
                 "ok".into()
@@ -331,6 +414,7 @@ impl PseudowireManager {
             PwOp::Install => {
                 if msg.pw_type != w.pw_type() {
                     st.refused += 1;
+                    st.zebra_ok = false;
                     return format!(
                         "err type {} signalled, attachment circuit is type {}",
                         msg.pw_type,
@@ -346,9 +430,15 @@ impl PseudowireManager {
                     self.unprogram(id, st);
                 }
                 st.labels = Some(labels);
+                st.signalled = Some(labels);
                 match self.program(id, st) {
-                    None => "ok".into(),
+                    None => {
+                        st.zebra_ok = true;
+                        "ok".into()
+                    }
                     Some(r) => {
+                        st.zebra_ok = false;
+                        st.retry_asked = false;
                         st.refused += 1;
                         st.reason = r.clone();
                         format!("err {r}")
@@ -371,52 +461,92 @@ impl PseudowireManager {
         }
     }
 
-    /// Accepts the zebra module's connections and answers its lines until
-    /// stop.
+    /// Accepts the zebra module's connections and answers their lines
+    /// until stop: the data-plane thread's request connection (one line,
+    /// one answer) and the main thread's status connection, which sends
+    /// `op=subscribe` once and then only reads what `tell_zebra` pushes.
     fn serve(&self, listener: OwnedFd, path: &Path) {
+        /// Connections served at once (zebra opens two; a restarted zebra
+        /// may leave a stale one until it is seen closed).
+        const MAX_CONNS: usize = 8;
         let mut buf = [0u8; 4096];
+        let mut conns: Vec<OwnedFd> = Vec::new();
         while !self.shared.stop.load(Ordering::Relaxed) {
-            if !readable(listener.as_raw_fd(), 200) {
+            let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+                .chain(conns.iter().map(AsRawFd::as_raw_fd))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: a valid array of pollfds.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
+            if n <= 0 {
                 continue;
             }
-            // SAFETY: accept on our listening socket; the result is owned.
-            let c = unsafe {
-                libc::accept4(
-                    listener.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_CLOEXEC,
-                )
-            };
-            if c < 0 {
-                continue;
-            }
-            // SAFETY: `c` is a fresh descriptor from accept4.
-            let conn = unsafe { OwnedFd::from_raw_fd(c) };
-            while !self.shared.stop.load(Ordering::Relaxed) {
-                if !readable(conn.as_raw_fd(), 200) {
+            let mut closed = Vec::new();
+            for (k, p) in fds.iter().enumerate().skip(1) {
+                if p.revents == 0 {
                     continue;
                 }
                 // SAFETY: reading into our own buffer.
-                let n =
-                    unsafe { libc::recv(conn.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+                let n = unsafe { libc::recv(p.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
                 if n <= 0 {
-                    break;
+                    closed.push(k - 1);
+                    continue;
                 }
                 let line = String::from_utf8_lossy(&buf[..n as usize]);
+                if is_subscribe(&line) {
+                    // The status connection: owned by `status_conn` from
+                    // now on (a previous one is dropped).
+                    closed.push(k - 1);
+                    let fd = conns[k - 1].try_clone();
+                    if let Ok(fd) = fd {
+                        // SAFETY: sending from a static buffer.
+                        unsafe {
+                            libc::send(fd.as_raw_fd(), b"ok".as_ptr().cast(), 2, libc::MSG_NOSIGNAL)
+                        };
+                        *self.status_conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(fd);
+                        tracing::info!("zebra module subscribed to pseudowire status");
+                    }
+                    continue;
+                }
                 let answer = self.handle_line(&line);
                 tracing::debug!("pseudowire side channel: {} -> {answer}", line.trim_end());
                 // SAFETY: sending from our own buffer.
                 let sent = unsafe {
                     libc::send(
-                        conn.as_raw_fd(),
+                        p.fd,
                         answer.as_ptr().cast(),
                         answer.len(),
                         libc::MSG_NOSIGNAL,
                     )
                 };
                 if sent < 0 {
-                    break;
+                    closed.push(k - 1);
+                }
+            }
+            for k in closed.into_iter().rev() {
+                conns.remove(k);
+            }
+            if fds[0].revents != 0 {
+                // SAFETY: accept on our listening socket; the result is owned.
+                let c = unsafe {
+                    libc::accept4(
+                        listener.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_CLOEXEC,
+                    )
+                };
+                if c >= 0 {
+                    // SAFETY: `c` is a fresh descriptor from accept4.
+                    let fd = unsafe { OwnedFd::from_raw_fd(c) };
+                    if conns.len() >= MAX_CONNS {
+                        conns.remove(0);
+                    }
+                    conns.push(fd);
                 }
             }
         }
@@ -424,14 +554,9 @@ impl PseudowireManager {
     }
 }
 
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd on the stack.
-    unsafe { libc::poll(&mut p, 1, ms) > 0 }
+/// `v=1 op=subscribe`: the module's status connection announcing itself.
+fn is_subscribe(line: &str) -> bool {
+    line.split_whitespace().any(|kv| kv == "op=subscribe")
 }
 
 /// A listening unix SOCK_SEQPACKET socket at `path` (a stale file from a
@@ -467,9 +592,39 @@ fn listen(path: &Path) -> std::io::Result<OwnedFd> {
             std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
         )
     };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    allow_frr(path);
     // SAFETY: listen on our bound socket.
-    if r < 0 || unsafe { libc::listen(fd.as_raw_fd(), 4) } < 0 {
+    if unsafe { libc::listen(fd.as_raw_fd(), 4) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(fd)
+}
+
+/// zebra runs as user `frr`: connecting needs write permission on the
+/// socket file. Group `frr`, mode 0660, when that group exists; else the
+/// file keeps the umask's mode (zebra must then run as root).
+fn allow_frr(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let (Ok(c), Ok(group)) = (
+        std::ffi::CString::new(path.as_os_str().as_bytes()),
+        std::ffi::CString::new("frr"),
+    ) else {
+        return;
+    };
+    // SAFETY: getgrnam with a valid C string; the result is read at once.
+    let gr = unsafe { libc::getgrnam(group.as_ptr()) };
+    if gr.is_null() {
+        tracing::warn!("no group frr: {path:?} keeps its mode; zebra must run as root to connect");
+        return;
+    }
+    // SAFETY: `gr` is non-null and points to libc's static group entry.
+    let gid = unsafe { (*gr).gr_gid };
+    // SAFETY: chown/chmod on the path we just bound.
+    unsafe {
+        libc::chown(c.as_ptr(), u32::MAX, gid);
+        libc::chmod(c.as_ptr(), 0o660);
+    }
 }

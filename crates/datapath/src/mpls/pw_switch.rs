@@ -4,7 +4,7 @@ use super::circuits::*;
 use super::*;
 use crate::worker::*;
 use io::FrameBatch;
-use pipeline::mpls::{encap_pseudowire, resolve_pseudowire, MplsTables};
+use pipeline::mpls::{encap_pseudowire, MplsTables};
 use tables::{NeighborState, PortSet};
 use wire::mpls::{OuterHeader, Span};
 
@@ -57,6 +57,13 @@ impl Worker {
             cfg: &plane.cfg,
         };
         let mut buf = std::mem::take(&mut self.mpls.buf);
+        // The transport toward the remote PE is looked up in the FIB here,
+        // within the batch, not taken from the pseudowire slot: the slot's
+        // copy is the control plane's, refreshed every 50 ms, and the FIB
+        // frees and reuses target ids after a grace period that counts
+        // only the workers, so a copy held across batches could name a
+        // reused id. One lookup per run of frames of the same circuit.
+        let mut last: Option<(u32, Option<u32>)> = None;
         let mut keep = [true; io::BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
         for (i, k) in keep.iter_mut().enumerate().take(n) {
@@ -87,7 +94,23 @@ impl Worker {
                 pws.count_drop(me, ac, PwDrop::NoRoom);
                 continue;
             }
-            let Some((p, r)) = resolve_pseudowire(&t, pw, mac_hash(frame)) else {
+            let Some(p) = t.lfib.pseudowire(pw) else {
+                pws.count_drop(me, ac, PwDrop::Down);
+                continue;
+            };
+            let target = match last {
+                Some((a, target)) if a == ac => target,
+                _ => {
+                    let target = match circuit.peer {
+                        std::net::IpAddr::V4(a) => l3.fib4.lookup(u32::from(a)),
+                        std::net::IpAddr::V6(a) => l3.fib6.lookup(u128::from(a)),
+                    };
+                    last = Some((ac, target));
+                    target
+                }
+            };
+            let Some(r) = target.and_then(|tg| t.lfib.resolve(t.next_hops, tg, mac_hash(frame)))
+            else {
                 pws.count_drop(me, ac, PwDrop::NoPath);
                 continue;
             };
