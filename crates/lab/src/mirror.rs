@@ -229,6 +229,29 @@ mod tests {
     }
 
     #[test]
+    fn lanyard_accepts_sixteen_sessions_and_the_inline_pair() {
+        // The shape the lanyard driver writes: access ports in VLAN 10.
+        let ports = |n: usize| -> String {
+            (1..=n)
+                .map(|i| format!("  - name: sw{i}\n    mode: access\n    vlan: 10\n"))
+                .collect()
+        };
+        let base = "switch:\n  name: lab\nvlans:\n  - id: 10\nports:\n";
+        let y = format!("{base}{}{}", ports(18), lanyard_yaml(MAX_SESSIONS));
+        let cfg = config::parse(&y, "mirror.yaml").unwrap_or_else(|e| panic!("{e}\n{y}"));
+        assert_eq!(cfg.mirror_sessions.len(), 16);
+        // One session more than Lanyard takes is refused by Lanyard too.
+        let mut y17 = format!("{base}{}{}", ports(19), lanyard_yaml(MAX_SESSIONS));
+        y17.push_str("  - {name: lab17, source-ports: [sw1], direction: rx, destination: sw19}\n");
+        assert!(config::parse(&y17, "mirror.yaml").is_err());
+        let inline = format!(
+            "{base}  - name: sw1\n  - name: sw2\n  - name: sw3\n    mode: access\n    vlan: 10\n{}",
+            crate::dut::INLINE_YAML
+        );
+        config::parse(&inline, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{inline}"));
+    }
+
+    #[test]
     fn tc_and_ovs_name_every_destination_once() {
         let tc = tc_filter_args(3).join(" ");
         assert_eq!(

@@ -1590,7 +1590,7 @@ tests:
             ("[{type: throughput, mirror-sessions: 2, layer: 3}]", "tests[0].layer"),
             ("[{type: throughput, mirror-sessions: 2, bidirectional: true}]", "tests[0].bidirectional"),
             ("[{type: copp, layer: 2}]", "tests[0].layer"),
-            ("[{type: copp, family: ipv6}]", "tests[0].layer"),
+            ("[{type: copp, family: ipv6, frame-sizes: [84]}]", "tests[0].layer"),
             ("[{type: copp, routes: 10}]", "tests[0].routes"),
             ("[{type: copp, ping-interval-ms: 1}]", "tests[0].ping-interval-ms"),
             ("[{type: throughput, ping-interval-ms: 10}]", "tests[0].ping-interval-ms"),
