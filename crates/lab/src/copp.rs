@@ -178,7 +178,10 @@ impl Ctx<'_> {
             run("ip", &["-n", &dns, "addr", "replace", &addr, "dev", "br0"])?;
             run("ip", &["-n", &dns, "link", "set", "br0", "up"])?;
         }
-        run("ip", &["-n", &tns, "addr", "replace", PING_SRC, "dev", "t1"])?;
+        run(
+            "ip",
+            &["-n", &tns, "addr", "replace", PING_SRC, "dev", "t1"],
+        )?;
         let res = self.copp_trials(t, fs, row, &tns);
         let _ = run("ip", &["-n", &tns, "addr", "del", PING_SRC, "dev", "t1"]);
         if bridge {
@@ -257,8 +260,7 @@ impl Ctx<'_> {
                 .advance(t.trial_duration + t.drain + t.learn_wait + 1.0);
             let ok = p.sent > 0 && p.lost() == 0 && r.tester_rx_drops == 0;
             all_ok &= ok;
-            row.trials
-                .push(TrialRecord::new("copp", t.rate, &r, ok));
+            row.trials.push(TrialRecord::new("copp", t.rate, &r, ok));
             let mut c = json!({
                 "flood_fps": r.offered_fps,
                 "flood_sent": r.sent,
@@ -302,18 +304,16 @@ impl Ctx<'_> {
 }
 
 fn ping_args(ns: &str, count: u64, iv: f64) -> Vec<String> {
-    [
-        "netns", "exec", ns, "ping", "-n", "-q", "-W", "1", "-i",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        format!("{iv:.3}"),
-        "-c".into(),
-        count.to_string(),
-        DUT_ADDR.into(),
-    ])
-    .collect()
+    ["netns", "exec", ns, "ping", "-n", "-q", "-W", "1", "-i"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            format!("{iv:.3}"),
+            "-c".into(),
+            count.to_string(),
+            DUT_ADDR.into(),
+        ])
+        .collect()
 }
 
 fn ping_child(ns: &str, count: u64, iv: f64) -> Result<std::process::Child, LabError> {
@@ -351,7 +351,8 @@ mod tests {
         let p = Ping::parse(none).unwrap();
         assert_eq!((p.sent, p.received, p.rtt_ms), (5, 0, None));
         assert_eq!(Ping::parse("ping: connect: Network is unreachable"), None);
-        let with_errors = "10 packets transmitted, 4 received, +6 errors, 60% packet loss, time 90ms\n";
+        let with_errors =
+            "10 packets transmitted, 4 received, +6 errors, 60% packet loss, time 90ms\n";
         assert_eq!(Ping::parse(with_errors).unwrap().received, 4);
     }
 

@@ -292,10 +292,7 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
         }
     }
     if t.mirror_sessions > 0
-        && !matches!(
-            driver,
-            Driver::LinuxBridge | Driver::Ovs | Driver::Lanyard
-        )
+        && !matches!(driver, Driver::LinuxBridge | Driver::Ovs | Driver::Lanyard)
     {
         return Some("mirror sessions are set up on linux-bridge, ovs and lanyard only");
     }

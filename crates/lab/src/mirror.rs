@@ -14,8 +14,8 @@
 //!   `mirred egress mirror` actions; the destinations are not bridge
 //!   ports (a bridge port would also get flooded frames).
 
-use crate::netns::run;
 use crate::engine::Stream;
+use crate::netns::run;
 use crate::plan::{FrameSize, Test};
 use crate::procs::Ctx;
 use crate::report::ResultRow;
@@ -70,10 +70,7 @@ pub fn tc_filter_args(n: u32) -> Vec<String> {
 /// linux-bridge: `n` sessions with tc (the destinations were left out of
 /// the bridge by `start_bridge`).
 pub fn bridge_setup(ns: &str, n: u32) -> Result<String, LabError> {
-    run(
-        "tc",
-        &["-n", ns, "qdisc", "add", "dev", "sw1", "clsact"],
-    )?;
+    run("tc", &["-n", ns, "qdisc", "add", "dev", "sw1", "clsact"])?;
     let mut args = vec!["-n".to_string(), ns.to_string()];
     args.extend(tc_filter_args(n));
     let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -260,7 +257,9 @@ mod tests {
              action mirred egress mirror dev sw4 action mirred egress mirror dev sw5"
         );
         let ovs = ovs_args(2).join(" ");
-        assert!(ovs.contains("--id=@m0 create mirror name=lab1 select-src-port=@src output-port=@o0"));
+        assert!(
+            ovs.contains("--id=@m0 create mirror name=lab1 select-src-port=@src output-port=@o0")
+        );
         assert!(ovs.contains("--id=@o1 get port sw4"));
         assert!(ovs.ends_with("set bridge br0 mirrors=[@m0,@m1]"));
     }

@@ -1073,7 +1073,10 @@ impl Plan {
                     ));
                 }
                 if c.run.trim().is_empty() {
-                    return Err(bad(format!("{}[{k}].run", f("commands")), "must not be empty"));
+                    return Err(bad(
+                        format!("{}[{k}].run", f("commands")),
+                        "must not be empty",
+                    ));
                 }
             }
             if t.bidirectional == Some(true) {
@@ -1584,16 +1587,40 @@ tests:
         assert_eq!(p.test(2).unwrap().ping_interval_ms, 10);
         let head = "name: t\nduts: [{name: l, driver: lanyard}]\ntests: ";
         for (test, field) in [
-            ("[{type: latency, rate: 10, mirror-sessions: 2}]", "tests[0].mirror-sessions"),
-            ("[{type: throughput, mirror-sessions: 17}]", "tests[0].mirror-sessions"),
-            ("[{type: throughput, mirror-sessions: 0}]", "tests[0].mirror-sessions"),
-            ("[{type: throughput, mirror-sessions: 2, layer: 3}]", "tests[0].layer"),
-            ("[{type: throughput, mirror-sessions: 2, bidirectional: true}]", "tests[0].bidirectional"),
+            (
+                "[{type: latency, rate: 10, mirror-sessions: 2}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 17}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 0}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 2, layer: 3}]",
+                "tests[0].layer",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 2, bidirectional: true}]",
+                "tests[0].bidirectional",
+            ),
             ("[{type: copp, layer: 2}]", "tests[0].layer"),
-            ("[{type: copp, family: ipv6, frame-sizes: [84]}]", "tests[0].layer"),
+            (
+                "[{type: copp, family: ipv6, frame-sizes: [84]}]",
+                "tests[0].layer",
+            ),
             ("[{type: copp, routes: 10}]", "tests[0].routes"),
-            ("[{type: copp, ping-interval-ms: 1}]", "tests[0].ping-interval-ms"),
-            ("[{type: throughput, ping-interval-ms: 10}]", "tests[0].ping-interval-ms"),
+            (
+                "[{type: copp, ping-interval-ms: 1}]",
+                "tests[0].ping-interval-ms",
+            ),
+            (
+                "[{type: throughput, ping-interval-ms: 10}]",
+                "tests[0].ping-interval-ms",
+            ),
         ] {
             let e = err(&format!("{head}{test}"));
             assert!(e.contains(field), "{test}: {e}");

@@ -1,5 +1,6 @@
-//! Root-only: the mirror (SPAN) option of throughput tests and the
-//! control-plane policing procedure on real namespaces (skipped when not
+//! Root-only: the mirror (SPAN) option of throughput tests, the
+//! control-plane policing procedure, the disruption procedure and inline
+//! Lanyard DUTs on real namespaces (skipped when not
 //! root; the Lanyard parts also when no binary is built). Each run uses
 //! its own namespaces; inside this file the tests take turns.
 
@@ -183,9 +184,99 @@ duts:
         }
         if dut == "lanyard" {
             let p = c["policing"].as_array().unwrap();
-            let unknown = p.iter().find(|x| x["class"] == "unknown").expect("unknown class");
+            let unknown = p
+                .iter()
+                .find(|x| x["class"] == "unknown")
+                .expect("unknown class");
             let dropped = unknown["dropped"].as_u64().unwrap();
             assert!(dropped > c["flood_sent"].as_u64().unwrap() / 2, "{c}");
+        }
+    }
+}
+
+/// Disruption on a Linux bridge: a command that takes the egress port
+/// down for 300 ms loses about 300 ms of frames (counted, outage within
+/// reason), one that does nothing loses none, a failing command fails the
+/// trial; and, when Lanyard is built, the inline pair in engine and bypass
+/// mode passes layer-3 frames unchanged (TTL not decremented) with bypass
+/// switched on and off under traffic by `lanyard bypass`.
+#[test]
+fn disruption_counts_lost_frames_and_inline_passes_frames() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let bin = lanyard_bin();
+    let inline = if bin.is_some() {
+        "  - {name: engine, driver: lanyard, inline: engine}
+  - {name: bypass, driver: lanyard, inline: bypass}
+"
+    } else {
+        eprintln!("inline part skipped: no binary (build it, or set LANYARD_BIN)");
+        ""
+    };
+    let s = run(
+        &format!(
+            "name: disrupt
+defaults: {{drain: 0.3, learn-wait: 0.2}}
+duts:
+  - {{name: br, driver: linux-bridge}}
+{inline}tests:
+  - {{name: flap, type: disruption, rate: 20000, trial-duration: 2, frame-sizes: [64], duts: [br],
+     commands: [{{at: 0.5, run: 'ip link set sw2 down; sleep 0.3; ip link set sw2 up'}}]}}
+  - {{name: noop, type: disruption, rate: 20000, trial-duration: 1.5, trials: 2, frame-sizes: [64],
+     duts: [br], commands: [{{at: 0.5, run: 'true'}}]}}
+  - {{name: broken, type: disruption, rate: 20000, trial-duration: 1, frame-sizes: [64], duts: [br],
+     commands: [{{at: 0.2, run: 'exit 3'}}]}}
+  - {{name: through, type: latency, layer: 3, routes: 100, rate: 20000, trial-duration: 1,
+     frame-sizes: [64, 1518]}}
+  - {{name: toggle, type: disruption, layer: 3, rate: 20000, trial-duration: 3, frame-sizes: [64],
+     commands: [{{at: 1, run: '\"$LANYARD\" --socket \"$LANYARD_SOCKET\" bypass on'}},
+                {{at: 2, run: '\"$LANYARD\" --socket \"$LANYARD_SOCKET\" bypass off'}}]}}
+"
+        ),
+        "disrupt",
+        bin,
+    );
+    let d =
+        |r: &lab::report::ResultRow| r.detail["disruption"]["trials"].as_array().unwrap().clone();
+    let flap = row(&s, "flap", "br");
+    assert_eq!(flap.status, "ok", "{flap:?}");
+    assert_eq!(flap.pass, Some(false));
+    let t = &d(flap)[0];
+    let ms = t["outage_ms"].as_f64().unwrap();
+    assert!((250.0..2000.0).contains(&ms), "{t}");
+    assert_eq!(flap.value, Some(t["lost"].as_f64().unwrap()));
+    let noop = row(&s, "noop", "br");
+    assert_eq!(noop.pass, Some(true), "{noop:?}");
+    assert_eq!(noop.value, Some(0.0));
+    assert_eq!(d(noop).len(), 2);
+    let broken = row(&s, "broken", "br");
+    assert_eq!(broken.pass, Some(false));
+    assert!(
+        broken.notes.iter().any(|n| n.contains("command failed")),
+        "{:?}",
+        broken.notes
+    );
+    if inline.is_empty() {
+        return;
+    }
+    for dut in ["engine", "bypass"] {
+        let r = row(&s, "through", dut);
+        assert_eq!(r.status, "ok", "{dut}: {r:?}");
+        for tr in &r.trials {
+            // Arrival check: TTL 64 (not routed), the host's MAC.
+            assert_eq!(tr.result.malformed, 0, "{dut}");
+            assert_eq!(tr.result.received, tr.result.sent, "{dut}");
+            assert!(tr.result.sent > 10_000, "{dut}");
+        }
+        let t = row(&s, "toggle", dut);
+        assert_eq!(t.status, "ok", "{dut}: {t:?}");
+        for tr in d(t) {
+            for c in tr["commands"].as_array().unwrap() {
+                assert_eq!(c["ok"], true, "{dut}: {c}");
+            }
+            assert!(tr["sent"].as_u64().unwrap() > 40_000, "{dut}: {tr}");
         }
     }
 }
