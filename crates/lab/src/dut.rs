@@ -453,7 +453,7 @@ impl Dut {
         }
         run("ip", &args)?;
         for p in self.sw() {
-            if crate::mirror::is_destination(&p, self.setup.mirrors) {
+            if crate::mirror_setup::is_destination(&p, self.setup.mirrors) {
                 continue;
             }
             run("ip", &["-n", &ns, "link", "set", &p, "master", "br0"])?;
@@ -480,7 +480,7 @@ impl Dut {
         }
         run("ip", &["-n", &ns, "link", "set", "br0", "up"])?;
         if self.setup.mirrors > 0 {
-            let how = crate::mirror::bridge_setup(&ns, self.setup.mirrors)?;
+            let how = crate::mirror_setup::bridge_setup(&ns, self.setup.mirrors)?;
             self.info.push(how);
         }
         if self.setup.multicast.is_some() && self.spec.igmp_querier != Some(false) {
@@ -989,7 +989,7 @@ impl Dut {
         }
         if self.setup.mirrors > 0 {
             let mut a = vec![db.clone()];
-            a.extend(crate::mirror::ovs_args(self.setup.mirrors));
+            a.extend(crate::mirror_setup::ovs_args(self.setup.mirrors));
             let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
             run("ovs-vsctl", &refs)?;
             self.info.push(format!(
@@ -1271,7 +1271,7 @@ impl Dut {
         if matches!(self.setup.multicast, Some(McSetup::Snooping(_))) {
             c.push_str(&self.igmp_snooping_yaml(vlan));
         }
-        c.push_str(&crate::mirror::lanyard_yaml(self.setup.mirrors));
+        c.push_str(&crate::mirror_setup::lanyard_yaml(self.setup.mirrors));
         if s.inline.is_some() {
             c.push_str(INLINE_YAML);
         }
@@ -1642,5 +1642,20 @@ fn lanyard_backend(port_type: &str) -> String {
     match port_type {
         "af-packet-block" => "  port-backend: af-packet\n  af-packet-ring: block\n".into(),
         b => format!("  port-backend: {b}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanyard_accepts_the_inline_pair() {
+        let base = "switch:\n  name: lab\nvlans:\n  - id: 10\nports:\n";
+        let inline = format!(
+            "{base}  - name: sw1\n  - name: sw2\n  - name: sw3\n    mode: access\n    vlan: 10\n{}",
+            INLINE_YAML
+        );
+        config::parse(&inline, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{inline}"));
     }
 }

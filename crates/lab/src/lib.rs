@@ -20,6 +20,7 @@ pub mod hist;
 pub mod html;
 pub mod mcsetup;
 pub mod mirror;
+pub mod mirror_setup;
 pub mod multicast;
 pub mod netns;
 pub mod pktsock;

@@ -1010,10 +1010,10 @@ impl Plan {
             if t.kind != TestKind::Throughput {
                 return Err(bad(f("mirror-sessions"), "only throughput tests take it"));
             }
-            if !(1..=crate::mirror::MAX_SESSIONS).contains(&mirror_sessions) {
+            if !(1..=crate::mirror_setup::MAX_SESSIONS).contains(&mirror_sessions) {
                 return Err(bad(
                     f("mirror-sessions"),
-                    format!("must be 1..{}", crate::mirror::MAX_SESSIONS),
+                    format!("must be 1..{}", crate::mirror_setup::MAX_SESSIONS),
                 ));
             }
             if layer == Some(3) {
