@@ -32,6 +32,9 @@ pub struct Setup {
     /// Multicast tests: IGMP snooping (layer 2) or multicast routing with
     /// static (S,G) routes for this pattern (layer 3).
     pub multicast: Option<McSetup>,
+    /// Mirror (SPAN) sessions: session k copies what sw1 receives to
+    /// sw(3 + k) (see `mirror.rs`); 0: none.
+    pub mirrors: u32,
     /// Where the tester and the DUT run (the plan's, the same for all).
     pub cpus: crate::cpuplan::CpuPlan,
 }
@@ -59,6 +62,7 @@ impl Setup {
             routes6: spec.routes6.unwrap_or(0),
             backup_pair: false,
             multicast: None,
+            mirrors: 0,
             cpus: Default::default(),
         }
     }
@@ -77,7 +81,8 @@ impl Setup {
         Setup {
             layer3: match spec.driver {
                 Driver::LinuxRouter => true,
-                Driver::Lanyard => l3,
+                // Inline: a bump in the wire, never routed ports.
+                Driver::Lanyard => l3 && spec.inline.is_none(),
                 _ => false,
             },
             routes: test.routes.or(spec.routes).unwrap_or(0),
@@ -87,7 +92,7 @@ impl Setup {
                 .as_ref()
                 .is_some_and(|c| c.topology == ConvTopology::BackupPair)
                 && match spec.driver {
-                    Driver::Lanyard => true,
+                    Driver::Lanyard => spec.inline.is_none(),
                     Driver::LinuxBridge => spec.failover.is_some(),
                     _ => false,
                 },
@@ -103,6 +108,10 @@ impl Setup {
                     McSetup::Snooping(McPattern::of(m))
                 }
             }),
+            mirrors: match spec.driver {
+                Driver::LinuxBridge | Driver::Ovs | Driver::Lanyard => test.mirror_sessions,
+                _ => 0,
+            },
             cpus: Default::default(),
         }
     }
@@ -126,6 +135,9 @@ impl Setup {
                 p.sources as u64 * p.groups as u64
             )),
             None => {}
+        }
+        if self.mirrors > 0 {
+            v.push(format!("{} mirror sessions", self.mirrors));
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -441,6 +453,9 @@ impl Dut {
         }
         run("ip", &args)?;
         for p in self.sw() {
+            if crate::mirror_setup::is_destination(&p, self.setup.mirrors) {
+                continue;
+            }
             run("ip", &["-n", &ns, "link", "set", &p, "master", "br0"])?;
             if self.spec.learning == Some(false) {
                 run(
@@ -464,6 +479,10 @@ impl Dut {
             self.bridge_snooping()?;
         }
         run("ip", &["-n", &ns, "link", "set", "br0", "up"])?;
+        if self.setup.mirrors > 0 {
+            let how = crate::mirror_setup::bridge_setup(&ns, self.setup.mirrors)?;
+            self.info.push(how);
+        }
         if self.setup.multicast.is_some() && self.spec.igmp_querier != Some(false) {
             // Past the querier delay (see bridge_snooping).
             crate::netns::sleep_checked(1.5)?;
@@ -968,6 +987,17 @@ impl Dut {
                 tail(&dir.join("vswitchd.log"))
             )));
         }
+        if self.setup.mirrors > 0 {
+            let mut a = vec![db.clone()];
+            a.extend(crate::mirror_setup::ovs_args(self.setup.mirrors));
+            let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+            run("ovs-vsctl", &refs)?;
+            self.info.push(format!(
+                "{} mirrors on br0: select-src-port sw1, output-port sw3..sw{}",
+                self.setup.mirrors,
+                self.setup.mirrors + 2
+            ));
+        }
         let ver = run("ovs-vswitchd", &["--version"]).unwrap_or_default();
         self.info.push(format!(
             "{}, userspace datapath, {used} ports",
@@ -1044,6 +1074,23 @@ impl Dut {
                 .unwrap_or("? ms");
             self.info.push(format!(
                 "services on every port: 10,000-line IPv4 + IPv6 ACLs in and out, 500-line QoS policy re-marking every packet, IPFIX flow export (compiled in {took})"
+            ));
+        }
+        if let Some(m) = self.spec.inline {
+            if m == crate::plan::InlineMode::Bypass {
+                run_in(
+                    &ns,
+                    &bin.to_string_lossy(),
+                    &["--socket", &sock.to_string_lossy(), "bypass", "on"],
+                )?;
+            }
+            self.info.push(format!(
+                "inline pair sw1 (subscriber) <-> sw2 (network), service-control {}",
+                if m == crate::plan::InlineMode::Bypass {
+                    "in bypass (lanyard bypass on)"
+                } else {
+                    "engine on: flows, nDPI classification, per-service accounting"
+                }
             ));
         }
         self.lanyard = Some((bin.to_path_buf(), sock));
@@ -1208,6 +1255,11 @@ impl Dut {
         }
         c.push_str("ports:\n");
         for p in self.sw() {
+            if s.inline.is_some() && (p == "sw1" || p == "sw2") {
+                // The inline pair: in no VLAN (docs/inline.md).
+                c.push_str(&format!("  - name: {p}\n"));
+                continue;
+            }
             c.push_str(&format!(
                 "  - name: {p}\n    mode: access\n    vlan: {vlan}\n"
             ));
@@ -1218,6 +1270,10 @@ impl Dut {
         }
         if matches!(self.setup.multicast, Some(McSetup::Snooping(_))) {
             c.push_str(&self.igmp_snooping_yaml(vlan));
+        }
+        c.push_str(&crate::mirror_setup::lanyard_yaml(self.setup.mirrors));
+        if s.inline.is_some() {
+            c.push_str(INLINE_YAML);
         }
         c
     }
@@ -1472,6 +1528,20 @@ ip -o monitor link | while read -r line; do
 done
 "#;
 
+/// Lanyard's `service-control` section for an inline DUT: sw1 / sw2 a
+/// pair, flow table and classification sized for the lab's streams, two
+/// services (the test frames are UDP to port 0x4C59: `lab` by signature).
+pub const INLINE_YAML: &str = "service-control:
+  inline: [{subscriber-port: sw1, network-port: sw2}]
+  flows: 65536
+  classify-slots: 4096
+  services:
+    - {name: web, applications: [HTTP, TLS]}
+    - {name: lab}
+  signatures:
+    - {name: lab-udp, service: lab, protocol: udp, ports: \"19545\"}
+";
+
 /// `after − before` for every numeric leaf of two counter snapshots,
 /// keeping only the ones that changed (nested objects as in the input).
 pub fn counter_delta(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
@@ -1572,5 +1642,20 @@ fn lanyard_backend(port_type: &str) -> String {
     match port_type {
         "af-packet-block" => "  port-backend: af-packet\n  af-packet-ring: block\n".into(),
         b => format!("  port-backend: {b}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanyard_accepts_the_inline_pair() {
+        let base = "switch:\n  name: lab\nvlans:\n  - id: 10\nports:\n";
+        let inline = format!(
+            "{base}  - name: sw1\n  - name: sw2\n  - name: sw3\n    mode: access\n    vlan: 10\n{}",
+            INLINE_YAML
+        );
+        config::parse(&inline, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{inline}"));
     }
 }

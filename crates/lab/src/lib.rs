@@ -11,12 +11,16 @@
 pub mod check;
 pub mod compare;
 pub mod convergence;
+pub mod copp;
 pub mod cpuplan;
+pub mod disruption;
 pub mod dut;
 pub mod engine;
 pub mod hist;
 pub mod html;
 pub mod mcsetup;
+pub mod mirror;
+pub mod mirror_setup;
 pub mod multicast;
 pub mod netns;
 pub mod pktsock;
@@ -287,6 +291,14 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
         if driver == Driver::Wire && c.event != plan::Event::None {
             return Some("wire runs convergence only with event: none (the baseline)");
         }
+    }
+    if t.mirror_sessions > 0
+        && !matches!(driver, Driver::LinuxBridge | Driver::Ovs | Driver::Lanyard)
+    {
+        return Some("mirror sessions are set up on linux-bridge, ovs and lanyard only");
+    }
+    if t.kind == TestKind::Copp && matches!(driver, Driver::Wire | Driver::Lossy) {
+        return Some("needs a DUT with an address of its own to ping");
     }
     if t.kind == TestKind::Multicast {
         let l3 = t.layer == Some(3) || (t.layer.is_none() && driver == Driver::LinuxRouter);

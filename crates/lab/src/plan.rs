@@ -160,6 +160,42 @@ pub struct DutSpec {
     /// leave instead of querying the port first (default false).
     #[serde(default)]
     pub fast_leave: Option<bool>,
+    /// lanyard: run as a bump in the wire (docs/inline.md): sw1 and sw2
+    /// an inline pair (`service-control.inline`), the engine on
+    /// (`engine`) or bypassed (`bypass`: `lanyard bypass on` after start).
+    #[serde(default)]
+    pub inline: Option<InlineMode>,
+}
+
+/// How a lanyard DUT with an inline pair runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InlineMode {
+    /// Flows, classification and accounting on every frame.
+    Engine,
+    /// `lanyard bypass on`: frames pass between the pair, engine skipped.
+    Bypass,
+}
+
+impl InlineMode {
+    /// Name as written in plans.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            InlineMode::Engine => "engine",
+            InlineMode::Bypass => "bypass",
+        }
+    }
+}
+
+/// A command run in the DUT namespace `at` seconds into a trial
+/// (`type: disruption`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimedCommand {
+    /// Seconds after the trial's first frame.
+    pub at: f64,
+    /// `sh -c` command (environment as for convergence commands).
+    pub run: String,
 }
 
 /// How a Linux bridge DUT fails over from `sw2` to `sw3` (convergence tests).
@@ -210,6 +246,7 @@ impl DutSpec {
             mac_move_update: None,
             igmp_querier: None,
             fast_leave: None,
+            inline: None,
         }
     }
 }
@@ -274,6 +311,15 @@ pub enum TestKind {
     /// source ports to the groups, throughput (bisection), per-receiver
     /// loss / latency / leaks, optionally join and leave delay.
     Multicast,
+    /// Control-plane policing: a flood of multicast to 224.0.0.1 toward
+    /// the DUT at line rate (or `rate`) while the tester pings the DUT's
+    /// address on the same port; what the DUT kept (ping answered, its
+    /// policing counters). See `copp.rs`.
+    Copp,
+    /// Constant-rate traffic from port 1 to port 2 while `commands` run
+    /// in the DUT namespace at set times (bypass on / off, a reload):
+    /// frames lost and outage = lost / rate. See `disruption.rs`.
+    Disruption,
 }
 
 /// A rate in a plan: frames/s, or (convergence) `max` / `"N%"` of the
@@ -546,6 +592,17 @@ pub struct TestSpec {
     /// rate" (default 1000, the reports' GbE ports).
     #[serde(default)]
     pub line_rate_mbps: Option<f64>,
+    /// Throughput (layer 2): SPAN sessions on the DUT (1..16), session k
+    /// copying what port 1 receives to port 2 + k; a trial passes only
+    /// when every forwarded frame and every copy arrived. See `mirror.rs`.
+    #[serde(default)]
+    pub mirror_sessions: Option<u32>,
+    /// CoPP: milliseconds between the pings to the DUT (default 10).
+    #[serde(default)]
+    pub ping_interval_ms: Option<u32>,
+    /// Disruption: commands and when they run.
+    #[serde(default)]
+    pub commands: Option<Vec<TimedCommand>>,
 }
 
 /// Which receivers join a group.
@@ -672,6 +729,12 @@ pub struct Test {
     pub convergence: Option<Convergence>,
     /// Multicast parameters (multicast tests only).
     pub multicast: Option<Multicast>,
+    /// Mirror sessions on the DUT (throughput tests; 0: none).
+    pub mirror_sessions: u32,
+    /// CoPP: milliseconds between pings.
+    pub ping_interval_ms: u32,
+    /// Disruption: commands in time order.
+    pub commands: Vec<TimedCommand>,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -852,6 +915,12 @@ impl Plan {
                     ));
                 }
             }
+            if d.inline.is_some() && d.driver != Driver::Lanyard {
+                return Err(bad(
+                    format!("duts[{i}].inline"),
+                    "only the lanyard driver runs inline",
+                ));
+            }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
                     format!("duts[{i}].rate-kbit"),
@@ -936,7 +1005,92 @@ impl Plan {
             }
         }
         let multicast = self.multicast(i, t)?;
+        let mirror_sessions = t.mirror_sessions.unwrap_or(0);
+        if t.mirror_sessions.is_some() {
+            if t.kind != TestKind::Throughput {
+                return Err(bad(f("mirror-sessions"), "only throughput tests take it"));
+            }
+            if !(1..=crate::mirror_setup::MAX_SESSIONS).contains(&mirror_sessions) {
+                return Err(bad(
+                    f("mirror-sessions"),
+                    format!("must be 1..{}", crate::mirror_setup::MAX_SESSIONS),
+                ));
+            }
+            if layer == Some(3) {
+                return Err(bad(f("layer"), "mirror tests are layer 2"));
+            }
+            if t.bidirectional == Some(true) {
+                return Err(bad(
+                    f("bidirectional"),
+                    "mirror tests send one way (port 1 to port 2)",
+                ));
+            }
+        }
+        if t.ping_interval_ms.is_some() && t.kind != TestKind::Copp {
+            return Err(bad(f("ping-interval-ms"), "only copp tests take it"));
+        }
+        let ping_interval_ms = t.ping_interval_ms.unwrap_or(10);
+        if !(2..=1000).contains(&ping_interval_ms) {
+            return Err(bad(f("ping-interval-ms"), "must be 2..1000"));
+        }
+        if t.kind == TestKind::Copp {
+            if t.layer == Some(2) || t.family == Some(Family::Ipv6) {
+                return Err(bad(
+                    f("layer"),
+                    "copp floods IPv4 multicast to 224.0.0.1 (layer 3, IPv4)",
+                ));
+            }
+            for (k, set) in [
+                ("bidirectional", t.bidirectional.is_some()),
+                ("hosts", t.hosts.is_some()),
+                ("routes", t.routes.is_some() || t.routes6.is_some()),
+            ] {
+                if set {
+                    return Err(bad(f(k), "not a copp option"));
+                }
+            }
+        }
+        if t.commands.is_some() && t.kind != TestKind::Disruption {
+            return Err(bad(f("commands"), "only disruption tests take it"));
+        }
+        let mut commands = t.commands.clone().unwrap_or_default();
+        if t.kind == TestKind::Disruption {
+            if commands.is_empty() {
+                return Err(bad(
+                    f("commands"),
+                    "required by disruption tests: [{at: SECONDS, run: COMMAND}, ...]",
+                ));
+            }
+            if t.rate.is_none() {
+                return Err(bad(f("rate"), "required by disruption tests (frames/s)"));
+            }
+            let dur = t.trial_duration.or(d.trial_duration).unwrap_or(2.0);
+            for (k, c) in commands.iter().enumerate() {
+                if !(c.at.is_finite() && c.at >= 0.0 && c.at < dur) {
+                    return Err(bad(
+                        format!("{}[{k}].at", f("commands")),
+                        format!("must be within the trial (0..{dur} s)"),
+                    ));
+                }
+                if c.run.trim().is_empty() {
+                    return Err(bad(
+                        format!("{}[{k}].run", f("commands")),
+                        "must not be empty",
+                    ));
+                }
+            }
+            if t.bidirectional == Some(true) {
+                return Err(bad(f("bidirectional"), "disruption tests send one way"));
+            }
+        }
+        commands.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let layer = if t.kind == TestKind::Copp {
+            Some(3)
+        } else {
+            layer
+        };
         let ports = match t.kind {
+            TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::FullMesh => t.ports.unwrap_or(4),
             TestKind::Multicast => multicast.as_ref().map_or(2, |m| m.sources + m.receivers),
             TestKind::Holb => 4,
@@ -1091,6 +1245,9 @@ impl Plan {
             latency_trial: t.latency_trial.unwrap_or(false),
             convergence,
             multicast,
+            mirror_sessions,
+            ping_interval_ms,
+            commands,
         })
     }
 
@@ -1406,6 +1563,68 @@ tests:
         assert!(e.contains("rate-kbit"), "{e}");
         let e = err("- just a list");
         assert!(!e.is_empty());
+    }
+
+    #[test]
+    fn mirror_and_copp_options() {
+        let p = Plan::parse(
+            "
+name: t
+duts: [{name: l, driver: lanyard}]
+tests:
+  - {type: throughput, mirror-sessions: 8, frame-sizes: [64]}
+  - {type: copp, frame-sizes: [64], ping-interval-ms: 5, trial-duration: 3}
+  - {type: copp}
+",
+        )
+        .unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!((t.mirror_sessions, t.ports), (8, 10));
+        assert_eq!(p.ports_needed(), 10);
+        let c = p.test(1).unwrap();
+        assert_eq!((c.kind, c.layer, c.ports), (TestKind::Copp, Some(3), 2));
+        assert_eq!((c.ping_interval_ms, c.trial_duration), (5, 3.0));
+        assert_eq!(p.test(2).unwrap().ping_interval_ms, 10);
+        let head = "name: t\nduts: [{name: l, driver: lanyard}]\ntests: ";
+        for (test, field) in [
+            (
+                "[{type: latency, rate: 10, mirror-sessions: 2}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 17}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 0}]",
+                "tests[0].mirror-sessions",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 2, layer: 3}]",
+                "tests[0].layer",
+            ),
+            (
+                "[{type: throughput, mirror-sessions: 2, bidirectional: true}]",
+                "tests[0].bidirectional",
+            ),
+            ("[{type: copp, layer: 2}]", "tests[0].layer"),
+            (
+                "[{type: copp, family: ipv6, frame-sizes: [84]}]",
+                "tests[0].layer",
+            ),
+            ("[{type: copp, routes: 10}]", "tests[0].routes"),
+            (
+                "[{type: copp, ping-interval-ms: 1}]",
+                "tests[0].ping-interval-ms",
+            ),
+            (
+                "[{type: throughput, ping-interval-ms: 10}]",
+                "tests[0].ping-interval-ms",
+            ),
+        ] {
+            let e = err(&format!("{head}{test}"));
+            assert!(e.contains(field), "{test}: {e}");
+        }
     }
 
     #[test]

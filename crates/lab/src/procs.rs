@@ -161,6 +161,8 @@ pub fn estimate(t: &Test) -> f64 {
             n * per * (search + t.latency_trial as u32 as f64)
         }
         TestKind::Latency => n * per * t.trials as f64,
+        TestKind::Copp => n * (per + 1.0) * t.trials as f64,
+        TestKind::Disruption => n * per * t.trials as f64,
         TestKind::BackToBack => n * (t.drain + t.learn_wait + 0.3) * search,
         TestKind::FrameLoss => n * per * (1 + t.steps.len()) as f64,
         TestKind::Holb => n * per,
@@ -287,7 +289,7 @@ impl Ctx<'_> {
     }
 
     /// A stream from port `tx` to port `rx`.
-    fn stream(&self, t: &Test, fs: &FrameSize, tx: usize, rx: usize) -> Stream {
+    pub(crate) fn stream(&self, t: &Test, fs: &FrameSize, tx: usize, rx: usize) -> Stream {
         let l3 = self.layer3(t);
         let hosts = if l3 { 1 } else { t.hosts };
         let dst = if l3 && !self.dut.port_macs.is_empty() {
@@ -317,6 +319,12 @@ impl Ctx<'_> {
             arrival,
             receivers: None,
         }
+    }
+
+    /// The learning phase and `learn-wait` pause of a trial (procedures
+    /// that run their trials themselves).
+    pub(crate) fn learn_for(&mut self, t: &Test, ports: usize) -> Result<(), LabError> {
+        self.learn(t, ports)
     }
 
     fn learn(&mut self, t: &Test, ports: usize) -> Result<(), LabError> {
@@ -387,6 +395,7 @@ impl Ctx<'_> {
         row: &mut ResultRow,
     ) -> Result<(), LabError> {
         match t.kind {
+            TestKind::Throughput if t.mirror_sessions > 0 => self.mirror_throughput(t, fs, row),
             TestKind::Throughput => {
                 let mut streams = vec![self.stream(t, fs, 0, 1)];
                 if t.bidirectional {
@@ -412,6 +421,8 @@ impl Ctx<'_> {
             TestKind::LearningCheck => self.learning_check(t, row),
             TestKind::Convergence => self.convergence(t, fs, row),
             TestKind::Multicast => self.multicast(t, fs, row),
+            TestKind::Copp => self.copp(t, fs, row),
+            TestKind::Disruption => self.disruption(t, fs, row),
         }
     }
 
@@ -1072,7 +1083,8 @@ fn fs_avg(streams: &[Stream]) -> f64 {
     s.iter().map(|&x| x as f64).sum::<f64>() / s.len() as f64
 }
 
-fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+/// Add `b`'s keys to the object `a` (or replace a non-object `a`).
+pub(crate) fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
     match (a.as_object_mut(), b) {
         (Some(o), serde_json::Value::Object(m)) => o.extend(m),
         (_, b) => *a = b,

@@ -495,6 +495,59 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             }
             t
         }
+        TestKind::Copp => {
+            legend.push(String::from(
+                "flood kfps = multicast to 224.0.0.1 offered on port 1 (the generator's maximum \
+                 unless the plan sets a rate); ping = echo requests to the DUT's address on the same port during the flood, lost / sent; \
+                 PASS = every ping answered",
+            ));
+            let mut t = Table::new(&[
+                ("frame", R),
+                ("DUT", L),
+                ("result", L),
+                ("flood kfps", R),
+                ("ping lost", R),
+                ("rtt avg ms", R),
+                ("rtt max ms", R),
+                ("notes", L),
+            ]);
+            for r in ordered() {
+                let f = frame(r);
+                if r.status != "ok" {
+                    t.row(vec![f, r.dut.clone(), status_cell(r, &mut notes)]);
+                    continue;
+                }
+                let star = if r.generator_limited {
+                    starred = true;
+                    "*"
+                } else {
+                    ""
+                };
+                let p = &r.detail["copp"]["ping"];
+                let ms = |k: &str| {
+                    p["rtt_ms"][k]
+                        .as_f64()
+                        .map(|x| format!("{x:.2}"))
+                        .unwrap_or_default()
+                };
+                t.row(vec![
+                    f,
+                    r.dut.clone(),
+                    verdict(r.pass),
+                    r.throughput_fps
+                        .map(|x| format!("{}{star}", num(x / 1e3)))
+                        .unwrap_or_default(),
+                    match (p["lost"].as_u64(), p["sent"].as_u64()) {
+                        (Some(l), Some(s)) => format!("{l} / {s}"),
+                        _ => String::new(),
+                    },
+                    ms("avg"),
+                    ms("max"),
+                    note_marks(r, &mut notes),
+                ]);
+            }
+            t
+        }
         TestKind::Convergence => {
             let goal = rows
                 .iter()
@@ -575,15 +628,18 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
         }
     };
     let mut details = Vec::new();
-    if matches!(kind, TestKind::Convergence | TestKind::Multicast) {
-        for r in ordered().filter(|r| r.status == "ok") {
-            let line = if kind == TestKind::Multicast {
-                super::report::mc_line(r)
-            } else {
-                super::report::conv_line(r)
-            };
-            details.push((format!("{:>5} {}", r.frame_size, r.dut), line));
-        }
+    for r in ordered().filter(|r| r.status == "ok") {
+        let line = match kind {
+            TestKind::Multicast => super::report::mc_line(r),
+            TestKind::Convergence => super::report::conv_line(r),
+            TestKind::Copp => crate::copp::line(&r.detail["copp"]),
+            TestKind::Disruption => crate::disruption::line(&r.detail["disruption"]),
+            TestKind::Throughput if r.detail.get("mirror").is_some() => {
+                crate::mirror::line(&r.detail["mirror"])
+            }
+            _ => continue,
+        };
+        details.push((format!("{:>5} {}", r.frame_size, r.dut), line));
     }
     let ratios = if matches!(
         kind,
