@@ -875,7 +875,10 @@ impl Config {
                 addresses: &s.sub.addresses,
                 urpf: s.sub.urpf,
                 router_mac: s.sub.router_mac.or(s.parent.router_mac),
-                mtu: s.sub.mtu.unwrap_or(s.parent.effective_mtu().min(MAX_L3_MTU)),
+                mtu: s
+                    .sub
+                    .mtu
+                    .unwrap_or(s.parent.effective_mtu().min(MAX_L3_MTU)),
             });
         }
         out
@@ -898,7 +901,12 @@ impl Config {
         self.ports
             .iter()
             .enumerate()
-            .flat_map(|(i, p)| p.subinterfaces.iter().enumerate().map(move |(j, s)| (i, p, j, s)))
+            .flat_map(|(i, p)| {
+                p.subinterfaces
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, s)| (i, p, j, s))
+            })
             .enumerate()
             .map(move |(k, (port, parent, index, sub))| Subinterface {
                 port,
@@ -940,7 +948,11 @@ impl Config {
         self.ports.len()
             + self.svis().count()
             + self.port_channels.len()
-            + self.ports.iter().map(|p| p.subinterfaces.len()).sum::<usize>()
+            + self
+                .ports
+                .iter()
+                .map(|p| p.subinterfaces.len())
+                .sum::<usize>()
     }
 
     /// Port id of port channel `k`: after the ports and the SVIs.

@@ -448,12 +448,13 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
     let ifs = cfg.l3_interfaces();
     let svis = ifs.iter().filter(|i| i.vlan.is_some()).count();
     let channels = cfg.port_channels.len();
+    let subs = cfg.subinterfaces().count();
     if cfg.ports.len() <= limits::MAX_PORTS && cfg.port_ids() > limits::MAX_PORTS {
         c.err(
             if svis > 0 { "vlans" } else { "port-channels" },
             format!(
-                "{} ports, {svis} VLAN interfaces and {channels} port channels exceed {} port ids \
-                 (each VLAN interface and port channel uses a port id)",
+                "{} ports, {svis} VLAN interfaces, {channels} port channels and {subs} subinterfaces \
+                 exceed {} port ids (each of them uses a port id)",
                 cfg.ports.len(),
                 limits::MAX_PORTS
             ),

@@ -93,7 +93,12 @@ fn a_subinterface_needs_a_routed_port() {
         let text = format!(
             "vlans:\n  - id: 100\nports:\n  - name: c1\n    mode: {mode}\n    subinterfaces:\n      - vlan: 100\n        addresses: [10.1.0.1/24]\n"
         );
-        one_error(&text, 6, "ports[0].subinterfaces", "subinterfaces need `mode: routed`");
+        one_error(
+            &text,
+            6,
+            "ports[0].subinterfaces",
+            "subinterfaces need `mode: routed`",
+        );
     }
 }
 
@@ -111,17 +116,28 @@ fn a_vlan_twice_on_one_port_is_refused_at_the_second() {
 #[test]
 fn a_tag_out_of_range_is_refused() {
     let text = "ports:\n  - name: c1\n    mode: routed\n    subinterfaces:\n      - vlan: 4095\n";
-    one_error(text, 5, "ports[0].subinterfaces[0].vlan", "out of range 1..4094");
+    one_error(
+        text,
+        5,
+        "ports[0].subinterfaces[0].vlan",
+        "out of range 1..4094",
+    );
 }
 
 #[test]
 fn unknown_subinterface_in_a_vrf_and_unknown_vrf_are_refused() {
     let text = "ports:\n  - name: c1\n    mode: routed\n    subinterfaces:\n      - vlan: 100\n        addresses: [10.1.0.1/24]\nvrfs:\n  - name: A\n    interfaces: [c1.300]\n    rd: 65000:1\n";
-    one_error(text, 9, "vrfs[0].interfaces[0]", "unknown interface \"c1.300\"");
+    one_error(
+        text,
+        9,
+        "vrfs[0].interfaces[0]",
+        "unknown interface \"c1.300\"",
+    );
     let text = "ports:\n  - name: c1\n    mode: routed\n    subinterfaces:\n      - vlan: 100\n        addresses: [10.1.0.1/24]\nrouting:\n  static-routes:\n    - {prefix: 192.0.2.0/24, interface: c1.100, vrf: NOPE}\n";
     let errs = errors(text);
     assert!(
-        errs.iter().any(|(l, f, m)| *l == Some(9) && f.contains("vrf") && m.contains("NOPE")),
+        errs.iter()
+            .any(|(l, f, m)| *l == Some(9) && f.contains("vrf") && m.contains("NOPE")),
         "{errs:#?}"
     );
 }

@@ -119,12 +119,39 @@ fn subinterfaces_in_vrfs_with_the_same_addresses_stay_apart() {
     let bed = TestBed::new("sub", 3, 1500).expect("namespaces");
     let pid = std::process::id();
     let vrfs = [
-        Vrf { name: "A", port: 0, vid: 100, up: 11, seq: 0 },
-        Vrf { name: "B", port: 0, vid: 200, up: 12, seq: 10_000 },
-        Vrf { name: "C", port: 1, vid: 100, up: 13, seq: 20_000 },
-        Vrf { name: "D", port: 1, vid: 200, up: 14, seq: 30_000 },
+        Vrf {
+            name: "A",
+            port: 0,
+            vid: 100,
+            up: 11,
+            seq: 0,
+        },
+        Vrf {
+            name: "B",
+            port: 0,
+            vid: 200,
+            up: 12,
+            seq: 10_000,
+        },
+        Vrf {
+            name: "C",
+            port: 1,
+            vid: 100,
+            up: 13,
+            seq: 20_000,
+        },
+        Vrf {
+            name: "D",
+            port: 1,
+            vid: 200,
+            up: 14,
+            seq: 30_000,
+        },
     ];
-    let ns: Vec<String> = vrfs.iter().map(|v| format!("lysub{}{pid}", v.name.to_lowercase())).collect();
+    let ns: Vec<String> = vrfs
+        .iter()
+        .map(|v| format!("lysub{}{pid}", v.name.to_lowercase()))
+        .collect();
     let _cleanup = NsCleanup(ns.clone());
     let mut yaml = String::from(
         r#"switch:
@@ -206,16 +233,23 @@ vrfs:
         let mut ok = false;
         for t in 0..10u64 {
             send(k, "198.51.100.7", 90_000 + 100 * k as u64 + t);
-            if pump(&ports[2], Duration::from_millis(700), Duration::from_secs(2))
-                .iter()
-                .any(|(vid, p)| *vid == v.up && p.seq.is_some_and(|s| s >= 90_000))
+            if pump(
+                &ports[2],
+                Duration::from_millis(700),
+                Duration::from_secs(2),
+            )
+            .iter()
+            .any(|(vid, p)| *vid == v.up && p.seq.is_some_and(|s| s >= 90_000))
             {
                 ok = true;
                 break;
             }
         }
         if !ok {
-            failures.push(format!("VRF {}: nothing reached uplink VLAN {} while gleaning", v.name, v.up));
+            failures.push(format!(
+                "VRF {}: nothing reached uplink VLAN {} while gleaning",
+                v.name, v.up
+            ));
         }
     }
     for p in &ports {
@@ -229,7 +263,11 @@ vrfs:
             send(k, "198.51.100.7", v.seq + s);
         }
     }
-    let got = pump(&ports[2], Duration::from_millis(500), Duration::from_secs(10));
+    let got = pump(
+        &ports[2],
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    );
     for v in &vrfs {
         let own = |p: &IpInfo| p.seq.is_some_and(|s| (v.seq..v.seq + n).contains(&s));
         let right = got
@@ -265,7 +303,11 @@ vrfs:
         send(0, "198.51.100.66", 50_000 + s);
         send(1, "198.51.100.66", 60_000 + s);
     }
-    let got = pump(&ports[2], Duration::from_millis(500), Duration::from_secs(5));
+    let got = pump(
+        &ports[2],
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+    );
     let count = |lo: u64, vid: u16| {
         got.iter()
             .filter(|(v, p)| *v == vid && p.seq.is_some_and(|s| (lo..lo + 20).contains(&s)))
@@ -286,32 +328,71 @@ vrfs:
         p.drain();
     }
     send(1, "203.0.113.9", 777);
-    let back = pump(&ports[0], Duration::from_millis(500), Duration::from_secs(3));
+    let back = pump(
+        &ports[0],
+        Duration::from_millis(500),
+        Duration::from_secs(3),
+    );
     if !back.iter().any(|(vid, p)| {
         *vid == 200 && p.proto == 1 && p.packet.get(20) == Some(&3) && p.src == a("10.1.0.1")
     }) {
-        failures.push(format!("VRF B: no tagged ICMP unreachable for 203.0.113.9: {back:?}"));
+        failures.push(format!(
+            "VRF B: no tagged ICMP unreachable for 203.0.113.9: {back:?}"
+        ));
     }
     // Untagged on sw1 is the port's own interface (default VRF, no route):
     // unreachable from 10.9.0.1, untagged.
-    let f = ip::udp(&sw.router_mac("sw1"), &tester, a("10.9.0.2"), a("198.51.100.7"), 64, 778, 128);
+    let f = ip::udp(
+        &sw.router_mac("sw1"),
+        &tester,
+        a("10.9.0.2"),
+        a("198.51.100.7"),
+        64,
+        778,
+        128,
+    );
     ports[0].send(&f).unwrap();
     // An unconfigured VLAN on sw1 routes nowhere.
     ports[0]
-        .send(&tag(&ip::udp(&rmac[0], &tester, a("10.1.0.2"), a("198.51.100.7"), 64, 779, 128), 300))
+        .send(&tag(
+            &ip::udp(
+                &rmac[0],
+                &tester,
+                a("10.1.0.2"),
+                a("198.51.100.7"),
+                64,
+                779,
+                128,
+            ),
+            300,
+        ))
         .unwrap();
-    let back = pump(&ports[0], Duration::from_millis(500), Duration::from_secs(3));
+    let back = pump(
+        &ports[0],
+        Duration::from_millis(500),
+        Duration::from_secs(3),
+    );
     if !back.iter().any(|(vid, p)| {
         *vid == 0 && p.proto == 1 && p.packet.get(20) == Some(&3) && p.src == a("10.9.0.1")
     }) {
-        failures.push(format!("sw1 untagged: no ICMP unreachable from 10.9.0.1: {back:?}"));
+        failures.push(format!(
+            "sw1 untagged: no ICMP unreachable from 10.9.0.1: {back:?}"
+        ));
     }
-    let leaked: Vec<(u16, Option<u64>)> = pump(&ports[2], Duration::from_millis(300), Duration::from_secs(1))
-        .into_iter()
-        .chain(pump(&ports[1], Duration::from_millis(300), Duration::from_secs(1)))
-        .filter(|(_, p)| matches!(p.seq, Some(777..=779)))
-        .map(|(v, p)| (v, p.seq))
-        .collect();
+    let leaked: Vec<(u16, Option<u64>)> = pump(
+        &ports[2],
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+    )
+    .into_iter()
+    .chain(pump(
+        &ports[1],
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+    ))
+    .filter(|(_, p)| matches!(p.seq, Some(777..=779)))
+    .map(|(v, p)| (v, p.seq))
+    .collect();
     if !leaked.is_empty() {
         failures.push(format!("left the switch though unroutable: {leaked:?}"));
     }
@@ -325,7 +406,10 @@ vrfs:
             .unwrap_or_default()
     };
     let r = row("sw1.100");
-    if r["mode"] != "subinterface" || r["vlan"] != 100 || r["rx_frames"].as_u64().unwrap_or(0) < n + 20 {
+    if r["mode"] != "subinterface"
+        || r["vlan"] != 100
+        || r["rx_frames"].as_u64().unwrap_or(0) < n + 20
+    {
         failures.push(format!("show interfaces sw1.100: {r}"));
     }
     let r = row("sw3.14");
@@ -340,5 +424,10 @@ vrfs:
         failures.push(format!("show interfaces (text):\n{text}"));
     }
 
-    assert!(failures.is_empty(), "{}\nlog:\n{}", failures.join("\n"), sw.log());
+    assert!(
+        failures.is_empty(),
+        "{}\nlog:\n{}",
+        failures.join("\n"),
+        sw.log()
+    );
 }

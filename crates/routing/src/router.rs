@@ -1158,6 +1158,7 @@ virtual-switch:
                 name: format!("p{k}"),
                 port: k,
                 vlan: None,
+                subinterface: None,
                 addresses: &[],
                 urpf: UrpfMode::Off,
                 router_mac: None,
