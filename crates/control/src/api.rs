@@ -705,7 +705,7 @@ impl ApiState {
                     json!({
                         "address": ip.to_string(),
                         "mac": config::show_mac(n.mac),
-                        "interface": self.cfg().ports.get(n.port as usize).map(|p| p.name.as_str()),
+                        "interface": self.cfg().port_label(n.port),
                         "state": format!("{:?}", n.state).to_lowercase(),
                         "age": now.saturating_sub(n.confirmed),
                     })
