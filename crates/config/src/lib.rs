@@ -45,10 +45,11 @@ pub use error::{ConfigError, ConfigErrors};
 pub use lines::LineIndex;
 pub use model::{
     limits, AfPacketRing, Config, L3Interface, Logging, Management, PortBackend, PortConfig,
-    PortMode, Routing, Snmp, StaticMac, StaticRoute, SwitchSettings, Syslog, UrpfMode, VlanConfig,
-    VlanRouter, DEFAULT_AGENTX_SOCKET, DEFAULT_LOG_FILTER, DEFAULT_MAC_AGING,
-    DEFAULT_MAC_TABLE_SIZE, DEFAULT_MTU, DEFAULT_POLL_IDLE_US, DEFAULT_ROUTED_MTU, DEFAULT_SOCKET,
-    DEFAULT_SWITCH_NAME, DEFAULT_VLAN, DEFAULT_WORKERS, MAX_L3_MTU,
+    PortMode, Routing, Snmp, StaticMac, StaticRoute, Subinterface, SubinterfaceConfig,
+    SwitchSettings, Syslog, UrpfMode, VlanConfig, VlanRouter, DEFAULT_AGENTX_SOCKET,
+    DEFAULT_LOG_FILTER, DEFAULT_MAC_AGING, DEFAULT_MAC_TABLE_SIZE, DEFAULT_MTU,
+    DEFAULT_POLL_IDLE_US, DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME, DEFAULT_VLAN,
+    DEFAULT_WORKERS, MAX_L3_MTU,
 };
 pub use types::{vlan_in_range, IpNet, MacAddr, NativeVlan, Tpid, VlanList, VLAN_MAX, VLAN_MIN};
 pub use validate::{validate, Issue};

@@ -524,6 +524,8 @@ pub struct L3Interface<'a> {
     pub port: u16,
     /// `Some(vlan)` for an SVI.
     pub vlan: Option<u16>,
+    /// `Some((parent port index, VLAN tag))` for a routed subinterface.
+    pub subinterface: Option<(u16, u16)>,
     pub addresses: &'a [IpNet],
     pub urpf: UrpfMode,
     pub router_mac: Option<MacAddr>,
@@ -642,6 +644,66 @@ pub struct PortConfig {
     /// Port backend; `None`: the switch's `port-backend` (auto).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<PortBackend>,
+    /// Routed only: routed 802.1Q subinterfaces, one per VLAN tag
+    /// (`NAME.VLAN`, docs/vrf.md "Subinterfaces").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subinterfaces: Vec<SubinterfaceConfig>,
+}
+
+/// `ports[].subinterfaces[]`: a routed interface for the frames tagged
+/// with `vlan` on a routed port. Named `PORT.VLAN`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SubinterfaceConfig {
+    /// The 802.1Q VLAN id (1..4094) of its frames on the port.
+    pub vlan: u16,
+    /// Interface addresses (IPv4 and IPv6).
+    #[serde(default)]
+    pub addresses: Vec<IpNet>,
+    /// Reverse-path check, default off.
+    #[serde(default)]
+    pub urpf: UrpfMode,
+    /// The interface's MAC (default: the port's router MAC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_mac: Option<MacAddr>,
+    /// IP MTU; default the port's MTU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Access lists on packets entering (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_in: Vec<String>,
+    /// Access lists on packets leaving (at most one per type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl_out: Vec<String>,
+    /// QoS policy on packets entering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_in: Option<String>,
+    /// QoS policy on packets leaving (re-marking only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_out: Option<String>,
+}
+
+/// One routed subinterface with where it sits: `ports[port]`,
+/// `subinterfaces[index]`, port id `id`.
+#[derive(Clone, Copy, Debug)]
+pub struct Subinterface<'a> {
+    pub port: usize,
+    pub index: usize,
+    pub id: u16,
+    pub parent: &'a PortConfig,
+    pub sub: &'a SubinterfaceConfig,
+}
+
+impl Subinterface<'_> {
+    /// `PORT.VLAN`, as `vrfs[].interfaces` and `show` name it.
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.parent.name, self.sub.vlan)
+    }
+
+    /// Field path of its `subinterfaces:` entry.
+    pub fn path(&self) -> String {
+        format!("ports[{}].subinterfaces[{}]", self.port, self.index)
+    }
 }
 
 fn is_true(b: &bool) -> bool {
@@ -671,6 +733,7 @@ impl PortConfig {
             storm_control: None,
             loop_detect: true,
             backend: None,
+            subinterfaces: Vec::new(),
         }
     }
 
@@ -770,6 +833,7 @@ impl Config {
                 name: p.name.clone(),
                 port: i as u16,
                 vlan: None,
+                subinterface: None,
                 addresses: &p.addresses,
                 urpf: p.urpf,
                 router_mac: p.router_mac,
@@ -792,6 +856,7 @@ impl Config {
                 name: format!("vlan{}", v.id),
                 port: (self.ports.len() + k) as u16,
                 vlan: Some(v.id),
+                subinterface: None,
                 addresses: &r.addresses,
                 urpf: r.urpf,
                 router_mac: r.router_mac,
@@ -799,15 +864,57 @@ impl Config {
                 vrf: self.vrf_of_interface(&format!("vlan{}", v.id)),
             });
         }
+        for s in self.subinterfaces() {
+            let name = s.name();
+            out.push(L3Interface {
+                vrf: self.vrf_of_interface(&name),
+                name,
+                port: s.id,
+                vlan: None,
+                subinterface: Some((s.port as u16, s.sub.vlan)),
+                addresses: &s.sub.addresses,
+                urpf: s.sub.urpf,
+                router_mac: s.sub.router_mac.or(s.parent.router_mac),
+                mtu: s
+                    .sub
+                    .mtu
+                    .unwrap_or(s.parent.effective_mtu().min(MAX_L3_MTU)),
+            });
+        }
         out
     }
 
-    /// Names of the layer-3 interfaces (routed ports, then `vlanN`).
+    /// Names of the layer-3 interfaces (routed ports, then `vlanN`, then
+    /// subinterfaces `PORT.VLAN`).
     pub fn l3_interface_names(&self) -> Vec<String> {
         self.routed_ports()
             .map(|(_, p)| p.name.clone())
             .chain(self.svis().map(|(v, _)| format!("vlan{}", v.id)))
+            .chain(self.subinterfaces().map(|s| s.name()))
             .collect()
+    }
+
+    /// Every routed subinterface, in port order then list order. Their
+    /// port ids follow the port channels' (docs/vrf.md).
+    pub fn subinterfaces(&self) -> impl Iterator<Item = Subinterface<'_>> {
+        let first = self.ports.len() + self.svis().count() + self.port_channels.len();
+        self.ports
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| {
+                p.subinterfaces
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, s)| (i, p, j, s))
+            })
+            .enumerate()
+            .map(move |(k, (port, parent, index, sub))| Subinterface {
+                port,
+                index,
+                id: (first + k) as u16,
+                parent,
+                sub,
+            })
     }
 
     /// The VRF of layer-3 interface `name`: 0 (default) or k + 1 for
@@ -838,7 +945,14 @@ impl Config {
     /// Port ids in use: the ports, then one per VLAN interface, then one
     /// per port channel. Per-port tables are this long (docs/scale.md).
     pub fn port_ids(&self) -> usize {
-        self.ports.len() + self.svis().count() + self.port_channels.len()
+        self.ports.len()
+            + self.svis().count()
+            + self.port_channels.len()
+            + self
+                .ports
+                .iter()
+                .map(|p| p.subinterfaces.len())
+                .sum::<usize>()
     }
 
     /// Port id of port channel `k`: after the ports and the SVIs.
@@ -859,8 +973,11 @@ impl Config {
             return format!("vlan{}", v.id);
         }
         let k = k - self.svis().count();
-        match self.port_channels.get(k) {
-            Some(c) => c.name.clone(),
+        if let Some(c) = self.port_channels.get(k) {
+            return c.name.clone();
+        }
+        match self.subinterfaces().find(|s| s.id == id) {
+            Some(s) => s.name(),
             None => format!("port {id}"),
         }
     }

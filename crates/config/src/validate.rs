@@ -32,6 +32,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_ports(cfg, &mut c);
     check_static_macs(cfg, &mut c);
     check_interfaces(cfg, &mut c);
+    check_subinterfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
     c.issues.extend(crate::checks::services::check(cfg));
     c.issues.extend(crate::checks::mirror::check(cfg));
@@ -426,9 +427,15 @@ fn address_problem(a: &IpNet) -> Option<String> {
     }
 }
 
-/// Field path of interface `k` of `cfg.l3_interfaces()`.
-fn iface_path(cfg: &Config, vlan: Option<u16>, port: u16) -> String {
-    match vlan {
+/// Field path of an interface of `cfg.l3_interfaces()`.
+fn iface_path(cfg: &Config, ifc: &super::model::L3Interface) -> String {
+    if ifc.subinterface.is_some() {
+        if let Some(s) = cfg.subinterfaces().find(|s| s.id == ifc.port) {
+            return s.path();
+        }
+    }
+    let port = ifc.port;
+    match ifc.vlan {
         None => format!("ports[{port}]"),
         Some(id) => {
             let i = cfg.vlans.iter().position(|v| v.id == id).unwrap_or(0);
@@ -441,20 +448,22 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
     let ifs = cfg.l3_interfaces();
     let svis = ifs.iter().filter(|i| i.vlan.is_some()).count();
     let channels = cfg.port_channels.len();
+    let subs = cfg.subinterfaces().count();
     if cfg.ports.len() <= limits::MAX_PORTS && cfg.port_ids() > limits::MAX_PORTS {
         c.err(
             if svis > 0 { "vlans" } else { "port-channels" },
             format!(
-                "{} ports, {svis} VLAN interfaces and {channels} port channels exceed {} port ids \
-                 (each VLAN interface and port channel uses a port id)",
+                "{} ports, {svis} VLAN interfaces, {channels} port channels and {subs} subinterfaces \
+                 exceed {} port ids (each of them uses a port id)",
                 cfg.ports.len(),
                 limits::MAX_PORTS
             ),
         );
     }
     for (x, ifc) in ifs.iter().enumerate() {
-        let base = iface_path(cfg, ifc.vlan, ifc.port);
-        if let (Some(_), Some(m)) = (ifc.vlan, ifc.router_mac) {
+        let base = iface_path(cfg, ifc);
+        let own = ifc.vlan.is_some() || ifc.subinterface.is_some();
+        if let (true, Some(m)) = (own, ifc.router_mac) {
             if !m.is_unicast() {
                 c.err(
                     format!("{base}.router-mac"),
@@ -462,7 +471,7 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
                 );
             }
         }
-        if ifc.vlan.is_some() && !(68..=MAX_L3_MTU).contains(&ifc.mtu) {
+        if own && !(68..=MAX_L3_MTU).contains(&ifc.mtu) {
             c.err(
                 format!("{base}.mtu"),
                 format!("{} is out of range 68..{}", ifc.mtu, MAX_L3_MTU),
@@ -494,7 +503,7 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
                             format!(
                                 "{} is already {}.addresses[{m}]",
                                 a.addr,
-                                iface_path(cfg, other.vlan, other.port)
+                                iface_path(cfg, other)
                             ),
                         );
                     } else if y != x && !link_local {
@@ -512,6 +521,38 @@ fn check_interfaces(cfg: &Config, c: &mut Checker) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Routed subinterfaces (docs/vrf.md "Subinterfaces"): only on routed
+/// ports, one per VLAN tag of a port, tags 1..4094.
+fn check_subinterfaces(cfg: &Config, c: &mut Checker) {
+    let mut seen: HashMap<(usize, u16), usize> = HashMap::new();
+    for s in cfg.subinterfaces() {
+        let path = s.path();
+        if s.parent.mode != PortMode::Routed {
+            c.err(
+                format!("ports[{}].subinterfaces", s.port),
+                format!(
+                    "port {} is {}: subinterfaces need `mode: routed` (to route a VLAN of a \
+                     switched port, give the VLAN a router interface, vlans[].router)",
+                    s.parent.name, s.parent.mode
+                ),
+            );
+        }
+        if !vlan_in_range(s.sub.vlan) {
+            c.err(format!("{path}.vlan"), format!("{} is {RANGE}", s.sub.vlan));
+            continue;
+        }
+        if let Some(first) = seen.insert((s.port, s.sub.vlan), s.index) {
+            c.err(
+                format!("{path}.vlan"),
+                format!(
+                    "VLAN {} is already ports[{}].subinterfaces[{first}] on {}",
+                    s.sub.vlan, s.port, s.parent.name
+                ),
+            );
         }
     }
 }

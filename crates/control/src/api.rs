@@ -195,6 +195,7 @@ impl ApiState {
             }
             None => vec![true; cfg.ports.len()],
         };
+        let selected = keep.clone();
         if let Some(v) = vlan {
             for (i, k) in keep.iter_mut().enumerate() {
                 *k &= cfg.port_vlans(i).contains(v);
@@ -251,6 +252,39 @@ impl ApiState {
                 })
             })
             .collect();
+        let mut rows = rows;
+        // Routed subinterfaces: a row each after the ports, in the state
+        // of their port, with their own counters.
+        for sub in cfg.subinterfaces() {
+            let parent = st.get(sub.port);
+            let (id, tag) = (sub.id as usize, sub.sub.vlan);
+            if !selected.get(sub.port).copied().unwrap_or(false) || vlan.is_some_and(|v| v != tag) {
+                continue;
+            }
+            let pstate = parent.map(|p| p.state);
+            if state.is_some_and(|w| serde_json::to_value(pstate).ok() != Some(json!(w))) {
+                continue;
+            }
+            let drops: u64 = (0..DROP_REASONS)
+                .map(|r| self.sum(|c| c.ports[id].drops[r].get()))
+                .sum();
+            rows.push(json!({
+                "name": sub.name(),
+                "id": id,
+                "mode": "subinterface",
+                "vlan": tag,
+                "vlans": tag.to_string(),
+                "parent": sub.parent.name,
+                "state": pstate,
+                "mtu": sub.sub.mtu.unwrap_or(sub.parent.effective_mtu().min(config::MAX_L3_MTU)),
+                "vrf": cfg.vrfs.get(cfg.vrf_of_interface(&sub.name()).wrapping_sub(1)).map(|v| v.name.clone()),
+                "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
+                "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
+                "rx_bytes": self.sum(|c| c.ports[id].rx_bytes.get()),
+                "tx_bytes": self.sum(|c| c.ports[id].tx_bytes.get()),
+                "drops": drops,
+            }));
+        }
         Ok(Value::Array(rows))
     }
 
@@ -734,7 +768,7 @@ impl ApiState {
                     json!({
                         "address": ip.to_string(),
                         "mac": config::show_mac(n.mac),
-                        "interface": self.cfg().ports.get(n.port as usize).map(|p| p.name.as_str()),
+                        "interface": self.cfg().port_label(n.port),
                         "state": format!("{:?}", n.state).to_lowercase(),
                         "age": now.saturating_sub(n.confirmed),
                     })

@@ -48,6 +48,11 @@ impl Worker {
             }
             self.flush(dirty);
         }
+        // Frames tagged for a routed subinterface become its frames
+        // (after the port's mirrors, which copy them as received).
+        if l3.has_subinterfaces() {
+            self.demux_subinterfaces(&l3, batch);
+        }
         // Labelled frames: switched here, or popped and put back as IP.
         self.switch_labelled(&l3, batch);
         // Services keys come from the frames as received (routing
@@ -110,7 +115,28 @@ impl Worker {
                     self.send_labelled(port, svi, f, out.labels[i], egress, &mut dirty);
                 }
                 L3Verdict::Forward { port } => {
-                    if l3.is_svi(port) {
+                    if let Some((parent, tag)) = l3.subinterface(port) {
+                        // The subinterface's output services see the
+                        // packet untagged, as routed; then it is tagged.
+                        if let (Some(s), true) = (&svc, keys.on[i]) {
+                            if s.any_egress {
+                                let f = batch.frame_mut(i);
+                                keys.k[i].dst_mac.copy_from_slice(&f[0..6]);
+                                keys.k[i].src_mac.copy_from_slice(&f[6..12]);
+                                let l3off = keys.l3[i] as usize;
+                                if self.svc.egress(s, &keys.k[i], f, l3off, port, 0)
+                                    == pipeline::services::EgressVerdict::Deny
+                                {
+                                    c.drop_in(port, None, DropReason::AclDeny);
+                                    continue;
+                                }
+                            }
+                        }
+                        let f = batch.frame(i);
+                        let n = f.len().min(self.tag_buf.len() - 4);
+                        self.tag_buf[4..4 + n].copy_from_slice(&f[..n]);
+                        self.send_tagged(port, parent, tag, n, &mut dirty);
+                    } else if l3.is_svi(port) {
                         // Out of a VLAN interface: switched in its VLAN.
                         if !from_router.push(port, batch.frame(i)) {
                             c.drop_in(port, None, DropReason::TxRingFull);
@@ -195,6 +221,23 @@ impl Worker {
                         }
                         continue;
                     }
+                    if let Some((parent, tag)) = l3.subinterface(ingress) {
+                        // Back out of the subinterface, tagged.
+                        let frame = batch.frame(i);
+                        let room = &mut self.tag_buf[4..];
+                        let n = if frame.get(12..14) == Some(&[0x86, 0xdd]) {
+                            build_icmp6_error(frame, ifc, kind, room)
+                        } else {
+                            build_icmp4_error(frame, ifc, kind, room)
+                        };
+                        if n == 0 {
+                            c.l3.icmp_suppressed.add(1);
+                            continue;
+                        }
+                        self.send_tagged(ingress, parent, tag, n, &mut dirty);
+                        c.l3.icmp_sent.add(1);
+                        continue;
+                    }
                     let Some(port) = self.ports[ingress as usize].as_mut() else {
                         continue;
                     };
@@ -225,6 +268,51 @@ impl Worker {
         if punted {
             self.shared.punts.wake();
         }
+    }
+}
+
+impl Worker {
+    /// Frames tagged with a routed subinterface's VLAN on its port: the
+    /// tag comes off and the frame is the subinterface's (its port id).
+    /// Other frames stay the port's. Counted as received on both.
+    #[inline]
+    fn demux_subinterfaces(&self, l3: &pipeline::l3::L3Tables, batch: &mut FrameBatch) {
+        let c = &*self.counters;
+        for i in 0..batch.len() {
+            let f = batch.frame(i);
+            if f.len() < 18 || f[12..14] != [0x81, 0x00] {
+                continue;
+            }
+            let tag = u16::from_be_bytes([f[14], f[15]]) & 0x0fff;
+            let Some(sub) = l3.subinterface_of(batch.port(i), tag) else {
+                continue;
+            };
+            let len = f.len() - 4;
+            batch.pop_vlan_tag(i, sub);
+            if let Some(pc) = c.ports.get(sub as usize) {
+                pc.rx_frames.add(1);
+                pc.rx_bytes.add(len as u64);
+            }
+        }
+    }
+
+    /// Send the untagged frame in `tag_buf[4..4 + n]` out of subinterface
+    /// `sub`: tagged `tag` on its port `parent`.
+    #[inline]
+    fn send_tagged(&mut self, sub: u16, parent: u16, tag: u16, n: usize, dirty: &mut PortSet) {
+        if n < 14 {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.tag_buf);
+        buf.copy_within(4..16, 0);
+        buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        buf[14..16].copy_from_slice(&(tag & 0x0fff).to_be_bytes());
+        if let Some(pc) = self.counters.ports.get(sub as usize) {
+            pc.tx_frames.add(1);
+            pc.tx_bytes.add(n as u64);
+        }
+        self.transmit_raw(parent, &buf[..n + 4], dirty, None);
+        self.tag_buf = buf;
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Worker {
     pub(crate) copp_cfg: Arc<CoppConfig>,
     /// One frame's worth of room (SVI egress, ICMP errors into a VLAN).
     pub(crate) scratch: Box<[u8]>,
+    /// A frame leaving a routed subinterface, room for its tag (`l3.rs`).
+    pub(crate) tag_buf: Box<[u8]>,
     /// Policers and the flow cache.
     pub(crate) svc: ServiceState,
     /// Storm-control buckets of the ports this worker receives.
@@ -185,6 +187,7 @@ impl Worker {
             copp: CoppPolicer::new(&CoppConfig::default(), 1),
             copp_cfg: Arc::new(CoppConfig::default()),
             scratch: vec![0u8; io::MAX_FRAME_LEN].into_boxed_slice(),
+            tag_buf: vec![0u8; io::MAX_FRAME_LEN + 4].into_boxed_slice(),
             svc: ServiceState::new(index),
             storm: StormState::default(),
             flow_out,

@@ -151,6 +151,21 @@ impl FrameBatch {
         self.count = w;
     }
 
+    /// Take the 802.1Q tag out of frame `i` (the MAC addresses move up
+    /// over it: 12 bytes, no copy of the payload) and give the frame to
+    /// port `port`. The caller checked that the frame is tagged.
+    #[inline]
+    pub fn pop_vlan_tag(&mut self, i: usize, port: u16) {
+        let o = self.off[i] as usize;
+        if self.len[i] < 18 {
+            return;
+        }
+        self.arena.copy_within(o..o + 12, o + 4);
+        self.off[i] += 4;
+        self.len[i] -= 4;
+        self.port[i] = port;
+    }
+
     /// Copy `data` in as a new frame. Returns false if full or too long.
     pub fn push(&mut self, port: u16, data: &[u8]) -> bool {
         if data.len() > MAX_FRAME_LEN {
@@ -182,6 +197,22 @@ mod tests {
         assert_eq!((b.port(1), b.frame(1)[0]), (2, 2));
         assert!(b.push(9, &[9; 60]));
         assert_eq!(b.frame(3)[0], 9);
+    }
+
+    #[test]
+    fn pop_vlan_tag_moves_the_addresses_over_the_tag() {
+        let mut b = FrameBatch::new();
+        let mut f = vec![0u8; 64];
+        f[..12].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        f[12..16].copy_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+        f[16..18].copy_from_slice(&[0x08, 0x00]);
+        f[18] = 0x45;
+        assert!(b.push(3, &f));
+        b.pop_vlan_tag(0, 40);
+        assert_eq!(b.port(0), 40);
+        assert_eq!(b.frame(0).len(), 60);
+        assert_eq!(&b.frame(0)[..12], &f[..12]);
+        assert_eq!(&b.frame(0)[12..15], &[0x08, 0x00, 0x45]);
     }
 
     #[test]

@@ -417,6 +417,11 @@ pub fn version(v: &Value) -> String {
 
 /// Ports in each state, for the summary line of `show interfaces`.
 fn port_states(ports: &[Value]) -> String {
+    // Subinterface rows follow their port's state; they are not ports.
+    let ports: Vec<&Value> = ports
+        .iter()
+        .filter(|p| s(p, "mode") != "subinterface")
+        .collect();
     let count = |st: &str| ports.iter().filter(|p| s(p, "state") == st).count() as u64;
     let mut parts = vec![
         format!("{} up", count("up")),
@@ -439,6 +444,7 @@ fn port_vlan(r: &Value) -> String {
     match s(r, "mode").as_str() {
         "trunk" => "trunk".into(),
         "routed" => "routed".into(),
+        "subinterface" => format!("routed .{}", s(r, "vlan")),
         "dot1q-tunnel" => format!("tunnel {}", s(r, "vlan")),
         _ => s(r, "vlan"),
     }

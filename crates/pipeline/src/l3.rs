@@ -112,6 +112,12 @@ pub struct L3Tables {
     /// The label FIB, when MPLS is on: LPM targets may then be labelled
     /// (FTN, docs/mpls.md) and resolve to a next hop plus labels to push.
     lfib: Option<Arc<Lfib>>,
+    /// Routed 802.1Q subinterfaces: port id → (parent port, VLAN tag),
+    /// `NO_IFACE` parent where none.
+    sub_parent: Vec<(u16, u16)>,
+    /// (parent port, VLAN tag, subinterface port id), sorted: the ingress
+    /// demultiplexer's binary search.
+    sub_by_tag: Vec<(u16, u16, u16)>,
 }
 
 impl L3Tables {
@@ -152,7 +158,49 @@ impl L3Tables {
             own4,
             own6,
             lfib: None,
+            sub_parent: Vec::new(),
+            sub_by_tag: Vec::new(),
         }
+    }
+
+    /// The same tables with routed 802.1Q subinterfaces: (subinterface
+    /// port id, parent port, VLAN tag). Each subinterface is a router
+    /// interface of its own (in `interfaces`); frames tagged `tag` on
+    /// `parent` are its frames.
+    pub fn with_subinterfaces(mut self, subs: &[(u16, u16, u16)]) -> L3Tables {
+        let max = subs.iter().map(|s| s.0 as usize + 1).max().unwrap_or(0);
+        self.sub_parent = vec![(NO_IFACE, 0); max];
+        self.sub_by_tag.clear();
+        for &(id, parent, tag) in subs {
+            self.sub_parent[id as usize] = (parent, tag);
+            self.sub_by_tag.push((parent, tag, id));
+        }
+        self.sub_by_tag.sort_unstable();
+        self
+    }
+
+    /// True if any routed subinterface exists.
+    #[inline]
+    pub fn has_subinterfaces(&self) -> bool {
+        !self.sub_by_tag.is_empty()
+    }
+
+    /// `Some((parent port, VLAN tag))` if `port` is a routed subinterface.
+    #[inline]
+    pub fn subinterface(&self, port: u16) -> Option<(u16, u16)> {
+        self.sub_parent
+            .get(port as usize)
+            .copied()
+            .filter(|p| p.0 != NO_IFACE)
+    }
+
+    /// The subinterface for frames tagged `tag` on `parent`.
+    #[inline]
+    pub fn subinterface_of(&self, parent: u16, tag: u16) -> Option<u16> {
+        self.sub_by_tag
+            .binary_search_by(|e| (e.0, e.1).cmp(&(parent, tag)))
+            .ok()
+            .map(|k| self.sub_by_tag[k].2)
     }
 
     /// The same tables resolving labelled targets through `lfib`.

@@ -64,6 +64,8 @@ pub struct RoutedPort {
     pub urpf: UrpfMode,
     /// 0: the default VRF; k: `Router::vrfs[k - 1]`.
     pub vrf: usize,
+    /// `Some((parent port, VLAN tag))` for a routed 802.1Q subinterface.
+    pub subinterface: Option<(u16, u16)>,
 }
 
 /// Routes a VRF's FIB holds per family (docs/vrf.md, "Sizes").
@@ -344,14 +346,16 @@ impl Router {
                 (ifindex, vrtnl)
             };
             if p.vlan.is_none() {
-                // Down until the port is attached and up.
+                // Down until the port is attached and up (a subinterface
+                // follows its physical port).
+                let carrier_port = p.subinterface.map_or(p.port, |s| s.0);
                 if let Some(fd) = dev.rx_fd() {
                     // SAFETY: dup(2) of a descriptor we own; checked.
                     let d = unsafe { libc::dup(fd) };
                     if d >= 0 {
                         // SAFETY: `d` is a fresh descriptor owned by nobody else.
                         let owned = unsafe { std::os::fd::FromRawFd::from_raw_fd(d) };
-                        carrier.push((p.port, owned));
+                        carrier.push((carrier_port, owned));
                     }
                 }
             }
@@ -373,6 +377,7 @@ impl Router {
                 mtu,
                 urpf: p.urpf,
                 vrf: p.vrf,
+                subinterface: p.subinterface,
             });
             taps.push(dev);
         }
@@ -447,6 +452,10 @@ impl Router {
                 }
             })
             .collect();
+        let subinterfaces: Vec<(u16, u16, u16)> = ports
+            .iter()
+            .filter_map(|r| r.subinterface.map(|(parent, tag)| (r.port, parent, tag)))
+            .collect();
         shared.l3.store(Some(Arc::new(
             L3Tables::new(
                 fib.fib4(),
@@ -456,6 +465,7 @@ impl Router {
                 interfaces,
             )
             .with_vrfs(vrf_tables)
+            .with_subinterfaces(&subinterfaces)
             .with_lfib(fib.lfib()),
         )));
         // Labels from zebra switch on routed ports (docs/mpls.md).
@@ -481,10 +491,16 @@ impl Router {
             let shared = shared.clone();
             let stats = stats.clone();
             // VLAN interfaces have no port to inject on: their frames go
-            // back to the workers' layer-2 stage (None here).
-            let names: Vec<(u16, Option<String>)> = ports
+            // back to the workers' layer-2 stage (None here). A
+            // subinterface's go out of its physical port, tagged.
+            let names: Vec<(u16, Option<String>, u16)> = ports
                 .iter()
-                .map(|r| (r.port, r.vlan.is_none().then(|| r.name.clone())))
+                .map(|r| match r.subinterface {
+                    Some((parent, tag)) => {
+                        (r.port, Some(cfg.ports[parent as usize].name.clone()), tag)
+                    }
+                    None => (r.port, r.vlan.is_none().then(|| r.name.clone()), 0),
+                })
                 .collect();
             threads.push(spawn(
                 "punt",
@@ -670,7 +686,7 @@ fn program_config_routes(
 fn punt_loop(
     shared: Arc<Shared>,
     mut taps: Vec<TapPort>,
-    names: Vec<(u16, Option<String>)>,
+    names: Vec<(u16, Option<String>, u16)>,
     stats: Arc<RouterStats>,
 ) {
     // The kernel's own receive path runs in softirq context, ahead of
@@ -689,11 +705,13 @@ fn punt_loop(
         tracing::info!("punt: real-time priority unavailable; punts at normal priority");
     }
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
-    for (k, (port, _)) in names.iter().enumerate() {
+    for (k, (port, _, _)) in names.iter().enumerate() {
         tap_of.insert(*port, k);
     }
     let mut inject: Vec<Option<InjectSocket>> = names.iter().map(|_| None).collect();
     let mut batch = FrameBatch::new();
+    // A subinterface's frames, tagged (the slow path's one buffer).
+    let mut tagged = vec![0u8; io::MAX_FRAME_LEN + 4];
     let q = &shared.punts;
     let mut pollfds: Vec<libc::pollfd> = std::iter::once(q.event_fd())
         .chain(taps.iter().filter_map(|t| t.rx_fd()))
@@ -744,6 +762,10 @@ fn punt_loop(
             busy = true;
             for i in 0..batch.len() {
                 let ok = match &names[k].1 {
+                    Some(port) if names[k].2 != 0 => {
+                        let n = push_vlan_tag(batch.frame(i), names[k].2, &mut tagged);
+                        n > 0 && send_inject(&mut inject[k], port, &tagged[..n])
+                    }
                     Some(port) => send_inject(&mut inject[k], port, batch.frame(i)),
                     None => shared.to_vlan.push(names[k].0, 0, batch.frame(i)),
                 };
@@ -767,6 +789,20 @@ fn punt_loop(
         }
         q.clear_wake();
     }
+}
+
+/// `frame` with an 802.1Q tag (`tag`, priority 0) after its MAC
+/// addresses, into `out`; its length, 0 if it does not fit.
+pub fn push_vlan_tag(frame: &[u8], tag: u16, out: &mut [u8]) -> usize {
+    let n = frame.len() + 4;
+    if frame.len() < 14 || out.len() < n {
+        return 0;
+    }
+    out[..12].copy_from_slice(&frame[..12]);
+    out[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    out[14..16].copy_from_slice(&(tag & 0x0fff).to_be_bytes());
+    out[16..n].copy_from_slice(&frame[12..]);
+    n
 }
 
 /// Inject one frame on a port, (re)opening the socket as needed: the port
@@ -1122,6 +1158,7 @@ virtual-switch:
                 name: format!("p{k}"),
                 port: k,
                 vlan: None,
+                subinterface: None,
                 addresses: &[],
                 urpf: UrpfMode::Off,
                 router_mac: None,

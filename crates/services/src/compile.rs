@@ -33,6 +33,12 @@ pub fn configured(cfg: &Config) -> bool {
                 || !p.acl_out.is_empty()
                 || p.policy_in.is_some()
                 || p.policy_out.is_some()
+                || p.subinterfaces.iter().any(|s| {
+                    !s.acl_in.is_empty()
+                        || !s.acl_out.is_empty()
+                        || s.policy_in.is_some()
+                        || s.policy_out.is_some()
+                })
         })
         || cfg
             .vlans
@@ -251,6 +257,12 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
         s.port_in[i] = set(&p.acl_in, at, Direction::In)?;
         s.port_out[i] = set(&p.acl_out, at, Direction::Out)?;
     }
+    // A routed subinterface is a port id of its own (docs/vrf.md).
+    for sub in cfg.subinterfaces() {
+        let (i, at) = (sub.id as usize, AttachPoint::Port(sub.id));
+        s.port_in[i] = set(&sub.sub.acl_in, at, Direction::In)?;
+        s.port_out[i] = set(&sub.sub.acl_out, at, Direction::Out)?;
+    }
     for v in &cfg.vlans {
         let at = AttachPoint::Vlan(v.id);
         s.vlan_in[v.id as usize] = set(&v.acl_in, at, Direction::In)?;
@@ -277,6 +289,17 @@ pub fn compile(cfg: &Config, workers: usize) -> Result<Services, String> {
             s.policy_in[i] = Some(Arc::new(a));
         }
         if let Some(n) = &p.policy_out {
+            let a = AttachedPolicy::new(policy(n)?, id, Direction::Out, workers);
+            s.policy_out[i] = Some(Arc::new(a));
+        }
+    }
+    for sub in cfg.subinterfaces() {
+        let (id, i) = (sub.id, sub.id as usize);
+        if let Some(n) = &sub.sub.policy_in {
+            let a = AttachedPolicy::new(policy(n)?, id, Direction::In, workers);
+            s.policy_in[i] = Some(Arc::new(a));
+        }
+        if let Some(n) = &sub.sub.policy_out {
             let a = AttachedPolicy::new(policy(n)?, id, Direction::Out, workers);
             s.policy_out[i] = Some(Arc::new(a));
         }

@@ -175,6 +175,15 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
                     format!("{p}.{dir}"),
                     format!("policy map {name:?} is not defined (see policy-maps)"),
                 ),
+                // Egress queues are the physical port's; a routed
+                // subinterface's output policy re-marks only.
+                Some((_, true)) if dir == "policy-out" && p.contains(".subinterfaces[") => err(
+                    format!("{p}.{dir}"),
+                    format!(
+                        "policy map {name:?} has queues: queues belong to the physical port, \
+                         a subinterface's output policy only re-marks"
+                    ),
+                ),
                 Some((true, _)) if dir == "policy-out" => err(
                     format!("{p}.{dir}"),
                     format!("policy map {name:?} has a policer: policers work on input only"),
@@ -198,6 +207,15 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
     }
     for (i, v) in cfg.vlans.iter().enumerate() {
         attach(format!("vlans[{i}]"), &v.acl_in, &v.acl_out, None, None);
+    }
+    for s in cfg.subinterfaces() {
+        attach(
+            s.path(),
+            &s.sub.acl_in,
+            &s.sub.acl_out,
+            s.sub.policy_in.as_ref(),
+            s.sub.policy_out.as_ref(),
+        );
     }
     if let Some(f) = &cfg.flow_export {
         let p = "flow-export";

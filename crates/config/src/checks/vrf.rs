@@ -102,7 +102,7 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
                 let why = match cfg.port(name) {
                     Some(_) => format!("port {name:?} is not a routed port (mode: routed)"),
                     None => format!(
-                        "unknown interface {name:?} (a routed port, or vlanN for a VLAN interface with a router)"
+                        "unknown interface {name:?} (a routed port, vlanN for a VLAN interface with a router, or PORT.VLAN for a routed subinterface)"
                     ),
                 };
                 err(path, why);
