@@ -1,9 +1,10 @@
 //! Routed 802.1Q subinterfaces in VRFs, end to end on real interfaces
 //! (issue 18, docs/vrf.md "Subinterfaces"): two customer ports with two
 //! subinterfaces each, every one in a VRF of its own and all with the same
-//! address and route; one uplink port with a subinterface per VRF. Each
-//! VRF's packets leave only on its own uplink VLAN, to the neighbour its
-//! own kernel resolved by ARP over the tagged uplink; nothing crosses
+//! addresses and routes (IPv4 and IPv6); one uplink port with a
+//! subinterface per VRF. Each VRF's packets leave only on its own uplink
+//! VLAN, forwarded by the data plane to the neighbour its own kernel
+//! resolved by ARP or ND over the tagged uplink; nothing crosses
 //! VRFs; an ACL on one subinterface drops only there; untagged frames on
 //! the same port stay the port's (default VRF); unknown VLANs route
 //! nowhere; ICMP errors go back tagged; `show interfaces` counts each
@@ -69,7 +70,56 @@ fn arp_reply(vid: u16, req: &[u8]) -> Option<Vec<u8>> {
     Some(tag(&r, vid))
 }
 
-/// Receive on `p` until quiet (answering ARP for 10.2.0.2 in any VLAN):
+/// Internet checksum of `parts` (one's complement sum).
+fn csum(parts: &[&[u8]]) -> u16 {
+    let mut acc: u32 = 0;
+    for p in parts {
+        for c in p.chunks(2) {
+            acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+    }
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    !(acc as u16)
+}
+
+/// A neighbour advertisement from 2001:db8:2::2 answering a solicitation
+/// for it, in the solicitation's VLAN.
+fn na_reply(vid: u16, req: &[u8]) -> Option<Vec<u8>> {
+    let target: [u8; 16] = "2001:db8:2::2"
+        .parse::<std::net::Ipv6Addr>()
+        .unwrap()
+        .octets();
+    if req.len() < 78 || req[12..14] != [0x86, 0xdd] || req[20] != 58 || req[54] != 135 {
+        return None;
+    }
+    if req[62..78] != target {
+        return None;
+    }
+    let me = neighbour_mac(vid);
+    let mut icmp = vec![136, 0, 0, 0, 0x60, 0, 0, 0];
+    icmp.extend_from_slice(&target);
+    icmp.extend_from_slice(&[2, 1]);
+    icmp.extend_from_slice(&me);
+    let dst = &req[22..38];
+    let len = (icmp.len() as u32).to_be_bytes();
+    let c = csum(&[&target, dst, &len, &[0, 0, 0, 58], &icmp]);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut r = Vec::new();
+    r.extend_from_slice(&req[6..12]);
+    r.extend_from_slice(&me);
+    r.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    r.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[58, 255]);
+    r.extend_from_slice(&target);
+    r.extend_from_slice(dst);
+    r.extend_from_slice(&icmp);
+    Some(tag(&r, vid))
+}
+
+/// Receive on `p` until quiet (answering ARP for 10.2.0.2 and ND for
+/// 2001:db8:2::2 in any VLAN):
 /// the IP packets with their VLAN.
 fn pump(p: &RawPort, quiet: Duration, max: Duration) -> Vec<(u16, IpInfo)> {
     let start = Instant::now();
@@ -78,7 +128,7 @@ fn pump(p: &RawPort, quiet: Duration, max: Duration) -> Vec<(u16, IpInfo)> {
         match p.recv_timeout(quiet).expect("recv") {
             Some(f) => {
                 let (vid, u) = untag(&f);
-                if let Some(r) = arp_reply(vid, &u) {
+                if let Some(r) = arp_reply(vid, &u).or_else(|| na_reply(vid, &u)) {
                     p.send(&r).unwrap();
                 } else if let Some(i) = ip::parse(&u) {
                     out.push((vid, i));
@@ -167,20 +217,20 @@ ports:
     mode: routed
     addresses: [10.9.0.1/24]
     subinterfaces:
-      - {vlan: 100, addresses: [10.1.0.1/24], acl-in: [no66]}
-      - {vlan: 200, addresses: [10.1.0.1/24]}
+      - {vlan: 100, addresses: [10.1.0.1/24, "2001:db8:1::1/64"], acl-in: [no66]}
+      - {vlan: 200, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}
   - name: sw2
     mode: routed
     subinterfaces:
-      - {vlan: 100, addresses: [10.1.0.1/24]}
-      - {vlan: 200, addresses: [10.1.0.1/24]}
+      - {vlan: 100, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}
+      - {vlan: 200, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}
   - name: sw3
     mode: routed
     subinterfaces:
-      - {vlan: 11, addresses: [10.2.0.1/24]}
-      - {vlan: 12, addresses: [10.2.0.1/24]}
-      - {vlan: 13, addresses: [10.2.0.1/24]}
-      - {vlan: 14, addresses: [10.2.0.1/24]}
+      - {vlan: 11, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
+      - {vlan: 12, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
+      - {vlan: 13, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
+      - {vlan: 14, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
 vrfs:
 "#,
     );
@@ -198,7 +248,7 @@ vrfs:
     yaml.push_str("routing:\n  static-routes:\n");
     for v in &vrfs {
         yaml.push_str(&format!(
-            "    - {{prefix: 198.51.100.0/24, next-hop: 10.2.0.2, vrf: {}}}\n",
+            "    - {{prefix: 198.51.100.0/24, next-hop: 10.2.0.2, vrf: {0}}}\n    - {{prefix: \"2001:db8:99::/48\", next-hop: \"2001:db8:2::2\", vrf: {0}}}\n",
             v.name
         ));
     }
@@ -223,33 +273,43 @@ vrfs:
         .collect();
     let send = |k: usize, dst: &str, seq: u64| {
         let v = &vrfs[k];
-        let f = ip::udp(&rmac[k], &tester, a("10.1.0.2"), a(dst), 64, seq, 128);
+        let src = if dst.contains(':') {
+            "2001:db8:1::2"
+        } else {
+            "10.1.0.2"
+        };
+        let f = ip::udp(&rmac[k], &tester, a(src), a(dst), 64, seq, 128);
         ports[v.port].send(&tag(&f, v.vid)).unwrap();
     };
 
-    // Glean 10.2.0.2 in each VRF: its kernel ARPs on its uplink
-    // subinterface's twin, tagged; `pump` answers per VLAN.
+    // Glean 10.2.0.2 and 2001:db8:2::2 in each VRF: its kernel ARPs or
+    // solicits on its uplink subinterface's twin, tagged; `pump` answers
+    // per VLAN.
     for (k, v) in vrfs.iter().enumerate() {
-        let mut ok = false;
-        for t in 0..10u64 {
-            send(k, "198.51.100.7", 90_000 + 100 * k as u64 + t);
-            if pump(
-                &ports[2],
-                Duration::from_millis(700),
-                Duration::from_secs(2),
-            )
-            .iter()
-            .any(|(vid, p)| *vid == v.up && p.seq.is_some_and(|s| s >= 90_000))
-            {
-                ok = true;
-                break;
+        for (dst, base) in [("198.51.100.7", 90_000u64), ("2001:db8:99::7", 95_000)] {
+            let mut ok = false;
+            for t in 0..10u64 {
+                let seq = base + 100 * k as u64 + t;
+                send(k, dst, seq);
+                if pump(
+                    &ports[2],
+                    Duration::from_millis(700),
+                    Duration::from_secs(2),
+                )
+                .iter()
+                .any(|(vid, p)| {
+                    *vid == v.up && p.seq.is_some_and(|s| s >= base && s < base + 5_000)
+                }) {
+                    ok = true;
+                    break;
+                }
             }
-        }
-        if !ok {
-            failures.push(format!(
-                "VRF {}: nothing reached uplink VLAN {} while gleaning",
-                v.name, v.up
-            ));
+            if !ok {
+                failures.push(format!(
+                    "VRF {}: nothing to {dst} reached uplink VLAN {} while gleaning",
+                    v.name, v.up
+                ));
+            }
         }
     }
     for p in &ports {
@@ -261,6 +321,7 @@ vrfs:
     for s in 0..n {
         for (k, v) in vrfs.iter().enumerate() {
             send(k, "198.51.100.7", v.seq + s);
+            send(k, "2001:db8:99::7", v.seq + 5_000 + s);
         }
     }
     let got = pump(
@@ -268,8 +329,16 @@ vrfs:
         Duration::from_millis(500),
         Duration::from_secs(10),
     );
-    for v in &vrfs {
-        let own = |p: &IpInfo| p.seq.is_some_and(|s| (v.seq..v.seq + n).contains(&s));
+    for (v, family, off) in vrfs
+        .iter()
+        .flat_map(|v| [(v, "IPv4", 0u64), (v, "IPv6", 5_000)])
+    {
+        let own = |p: &IpInfo| {
+            p.seq
+                .is_some_and(|s| (v.seq + off..v.seq + off + n).contains(&s))
+                && p.dst.is_ipv6() == (off != 0)
+        };
+        let mine = |p: &IpInfo| p.seq.is_some_and(|s| (v.seq..v.seq + 10_000).contains(&s));
         let right = got
             .iter()
             .filter(|(vid, p)| {
@@ -284,11 +353,11 @@ vrfs:
         let astray = got.iter().filter(|(vid, p)| own(p) && *vid != v.up).count();
         let into_mine = got
             .iter()
-            .filter(|(vid, p)| *vid == v.up && p.seq.is_some_and(|s| s < 90_000) && !own(p))
+            .filter(|(vid, p)| *vid == v.up && p.seq.is_some_and(|s| s < 90_000) && !mine(p))
             .count();
         if right != n || astray != 0 || into_mine != 0 {
             failures.push(format!(
-                "VRF {}: {right} of {n} right on VLAN {}, {astray} on other VLANs, {into_mine} of other VRFs on its VLAN",
+                "VRF {} {family}: {right} of {n} right on VLAN {}, {astray} on other VLANs, {into_mine} of other VRFs on its VLAN",
                 v.name, v.up
             ));
         }
@@ -413,8 +482,13 @@ vrfs:
         failures.push(format!("show interfaces sw1.100: {r}"));
     }
     let r = row("sw3.14");
-    if r["tx_frames"].as_u64().unwrap_or(0) < n || r["vrf"] != "D" {
-        failures.push(format!("show interfaces sw3.14: {r}"));
+    if r["tx_frames"].as_u64().unwrap_or(0) < 2 * n || r["vrf"] != "D" {
+        failures.push(format!(
+            "show interfaces sw3.14: {r}\nshow vrf: {}\nshow ipv6 route vrf D: {}\ncounters: {}",
+            sw.show_json(&["show", "vrf"]),
+            sw.show_json(&["show", "ipv6", "route", "vrf", "D"]),
+            sw.show_json(&["show", "counters"])
+        ));
     }
     let text = sw
         .cli(&["show", "interfaces"])
