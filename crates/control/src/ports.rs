@@ -372,7 +372,11 @@ impl Supervisor {
                 tracing::info!(
                     "port {}: fast reroute {}",
                     self.names[id],
-                    if up { "back to the primary" } else { "to the backup" }
+                    if up {
+                        "back to the primary"
+                    } else {
+                        "to the backup"
+                    }
                 );
             }
         }

@@ -287,7 +287,14 @@ pub fn mpls_fast_reroute(v: &Value) -> String {
     }
     let _ = writeln!(o);
     let mut t = Table::new(&[
-        "Protected", "Backup", "Next hop", "Labels", "Installed", "Resolved", "Active", ">Switches",
+        "Protected",
+        "Backup",
+        "Next hop",
+        "Labels",
+        "Installed",
+        "Resolved",
+        "Active",
+        ">Switches",
     ]);
     for r in rows {
         let labels: Vec<String> = r

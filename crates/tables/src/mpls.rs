@@ -1081,7 +1081,11 @@ mod tests {
         let check = |down: bool| {
             for (k, &tg) in targets.iter().enumerate() {
                 let r = t.resolve(&nh, tg, 0).unwrap();
-                let own: Vec<u32> = if k == 0 { vec![] } else { vec![1000 + k as u32 - 1] };
+                let own: Vec<u32> = if k == 0 {
+                    vec![]
+                } else {
+                    vec![1000 + k as u32 - 1]
+                };
                 if down {
                     assert_eq!((r.next_hop_id, r.next_hop.port, r.on_backup), (2, 2, true));
                     let mut want = vec![500];

@@ -47,14 +47,14 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
         match routed(&b.port) {
             None => err(
                 format!("{at}.backup.port"),
-                format!(
-                    "{:?} is not a routed port of the default VRF",
-                    b.port
-                ),
+                format!("{:?} is not a routed port of the default VRF", b.port),
             ),
             Some(_) if b.port == f.protect => err(
                 format!("{at}.backup.port"),
-                format!("the backup leaves through the protected port {:?} itself", b.port),
+                format!(
+                    "the backup leaves through the protected port {:?} itself",
+                    b.port
+                ),
             ),
             Some(ifc) => {
                 if !ifc
