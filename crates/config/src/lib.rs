@@ -30,6 +30,7 @@ pub mod l2vpn;
 mod lines;
 pub mod mirror;
 mod model;
+pub mod mpls;
 pub mod multicast;
 pub mod service_control;
 pub mod services;

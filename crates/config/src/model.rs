@@ -143,6 +143,9 @@ pub struct Config {
     /// Ethernet pseudowires and their attachment circuits (docs/mpls.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pseudowires: Vec<super::l2vpn::PseudowireConfig>,
+    /// Label-plane settings: fast reroute (docs/mpls.md).
+    #[serde(default, skip_serializing_if = "super::mpls::MplsConfig::is_empty")]
+    pub mpls: super::mpls::MplsConfig,
 }
 
 fn is_default_multicast(m: &super::multicast::MulticastConfig) -> bool {

@@ -46,6 +46,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues.extend(crate::checks::service_control::check(cfg));
     c.issues.extend(crate::checks::vswitch::check(cfg));
     c.issues.extend(crate::checks::l2vpn::check(cfg));
+    c.issues.extend(crate::checks::mpls::check(cfg));
     c.issues
 }
 

@@ -943,6 +943,7 @@ impl ApiState {
             Some("show-mpls-table") => self.mpls_table(),
             Some("show-mpls-forwarding") => self.mpls_forwarding(),
             Some("show-mpls-pseudowires") => self.mpls_pseudowires(),
+            Some("show-mpls-fast-reroute") => self.mpls_fast_reroute(),
             Some("show-access-lists") => services::access_lists_json(
                 &self.cfg(),
                 self.shared.services.load().as_deref(),

@@ -140,3 +140,40 @@ impl ApiState {
         }))
     }
 }
+
+impl ApiState {
+    /// Protected ports, their bypasses, which path is active, how often
+    /// they switched, and the pseudowires on a bypass now (`show mpls
+    /// fast-reroute`).
+    pub fn mpls_fast_reroute(&self) -> Result<Value, String> {
+        let r = self.router()?;
+        let Some(f) = &r.fast_reroute else {
+            return Ok(json!({ "count": 0, "protected": [], "pseudowires_on_backup": 0 }));
+        };
+        let (lfib, nexthops) = {
+            let fib = r.fib.lock().unwrap_or_else(|e| e.into_inner());
+            (fib.lfib(), fib.nexthops())
+        };
+        // Pseudowires whose transport resolves to a bypass right now.
+        let on_backup = r.pseudowires.as_ref().map_or(0, |m| {
+            m.status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(|st| st.transport)
+                .filter(|&t| lfib.resolve(&nexthops, t, 0).is_some_and(|x| x.on_backup))
+                .count()
+        });
+        let rows: Vec<Value> = f
+            .status()
+            .into_iter()
+            .map(|s| serde_json::to_value(s).unwrap_or(Value::Null))
+            .collect();
+        Ok(json!({
+            "count": rows.len(),
+            "on_backup": rows.iter().filter(|r| r["active"] == "backup").count(),
+            "pseudowires_on_backup": on_backup,
+            "protected": rows,
+        }))
+    }
+}

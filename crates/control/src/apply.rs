@@ -41,6 +41,7 @@ const RESTART_SECTIONS: &[&str] = &[
     "management",
     "routing",
     "pseudowires",
+    "mpls",
     "static-macs",
     "flow-export",
     "backup-pairs",

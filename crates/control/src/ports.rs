@@ -91,8 +91,23 @@ pub struct Supervisor {
     /// when the port was last attached (see [`LINK_SETTLE`]).
     announced: Vec<Option<PortState>>,
     attached_at: Vec<Option<std::time::Instant>>,
-    /// Members of backup pairs and port channels (see [`POLL_HA`]).
+    /// Members of backup pairs and port channels, and ports protected by
+    /// fast reroute (see [`POLL_HA`]).
     ha_ports: Vec<usize>,
+    /// Per port: its fast-reroute protection id (`mpls.fast-reroute`).
+    protection: Vec<Option<u32>>,
+}
+
+/// Per port: the LFIB protection id of its fast-reroute entry (the
+/// entry's position in `mpls.fast-reroute`).
+fn protection_ids(cfg: &Config) -> Vec<Option<u32>> {
+    let mut v = vec![None; cfg.ports.len()];
+    for (k, f) in cfg.mpls.fast_reroute.iter().enumerate() {
+        if let Some(i) = cfg.port_index(&f.protect) {
+            v[i] = Some(k as u32);
+        }
+    }
+    v
 }
 
 /// A port just attached (and set up by us) takes a moment to report its
@@ -101,13 +116,15 @@ pub struct Supervisor {
 /// flap (`down` then `up`); the data path sees the real state throughout.
 const LINK_SETTLE: Duration = Duration::from_secs(3);
 
-/// Members of backup pairs and port channels: polled every [`POLL_HA`].
+/// Members of backup pairs and port channels, and ports protected by
+/// fast reroute: polled every [`POLL_HA`].
 fn ha_ports(cfg: &Config) -> Vec<usize> {
     cfg.ports
         .iter()
         .enumerate()
         .filter(|(i, p)| {
             cfg.channel_of(*i).is_some()
+                || cfg.mpls.fast_reroute.iter().any(|f| f.protect == p.name)
                 || cfg
                     .backup_pairs
                     .iter()
@@ -222,6 +239,7 @@ impl Supervisor {
             announced: vec![None; cfg.ports.len()],
             attached_at: vec![None; cfg.ports.len()],
             ha_ports: ha_ports(cfg),
+            protection: protection_ids(cfg),
         }
     }
 
@@ -310,6 +328,7 @@ impl Supervisor {
         self.announced.resize(n, None);
         self.attached_at.resize(n, None);
         self.ha_ports = ha_ports(cfg);
+        self.protection = protection_ids(cfg);
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
         st.truncate(n);
         for p in cfg.ports.iter().skip(st.len()) {
@@ -338,6 +357,29 @@ impl Supervisor {
     /// Which worker receives on port `id`.
     fn owner(&self, id: usize) -> usize {
         id % self.mailboxes.len()
+    }
+
+    /// Marks port `id`'s fast-reroute protection id down (bypass) or up
+    /// (primary) in the LFIB: one store, however many LSPs and
+    /// pseudowires leave through the port.
+    fn protect(&self, id: usize, up: bool) {
+        let Some(Some(pid)) = self.protection.get(id) else {
+            return;
+        };
+        if let Some(plane) = self.shared.mpls.load().as_ref() {
+            if plane.lfib.protection_down(*pid) == up {
+                let _ = plane.lfib.set_protection(*pid, !up);
+                tracing::info!(
+                    "port {}: fast reroute {}",
+                    self.names[id],
+                    if up {
+                        "back to the primary"
+                    } else {
+                        "to the backup"
+                    }
+                );
+            }
+        }
     }
 
     fn set_up_flag(&self, id: u16, up: bool) {
@@ -603,6 +645,9 @@ impl Supervisor {
                 changed = true;
                 let was_up = prev.state == PortState::Up;
                 let is_up = next.state == PortState::Up;
+                // Fast reroute first: one store moves everything leaving
+                // through the port to its precomputed bypass.
+                self.protect(id, is_up);
                 if was_up != is_up {
                     self.set_up_flag(id as u16, is_up);
                     if let Some(h) = &self.on_link {

@@ -340,6 +340,15 @@ pub const SHOW: &[CommandDef] = &[
         render: show::mpls_pseudowires,
     },
     CommandDef {
+        words: "mpls fast-reroute",
+        aliases: &["mpls traffic-eng fast-reroute database"],
+        usage: "",
+        help: "fast reroute: protected ports, bypasses, active path, switches",
+        args: &[],
+        request: r#"{"cmd":"show-mpls-fast-reroute"}"#,
+        render: show::mpls_fast_reroute,
+    },
+    CommandDef {
         words: "arp",
         aliases: &["ip arp"],
         usage: "",

@@ -2385,7 +2385,7 @@ mod tests {
 
 #[path = "show_mpls.rs"]
 mod mpls;
-pub use mpls::{mpls_forwarding, mpls_pseudowires, mpls_table};
+pub use mpls::{mpls_fast_reroute, mpls_forwarding, mpls_pseudowires, mpls_table};
 
 #[path = "show_stp.rs"]
 mod stp;

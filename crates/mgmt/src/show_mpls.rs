@@ -270,3 +270,54 @@ pub fn mpls_pseudowires(v: &Value) -> String {
     }
     o
 }
+
+/// `show mpls fast-reroute`: protected ports and their bypasses.
+pub fn mpls_fast_reroute(v: &Value) -> String {
+    let mut o = String::new();
+    let rows = rows_at(v, "protected");
+    let _ = writeln!(
+        o,
+        "Fast reroute: {} protected ports, {} on backup; {} pseudowires on a bypass",
+        rows.len(),
+        u(v, "on_backup"),
+        u(v, "pseudowires_on_backup")
+    );
+    if rows.is_empty() {
+        return o;
+    }
+    let _ = writeln!(o);
+    let mut t = Table::new(&[
+        "Protected",
+        "Backup",
+        "Next hop",
+        "Labels",
+        "Installed",
+        "Resolved",
+        "Active",
+        ">Switches",
+    ]);
+    for r in rows {
+        let labels: Vec<String> = r
+            .get("labels")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(|l| l.to_string()).collect())
+            .unwrap_or_default();
+        let yn = |k: &str| if flag(r, k) { "yes" } else { "no" }.to_string();
+        t.row(vec![
+            s(r, "protect"),
+            s(r, "backup_port"),
+            s(r, "next_hop"),
+            if labels.is_empty() {
+                "-".into()
+            } else {
+                labels.join("/")
+            },
+            yn("installed"),
+            yn("backup_resolved"),
+            s(r, "active"),
+            u(r, "switches").to_string(),
+        ]);
+    }
+    t.render(&mut o);
+    o
+}

@@ -301,6 +301,13 @@ impl Fib {
         self.pool.lfib.clone()
     }
 
+    /// A next-hop id for `nh` that stays valid for the FIB's lifetime
+    /// (a configured bypass: referenced by the LFIB's facility backups,
+    /// never released).
+    pub fn hold_hop(&mut self, nh: NextHop) -> Result<u32, FibError> {
+        self.pool.acquire_hop(nh)
+    }
+
     /// Apply one label message from zebra.
     pub(super) fn apply_label(
         &mut self,

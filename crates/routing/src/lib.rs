@@ -9,6 +9,7 @@
 //! [`config::Config`]), render `show` output, or supervise ports; nothing
 //! here runs per packet except the punt thread's bounded work.
 
+pub mod fast_reroute;
 pub mod fib;
 pub mod frr;
 pub mod kernel;

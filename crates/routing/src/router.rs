@@ -153,6 +153,8 @@ pub struct Router {
     pub carrier: Option<CarrierMirror>,
     /// Ethernet pseudowires (`pseudowires:`), when configured.
     pub pseudowires: Option<Arc<crate::pseudowire::PseudowireManager>>,
+    /// Fast reroute (`mpls.fast-reroute`), when configured.
+    pub fast_reroute: Option<Arc<crate::fast_reroute::FastReroute>>,
 }
 
 /// The MAC of a routed interface: the configured one, else a locally
@@ -480,6 +482,15 @@ impl Router {
             program_config_routes(cfg, &ports, k + 1, &v.fib, &mut vrf_ns[k].1)?;
         }
 
+        // Bypasses are in the LFIB before any failure (docs/mpls.md).
+        let routed: Vec<(String, u16)> = ports
+            .iter()
+            .filter(|r| r.vlan.is_none() && r.vrf == 0)
+            .map(|r| (r.name.clone(), r.port))
+            .collect();
+        let fast_reroute =
+            crate::fast_reroute::FastReroute::start(cfg, &routed, &fib, shared, threads)?;
+
         let stats = Arc::new(RouterStats::default());
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -591,6 +602,7 @@ impl Router {
         Ok(Some(Router {
             ports,
             pseudowires,
+            fast_reroute,
             fib,
             vrfs,
             neighbors,

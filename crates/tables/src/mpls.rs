@@ -19,6 +19,15 @@
 //! down ([`Lfib::set_protection`]) every NHLFE naming it — however many
 //! LSPs, FTNs and pseudowires use them — takes its backup. One store.
 //!
+//! **Facility backup (link protection).** A port may be guarded by a
+//! protection id and a *bypass* path ([`Lfib::set_facility_backup`]):
+//! while the id is down, every path whose next hop leaves through that
+//! port — plain next hops, NHLFEs, ECMP members, pseudowire transports —
+//! is sent to the bypass next hop instead, with the bypass labels pushed
+//! on top of its own (RFC 4090 facility backup: the frame reaches the
+//! same neighbour with the stack it expects). Installed before the
+//! failure; the switch is the same single store.
+//!
 //! Concurrency is that of [`crate::nexthop`]: one writer (an internal
 //! mutex), lock-free readers. ILM entries are single 64-bit words, so a
 //! reader sees an old or a new action, never a mix; NHLFE and pseudowire
@@ -332,6 +341,15 @@ struct NhlfeSlot {
     backup: PathSlot,
 }
 
+/// Ports that may carry a facility backup (port ids are 16 bits).
+pub const GUARDED_PORTS: usize = 1 << 16;
+
+#[derive(Default)]
+struct BypassSlot {
+    seq: AtomicU32,
+    path: PathSlot,
+}
+
 const PW_PRESENT: u32 = 1 << 31;
 const PW_CW: u32 = 1 << 30;
 const PW_TAGGED: u32 = 1 << 29;
@@ -391,6 +409,12 @@ pub struct Lfib {
     ac_pw: Box<[AtomicU32]>,
     /// Protection id → down.
     down: Box<[AtomicBool]>,
+    /// Protection id → times it went down (control plane only).
+    switches: Box<[AtomicU64]>,
+    /// Port → protection id + 1 of its facility backup (0: none).
+    port_guard: Box<[AtomicU32]>,
+    /// Protection id → bypass path of the port it guards.
+    bypass: Box<[BypassSlot]>,
     w: Mutex<()>,
 }
 
@@ -404,6 +428,11 @@ impl Lfib {
             ac_pw: crate::lpm4::zeroed_atomics(size.acs),
             down: (0..size.protections)
                 .map(|_| AtomicBool::new(false))
+                .collect(),
+            switches: (0..size.protections).map(|_| AtomicU64::new(0)).collect(),
+            port_guard: crate::lpm4::zeroed_atomics(GUARDED_PORTS),
+            bypass: (0..size.protections)
+                .map(|_| BypassSlot::default())
                 .collect(),
             w: Mutex::new(()),
         }
@@ -569,11 +598,70 @@ impl Lfib {
     /// Mark protection id `pid` down (use backups) or up (primaries):
     /// one store, whatever the number of NHLFEs that name it.
     pub fn set_protection(&self, pid: u32, down: bool) -> Result<(), LfibError> {
-        self.down
+        let was = self
+            .down
             .get(pid as usize)
             .ok_or(LfibError::BadId)?
-            .store(down, Ordering::Release);
+            .swap(down, Ordering::AcqRel);
+        if down && !was {
+            self.switches[pid as usize].fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// Times protection id `pid` went from up to down.
+    pub fn protection_switches(&self, pid: u32) -> u64 {
+        self.switches
+            .get(pid as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Guard `port` with protection id `pid` and a precomputed `bypass`
+    /// (next hop on another port, labels pushed on top of the protected
+    /// path's own): while `pid` is down, whatever would leave through
+    /// `port` takes the bypass. Replaces an earlier guard of the port.
+    pub fn set_facility_backup(&self, port: u16, pid: u32, bypass: &Path) -> Result<(), LfibError> {
+        let slot = self.bypass.get(pid as usize).ok_or(LfibError::BadId)?;
+        if is_group(bypass.next_hop) || bypass.next_hop & NHLFE_BIT != 0 {
+            return Err(LfibError::BadTarget);
+        }
+        let _g = self.lock();
+        let s = write_begin(&slot.seq);
+        slot.path.store(bypass);
+        write_end(&slot.seq, s);
+        self.port_guard[port as usize].store(pid + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Remove `port`'s facility backup.
+    pub fn clear_facility_backup(&self, port: u16) {
+        let _g = self.lock();
+        self.port_guard[port as usize].store(0, Ordering::Release);
+    }
+
+    /// `port`'s facility backup: protection id and bypass path.
+    pub fn facility_backup(&self, port: u16) -> Option<(u32, Path)> {
+        let pid = self.port_guard[port as usize]
+            .load(Ordering::Acquire)
+            .checked_sub(1)?;
+        let slot = self.bypass.get(pid as usize)?;
+        Some((pid, read(&slot.seq, || slot.path.load())))
+    }
+
+    /// The bypass to take instead of leaving through `port`, when `port`
+    /// is guarded and its protection id is down (reader side).
+    #[inline]
+    fn bypass_of(&self, port: u16) -> Option<Path> {
+        let g = self.port_guard[port as usize].load(Ordering::Relaxed);
+        if g == 0 {
+            return None;
+        }
+        let pid = (g - 1) as usize;
+        if !self.down.get(pid)?.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.bypass.get(pid)?;
+        Some(read(&slot.seq, || slot.path.load()))
     }
 
     /// Whether protection id `pid` is down.
@@ -683,9 +771,28 @@ impl Lfib {
                 false,
             )
         };
+        let next_hop = nh.get(path.next_hop)?;
+        if let Some(b) = self.bypass_of(next_hop.port) {
+            // Facility backup: the bypass labels go on top of the
+            // protected path's own; a stack too deep has no path.
+            let mut labels = b.labels;
+            for &l in path.labels.as_slice() {
+                if labels.len() >= MAX_PUSH {
+                    return None;
+                }
+                labels.labels[labels.len()] = l;
+                labels.len += 1;
+            }
+            return Some(Resolved {
+                next_hop_id: b.next_hop,
+                next_hop: nh.get(b.next_hop)?,
+                labels,
+                on_backup: true,
+            });
+        }
         Some(Resolved {
             next_hop_id: path.next_hop,
-            next_hop: nh.get(path.next_hop)?,
+            next_hop,
             labels: path.labels,
             on_backup,
         })
@@ -930,6 +1037,98 @@ mod tests {
         t.set_protection(4, true).unwrap();
         check(false);
         assert_eq!(t.set_protection(16, true), Err(LfibError::BadId));
+    }
+
+    /// Link protection of a port: plain next hops, NHLFEs, ECMP members
+    /// and pseudowire transports leaving through it all take the bypass
+    /// (its labels on top of theirs) with one store; others are untouched.
+    #[test]
+    fn facility_backup_moves_everything_leaving_through_a_port() {
+        let nh = NextHopTable::new(16, 4);
+        let t = small();
+        nh.set(1, via(1, 1)).unwrap(); // protected port 1
+        nh.set(2, via(2, 1)).unwrap(); // bypass on port 2
+        nh.set(3, via(3, 1)).unwrap(); // unrelated port 3
+        let mut targets = vec![1u32];
+        for i in 0..100u32 {
+            let id = t
+                .set_nhlfe(
+                    i,
+                    &Nhlfe {
+                        primary: Path {
+                            next_hop: 1,
+                            labels: stack(&[1000 + i]),
+                        },
+                        backup: None,
+                        protection: None,
+                    },
+                )
+                .unwrap();
+            targets.push(id);
+        }
+        let plain3 = 3u32;
+        assert_eq!(t.facility_backup(1), None);
+        t.set_facility_backup(
+            1,
+            7,
+            &Path {
+                next_hop: 2,
+                labels: stack(&[500]),
+            },
+        )
+        .unwrap();
+        assert_eq!(t.facility_backup(1).unwrap().0, 7);
+        let check = |down: bool| {
+            for (k, &tg) in targets.iter().enumerate() {
+                let r = t.resolve(&nh, tg, 0).unwrap();
+                let own: Vec<u32> = if k == 0 {
+                    vec![]
+                } else {
+                    vec![1000 + k as u32 - 1]
+                };
+                if down {
+                    assert_eq!((r.next_hop_id, r.next_hop.port, r.on_backup), (2, 2, true));
+                    let mut want = vec![500];
+                    want.extend(&own);
+                    assert_eq!(r.labels.as_slice(), &want[..]);
+                } else {
+                    assert_eq!((r.next_hop.port, r.on_backup), (1, false));
+                    assert_eq!(r.labels.as_slice(), &own[..]);
+                }
+            }
+            let r = t.resolve(&nh, plain3, 0).unwrap();
+            assert_eq!((r.next_hop.port, r.on_backup), (3, false));
+        };
+        check(false);
+        assert_eq!(t.protection_switches(7), 0);
+        t.set_protection(7, true).unwrap();
+        t.set_protection(7, true).unwrap();
+        check(true);
+        assert_eq!(t.protection_switches(7), 1, "a repeated down is no switch");
+        t.set_protection(7, false).unwrap();
+        check(false);
+        // Too deep a stack with the bypass on top: no path, not a cut stack.
+        let deep = t
+            .set_nhlfe(
+                200,
+                &Nhlfe {
+                    primary: Path {
+                        next_hop: 1,
+                        labels: stack(&[16, 17, 18, 19]),
+                    },
+                    backup: None,
+                    protection: None,
+                },
+            )
+            .unwrap();
+        t.set_protection(7, true).unwrap();
+        assert_eq!(t.resolve(&nh, deep, 0), None);
+        t.clear_facility_backup(1);
+        assert_eq!(t.resolve(&nh, deep, 0).unwrap().next_hop.port, 1);
+        assert_eq!(
+            t.set_facility_backup(1, 9999, &Path::default()),
+            Err(LfibError::BadId)
+        );
     }
 
     #[test]

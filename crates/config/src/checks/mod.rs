@@ -9,6 +9,7 @@ pub(crate) mod guard;
 pub(crate) mod ha;
 pub(crate) mod l2vpn;
 pub(crate) mod mirror;
+pub(crate) mod mpls;
 pub(crate) mod multicast;
 pub(crate) mod service_control;
 pub(crate) mod services;

@@ -1,0 +1,61 @@
+//! `mpls:` — label-plane settings; today fast reroute (docs/mpls.md,
+//! "Fast reroute").
+//!
+//! `fast-reroute:` lists protected routed ports, each with a precomputed
+//! **facility backup** (link protection, RFC 4090 style): a next hop on
+//! another routed port that reaches the same neighbour, and the labels of
+//! the bypass toward it (none for a parallel link to the same router).
+//! On carrier loss of the protected port, everything that left through
+//! it — LSPs, labelled routes, pseudowires, plain routes — takes the
+//! bypass with the bypass labels pushed on top of its own, by one store.
+//! FRR 8.4.4 sends no backup next hops over FPM, so the backup is
+//! configured here.
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// Most protected ports (the LFIB's protection ids).
+pub const MAX_FAST_REROUTE: usize = 4096;
+/// Most bypass labels (the LFIB pushes at most 4 per path, the protected
+/// path's own included).
+pub const MAX_BYPASS_LABELS: usize = 2;
+
+/// `mpls:` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MplsConfig {
+    /// Protected ports and their precomputed backups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fast_reroute: Vec<FastReroute>,
+}
+
+impl MplsConfig {
+    pub fn is_empty(&self) -> bool {
+        self.fast_reroute.is_empty()
+    }
+}
+
+/// One entry of `mpls.fast-reroute:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FastReroute {
+    /// The protected routed port (a point-to-point core link).
+    pub protect: String,
+    /// Where its traffic goes while it is down.
+    pub backup: Bypass,
+}
+
+/// `mpls.fast-reroute[].backup`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Bypass {
+    /// Routed port of the bypass.
+    pub port: String,
+    /// The bypass next hop: an address on one of `port`'s subnets.
+    pub next_hop: IpAddr,
+    /// Labels of the bypass LSP toward the protected neighbour, outermost
+    /// first, pushed on top of the protected path's own (none: the next
+    /// hop is the protected neighbour itself over a parallel link).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<u32>,
+}
