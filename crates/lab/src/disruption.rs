@@ -35,8 +35,12 @@ pub fn line(d: &Value) -> String {
                     )
                 })
                 .collect();
+            let pair = match &t["pair"] {
+                Value::Null => String::new(),
+                p => format!(" {}", crate::lanyard_pair::state_line(p)),
+            };
             format!(
-                "lost {} of {} ({:.3} ms) [{}]",
+                "lost {} of {} ({:.3} ms) [{}]{pair}",
                 t["lost"],
                 t["sent"],
                 t["outage_ms"].as_f64().unwrap_or(0.0),
@@ -87,8 +91,15 @@ impl Ctx<'_> {
                 row.frame_size,
                 k + 1
             ));
+            // The DUT whole again (a lanyard-pair node a previous trial
+            // killed is back and paired), then the test's own preparation.
+            self.dut.heal(60.0)?;
+            for c in &t.before_trial {
+                self.dut.run_command(c)?;
+            }
             // The learning phase and pause as every trial has them.
             self.learn_for(t, 2)?;
+            let pair0 = self.dut.pair_state();
             let spec = TrialSpec {
                 streams: streams.clone(),
                 rates: (0..self.tester.ports())
@@ -123,6 +134,9 @@ impl Ctx<'_> {
             })?;
             self.progress
                 .advance(t.trial_duration + t.drain + t.learn_wait);
+            let pair = self.dut.pair_state().map(|after| {
+                crate::lanyard_pair::trial_state(pair0.as_ref().unwrap_or(&Value::Null), &after)
+            });
             let cmds_ok = cmds.iter().all(|c| c["ok"] == true);
             let ok = r.lost == 0 && r.sent > 0 && r.tester_rx_drops == 0 && cmds_ok;
             all_ok &= ok;
@@ -145,6 +159,7 @@ impl Ctx<'_> {
                 "reordered": r.reordered,
                 "offered_fps": r.offered_fps,
                 "commands": cmds,
+                "pair": pair,
             }));
             row.throughput_fps = Some(r.offered_fps);
             row.latency = Some(r.latency);
