@@ -189,6 +189,10 @@ pub fn trial_state(before: &serde_json::Value, after: &serde_json::Value) -> ser
         "partner_distributing".into(),
         after["partner_distributing"].clone(),
     );
+    o.insert(
+        "partner_distributing_before".into(),
+        before["partner_distributing"].clone(),
+    );
     serde_json::Value::Object(o)
 }
 
@@ -210,8 +214,9 @@ pub fn state_line(p: &serde_json::Value) -> String {
         })
         .collect();
     format!(
-        "{{{}; partner members distributing {}}}",
+        "{{{}; partner members distributing {} -> {}}}",
         nodes.join(", "),
+        p["partner_distributing_before"],
         p["partner_distributing"]
     )
 }
@@ -250,14 +255,14 @@ mod tests {
         assert_eq!(s["b"]["rx"], 5000);
         assert_eq!(
             state_line(&s),
-            "{A rx 30 (paired, members up), B rx 5000 (paired, members up); partner members distributing [4,4]}"
+            "{A rx 30 (paired, members up), B rx 5000 (paired, members up); partner members distributing [4,4] -> [4,4]}"
         );
         let down = json!({"a": {"rx": 0, "status": "down", "members": null},
                           "b": {"rx": 60, "status": "peer-down", "members": "up"},
                           "partner_distributing": [2, 2]});
         assert_eq!(
             state_line(&trial_state(&before, &down)),
-            "{A rx 0 (down), B rx 10 (peer-down, members up); partner members distributing [2,2]}"
+            "{A rx 0 (down), B rx 10 (peer-down, members up); partner members distributing [4,4] -> [2,2]}"
         );
     }
 
