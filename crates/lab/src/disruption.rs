@@ -39,8 +39,12 @@ pub fn line(d: &Value) -> String {
                 Value::Null => String::new(),
                 p => format!(" {}", crate::lanyard_pair::state_line(p)),
             };
+            let dup = match t["duplicated"].as_i64() {
+                Some(n) if n > 0 => format!(", {n} duplicated"),
+                _ => String::new(),
+            };
             format!(
-                "lost {} of {} ({:.3} ms) [{}]{pair}",
+                "lost {} of {} ({:.3} ms{dup}) [{}]{pair}",
                 t["lost"],
                 t["sent"],
                 t["outage_ms"].as_f64().unwrap_or(0.0),
@@ -193,12 +197,18 @@ mod tests {
             "bypass on"
         );
         assert_eq!(short("ip link set sw2 down"), "ip link set sw2 down");
-        let d = json!({"trials": [{"sent": 1000, "lost": 0, "outage_ms": 0.0, "commands": [
+        let d = json!({"trials": [{"sent": 1000, "lost": 0, "outage_ms": 0.0, "duplicated": 0, "commands": [
             {"name": "bypass on", "at": 1.0, "ms": 3.2, "ok": true},
             {"name": "bypass off", "at": 2.5, "ms": 2.9, "ok": false}]}]});
         assert_eq!(
             line(&d),
             "per trial: lost 0 of 1000 (0.000 ms) [bypass on@1.0s 3 ms, bypass off@2.5s 3 ms FAILED]"
+        );
+        let d = json!({"trials": [{"sent": 1000, "lost": 5, "outage_ms": 1.0, "duplicated": 2,
+            "commands": [{"name": "x", "at": 1, "ms": 1.0, "ok": true}]}]});
+        assert_eq!(
+            line(&d),
+            "per trial: lost 5 of 1000 (1.000 ms, 2 duplicated) [x@1s 1 ms]"
         );
     }
 }

@@ -378,12 +378,10 @@ impl Dut {
         let napi = threaded_napi(&self.topo.dut, &sw);
         let threads = pin_napi_threads("sw", dut);
         let _ = pin_napi_threads("t", tester);
-        let procs = pin_namespace_processes(&self.topo.dut, dut)
-            + self
-                .pair
-                .iter()
-                .map(|n| pin_namespace_processes(&n.ns, dut))
-                .sum::<usize>();
+        // lanyard-pair: the partner only. Three Lanyards on one DUT core
+        // starve each other (keepalives and LACPDUs late, throughput a
+        // tenth): the nodes run wherever the scheduler puts them.
+        let procs = pin_namespace_processes(&self.topo.dut, dut);
         let mut how = vec![format!("RPS on sw1..sw{}", sw.len())];
         if !napi.is_empty() {
             how.push(format!(
@@ -393,6 +391,9 @@ impl Dut {
         }
         if procs > 0 {
             how.push(format!("{procs} process thread(s) pinned"));
+        }
+        if !self.pair.is_empty() {
+            how.push("pair nodes not pinned".into());
         }
         self.info.push(format!(
             "CPU plan: DUT on CPU {} ({}), tester on CPU {}",
@@ -407,9 +408,6 @@ impl Dut {
     fn repin_processes(&self) {
         if let Some(set) = self.setup.cpus.dut() {
             crate::cpuplan::pin_namespace_processes(&self.topo.dut, set);
-            for n in &self.pair {
-                crate::cpuplan::pin_namespace_processes(&n.ns, set);
-            }
         }
     }
 
@@ -1448,7 +1446,9 @@ impl Dut {
     fn start_pair(&mut self, bin: &Path) -> Result<(), LabError> {
         use crate::lanyard_pair as lp;
         if self.topo.ports < 2 {
-            return Err(LabError::Dut("lanyard-pair needs tester ports 1 and 2".into()));
+            return Err(LabError::Dut(
+                "lanyard-pair needs tester ports 1 and 2".into(),
+            ));
         }
         let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
         if let Some(b) = &self.spec.port_type {
@@ -1506,7 +1506,7 @@ impl Dut {
             .unwrap_or_default();
         self.info.push(format!("lanyard {ver} ({})", bin.display()));
         self.info.push(format!(
-            "virtual-switch pair: nodes A and B (own namespaces, domain {}, peer link pl, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner: sw1 + po1 (a1..a4) in VLAN 10, sw2 + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired with 8 + 8 members distributing {:.1} s after start",
+            "virtual-switch pair: nodes A and B (own namespaces, domain {}, peer link pl, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner: sw1 + po1 (a1..a4) in VLAN 10, sw2 + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired, all 8 partner members distributing {:.1} s after start",
             lp::DOMAIN,
             t0.elapsed().as_secs_f64()
         ));
@@ -1521,7 +1521,10 @@ impl Dut {
             let nodes: Vec<serde_json::Value> = self
                 .pair
                 .iter()
-                .map(|n| self.lanyard_show_at(&n.sock, &["virtual-switch"]).unwrap_or_default())
+                .map(|n| {
+                    self.lanyard_show_at(&n.sock, &["virtual-switch"])
+                        .unwrap_or_default()
+                })
                 .collect();
             let po = self
                 .lanyard_show(&["port-channel"])
@@ -1529,7 +1532,10 @@ impl Dut {
                 .unwrap_or_default();
             last = format!(
                 "nodes: {:?}, partner members distributing: {po:?}",
-                nodes.iter().map(|v| (v["status"].clone(), v["multichassis_members"].clone())).collect::<Vec<_>>()
+                nodes
+                    .iter()
+                    .map(|v| (v["status"].clone(), v["multichassis_members"].clone()))
+                    .collect::<Vec<_>>()
             );
             nodes.iter().all(testkit::vswitch::paired_with_members) && po == [4, 4]
         });

@@ -130,6 +130,9 @@ pub fn control_script(ns: &str, bin: &Path, cfg: &Path, log: &Path) -> String {
     format!(
         r#"#!/bin/sh
 # Node control for the lab's lanyard-pair DUT: kill | power-off | start.
+# Commands run with the partner's LANYARD_SOCKET, which would override
+# the node's own management socket.
+unset LANYARD_SOCKET
 NS={ns}
 kill9() {{ ip netns pids $NS | xargs -r kill -9; }}
 case "$1" in
@@ -228,11 +231,10 @@ mod tests {
     #[test]
     fn node_and_partner_configs_parse() {
         let sock = Path::new("/tmp/x.sock");
-        for node in 0..2 {
+        for (node, name) in NODES.into_iter().enumerate() {
             let c = node_config(node, sock, "  workers: 1\n");
-            let cfg = config::parse(&c, "node.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
-            let _ = cfg;
-            assert!(c.contains(&format!("name: node-{}", NODES[node])), "{c}");
+            config::parse(&c, "node.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+            assert!(c.contains(&format!("name: node-{name}")), "{c}");
             assert!(c.contains("port-channel: po2, id: 2"), "{c}");
         }
         let c = partner_config(sock, "  workers: 1\n");
@@ -287,6 +289,7 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("link set dev n2 up"), "{s}");
+        assert!(s.contains("unset LANYARD_SOCKET"), "{s}");
         assert!(
             s.contains("ip netns exec $NS setsid /bin/lanyard run --config /t/a.yaml"),
             "{s}"

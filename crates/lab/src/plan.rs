@@ -870,11 +870,7 @@ impl Plan {
             if let Some(pt) = &d.port_type {
                 // OVS spells its type `afxdp`, Lanyard's backend is `af-xdp`.
                 let lanyard = matches!(d.driver, Driver::Lanyard | Driver::LanyardPair);
-                let xdp = if lanyard {
-                    "af-xdp"
-                } else {
-                    "afxdp"
-                };
+                let xdp = if lanyard { "af-xdp" } else { "afxdp" };
                 let block = lanyard && pt == "af-packet-block";
                 if !["auto", xdp, "af-packet"].contains(&pt.as_str()) && !block {
                     let more = if lanyard {
@@ -1071,7 +1067,10 @@ impl Plan {
                 return Err(bad(f("before-trial"), "only disruption tests take it"));
             }
             if let Some(k) = b.iter().position(|c| c.trim().is_empty()) {
-                return Err(bad(format!("{}[{k}]", f("before-trial")), "must not be empty"));
+                return Err(bad(
+                    format!("{}[{k}]", f("before-trial")),
+                    "must not be empty",
+                ));
             }
         }
         let mut commands = t.commands.clone().unwrap_or_default();
