@@ -35,8 +35,16 @@ pub fn line(d: &Value) -> String {
                     )
                 })
                 .collect();
+            let pair = match &t["pair"] {
+                Value::Null => String::new(),
+                p => format!(" {}", crate::lanyard_pair::state_line(p)),
+            };
+            let dup = match t["duplicated"].as_i64() {
+                Some(n) if n > 0 => format!(", {n} duplicated"),
+                _ => String::new(),
+            };
             format!(
-                "lost {} of {} ({:.3} ms) [{}]",
+                "lost {} of {} ({:.3} ms{dup}) [{}]{pair}",
                 t["lost"],
                 t["sent"],
                 t["outage_ms"].as_f64().unwrap_or(0.0),
@@ -87,8 +95,15 @@ impl Ctx<'_> {
                 row.frame_size,
                 k + 1
             ));
+            // The DUT whole again (a lanyard-pair node a previous trial
+            // killed is back and paired), then the test's own preparation.
+            self.dut.heal(60.0)?;
+            for c in &t.before_trial {
+                self.dut.run_command(c)?;
+            }
             // The learning phase and pause as every trial has them.
             self.learn_for(t, 2)?;
+            let pair0 = self.dut.pair_state();
             let spec = TrialSpec {
                 streams: streams.clone(),
                 rates: (0..self.tester.ports())
@@ -123,6 +138,9 @@ impl Ctx<'_> {
             })?;
             self.progress
                 .advance(t.trial_duration + t.drain + t.learn_wait);
+            let pair = self.dut.pair_state().map(|after| {
+                crate::lanyard_pair::trial_state(pair0.as_ref().unwrap_or(&Value::Null), &after)
+            });
             let cmds_ok = cmds.iter().all(|c| c["ok"] == true);
             let ok = r.lost == 0 && r.sent > 0 && r.tester_rx_drops == 0 && cmds_ok;
             all_ok &= ok;
@@ -145,6 +163,7 @@ impl Ctx<'_> {
                 "reordered": r.reordered,
                 "offered_fps": r.offered_fps,
                 "commands": cmds,
+                "pair": pair,
             }));
             row.throughput_fps = Some(r.offered_fps);
             row.latency = Some(r.latency);
@@ -178,12 +197,18 @@ mod tests {
             "bypass on"
         );
         assert_eq!(short("ip link set sw2 down"), "ip link set sw2 down");
-        let d = json!({"trials": [{"sent": 1000, "lost": 0, "outage_ms": 0.0, "commands": [
+        let d = json!({"trials": [{"sent": 1000, "lost": 0, "outage_ms": 0.0, "duplicated": 0, "commands": [
             {"name": "bypass on", "at": 1.0, "ms": 3.2, "ok": true},
             {"name": "bypass off", "at": 2.5, "ms": 2.9, "ok": false}]}]});
         assert_eq!(
             line(&d),
             "per trial: lost 0 of 1000 (0.000 ms) [bypass on@1.0s 3 ms, bypass off@2.5s 3 ms FAILED]"
+        );
+        let d = json!({"trials": [{"sent": 1000, "lost": 5, "outage_ms": 1.0, "duplicated": 2,
+            "commands": [{"name": "x", "at": 1, "ms": 1.0, "ok": true}]}]});
+        assert_eq!(
+            line(&d),
+            "per trial: lost 5 of 1000 (1.000 ms, 2 duplicated) [x@1s 1 ms]"
         );
     }
 }

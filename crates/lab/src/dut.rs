@@ -180,6 +180,8 @@ pub struct Dut {
     /// linux-router, multicast: the socket holding the kernel's static
     /// (S,G) routes.
     mroutes: Option<KernelMroutes>,
+    /// lanyard-pair: the two nodes.
+    pair: Vec<PairNode>,
     /// Topology (dropped last: namespaces go after the processes).
     pub topo: Topology,
 }
@@ -314,6 +316,7 @@ impl Dut {
             ovs_dir: None,
             lanyard: None,
             mroutes: None,
+            pair: Vec::new(),
             topo,
         };
         let t0 = Instant::now();
@@ -329,6 +332,13 @@ impl Dut {
                     .clone()
                     .unwrap_or_else(|| lanyard_bin.to_path_buf());
                 d.start_lanyard(&bin)?
+            }
+            Driver::LanyardPair => {
+                let bin = spec
+                    .binary
+                    .clone()
+                    .unwrap_or_else(|| lanyard_bin.to_path_buf());
+                d.start_pair(&bin)?
             }
         }
         d.start_seconds = t0.elapsed().as_secs_f64();
@@ -368,6 +378,9 @@ impl Dut {
         let napi = threaded_napi(&self.topo.dut, &sw);
         let threads = pin_napi_threads("sw", dut);
         let _ = pin_napi_threads("t", tester);
+        // lanyard-pair: the partner only. Three Lanyards on one DUT core
+        // starve each other (keepalives and LACPDUs late, throughput a
+        // tenth): the nodes run wherever the scheduler puts them.
         let procs = pin_namespace_processes(&self.topo.dut, dut);
         let mut how = vec![format!("RPS on sw1..sw{}", sw.len())];
         if !napi.is_empty() {
@@ -378,6 +391,9 @@ impl Dut {
         }
         if procs > 0 {
             how.push(format!("{procs} process thread(s) pinned"));
+        }
+        if !self.pair.is_empty() {
+            how.push("pair nodes not pinned".into());
         }
         self.info.push(format!(
             "CPU plan: DUT on CPU {} ({}), tester on CPU {}",
@@ -726,6 +742,12 @@ impl Dut {
                     .display()
                     .to_string(),
             ));
+        }
+        for n in &self.pair {
+            let k = n.name.to_uppercase();
+            v.push((format!("LAB_NODE_{k}"), n.script.display().to_string()));
+            v.push((format!("LAB_NODE_{k}_NS"), n.ns.clone()));
+            v.push((format!("LAB_NODE_{k}_SOCKET"), n.sock.display().to_string()));
         }
         v
     }
@@ -1100,28 +1122,13 @@ impl Dut {
         Ok(())
     }
 
-    /// `lanyard show WORDS --json` against the running instance.
+    /// `lanyard show WORDS --json` against the running instance (the
+    /// lanyard-pair's partner).
     pub fn lanyard_show(&self, words: &[&str]) -> Result<serde_json::Value, LabError> {
-        let Some((bin, sock)) = &self.lanyard else {
+        let Some((_, sock)) = &self.lanyard else {
             return Err(LabError::Dut("lanyard is not running".into()));
         };
-        let out = Command::new(bin)
-            .arg("--socket")
-            .arg(sock)
-            .arg("show")
-            .args(words)
-            .arg("--json")
-            .output()
-            .map_err(|e| LabError::Dut(format!("lanyard show: {e}")))?;
-        if !out.status.success() {
-            return Err(LabError::Dut(format!(
-                "lanyard show {}: {}",
-                words.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| LabError::Dut(format!("lanyard show {}: {e}", words.join(" "))))
+        self.lanyard_show_at(sock, words)
     }
 
     /// Lanyard's counters when it runs with routed ports (None otherwise):
@@ -1392,15 +1399,18 @@ impl Dut {
                     );
                 }
             }
-            Driver::Lanyard => {
+            Driver::Lanyard | Driver::LanyardPair => {
                 if let Some((bin, sock)) = &self.lanyard {
-                    let _ = Command::new(bin)
-                        .arg("--socket")
-                        .arg(sock)
-                        .args(["clear", "mac", "address-table"])
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .status();
+                    let socks = std::iter::once(sock).chain(self.pair.iter().map(|n| &n.sock));
+                    for sock in socks {
+                        let _ = Command::new(bin)
+                            .arg("--socket")
+                            .arg(sock)
+                            .args(["clear", "mac", "address-table"])
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .status();
+                    }
                 }
             }
             _ => {}
@@ -1414,6 +1424,204 @@ impl Dut {
             return Some(0);
         }
         self.spec.mac_limit
+    }
+}
+
+/// One node of a `lanyard-pair` DUT.
+struct PairNode {
+    /// `a` or `b`.
+    name: &'static str,
+    /// Its namespace.
+    ns: String,
+    /// Its management socket.
+    sock: PathBuf,
+    /// Its control script (`kill`, `power-off`, `start`).
+    script: PathBuf,
+}
+
+impl Dut {
+    /// lanyard-pair: the node namespaces, the wiring, the nodes and the
+    /// partner started, and every channel member distributing on both
+    /// ends (see `lanyard_pair.rs`).
+    fn start_pair(&mut self, bin: &Path) -> Result<(), LabError> {
+        use crate::lanyard_pair as lp;
+        if self.topo.ports < 2 {
+            return Err(LabError::Dut(
+                "lanyard-pair needs tester ports 1 and 2".into(),
+            ));
+        }
+        let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
+        if let Some(b) = &self.spec.port_type {
+            extra.push_str(&lanyard_backend(b));
+        }
+        let mut nss = Vec::new();
+        for n in lp::NODES {
+            nss.push(self.topo.add_namespace(n)?);
+        }
+        lp::wire(&self.topo.dut, &nss[0], &nss[1])?;
+        for (k, n) in lp::NODES.into_iter().enumerate() {
+            let dir = self.topo.tmp.join(format!("node-{n}"));
+            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
+            let (sock, cfg, log) = (
+                dir.join("lanyard.sock"),
+                dir.join("lanyard.yaml"),
+                dir.join("lanyard.log"),
+            );
+            std::fs::write(&cfg, lp::node_config(k, &sock, &extra))
+                .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
+            let script = dir.join("control.sh");
+            std::fs::write(&script, lp::control_script(&nss[k], bin, &cfg, &log))
+                .map_err(|e| LabError::Dut(format!("write script: {e}")))?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
+            let child = spawn_lanyard(&nss[k], bin, &cfg, &log, false)?;
+            self.children.get_mut().unwrap().push(child);
+            self.pair.push(PairNode {
+                name: n,
+                ns: nss[k].clone(),
+                sock,
+                script,
+            });
+        }
+        // The partner last: `lanyard` (socket, LANYARD_CONFIG) is the partner.
+        let dir = self.topo.tmp.join("lanyard");
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
+        let (sock, cfg, log) = (
+            dir.join("lanyard.sock"),
+            dir.join("lanyard.yaml"),
+            dir.join("lanyard.log"),
+        );
+        std::fs::write(&cfg, lp::partner_config(&sock, &extra))
+            .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
+        let child = spawn_lanyard(&self.topo.dut, bin, &cfg, &log, false)?;
+        self.children.get_mut().unwrap().push(child);
+        self.lanyard = Some((bin.to_path_buf(), sock));
+        let t0 = Instant::now();
+        self.wait_pair(30.0)?;
+        let ver = Command::new(bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        self.info.push(format!(
+            "virtual-switch pair: nodes A and B (own namespaces, domain {}, peer link pl, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner: sw1 + po1 (a1..a4) in VLAN 10, sw2 + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired, all 8 partner members distributing {:.1} s after start",
+            lp::DOMAIN,
+            t0.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
+
+    /// lanyard-pair: wait until both nodes are paired with their members
+    /// up and every member of the partner's two channels distributes.
+    fn wait_pair(&self, secs: f64) -> Result<(), LabError> {
+        let mut last = String::new();
+        let res = wait_for("the virtual-switch pair to form", secs, || {
+            let nodes: Vec<serde_json::Value> = self
+                .pair
+                .iter()
+                .map(|n| {
+                    self.lanyard_show_at(&n.sock, &["virtual-switch"])
+                        .unwrap_or_default()
+                })
+                .collect();
+            let po = self
+                .lanyard_show(&["port-channel"])
+                .map(|v| crate::lanyard_pair::distributing(&v))
+                .unwrap_or_default();
+            last = format!(
+                "nodes: {:?}, partner members distributing: {po:?}",
+                nodes
+                    .iter()
+                    .map(|v| (v["status"].clone(), v["multichassis_members"].clone()))
+                    .collect::<Vec<_>>()
+            );
+            nodes.iter().all(testkit::vswitch::paired_with_members) && po == [4, 4]
+        });
+        res.map_err(|e| LabError::Dut(format!("{e}: {last}")))
+    }
+
+    /// Before a trial: make the DUT whole again after a test took part of
+    /// it away (lanyard-pair: start a node that is not running or whose
+    /// links are down, and wait for the pair and every member).
+    pub fn heal(&self, secs: f64) -> Result<(), LabError> {
+        if self.pair.is_empty() {
+            return Ok(());
+        }
+        for n in &self.pair {
+            let pids = run("ip", &["netns", "pids", &n.ns]).unwrap_or_default();
+            if pids.trim().is_empty() {
+                run(&n.script.to_string_lossy(), &["start"])?;
+            }
+        }
+        self.wait_pair(secs)?;
+        self.repin_processes();
+        Ok(())
+    }
+
+    /// lanyard-pair: each node's state and the frames its channel
+    /// members received so far (`{"a": {"status", "members", "rx"}, …,
+    /// "partner_distributing": [po1, po2]}`); None for other DUTs.
+    pub fn pair_state(&self) -> Option<serde_json::Value> {
+        if self.pair.is_empty() {
+            return None;
+        }
+        let mut o = serde_json::Map::new();
+        for n in &self.pair {
+            let vs = self
+                .lanyard_show_at(&n.sock, &["virtual-switch"])
+                .unwrap_or_default();
+            let rx: u64 = self
+                .lanyard_show_at(&n.sock, &["counters"])
+                .ok()
+                .and_then(|v| v["ports"].as_array().cloned())
+                .into_iter()
+                .flatten()
+                .filter(|p| ["m1", "m2", "n1", "n2"].iter().any(|m| p["name"] == *m))
+                .filter_map(|p| p["rx_frames"].as_u64())
+                .sum();
+            o.insert(
+                n.name.into(),
+                serde_json::json!({
+                    "status": if vs.is_null() { "down".into() } else { vs["status"].clone() },
+                    "members": vs["multichassis_members"],
+                    "rx": rx,
+                }),
+            );
+        }
+        o.insert(
+            "partner_distributing".into(),
+            self.lanyard_show(&["port-channel"])
+                .map(|v| crate::lanyard_pair::distributing(&v))
+                .unwrap_or_default()
+                .into(),
+        );
+        Some(serde_json::Value::Object(o))
+    }
+
+    /// `lanyard show WORDS --json` against the instance at `sock`.
+    fn lanyard_show_at(&self, sock: &Path, words: &[&str]) -> Result<serde_json::Value, LabError> {
+        let Some((bin, _)) = &self.lanyard else {
+            return Err(LabError::Dut("lanyard is not running".into()));
+        };
+        let out = Command::new(bin)
+            .arg("--socket")
+            .arg(sock)
+            .arg("show")
+            .args(words)
+            .arg("--json")
+            .output()
+            .map_err(|e| LabError::Dut(format!("lanyard show: {e}")))?;
+        if !out.status.success() {
+            return Err(LabError::Dut(format!(
+                "lanyard show {}: {}",
+                words.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| LabError::Dut(format!("lanyard show {}: {e}", words.join(" "))))
     }
 }
 

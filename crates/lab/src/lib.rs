@@ -18,6 +18,7 @@ pub mod dut;
 pub mod engine;
 pub mod hist;
 pub mod html;
+pub mod lanyard_pair;
 pub mod mcsetup;
 pub mod mirror;
 pub mod mirror_setup;
@@ -281,6 +282,23 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
             | TestKind::LearningCheck
             | TestKind::Holb
     ) || (t.kind == TestKind::FullMesh);
+    if driver == Driver::LanyardPair {
+        // Ports 1 and 2 through the pair, layer 2 only.
+        let ok = matches!(
+            t.kind,
+            TestKind::Throughput
+                | TestKind::Latency
+                | TestKind::BackToBack
+                | TestKind::FrameLoss
+                | TestKind::Disruption
+        ) && t.layer != Some(3)
+            && t.routes.is_none()
+            && t.routes6.is_none()
+            && t.mirror_sessions == 0;
+        if !ok {
+            return Some("lanyard-pair runs layer-2 rate, latency and disruption tests between ports 1 and 2");
+        }
+    }
     if driver == Driver::Wire && needs_switch {
         return Some("needs a switching DUT (wire is a plain veth pair)");
     }

@@ -243,6 +243,23 @@ impl Topology {
         Ok(t)
     }
 
+    /// Create one more namespace `<id>-<suffix>` (IPv6 off, `lo` up),
+    /// removed with the others on drop; returns its name.
+    pub fn add_namespace(&mut self, suffix: &str) -> Result<String, LabError> {
+        let ns = format!("{}-{suffix}", self.id);
+        run("ip", &["netns", "add", &ns])?;
+        self.created.push(ns.clone());
+        run("ip", &["-n", &ns, "link", "set", "lo", "up"])?;
+        for k in ["all", "default"] {
+            run_in(
+                &ns,
+                "sysctl",
+                &["-qw", &format!("net.ipv6.conf.{k}.disable_ipv6=1")],
+            )?;
+        }
+        Ok(ns)
+    }
+
     /// Tester interface names `t1..tN`.
     pub fn tester_ports(&self) -> Vec<String> {
         (1..=self.ports).map(|i| format!("t{i}")).collect()

@@ -67,6 +67,10 @@ pub enum Driver {
     Ovs,
     /// Lanyard itself.
     Lanyard,
+    /// Two Lanyards as one virtual switch (docs/virtual-switch.md), each in
+    /// its own namespace, behind a Lanyard LACP partner whose port channels
+    /// toward tester ports 1 and 2 have two members on each node.
+    LanyardPair,
 }
 
 impl Driver {
@@ -79,6 +83,7 @@ impl Driver {
             Driver::LinuxRouter => "linux-router",
             Driver::Ovs => "ovs",
             Driver::Lanyard => "lanyard",
+            Driver::LanyardPair => "lanyard-pair",
         }
     }
 }
@@ -603,6 +608,11 @@ pub struct TestSpec {
     /// Disruption: commands and when they run.
     #[serde(default)]
     pub commands: Option<Vec<TimedCommand>>,
+    /// Disruption: shell commands run in the DUT namespace before each
+    /// trial's traffic, after the DUT is whole again (e.g. a node of a
+    /// lanyard-pair taken away, so the trial measures its return).
+    #[serde(default)]
+    pub before_trial: Option<Vec<String>>,
 }
 
 /// Which receivers join a group.
@@ -735,6 +745,8 @@ pub struct Test {
     pub ping_interval_ms: u32,
     /// Disruption: commands in time order.
     pub commands: Vec<TimedCommand>,
+    /// Disruption: commands run before each trial's traffic.
+    pub before_trial: Vec<String>,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -857,14 +869,11 @@ impl Plan {
             }
             if let Some(pt) = &d.port_type {
                 // OVS spells its type `afxdp`, Lanyard's backend is `af-xdp`.
-                let xdp = if d.driver == Driver::Lanyard {
-                    "af-xdp"
-                } else {
-                    "afxdp"
-                };
-                let block = d.driver == Driver::Lanyard && pt == "af-packet-block";
+                let lanyard = matches!(d.driver, Driver::Lanyard | Driver::LanyardPair);
+                let xdp = if lanyard { "af-xdp" } else { "afxdp" };
+                let block = lanyard && pt == "af-packet-block";
                 if !["auto", xdp, "af-packet"].contains(&pt.as_str()) && !block {
-                    let more = if d.driver == Driver::Lanyard {
+                    let more = if lanyard {
                         ", af-packet or af-packet-block"
                     } else {
                         " or af-packet"
@@ -1052,6 +1061,17 @@ impl Plan {
         }
         if t.commands.is_some() && t.kind != TestKind::Disruption {
             return Err(bad(f("commands"), "only disruption tests take it"));
+        }
+        if let Some(b) = &t.before_trial {
+            if t.kind != TestKind::Disruption {
+                return Err(bad(f("before-trial"), "only disruption tests take it"));
+            }
+            if let Some(k) = b.iter().position(|c| c.trim().is_empty()) {
+                return Err(bad(
+                    format!("{}[{k}]", f("before-trial")),
+                    "must not be empty",
+                ));
+            }
         }
         let mut commands = t.commands.clone().unwrap_or_default();
         if t.kind == TestKind::Disruption {
@@ -1248,6 +1268,7 @@ impl Plan {
             mirror_sessions,
             ping_interval_ms,
             commands,
+            before_trial: t.before_trial.clone().unwrap_or_default(),
         })
     }
 
@@ -1708,6 +1729,49 @@ tests:
             "name: t\nduts: [{name: c, driver: lanyard, routes: 5000000}]\ntests: [{type: throughput}]",
         );
         assert!(e.contains("duts[0].routes"), "{e}");
+    }
+
+    #[test]
+    fn lanyard_pair_and_before_trial() {
+        let p = Plan::parse(
+            "
+name: vs
+duts:
+  - {name: pair, driver: lanyard-pair, workers: 1, port-type: af-xdp}
+tests:
+  - {name: back, type: disruption, rate: 1000, trial-duration: 4,
+     before-trial: ['\"$LAB_NODE_A\" power-off', 'sleep 1'],
+     commands: [{at: 1, run: '\"$LAB_NODE_A\" start'}]}
+",
+        )
+        .unwrap();
+        assert_eq!(p.duts[0].driver, Driver::LanyardPair);
+        assert_eq!(p.duts[0].driver.as_str(), "lanyard-pair");
+        let t = p.test(0).unwrap();
+        assert_eq!(t.before_trial, ["\"$LAB_NODE_A\" power-off", "sleep 1"]);
+        for (bad_test, want) in [
+            (
+                "{type: throughput, before-trial: ['true']}",
+                "before-trial: only disruption tests take it",
+            ),
+            (
+                "{type: disruption, rate: 1000, before-trial: [' '], commands: [{at: 1, run: 'true'}]}",
+                "before-trial[0]: must not be empty",
+            ),
+        ] {
+            let e = Plan::parse(&format!(
+                "name: x\nduts: [{{name: p, driver: lanyard-pair}}]\ntests:\n  - {bad_test}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        let e = Plan::parse(
+            "name: x\nduts: [{name: p, driver: lanyard-pair, port-type: afxdp}]\ntests: [{type: throughput}]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("is not auto, af-xdp"), "{e}");
     }
 
     #[test]

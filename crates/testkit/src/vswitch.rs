@@ -1,8 +1,8 @@
-//! What the two-node virtual-switch tests share: the wiring between the
-//! nodes (peer link and keepalive), the `virtual-switch:` section, and
-//! waiting for the pair to form.
+//! What the two-node virtual-switch tests and the lab's `lanyard-pair`
+//! DUT share: the wiring between the nodes (peer link and keepalive), the
+//! `virtual-switch:` section, and whether the pair has formed.
 
-use crate::netns::{veth, Netns};
+use crate::netns::{ip, Netns};
 use crate::switch::Switch;
 use std::io;
 use std::time::{Duration, Instant};
@@ -14,12 +14,28 @@ pub const KEEPALIVE: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
 /// (same name on both sides) and by a keepalive link `ka` carrying
 /// [`KEEPALIVE`] /30 addresses.
 pub fn link_nodes(a: &Netns, b: &Netns, peer_link: &[&str]) -> io::Result<()> {
-    for p in peer_link {
-        veth(a, p, b, p, 1500)?;
+    link_namespaces(a.name(), b.name(), peer_link, 1500)
+}
+
+/// [`link_nodes`] for namespaces known by name (the lab creates its own),
+/// peer-link veths with MTU `mtu` (the keepalive link 1,500).
+pub fn link_namespaces(a: &str, b: &str, peer_link: &[&str], mtu: u32) -> io::Result<()> {
+    let mtu = mtu.to_string();
+    let pairs = peer_link
+        .iter()
+        .map(|p| (*p, mtu.as_str()))
+        .chain([("ka", "1500")]);
+    for (p, m) in pairs {
+        ip(&[
+            "-n", a, "link", "add", "name", p, "mtu", m, "type", "veth", "peer", "name", p, "mtu",
+            m, "netns", b,
+        ])?;
+        for ns in [a, b] {
+            ip(&["-n", ns, "link", "set", "dev", p, "up"])?;
+        }
     }
-    veth(a, "ka", b, "ka", 1500)?;
     for (ns, addr) in [(a, KEEPALIVE[0]), (b, KEEPALIVE[1])] {
-        ns.exec(&["ip", "addr", "add", &format!("{addr}/30"), "dev", "ka"])?;
+        ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", "ka"])?;
     }
     Ok(())
 }
@@ -60,7 +76,18 @@ pub fn section(
 /// Whether `sw` says its pair is formed.
 pub fn is_paired(sw: &Switch) -> bool {
     sw.try_show_json(&["show", "virtual-switch"])
-        .is_ok_and(|v| v["status"] == "paired")
+        .is_ok_and(|v| paired(&v))
+}
+
+/// Whether a node's `show virtual-switch --json` says the pair is formed.
+pub fn paired(v: &serde_json::Value) -> bool {
+    v["status"] == "paired"
+}
+
+/// Whether a node's `show virtual-switch --json` says the pair is formed
+/// and its multichassis members are up (past `delay-restore-s`).
+pub fn paired_with_members(v: &serde_json::Value) -> bool {
+    paired(v) && v["multichassis_members"] == "up"
 }
 
 /// Waits until every switch says `paired`; panics after `secs` seconds.

@@ -1,0 +1,131 @@
+//! Root-only: the `lanyard-pair` DUT (two Lanyards as one virtual switch
+//! behind a Lanyard LACP partner) under the disruption procedure (skipped
+//! when not root or when no `lanyard` binary is built). About 25 s.
+
+use lab::plan::Plan;
+use std::path::PathBuf;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let r = unsafe { libc::geteuid() } == 0;
+    if !r {
+        eprintln!("skipped: needs root");
+    }
+    r
+}
+
+/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
+/// this test (`target/<profile>/lanyard`).
+fn lanyard_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LANYARD_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("lanyard");
+    p.exists().then_some(p)
+}
+
+/// Traffic hashed over both nodes; a node powered off under traffic: the
+/// survivor carries the rest, nothing duplicated; before the next trial
+/// the lab has the node back with all partner members distributing.
+#[test]
+fn pair_spreads_traffic_and_survives_a_node_loss() {
+    if !root() {
+        return;
+    }
+    let Some(bin) = lanyard_bin() else {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+        return;
+    };
+    let plan = Plan::parse(
+        "name: vs
+defaults: {drain: 0.5, learn-wait: 0.3}
+duts:
+  - {name: pair, driver: lanyard-pair, workers: 1}
+tests:
+  - {name: steady, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
+     trial-duration: 2, commands: [{at: 1, run: 'true'}]}
+  - {name: power-off, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
+     trial-duration: 3, trials: 2, commands: [{at: 1, run: '\"$LAB_NODE_A\" power-off'}]}
+  - {name: return, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
+     trial-duration: 5, before-trial: ['\"$LAB_NODE_A\" power-off', 'sleep 0.5'],
+     commands: [{at: 0.5, run: '\"$LAB_NODE_A\" start'}]}
+",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-vswitch-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: bin,
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    let row = |t: &str| {
+        s.results
+            .iter()
+            .find(|r| r.test == t)
+            .unwrap_or_else(|| panic!("no row {t}"))
+    };
+    let steady = row("steady");
+    let t = &steady.detail["disruption"]["trials"][0];
+    assert_eq!(t["lost"], 0, "{t:#}");
+    assert_eq!(t["duplicated"], 0, "{t:#}");
+    let p = &t["pair"];
+    assert_eq!(
+        p["partner_distributing"],
+        serde_json::json!([4, 4]),
+        "{p:#}"
+    );
+    // Hashed by MAC over 16 x 16 hosts: both nodes carry some of it.
+    for n in ["a", "b"] {
+        assert!(p[n]["rx"].as_u64().unwrap() > 100, "node {n}: {p:#}");
+    }
+
+    let off = row("power-off");
+    let trials = off.detail["disruption"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2);
+    for t in trials {
+        let (sent, lost) = (t["sent"].as_i64().unwrap(), t["lost"].as_i64().unwrap());
+        assert!(sent >= 5_000, "{t:#}");
+        // The survivor carries everything after the loss: far less than
+        // A's share (about half) of the 2 s after it is lost.
+        assert!(lost < sent / 5, "{t:#}");
+        assert_eq!(t["duplicated"], 0, "{t:#}");
+        let p = &t["pair"];
+        // Whole before each trial (the second one after the lab restarted
+        // node A), node B's members alone after it.
+        assert_eq!(
+            p["partner_distributing_before"],
+            serde_json::json!([4, 4]),
+            "{p:#}"
+        );
+        assert_eq!(
+            p["partner_distributing"],
+            serde_json::json!([2, 2]),
+            "{p:#}"
+        );
+        assert_eq!(p["a"]["status"], "down", "{p:#}");
+        assert!(p["b"]["rx"].as_u64().unwrap() > 1_000, "{p:#}");
+    }
+
+    // Node A off before the trial, started by the command during it: back
+    // in the pair with its members distributing by the end.
+    let t = &row("return").detail["disruption"]["trials"][0];
+    assert_eq!(t["commands"][0]["ok"], true, "{t:#}");
+    // Not asserted: lost and duplicated frames while the node rejoins
+    // (a run here: 645 lost, 16 duplicated at 2,000 frames/s; see
+    // docs/virtual-switch.md "Not done").
+    let p = &t["pair"];
+    assert_eq!(
+        p["partner_distributing_before"],
+        serde_json::json!([2, 2]),
+        "{p:#}"
+    );
+    assert_eq!(
+        p["partner_distributing"],
+        serde_json::json!([4, 4]),
+        "{p:#}"
+    );
+    assert_eq!(p["a"]["status"], "paired", "{p:#}");
+}
