@@ -131,12 +131,13 @@ event-manager:
     let mail = wait_for("the mail", Duration::from_secs(20), || {
         mails(&dir.join("maildir")).into_iter().next()
     });
-    // The row of sw2 exactly as the CLI prints it.
+    // The row of sw2 exactly as the CLI prints it: in the second
+    // (Out) table, which holds its 23 frames sent.
     let out = sw.cli(&["show", "interfaces", "counters"]).unwrap();
     let cli = String::from_utf8_lossy(&out.stdout).into_owned();
     let row = cli
         .lines()
-        .find(|l| l.split_whitespace().next() == Some("sw2"))
+        .rfind(|l| l.split_whitespace().next() == Some("sw2"))
         .unwrap_or_else(|| panic!("no sw2 row in\n{cli}"));
     assert!(row.contains("23"), "sw2 row without its 23 frames: {row}");
     assert!(
