@@ -5,33 +5,8 @@
 //! port, a tag out of range, an unknown interface or VRF, overlapping
 //! subnets in one VRF, queues on a subinterface.
 
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "lanyard.yaml") {
-        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
-        Err(e) => {
-            let shown = e.to_string();
-            for err in &e.errors {
-                if let Some(l) = err.line {
-                    assert!(shown.contains(&format!("lanyard.yaml:{l}:")), "{shown}");
-                }
-            }
-            e.errors
-                .into_iter()
-                .map(|e| (e.line, e.field, e.message))
-                .collect()
-        }
-    }
-}
-
-#[track_caller]
-fn one_error(text: &str, line: usize, field: &str, msg: &str) {
-    let errs = errors(text);
-    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
-    let (l, f, m) = &errs[0];
-    assert_eq!(*l, Some(line), "line of {f}: {m}");
-    assert_eq!(f, field, "field for: {m}");
-    assert!(m.contains(msg), "message {m:?} should contain {msg:?}");
-}
+mod common;
+use common::{errors, one_error};
 
 const GOOD: &str = r#"vlans:
   - id: 10

@@ -2,34 +2,8 @@
 //! per-VRF static routes, and the refusals with file:line — a port in
 //! two VRFs, an unknown VRF, duplicate route distinguishers and tables.
 
-fn errors(text: &str) -> Vec<(Option<usize>, String, String)> {
-    match config::parse(text, "lanyard.yaml") {
-        Ok(cfg) => panic!("expected errors, got {cfg:#?}"),
-        Err(e) => {
-            // The rendered form names file and line.
-            let shown = e.to_string();
-            for err in &e.errors {
-                if let Some(l) = err.line {
-                    assert!(shown.contains(&format!("lanyard.yaml:{l}:")), "{shown}");
-                }
-            }
-            e.errors
-                .into_iter()
-                .map(|e| (e.line, e.field, e.message))
-                .collect()
-        }
-    }
-}
-
-#[track_caller]
-fn one_error(text: &str, line: usize, field: &str, msg: &str) {
-    let errs = errors(text);
-    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
-    let (l, f, m) = &errs[0];
-    assert_eq!(*l, Some(line), "line of {f}: {m}");
-    assert_eq!(f, field, "field for: {m}");
-    assert!(m.contains(msg), "message {m:?} should contain {msg:?}");
-}
+mod common;
+use common::{errors, one_error};
 
 const TWO_VRFS: &str = r#"vlans:
   - id: 10

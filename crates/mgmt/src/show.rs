@@ -781,29 +781,18 @@ fn drop_total(d: Option<&Value>) -> u64 {
     nonzero(d).iter().map(|(_, n)| n).sum()
 }
 
-fn port_counter_table(ports: &[Value]) -> Table {
-    let mut t = Table::new(&[
-        "Port",
-        ">RX frames",
-        ">RX bytes",
-        ">TX frames",
-        ">TX bytes",
-        ">RX flooded",
-        ">TX flooded",
-        ">Drops",
-    ]);
-    let mut tot = [0u64; 7];
+/// One row of numbers per port (`nums` gives them) under `cols` (the
+/// port's name first), totals at the foot.
+fn per_port_totals(
+    cols: &[&'static str],
+    ports: &[Value],
+    nums: impl Fn(&Value) -> Vec<u64>,
+) -> Table {
+    let mut t = Table::new(cols);
+    let mut tot = vec![0u64; cols.len() - 1];
     for r in ports {
-        let c = [
-            u(r, "rx_frames"),
-            u(r, "rx_bytes"),
-            u(r, "tx_frames"),
-            u(r, "tx_bytes"),
-            u(r, "rx_flooded"),
-            u(r, "tx_flooded"),
-            drop_total(r.get("drops")),
-        ];
-        for (t, x) in tot.iter_mut().zip(c) {
+        let c = nums(r);
+        for (t, x) in tot.iter_mut().zip(&c) {
             *t += x;
         }
         let mut cells = vec![s(r, "name")];
@@ -814,6 +803,30 @@ fn port_counter_table(ports: &[Value]) -> Table {
     cells.extend(tot.iter().map(u64::to_string));
     t.total(cells);
     t
+}
+
+fn port_counter_table(ports: &[Value]) -> Table {
+    let cols = [
+        "Port",
+        ">RX frames",
+        ">RX bytes",
+        ">TX frames",
+        ">TX bytes",
+        ">RX flooded",
+        ">TX flooded",
+        ">Drops",
+    ];
+    per_port_totals(&cols, ports, |r| {
+        vec![
+            u(r, "rx_frames"),
+            u(r, "rx_bytes"),
+            u(r, "tx_frames"),
+            u(r, "tx_bytes"),
+            u(r, "rx_flooded"),
+            u(r, "tx_flooded"),
+            drop_total(r.get("drops")),
+        ]
+    })
 }
 
 /// `Drops by reason` lines: one row per (what, reason) with frames.
@@ -851,28 +864,17 @@ pub fn interfaces_counters(v: &Value) -> String {
         ">OutBcastPkts",
     ];
     for (dir, cols) in [("rx", IN), ("tx", OUT)] {
-        let mut t = Table::new(&cols);
-        let mut tot = [0u64; 4];
-        for r in ports {
+        let t = per_port_totals(&cols, ports, |r| {
             let frames = u(r, &format!("{dir}_frames"));
             let mcast = u(r, &format!("{dir}_multicast"));
             let bcast = u(r, &format!("{dir}_broadcast"));
-            let c = [
+            vec![
                 u(r, &format!("{dir}_bytes")),
                 frames.saturating_sub(mcast + bcast),
                 mcast,
                 bcast,
-            ];
-            for (t, x) in tot.iter_mut().zip(c) {
-                *t += x;
-            }
-            let mut cells = vec![s(r, "name")];
-            cells.extend(c.iter().map(u64::to_string));
-            t.row(cells);
-        }
-        let mut cells = vec!["Total".to_string()];
-        cells.extend(tot.iter().map(u64::to_string));
-        t.total(cells);
+            ]
+        });
         if dir == "tx" {
             let _ = writeln!(o);
         }
