@@ -277,7 +277,7 @@ fn command_list() -> String {
         ),
         (
             "test cable-diagnostics PORT [--tdr]",
-            "the PHY's cable test: status and fault distance per pair, or the TDR trace",
+            "the PHY's cable test per pair (--tdr: the raw reflection trace)",
         ),
         (
             "lab run PLAN [--out DIR] [--repeat N] [-q]",
