@@ -5,21 +5,8 @@
 
 use lab::plan::Plan;
 use std::path::PathBuf;
-
-static MEASURE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn measuring() -> std::sync::MutexGuard<'static, ()> {
-    MEASURE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
+mod common;
+use common::{measuring, root};
 
 fn run(plan: &str, tag: &str) -> (lab::Summary, PathBuf) {
     let plan = Plan::parse(plan).unwrap();

@@ -6,32 +6,8 @@
 
 use lab::plan::Plan;
 use std::path::PathBuf;
-
-static MEASURE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn measuring() -> std::sync::MutexGuard<'static, ()> {
-    MEASURE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
-
-/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
-/// this test (`target/<profile>/lanyard`).
-fn lanyard_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LANYARD_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("lanyard");
-    p.exists().then_some(p)
-}
+mod common;
+use common::{lanyard_bin, measuring, root};
 
 fn run(plan: &str, tag: &str, bin: Option<PathBuf>) -> lab::Summary {
     let plan = Plan::parse(plan).unwrap();

@@ -5,15 +5,8 @@
 
 use lab::plan::Plan;
 use std::path::PathBuf;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
+mod common;
+use common::root;
 
 /// 1 source, 4 receivers, 4 groups joined by 2 receivers each: with the
 /// bridge's querier every receiver gets exactly its groups (nothing

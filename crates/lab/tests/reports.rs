@@ -5,15 +5,8 @@
 
 use lab::plan::Plan;
 use std::path::PathBuf;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
+mod common;
+use common::root;
 
 /// Short trials: this checks the reports, not the figures.
 const PLAN: &str = "name: reports-check

@@ -5,23 +5,8 @@ use lab::engine::{Limit, Stream, Tester, TrialSpec};
 use lab::plan::{Driver, DutSpec, Plan};
 use lab::sig::{host_ip6, Arrival, L3, TTL};
 use std::path::PathBuf;
-
-/// Measuring tests take the machine to themselves: run in parallel on two
-/// cores, one test's generator skews another's rates.
-static MEASURE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn measuring() -> std::sync::MutexGuard<'static, ()> {
-    MEASURE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
+mod common;
+use common::{lanyard_bin, measuring, root};
 
 fn spec(driver: Driver) -> DutSpec {
     DutSpec::new(driver.as_str(), driver)
@@ -333,17 +318,6 @@ fn stale_namespaces_are_swept() {
     assert!(removed.contains(&stale) && !exists(&stale), "{removed:?}");
     assert!(exists(&live));
     lab::netns::run("ip", &["netns", "del", &live]).unwrap();
-}
-
-/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
-/// this test (`target/<profile>/lanyard`).
-fn lanyard_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LANYARD_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("lanyard");
-    p.exists().then_some(p)
 }
 
 /// Layer 3 through Lanyard with 1,000 IPv4 and 1,000 IPv6 routes: frames

@@ -3,27 +3,8 @@
 //! when not root or when no `lanyard` binary is built). About 25 s.
 
 use lab::plan::Plan;
-use std::path::PathBuf;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let r = unsafe { libc::geteuid() } == 0;
-    if !r {
-        eprintln!("skipped: needs root");
-    }
-    r
-}
-
-/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
-/// this test (`target/<profile>/lanyard`).
-fn lanyard_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LANYARD_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("lanyard");
-    p.exists().then_some(p)
-}
+mod common;
+use common::{lanyard_bin, root};
 
 /// Traffic hashed over both nodes; a node powered off under traffic: the
 /// survivor carries the rest, nothing duplicated; before the next trial

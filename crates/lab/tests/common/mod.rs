@@ -1,0 +1,33 @@
+//! Shared by the lab's test binaries (`mod common;`).
+#![allow(dead_code)] // not every test binary uses every helper
+
+use std::path::PathBuf;
+
+/// Measuring tests take the machine to themselves: run in parallel on two
+/// cores, one test's generator skews another's rates.
+static MEASURE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn measuring() -> std::sync::MutexGuard<'static, ()> {
+    MEASURE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True when running as root; otherwise says the test is skipped.
+pub fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let r = unsafe { libc::geteuid() } == 0;
+    if !r {
+        eprintln!("skipped: needs root");
+    }
+    r
+}
+
+/// The `lanyard` binary: `$LANYARD_BIN`, else the one cargo built next to
+/// this test (`target/<profile>/lanyard`).
+pub fn lanyard_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LANYARD_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("lanyard");
+    p.exists().then_some(p)
+}
