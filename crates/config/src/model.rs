@@ -69,6 +69,10 @@ pub mod limits {
     pub const MAX_PORTS: usize = 1024;
     /// Linux interface name length (IFNAMSIZ - 1).
     pub const MAX_PORT_NAME: usize = 15;
+    /// Frames per receive ring (`switch.rx-ring`).
+    pub const RX_RING: std::ops::RangeInclusive<u32> = 64..=65_536;
+    /// Frames per transmit ring (`switch.tx-ring`).
+    pub const TX_RING: std::ops::RangeInclusive<u32> = 16..=4096;
 }
 
 /// The whole switch configuration (one YAML file).
@@ -281,6 +285,15 @@ pub struct SwitchSettings {
     /// Receive rings of AF_PACKET ports. Default dual.
     #[serde(skip_serializing_if = "AfPacketRing::is_dual")]
     pub af_packet_ring: AfPacketRing,
+    /// Frames each port's receive ring holds (`ethtool -G rx`), 64..=65536;
+    /// `None`: sized by the port count (full up to 16 ports, smaller above;
+    /// docs/scale.md). A power of two on AF_XDP (rounded down).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rx_ring: Option<u32>,
+    /// Frames each port's transmit ring holds, 16..=4096; `None`: by the
+    /// port count, as `rx-ring`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_ring: Option<u32>,
 }
 
 impl Default for SwitchSettings {
@@ -294,6 +307,8 @@ impl Default for SwitchSettings {
             worker_nice: DEFAULT_WORKER_NICE,
             port_backend: PortBackend::Auto,
             af_packet_ring: AfPacketRing::Dual,
+            rx_ring: None,
+            tx_ring: None,
         }
     }
 }

@@ -73,6 +73,18 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             format!("{} is out of range 1..16777216", s.mac_table_size),
         );
     }
+    if let Some(n) = s.rx_ring.filter(|n| !limits::RX_RING.contains(n)) {
+        c.err(
+            "switch.rx-ring",
+            format!("{n} frames is out of range 64..65536"),
+        );
+    }
+    if let Some(n) = s.tx_ring.filter(|n| !limits::TX_RING.contains(n)) {
+        c.err(
+            "switch.tx-ring",
+            format!("{n} frames is out of range 16..4096"),
+        );
+    }
     let sock = &cfg.management.socket;
     if sock.as_os_str().is_empty() {
         c.err("management.socket", "must not be empty");

@@ -39,6 +39,8 @@ switch:
   mac-aging: 0
   mac-table-size: 65536
   poll-idle-us: 0
+  rx-ring: 2048
+  tx-ring: 256
 management:
   socket: /tmp/lanyard.sock
 vlans:
@@ -98,6 +100,8 @@ fn full_example_parses_to_expected_model() {
             worker_nice: -10,
             port_backend: config::PortBackend::Auto,
             af_packet_ring: config::AfPacketRing::Dual,
+            rx_ring: Some(2048),
+            tx_ring: Some(256),
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
@@ -411,6 +415,30 @@ fn example_models() {
 // ---------------------------------------------------------------------------
 // Semantic errors: exact line and field.
 // ---------------------------------------------------------------------------
+
+#[test]
+fn ring_sizes_out_of_range() {
+    let ports = "ports:\n  - name: veth-a\n    vlan: 1\n";
+    one_error(
+        &format!("switch:\n  rx-ring: 32\n{ports}"),
+        2,
+        "switch.rx-ring",
+        "32 frames is out of range 64..65536",
+    );
+    one_error(
+        &format!("switch:\n  name: x\n  tx-ring: 8192\n{ports}"),
+        3,
+        "switch.tx-ring",
+        "out of range 16..4096",
+    );
+    let cfg = ok(&format!(
+        "switch:\n  rx-ring: 65536\n  tx-ring: 16\n{ports}"
+    ));
+    assert_eq!(
+        (cfg.switch.rx_ring, cfg.switch.tx_ring),
+        (Some(65536), Some(16))
+    );
+}
 
 #[test]
 fn no_ports_is_an_error() {

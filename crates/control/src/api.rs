@@ -227,6 +227,8 @@ impl ApiState {
                     "attaches": s.attaches,
                     "backend": s.backend,
                     "backend_mode": s.backend_mode,
+                    "rx_ring": s.rings.0,
+                    "tx_ring": s.rings.1,
                     "error": s.error,
                     "rx_frames": self.sum(|c| c.ports[id].rx_frames.get()),
                     "tx_frames": self.sum(|c| c.ports[id].tx_frames.get()),
@@ -486,6 +488,9 @@ impl ApiState {
             .collect();
         json!({"ports": ports, "vlans": vlans,
                "batches": self.sum(|c| c.batches.get()),
+               "rx_ring_parks": self.sum(|c| c.ring_parks.get()),
+               "rx_rings_parked": self.sum(|c| c.ring_parks.get())
+                   .saturating_sub(self.sum(|c| c.ring_wakes.get())),
                "learn_queue_full": self.sum(|c| c.learn_queue_full.get()),
                "l3": self.l3_counters()})
     }

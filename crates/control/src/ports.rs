@@ -61,6 +61,9 @@ pub struct PortStatus {
     /// How it runs: `native/copy`, `generic/zero-copy`, … for AF_XDP,
     /// `tpacket-v2+v3` (two rings) or `tpacket-v3` for AF_PACKET.
     pub backend_mode: String,
+    /// Frames the receiving socket's receive and transmit rings hold
+    /// (`switch.rx-ring`/`tx-ring`, or sized by the port count).
+    pub rings: (u32, u32),
 }
 
 pub struct Supervisor {
@@ -73,6 +76,9 @@ pub struct Supervisor {
     backends: Vec<PortBackend>,
     /// Receive rings of AF_PACKET ports (`switch.af-packet-ring`).
     af_packet_ring: AfPacketRing,
+    /// Configured ring sizes in frames (`switch.rx-ring`, `tx-ring`; the
+    /// `switch` section changes only with a restart).
+    ring_frames: (Option<u32>, Option<u32>),
     attached: Vec<Option<u32>>,
     /// Told when a port goes up or down (the router mirrors it on the
     /// port's TAP, so routing protocols see the link state at once).
@@ -191,12 +197,37 @@ impl RingSizes {
             tx_frames: lin(f.tx_frames, m.tx_frames),
         }
     }
+
+    /// These sizes with the configured ones (`switch.rx-ring` /
+    /// `tx-ring`, in frames) in place of the port-count defaults.
+    pub fn with_config(self, rx: Option<u32>, tx: Option<u32>) -> RingSizes {
+        // AF_XDP rings are powers of two: the largest one <= n.
+        let pow2 = |n: u32| 1u32 << (31 - n.max(1).leading_zeros());
+        let mut r = self;
+        if let Some(n) = rx {
+            r.xdp_rx_frames = pow2(n);
+            r.fast_frames = n as usize;
+            // A 16 KiB block holds at least 7 full-size frames and about
+            // a hundred small ones: n / 8 blocks hold n frames of any size.
+            r.rx_blocks = (n as usize).div_ceil(8).max(8);
+        }
+        if let Some(n) = tx {
+            r.xdp_tx_slots = pow2(n);
+            r.tx_frames = n as usize;
+        }
+        r
+    }
 }
 
 /// Called with (port id, up) on every change of a port's state.
 pub type LinkHook = Box<dyn Fn(u16, bool) + Send>;
 
 impl Supervisor {
+    /// Ring sizes of every port: by the port count, or as configured.
+    fn ring_sizes(&self) -> RingSizes {
+        RingSizes::for_ports(self.names.len()).with_config(self.ring_frames.0, self.ring_frames.1)
+    }
+
     pub fn new(
         cfg: &Config,
         shared: Arc<Shared>,
@@ -215,6 +246,7 @@ impl Supervisor {
                 attaches: 0,
                 backend: "",
                 backend_mode: String::new(),
+                rings: (0, 0),
             })
             .collect();
         Supervisor {
@@ -230,6 +262,7 @@ impl Supervisor {
                 .collect(),
             backends: (0..cfg.ports.len()).map(|i| cfg.backend_of(i)).collect(),
             af_packet_ring: cfg.switch.af_packet_ring,
+            ring_frames: (cfg.switch.rx_ring, cfg.switch.tx_ring),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
             ha,
@@ -341,6 +374,7 @@ impl Supervisor {
                 attaches: 0,
                 backend: "",
                 backend_mode: String::new(),
+                rings: (0, 0),
             });
         }
     }
@@ -417,7 +451,7 @@ impl Supervisor {
         {
             return Ok(None);
         }
-        let r = RingSizes::for_ports(self.names.len());
+        let r = self.ring_sizes();
         let opts = AfXdpOptions {
             rx_frames: r.xdp_rx_frames,
             tx_slots: r.xdp_tx_slots,
@@ -435,7 +469,11 @@ impl Supervisor {
 
     /// Open port `id`'s sockets and queue them for the workers; returns
     /// the receiving socket's backend and mode.
-    fn attach(&mut self, id: usize, ifindex: u32) -> Result<(&'static str, String), String> {
+    fn attach(
+        &mut self,
+        id: usize,
+        ifindex: u32,
+    ) -> Result<(&'static str, String, (u32, u32)), String> {
         let name = &self.names[id].clone();
         let info = link::query(name).ok_or("interface vanished")?;
         if info.mtu != self.mtus[id] {
@@ -470,7 +508,7 @@ impl Supervisor {
             }
             None => ("af-packet", "tpacket-v3".to_string()),
         };
-        let rings = RingSizes::for_ports(self.names.len());
+        let rings = self.ring_sizes();
         let mut opened: Vec<(usize, Box<dyn Port>, bool)> =
             Vec::with_capacity(self.mailboxes.len());
         for w in 0..self.mailboxes.len() {
@@ -574,7 +612,13 @@ impl Supervisor {
             ));
         }
         self.attached[id] = Some(ifindex);
-        Ok((backend, mode))
+        let sizes = match (backend, self.af_packet_ring) {
+            ("af-xdp", _) => (rings.xdp_rx_frames, rings.xdp_tx_slots),
+            (_, AfPacketRing::Dual) => (rings.fast_frames as u32, rings.tx_frames as u32),
+            // At least 8 full-size frames per 16 KiB block.
+            _ => (rings.rx_blocks as u32 * 8, rings.tx_frames as u32),
+        };
+        Ok((backend, mode, sizes))
     }
 
     fn detach(&mut self, id: usize) {
@@ -613,9 +657,10 @@ impl Supervisor {
                             self.detach(id);
                         }
                         match self.attach(id, i.ifindex) {
-                            Ok((backend, mode)) => {
+                            Ok((backend, mode, rings)) => {
                                 next.backend = backend;
                                 next.backend_mode = mode;
+                                next.rings = rings;
                                 next.error = None;
                                 next.attaches += 1;
                                 self.attached_at[id] = Some(std::time::Instant::now());
@@ -808,5 +853,27 @@ mod tests {
         let r = RingSizes::for_ports(100);
         assert!(r.xdp_rx_frames.is_power_of_two() && r.xdp_tx_slots.is_power_of_two());
         assert_eq!((r.xdp_rx_frames, r.xdp_tx_slots), (2048, 64));
+    }
+
+    /// Configured sizes replace the port-count ones, AF_XDP rounded down
+    /// to a power of two; an unset size keeps the default.
+    #[test]
+    fn configured_rings_replace_the_defaults() {
+        let r = RingSizes::for_ports(410).with_config(Some(6000), None);
+        assert_eq!(
+            (r.xdp_rx_frames, r.fast_frames, r.rx_blocks),
+            (4096, 6000, 750)
+        );
+        assert_eq!(
+            (r.xdp_tx_slots, r.tx_frames),
+            (RingSizes::FLOOR.xdp_tx_slots, RingSizes::FLOOR.tx_frames)
+        );
+        let r = RingSizes::for_ports(1).with_config(Some(64), Some(1000));
+        assert_eq!((r.xdp_rx_frames, r.rx_blocks), (64, 8));
+        assert_eq!((r.xdp_tx_slots, r.tx_frames), (512, 1000));
+        assert_eq!(
+            RingSizes::for_ports(8).with_config(None, None),
+            RingSizes::FULL
+        );
     }
 }

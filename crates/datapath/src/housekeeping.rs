@@ -38,6 +38,7 @@ impl Worker {
             for id in 0..MAX_PORTS as u16 {
                 self.collect_stats(id);
             }
+            self.idle.publish(&self.counters);
         }
         if self.mailbox.pending.load(Ordering::Acquire) {
             self.apply_commands();
@@ -111,6 +112,7 @@ impl Worker {
                 }
             }
         }
+        self.idle.reset(self.rx.len());
         self.rx_switched = self
             .rx
             .iter()

@@ -52,6 +52,7 @@ pub mod mpls;
 mod multicast;
 pub mod punt;
 mod rx;
+mod rx_idle;
 mod services;
 mod shared;
 mod tx;

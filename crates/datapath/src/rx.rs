@@ -17,6 +17,8 @@ enum Turn {
     Quota,
     /// It had fewer frames than its quota (or its batch filled).
     Drained,
+    /// It had none.
+    Empty,
 }
 
 impl Worker {
@@ -46,14 +48,26 @@ impl Worker {
         // most `nrx` ids, so it stops growing after the first passes.
         let mut busy = std::mem::take(&mut self.rx_busy);
         busy.clear();
+        let sweep = self.idle.begin();
         for k in 0..nrx {
             let i = (start + k) % nrx;
+            if self.idle.skip(i, sweep) {
+                continue;
+            }
             match self.recv_quota(i, batch, l3batch, q) {
                 Turn::Refused => {
                     cut.get_or_insert(i);
                 }
-                Turn::Quota => busy.push(i as u16),
-                Turn::Drained => {}
+                Turn::Quota => {
+                    self.idle.busy(i);
+                    busy.push(i as u16)
+                }
+                Turn::Drained => self.idle.busy(i),
+                Turn::Empty => {
+                    if self.idle.empty(i, nrx) {
+                        self.park_ring(i);
+                    }
+                }
             }
         }
         while !busy.is_empty() {
@@ -68,7 +82,7 @@ impl Worker {
                         busy[still] = i as u16;
                         still += 1;
                     }
-                    Turn::Drained => {}
+                    Turn::Drained | Turn::Empty => {}
                 }
             }
             busy.truncate(still);
@@ -110,8 +124,24 @@ impl Worker {
         into.set_quota(None);
         if got >= q {
             Turn::Quota
+        } else if got == 0 {
+            Turn::Empty
         } else {
             Turn::Drained
+        }
+    }
+
+    /// Park receive ring `i` (idle for long) on its descriptor, if its
+    /// port has one that wakes per frame (`rx_idle.rs`).
+    #[cold]
+    fn park_ring(&mut self, i: usize) {
+        let id = self.rx[i] as usize;
+        let fd = match self.ports[id].as_ref() {
+            Some(p) if p.rx_ready_per_frame() => p.rx_fd(),
+            _ => None,
+        };
+        if let Some(fd) = fd {
+            self.idle.park(i, fd);
         }
     }
 

@@ -48,6 +48,8 @@ pub struct Worker {
     /// Receive ports left with frames after their quota (reused by
     /// `receive`: no per-pass array as long as `MAX_PORTS`).
     pub(crate) rx_busy: Vec<u16>,
+    /// Receive rings parked while idle (`rx_idle.rs`).
+    pub(crate) idle: crate::rx_idle::IdleRings,
     pub(crate) pollfds: Vec<libc::pollfd>,
     /// Ports whose frames go through the layer-3 stage.
     pub(crate) routed: Vec<bool>,
@@ -180,6 +182,7 @@ impl Worker {
             rx: Vec::new(),
             rx_switched: 0,
             rx_busy: Vec::new(),
+            idle: crate::rx_idle::IdleRings::new(),
             pollfds: Vec::new(),
             routed: vec![false; MAX_PORTS],
             index,

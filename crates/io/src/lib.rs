@@ -105,6 +105,12 @@ pub trait Port: Send {
     /// A file descriptor that becomes readable when frames are waiting, for
     /// `poll(2)` when the forwarding loop is idle.
     fn rx_fd(&self) -> Option<RawFd>;
+    /// Whether [`Port::rx_fd`] turns readable as soon as a frame waits (not
+    /// only when a block of them is handed over): then a worker may stop
+    /// polling an idle port's ring and wait for its descriptor instead.
+    fn rx_ready_per_frame(&self) -> bool {
+        false
+    }
     /// Ring-level counters.
     fn stats(&mut self) -> PortStats;
 

@@ -439,6 +439,10 @@ impl Port for TapPort {
         Some(self.fd.as_raw_fd())
     }
 
+    fn rx_ready_per_frame(&self) -> bool {
+        true
+    }
+
     fn stats(&mut self) -> PortStats {
         self.stats
     }

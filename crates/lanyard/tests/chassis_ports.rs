@@ -11,6 +11,8 @@
 //! 2. every port sends one frame to every other port of its group (learned
 //!    unicast, the full mesh): each port receives exactly one frame from
 //!    each group peer, all addressed to it, nothing else;
+//!    Both phases start after most rings were parked while idle (checked),
+//!    so each frame must wake its parked ring.
 //! 3. `show interfaces` at that size: the summary line, a range
 //!    (`sw1-48`), the VLAN and state filters, and a port taken down shown
 //!    in the summary's "Ports down" line.
@@ -125,6 +127,18 @@ fn chassis_410_ports_full_mesh_in_groups() {
     }
     let attach_time = t_attach.elapsed();
     assert_eq!(up, n, "ports up after {attach_time:?}");
+    // Idle rings are parked on their descriptors (datapath `rx_idle`), so
+    // the phases below receive on parked rings: each must wake its ring.
+    let parked = |sw: &Switch| sw.show_json(&["show", "counters"])["rx_rings_parked"].as_u64();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while parked(&sw).unwrap_or(0) < n as u64 / 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let parked_before = parked(&sw).unwrap_or(0);
+    assert!(
+        parked_before >= n as u64 / 2,
+        "idle rings parked: {parked_before} of {n}"
+    );
     let all = sw.show_json(&["show", "interfaces"]);
     let mut backends: BTreeMap<String, usize> = BTreeMap::new();
     for r in rows(&all) {

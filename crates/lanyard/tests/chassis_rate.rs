@@ -6,7 +6,9 @@
 //! and through one with all 410 configured and attached (the other 402
 //! idle, in VLANs of their own), alternating, two rounds each. Prints the
 //! received rates and the 410/8 ratio (docs/performance.md). Ignored by
-//! default (minutes, and timing on a shared machine says little):
+//! default (minutes, and timing on a shared machine says little).
+//! `LANYARD_CHASSIS_RX_RING=N` configures `switch.rx-ring` on both
+//! switches, to separate the cost of the smaller rings from the rest:
 //! `cargo test --profile ci -p lanyard --test chassis_rate -- --ignored --nocapture`.
 
 use std::time::{Duration, Instant};
@@ -18,10 +20,11 @@ use testkit::rawport::RawPort;
 use testkit::{l2, require_root, Switch};
 
 fn config(n: usize) -> String {
-    let mut y = String::from(
-        "switch:\n  name: rate\n  workers: 2\n  mac-aging: 600\nvlans:\n  - id: 10\n  - id: 20\n",
-    );
-    y += "ports:\n";
+    let mut y = String::from("switch:\n  name: rate\n  workers: 2\n  mac-aging: 600\n");
+    if let Ok(r) = std::env::var("LANYARD_CHASSIS_RX_RING") {
+        y += &format!("  rx-ring: {r}\n");
+    }
+    y += "vlans:\n  - id: 10\n  - id: 20\nports:\n";
     for i in 1..=n {
         // The measured ports in VLAN 10, the idle ones in VLAN 20.
         let v = if i <= 8 { 10 } else { 20 };

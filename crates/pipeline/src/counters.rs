@@ -246,6 +246,10 @@ pub struct WorkerCounters {
     pub learn_queue_full: Counter,
     /// Batches processed (to derive the average batch size).
     pub batches: Counter,
+    /// Idle receive rings parked on their descriptors, and woken again
+    /// (parked now = parks - wakes; `datapath` `rx_idle`).
+    pub ring_parks: Counter,
+    pub ring_wakes: Counter,
     /// The layer-3 stage (routed ports).
     pub l3: crate::l3::L3Counters,
     /// Control-plane policing, per class.
@@ -314,6 +318,8 @@ impl Default for WorkerCounters {
             vlans: (0..MAX_VLANS).map(|_| VlanCounters::default()).collect(),
             learn_queue_full: Counter::default(),
             batches: Counter::default(),
+            ring_parks: Counter::default(),
+            ring_wakes: Counter::default(),
             l3: crate::l3::L3Counters::default(),
             copp: crate::copp::CoppCounters::default(),
             mroutes: RouteCounters::new(tables::mcast::MAX_MROUTES),

@@ -284,6 +284,11 @@ impl Port for AfPacketDualPort {
         Some(self.ep.as_raw_fd())
     }
 
+    /// The epoll set holds the V2 ring, which wakes per frame.
+    fn rx_ready_per_frame(&self) -> bool {
+        true
+    }
+
     fn stats(&mut self) -> PortStats {
         let f = self.fast.stats();
         let b = self.bulk.stats();

@@ -1177,6 +1177,11 @@ impl Port for AfPacketPort {
         (self.rx_blocks > 0).then(|| self.fd.as_raw_fd())
     }
 
+    /// TPACKET_V2 wakes per frame; V3 only when a block retires.
+    fn rx_ready_per_frame(&self) -> bool {
+        self.version == RxRing::V2
+    }
+
     fn handover(&mut self) -> Option<String> {
         self.handover_state()
     }

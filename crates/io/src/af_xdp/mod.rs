@@ -1038,6 +1038,12 @@ impl Port for AfXdpPort {
         self.xsk.as_ref().map(|x| x.fd.as_raw_fd())
     }
 
+    /// The kernel wakes the socket at every flush of its receive ring
+    /// (once per driver poll, not per block).
+    fn rx_ready_per_frame(&self) -> bool {
+        true
+    }
+
     fn discard_tx(&mut self) {
         self.tx_lent = None;
         if self.tx_unpublished > 0 || self.tx_untaken() > 0 {
