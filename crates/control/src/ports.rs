@@ -438,8 +438,8 @@ impl Supervisor {
     /// it and it attaches. `Err` only when the backend is `af-xdp` (no
     /// fallback); with `auto`, a failure is logged and `Ok(None)` says
     /// "use AF_PACKET".
-    fn open_xdp(&self, id: usize) -> Result<Option<AfXdpPort>, String> {
-        let name = &self.names[id];
+    fn open_xdp(&mut self, id: usize) -> Result<Option<AfXdpPort>, String> {
+        let name = &self.names[id].clone();
         let backend = self.backends.get(id).copied().unwrap_or_default();
         if backend == PortBackend::AfPacket {
             return Ok(None);
@@ -450,6 +450,22 @@ impl Supervisor {
             && std::path::Path::new(&format!("/sys/class/net/{name}/tun_flags")).exists()
         {
             return Ok(None);
+        }
+        // A predecessor's socket (restart in place): its program stayed
+        // attached and its receive ring kept what arrived meanwhile.
+        let key = (self.owner(id), name.clone(), true);
+        if let Some(i) = self
+            .handover
+            .iter()
+            .position(|(k, st)| *k == key && st.starts_with(io::af_xdp::HANDOVER_TAG))
+        {
+            let st = self.handover.swap_remove(i).1;
+            match AfXdpPort::adopt(name, &st) {
+                Ok(p) => return Ok(Some(p)),
+                Err(e) => tracing::warn!(
+                    "port {name}: handed-over AF_XDP socket refused ({e}): opening anew"
+                ),
+            }
         }
         let r = self.ring_sizes();
         let opts = AfXdpOptions {
@@ -493,6 +509,7 @@ impl Supervisor {
         // other workers only transmit, on AF_PACKET sockets (a queue takes
         // one XSK socket, and sharing it would take a lock).
         let mut xdp = self.open_xdp(id)?;
+        let xdp_rings = xdp.as_ref().map(AfXdpPort::rings);
         let (backend, mode) = match &xdp {
             Some(p) => {
                 let m = p.mode();
@@ -613,7 +630,7 @@ impl Supervisor {
         }
         self.attached[id] = Some(ifindex);
         let sizes = match (backend, self.af_packet_ring) {
-            ("af-xdp", _) => (rings.xdp_rx_frames, rings.xdp_tx_slots),
+            ("af-xdp", _) => xdp_rings.unwrap_or((rings.xdp_rx_frames, rings.xdp_tx_slots)),
             (_, AfPacketRing::Dual) => (rings.fast_frames as u32, rings.tx_frames as u32),
             // At least 8 full-size frames per 16 KiB block.
             _ => (rings.rx_blocks as u32 * 8, rings.tx_frames as u32),
@@ -824,6 +841,9 @@ impl Supervisor {
 /// Close the descriptors of a handed-over socket nobody adopted: the
 /// first field of each AF_PACKET state (`fd,…`, or `dual|fd,…|fd,…`).
 fn close_state(state: &str) {
+    if io::af_xdp::close_handover_state(state) {
+        return;
+    }
     for part in state.split('|').filter(|p| *p != "dual") {
         if let Some(fd) = part.split(',').next().and_then(|f| f.parse::<i32>().ok()) {
             // SAFETY: the predecessor left this descriptor open for us and

@@ -33,8 +33,16 @@
 //! (`XDP_SHARED_UMEM`) — each port has its own, and the data path copies
 //! frames through its batch as with AF_PACKET; sockets on more than one
 //! receive queue (an interface with several is refused: its other queues'
-//! frames would bypass Lanyard); busy-poll options; restart hand-over
-//! (`handover` returns `None`: the successor opens the port anew).
+//! frames would bypass Lanyard); busy-poll options.
+//!
+//! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
+//!   UMEM lives in a memfd, not in private memory, so a successor image
+//!   can map it. The socket, the memfd, the program's link, the program
+//!   and the map stay open across `exec` (close-on-exec cleared); the
+//!   steering program stays attached throughout, so frames that arrive
+//!   during the restart wait in the receive ring. The successor maps the
+//!   memfd and the four rings again (descriptors hold UMEM offsets, not
+//!   addresses) and carries on from the ring indices the kernel keeps.
 
 pub mod prog;
 
@@ -300,6 +308,8 @@ pub struct AfXdpPort {
     /// A veth: complete TCP/UDP checksums a local sender left to offload
     /// (see [`crate::complete_checksums`]).
     complete_csum: bool,
+    /// The memfd behind the UMEM mapping (handed over on restart).
+    umem_fd: OwnedFd,
     // Dropped in this order: the link detaches the program, then the
     // program and map go.
     _link: OwnedFd,
@@ -408,26 +418,11 @@ impl AfXdpPort {
         let map = prog::create_xskmap(1).map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
         let (link_fd, prog_fd, xdp) = attach_program(&map, ifindex, opts.mode)?;
 
-        // UMEM: receive chunks, then transmit slots.
+        // UMEM: receive chunks, then transmit slots, in a memfd so that a
+        // successor image can map it (restart hand-over).
         let umem_len = opts.rx_frames as usize * CHUNK + opts.tx_slots as usize * TX_SLOT;
-        // SAFETY: anonymous private mapping; the result is checked.
-        let umem = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(PortError::Os {
-                op: "mmap(UMEM)",
-                err: io::Error::last_os_error(),
-            });
-        }
-        let umem = umem as *mut u8;
+        let umem_fd = umem_memfd(umem_len).map_err(os("memfd(UMEM)"))?;
+        let umem = map_umem(&umem_fd, umem_len).map_err(os("mmap(UMEM)"))?;
         let (xsk, bind_flags, zero_copy, multi_buffer) = match new_xsk(
             umem,
             umem_len,
@@ -466,6 +461,7 @@ impl AfXdpPort {
             base: PortStats::default(),
             stats: PortStats::default(),
             complete_csum: link::is_veth(ifname),
+            umem_fd,
             _link: link_fd,
             _prog: prog_fd,
             map,
@@ -485,6 +481,148 @@ impl AfXdpPort {
         }
         port.fill_all();
         Ok(port)
+    }
+
+    /// Take over a port a predecessor image handed over ([`Port::handover`]
+    /// gave `state`): its socket, UMEM, rings and attached program, with
+    /// the frames that arrived meanwhile waiting in the receive ring.
+    pub fn adopt(ifname: &str, state: &str) -> Result<AfXdpPort, PortError> {
+        let bad = || PortError::Os {
+            op: "adopt",
+            err: io::Error::new(io::ErrorKind::InvalidData, "AF_XDP hand-over state"),
+        };
+        let f: Vec<u64> = state
+            .strip_prefix(HANDOVER_TAG)
+            .ok_or_else(bad)?
+            .split(',')
+            .map(|x| x.parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        if f.len() != 13 || f[..5].iter().any(|&fd| fd > i32::MAX as u64) {
+            return Err(bad());
+        }
+        // SAFETY: the predecessor left these descriptors open for us; from
+        // here on we own them (they are closed if adopting fails).
+        let [xsk_fd, umem_fd, link_fd, prog_fd, map] =
+            [f[0], f[1], f[2], f[3], f[4]].map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        for fd in [&xsk_fd, &umem_fd, &link_fd, &prog_fd, &map] {
+            set_cloexec(fd.as_raw_fd(), true);
+        }
+        let (ifindex, rx_frames, tx_slots) = (f[5] as u32, f[6] as u32, f[7] as u32);
+        let (bind_flags, umem_len) = (f[8] as u16, f[12] as usize);
+        if !rx_frames.is_power_of_two()
+            || !tx_slots.is_power_of_two()
+            || umem_len != rx_frames as usize * CHUNK + tx_slots as usize * TX_SLOT
+        {
+            return Err(bad());
+        }
+        let info = link::query(ifname).ok_or_else(|| PortError::NoSuchInterface(ifname.into()))?;
+        if info.ifindex != ifindex {
+            return Err(bad());
+        }
+        let (fill, comp, rx, tx) = map_rings(&xsk_fd, rx_frames, tx_slots * TX_DESCS_PER_SLOT)?;
+        let umem = map_umem(&umem_fd, umem_len).map_err(os("mmap(UMEM)"))?;
+        let mode = XdpPortMode {
+            xdp: if f[9] == 1 {
+                XdpMode::Generic
+            } else {
+                XdpMode::Native
+            },
+            zero_copy: f[10] != 0,
+            multi_buffer: f[11] != 0,
+        };
+        let mut port = AfXdpPort {
+            name: ifname.to_string(),
+            ifindex,
+            xsk: Some(Xsk {
+                fill,
+                comp,
+                rx,
+                tx,
+                fd: xsk_fd,
+            }),
+            umem,
+            umem_len,
+            rx_frames,
+            tx_slots,
+            tx_free: (0..tx_slots).rev().collect(),
+            tx_lent: None,
+            tx_unpublished: 0,
+            tx_in_flight: 0,
+            tx_max_len: info.mtu as usize + 14,
+            mode,
+            bind_flags,
+            base: PortStats::default(),
+            stats: PortStats::default(),
+            complete_csum: link::is_veth(ifname),
+            umem_fd,
+            _link: link_fd,
+            _prog: prog_fd,
+            map,
+        };
+        // Completions of the predecessor's last frames (none are in flight:
+        // it waited for them) must not free slots twice.
+        if let Some(x) = port.xsk.as_mut() {
+            let c = &mut x.comp;
+            c.local = c.producer().load(Ordering::Acquire);
+            c.consumer().store(c.local, Ordering::Release);
+        }
+        Ok(port)
+    }
+
+    /// The state a successor needs to adopt this port, after waiting (up
+    /// to 50 ms) for every frame sent to complete; `None` if some did not
+    /// or a descriptor cannot be kept open across `exec`.
+    fn handover_state(&mut self) -> Option<String> {
+        self.tx_lent = None;
+        let _ = Port::flush(self);
+        let t = std::time::Instant::now();
+        while (self.tx_in_flight > 0 || self.tx_unpublished > 0)
+            && t.elapsed() < std::time::Duration::from_millis(50)
+        {
+            let _ = self.kick();
+            self.reclaim();
+            std::thread::yield_now();
+        }
+        if self.tx_in_flight > 0 || self.tx_unpublished > 0 {
+            return None;
+        }
+        let x = self.xsk.as_ref()?;
+        let fds = [
+            x.fd.as_raw_fd(),
+            self.umem_fd.as_raw_fd(),
+            self._link.as_raw_fd(),
+            self._prog.as_raw_fd(),
+            self.map.as_raw_fd(),
+        ];
+        if !fds.iter().all(|&fd| set_cloexec(fd, false)) {
+            for fd in fds {
+                set_cloexec(fd, true);
+            }
+            return None;
+        }
+        let m = self.mode;
+        Some(format!(
+            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            fds[0],
+            fds[1],
+            fds[2],
+            fds[3],
+            fds[4],
+            self.ifindex,
+            self.rx_frames,
+            self.tx_slots,
+            self.bind_flags,
+            (m.xdp == XdpMode::Generic) as u8,
+            m.zero_copy as u8,
+            m.multi_buffer as u8,
+            self.umem_len
+        ))
+    }
+
+    /// Receive chunks and transmit slots of the rings.
+    pub fn rings(&self) -> (u32, u32) {
+        (self.rx_frames, self.tx_slots)
     }
 
     /// Interface index the socket is bound to.
@@ -759,44 +897,7 @@ fn new_xsk(
             // default): a whole batch per kick where the kernel (6.17+) lets
             // us; older kernels refuse the option and `kick` loops instead.
             let _ = setsockopt(&fd, XDP_MAX_TX_SKB_BUDGET, &(crate::BATCH_MAX as u32));
-            let off: MmapOffsets =
-                getsockopt(&fd, XDP_MMAP_OFFSETS).map_err(os("XDP_MMAP_OFFSETS"))?;
-            // SAFETY: the rings were sized above; offsets from the kernel.
-            let rings = unsafe {
-                (
-                    Ring::<u64>::map(
-                        fd.as_raw_fd(),
-                        XDP_UMEM_PGOFF_FILL_RING,
-                        &off.fr,
-                        rx_frames,
-                        true,
-                    ),
-                    Ring::<u64>::map(
-                        fd.as_raw_fd(),
-                        XDP_UMEM_PGOFF_COMPLETION_RING,
-                        &off.cr,
-                        tx_ring,
-                        false,
-                    ),
-                    Ring::<XdpDesc>::map(
-                        fd.as_raw_fd(),
-                        XDP_PGOFF_RX_RING,
-                        &off.rx,
-                        rx_frames,
-                        false,
-                    ),
-                    Ring::<XdpDesc>::map(fd.as_raw_fd(), XDP_PGOFF_TX_RING, &off.tx, tx_ring, true),
-                )
-            };
-            let (fill, comp, rx, tx) = match rings {
-                (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-                _ => {
-                    return Err(PortError::Os {
-                        op: "mmap(XSK rings)",
-                        err: io::Error::last_os_error(),
-                    })
-                }
-            };
+            let (fill, comp, rx, tx) = map_rings(&fd, rx_frames, tx_ring)?;
             let sa = SockaddrXdp {
                 family: AF_XDP as u16,
                 flags: f | XDP_USE_NEED_WAKEUP,
@@ -841,6 +942,97 @@ fn new_xsk(
         err: last.unwrap_or_else(|| io::Error::other("no bind mode")),
     })
 }
+
+/// The four rings of XSK socket `fd`, already sized (`rx_frames` fill and
+/// receive entries, `tx_ring` completion and transmit entries).
+#[allow(clippy::type_complexity)]
+fn map_rings(
+    fd: &OwnedFd,
+    rx_frames: u32,
+    tx_ring: u32,
+) -> Result<(Ring<u64>, Ring<u64>, Ring<XdpDesc>, Ring<XdpDesc>), PortError> {
+    let off: MmapOffsets = getsockopt(fd, XDP_MMAP_OFFSETS).map_err(os("XDP_MMAP_OFFSETS"))?;
+    let raw = fd.as_raw_fd();
+    // SAFETY: the rings were sized on this socket; offsets from the kernel.
+    let rings = unsafe {
+        (
+            Ring::<u64>::map(raw, XDP_UMEM_PGOFF_FILL_RING, &off.fr, rx_frames, true),
+            Ring::<u64>::map(raw, XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, tx_ring, false),
+            Ring::<XdpDesc>::map(raw, XDP_PGOFF_RX_RING, &off.rx, rx_frames, false),
+            Ring::<XdpDesc>::map(raw, XDP_PGOFF_TX_RING, &off.tx, tx_ring, true),
+        )
+    };
+    match rings {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => Ok((a, b, c, d)),
+        _ => Err(PortError::Os {
+            op: "mmap(XSK rings)",
+            err: io::Error::last_os_error(),
+        }),
+    }
+}
+
+/// A memfd of `len` bytes for a UMEM.
+fn umem_memfd(len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"lanyard-umem".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ftruncate on a descriptor we own.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Map a UMEM memfd (shared: the kernel pins these pages at registration,
+/// and a successor maps the same ones).
+fn map_umem(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a shared mapping of a memfd at least `len` long; checked.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p as *mut u8)
+}
+
+/// Set or clear close-on-exec on `fd`.
+fn set_cloexec(fd: RawFd, on: bool) -> bool {
+    let flags = if on { libc::FD_CLOEXEC } else { 0 };
+    // SAFETY: fcntl on a descriptor the caller holds.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags) == 0 }
+}
+
+/// Close the descriptors of a hand-over state nobody adopted; false if
+/// `state` is not an AF_XDP state.
+pub fn close_handover_state(state: &str) -> bool {
+    let Some(rest) = state.strip_prefix(HANDOVER_TAG) else {
+        return false;
+    };
+    for fd in rest
+        .split(',')
+        .take(5)
+        .filter_map(|f| f.parse::<RawFd>().ok())
+    {
+        // SAFETY: the predecessor left these open for us; nobody adopted them.
+        unsafe { libc::close(fd) };
+    }
+    true
+}
+
+/// How a hand-over state of an AF_XDP port starts.
+pub const HANDOVER_TAG: &str = "xdp,";
 
 impl AfXdpPort {
     /// Frames from the rings into `batch` (see [`Port::recv`]).
@@ -1042,6 +1234,10 @@ impl Port for AfXdpPort {
     /// (once per driver poll, not per block).
     fn rx_ready_per_frame(&self) -> bool {
         true
+    }
+
+    fn handover(&mut self) -> Option<String> {
+        self.handover_state()
     }
 
     fn discard_tx(&mut self) {
