@@ -16,8 +16,9 @@
 //! ```
 //!
 //! Each node has a control script (`$LAB_NODE_A`, `$LAB_NODE_B` in
-//! commands): `kill` (SIGKILL: its veths stay up, so the partner learns
-//! of the loss when LACPDUs stop), `power-off` (SIGKILL and every link of
+//! commands): `kill` (SIGKILL of the switch process: its guardian takes
+//! the node's channel members down, docs/virtual-switch.md "Node loss"),
+//! `power-off` (SIGKILL and every link of
 //! the node down: power loss, the partner sees carrier loss) and `start`
 //! (links up, the node started again in the background).
 
@@ -134,10 +135,18 @@ pub fn control_script(ns: &str, bin: &Path, cfg: &Path, log: &Path) -> String {
 # the node's own management socket.
 unset LANYARD_SOCKET
 NS={ns}
-kill9() {{ ip netns pids $NS | xargs -r kill -9; }}
+# kill: the switch process crashes; its guardian (comm lanyard-guard)
+# lives on and takes the node's channel members down, as a dead chassis.
+# power-off: everything in the namespace dies and every link goes down.
+kill9() {{
+  for p in $(ip netns pids $NS); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = lanyard-guard ] || kill -9 $p
+  done
+}}
+killall9() {{ ip netns pids $NS | xargs -r kill -9; }}
 case "$1" in
   kill) kill9 ;;
-  power-off) kill9; printf '{down}\n' | ip -n $NS -batch - ;;
+  power-off) killall9; printf '{down}\n' | ip -n $NS -batch - ;;
   start)
     printf '{up}\n' | ip -n $NS -batch -
     ip netns exec $NS setsid {bin} run --config {cfg} >>{log} 2>&1 </dev/null &
