@@ -410,7 +410,7 @@ fn ovs_bond_across_the_pair_delivers_exactly_once() {
 }
 
 /// Longest per-stream outage accepted when a node is killed (ms).
-const MAX_OUTAGE_MS: f64 = 400.0;
+const MAX_OUTAGE_MS: f64 = 200.0;
 
 /// Whether `port` in `ns` is administratively up.
 fn admin_up(ns: &Netns, port: &str) -> bool {
