@@ -753,6 +753,19 @@ fn node_rejoins_under_traffic_without_loss_or_duplicates() {
     announce(&[(&tp, hp), (&tb, hb)]);
     warm_up(&bed, &tp, hp, hb);
     bed.a.kill9().expect("kill -9 dist-a");
+    // LANYARD_VS_POWER=1: as the lab's power-off, every link of dist-a
+    // down while it is off, up again just before it starts.
+    let power = std::env::var("LANYARD_VS_POWER").is_ok_and(|v| v == "1");
+    let links = |state: &str| {
+        for p in ["pl", "ka", "m1", "m2", "h"] {
+            bed.na
+                .exec(&["ip", "link", "set", "dev", p, state])
+                .unwrap();
+        }
+    };
+    if power {
+        links("down");
+    }
     assert!(
         wait(5.0, || vs(&bed.b)["status"] == "peer-down"
             && ovs_enabled(&bed.ovs) == 2),
@@ -794,6 +807,9 @@ fn node_rejoins_under_traffic_without_loss_or_duplicates() {
     });
     std::thread::sleep(Duration::from_millis(300));
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    if power {
+        links("up");
+    }
     let t0 = Instant::now();
     bed.a = Switch::start(
         &bin,
@@ -832,6 +848,21 @@ fn node_rejoins_under_traffic_without_loss_or_duplicates() {
             "{name}: lost {lost} of {n} ({:.1} ms), {} twice; ",
             lost as f64 * 1000.0 / RATE_EACH as f64,
             rx.dups()
+        );
+    }
+    for (name, sw) in [("dist-a", &bed.a), ("dist-b", &bed.b)] {
+        let c = sw.counters();
+        let pc = |p: &str, k: &str| testkit::switch::port_counter(&c, p, k);
+        report += &format!(
+            "\n  {name}: pl rx {} tx {} (flooded {}), m1+m2 rx {} tx {}, h tx {} (flooded {}), vlan 10 flooded {}",
+            pc("pl", "rx_frames"),
+            pc("pl", "tx_frames"),
+            pc("pl", "tx_flooded"),
+            pc("m1", "rx_frames") + pc("m2", "rx_frames"),
+            pc("m1", "tx_frames") + pc("m2", "tx_frames"),
+            pc("h", "tx_frames"),
+            pc("h", "tx_flooded"),
+            testkit::switch::vlan_counter(&c, 10, "flooded"),
         );
     }
     eprintln!("rejoin under {RATE_EACH} frames/s each way: {report}");

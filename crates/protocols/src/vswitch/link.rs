@@ -680,6 +680,9 @@ impl PeerLink {
         let mut none = Vec::new();
         let mut keys = keys;
         self.flush_learner(&mut none, &mut keys);
+        self.io
+            .inbox
+            .send(&self.io.shared, LearnerRequest::PeerLost);
         self.peer_active.iter_mut().for_each(|a| *a = false);
         self.neigh.peer_lost();
         if let Some(g) = self.groups.as_mut() {
