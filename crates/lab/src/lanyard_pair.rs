@@ -187,15 +187,25 @@ pub fn trial_state(before: &serde_json::Value, after: &serde_json::Value) -> ser
     for n in NODES {
         let (b, a) = (&before[n], &after[n]);
         // A node restarted during the trial counts from zero again.
-        let (rb, ra) = (b["rx"].as_u64().unwrap_or(0), a["rx"].as_u64().unwrap_or(0));
-        o.insert(
-            n.into(),
-            serde_json::json!({
-                "rx": if ra >= rb { ra - rb } else { ra },
-                "status": a["status"],
-                "members": a["members"],
-            }),
-        );
+        let delta = |k: &str| {
+            let (x, y) = (b[k].as_u64().unwrap_or(0), a[k].as_u64().unwrap_or(0));
+            if y >= x {
+                y - x
+            } else {
+                y
+            }
+        };
+        let mut e = serde_json::json!({
+            "rx": delta("rx"),
+            "status": a["status"],
+            "members": a["members"],
+        });
+        for k in ["flooded", "pl_tx"] {
+            if !a[k].is_null() {
+                e[k] = delta(k).into();
+            }
+        }
+        o.insert(n.into(), e);
     }
     o.insert(
         "partner_distributing".into(),
@@ -214,14 +224,18 @@ pub fn state_line(p: &serde_json::Value) -> String {
         .iter()
         .map(|n| {
             format!(
-                "{} rx {} ({}{})",
+                "{} rx {} ({}{}){}",
                 n.to_uppercase(),
                 p[n]["rx"],
                 p[n]["status"].as_str().unwrap_or("?"),
                 p[n]["members"]
                     .as_str()
                     .map(|m| format!(", members {m}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                match (p[n]["flooded"].as_u64(), p[n]["pl_tx"].as_u64()) {
+                    (Some(f), Some(t)) => format!(" flooded {f}, peer link tx {t}"),
+                    _ => String::new(),
+                }
             )
         })
         .collect();
@@ -275,6 +289,17 @@ mod tests {
             state_line(&trial_state(&before, &down)),
             "{A rx 0 (down), B rx 10 (peer-down, members up); partner members distributing [4,4] -> [2,2]}"
         );
+        // Floods and peer-link frames per node, when the nodes report them.
+        let before = json!({"a": {"rx": 1, "flooded": 5, "pl_tx": 7}, "b": {"rx": 1}});
+        let after = json!({"a": {"rx": 2, "status": "paired", "flooded": 73, "pl_tx": 75},
+                           "b": {"rx": 2, "status": "paired"}});
+        let s = trial_state(&before, &after);
+        assert_eq!(
+            (&s["a"]["flooded"], &s["a"]["pl_tx"]),
+            (&json!(68), &json!(68))
+        );
+        assert!(state_line(&s)
+            .contains("A rx 1 (paired) flooded 68, peer link tx 68, B rx 1 (paired);"));
     }
 
     #[test]
