@@ -62,6 +62,33 @@ pub struct VirtualSwitch {
     /// node answers ARP/ND for it and routes what reaches it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<u16>,
+    /// Which of this node's ports its guardian takes down when the
+    /// process ends without a hand-over (crash, `kill -9`, clean stop),
+    /// so neighbours see carrier loss at once, as from a dead chassis.
+    /// Default `channel-members`.
+    #[serde(default, skip_serializing_if = "NodeLossLinks::is_default")]
+    pub node_loss_links: NodeLossLinks,
+}
+
+/// `virtual-switch.node-loss-links`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeLossLinks {
+    /// Members of the multichassis channels: the partner drops them at
+    /// carrier loss and rehashes onto the peer's members.
+    #[default]
+    ChannelMembers,
+    /// Every switch port, the peer link included (the peer learns of the
+    /// loss by the guardian's goodbye first).
+    All,
+    /// None: the partner notices at its LACP timeout.
+    None,
+}
+
+impl NodeLossLinks {
+    fn is_default(&self) -> bool {
+        *self == NodeLossLinks::ChannelMembers
+    }
 }
 
 /// `virtual-switch.keepalive`.

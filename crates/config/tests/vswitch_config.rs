@@ -177,6 +177,28 @@ virtual-switch:
 }
 
 #[test]
+fn node_loss_links() {
+    use config::vswitch::NodeLossLinks;
+    let get = |extra: &str| {
+        config::parse(&format!("{BASE}{VS}{extra}"), "t.yaml")
+            .unwrap()
+            .virtual_switch
+            .unwrap()
+            .node_loss_links
+    };
+    assert_eq!(get(""), NodeLossLinks::ChannelMembers);
+    assert_eq!(get("  node-loss-links: all\n"), NodeLossLinks::All);
+    assert_eq!(get("  node-loss-links: none\n"), NodeLossLinks::None);
+    let text = format!("{BASE}{VS}  node-loss-links: some\n");
+    let e = errors(&text);
+    assert!(
+        e.iter()
+            .any(|(l, _, m)| *l == Some(text.lines().count()) && m.contains("channel-members")),
+        "{e:#?}"
+    );
+}
+
+#[test]
 fn gateways() {
     // VLAN 10 has an SVI; 20 has none; 30 is not configured; 10 twice.
     let base = BASE.replace(

@@ -68,6 +68,24 @@ pub fn run(path: &Path, socket: Option<&Path>) -> Result<(), String> {
     let opts = StartOptions {
         socket: socket.map(Path::to_path_buf),
     };
+    // Forked before the switch's threads and sockets exist, so it holds
+    // none of them (the instance lock above all).
+    let guardian = crate::guardian::Plan::of(&cfg).and_then(|plan| {
+        match crate::guardian::Guardian::spawn(&plan) {
+            Ok(g) => {
+                tracing::info!(
+                    "virtual-switch: guardian pid {} takes [{}] down if this process ends without a hand-over",
+                    g.pid(),
+                    plan.ports.join(", ")
+                );
+                Some(g)
+            }
+            Err(e) => {
+                tracing::warn!("virtual-switch: no guardian ({e}): a crash is seen at the LACP timeout");
+                None
+            }
+        }
+    });
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, term.clone()).map_err(|e| format!("signal: {e}"))?;
@@ -85,17 +103,24 @@ pub fn run(path: &Path, socket: Option<&Path>) -> Result<(), String> {
     }
     while !term.load(Ordering::Relaxed) {
         if crate::api::restart_requested() {
-            return restart(sw, &macs);
+            return restart(sw, &macs, guardian);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     tracing::info!("shutting down");
     sw.stop();
+    // A stopped node forwards nothing: the guardian (if any) takes its
+    // links down as this process exits, so neighbours fail over at once.
+    drop(guardian);
     Ok(())
 }
 
 /// Stop forwarding, hand the ports and the learned addresses over, exec.
-fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
+fn restart(
+    sw: Switch,
+    macs: &Path,
+    guardian: Option<crate::guardian::Guardian>,
+) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     // Workers hand their sockets over at the top of their loop (the
     // rings keep receiving meanwhile) and stop for good.
@@ -129,6 +154,10 @@ fn restart(sw: Switch, macs: &Path) -> Result<(), String> {
     // The lock goes with us through exec: no other switch can claim the
     // socket while it is gone.
     let lock_fd = sw.lock.keep_across_exec();
+    // A planned restart keeps every link up; the new image forks its own.
+    if let Some(g) = guardian {
+        g.handover();
+    }
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env(RESTART_ENV, t0.to_string())

@@ -15,6 +15,7 @@ pub mod api;
 pub mod apply;
 pub mod daemon;
 pub mod guard;
+pub mod guardian;
 pub mod inline;
 pub mod instance;
 pub mod ports;

@@ -1572,14 +1572,28 @@ impl Dut {
             let vs = self
                 .lanyard_show_at(&n.sock, &["virtual-switch"])
                 .unwrap_or_default();
-            let rx: u64 = self
-                .lanyard_show_at(&n.sock, &["counters"])
-                .ok()
+            let counters = self.lanyard_show_at(&n.sock, &["counters"]).ok();
+            let ports = counters
+                .as_ref()
                 .and_then(|v| v["ports"].as_array().cloned())
-                .into_iter()
-                .flatten()
+                .unwrap_or_default();
+            let rx: u64 = ports
+                .iter()
                 .filter(|p| ["m1", "m2", "n1", "n2"].iter().any(|m| p["name"] == *m))
                 .filter_map(|p| p["rx_frames"].as_u64())
+                .sum();
+            // Floods and peer-link traffic: what a rejoin costs besides loss.
+            let flooded: u64 = counters
+                .as_ref()
+                .and_then(|v| v["vlans"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|v| v["flooded"].as_u64())
+                .sum();
+            let pl_tx: u64 = ports
+                .iter()
+                .filter(|p| p["name"] == "pl")
+                .filter_map(|p| p["tx_frames"].as_u64())
                 .sum();
             o.insert(
                 n.name.into(),
@@ -1587,6 +1601,8 @@ impl Dut {
                     "status": if vs.is_null() { "down".into() } else { vs["status"].clone() },
                     "members": vs["multichassis_members"],
                     "rx": rx,
+                    "flooded": flooded,
+                    "pl_tx": pl_tx,
                 }),
             );
         }

@@ -16,8 +16,9 @@
 //! ```
 //!
 //! Each node has a control script (`$LAB_NODE_A`, `$LAB_NODE_B` in
-//! commands): `kill` (SIGKILL: its veths stay up, so the partner learns
-//! of the loss when LACPDUs stop), `power-off` (SIGKILL and every link of
+//! commands): `kill` (SIGKILL of the switch process: its guardian takes
+//! the node's channel members down, docs/virtual-switch.md "Node loss"),
+//! `power-off` (SIGKILL and every link of
 //! the node down: power loss, the partner sees carrier loss) and `start`
 //! (links up, the node started again in the background).
 
@@ -134,10 +135,18 @@ pub fn control_script(ns: &str, bin: &Path, cfg: &Path, log: &Path) -> String {
 # the node's own management socket.
 unset LANYARD_SOCKET
 NS={ns}
-kill9() {{ ip netns pids $NS | xargs -r kill -9; }}
+# kill: the switch process crashes; its guardian (comm lanyard-guard)
+# lives on and takes the node's channel members down, as a dead chassis.
+# power-off: everything in the namespace dies and every link goes down.
+kill9() {{
+  for p in $(ip netns pids $NS); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = lanyard-guard ] || kill -9 $p
+  done
+}}
+killall9() {{ ip netns pids $NS | xargs -r kill -9; }}
 case "$1" in
   kill) kill9 ;;
-  power-off) kill9; printf '{down}\n' | ip -n $NS -batch - ;;
+  power-off) killall9; printf '{down}\n' | ip -n $NS -batch - ;;
   start)
     printf '{up}\n' | ip -n $NS -batch -
     ip netns exec $NS setsid {bin} run --config {cfg} >>{log} 2>&1 </dev/null &
@@ -178,15 +187,25 @@ pub fn trial_state(before: &serde_json::Value, after: &serde_json::Value) -> ser
     for n in NODES {
         let (b, a) = (&before[n], &after[n]);
         // A node restarted during the trial counts from zero again.
-        let (rb, ra) = (b["rx"].as_u64().unwrap_or(0), a["rx"].as_u64().unwrap_or(0));
-        o.insert(
-            n.into(),
-            serde_json::json!({
-                "rx": if ra >= rb { ra - rb } else { ra },
-                "status": a["status"],
-                "members": a["members"],
-            }),
-        );
+        let delta = |k: &str| {
+            let (x, y) = (b[k].as_u64().unwrap_or(0), a[k].as_u64().unwrap_or(0));
+            if y >= x {
+                y - x
+            } else {
+                y
+            }
+        };
+        let mut e = serde_json::json!({
+            "rx": delta("rx"),
+            "status": a["status"],
+            "members": a["members"],
+        });
+        for k in ["flooded", "pl_tx"] {
+            if !a[k].is_null() {
+                e[k] = delta(k).into();
+            }
+        }
+        o.insert(n.into(), e);
     }
     o.insert(
         "partner_distributing".into(),
@@ -205,14 +224,18 @@ pub fn state_line(p: &serde_json::Value) -> String {
         .iter()
         .map(|n| {
             format!(
-                "{} rx {} ({}{})",
+                "{} rx {} ({}{}){}",
                 n.to_uppercase(),
                 p[n]["rx"],
                 p[n]["status"].as_str().unwrap_or("?"),
                 p[n]["members"]
                     .as_str()
                     .map(|m| format!(", members {m}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                match (p[n]["flooded"].as_u64(), p[n]["pl_tx"].as_u64()) {
+                    (Some(f), Some(t)) => format!(" flooded {f}, peer link tx {t}"),
+                    _ => String::new(),
+                }
             )
         })
         .collect();
@@ -266,6 +289,17 @@ mod tests {
             state_line(&trial_state(&before, &down)),
             "{A rx 0 (down), B rx 10 (peer-down, members up); partner members distributing [4,4] -> [2,2]}"
         );
+        // Floods and peer-link frames per node, when the nodes report them.
+        let before = json!({"a": {"rx": 1, "flooded": 5, "pl_tx": 7}, "b": {"rx": 1}});
+        let after = json!({"a": {"rx": 2, "status": "paired", "flooded": 73, "pl_tx": 75},
+                           "b": {"rx": 2, "status": "paired"}});
+        let s = trial_state(&before, &after);
+        assert_eq!(
+            (&s["a"]["flooded"], &s["a"]["pl_tx"]),
+            (&json!(68), &json!(68))
+        );
+        assert!(state_line(&s)
+            .contains("A rx 1 (paired) flooded 68, peer link tx 68, B rx 1 (paired);"));
     }
 
     #[test]

@@ -94,9 +94,12 @@ tests:
     // in the pair with its members distributing by the end.
     let t = &row("return").detail["disruption"]["trials"][0];
     assert_eq!(t["commands"][0]["ok"], true, "{t:#}");
-    // Not asserted: lost and duplicated frames while the node rejoins
-    // (a run here: 645 lost, 16 duplicated at 2,000 frames/s; see
-    // docs/virtual-switch.md "Not done").
+    // The survivor keeps its members while A rejoins, and A waits for the
+    // survivor's copy (before: 645 lost, 16 duplicated at 2,000 frames/s;
+    // after, at 5,000 frames/s: 0-23 lost, duplicates in some trials, 0-458;
+    // docs/virtual-switch.md "Rejoin"). Bounded, not zero: what remains is
+    // open.
+    assert!(t["lost"].as_i64().unwrap() < 200, "{t:#}");
     let p = &t["pair"];
     assert_eq!(
         p["partner_distributing_before"],

@@ -53,7 +53,12 @@ pub fn virtual_switch(v: &Value) -> String {
             let _ = writeln!(o, "  Peer       never heard");
         }
     }
-    let _ = writeln!(o, "  Dual-active events {}", u(v, "dual_active_events"));
+    let _ = writeln!(
+        o,
+        "  Dual-active events {}, peer goodbyes {}",
+        u(v, "dual_active_events"),
+        u(v, "goodbyes")
+    );
     let pl = v.get("peer_link").cloned().unwrap_or(Value::Null);
     let _ = writeln!(
         o,

@@ -33,6 +33,14 @@ pub enum LearnerRequest {
     /// The peer no longer has these: they go unless traffic here
     /// refreshed them since (then they age as learned here).
     PeerRemove { keys: Vec<MacKey> },
+    /// The peer is gone for good (after the `PeerRemove` of what it had
+    /// behind its own ports): what it still had — channel-bound
+    /// addresses this node's members reach — is this node's own now. It
+    /// ages by traffic here and goes into the full copy a returning peer
+    /// asks for (without this, an address the peer had learned and this
+    /// node had not re-claimed yet was left out of that copy, and the
+    /// returning node flooded it).
+    PeerLost,
     /// Every address learned here (not from the peer), for a full copy.
     LocalTable {
         reply: mpsc::Sender<Vec<(MacKey, u16)>>,
@@ -389,6 +397,18 @@ impl Learner {
                         }
                         _ => {
                             self.peer.remove(&key);
+                        }
+                    }
+                }
+            }
+            LearnerRequest::PeerLost => {
+                // A full ageing period from now (peer-learned addresses
+                // stay valid after the loss); not reported: no peer to tell.
+                let now = self.shared.now();
+                for (key, _) in self.peer.drain() {
+                    if let Some(e) = t.mac.lookup(key) {
+                        if !e.is_static {
+                            t.mac.touch(key, e.port, now);
                         }
                     }
                 }

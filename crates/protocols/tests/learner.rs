@@ -201,4 +201,17 @@ fn peer_addresses_and_local_changes() {
     assert_eq!(r.len(), 1);
     assert!(r.shared.tables.load().mac.lookup(key(3)).is_some());
     assert!(r.changes.take().is_empty());
+    // The peer is lost: what it had is ours, in the copy a returning peer
+    // gets (not reported: nobody to tell).
+    let local = || {
+        let (tx, rx) = mpsc::channel();
+        r.inbox
+            .send(&r.shared, LearnerRequest::LocalTable { reply: tx });
+        rx.recv_timeout(Duration::from_secs(5)).unwrap()
+    };
+    assert!(local().is_empty());
+    r.inbox.send(&r.shared, LearnerRequest::PeerLost);
+    r.settle();
+    assert_eq!(local(), vec![(key(3), 2)]);
+    assert!(r.changes.take().is_empty());
 }

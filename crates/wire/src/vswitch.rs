@@ -170,6 +170,10 @@ pub enum Message<'a> {
     Hello(Hello),
     /// Keepalive over the separate path.
     Keepalive(Hello),
+    /// The sender stopped without a hand-over (sent for it by its
+    /// guardian over the keepalive path): the receiver is alone at once
+    /// instead of waiting for the keepalive timeout.
+    Goodbye(Hello),
     /// Learned addresses added or removed.
     Macs(MacEntries<'a>),
     /// A channel's LACP view.
@@ -322,6 +326,7 @@ const T_SYNC_START: u8 = 6;
 const T_SYNC_END: u8 = 7;
 const T_NEIGHBORS: u8 = 8;
 const T_GROUPS: u8 = 9;
+const T_GOODBYE: u8 = 10;
 
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
@@ -358,7 +363,7 @@ pub fn decode(buf: &[u8]) -> Result<(u16, Message<'_>), PeerError> {
         }
     };
     let msg = match ty {
-        T_HELLO | T_KEEPALIVE => {
+        T_HELLO | T_KEEPALIVE | T_GOODBYE => {
             need(HELLO_LEN)?;
             let flags = p[14];
             if flags & !0b111 != 0 || p[15] != 0 {
@@ -373,10 +378,10 @@ pub fn decode(buf: &[u8]) -> Result<(u16, Message<'_>), PeerError> {
                 primary: flags & 4 != 0,
                 seq: be32(&p[16..20]),
             };
-            if ty == T_HELLO {
-                Message::Hello(h)
-            } else {
-                Message::Keepalive(h)
+            match ty {
+                T_HELLO => Message::Hello(h),
+                T_KEEPALIVE => Message::Keepalive(h),
+                _ => Message::Goodbye(h),
             }
         }
         T_MACS => {
@@ -474,11 +479,11 @@ fn header(out: &mut [u8], ty: u8, domain: u16, len: usize) -> Result<&mut [u8], 
 /// returns its length.
 pub fn encode(domain: u16, msg: &Message<'_>, out: &mut [u8]) -> Result<usize, PeerError> {
     match *msg {
-        Message::Hello(h) | Message::Keepalive(h) => {
-            let ty = if matches!(msg, Message::Hello(_)) {
-                T_HELLO
-            } else {
-                T_KEEPALIVE
+        Message::Hello(h) | Message::Keepalive(h) | Message::Goodbye(h) => {
+            let ty = match msg {
+                Message::Hello(_) => T_HELLO,
+                Message::Keepalive(_) => T_KEEPALIVE,
+                _ => T_GOODBYE,
             };
             let p = header(out, ty, domain, HELLO_LEN)?;
             p[0..2].copy_from_slice(&h.priority.to_be_bytes());
@@ -633,6 +638,7 @@ mod tests {
         for m in [
             Message::Hello(hello()),
             Message::Keepalive(hello()),
+            Message::Goodbye(hello()),
             Message::Lacp(LacpState {
                 channel: 3,
                 partner_system: [2, 1, 2, 3, 4, 5],

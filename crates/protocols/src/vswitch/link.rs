@@ -198,6 +198,8 @@ pub struct PeerLink {
     frame: Box<[u8; FRAME_MAX]>,
     /// What was last written into the HA state (hold, peer serves).
     applied: Option<(bool, Vec<bool>)>,
+    /// The LACP views last sent (see [`PeerLink::send_changed_views`]).
+    sent_views: Vec<LacpState>,
     /// ARP/ND neighbours of the SVIs.
     pub neigh: NeighSync,
     /// Snooping memberships (with multicast).
@@ -228,6 +230,7 @@ impl PeerLink {
             src,
             frame: Box::new([0; FRAME_MAX]),
             applied: None,
+            sent_views: Vec::new(),
         }
     }
 
@@ -379,32 +382,61 @@ impl PeerLink {
     pub fn send_hello(&mut self, hello: Hello) {
         let k = self.tx_port();
         self.send(k, &Message::Hello(hello));
+        let views = self.views();
+        for l in &views {
+            self.send(k, &Message::Lacp(*l));
+        }
+        self.sent_views = views;
+    }
+
+    /// Sends at once the LACP views that changed since last sent (called
+    /// every turn of the pair's thread, ≤ 10 ms): the peer's flood and
+    /// `peer-served` filters follow a member joining or leaving within
+    /// milliseconds, not a hello interval later (a flood delivered by both
+    /// nodes, or by neither, in between).
+    pub fn send_changed_views(&mut self) {
+        let views = self.views();
+        if views == self.sent_views {
+            return;
+        }
+        let k = self.tx_port();
+        for (i, l) in views.iter().enumerate() {
+            if self.sent_views.get(i) != Some(l) {
+                self.send(k, &Message::Lacp(*l));
+            }
+        }
+        self.sent_views = views;
+    }
+
+    /// Each channel's LACP view as the data path has it now.
+    fn views(&self) -> Vec<LacpState> {
         let st = self.io.ha.snapshot();
         let hold = st.mc.as_ref().is_some_and(|m| m.hold_down);
-        for j in 0..self.io.channels.len() {
-            let c = &st.channels[self.io.channels[j].index];
-            let up = c.members.iter().filter(|m| st.usable(**m)).count();
-            let active = if hold {
-                0
-            } else {
-                c.members
-                    .iter()
-                    .zip(&c.distributing)
-                    .filter(|(m, d)| **d && st.usable(**m))
-                    .count()
-            };
-            let (partner_system, partner_key) = self
-                .local_partner(self.io.channels[j].index)
-                .unwrap_or(([0; 6], 0));
-            let l = LacpState {
-                channel: self.io.channels[j].id,
-                partner_system,
-                partner_key,
-                members_up: up.min(255) as u8,
-                members_active: active.min(255) as u8,
-            };
-            self.send(k, &Message::Lacp(l));
-        }
+        (0..self.io.channels.len())
+            .map(|j| {
+                let c = &st.channels[self.io.channels[j].index];
+                let up = c.members.iter().filter(|m| st.usable(**m)).count();
+                let active = if hold {
+                    0
+                } else {
+                    c.members
+                        .iter()
+                        .zip(&c.distributing)
+                        .filter(|(m, d)| **d && st.usable(**m))
+                        .count()
+                };
+                let (partner_system, partner_key) = self
+                    .local_partner(self.io.channels[j].index)
+                    .unwrap_or(([0; 6], 0));
+                LacpState {
+                    channel: self.io.channels[j].id,
+                    partner_system,
+                    partner_key,
+                    members_up: up.min(255) as u8,
+                    members_active: active.min(255) as u8,
+                }
+            })
+            .collect()
     }
 
     /// Asks the peer for a full copy of its addresses.
@@ -516,7 +548,10 @@ impl PeerLink {
                     self.counters.rx += 1;
                     match m {
                         Message::Hello(h) => out.hellos.push((d, h)),
-                        Message::Keepalive(_) => self.counters.rx_unexpected += 1,
+                        // The guardian's goodbye comes by the keepalive path only.
+                        Message::Keepalive(_) | Message::Goodbye(_) => {
+                            self.counters.rx_unexpected += 1
+                        }
                         Message::Macs(list) => {
                             for e in list.iter() {
                                 self.counters.macs_rx += 1;
@@ -645,6 +680,9 @@ impl PeerLink {
         let mut none = Vec::new();
         let mut keys = keys;
         self.flush_learner(&mut none, &mut keys);
+        self.io
+            .inbox
+            .send(&self.io.shared, LearnerRequest::PeerLost);
         self.peer_active.iter_mut().for_each(|a| *a = false);
         self.neigh.peer_lost();
         if let Some(g) = self.groups.as_mut() {

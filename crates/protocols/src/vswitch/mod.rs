@@ -214,6 +214,9 @@ impl PairRunner {
                     next_hello = now + interval;
                 }
                 l.send_changes(alive);
+                if alive {
+                    l.send_changed_views();
+                }
             }
             // Wait for a keepalive or a peer frame, 10 ms at most (timers).
             let mut fds = [
@@ -248,6 +251,16 @@ impl PairRunner {
                         Ok((d, Message::Keepalive(h))) => {
                             self.counters.rx += 1;
                             self.pair.keepalive(now, d, h);
+                        }
+                        Ok((d, Message::Goodbye(h))) => {
+                            self.counters.rx += 1;
+                            let before = self.pair.goodbyes;
+                            self.pair.goodbye(now, d, h);
+                            if self.pair.goodbyes != before {
+                                tracing::warn!(
+                                    "virtual-switch: the peer's guardian says it stopped without a hand-over"
+                                );
+                            }
                         }
                         Ok(_) => self.counters.rx_unexpected += 1,
                         Err(e) => self.counters.bad(e),
@@ -406,6 +419,7 @@ impl PairRunner {
             "status": p.status(now).as_str(),
             "multichassis_members": p.members_reason(now),
             "dual_active_events": p.dual_active_events,
+            "goodbyes": p.goodbyes,
             "peer_link": {
                 "ports": vs.peer_link,
                 "state": if p.link_alive(now) { "up" } else { "down" },

@@ -76,6 +76,11 @@ pub fn node_id(ip: std::net::IpAddr) -> [u8; 6] {
     b[10..16].try_into().unwrap_or_default()
 }
 
+/// After a goodbye, the peer's hellos and keepalives are ignored this long:
+/// frames it sent before it died may still be queued, and a restarted
+/// node takes longer than this to send its first.
+pub const GOODBYE_QUIET: Duration = Duration::from_millis(100);
+
 /// What was last heard from the peer.
 #[derive(Clone, Copy, Debug)]
 struct Heard {
@@ -90,8 +95,19 @@ pub struct PairState {
     started: Instant,
     link: Option<Heard>,
     keepalive: Option<Heard>,
+    /// When the peer said goodbye: hellos it sent before are ignored for
+    /// [`GOODBYE_QUIET`] (a frame still queued must not bring it back).
+    gone_at: Option<Instant>,
+    /// Goodbyes received.
+    pub goodbyes: u64,
     /// Last time the peer link came (back) up.
     link_up_since: Option<Instant>,
+    /// Since when keepalives arrive without a gap.
+    keepalive_since: Option<Instant>,
+    /// This node's members were carrying traffic when the peer link came
+    /// up (it was alone, or the dual-active primary): they stay up
+    /// whatever the roles, and the joining node waits instead.
+    carrying: bool,
     /// A full copy of the peer's state arrived since the link came up.
     synced: bool,
     /// Counted refusals.
@@ -109,7 +125,11 @@ impl PairState {
             started: now,
             link: None,
             keepalive: None,
+            gone_at: None,
+            goodbyes: 0,
             link_up_since: None,
+            keepalive_since: None,
+            carrying: false,
             synced: false,
             wrong_domain: 0,
             system_mismatch: 0,
@@ -137,6 +157,15 @@ impl PairState {
     }
 
     fn accept(&mut self, domain: u16, h: &Hello) -> bool {
+        self.accept_at(None, domain, h)
+    }
+
+    fn accept_at(&mut self, now: Option<Instant>, domain: u16, h: &Hello) -> bool {
+        if let (Some(now), Some(g)) = (now, self.gone_at) {
+            if now.saturating_duration_since(g) < GOODBYE_QUIET {
+                return false;
+            }
+        }
         if domain != self.cfg.domain {
             self.wrong_domain += 1;
             return false;
@@ -151,10 +180,12 @@ impl PairState {
 
     /// A hello received on the peer link.
     pub fn peer_link_hello(&mut self, now: Instant, domain: u16, h: Hello) {
-        if !self.accept(domain, &h) {
+        if !self.accept_at(Some(now), domain, &h) {
             return;
         }
         if !self.link_alive(now) {
+            // Decided before the hello changes the status.
+            self.carrying = self.members_enabled(now);
             self.link_up_since = Some(now);
             self.synced = false;
         }
@@ -164,10 +195,35 @@ impl PairState {
 
     /// A keepalive received over the separate path.
     pub fn keepalive(&mut self, now: Instant, domain: u16, h: Hello) {
+        if !self.accept_at(Some(now), domain, &h) {
+            return;
+        }
+        if !self.keepalive_alive(now) {
+            self.keepalive_since = Some(now);
+        }
+        self.keepalive = Some(Heard { at: now, hello: h });
+        self.update(now);
+    }
+
+    /// The peer's guardian says its node stopped without a hand-over:
+    /// forget both signals now (alone, primary, members up) instead of
+    /// waiting for the timeout. Only from the node we last heard, so a
+    /// stray or replayed goodbye of a third node changes nothing.
+    pub fn goodbye(&mut self, now: Instant, domain: u16, h: Hello) {
         if !self.accept(domain, &h) {
             return;
         }
-        self.keepalive = Some(Heard { at: now, hello: h });
+        // Nothing heard (or already forgotten: the guardian sends three),
+        // or another node: nothing to end.
+        if self.peer().is_none_or(|(_, p)| p.node != h.node) {
+            return;
+        }
+        self.goodbyes += 1;
+        self.gone_at = Some(now);
+        self.link = None;
+        self.keepalive = None;
+        self.keepalive_since = None;
+        self.synced = false;
         self.update(now);
     }
 
@@ -220,16 +276,30 @@ impl PairState {
     pub fn status(&self, now: Instant) -> PairStatus {
         if self.link_alive(now) {
             PairStatus::Paired
-        } else if self.keepalive_alive(now) {
+        } else if self.keepalive_alive(now) && self.split(now) {
             PairStatus::DualActive
         } else if self.link.is_none()
-            && self.keepalive.is_none()
+            && self.gone_at.is_none()
             && now.saturating_duration_since(self.started) < self.cfg.delay_restore
         {
             PairStatus::Init
         } else {
             PairStatus::PeerDown
         }
+    }
+
+    /// Keepalives without the peer link mean a split only when the link
+    /// died while they kept coming, or when it has not come up within a
+    /// timeout of their return. A node that (re)starts sends keepalives a
+    /// little before its first hello: taken for a split, that made the
+    /// survivor (secondary) take its members down, and the returning
+    /// primary bring its own up with an empty table.
+    fn split(&self, now: Instant) -> bool {
+        let Some(since) = self.keepalive_since else {
+            return false;
+        };
+        self.link.is_some_and(|l| l.at >= since)
+            || now.saturating_duration_since(since) >= self.cfg.timeout
     }
 
     /// Primary unless a live peer has the better (priority, node).
@@ -254,10 +324,15 @@ impl PairState {
             PairStatus::PeerDown => true,
             PairStatus::DualActive => self.role(now) == Role::Primary,
             PairStatus::Paired => {
-                // Back from a split: the secondary waits for the copy and
-                // the restore delay, so the partner never sees a member
-                // that would forward with an empty table.
-                self.role(now) == Role::Primary
+                // The node that carried the traffic when the link came up
+                // keeps its members, whatever its role: a survivor that
+                // took them down for a returning primary would send every
+                // stream to a node with an empty table (the rejoin loss
+                // the lab measured). The node that joins (after its start,
+                // or the dual-active secondary) waits for the peer's full
+                // copy and the restore delay, so the partner never sees a
+                // member that would forward with an empty table.
+                self.carrying
                     || (self.synced
                         && self.link_up_since.is_none_or(|t| {
                             now.saturating_duration_since(t) >= self.cfg.delay_restore
@@ -322,16 +397,16 @@ mod tests {
         assert!(sb.members_enabled(t0 + 2500 * MS));
         assert_eq!(sb.role(t0 + 2500 * MS), Role::Primary);
 
-        // The peer link comes up: b is secondary, waits for the copy and
-        // the delay.
+        // The peer link comes up: b is secondary but was carrying the
+        // traffic alone, so its members stay up.
         let t = t0 + 3000 * MS;
         sb.peer_link_hello(t, 7, hello_of(&a));
         sb.keepalive(t, 7, hello_of(&a));
         assert_eq!(sb.status(t), PairStatus::Paired);
         assert_eq!(sb.role(t), Role::Secondary);
-        assert!(!sb.members_enabled(t));
+        assert!(sb.members_enabled(t));
         sb.synced(t + 100 * MS);
-        assert!(!sb.members_enabled(t + 100 * MS));
+        assert!(sb.members_enabled(t + 100 * MS));
         let mut now = t;
         while now < t + 2500 * MS {
             now += 200 * MS;
@@ -351,9 +426,15 @@ mod tests {
         assert!(!sb.members_enabled(now));
         assert_eq!(sb.members_reason(now), "down: dual-active, secondary");
 
-        // The primary in the same situation keeps its members.
+        // The primary in the same situation keeps its members (keepalives
+        // alone for a timeout: a split, not a peer starting).
         let mut sa = PairState::new(a.clone(), t0);
-        sa.keepalive(now, 7, hello_of(&b));
+        let ka = now - 1200 * MS;
+        sa.keepalive(ka, 7, hello_of(&b));
+        assert_ne!(sa.status(ka), PairStatus::DualActive);
+        for k in 1..=6 {
+            sa.keepalive(ka + k * 200 * MS, 7, hello_of(&b));
+        }
         assert_eq!(sa.status(now), PairStatus::DualActive);
         assert!(sa.members_enabled(now));
 
@@ -378,6 +459,109 @@ mod tests {
         assert_eq!(sb.update(now), PairStatus::PeerDown);
         assert_eq!(sb.role(now), Role::Primary);
         assert!(sb.members_enabled(now));
+    }
+
+    #[test]
+    fn a_returning_primary_waits_and_the_survivor_keeps_its_members() {
+        let t0 = Instant::now();
+        let (a, b) = (node(100, 1), node(200, 2));
+        // b alone (a died) carries everything.
+        let mut sb = PairState::new(b.clone(), t0);
+        let mut now = t0 + 2500 * MS;
+        assert_eq!(sb.update(now), PairStatus::PeerDown);
+        assert!(sb.members_enabled(now));
+        // a starts again: its keepalives reach b before its first hello
+        // (no split: b keeps its members; a stays in its start-up hold).
+        let mut sa = PairState::new(a.clone(), now);
+        now += 50 * MS;
+        sb.keepalive(now, 7, hello_of(&a));
+        sa.keepalive(now, 7, hello_of(&b));
+        assert_eq!(sb.update(now), PairStatus::PeerDown);
+        assert!(sb.members_enabled(now));
+        assert_eq!(sa.update(now), PairStatus::Init);
+        assert!(!sa.members_enabled(now));
+        assert_eq!(sb.dual_active_events + sa.dual_active_events, 0);
+        now += 50 * MS;
+        sa.peer_link_hello(now, 7, hello_of(&b));
+        sb.peer_link_hello(now, 7, hello_of(&a));
+        assert_eq!(
+            (sa.status(now), sb.status(now)),
+            (PairStatus::Paired, PairStatus::Paired)
+        );
+        assert_eq!(
+            (sa.role(now), sb.role(now)),
+            (Role::Primary, Role::Secondary)
+        );
+        // The primary waits for b's copy and the delay; b never drops.
+        assert!(!sa.members_enabled(now));
+        assert_eq!(sa.members_reason(now), "down: waiting for the peer's state");
+        assert!(sb.members_enabled(now));
+        let back = now;
+        while now < back + 2100 * MS {
+            now += 100 * MS;
+            sa.peer_link_hello(now, 7, hello_of(&b));
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            if now == back + 200 * MS {
+                sa.synced(now);
+            }
+            assert!(sb.members_enabled(now));
+            assert_eq!(
+                sa.members_enabled(now),
+                now >= back + 2000 * MS,
+                "{:?}",
+                now - back
+            );
+        }
+        // Both started together: both wait for the copy and the delay.
+        let mut sc = PairState::new(a.clone(), now);
+        let mut sd = PairState::new(b.clone(), now);
+        sc.peer_link_hello(now + 50 * MS, 7, hello_of(&b));
+        sd.peer_link_hello(now + 50 * MS, 7, hello_of(&a));
+        assert!(!sc.members_enabled(now + 50 * MS));
+        assert!(!sd.members_enabled(now + 50 * MS));
+    }
+
+    #[test]
+    fn goodbye_ends_the_pair_at_once() {
+        let t0 = Instant::now();
+        let a = node(100, 1);
+        let mut sb = PairState::new(node(200, 2), t0);
+        let mut now = t0;
+        while now < t0 + 3000 * MS {
+            now += 200 * MS;
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            sb.keepalive(now, 7, hello_of(&a));
+            if now == t0 + 400 * MS {
+                sb.synced(now);
+            }
+        }
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        assert_eq!(sb.role(now), Role::Secondary);
+        // A third node's goodbye changes nothing.
+        sb.goodbye(now, 7, hello_of(&node(100, 9)));
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        // The peer's guardian says it died: alone and primary at once,
+        // not a timeout later (nor dual-active, which would take this
+        // secondary's members down).
+        now += MS;
+        sb.goodbye(now, 7, hello_of(&a));
+        sb.goodbye(now, 7, hello_of(&a));
+        assert_eq!(sb.goodbyes, 1);
+        assert_eq!(sb.update(now), PairStatus::PeerDown);
+        assert_eq!(sb.role(now), Role::Primary);
+        assert!(sb.members_enabled(now));
+        // A hello still queued from before its death is ignored ...
+        sb.peer_link_hello(now + 10 * MS, 7, hello_of(&a));
+        assert_eq!(sb.update(now + 10 * MS), PairStatus::PeerDown);
+        // ... a restarted peer's is not.
+        now += GOODBYE_QUIET + MS;
+        sb.peer_link_hello(now, 7, hello_of(&a));
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        // Early in this node's own start a goodbye means alone, not init.
+        let mut sc = PairState::new(node(200, 2), now);
+        sc.keepalive(now, 7, hello_of(&a));
+        sc.goodbye(now + MS, 7, hello_of(&a));
+        assert_eq!(sc.update(now + MS), PairStatus::PeerDown);
     }
 
     #[test]
