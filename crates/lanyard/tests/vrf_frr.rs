@@ -10,11 +10,14 @@
 //! Checked: the routes in Lanyard's per-VRF FIBs with their own next hop
 //! (none in the default VRF), frames forwarded per VRF to the right
 //! neighbour only, a withdrawal in one VRF leaving the other alone, and
+//! bgpd's per-VRF VPN labels (`label vpn export auto`) reaching Lanyard as
+//! pops into their VRF, a labelled packet on the core port (default VRF)
+//! routed in its label's VRF only, and
 //! the same state after an FPM reconnect (zebra replays its RIB: the
 //! path a provider-only rewrite would miss) and after zebra is killed and
 //! restarted.
 //!
-//! Needs root, FRR (zebra, staticd, ospfd) and the modules
+//! Needs root, FRR (zebra, staticd, ospfd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED. About 20 s.
 
 use std::net::IpAddr;
@@ -140,8 +143,10 @@ struct Ports {
     p: Vec<RawPort>,
     /// Router MACs of sw1, sw2 (customer side, VRF A and B).
     r: [Mac; 2],
-    /// Tester MACs of t1..t4.
-    t: [Mac; 4],
+    /// Tester MACs of t1..t5.
+    t: [Mac; 5],
+    /// Router MAC of sw5 (the core port, default VRF).
+    r5: Mac,
 }
 
 /// Sends `n` packets to `dst` from VRF A's customer (t1) and VRF B's
@@ -224,6 +229,7 @@ ports:
   - {{name: sw2, mode: routed, addresses: [10.1.0.1/24]}}
   - {{name: sw3, mode: routed, addresses: [10.2.0.1/24]}}
   - {{name: sw4, mode: routed, addresses: [10.2.0.1/24]}}
+  - {{name: sw5, mode: routed, addresses: [10.0.0.1/24]}}
 vrfs:
   - {{name: CUSTA, interfaces: [sw1, sw3], rd: "65000:1", table: 1001, namespace: {ns_a}}}
   - {{name: CUSTB, interfaces: [sw2, sw4], rd: "65000:2", table: 1002, namespace: {ns_b}}}
@@ -250,6 +256,16 @@ fn pe_config() -> FrrConfig {
         ospfd: "router ospf vrf CUSTA\n ospf router-id 10.255.0.1\n network 10.2.0.0/24 area 0\nexit\n\
                 router ospf vrf CUSTB\n ospf router-id 10.255.0.1\n network 10.2.0.0/24 area 0\nexit\n"
             .into(),
+        // Each VRF exports to the VPN with a per-VRF label (no peer is
+        // needed for bgpd to allocate it and give it to zebra).
+        bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\nexit\n\
+               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  redistribute static\n  \
+               label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  export vpn\n \
+               exit-address-family\nexit\n\
+               router bgp 65000 vrf CUSTB\n address-family ipv4 unicast\n  redistribute static\n  \
+               label vpn export auto\n  rd vpn export 65000:2\n  rt vpn both 65000:2\n  export vpn\n \
+               exit-address-family\nexit\n"
+            .into(),
         ..FrrConfig::default()
     }
 }
@@ -261,6 +277,11 @@ fn pe_config() -> FrrConfig {
 /// `vtysh -b` (how `frr.conf` is loaded in service) runs after the
 /// daemons started, as here.
 fn pe_interfaces(pe: &FrrInstance) {
+    // Once ospfd has the VRFs' interfaces from zebra.
+    wait_for("ospfd's VRF interfaces", Duration::from_secs(15), || {
+        let v = pe.vtysh(&["show ip ospf vrf all interface"]);
+        (v.contains("ly-sw3 is up") && v.contains("ly-sw4 is up")).then_some(())
+    });
     for (ifname, vrf) in [("ly-sw3", "CUSTA"), ("ly-sw4", "CUSTB")] {
         let head = format!("interface {ifname} vrf {vrf}");
         let mut lines = vec![head.as_str()];
@@ -283,7 +304,7 @@ fn ce_config(i: usize, rid: &str) -> FrrConfig {
 
 #[test]
 fn frr_routes_reach_the_fib_of_their_vrf() {
-    testkit::require_frr!(&[Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd]);
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Bgpd]);
     for m in [FPM_MODULE, MPLS_MODULE] {
         if !Path::new(m).exists() {
             println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
@@ -291,7 +312,7 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
         }
     }
     let t0 = Instant::now();
-    let bed = RouterBed::new("vrffr", 4, 1500).expect("namespaces");
+    let bed = RouterBed::new("vrffr", 5, 1500).expect("namespaces");
     // The VRF namespaces exist before Lanyard starts: it runs under `ip
     // netns exec`, in a mount namespace of its own, so namespaces it
     // created would not be visible to zebra (docs/vrf.md).
@@ -316,7 +337,7 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
         &bed.dut,
         &lanyard_yaml(ns_a.name(), ns_b.name()),
-        &["sw1", "sw2", "sw3", "sw4"],
+        &["sw1", "sw2", "sw3", "sw4", "sw5"],
     )
     .expect("start lanyard");
     let opts = FrrOptions {
@@ -336,7 +357,7 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
     let mut pe = FrrInstance::start_with(
         bed.dut.name(),
         "vrf-pe",
-        &[Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd],
+        &[Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Bgpd],
         &pe_config(),
         &opts,
     )
@@ -406,10 +427,11 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
         }
     }
 
-    let ps: Vec<RawPort> = (1..=4).map(|i| bed.open(i).unwrap()).collect();
+    let ps: Vec<RawPort> = (1..=5).map(|i| bed.open(i).unwrap()).collect();
     let ports = Ports {
         r: [sw.router_mac("sw1"), sw.router_mac("sw2")],
-        t: [1, 2, 3, 4].map(|i| mac_of(bed.tester(i), &format!("t{i}"))),
+        t: [1, 2, 3, 4, 5].map(|i| mac_of(bed.tester(i), &format!("t{i}"))),
+        r5: sw.router_mac("sw5"),
         p: ps,
     };
     if !glean(&ports, "198.51.100.7") {
@@ -417,6 +439,89 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
     }
     check_split(&ports, "198.51.100.7", 0, 100, &mut failures);
     check_split(&ports, "203.0.113.7", 1_000, 100, &mut failures);
+
+    // bgpd's per-VRF VPN labels: zebra's LSP toward each VRF's label
+    // interface reaches Lanyard as a pop into that VRF; a labelled packet
+    // on the core port (default VRF) is routed in the label's VRF.
+    let find_labels = || {
+        let t = sw.show_json(&["show", "mpls", "table"]);
+        let of = |vrf: &str| {
+            t["labels"]
+                .as_array()?
+                .iter()
+                .find(|e| e["action"] == "pop-lookup" && e["vrf"] == vrf)?["in_label"]
+                .as_u64()
+        };
+        Some((of("CUSTA")?, of("CUSTB")?))
+    };
+    let t = Instant::now();
+    let mut found = find_labels();
+    while found.is_none() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+        found = find_labels();
+    }
+    let Some(vpn_labels) = found else {
+        panic!(
+            "no VPN labels in Lanyard: {}\nzebra:\n{}\nlog:\n{}",
+            sw.show_json(&["show", "mpls", "table"]),
+            pe.vtysh(&[
+                "show mpls table",
+                "show interface vrf all brief",
+                "show bgp vrf all summary",
+                "show bgp ipv4 vpn"
+            ]),
+            sw.log()
+        );
+    };
+    let text = sw
+        .cli(&["show", "mpls", "table"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if !text.contains("(IP lookup, VRF CUSTA)") || !text.contains("(IP lookup, VRF CUSTB)") {
+        failures.push(format!("show mpls table:\n{text}"));
+    }
+    let zebra_mpls = pe.vtysh(&["show mpls table"]);
+    for l in [vpn_labels.0, vpn_labels.1] {
+        if !zebra_mpls.contains(&l.to_string()) {
+            failures.push(format!("label {l} not in zebra's table:\n{zebra_mpls}"));
+        }
+    }
+    for (k, label) in [(0usize, vpn_labels.0), (1, vpn_labels.1)] {
+        for p in &ports.p {
+            p.drain();
+        }
+        let inner = ip::udp(
+            &ports.r5,
+            &ports.t[4],
+            a("10.9.0.2"),
+            a("198.51.100.7"),
+            64,
+            6_000 + k as u64,
+            128,
+        );
+        let mut f = inner[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0x47]);
+        f.extend_from_slice(&((label as u32) << 12 | 0x100 | 64).to_be_bytes());
+        f.extend_from_slice(&inner[14..]);
+        ports.p[4].send(&f).unwrap();
+        let q = Duration::from_millis(400);
+        let (on3, on4) = (
+            collect(&ports.p[2], q, Duration::from_secs(2)),
+            collect(&ports.p[3], q, Duration::from_secs(2)),
+        );
+        let want = 6_000 + k as u64;
+        let (mine, other) = if k == 0 { (&on3, &on4) } else { (&on4, &on3) };
+        if !mine.iter().any(|p| p.seq == Some(want) && p.ttl == 63)
+            || other.iter().any(|p| p.seq == Some(want))
+        {
+            failures.push(format!(
+                "VPN label {label} (VRF {}): on t3 {:?}, on t4 {:?}",
+                k + 1,
+                on3.iter().map(|p| p.seq).collect::<Vec<_>>(),
+                on4.iter().map(|p| p.seq).collect::<Vec<_>>()
+            ));
+        }
+    }
 
     // Withdrawn in CUSTB only: gone there, CUSTA keeps it.
     pe.configure(&[
@@ -474,10 +579,15 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
     }
     check_split(&ports, "198.51.100.7", 3_000, 50, &mut failures);
 
-    // zebra killed (no clean withdrawal) and restarted: staticd and ospfd
-    // re-register, the new zebra sends everything again.
+    // zebra killed (no clean withdrawal) and restarted, then the other
+    // daemons, as watchfrr restarts everything when zebra dies (with only
+    // zebra restarted, the clients that reconnected did not send their
+    // VRF routes again while bgpd ran); the new zebra sends everything.
     let before = conns();
-    pe.restart(Daemon::Zebra, &opts).expect("zebra restart");
+    for d in [Daemon::Zebra, Daemon::Staticd, Daemon::Ospfd, Daemon::Bgpd] {
+        pe.restart(d, &opts).expect("FRR restart");
+    }
+    pe_interfaces(&pe);
     wait_for(
         "FPM after the zebra restart",
         Duration::from_secs(15),
@@ -492,7 +602,10 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
     // Past the sweep too.
     std::thread::sleep(Duration::from_secs(3));
     if let Some(s) = fib_state(&sw) {
-        failures.push(format!("after the zebra restart: {s}"));
+        failures.push(format!(
+            "after the zebra restart: {s}\nzebra:\n{}",
+            pe.vtysh(&["show vrf", "show ip route vrf all", "show fpm counters"])
+        ));
     }
     check_split(&ports, "198.51.100.7", 4_000, 50, &mut failures);
     check_split(&ports, "203.0.113.7", 5_000, 50, &mut failures);

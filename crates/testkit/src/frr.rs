@@ -69,6 +69,7 @@ pub enum Daemon {
     Ospfd,
     Ospf6d,
     Ldpd,
+    Bgpd,
 }
 
 impl Daemon {
@@ -80,6 +81,7 @@ impl Daemon {
             Daemon::Ospfd => "ospfd",
             Daemon::Ospf6d => "ospf6d",
             Daemon::Ldpd => "ldpd",
+            Daemon::Bgpd => "bgpd",
         }
     }
 
@@ -146,6 +148,7 @@ pub struct FrrConfig {
     pub ospfd: String,
     pub ospf6d: String,
     pub ldpd: String,
+    pub bgpd: String,
 }
 
 impl FrrConfig {
@@ -157,6 +160,7 @@ impl FrrConfig {
             Daemon::Ospfd => &self.ospfd,
             Daemon::Ospf6d => &self.ospf6d,
             Daemon::Ldpd => &self.ldpd,
+            Daemon::Bgpd => &self.bgpd,
         }
     }
 }
