@@ -21,10 +21,15 @@ impl ApiState {
             .iter()
             .map(|e| {
                 let (packets, bytes) = self.shared.label_counts(e.in_label);
+                // A VPN label: the VRF its packets are routed in.
+                let vrf = (e.vrf > 0)
+                    .then(|| r.vrfs.get(e.vrf as usize - 1).map(|v| v.name.clone()))
+                    .flatten();
                 json!({
                     "in_label": e.in_label,
                     "protocol": e.protocol,
                     "action": e.action,
+                    "vrf": vrf,
                     "installed": e.installed,
                     "hops": e.hops.iter().map(|h| self.label_hop(h)).collect::<Vec<_>>(),
                     "packets": packets,

@@ -54,7 +54,7 @@ impl Worker {
             self.demux_subinterfaces(&l3, batch);
         }
         // Labelled frames: switched here, or popped and put back as IP.
-        self.switch_labelled(&l3, batch);
+        self.switch_labelled(&l3, batch, out);
         // Services keys come from the frames as received (routing
         // rewrites addresses and TTL).
         let svc = self.shared.services.load_full();
@@ -155,6 +155,11 @@ impl Worker {
                         self.transmit_raw(port, batch.frame(i), &mut dirty, egress);
                     }
                 }
+                L3Verdict::Punt(_) if out.routed_by_label(i) => {
+                    // Popped from a VPN label: the ingress port's kernel
+                    // is another VRF's; not punted (docs/vrf.md).
+                    self.drop_label_routed_punt();
+                }
                 L3Verdict::Punt(reason) => {
                     if reason == pipeline::l3::Punt::Multicast {
                         if let Some(mc) = mc.as_deref().filter(|m| m.routing) {
@@ -193,6 +198,11 @@ impl Worker {
                     } else {
                         c.l3.punt_queue_full.add(1);
                     }
+                }
+                L3Verdict::IcmpError(_) if out.routed_by_label(i) => {
+                    // Its source is in the VRF, reachable only through a
+                    // labelled route; not answered (docs/vrf.md).
+                    c.l3.icmp_suppressed.add(1);
                 }
                 L3Verdict::IcmpError(kind) => {
                     let ingress = batch.port(i);

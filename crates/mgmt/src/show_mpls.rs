@@ -61,7 +61,10 @@ pub fn mpls_table(v: &Value) -> String {
             let [a, b] = head(true);
             let [p, by, w] = tail(true);
             let (out, nh) = if s(e, "action") == "pop-lookup" {
-                ("pop".to_string(), "(IP lookup)".to_string())
+                match e.get("vrf").and_then(Value::as_str) {
+                    Some(v) => ("pop".to_string(), format!("(IP lookup, VRF {v})")),
+                    None => ("pop".to_string(), "(IP lookup)".to_string()),
+                }
             } else {
                 ("-".to_string(), "(no usable path)".to_string())
             };

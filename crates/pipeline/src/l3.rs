@@ -29,7 +29,7 @@ use crate::counter::Counter;
 use io::{FrameBatch, BATCH_MAX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
-use tables::mpls::{LabelStack, Lfib};
+use tables::mpls::{LabelStack, Lfib, VIA_DEFAULT_BIT};
 use tables::{
     Lpm4, Lpm6, NeighborState, NeighborTable, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
 };
@@ -414,8 +414,13 @@ struct Key {
     hash: u32,
     /// Ingress interface index.
     iface: u16,
-    /// Ingress interface's VRF (index into `L3Tables::vrfs`, checked).
+    /// Ingress interface's VRF (index into `L3Tables::vrfs`, checked),
+    /// or the one a VPN label named.
     vrf: u16,
+    /// Routed in the VRF a VPN label named (`L3Verdicts::route_in_vrf`),
+    /// not the ingress interface's: no uRPF (the interface's check is
+    /// about its own VRF).
+    by_label: bool,
     /// IP packet length (header included).
     l3len: u16,
     df: bool,
@@ -440,6 +445,9 @@ pub struct L3Verdicts {
     res6: [Option<u32>; BATCH_MAX],
     /// IPv6 frames still to look up (per-VRF runs).
     pend6: [bool; BATCH_MAX],
+    /// Per frame: 0, or 1 + the VRF a VPN label named (see
+    /// [`L3Verdicts::route_in_vrf`]); cleared by [`process_l3`].
+    vrf_in: [u16; BATCH_MAX],
 }
 
 impl Default for L3Verdicts {
@@ -455,7 +463,29 @@ impl Default for L3Verdicts {
             idx6: [0; BATCH_MAX],
             res6: [None; BATCH_MAX],
             pend6: [false; BATCH_MAX],
+            vrf_in: [0; BATCH_MAX],
         }
+    }
+}
+
+impl L3Verdicts {
+    /// Routes frame `i` of the next [`process_l3`] in VRF `vrf` (index into
+    /// the tables' VRFs) instead of its ingress interface's: a packet whose
+    /// VPN label was popped (`IlmAction::PopLookup { table }`, docs/vrf.md).
+    /// A VRF the tables do not have routes nothing (`not-routed-port`).
+    #[inline]
+    pub fn route_in_vrf(&mut self, i: usize, vrf: u16) {
+        if let Some(v) = self.vrf_in.get_mut(i) {
+            *v = vrf.saturating_add(1);
+        }
+    }
+
+    /// Whether frame `i` of the last [`process_l3`] was routed in a VRF a
+    /// label named. Its punts and ICMP errors must not go to the ingress
+    /// interface's kernel (another VRF's): the caller drops them.
+    #[inline]
+    pub fn routed_by_label(&self, i: usize) -> bool {
+        i < self.len && self.keys[i].by_label
     }
 }
 
@@ -538,14 +568,21 @@ fn is_v6_link_local(a: u128) -> bool {
 
 /// Pass 1 for one frame: a verdict now, or `None` and the key to route.
 #[inline]
-fn classify(t: &L3Tables, frame: &[u8], port: u16, key: &mut Key) -> Option<L3Verdict> {
+fn classify(
+    t: &L3Tables,
+    frame: &[u8],
+    port: u16,
+    vrf_in: u16,
+    key: &mut Key,
+) -> Option<L3Verdict> {
     let Some(&k) = t.by_port.get(port as usize) else {
         return Some(L3Verdict::Drop(L3Drop::NotRoutedPort));
     };
     let Some(ifc) = t.interfaces.get(k as usize) else {
         return Some(L3Verdict::Drop(L3Drop::NotRoutedPort));
     };
-    let vrf = ifc.vrf;
+    let by_label = vrf_in != 0;
+    let vrf = if by_label { vrf_in - 1 } else { ifc.vrf };
     if vrf as usize >= t.vrfs.len() {
         return Some(L3Verdict::Drop(L3Drop::NotRoutedPort));
     }
@@ -596,6 +633,7 @@ fn classify(t: &L3Tables, frame: &[u8], port: u16, key: &mut Key) -> Option<L3Ve
                 hash: flow_hash(src.into(), dst.into(), proto, ports),
                 iface: k,
                 vrf,
+                by_label,
                 l3len: total as u16,
                 df: p.dont_frag(),
             };
@@ -635,6 +673,7 @@ fn classify(t: &L3Tables, frame: &[u8], port: u16, key: &mut Key) -> Option<L3Ve
                 hash: flow_hash(src, dst, nh, l4_ports(nh, payload)),
                 iface: k,
                 vrf,
+                by_label,
                 l3len: l3len.min(u16::MAX as usize) as u16,
                 df: true,
             };
@@ -680,10 +719,12 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
     for i in 0..n {
         c.rx_frames.add(1);
         let mut key = Key::default();
-        match classify(t, batch.frame(i), batch.port(i), &mut key) {
+        let vrf_in = std::mem::take(&mut out.vrf_in[i]);
+        match classify(t, batch.frame(i), batch.port(i), vrf_in, &mut key) {
             Some(v) => {
                 out.v[i] = v;
                 out.live[i] = false;
+                out.keys[i].by_label = vrf_in != 0;
                 c.count(v);
             }
             None => {
@@ -695,9 +736,10 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
 
     // Pass 2: uRPF (source lookups, for the whole batch first), then the
     // TTL check — after uRPF, so spoofed sources get no ICMP.
-    let any_urpf = (0..n).any(|i| out.live[i] && t.urpf_on(out.keys[i].iface));
+    let urpf = |k: &Key| !k.by_label && t.urpf_on(k.iface);
+    let any_urpf = (0..n).any(|i| out.live[i] && urpf(&out.keys[i]));
     if any_urpf {
-        lookup_all(t, out, n, |k| k.src, |k| t.urpf_on(k.iface));
+        lookup_all(t, out, n, |k| k.src, urpf);
     }
     for i in 0..n {
         if !out.live[i] {
@@ -705,12 +747,13 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
         }
         let k = out.keys[i];
         let ifc = &t.interfaces[k.iface as usize];
-        if ifc.urpf != Urpf::Off {
+        if ifc.urpf != Urpf::Off && !k.by_label {
             let ok = match (out.target[i], ifc.urpf) {
                 (None, _) => false,
                 (Some(_), Urpf::Loose) => true,
                 (Some(target), _) => {
-                    target_uses_port(&t.vrfs[k.vrf as usize].nexthops, target, ifc.port)
+                    let (nh, target) = target_table(t, k.vrf, target);
+                    target_uses_port(nh, target, ifc.port)
                 }
             };
             if !ok {
@@ -810,6 +853,18 @@ fn decide(out: &mut L3Verdicts, c: &L3Counters, i: usize, v: L3Verdict) {
     c.count(v);
 }
 
+/// The next-hop table a FIB answer of VRF `vrf` resolves in, and the
+/// target without [`VIA_DEFAULT_BIT`]: a VRF's VPN routes leave through
+/// the default VRF's next hops (its uplinks).
+#[inline]
+fn target_table(t: &L3Tables, vrf: u16, target: u32) -> (&NextHopTable, u32) {
+    if target & VIA_DEFAULT_BIT != 0 {
+        (&t.vrfs[0].nexthops, target & !VIA_DEFAULT_BIT)
+    } else {
+        (&t.vrfs[vrf as usize].nexthops, target)
+    }
+}
+
 #[inline]
 fn route(
     t: &L3Tables,
@@ -818,14 +873,13 @@ fn route(
     frame: &mut [u8],
     labels: &mut LabelStack,
 ) -> L3Verdict {
-    let vrf = &t.vrfs[k.vrf as usize];
+    let (nexthops, target) = target_table(t, k.vrf, target);
     let resolved = match &t.lfib {
         // Plain, group and labelled targets alike.
         Some(lfib) => lfib
-            .resolve(&vrf.nexthops, target, k.hash)
+            .resolve(nexthops, target, k.hash)
             .map(|r| (r.next_hop, r.labels)),
-        None => vrf
-            .nexthops
+        None => nexthops
             .resolve(target, k.hash)
             .map(|(_, nh)| (nh, LabelStack::EMPTY)),
     };

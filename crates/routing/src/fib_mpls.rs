@@ -8,7 +8,8 @@
 //!   null advertised downstream) is the plain next-hop id, i.e. PHP; several
 //!   paths are an ECMP group of those members, each with its own stack. An
 //!   entry whose paths all pop with no gateway (zebra's pop-and-lookup) is
-//!   `PopLookup` in the global table.
+//!   `PopLookup` in the global table, or in the VRF whose label interface
+//!   the paths name (bgpd's per-VRF VPN label, docs/vrf.md).
 //! * A **labelled route** is an ordinary FRR route slot whose spec keeps
 //!   the labels ([`Spec::Labelled`]): precedence, resync, port refresh and
 //!   withdrawal are those of every other FRR route; its target id is an
@@ -66,6 +67,9 @@ pub struct MplsFibCounters {
 pub(super) struct LabelState {
     ilm: BTreeMap<u32, IlmEntry>,
     pub(super) counters: MplsFibCounters,
+    /// VRF label interfaces: ifindex → VRF (1-based, the data plane's
+    /// index). A pop entry toward one pops into that VRF (docs/vrf.md).
+    vrf_label: HashMap<u32, u16>,
 }
 
 /// One way out of a label entry or labelled route, as installed.
@@ -98,6 +102,9 @@ pub struct LabelInfo {
     pub action: String,
     /// In the LFIB (false: no usable path).
     pub installed: bool,
+    /// `pop-lookup`: the VRF the packet is routed in (1-based position in
+    /// `vrfs:`, the VPN label of that VRF); 0: the global table.
+    pub vrf: u16,
     pub hops: Vec<LabelHop>,
 }
 
@@ -349,6 +356,26 @@ impl Fib {
         }
     }
 
+    /// Tells this (the default VRF's) FIB which interface indexes are VRF
+    /// label interfaces: ifindex → VRF (1-based).
+    pub fn set_vrf_label_interfaces(&mut self, map: HashMap<u32, u16>) {
+        self.labels.vrf_label = map;
+    }
+
+    /// The table a pop-and-lookup entry routes in: the VRF whose label
+    /// interface every path names (bgpd's per-VRF VPN label, through
+    /// zebra's `zread_vrf_label`), else 0, the global table (a path toward
+    /// `lo` or none).
+    fn pop_table(&self, paths: &[LabelPath]) -> u16 {
+        let mut vrfs = paths
+            .iter()
+            .map(|p| p.oif.and_then(|i| self.labels.vrf_label.get(&i).copied()));
+        match vrfs.next() {
+            Some(Some(k)) if vrfs.all(|v| v == Some(k)) => k,
+            _ => 0,
+        }
+    }
+
     /// Install or replace the ILM entry for `label`. On error the previous
     /// entry stays.
     fn set_ilm(
@@ -386,7 +413,7 @@ impl Fib {
         let action = if pop {
             Some(IlmAction::PopLookup {
                 af: PopAf::Any,
-                table: 0,
+                table: self.pop_table(paths),
             })
         } else {
             owned.id().map(|target| IlmAction::Forward { target })
@@ -487,6 +514,7 @@ impl Fib {
                         .map_or_else(|| e.protocol.to_string(), str::to_string),
                     action: action.to_string(),
                     installed: e.pop || e.owned.id().is_some(),
+                    vrf: if e.pop { self.pop_table(&e.paths) } else { 0 },
                     hops,
                 }
             })

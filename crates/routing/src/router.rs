@@ -281,6 +281,25 @@ impl Router {
             );
             vrf_ns.push((ns, vrtnl));
         }
+        // Each VRF's label interface (docs/vrf.md, "L3VPN"): bgpd's per-VRF
+        // label becomes a zebra LSP popping to the interface named like the
+        // VRF, in the VRF (zapi_msg.c zread_vrf_label), which zebra only
+        // activates when that ifindex is also an operative interface of
+        // its own namespace (zebra_mpls.c nhlfe_nexthop_active). A veth
+        // with the same index at both ends gives both; the FPM entry then
+        // names the index, which says which VRF to pop into.
+        let mut label_ifindex: HashMap<u32, u16> = HashMap::new();
+        for (k, v) in cfg.vrfs.iter().enumerate() {
+            match vrf_label_interface(&mut rtnl, &vrf_ns[k].0, &v.name, v.table_id(k), k) {
+                Ok(index) => {
+                    label_ifindex.insert(index, k as u16 + 1);
+                }
+                Err(e) => tracing::warn!(
+                    "VRF {}: no label interface ({e}); its BGP VPN label will not be installed",
+                    v.name
+                ),
+            }
+        }
         let mut taps = Vec::new();
         let mut carrier = Vec::new();
         let mut ports = Vec::new();
@@ -392,6 +411,7 @@ impl Router {
         };
         let mut fib = Fib::new();
         fib.set_quiesce(quiesce.clone());
+        fib.set_vrf_label_interfaces(label_ifindex);
         let neighbors = Arc::new(NeighborTable::new(NEIGHBOR_CAPACITY));
         let interfaces = ports
             .iter()
@@ -896,6 +916,41 @@ fn neighbor_loop(
             }
         }
     }
+}
+
+/// First interface index of the VRF label interfaces (one per VRF, by
+/// position): far above what the kernel hands out, the same in Lanyard's
+/// namespace and the VRF's.
+const LABEL_IFINDEX_BASE: u32 = 1 << 30;
+
+/// Creates (again, after a restart) VRF `name`'s label interface: a veth
+/// `lyvrf<table>` in our namespace and `name` in the VRF's, both with
+/// index [`LABEL_IFINDEX_BASE`] + `k`, both up. Returns the index.
+fn vrf_label_interface(
+    rtnl: &mut Rtnl,
+    ns: &std::fs::File,
+    name: &str,
+    table: u32,
+    k: usize,
+) -> Result<u32, String> {
+    use std::os::fd::AsRawFd;
+    let index = LABEL_IFINDEX_BASE + k as u32;
+    let here = format!("lyvrf{table}");
+    if let Ok(old) = rtnl.link_index(&here) {
+        rtnl.del_link(old)
+            .map_err(|e| format!("remove the old {here}: {e}"))?;
+    }
+    rtnl.add_veth(&here, index, name, index, ns.as_raw_fd())
+        .map_err(|e| format!("veth {here} / {name} index {index}: {e}"))?;
+    io::link::set_up(&here).map_err(|e| format!("{here} up: {e}"))?;
+    let peer = name.to_string();
+    crate::netns::run_in(ns, move || {
+        io::link::set_up(&peer).map_err(|e| e.to_string())
+    })
+    .map_err(|e| e.to_string())
+    .and_then(|r| r)
+    .map_err(|e| format!("{name} up: {e}"))?;
+    Ok(index)
 }
 
 const RT_TABLE_MAIN_U32: u32 = crate::frr::netlink::RT_TABLE_MAIN;

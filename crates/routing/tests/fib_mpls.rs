@@ -284,3 +284,46 @@ fn resync_sweeps_label_entries_zebra_did_not_replay() {
     assert!(fib.lfib().ilm(101).is_some());
     assert_eq!(fib.mpls_summary().counters.swept, 1);
 }
+
+/// bgpd's per-VRF VPN label as zebra sends it over FPM (seen in the
+/// VPNv4 spike, docs/vrf.md): AF_MPLS, protocol BGP (186), no via, no
+/// out-label, `RTA_OIF` = the VRF's label interface.
+fn vrf_label_add(in_label: u32, oif: u32) -> Vec<u8> {
+    msg(
+        24,
+        AF_MPLS,
+        20,
+        186,
+        &[attr(1, &lses(&[in_label])), attr(4, &oif.to_ne_bytes())],
+    )
+}
+
+#[test]
+fn vpn_labels_pop_into_the_vrf_of_their_label_interface() {
+    use std::collections::HashMap;
+    use tables::mpls::PopAf;
+    let mut fib = Fib::new();
+    let (ia, ib) = (1 << 30, (1 << 30) + 1);
+    fib.set_vrf_label_interfaces(HashMap::from([(ia, 1), (ib, 2)]));
+    feed(&mut fib, &vrf_label_add(80, ia));
+    feed(&mut fib, &vrf_label_add(81, ib));
+    // Toward an ordinary interface (`lo` for the default VRF's label):
+    // the global table.
+    feed(&mut fib, &vrf_label_add(82, 101));
+    let pop = |table| {
+        Some(IlmAction::PopLookup {
+            af: PopAf::Any,
+            table,
+        })
+    };
+    assert_eq!(fib.lfib().ilm(80), pop(1));
+    assert_eq!(fib.lfib().ilm(81), pop(2));
+    assert_eq!(fib.lfib().ilm(82), pop(0));
+    // Withdrawn with the VRF's label.
+    feed(
+        &mut fib,
+        &msg(25, AF_MPLS, 20, 186, &[attr(1, &lses(&[80]))]),
+    );
+    assert_eq!(fib.lfib().ilm(80), None);
+    assert_eq!(fib.lfib().ilm(81), pop(2));
+}

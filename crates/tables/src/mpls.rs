@@ -55,6 +55,13 @@ pub const FIRST_UNRESERVED: u32 = 16;
 pub const IMPLICIT_NULL: u32 = 3;
 /// Target ids with this bit (and not [`GROUP_BIT`]) name an NHLFE.
 pub const NHLFE_BIT: u32 = 1 << 29;
+/// Target ids with this bit resolve in the **default VRF's** next-hop
+/// table (through this LFIB), whichever VRF's FIB holds them: the routes
+/// a VRF imports from the VPN push the VPN label under the transport
+/// label and leave by the provider uplinks (docs/vrf.md, "L3VPN"). The
+/// rest of the id is an ordinary target (next hop, NHLFE or group) of the
+/// default VRF; clear the bit before [`Lfib::resolve`].
+pub const VIA_DEFAULT_BIT: u32 = 1 << 28;
 /// Most labels one path pushes (transport + remote-LFA/TI-LFA labels;
 /// a pseudowire adds its own label on top of its transport's stack).
 pub const MAX_PUSH: usize = 4;

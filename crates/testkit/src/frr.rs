@@ -69,6 +69,7 @@ pub enum Daemon {
     Ospfd,
     Ospf6d,
     Ldpd,
+    Bgpd,
 }
 
 impl Daemon {
@@ -80,6 +81,7 @@ impl Daemon {
             Daemon::Ospfd => "ospfd",
             Daemon::Ospf6d => "ospf6d",
             Daemon::Ldpd => "ldpd",
+            Daemon::Bgpd => "bgpd",
         }
     }
 
@@ -146,6 +148,7 @@ pub struct FrrConfig {
     pub ospfd: String,
     pub ospf6d: String,
     pub ldpd: String,
+    pub bgpd: String,
 }
 
 impl FrrConfig {
@@ -157,6 +160,7 @@ impl FrrConfig {
             Daemon::Ospfd => &self.ospfd,
             Daemon::Ospf6d => &self.ospf6d,
             Daemon::Ldpd => &self.ldpd,
+            Daemon::Bgpd => &self.bgpd,
         }
     }
 }
@@ -173,6 +177,11 @@ pub struct FrrOptions {
     pub start_timeout: Duration,
     /// `--log-level` for every daemon (e.g. "debug"), if set.
     pub log_level: Option<String>,
+    /// Netns VRFs (`zebra -n`, docs/vrf.md): `(VRF name, namespace)`.
+    /// When not empty, every daemon runs in a private mount namespace
+    /// whose `/run/netns` holds only these namespaces, under the VRF
+    /// names (zebra takes every namespace there as a VRF).
+    pub netns_vrfs: Vec<(String, String)>,
 }
 
 impl Default for FrrOptions {
@@ -182,6 +191,7 @@ impl Default for FrrOptions {
             nl_bufsize: Some(90_000_000),
             start_timeout: Duration::from_secs(30),
             log_level: None,
+            netns_vrfs: Vec::new(),
         }
     }
 }
@@ -312,9 +322,13 @@ impl FrrInstance {
             }
             args.extend(opts.zebra_args.iter().cloned());
         }
+        if !opts.netns_vrfs.is_empty() {
+            args = self.in_vrf_view(args, &opts.netns_vrfs)?;
+        }
         let out = std::fs::File::create(self.dir.join(format!("{}.out", d.name())))?;
-        // `ip netns exec` execs the daemon, so the child's pid is the
-        // daemon's (FRR daemons do not fork without -d).
+        // `ip netns exec` execs the daemon (through `unshare` and `sh`
+        // with netns VRFs), so the child's pid is the daemon's (FRR
+        // daemons do not fork without -d).
         let child = Command::new("ip")
             .args(&args)
             .stdin(Stdio::null())
@@ -349,6 +363,58 @@ impl FrrInstance {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// `ip netns exec NS DAEMON ARGS…` rewritten to run the daemon in a
+    /// private mount namespace whose `/run/netns` shows only `vrfs`, each
+    /// namespace bind-mounted under its VRF name (as the spike did,
+    /// docs/vrf.md; `--rbind` keeps the nsfs mounts under the directory).
+    fn in_vrf_view(&self, args: Vec<String>, vrfs: &[(String, String)]) -> io::Result<Vec<String>> {
+        let view = self.dir.join("netns");
+        std::fs::create_dir_all(&view)?;
+        let mut script = String::from("mount --make-rprivate / && ");
+        for (vrf, ns) in vrfs {
+            let ok = |s: &str| {
+                !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            if !ok(vrf) || !ok(ns) {
+                return Err(io::Error::other(format!("bad netns VRF {vrf:?} {ns:?}")));
+            }
+            std::fs::File::create(view.join(vrf))?;
+            let _ = write!(
+                script,
+                "mount --bind /run/netns/{ns} {}/{vrf} && ",
+                view.display()
+            );
+        }
+        let _ = write!(
+            script,
+            "mount --rbind {} /run/netns && exec \"$@\"",
+            view.display()
+        );
+        let mut out: Vec<String> = args[..3].to_vec();
+        out.extend(["unshare", "-m", "sh", "-c", &script, "sh"].map(String::from));
+        out.extend(args[3..].iter().cloned());
+        Ok(out)
+    }
+
+    /// Kills daemon `d` with SIGKILL (no clean shutdown: zebra withdraws
+    /// nothing, as after a crash) and starts it again with the same
+    /// config and `opts`.
+    pub fn restart(&mut self, d: Daemon, opts: &FrrOptions) -> io::Result<()> {
+        if let Some(i) = self.daemons.iter().position(|(x, _)| *x == d) {
+            let (_, mut c) = self.daemons.remove(i);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // The dead daemon's sockets would look like the new one's.
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.vty", d.name())));
+        if d == Daemon::Zebra {
+            let _ = std::fs::remove_file(self.dir.join("zserv.api"));
+        }
+        self.spawn(d, opts)
     }
 
     /// The namespace the daemons run in.

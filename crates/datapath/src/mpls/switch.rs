@@ -3,7 +3,7 @@
 use super::*;
 use crate::worker::*;
 use io::{FrameBatch, BATCH_MAX};
-use pipeline::l3::L3Tables;
+use pipeline::l3::{L3Tables, L3Verdicts};
 use pipeline::mpls::{process_labelled, push_ftn, MplsPunt, MplsTables, MplsVerdict};
 use pipeline::services::Services;
 use tables::acl::AclKey;
@@ -51,7 +51,19 @@ impl Worker {
     /// swapped / PHP'd frames leave at once, frames popped to IP are put
     /// back at the end of the batch for the layer-3 stage. Costs one scan
     /// of the EtherTypes when there are none.
-    pub(crate) fn switch_labelled(&mut self, l3: &L3Tables, batch: &mut FrameBatch) {
+    /// A packet popped from a VPN label and routed in its VRF (`table` of
+    /// `PopLookup`) that the layer-3 stage would punt: counted
+    /// `unsupported`, dropped.
+    pub(crate) fn drop_label_routed_punt(&self) {
+        bump(&self.mpls.stats.drops[STAGE_DROPS + MplsLocalDrop::Unsupported as usize]);
+    }
+
+    pub(crate) fn switch_labelled(
+        &mut self,
+        l3: &L3Tables,
+        batch: &mut FrameBatch,
+        out: &mut L3Verdicts,
+    ) {
         let n = batch.len();
         if !(0..n).any(|i| is_labelled(batch.frame(i))) {
             return;
@@ -70,6 +82,8 @@ impl Worker {
             cfg: &plane.cfg,
         };
         let mut taken = [false; BATCH_MAX];
+        // VRF (PopLookup table) of each frame appended to the batch.
+        let mut vrf_of = [0u16; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
         let pws = self.shared.pseudowires.load_full();
         for (i, took) in taken.iter_mut().enumerate().take(n) {
@@ -134,9 +148,12 @@ impl Worker {
                     );
                 }
                 MplsVerdict::Route { span, table, .. } => {
-                    if table != 0 {
-                        local(MplsLocalDrop::Unsupported);
-                    } else if batch.push(ingress, &buf[span.start..span.start + span.len]) {
+                    // table 0: the ingress interface's VRF (the global
+                    // table on an uplink); else the VRF a VPN label
+                    // names, whatever the ingress interface.
+                    if batch.push(ingress, &buf[span.start..span.start + span.len]) {
+                        // Its index moves when the taken frames go (below).
+                        vrf_of[batch.len() - 1 - n] = table;
                         bump(&stats.popped);
                     } else {
                         local(MplsLocalDrop::BatchFull);
@@ -157,7 +174,15 @@ impl Worker {
         }
         self.mpls.buf = buf;
         self.flush(dirty);
+        let appended = batch.len() - n;
         batch.retain(|i| i >= n || !taken[i]);
+        // Every taken frame was before the appended ones.
+        let first = batch.len() - appended;
+        for (p, &table) in vrf_of.iter().enumerate().take(appended) {
+            if table != 0 {
+                out.route_in_vrf(first + p, table);
+            }
+        }
     }
 
     /// ICMP time exceeded with the label stack (RFC 4950) for frame `i`,

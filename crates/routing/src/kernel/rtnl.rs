@@ -15,6 +15,7 @@ pub use crate::frr::netlink::{RTM_DELROUTE, RTM_NEWROUTE};
 
 // Message types (linux/rtnetlink.h).
 pub const RTM_NEWLINK: u16 = 16;
+pub const RTM_DELLINK: u16 = 17;
 pub const RTM_GETLINK: u16 = 18;
 pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_DELADDR: u16 = 21;
@@ -27,6 +28,11 @@ pub const IFA_LOCAL: u16 = 2;
 pub const IFLA_IFNAME: u16 = 3;
 /// `IFLA_NET_NS_FD`: move the link into the namespace of this descriptor.
 pub const IFLA_NET_NS_FD: u16 = 28;
+pub const IFLA_LINKINFO: u16 = 18;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const VETH_INFO_PEER: u16 = 1;
+const NLA_F_NESTED: u16 = 1 << 15;
 pub const RTM_NEWNSID: u16 = 88;
 pub const NETNSA_NSID: u16 = 1;
 pub const NETNSA_FD: u16 = 3;
@@ -210,6 +216,53 @@ impl Rtnl {
         self.request(msg).map(|_| ())
     }
 
+    /// Creates a veth pair: `name` with index `index` here, and `peer`
+    /// with index `peer_index` in namespace `peer_ns_fd` (what `ip link
+    /// add NAME index I type veth peer name PEER index J netns NS` does).
+    /// Both ends start down. `EEXIST` if a name or index is taken.
+    pub fn add_veth(
+        &mut self,
+        name: &str,
+        index: u32,
+        peer: &str,
+        peer_index: u32,
+        peer_ns_fd: i32,
+    ) -> io::Result<()> {
+        let ifname = |n: &str| -> io::Result<Vec<u8>> {
+            if n.is_empty() || n.len() > IFNAME_MAX || n.contains(['\0', '/']) {
+                return Err(invalid("bad interface name"));
+            }
+            let mut v = n.as_bytes().to_vec();
+            v.push(0);
+            Ok(v)
+        };
+        let ifi = |index: u32| {
+            let mut b = [0u8; IFINFOMSG_LEN];
+            b[4..8].copy_from_slice(&(index as i32).to_ne_bytes());
+            b
+        };
+        // VETH_INFO_PEER: an ifinfomsg followed by the peer's attributes.
+        let mut peer_msg = ifi(peer_index).to_vec();
+        peer_msg.extend(nla(IFLA_IFNAME, &ifname(peer)?));
+        peer_msg.extend(nla(IFLA_NET_NS_FD, &(peer_ns_fd as u32).to_ne_bytes()));
+        let data = nla(VETH_INFO_PEER | NLA_F_NESTED, &peer_msg);
+        let mut info = nla(IFLA_INFO_KIND, b"veth\0");
+        info.extend(nla(IFLA_INFO_DATA | NLA_F_NESTED, &data));
+        let msg = Msg::new(RTM_NEWLINK, nl::NLM_F_CREATE | nl::NLM_F_EXCL, &ifi(index))
+            .attr(IFLA_IFNAME, &ifname(name)?)
+            .attr(IFLA_LINKINFO | NLA_F_NESTED, &info)
+            .finish();
+        self.request(msg).map(|_| ())
+    }
+
+    /// Deletes interface `ifindex` (a veth takes its peer with it).
+    pub fn del_link(&mut self, ifindex: u32) -> io::Result<()> {
+        let mut ifi = [0u8; IFINFOMSG_LEN];
+        ifi[4..8].copy_from_slice(&(ifindex as i32).to_ne_bytes());
+        self.request(Msg::new(RTM_DELLINK, 0, &ifi).finish())
+            .map(|_| ())
+    }
+
     /// Gives namespace `ns_fd` the id `nsid` as seen from this socket's
     /// namespace (`RTM_NEWNSID`, what `ip netns set NAME ID` does).
     /// `EEXIST` when the namespace already has an id here.
@@ -385,6 +438,18 @@ impl AsFd for Rtnl {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
     }
+}
+
+/// One netlink attribute (header, payload, padding to 4 bytes), for
+/// nesting inside another.
+fn nla(ty: u16, payload: &[u8]) -> Vec<u8> {
+    let len = 4 + payload.len();
+    let mut v = Vec::with_capacity((len + 3) & !3);
+    v.extend_from_slice(&(len as u16).to_ne_bytes());
+    v.extend_from_slice(&ty.to_ne_bytes());
+    v.extend_from_slice(payload);
+    v.resize((len + 3) & !3, 0);
+    v
 }
 
 #[cfg(test)]
