@@ -6,7 +6,7 @@
 use config::service_control::{ServiceControl, UsageExport};
 use config::Config;
 use datapath::Shared;
-use dpi::bandwidth::{Controller, NoQuotas, QuotaBook};
+use dpi::bandwidth::{Controller, NoQuotas, QuotaBook, QuotaState};
 use dpi::engine::Engine;
 use dpi::inline::InlinePlan;
 use dpi::provision::{self, Mode};
@@ -42,8 +42,15 @@ pub struct InlineControl {
 struct DbBook<'a>(&'a mut SubscriberDb);
 
 impl QuotaBook for DbBook<'_> {
-    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
-        self.0.add_used(slot, gen, bytes)
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<QuotaState> {
+        let out = self.0.add_used(slot, gen, bytes)?;
+        Some(QuotaState {
+            out,
+            rate_bps: self
+                .0
+                .by_slot(slot, gen)
+                .and_then(|s| s.limits.quota_rate_bps),
+        })
     }
 }
 

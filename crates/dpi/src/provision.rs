@@ -13,7 +13,11 @@
 //! * Fields are `key=value`, in any order: `package=` gold|silver|bronze
 //!   (required), `addr=` one or more comma-separated addresses or prefixes
 //!   (required, at most 16), `quota=` bytes with an optional K/M/G/T suffix
-//!   (powers of 1000).
+//!   (powers of 1000), `cap-up=` / `cap-down=` a cap on all the
+//!   subscriber's traffic in bits/s (`2M`, `1.5G`), `quota-exceeded=`
+//!   `drop` or a rate in bits/s (what a used-up quota leaves; default: the
+//!   configured `quota-exceeded`). Files without the newer fields read as
+//!   before.
 //! * Lines are at most [`MAX_LINE`] bytes; longer lines are errors.
 //!
 //! The stream is read line by line (memory does not grow with its length)
@@ -23,7 +27,9 @@
 //! counted and the first [`MAX_REPORTED`] are reported with their line
 //! number. Parsing is fuzzed (`fuzz_dpi_provision`).
 
-use crate::subscriber::{DbError, Package, Prefix, Subscriber, SubscriberDb, MAX_PREFIXES};
+use crate::subscriber::{
+    DbError, Limits, Package, Prefix, Subscriber, SubscriberDb, MAX_CAP_BPS, MAX_PREFIXES,
+};
 use std::fmt::Write as _;
 use std::io::{BufRead, Read};
 
@@ -129,6 +135,8 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
             let mut package = None;
             let mut prefixes = None;
             let mut quota = None;
+            let mut caps: [Option<u64>; 2] = [None, None];
+            let mut quota_rate = None;
             for w in words {
                 let (k, v) = w
                     .split_once('=')
@@ -167,7 +175,29 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                         }
                         quota = Some(parse_bytes(v)?);
                     }
-                    _ => return Err(format!("unknown field '{k}' (package, addr, quota)")),
+                    "cap-up" | "cap-down" => {
+                        let d = usize::from(k == "cap-down");
+                        if caps[d].is_some() {
+                            return Err(format!("{k} given twice"));
+                        }
+                        caps[d] = Some(parse_rate(v).map_err(|e| format!("{k}: {e}"))?);
+                    }
+                    "quota-exceeded" => {
+                        if quota_rate.is_some() {
+                            return Err("quota-exceeded given twice".into());
+                        }
+                        quota_rate = Some(match v {
+                            "drop" => 0,
+                            r => parse_rate(r).map_err(|e| {
+                                format!("quota-exceeded: {e} (or 'drop')")
+                            })?,
+                        });
+                    }
+                    _ => {
+                        return Err(format!(
+                            "unknown field '{k}' (package, addr, quota, cap-up, cap-down, quota-exceeded)"
+                        ))
+                    }
                 }
             }
             let s = Subscriber {
@@ -175,6 +205,10 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                 package: package.ok_or("missing package=")?,
                 quota_bytes: quota,
                 prefixes: prefixes.ok_or("missing addr=")?,
+                limits: Limits {
+                    cap_bps: [caps[0].unwrap_or(0), caps[1].unwrap_or(0)],
+                    quota_rate_bps: quota_rate,
+                },
             };
             Ok(Some(if verb == "add" {
                 Record::Add(s)
@@ -184,6 +218,31 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
         }
         _ => Err(format!("unknown command '{verb}' (add, set, del)")),
     }
+}
+
+/// A rate in bits/s: `64000`, `128k`, `2M`, `1.5G` (powers of 1000),
+/// above 0 and at most [`MAX_CAP_BPS`].
+pub fn parse_rate(v: &str) -> Result<u64, String> {
+    let bad = || format!("'{v}' is not a rate in bits/s above 0 (e.g. 128k, 2M, 1.5G)");
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&v[..i], 1e3),
+        Some((i, 'M' | 'm')) => (&v[..i], 1e6),
+        Some((i, 'G' | 'g')) => (&v[..i], 1e9),
+        Some((i, 'T' | 't')) => (&v[..i], 1e12),
+        _ => (v, 1.0),
+    };
+    // Digits and at most one point only ("inf", "1e9", "-1" are refused).
+    if num.is_empty()
+        || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        || num.bytes().filter(|&b| b == b'.').count() > 1
+    {
+        return Err(bad());
+    }
+    let x = num.parse::<f64>().map_err(|_| bad())? * mult;
+    if !(x >= 1.0) || x > MAX_CAP_BPS as f64 {
+        return Err(bad());
+    }
+    Ok(x.round() as u64)
 }
 
 /// `123`, `10K`, `5M`, `50G`, `2T` (powers of 1000).
@@ -212,6 +271,18 @@ pub fn format_line(s: &Subscriber) -> String {
     }
     if let Some(q) = s.quota_bytes {
         let _ = write!(out, " quota={q}");
+    }
+    for (k, c) in [("cap-up", s.limits.cap_bps[0]), ("cap-down", s.limits.cap_bps[1])] {
+        if c != 0 {
+            let _ = write!(out, " {k}={c}");
+        }
+    }
+    match s.limits.quota_rate_bps {
+        Some(0) => out.push_str(" quota-exceeded=drop"),
+        Some(r) => {
+            let _ = write!(out, " quota-exceeded={r}");
+        }
+        None => {}
     }
     out
 }
@@ -335,6 +406,44 @@ mod tests {
             parse_line("del bob").unwrap(),
             Some(Record::Del("bob".into()))
         );
+    }
+
+    #[test]
+    fn caps_and_quota_action_parse_round_trip_and_reach_the_link() {
+        let r = parse_line("set bob package=bronze addr=10.0.0.2 quota=1G cap-up=2M cap-down=1.5G quota-exceeded=128k")
+            .unwrap()
+            .unwrap();
+        let Record::Set(s) = r else { panic!() };
+        assert_eq!(s.limits.cap_bps, [2_000_000, 1_500_000_000]);
+        assert_eq!(s.limits.quota_rate_bps, Some(128_000));
+        assert_eq!(parse_line(&format_line(&s)).unwrap().unwrap(), Record::Set(s.clone()));
+        let d = parse_line("add c package=gold addr=10.0.0.3 quota-exceeded=drop cap-down=999")
+            .unwrap()
+            .unwrap();
+        let Record::Add(d) = d else { panic!() };
+        assert_eq!(d.limits.cap_bps, [0, 999]);
+        assert_eq!(d.limits.quota_rate_bps, Some(0));
+        assert_eq!(parse_line(&format_line(&d)).unwrap().unwrap(), Record::Set(d.clone()));
+        // Old records (no new fields) read as before: no caps, the
+        // configured quota action.
+        let Record::Add(o) = parse_line("add o package=gold addr=10.0.0.4 quota=5G").unwrap().unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.limits, Limits::default());
+        let mut db = SubscriberDb::new(4);
+        let l = db.upsert(s, false).unwrap();
+        assert_eq!(l.cap_kbps, [2000, 1_500_000]);
+        assert_eq!(l.cap_bytes(0), 250_000);
+        db.publish();
+        let v = db.published().load_full();
+        assert_eq!(v.lookup(v4("10.0.0.2"), false).unwrap().cap_kbps, [2000, 1_500_000]);
+        let e = |l: &str| parse_line(l).unwrap_err();
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=fast").contains("cap-up: 'fast'"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=0").contains("above 0"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=1e9").contains("not a rate"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=1M cap-up=2M").contains("twice"));
+        assert!(e("add x package=gold addr=10.0.0.1 quota-exceeded=slow").contains("or 'drop'"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-down=9T").contains("not a rate"));
     }
 
     #[test]

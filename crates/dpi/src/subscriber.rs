@@ -165,14 +165,50 @@ pub struct Subscriber {
     /// Bytes (both directions) allowed before the quota action applies.
     pub quota_bytes: Option<u64>,
     pub prefixes: Vec<Prefix>,
+    /// Caps and quota action of this subscriber (none by default).
+    pub limits: Limits,
 }
 
-/// What a data-path lookup returns: 8 bytes.
+/// A subscriber's own limits (provisioning `cap-up=`, `cap-down=`,
+/// `quota-exceeded=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// [up, down] cap on all the subscriber's traffic, bits/s (0 = none).
+    pub cap_bps: [u64; 2],
+    /// Rate left when its quota is used up, bits/s (0 = drop; `None`: the
+    /// configured `quota-exceeded`).
+    pub quota_rate_bps: Option<u64>,
+}
+
+/// Largest cap a [`Link`] carries (kbit/s in a u32: about 4.3 Tbit/s).
+pub const MAX_CAP_BPS: u64 = u32::MAX as u64 * 1000;
+
+/// What a data-path lookup returns: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link {
     pub slot: u32,
     pub gen: u16,
     pub package: Package,
+    /// The subscriber's [up, down] cap, kbit/s rounded up (0 = none).
+    pub cap_kbps: [u32; 2],
+}
+
+impl Link {
+    fn of(slot: u32, gen: u16, s: &Subscriber) -> Link {
+        let k = |bps: u64| bps.div_ceil(1000).min(u64::from(u32::MAX)) as u32;
+        Link {
+            slot,
+            gen,
+            package: s.package,
+            cap_kbps: [k(s.limits.cap_bps[0]), k(s.limits.cap_bps[1])],
+        }
+    }
+
+    /// The cap in direction `dir`, bytes/s (0 = none).
+    #[inline]
+    pub fn cap_bytes(&self, dir: usize) -> u64 {
+        u64::from(self.cap_kbps[dir]) * 125
+    }
 }
 
 /// A seeded multiply-fold hasher (the table's keys are the operator's, the
@@ -447,14 +483,7 @@ impl SubscriberDb {
     pub fn get(&self, id: &str) -> Option<(&Subscriber, Link)> {
         let slot = *self.by_id.get(id)?;
         let s = self.slots[slot as usize].as_ref()?;
-        Some((
-            s,
-            Link {
-                slot,
-                gen: self.gens[slot as usize],
-                package: s.package,
-            },
-        ))
+        Some((s, Link::of(slot, self.gens[slot as usize], s)))
     }
 
     /// The subscriber in `slot` if its generation is still `gen`.
@@ -557,11 +586,7 @@ impl SubscriberDb {
                 }
             },
         };
-        let link = Link {
-            slot,
-            gen: self.gens[slot as usize],
-            package: s.package,
-        };
+        let link = Link::of(slot, self.gens[slot as usize], &s);
         for p in &s.prefixes {
             self.family(p.v6).insert(p, link);
         }
@@ -627,16 +652,8 @@ impl SubscriberDb {
     /// Every subscriber, in slot order (for export; not for the data path).
     pub fn iter(&self) -> impl Iterator<Item = (&Subscriber, Link)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.as_ref().map(|s| {
-                (
-                    s,
-                    Link {
-                        slot: i as u32,
-                        gen: self.gens[i],
-                        package: s.package,
-                    },
-                )
-            })
+            s.as_ref()
+                .map(|s| (s, Link::of(i as u32, self.gens[i], s)))
         })
     }
 }
@@ -660,6 +677,7 @@ mod tests {
             package: pkg,
             quota_bytes: None,
             prefixes: p.iter().map(|s| Prefix::parse(s).unwrap()).collect(),
+            limits: Limits::default(),
         }
     }
 
