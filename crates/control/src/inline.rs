@@ -442,6 +442,12 @@ impl InlineControl {
             "services": services,
             "controllers": self.controllers_json(&plan),
             "quota-dropped-packets": e(&|c| c.quota_dropped.get()),
+            "cap-dropped-packets": e(&|c| c.cap_dropped.get()),
+            "classifying-dropped-packets": e(&|c| c.classifying_dropped.get()),
+            "classifying-limit-bps": {
+                "up": policy.bandwidth.classifying[0],
+                "down": policy.bandwidth.classifying[1],
+            },
             "uncontrolled-packets": e(&|c| c.uncontrolled_packets.get()),
             "usage-export": self.usage_export_json(e(&|c| c.export_lost.get())),
         }))
@@ -506,8 +512,29 @@ impl InlineControl {
         let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
         let (s, link) = db.get(id).ok_or_else(|| format!("no subscriber '{id}'"))?;
         let mut services = Vec::new();
+        let mut total = Value::Null;
+        let mut rate = [0u64; 2];
+        let mut quota_rate = s.limits.quota_rate_bps;
         if let Some(plan) = self.shared.inline.load_full() {
             let policy = &plan.policy;
+            quota_rate = quota_rate.or(Some(policy.bandwidth.quota_rate));
+            // The total entry: every frame, classified or not.
+            let key = UsageTable::key(link.slot, link.gen, dpi::service::TOTAL);
+            let mut us = Vec::new();
+            for st in plan.stats.iter() {
+                if let Some(u) = st.usage.find(key) {
+                    us.push(u);
+                }
+                if let Some(b) = st.usage.find_bucket(key) {
+                    // Every worker's entry holds the subscriber's sum.
+                    for (d, r) in rate.iter_mut().enumerate() {
+                        *r = (*r).max(b.passed_rate[d].get() * 8);
+                    }
+                }
+            }
+            if !us.is_empty() {
+                total = Self::usage_json("(all)", &us);
+            }
             for svc in 0..policy.services.len() as u16 {
                 let key = UsageTable::key(link.slot, link.gen, svc);
                 let us: Vec<&Usage> = plan
@@ -536,8 +563,14 @@ impl InlineControl {
             "used-bytes": used,
             "remaining-bytes": s.quota_bytes.map(|q| q.saturating_sub(used)),
             "quota-exceeded": s.quota_bytes.is_some_and(|q| used >= q),
+            "quota-exceeded-rate-bps": quota_rate,
+            "cap-up-bps": s.limits.cap_bps[0],
+            "cap-down-bps": s.limits.cap_bps[1],
+            "rate-up-bps": rate[0],
+            "rate-down-bps": rate[1],
             "addresses": s.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             "services": services,
+            "total": total,
         }))
     }
 }

@@ -275,6 +275,22 @@ impl UsageTable {
         None
     }
 
+    /// The bandwidth state of `key` if present (any thread).
+    pub fn find_bucket(&self, key: u64) -> Option<&crate::bucket::Bucket> {
+        let mut pos = self.home(key);
+        for _ in 0..USAGE_PROBE {
+            let k = self.keys[pos].load(Ordering::Acquire);
+            if k == key {
+                return Some(&self.buckets[pos]);
+            }
+            if k == 0 {
+                return None;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
+
     #[inline]
     pub fn at(&self, i: u32) -> &Usage {
         &self.vals[i as usize]

@@ -225,6 +225,19 @@ pub fn service_control(v: &Value) -> String {
         u(v, "quota-dropped-packets"),
         u(v, "uncontrolled-packets")
     );
+    let cl = v.get("classifying-limit-bps").cloned().unwrap_or_default();
+    let lim = |d: &str| match u(&cl, d) {
+        0 => "none".to_string(),
+        r => bps(r),
+    };
+    let _ = writeln!(
+        o,
+        "Subscriber cap drops: {} frames; classifying (limit up {}, down {} per subscriber) drops: {} frames",
+        u(v, "cap-dropped-packets"),
+        lim("up"),
+        lim("down"),
+        u(v, "classifying-dropped-packets")
+    );
     o
 }
 
@@ -277,12 +290,39 @@ pub fn subscriber(v: &Value) -> String {
             let _ = writeln!(o, "  Quota: none (used {})", bytes(u(v, "used-bytes")));
         }
     }
+    if opt_u(v, "quota-bytes").is_some() {
+        match opt_u(v, "quota-exceeded-rate-bps") {
+            Some(0) => {
+                let _ = writeln!(o, "  When used up: drop");
+            }
+            Some(r) => {
+                let _ = writeln!(o, "  When used up: throttle to {}", bps(r));
+            }
+            None => {}
+        }
+    }
+    let cap = |k: &str| match u(v, k) {
+        0 => "none".to_string(),
+        c => bps(c),
+    };
+    let _ = writeln!(
+        o,
+        "  Cap: up {}, down {}; passing now: up {}, down {}",
+        cap("cap-up-bps"),
+        cap("cap-down-bps"),
+        bps(u(v, "rate-up-bps")),
+        bps(u(v, "rate-down-bps"))
+    );
     let _ = writeln!(o);
-    let rows = rows_at(v, "services");
+    let mut rows = rows_at(v, "services").to_vec();
     if rows.is_empty() {
         let _ = writeln!(o, "No traffic yet");
     } else {
-        usage_table("Service", rows, None).render(&mut o);
+        // All frames, those of flows still being classified included.
+        if let Some(t) = v.get("total").filter(|t| t.is_object()) {
+            rows.push(t.clone());
+        }
+        usage_table("Service", &rows, None).render(&mut o);
     }
     o
 }
