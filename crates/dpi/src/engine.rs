@@ -368,15 +368,9 @@ impl Engine {
             self.ctx.police_classifying(total, dir, bytes, now_us)
         } else {
             let s = &self.ctx.stats;
-            let pass = self.ctx.police(
-                service,
-                f.class(),
-                total,
-                f.user(),
-                dir,
-                bytes,
-                now_us,
-            );
+            let pass = self
+                .ctx
+                .police(service, f.class(), total, f.user(), dir, bytes, now_us);
             let count = if pass { count } else { count_drop };
             count(&s.services[usize::from(service)], dir, bytes);
             if let Some(a) = s.apps.get(usize::from(f.app())) {
@@ -595,7 +589,11 @@ impl Ctx {
                 bits |= (l.package as u8 + 1) << U_PKG_SHIFT;
                 // The subscriber's total entry: every frame of this flow
                 // from the first passes its cap and quota there.
-                match self.stats.usage.entry(UsageTable::key(l.slot, l.gen, TOTAL)) {
+                match self
+                    .stats
+                    .usage
+                    .entry(UsageTable::key(l.slot, l.gen, TOTAL))
+                {
                     Some(i) => {
                         let u = self.stats.usage.at(i);
                         u.flows.add(1);
@@ -1319,7 +1317,16 @@ mod tests {
             let mut pl = [0u8; 100];
             // (A first byte of 0x13: not RTP's version 2, which nDPI
             // would name.)
-            pl[..8].copy_from_slice(&[0x13, 0x37, (i * 77) as u8, (i >> 3) as u8, 0xfe, 0xed, 0x99, 0x42]);
+            pl[..8].copy_from_slice(&[
+                0x13,
+                0x37,
+                (i * 77) as u8,
+                (i >> 3) as u8,
+                0xfe,
+                0xed,
+                0x99,
+                0x42,
+            ]);
             build::v4(UDP, SUB, SRV, 20_000 + (i / 4) as u16, 44_444, 0, &pl)
         };
         let cfg = EngineConfig {
@@ -1341,7 +1348,11 @@ mod tests {
         assert!((r - 50_000.0).abs() < 0.03 * 50_000.0, "{r}");
         let s = e.stats();
         assert!(s.engine.cap_dropped.get() > 1000);
-        assert_eq!(s.engine.by_ndpi.get() + s.engine.unknown.get(), 0, "never decided");
+        assert_eq!(
+            s.engine.by_ndpi.get() + s.engine.unknown.get(),
+            0,
+            "never decided"
+        );
         let (_, l) = db.get("alice").unwrap();
         let t = s.usage.find(UsageTable::key(l.slot, l.gen, TOTAL)).unwrap();
         assert_eq!(t.packets[0].get() + t.dropped_packets[0].get(), 4000 - 1);

@@ -272,7 +272,10 @@ pub fn format_line(s: &Subscriber) -> String {
     if let Some(q) = s.quota_bytes {
         let _ = write!(out, " quota={q}");
     }
-    for (k, c) in [("cap-up", s.limits.cap_bps[0]), ("cap-down", s.limits.cap_bps[1])] {
+    for (k, c) in [
+        ("cap-up", s.limits.cap_bps[0]),
+        ("cap-down", s.limits.cap_bps[1]),
+    ] {
         if c != 0 {
             let _ = write!(out, " {k}={c}");
         }
@@ -416,17 +419,26 @@ mod tests {
         let Record::Set(s) = r else { panic!() };
         assert_eq!(s.limits.cap_bps, [2_000_000, 1_500_000_000]);
         assert_eq!(s.limits.quota_rate_bps, Some(128_000));
-        assert_eq!(parse_line(&format_line(&s)).unwrap().unwrap(), Record::Set(s.clone()));
+        assert_eq!(
+            parse_line(&format_line(&s)).unwrap().unwrap(),
+            Record::Set(s.clone())
+        );
         let d = parse_line("add c package=gold addr=10.0.0.3 quota-exceeded=drop cap-down=999")
             .unwrap()
             .unwrap();
         let Record::Add(d) = d else { panic!() };
         assert_eq!(d.limits.cap_bps, [0, 999]);
         assert_eq!(d.limits.quota_rate_bps, Some(0));
-        assert_eq!(parse_line(&format_line(&d)).unwrap().unwrap(), Record::Set(d.clone()));
+        assert_eq!(
+            parse_line(&format_line(&d)).unwrap().unwrap(),
+            Record::Set(d.clone())
+        );
         // Old records (no new fields) read as before: no caps, the
         // configured quota action.
-        let Record::Add(o) = parse_line("add o package=gold addr=10.0.0.4 quota=5G").unwrap().unwrap() else {
+        let Record::Add(o) = parse_line("add o package=gold addr=10.0.0.4 quota=5G")
+            .unwrap()
+            .unwrap()
+        else {
             panic!()
         };
         assert_eq!(o.limits, Limits::default());
@@ -436,7 +448,10 @@ mod tests {
         assert_eq!(l.cap_bytes(0), 250_000);
         db.publish();
         let v = db.published().load_full();
-        assert_eq!(v.lookup(v4("10.0.0.2"), false).unwrap().cap_kbps, [2000, 1_500_000]);
+        assert_eq!(
+            v.lookup(v4("10.0.0.2"), false).unwrap().cap_kbps,
+            [2000, 1_500_000]
+        );
         let e = |l: &str| parse_line(l).unwrap_err();
         assert!(e("add x package=gold addr=10.0.0.1 cap-up=fast").contains("cap-up: 'fast'"));
         assert!(e("add x package=gold addr=10.0.0.1 cap-up=0").contains("above 0"));

@@ -651,10 +651,10 @@ impl SubscriberDb {
 
     /// Every subscriber, in slot order (for export; not for the data path).
     pub fn iter(&self) -> impl Iterator<Item = (&Subscriber, Link)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.as_ref()
-                .map(|s| (s, Link::of(i as u32, self.gens[i], s)))
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (s, Link::of(i as u32, self.gens[i], s))))
     }
 }
 

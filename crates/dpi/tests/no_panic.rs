@@ -79,12 +79,7 @@ fn seeds() -> Vec<Vec<u8>> {
 struct Book<'a>(&'a mut dpi::subscriber::SubscriberDb);
 
 impl dpi::bandwidth::QuotaBook for Book<'_> {
-    fn add_used(
-        &mut self,
-        slot: u32,
-        gen: u16,
-        bytes: u64,
-    ) -> Option<dpi::bandwidth::QuotaState> {
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<dpi::bandwidth::QuotaState> {
         let out = self.0.add_used(slot, gen, bytes)?;
         Some(dpi::bandwidth::QuotaState {
             out,
