@@ -239,7 +239,7 @@ pub fn parse_rate(v: &str) -> Result<u64, String> {
         return Err(bad());
     }
     let x = num.parse::<f64>().map_err(|_| bad())? * mult;
-    if !(x >= 1.0) || x > MAX_CAP_BPS as f64 {
+    if x.is_nan() || x < 1.0 || x > MAX_CAP_BPS as f64 {
         return Err(bad());
     }
     Ok(x.round() as u64)
