@@ -104,6 +104,10 @@ pub struct UsageExport {
     /// beyond, records are lost and counted.
     #[serde(default = "d_usage_queue")]
     pub queue: u32,
+    /// Seconds after which a live flow leaves an interim record of its
+    /// traffic so far (default 1800, as NetFlow/IPFIX exporters).
+    #[serde(default = "d_active_timeout")]
+    pub active_timeout: u32,
 }
 
 fn d_report_interval() -> u32 {
@@ -111,6 +115,9 @@ fn d_report_interval() -> u32 {
 }
 fn d_usage_refresh() -> u32 {
     60
+}
+fn d_active_timeout() -> u32 {
+    1800
 }
 fn d_usage_queue() -> u32 {
     1 << 16

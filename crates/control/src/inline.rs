@@ -282,6 +282,7 @@ impl InlineControl {
             for e in &mut engines {
                 let q = Arc::new(dpi::usage_record::UsageQueue::new(u.queue as usize));
                 e.set_usage_export(q.clone());
+                e.set_active_timeout(u64::from(u.active_timeout) * 1000);
                 queues.push(q);
             }
         }
@@ -449,12 +450,15 @@ impl InlineControl {
                 "down": policy.bandwidth.classifying[1],
             },
             "uncontrolled-packets": e(&|c| c.uncontrolled_packets.get()),
-            "usage-export": self.usage_export_json(e(&|c| c.export_lost.get())),
+            "usage-export": self.usage_export_json(
+                e(&|c| c.export_lost.get()),
+                e(&|c| c.interim_records.get()),
+            ),
         }))
     }
 
     /// The usage exporter's state (`null` when not configured).
-    fn usage_export_json(&self, lost: u64) -> Value {
+    fn usage_export_json(&self, lost: u64, interim: u64) -> Value {
         let (_, cfg) = self.usage_export_view();
         let Some(u) = cfg else {
             return Value::Null;
@@ -468,6 +472,8 @@ impl InlineControl {
             "messages": c.messages.load(Ordering::Relaxed),
             "send-errors": c.send_errors.load(Ordering::Relaxed),
             "lost": lost,
+            "active-timeout-s": u.active_timeout,
+            "interim-records": interim,
         })
     }
 

@@ -236,6 +236,8 @@ struct Ctx {
     cfg: EngineConfig,
     /// Where ended flows go as usage records (none: not exported).
     export: Option<Arc<UsageQueue>>,
+    /// Interim records of live flows every this long (0: none).
+    active_ms: u64,
 }
 
 /// One worker's engine. See the module docs.
@@ -260,6 +262,7 @@ impl Engine {
                 levels: Arc::new(Levels::new(&policy.bandwidth)),
                 cfg,
                 export: None,
+                active_ms: 0,
             },
         })
     }
@@ -282,6 +285,12 @@ impl Engine {
     /// Ended flows go to `q` as usage records from now on.
     pub fn set_usage_export(&mut self, q: Arc<UsageQueue>) {
         self.ctx.export = Some(q);
+    }
+
+    /// Live flows also leave an interim usage record every `ms` (0:
+    /// only when they end), carrying the traffic since the previous one.
+    pub fn set_active_timeout(&mut self, ms: u64) {
+        self.ctx.active_ms = ms;
     }
 
     /// Whether ended flows are exported.
@@ -396,9 +405,38 @@ impl Engine {
     /// batch (or per idle poll).
     pub fn sweep(&mut self, now_ms: u64, budget: usize) -> usize {
         let ctx = &mut self.ctx;
-        let n = self
-            .flows
-            .sweep(now_ms, budget, &mut |f| ctx.ended(f, ended_by_timeout(&f)));
+        let active_ms = match (&ctx.export, ctx.active_ms) {
+            (Some(_), ms) if ms > 0 => ms,
+            _ => u64::MAX,
+        };
+        let export = ctx.export.clone();
+        let stats = ctx.stats.clone();
+        let n = self.flows.sweep_active(
+            now_ms,
+            budget,
+            active_ms,
+            &mut |f| ctx.ended(f, ended_by_timeout(&f)),
+            &mut |f| {
+                // A flow still being classified waits for its decision
+                // (a few packets); an empty interval only restarts.
+                // A closing TCP flow ends within seconds: one final
+                // record rather than an interim one and an empty end.
+                if f.service == PENDING || matches!(f.state, State::TimeWait | State::Closed) {
+                    return false;
+                }
+                if f.packets == [0; 2] {
+                    return true;
+                }
+                let Some(q) = &export else { return false };
+                let r = usage_record(&f, f.app, f.service, EndReason::ActiveTimeout);
+                // A full queue: keep counting, try again next round.
+                let ok = q.push(r).is_ok();
+                if ok {
+                    stats.engine.interim_records.add(1);
+                }
+                ok
+            },
+        );
         self.sync_table_counters();
         n
     }
@@ -1052,6 +1090,60 @@ mod tests {
         assert_eq!(q.len(), 2);
         assert_eq!(e.stats().engine.export_lost.get(), 1);
         assert!(std::iter::from_fn(|| q.pop()).all(|r| r.end == EndReason::Forced));
+    }
+
+    #[test]
+    fn long_flows_leave_interim_records_at_the_active_timeout() {
+        let p = policy(vec![]);
+        let cfg = EngineConfig {
+            flows: 16,
+            classify_slots: 4,
+            usage_entries: 64,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(cfg, p.clone()).unwrap();
+        let q = Arc::new(UsageQueue::new(64));
+        e.set_usage_export(q.clone());
+        e.set_active_timeout(1000);
+        let v = db().published().load_full();
+        let q1 = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+        let up = build::v4(UDP, SUB, SRV, 5353, 53, 0, q1);
+        let down = build::v4(UDP, SRV, SUB, 53, 5353, 0, q1);
+        // 3.5 s of a DNS-looking flow: a query and an answer every 100 ms.
+        for i in 0..35u64 {
+            e.process(&up, Side::Subscriber, &v, 1000 + i * 100);
+            e.process(&down, Side::Network, &v, 1000 + i * 100 + 1);
+            e.sweep(1000 + i * 100 + 2, 16);
+        }
+        let interim: Vec<UsageRecord> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(interim.len(), 3, "{interim:?}");
+        assert!(interim.iter().all(|r| r.end == EndReason::ActiveTimeout));
+        assert_eq!(e.stats().engine.interim_records.get(), 3);
+        // Back to back: each starts where the last one was cut.
+        assert_eq!(interim[0].first_ms, 1000);
+        assert_eq!(interim[1].first_ms, interim[0].last_ms + 1);
+        assert_eq!(interim[0].app, ids::DNS);
+        e.sweep(10_000_000, 16);
+        let last = q.pop().unwrap();
+        assert_eq!(last.end, EndReason::Idle);
+        let all: Vec<UsageRecord> = interim.iter().copied().chain([last]).collect();
+        let sum = |d: usize| all.iter().map(|r| r.packets[d]).sum::<u64>();
+        assert_eq!(
+            (sum(0), sum(1)),
+            (35, 35),
+            "every packet in exactly one record"
+        );
+        let bytes: u64 = all.iter().map(|r| r.bytes[0] + r.bytes[1]).sum();
+        assert_eq!(bytes, 35 * (up.len() + down.len()) as u64);
+        // Without export, no interim records and counters never restart.
+        let mut e = Engine::new(cfg, p).unwrap();
+        e.set_active_timeout(1000);
+        for i in 0..30u64 {
+            e.process(&up, Side::Subscriber, &v, 1000 + i * 100);
+            e.sweep(1000 + i * 100 + 2, 16);
+        }
+        assert_eq!(e.stats().engine.interim_records.get(), 0);
+        e.flows().for_each(&mut |f| assert_eq!(f.packets[0], 30));
     }
 
     #[test]

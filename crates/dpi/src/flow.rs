@@ -775,6 +775,22 @@ impl FlowTable {
     /// (wrapping) and removes those idle past their state's timeout,
     /// handing each to `gone`. Returns the number removed.
     pub fn sweep(&mut self, now_ms: u64, budget: usize, gone: &mut dyn FnMut(Flow)) -> usize {
+        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false)
+    }
+
+    /// [`FlowTable::sweep`], and each live flow looked at whose interval
+    /// started `active_ms` or more ago goes to `interim`; if it returns
+    /// true the flow's interval starts again: its packet and byte counts
+    /// go back to zero and its first time becomes `now_ms` (an exporter's
+    /// active timeout: each record carries the traffic since the last).
+    pub fn sweep_active(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        active_ms: u64,
+        gone: &mut dyn FnMut(Flow),
+        interim: &mut dyn FnMut(Flow) -> bool,
+    ) -> usize {
         let mut removed = 0;
         let mut looked = 0;
         while looked < budget && !self.entries.is_empty() {
@@ -789,6 +805,12 @@ impl FlowTable {
                 removed += 1;
                 gone(self.remove(i));
                 continue; // the last entry moved to `i`
+            }
+            if now_ms.saturating_sub(e.first_ms) >= active_ms && interim(e.flow()) {
+                let e = &mut self.entries[i];
+                e.packets = [0; 2];
+                e.bytes = [0; 2];
+                e.first_ms = now_ms;
             }
             self.cursor = i + 1;
         }

@@ -147,6 +147,8 @@ pub struct EngineCounters {
     pub uncontrolled_packets: Counter,
     /// Usage records lost because the export queue was full.
     pub export_lost: Counter,
+    /// Interim usage records of live flows (active timeout).
+    pub interim_records: Counter,
     /// Live flows and flows being classified now.
     pub flows_live: Counter,
     pub classifying: Counter,

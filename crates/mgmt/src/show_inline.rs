@@ -157,6 +157,13 @@ pub fn service_control(v: &Value) -> String {
             u(ux, "lost"),
             u(ux, "send-errors")
         );
+        if let Some(t) = opt_u(ux, "active-timeout-s") {
+            let _ = writeln!(
+                o,
+                "  Active timeout {t} s: {} interim records of live flows",
+                u(ux, "interim-records")
+            );
+        }
     }
     let _ = writeln!(o);
     usage_table("Service", rows_at(v, "services"), None).render(&mut o);
