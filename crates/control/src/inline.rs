@@ -518,6 +518,7 @@ impl InlineControl {
         let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
         let (s, link) = db.get(id).ok_or_else(|| format!("no subscriber '{id}'"))?;
         let mut services = Vec::new();
+        let mut history = Vec::new();
         let mut total = Value::Null;
         let mut rate = [0u64; 2];
         let mut quota_rate = s.limits.quota_rate_bps;
@@ -541,6 +542,7 @@ impl InlineControl {
             if !us.is_empty() {
                 total = Self::usage_json("(all)", &us);
             }
+            history = self.subscriber_history(&plan, link.slot, link.gen);
             for svc in 0..policy.services.len() as u16 {
                 let key = UsageTable::key(link.slot, link.gen, svc);
                 let us: Vec<&Usage> = plan
@@ -577,6 +579,45 @@ impl InlineControl {
             "addresses": s.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             "services": services,
             "total": total,
+            "history": history,
         }))
+    }
+
+    /// The subscriber's bandwidth per service per closed interval of the
+    /// service history (the newest [`dpi::report::SUBSCRIBER_KEEP`]).
+    fn subscriber_history(&self, plan: &InlinePlan, slot: u32, gen: u16) -> Vec<Value> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, h)) = h.as_ref().filter(|(g, _)| *g == plan.generation) else {
+            return Vec::new();
+        };
+        let names = &plan.policy.services;
+        h.rows()
+            .filter_map(|r| {
+                let i = r
+                    .subscribers
+                    .partition_point(|x| (x.slot, x.gen) < (slot, gen));
+                let mine: Vec<Value> = r.subscribers[i..]
+                    .iter()
+                    .take_while(|x| (x.slot, x.gen) == (slot, gen))
+                    .map(|x| {
+                        let name = if x.service == dpi::service::TOTAL {
+                            "(all)"
+                        } else {
+                            names.name(x.service)
+                        };
+                        json!({
+                            "name": name,
+                            "up-bps": x.bps[0],
+                            "down-bps": x.bps[1],
+                            "dropped-up-bps": x.dropped_bps[0],
+                            "dropped-down-bps": x.dropped_bps[1],
+                        })
+                    })
+                    .collect();
+                (!mine.is_empty()).then(
+                    || json!({"start-ms": r.start_ms, "length-ms": r.len_ms, "services": mine}),
+                )
+            })
+            .collect()
     }
 }

@@ -529,7 +529,10 @@ fn subscriber_caps_and_the_classifying_limit_hold_unclassified_flows() {
     );
     let b = bed(
         "c",
-        &format!("  classifying: {{up: \"{}\"}}\n", (6e5 * k) as u64),
+        &format!(
+            "  classifying: {{up: \"{}\"}}\n  report-interval-s: 1\n",
+            (6e5 * k) as u64
+        ),
         &subs,
     );
     let offers = vec![
@@ -580,4 +583,31 @@ fn subscriber_caps_and_the_classifying_limit_hold_unclassified_flows() {
         "{text}"
     );
     assert!(text.contains("(all)"), "{text}");
+    // Bandwidth per service over time (1 s intervals): gold's total at its
+    // cap in the intervals inside the run.
+    let hist = v["history"].as_array().expect("history");
+    let at_cap = hist
+        .iter()
+        .filter_map(|r| {
+            r["services"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == "(all)")
+                .and_then(|s| s["up-bps"].as_u64())
+        })
+        .filter(|&bps| within(bps as f64, 4e5 * k, 0.05))
+        .count();
+    assert!(at_cap >= 3, "{v:#}");
+    let bronze = b.sw.show_json(&["show", "subscriber", "bronze-1"]);
+    let svc_a = bronze["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["services"].as_array().unwrap())
+        .filter(|s| {
+            s["name"] == "svc-a" && within(s["up-bps"].as_u64().unwrap() as f64, 8e5 * k, 0.05)
+        })
+        .count();
+    assert!(svc_a >= 3, "{bronze:#}");
+    assert!(text.contains("Bandwidth per interval"), "{text}");
 }

@@ -331,8 +331,48 @@ pub fn subscriber(v: &Value) -> String {
         }
         usage_table("Service", &rows, None).render(&mut o);
     }
+    // Bandwidth per service over the service history's intervals.
+    let hist = rows_at(v, "history");
+    if !hist.is_empty() {
+        let shown = &hist[hist.len().saturating_sub(SUBSCRIBER_HISTORY_SHOWN)..];
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Bandwidth per interval ({} of {} with traffic shown, newest last; times UTC)",
+            shown.len(),
+            hist.len()
+        );
+        let mut t = Table::new(&[
+            "Start",
+            ">Length",
+            "Service",
+            ">Up",
+            ">Down",
+            ">Dropped up",
+            ">Dropped down",
+        ]);
+        for r in shown {
+            let secs = u(r, "start-ms") / 1000 % 86_400;
+            let at = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            for sv in rows_at(r, "services") {
+                t.row(vec![
+                    at.clone(),
+                    format!("{:.1} s", u(r, "length-ms") as f64 / 1000.0),
+                    s(sv, "name"),
+                    bps(u(sv, "up-bps")),
+                    bps(u(sv, "down-bps")),
+                    bps(u(sv, "dropped-up-bps")),
+                    bps(u(sv, "dropped-down-bps")),
+                ]);
+            }
+        }
+        t.render(&mut o);
+    }
     o
 }
+
+/// Intervals `show subscriber` shows (newest; `--json` has them all).
+const SUBSCRIBER_HISTORY_SHOWN: usize = 10;
 
 /// Most intervals the text shows (newest; `--json` has them all).
 const HISTORY_SHOWN: usize = 30;
