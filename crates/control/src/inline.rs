@@ -572,6 +572,14 @@ impl InlineControl {
             "remaining-bytes": s.quota_bytes.map(|q| q.saturating_sub(used)),
             "quota-exceeded": s.quota_bytes.is_some_and(|q| used >= q),
             "quota-exceeded-rate-bps": quota_rate,
+            "quota-period-s": s.limits.quota_period_s,
+            // Seconds until the next period (none before traffic counts).
+            "quota-next-period-in-s": s.limits.quota_period_s.zip(db.period_start(link.slot, link.gen)).map(|(p, start)| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                p - now.saturating_sub(start) % p
+            }),
             "cap-up-bps": s.limits.cap_bps[0],
             "cap-down-bps": s.limits.cap_bps[1],
             "rate-up-bps": rate[0],

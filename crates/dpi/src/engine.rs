@@ -1432,6 +1432,7 @@ mod tests {
             crate::subscriber::Limits {
                 cap_bps: [400_000, 0],
                 quota_rate_bps: None,
+                quota_period_s: None,
             },
             None,
         );
@@ -1491,6 +1492,7 @@ mod tests {
             crate::subscriber::Limits {
                 cap_bps: [2_400_000, 0],
                 quota_rate_bps: Some(800_000),
+                quota_period_s: None,
             },
             None,
         );
@@ -1504,6 +1506,7 @@ mod tests {
             crate::subscriber::Limits {
                 cap_bps: [2_400_000, 0],
                 quota_rate_bps: Some(800_000),
+                quota_period_s: None,
             },
             Some(500_000),
         );

@@ -137,6 +137,7 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
             let mut quota = None;
             let mut caps: [Option<u64>; 2] = [None, None];
             let mut quota_rate = None;
+            let mut period = None;
             for w in words {
                 let (k, v) = w
                     .split_once('=')
@@ -193,9 +194,15 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                             })?,
                         });
                     }
+                    "quota-period" => {
+                        if period.is_some() {
+                            return Err("quota-period given twice".into());
+                        }
+                        period = Some(parse_period(v)?);
+                    }
                     _ => {
                         return Err(format!(
-                            "unknown field '{k}' (package, addr, quota, cap-up, cap-down, quota-exceeded)"
+                            "unknown field '{k}' (package, addr, quota, quota-period, cap-up, cap-down, quota-exceeded)"
                         ))
                     }
                 }
@@ -208,6 +215,7 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                 limits: Limits {
                     cap_bps: [caps[0].unwrap_or(0), caps[1].unwrap_or(0)],
                     quota_rate_bps: quota_rate,
+                    quota_period_s: period,
                 },
             };
             Ok(Some(if verb == "add" {
@@ -218,6 +226,25 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
         }
         _ => Err(format!("unknown command '{verb}' (add, set, del)")),
     }
+}
+
+/// A quota period: seconds, or a number with `s`, `m` (minutes), `h` or
+/// `d`; at least 1 s, at most 10 years.
+pub fn parse_period(v: &str) -> Result<u64, String> {
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 's')) => (&v[..i], 1),
+        Some((i, 'm')) => (&v[..i], 60),
+        Some((i, 'h')) => (&v[..i], 3600),
+        Some((i, 'd')) => (&v[..i], 86_400),
+        _ => (v, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| (1..=3650 * 86_400).contains(n))
+        .ok_or_else(|| {
+            format!("quota-period '{v}' is not a period of 1 s to 3650 d (e.g. 30d, 12h)")
+        })
 }
 
 /// A rate in bits/s: `64000`, `128k`, `2M`, `1.5G` (powers of 1000),
@@ -279,6 +306,9 @@ pub fn format_line(s: &Subscriber) -> String {
         if c != 0 {
             let _ = write!(out, " {k}={c}");
         }
+    }
+    if let Some(p) = s.limits.quota_period_s {
+        let _ = write!(out, " quota-period={p}");
     }
     match s.limits.quota_rate_bps {
         Some(0) => out.push_str(" quota-exceeded=drop"),
@@ -442,6 +472,38 @@ mod tests {
             panic!()
         };
         assert_eq!(o.limits, Limits::default());
+        let Record::Set(p) =
+            parse_line("set p package=gold addr=10.0.0.5 quota=1G quota-period=30d")
+                .unwrap()
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(p.limits.quota_period_s, Some(30 * 86_400));
+        assert_eq!(
+            parse_line(&format_line(&p)).unwrap().unwrap(),
+            Record::Set(p.clone())
+        );
+        assert_eq!(parse_period("90m"), Ok(5400));
+        assert_eq!(parse_period("12h"), Ok(43_200));
+        assert!(parse_period("0").is_err() && parse_period("5y").is_err());
+        assert!(parse_period("99999d")
+            .unwrap_err()
+            .contains("1 s to 3650 d"));
+        // A period restarts the account; reset-usage does too.
+        let mut db = SubscriberDb::new(4);
+        let l = db.upsert(p, false).unwrap();
+        assert_eq!(
+            db.add_used_at(l.slot, l.gen, 600_000_000, 1000),
+            Some(false)
+        );
+        assert_eq!(db.add_used_at(l.slot, l.gen, 500_000_000, 2000), Some(true));
+        assert_eq!(db.period_start(l.slot, l.gen), Some(1000));
+        // 31 days later: a new period (from day 30), this traffic only.
+        let later = 1000 + 31 * 86_400;
+        assert_eq!(db.add_used_at(l.slot, l.gen, 10, later), Some(false));
+        assert_eq!(db.used(l.slot, l.gen), 10);
+        assert_eq!(db.period_start(l.slot, l.gen), Some(1000 + 30 * 86_400));
         let mut db = SubscriberDb::new(4);
         let l = db.upsert(s, false).unwrap();
         assert_eq!(l.cap_kbps, [2000, 1_500_000]);

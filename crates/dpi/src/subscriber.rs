@@ -178,6 +178,9 @@ pub struct Limits {
     /// Rate left when its quota is used up, bits/s (0 = drop; `None`: the
     /// configured `quota-exceeded`).
     pub quota_rate_bps: Option<u64>,
+    /// Seconds after which the quota account starts again (`None`: only
+    /// `subscribers reset-usage` does).
+    pub quota_period_s: Option<u64>,
 }
 
 /// Largest cap a [`Link`] carries (kbit/s in a u32: about 4.3 Tbit/s).
@@ -433,7 +436,16 @@ pub struct SubscriberDb {
     /// Bytes passed per slot toward its quota, with the generation they
     /// belong to (a reused slot starts from zero). Not part of
     /// checkpoints: usage is traffic, not provisioning.
-    used: Vec<(u16, u64)>,
+    used: Vec<Account>,
+}
+
+/// A subscriber's quota account: generation, bytes, start of the period
+/// (Unix seconds; 0 = not started).
+#[derive(Clone, Copy, Default)]
+struct Account {
+    gen: u16,
+    bytes: u64,
+    start_s: u64,
 }
 
 impl SubscriberDb {
@@ -497,32 +509,68 @@ impl SubscriberDb {
     /// Bytes subscriber (`slot`, `gen`) has passed toward its quota.
     pub fn used(&self, slot: u32, gen: u16) -> u64 {
         match self.used.get(slot as usize) {
-            Some(&(g, n)) if g == gen => n,
+            Some(a) if a.gen == gen => a.bytes,
             _ => 0,
+        }
+    }
+
+    /// When the subscriber's current quota period started (Unix seconds;
+    /// `None`: no traffic counted yet).
+    pub fn period_start(&self, slot: u32, gen: u16) -> Option<u64> {
+        match self.used.get(slot as usize) {
+            Some(a) if a.gen == gen && a.start_s != 0 => Some(a.start_s),
+            _ => None,
         }
     }
 
     /// Adds passed bytes to a subscriber's account; whether its quota is
     /// now used up (`None`: no such subscriber any more).
     pub fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
-        let quota = self.by_slot(slot, gen)?.quota_bytes;
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs().max(1));
+        self.add_used_at(slot, gen, bytes, now_s)
+    }
+
+    /// [`SubscriberDb::add_used`] at `now_s` (Unix seconds): a quota with a
+    /// period starts again once the period has passed (periods follow one
+    /// another from the first counted traffic).
+    pub fn add_used_at(&mut self, slot: u32, gen: u16, bytes: u64, now_s: u64) -> Option<bool> {
+        let limits = self.by_slot(slot, gen)?;
+        let (quota, period) = (limits.quota_bytes, limits.limits.quota_period_s);
         let i = slot as usize;
         if self.used.len() <= i {
-            self.used.resize(i + 1, (0, 0));
+            self.used.resize(i + 1, Account::default());
         }
-        let u = &mut self.used[i];
-        if u.0 != gen {
-            *u = (gen, 0);
+        let a = &mut self.used[i];
+        if a.gen != gen {
+            *a = Account {
+                gen,
+                ..Account::default()
+            };
         }
-        u.1 = u.1.saturating_add(bytes);
-        Some(quota.is_some_and(|q| u.1 >= q))
+        if a.start_s == 0 {
+            a.start_s = now_s;
+        }
+        if let Some(p) = period.filter(|&p| p > 0) {
+            let elapsed = now_s.saturating_sub(a.start_s);
+            if elapsed >= p {
+                a.start_s += elapsed / p * p;
+                a.bytes = 0;
+            }
+        }
+        a.bytes = a.bytes.saturating_add(bytes);
+        Some(quota.is_some_and(|q| a.bytes >= q))
     }
 
     /// Starts a subscriber's quota account again (a new billing period).
     pub fn reset_used(&mut self, id: &str) -> Result<(), DbError> {
         let (_, l) = self.get(id).ok_or_else(|| DbError::NotFound(id.into()))?;
         if let Some(u) = self.used.get_mut(l.slot as usize) {
-            *u = (l.gen, 0);
+            *u = Account {
+                gen: l.gen,
+                ..Account::default()
+            };
         }
         Ok(())
     }

@@ -111,6 +111,7 @@ fn mutated_and_random_frames_through_the_engine() {
             limits: dpi::subscriber::Limits {
                 cap_bps: [100_000, 200_000],
                 quota_rate_bps: Some(8_000),
+                quota_period_s: None,
             },
             prefixes: vec![
                 dpi::subscriber::Prefix::parse("0.0.0.0/0").unwrap(),

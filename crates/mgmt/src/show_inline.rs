@@ -297,6 +297,13 @@ pub fn subscriber(v: &Value) -> String {
             let _ = writeln!(o, "  Quota: none (used {})", bytes(u(v, "used-bytes")));
         }
     }
+    if let Some(p) = opt_u(v, "quota-period-s") {
+        let next = match opt_u(v, "quota-next-period-in-s") {
+            Some(n) => format!("; the next starts in {}", span(n)),
+            None => String::new(),
+        };
+        let _ = writeln!(o, "  Quota period: {}{next}", span(p));
+    }
     if opt_u(v, "quota-bytes").is_some() {
         match opt_u(v, "quota-exceeded-rate-bps") {
             Some(0) => {
@@ -369,6 +376,23 @@ pub fn subscriber(v: &Value) -> String {
         t.render(&mut o);
     }
     o
+}
+
+/// `2 d 3 h`, `5 h 10 m`, `42 s`: the two largest units.
+fn span(secs: u64) -> String {
+    let units = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let mut parts = Vec::new();
+    let mut rest = secs;
+    for (n, name) in units {
+        if rest >= n || (parts.is_empty() && n == 1) {
+            parts.push(format!("{} {name}", rest / n));
+            rest %= n;
+        }
+        if parts.len() == 2 || (!parts.is_empty() && rest == 0) {
+            break;
+        }
+    }
+    parts.join(" ")
 }
 
 /// Intervals `show subscriber` shows (newest; `--json` has them all).
