@@ -626,13 +626,14 @@ impl Ctx {
                 f.set_sub(l.slot, l.gen);
                 bits |= (l.package as u8 + 1) << U_PKG_SHIFT;
                 // The subscriber's total entry: every frame of this flow
-                // from the first passes its cap and quota there.
-                match self
-                    .stats
-                    .usage
-                    .entry(UsageTable::key(l.slot, l.gen, TOTAL))
-                {
-                    Some(i) => {
+                // from the first passes its cap and quota there. Only
+                // where something can act on it: a subscriber without a
+                // cap or quota, with no classifying limit, costs nothing.
+                let needed = l.limited || self.policy.bandwidth.classifying != [0, 0];
+                let key = UsageTable::key(l.slot, l.gen, TOTAL);
+                match needed.then(|| self.stats.usage.entry(key)) {
+                    None => f.set_total(NONE),
+                    Some(Some(i)) => {
                         let u = self.stats.usage.at(i);
                         u.flows.add(1);
                         u.active.add(1);
@@ -649,7 +650,7 @@ impl Ctx {
                         }
                         f.set_total(i);
                     }
-                    None => {
+                    Some(None) => {
                         st.usage_full.add(1);
                         f.set_total(NONE);
                     }
@@ -1280,7 +1281,8 @@ mod tests {
             Arc::new(pol),
         )
         .unwrap();
-        let db = db();
+        // (A quota, so that its frames pass its total entry.)
+        let db = capped_db(Default::default(), Some(1 << 40));
         let v = db.published().load_full();
         let f = build::v4(UDP, SUB, SRV, 4000, 7000, 0, &[0u8; 100]);
         let len = f.len() as u64;

@@ -194,6 +194,8 @@ pub struct Link {
     pub package: Package,
     /// The subscriber's [up, down] cap, kbit/s rounded up (0 = none).
     pub cap_kbps: [u32; 2],
+    /// It has a cap or a quota: its frames need its total entry.
+    pub limited: bool,
 }
 
 impl Link {
@@ -204,6 +206,7 @@ impl Link {
             gen,
             package: s.package,
             cap_kbps: [k(s.limits.cap_bps[0]), k(s.limits.cap_bps[1])],
+            limited: s.quota_bytes.is_some() || s.limits.cap_bps != [0, 0],
         }
     }
 
