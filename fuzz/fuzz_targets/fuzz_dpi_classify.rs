@@ -43,6 +43,7 @@ fuzz_target!(|data: &[u8]| {
         id: "all".into(),
         package: dpi::subscriber::Package::Bronze,
         quota_bytes: None,
+        limits: Default::default(),
         prefixes: vec![
             dpi::subscriber::Prefix::parse("0.0.0.0/0").expect("v4"),
             dpi::subscriber::Prefix::parse("::/0").expect("v6"),

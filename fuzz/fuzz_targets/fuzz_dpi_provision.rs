@@ -1,5 +1,6 @@
 //! The subscriber bulk-provisioning stream on arbitrary bytes: every line
-//! is applied or reported, never a panic; the table stays consistent.
+//! is applied or reported, never a panic; the table stays consistent;
+//! every record (caps and quota action too) round-trips through its line.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -20,6 +21,16 @@ fuzz_target!(|data: &[u8]| {
             let found = view.lookup(p.addr, p.v6).expect("provisioned prefix found");
             assert!(found.slot == link.slot || p.len < if p.v6 { 128 } else { 32 });
         }
-        let _ = dpi::provision::format_line(s);
+        // A record written back reads as the same subscriber (caps and
+        // quota action included), and the data path sees its caps.
+        let line = dpi::provision::format_line(s);
+        match dpi::provision::parse_line(&line) {
+            Ok(Some(dpi::provision::Record::Set(back))) => assert_eq!(&back, s),
+            other => panic!("{line:?} read back as {other:?}"),
+        }
+        for d in 0..2 {
+            let cap = s.limits.cap_bps[d];
+            assert!(link.cap_bytes(d) * 8 >= cap && link.cap_bytes(d) * 8 < cap + 1000);
+        }
     }
 });

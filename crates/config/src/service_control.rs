@@ -77,6 +77,16 @@ pub struct ControllerDef {
     pub down: Option<String>,
 }
 
+/// A limit per subscriber and direction (bits/s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DirRates {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
+}
+
 /// `service-control.usage-export:` — ended flows as IPFIX usage records
 /// (application, service and subscriber as names) to a collector.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +104,10 @@ pub struct UsageExport {
     /// beyond, records are lost and counted.
     #[serde(default = "d_usage_queue")]
     pub queue: u32,
+    /// Seconds after which a live flow leaves an interim record of its
+    /// traffic so far (default 1800, as NetFlow/IPFIX exporters).
+    #[serde(default = "d_active_timeout")]
+    pub active_timeout: u32,
 }
 
 fn d_report_interval() -> u32 {
@@ -101,6 +115,9 @@ fn d_report_interval() -> u32 {
 }
 fn d_usage_refresh() -> u32 {
     60
+}
+fn d_active_timeout() -> u32 {
+    1800
 }
 fn d_usage_queue() -> u32 {
     1 << 16
@@ -143,8 +160,14 @@ pub struct ServiceControl {
     pub packages: Vec<PackageDef>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub controllers: Vec<ControllerDef>,
+    /// Per subscriber and direction: frames of its flows still being
+    /// classified share this rate (absent: not limited; the subscriber's
+    /// own cap and quota apply either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classifying: Option<DirRates>,
     /// When a subscriber's quota is used up: `drop` (default) or a rate
-    /// (`128k`) its traffic is throttled to, per service and direction.
+    /// (`128k`) its traffic is throttled to, per direction (a
+    /// subscriber's `quota-exceeded=` overrides it).
     #[serde(default = "d_quota_exceeded")]
     pub quota_exceeded: String,
     /// How often the control thread re-shares the controllers, ms.
@@ -247,6 +270,17 @@ impl ServiceControl {
         bw.quota_rate = self
             .quota_rate()
             .map_err(|e| ("quota-exceeded".to_string(), e))?;
+        if let Some(c) = &self.classifying {
+            if c.up.is_none() && c.down.is_none() {
+                return Err(("classifying.up".into(), "give up, down or both".into()));
+            }
+            for (d, (f, v)) in [("up", &c.up), ("down", &c.down)].into_iter().enumerate() {
+                if let Some(v) = v {
+                    bw.classifying[d] =
+                        parse_rate(v).map_err(|e| (format!("classifying.{f}"), e))?;
+                }
+            }
+        }
         if !(5..=10_000).contains(&self.control_interval_ms) {
             return Err((
                 "control-interval-ms".into(),
@@ -427,7 +461,7 @@ mod tests {
     #[test]
     fn controllers_and_packages_compile_and_bad_ones_are_named() {
         let text = format!(
-            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  services:\n    - {{name: web, applications: [HTTP]}}\n  packages:\n    - {{name: bronze, weight: 2, cap-down: 1M}}\n  controllers:\n    - {{service: web, up: 4M, down: 1.5G}}\n  quota-exceeded: 128k\n"
+            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  services:\n    - {{name: web, applications: [HTTP]}}\n  packages:\n    - {{name: bronze, weight: 2, cap-down: 1M}}\n  controllers:\n    - {{service: web, up: 4M, down: 1.5G}}\n  quota-exceeded: 128k\n  classifying: {{up: 256k}}\n"
         );
         let cfg = crate::parse(&text, "t.yaml").unwrap();
         let sc = cfg.service_control.as_ref().unwrap();
@@ -437,6 +471,7 @@ mod tests {
         assert_eq!(bw.weights, [10, 5, 2]);
         assert_eq!(bw.caps[2], [0, 1_000_000]);
         assert_eq!(bw.quota_rate, 128_000);
+        assert_eq!(bw.classifying, [256_000, 0]);
         for (bad, want) in [
             (
                 "  controllers:\n    - {service: nope, up: 4M}\n",
@@ -461,6 +496,14 @@ mod tests {
             (
                 "  quota-exceeded: slow\n",
                 "service-control.quota-exceeded: \"slow\" is not a number",
+            ),
+            (
+                "  classifying: {down: lots}\n",
+                "service-control.classifying.down: \"lots\" is not a number",
+            ),
+            (
+                "  classifying: {}\n",
+                "service-control.classifying.up: give up, down or both",
             ),
         ] {
             let text = format!(

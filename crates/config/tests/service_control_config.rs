@@ -30,13 +30,16 @@ fn timeouts_and_usage_export_defaults() {
         dpi::flow::Timeouts::default().of(dpi::flow::State::TimeWait)
     );
     let u = sc.usage_export.as_ref().unwrap();
-    assert_eq!((u.domain_id, u.template_refresh, u.queue), (0, 60, 65_536));
+    assert_eq!(
+        (u.domain_id, u.template_refresh, u.queue, u.active_timeout),
+        (0, 60, 65_536, 1800)
+    );
 }
 
 #[test]
 fn bad_timeouts_and_usage_export_name_line_and_field() {
     let text = format!(
-        "{BASE}  timeouts:\n    establised: 600\n    icmp: 0\n  usage-export:\n    collector: nowhere\n    queue: 10\n    template-refresh: 0\n"
+        "{BASE}  timeouts:\n    establised: 600\n    icmp: 0\n  usage-export:\n    collector: nowhere\n    queue: 10\n    template-refresh: 0\n    active-timeout: 0\n"
     );
     let e = errors(&text);
     let base = BASE.lines().count();
@@ -53,6 +56,11 @@ fn bad_timeouts_and_usage_export_name_line_and_field() {
             7,
             "service-control.usage-export.template-refresh",
             "at least 1 second",
+        ),
+        (
+            8,
+            "service-control.usage-export.active-timeout",
+            "out of range 1..604800",
         ),
     ];
     for (line, field, msg) in want {

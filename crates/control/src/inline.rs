@@ -6,7 +6,7 @@
 use config::service_control::{ServiceControl, UsageExport};
 use config::Config;
 use datapath::Shared;
-use dpi::bandwidth::{Controller, NoQuotas, QuotaBook};
+use dpi::bandwidth::{Controller, NoQuotas, QuotaBook, QuotaState};
 use dpi::engine::Engine;
 use dpi::inline::InlinePlan;
 use dpi::provision::{self, Mode};
@@ -42,8 +42,15 @@ pub struct InlineControl {
 struct DbBook<'a>(&'a mut SubscriberDb);
 
 impl QuotaBook for DbBook<'_> {
-    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
-        self.0.add_used(slot, gen, bytes)
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<QuotaState> {
+        let out = self.0.add_used(slot, gen, bytes)?;
+        Some(QuotaState {
+            out,
+            rate_bps: self
+                .0
+                .by_slot(slot, gen)
+                .and_then(|s| s.limits.quota_rate_bps),
+        })
     }
 }
 
@@ -275,6 +282,7 @@ impl InlineControl {
             for e in &mut engines {
                 let q = Arc::new(dpi::usage_record::UsageQueue::new(u.queue as usize));
                 e.set_usage_export(q.clone());
+                e.set_active_timeout(u64::from(u.active_timeout) * 1000);
                 queues.push(q);
             }
         }
@@ -435,13 +443,22 @@ impl InlineControl {
             "services": services,
             "controllers": self.controllers_json(&plan),
             "quota-dropped-packets": e(&|c| c.quota_dropped.get()),
+            "cap-dropped-packets": e(&|c| c.cap_dropped.get()),
+            "classifying-dropped-packets": e(&|c| c.classifying_dropped.get()),
+            "classifying-limit-bps": {
+                "up": policy.bandwidth.classifying[0],
+                "down": policy.bandwidth.classifying[1],
+            },
             "uncontrolled-packets": e(&|c| c.uncontrolled_packets.get()),
-            "usage-export": self.usage_export_json(e(&|c| c.export_lost.get())),
+            "usage-export": self.usage_export_json(
+                e(&|c| c.export_lost.get()),
+                e(&|c| c.interim_records.get()),
+            ),
         }))
     }
 
     /// The usage exporter's state (`null` when not configured).
-    fn usage_export_json(&self, lost: u64) -> Value {
+    fn usage_export_json(&self, lost: u64, interim: u64) -> Value {
         let (_, cfg) = self.usage_export_view();
         let Some(u) = cfg else {
             return Value::Null;
@@ -455,6 +472,8 @@ impl InlineControl {
             "messages": c.messages.load(Ordering::Relaxed),
             "send-errors": c.send_errors.load(Ordering::Relaxed),
             "lost": lost,
+            "active-timeout-s": u.active_timeout,
+            "interim-records": interim,
         })
     }
 
@@ -499,8 +518,31 @@ impl InlineControl {
         let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
         let (s, link) = db.get(id).ok_or_else(|| format!("no subscriber '{id}'"))?;
         let mut services = Vec::new();
+        let mut history = Vec::new();
+        let mut total = Value::Null;
+        let mut rate = [0u64; 2];
+        let mut quota_rate = s.limits.quota_rate_bps;
         if let Some(plan) = self.shared.inline.load_full() {
             let policy = &plan.policy;
+            quota_rate = quota_rate.or(Some(policy.bandwidth.quota_rate));
+            // The total entry: every frame, classified or not.
+            let key = UsageTable::key(link.slot, link.gen, dpi::service::TOTAL);
+            let mut us = Vec::new();
+            for st in plan.stats.iter() {
+                if let Some(u) = st.usage.find(key) {
+                    us.push(u);
+                }
+                if let Some(b) = st.usage.find_bucket(key) {
+                    // Every worker's entry holds the subscriber's sum.
+                    for (d, r) in rate.iter_mut().enumerate() {
+                        *r = (*r).max(b.passed_rate[d].get() * 8);
+                    }
+                }
+            }
+            if !us.is_empty() {
+                total = Self::usage_json("(all)", &us);
+            }
+            history = self.subscriber_history(&plan, link.slot, link.gen);
             for svc in 0..policy.services.len() as u16 {
                 let key = UsageTable::key(link.slot, link.gen, svc);
                 let us: Vec<&Usage> = plan
@@ -529,8 +571,61 @@ impl InlineControl {
             "used-bytes": used,
             "remaining-bytes": s.quota_bytes.map(|q| q.saturating_sub(used)),
             "quota-exceeded": s.quota_bytes.is_some_and(|q| used >= q),
+            "quota-exceeded-rate-bps": quota_rate,
+            "quota-period-s": s.limits.quota_period_s,
+            // Seconds until the next period (none before traffic counts).
+            "quota-next-period-in-s": s.limits.quota_period_s.zip(db.period_start(link.slot, link.gen)).map(|(p, start)| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                p - now.saturating_sub(start) % p
+            }),
+            "cap-up-bps": s.limits.cap_bps[0],
+            "cap-down-bps": s.limits.cap_bps[1],
+            "rate-up-bps": rate[0],
+            "rate-down-bps": rate[1],
             "addresses": s.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
             "services": services,
+            "total": total,
+            "history": history,
         }))
+    }
+
+    /// The subscriber's bandwidth per service per closed interval of the
+    /// service history (the newest [`dpi::report::SUBSCRIBER_KEEP`]).
+    fn subscriber_history(&self, plan: &InlinePlan, slot: u32, gen: u16) -> Vec<Value> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, h)) = h.as_ref().filter(|(g, _)| *g == plan.generation) else {
+            return Vec::new();
+        };
+        let names = &plan.policy.services;
+        h.rows()
+            .filter_map(|r| {
+                let i = r
+                    .subscribers
+                    .partition_point(|x| (x.slot, x.gen) < (slot, gen));
+                let mine: Vec<Value> = r.subscribers[i..]
+                    .iter()
+                    .take_while(|x| (x.slot, x.gen) == (slot, gen))
+                    .map(|x| {
+                        let name = if x.service == dpi::service::TOTAL {
+                            "(all)"
+                        } else {
+                            names.name(x.service)
+                        };
+                        json!({
+                            "name": name,
+                            "up-bps": x.bps[0],
+                            "down-bps": x.bps[1],
+                            "dropped-up-bps": x.dropped_bps[0],
+                            "dropped-down-bps": x.dropped_bps[1],
+                        })
+                    })
+                    .collect();
+                (!mine.is_empty()).then(
+                    || json!({"start-ms": r.start_ms, "length-ms": r.len_ms, "services": mine}),
+                )
+            })
+            .collect()
     }
 }

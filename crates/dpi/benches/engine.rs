@@ -81,6 +81,7 @@ fn engine(timeouts: Timeouts, classify_packets: u16) -> (Engine, SubscriberDb) {
                 id: format!("s{i}").into(),
                 package: Package::ALL[(i % 3) as usize],
                 quota_bytes: None,
+                limits: Default::default(),
                 prefixes: vec![
                     Prefix::parse(&format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])).unwrap(),
                 ],

@@ -32,7 +32,7 @@
 
 pub use crate::bucket::{Bucket, BURST_US, MIN_BURST_BYTES};
 use crate::counter::Counter;
-use crate::service::{Stats, UsageTable, MAX_SERVICES};
+use crate::service::{Stats, UsageTable, MAX_SERVICES, TOTAL};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -51,9 +51,13 @@ pub struct BandwidthPolicy {
     /// Per package: [up, down] cap per subscriber per service, bits/s
     /// (0 = none).
     pub caps: [[u64; 2]; 3],
-    /// Rate of a subscriber whose quota is used up, bits/s per service
-    /// and direction (0 = its traffic is dropped).
+    /// Rate of a subscriber whose quota is used up, bits/s per direction
+    /// (0 = its traffic is dropped); a subscriber's own `quota-exceeded=`
+    /// overrides it.
     pub quota_rate: u64,
+    /// [up, down] limit per subscriber on frames of its flows being
+    /// classified, bits/s (0 = none).
+    pub classifying: [u64; 2],
     /// Control thread period.
     pub interval_ms: u64,
 }
@@ -65,6 +69,7 @@ impl Default for BandwidthPolicy {
             weights: [10, 5, 1],
             caps: [[0; 2]; 3],
             quota_rate: 0,
+            classifying: [0; 2],
             interval_ms: 20,
         }
     }
@@ -159,8 +164,11 @@ struct Prev {
     /// Offered (passed + dropped) bytes per direction, passed bytes total.
     offered: [u64; 2],
     passed: u64,
+    passed_dir: [u64; 2],
     /// Smoothed offered rate per direction, bytes/s.
     demand: [f64; 2],
+    /// Smoothed passed rate per direction, bytes/s.
+    passed_rate: [f64; 2],
 }
 
 /// One active entry in one tick.
@@ -172,20 +180,31 @@ struct Item {
     pkg: u8,
     demand: [f64; 2],
     passed: u64,
+    passed_rate: [f64; 2],
+}
+
+/// A subscriber's quota after an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuotaState {
+    /// Used up.
+    pub out: bool,
+    /// The subscriber's own rate once used up, bits/s (0 = drop; `None`:
+    /// the policy's `quota_rate`).
+    pub rate_bps: Option<u64>,
 }
 
 /// A subscriber's account for quotas: given the passed bytes of the
 /// interval, answers whether its quota is used up. `None`: unknown now
 /// (keep the previous answer).
 pub trait QuotaBook {
-    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool>;
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<QuotaState>;
 }
 
 /// No quotas (tests, or a table locked by a bulk load).
 pub struct NoQuotas;
 
 impl QuotaBook for NoQuotas {
-    fn add_used(&mut self, _: u32, _: u16, _: u64) -> Option<bool> {
+    fn add_used(&mut self, _: u32, _: u16, _: u64) -> Option<QuotaState> {
         None
     }
 }
@@ -202,7 +221,10 @@ pub struct Controller {
     rates: Vec<f64>,
     /// Passed bytes per subscriber waiting for the quota book.
     pending_used: HashMap<(u32, u16), u64>,
-    quota_out: HashMap<(u32, u16), bool>,
+    quota_out: HashMap<(u32, u16), QuotaState>,
+    /// Per group: the subscriber's own cap per direction, bytes/s
+    /// (infinite: none), from its total entry.
+    sub_cap: Vec<[f64; 2]>,
     status: Vec<ControllerStatus>,
     passed_prev: Vec<[u64; 2]>,
     passed_rate: Vec<[f64; 2]>,
@@ -223,6 +245,7 @@ impl Controller {
             rates: Vec::new(),
             pending_used: HashMap::new(),
             quota_out: HashMap::new(),
+            sub_cap: Vec::new(),
             status: Vec::new(),
             passed_prev: vec![[0; 2]; MAX_SERVICES],
             passed_rate: vec![[0.0; 2]; MAX_SERVICES],
@@ -260,7 +283,67 @@ impl Controller {
             }
         }
         self.quotas(stats, quotas);
+        self.subscriber_caps(stats);
         self.share(stats, levels, dt);
+    }
+
+    /// Each group's subscriber cap (its total entry's), and the total
+    /// entries' rates: the cap — or, with the quota used up, the quota's
+    /// rate if lower — split between the workers carrying the subscriber.
+    fn subscriber_caps(&mut self, stats: &[Arc<Stats>]) {
+        self.sub_cap.clear();
+        self.sub_cap.resize(self.groups.len(), [f64::INFINITY; 2]);
+        // A subscriber's total group sorts after its service groups.
+        let mut g = self.groups.len();
+        let mut cur: Option<((u32, u16), [f64; 2])> = None;
+        while g > 0 {
+            g -= 1;
+            let (a, b) = self.groups[g];
+            let key = self.items[a].key;
+            let sub = UsageTable::subscriber_of(key);
+            if UsageTable::service_of(key) == TOTAL {
+                let mut limit = [f64::INFINITY; 2];
+                let mut passed = [0.0; 2];
+                for i in &self.items[a..b] {
+                    let bk = stats[i.worker as usize].usage.bucket(i.idx);
+                    for (d, l) in limit.iter_mut().enumerate() {
+                        let c = bk.cap[d].get();
+                        if c != 0 {
+                            *l = l.min(c as f64);
+                        }
+                        passed[d] += i.passed_rate[d];
+                    }
+                }
+                let caps = limit;
+                let first = stats[self.items[a].worker as usize]
+                    .usage
+                    .bucket(self.items[a].idx);
+                if first.quota_out.get() != 0 {
+                    let q = first.quota_rate.get() as f64;
+                    for l in &mut limit {
+                        *l = l.min(q);
+                    }
+                }
+                for i in &self.items[a..b] {
+                    let bk = stats[i.worker as usize].usage.bucket(i.idx);
+                    for (d, p) in passed.iter().enumerate() {
+                        bk.passed_rate[d].set(*p as u64);
+                    }
+                }
+                for (d, &l) in limit.iter().enumerate() {
+                    if l.is_finite() {
+                        split(&self.items[a..b], stats, d, l);
+                    }
+                }
+                cur = Some((sub, caps));
+                continue;
+            }
+            if let Some((s, caps)) = cur {
+                if s == sub {
+                    self.sub_cap[g] = caps;
+                }
+            }
+        }
     }
 
     /// Reads every worker's usage table: offered and passed deltas,
@@ -282,7 +365,8 @@ impl Controller {
                     u.bytes[0].get() + u.dropped_bytes[0].get(),
                     u.bytes[1].get() + u.dropped_bytes[1].get(),
                 ];
-                let passed = u.bytes[0].get() + u.bytes[1].get();
+                let passed_dir = [u.bytes[0].get(), u.bytes[1].get()];
+                let passed = passed_dir[0] + passed_dir[1];
                 if p.key != key {
                     // Entries are never reused under another key while the
                     // engine runs; a new one starts from zero.
@@ -303,12 +387,20 @@ impl Controller {
                     }
                 }
                 let passed_delta = passed.saturating_sub(p.passed);
+                for (d, &now) in passed_dir.iter().enumerate() {
+                    let delta = now.saturating_sub(p.passed_dir[d]) as f64 / dt;
+                    p.passed_rate[d] += DEMAND_ALPHA * (delta - p.passed_rate[d]);
+                    if p.passed_rate[d] < 1.0 {
+                        p.passed_rate[d] = 0.0;
+                    }
+                }
+                p.passed_dir = passed_dir;
                 p.offered = offered;
                 p.passed = passed;
                 let b = t.bucket(idx as u32);
                 if !busy && p.demand == [0.0; 2] {
                     // Idle: follow the level again when traffic returns.
-                    for r in &b.rate {
+                    for r in b.rate.iter().chain(&b.passed_rate) {
                         if r.get() != 0 {
                             r.set(0);
                         }
@@ -322,6 +414,7 @@ impl Controller {
                     pkg: b.package.get().saturating_sub(1).min(2) as u8,
                     demand: p.demand,
                     passed: passed_delta,
+                    passed_rate: p.passed_rate,
                 });
             }
         }
@@ -336,36 +429,50 @@ impl Controller {
         while g < self.groups.len() {
             let sub = UsageTable::subscriber_of(self.items[self.groups[g].0].key);
             let mut end = g;
+            // The total entry counts every frame (those of flows being
+            // classified too); the service entries are the fallback when
+            // the usage table had no room for it.
             let mut used = 0;
+            let mut used_total = None;
             while end < self.groups.len()
                 && UsageTable::subscriber_of(self.items[self.groups[end].0].key) == sub
             {
                 let (a, b) = self.groups[end];
-                used += self.items[a..b].iter().map(|i| i.passed).sum::<u64>();
+                let n = self.items[a..b].iter().map(|i| i.passed).sum::<u64>();
+                if UsageTable::service_of(self.items[a].key) == TOTAL {
+                    used_total = Some(n);
+                } else {
+                    used += n;
+                }
                 end += 1;
             }
+            let used = used_total.unwrap_or(used);
             let pending = self.pending_used.remove(&sub).unwrap_or(0) + used;
-            let out = match book.add_used(sub.0, sub.1, pending) {
-                Some(out) => {
-                    if out {
-                        self.quota_out.insert(sub, true);
+            let q = match book.add_used(sub.0, sub.1, pending) {
+                Some(q) => {
+                    if q.out {
+                        self.quota_out.insert(sub, q);
                     } else {
                         self.quota_out.remove(&sub);
                     }
-                    out
+                    q
                 }
                 None => {
                     if pending > 0 {
                         self.pending_used.insert(sub, pending);
                     }
-                    self.quota_out.get(&sub).copied().unwrap_or(false)
+                    self.quota_out.get(&sub).copied().unwrap_or_default()
                 }
             };
+            let rate = q.rate_bps.unwrap_or(self.policy.quota_rate) / 8;
             for &(a, b) in &self.groups[g..end] {
                 for i in &self.items[a..b] {
                     let bucket = stats[i.worker as usize].usage.bucket(i.idx);
-                    if (bucket.quota_out.get() != 0) != out {
-                        bucket.quota_out.set(u64::from(out));
+                    if bucket.quota_rate.get() != rate {
+                        bucket.quota_rate.set(rate);
+                    }
+                    if (bucket.quota_out.get() != 0) != q.out {
+                        bucket.quota_out.set(u64::from(q.out));
                     }
                 }
             }
@@ -438,7 +545,9 @@ impl Controller {
                 active[pkg] += 1;
             }
             let w = self.policy.weight(pkg) as f64;
-            let want = demand.min(self.policy.cap_bytes(pkg, d) as f64);
+            let want = demand
+                .min(self.policy.cap_bytes(pkg, d) as f64)
+                .min(self.sub_cap[gi][d]);
             self.fill.push((want / w, gi, w, want));
         }
         self.fill
@@ -470,7 +579,7 @@ impl Controller {
         self.rates.resize(self.groups.len(), 0.0);
         for &(_, gi, w, want) in &self.fill {
             let pkg = usize::from(self.items[self.groups[gi].0].pkg);
-            let cap = self.policy.cap_bytes(pkg, d) as f64;
+            let cap = (self.policy.cap_bytes(pkg, d) as f64).min(self.sub_cap[gi][d]);
             // Constrained (a level exists): everyone may use its weight's
             // share; the satisfied use less, which the level accounts for.
             // All satisfied: what each wants plus its part of the rest.
@@ -484,24 +593,28 @@ impl Controller {
         }
         for &(_, gi, _, _) in &self.fill {
             let (a, b) = self.groups[gi];
-            let r = self.rates[gi];
-            let n = (b - a) as f64;
-            let total: f64 = self.items[a..b].iter().map(|i| i.demand[d]).sum();
-            // A subscriber's rate is split between the workers carrying
-            // it by their demand, with a floor so a worker that just got
-            // one of its flows is not starved for an interval.
-            let floor = total.max(1.0) / (8.0 * n);
-            for i in &self.items[a..b] {
-                let share = if n == 1.0 {
-                    1.0
-                } else {
-                    (i.demand[d] + floor) / (total + floor * n)
-                };
-                let rate = ((r * share) as u64).max(1);
-                stats[i.worker as usize].usage.bucket(i.idx).rate[d].set(rate);
-            }
+            split(&self.items[a..b], stats, d, self.rates[gi]);
         }
         (level, active, offered)
+    }
+}
+
+/// Writes rate `r` (bytes/s) of one subscriber × service (or total) in
+/// direction `d` into its entries on the workers carrying it, split by
+/// their demand, with a floor so a worker that just got one of its flows
+/// is not starved for an interval.
+fn split(items: &[Item], stats: &[Arc<Stats>], d: usize, r: f64) {
+    let n = items.len() as f64;
+    let total: f64 = items.iter().map(|i| i.demand[d]).sum();
+    let floor = total.max(1.0) / (8.0 * n);
+    for i in items {
+        let share = if n == 1.0 {
+            1.0
+        } else {
+            (i.demand[d] + floor) / (total + floor * n)
+        };
+        let rate = ((r * share) as u64).max(1);
+        stats[i.worker as usize].usage.bucket(i.idx).rate[d].set(rate);
     }
 }
 
@@ -629,9 +742,12 @@ mod tests {
 
     struct Book(u64, u64);
     impl QuotaBook for Book {
-        fn add_used(&mut self, _: u32, _: u16, bytes: u64) -> Option<bool> {
+        fn add_used(&mut self, _: u32, _: u16, bytes: u64) -> Option<QuotaState> {
             self.0 += bytes;
-            Some(self.0 >= self.1)
+            Some(QuotaState {
+                out: self.0 >= self.1,
+                rate_bps: None,
+            })
         }
     }
 

@@ -27,17 +27,22 @@
 //!    subscriber-service counters; later packets are added one by one.
 //!
 //! 6. Bandwidth control ([`crate::bandwidth`]): a packet of a decided
-//!    flow whose service has a controller in its direction, or whose
-//!    subscriber's quota is used up, takes its bytes from the token bucket
-//!    of its subscriber × service entry; an empty bucket drops it
-//!    ([`Verdict::Drop`], counted per service, per subscriber × service and
-//!    per direction). Everything else passes unchanged.
+//!    flow whose service has a controller in its direction takes its
+//!    bytes from the token bucket of its subscriber × service entry; a
+//!    packet of a flow still being classified takes them from the
+//!    subscriber's `classifying` bucket (when that limit is configured).
+//!    Then every packet of a subscriber — classified or not — passes its
+//!    subscriber's *total* entry ([`crate::service::TOTAL`]): its own cap
+//!    and its quota. An empty bucket drops the packet ([`Verdict::Drop`],
+//!    counted per service, per subscriber × service, in the subscriber's
+//!    total and per direction; a bucket passed before a later one dropped
+//!    gets its tokens back). Everything else passes unchanged.
 
 use crate::bandwidth::{BandwidthPolicy, Levels};
 use crate::flow::{Flow, FlowTable, State, Timeouts, Track, NONE};
 use crate::ndpi::{FlowPool, Ndpi, NdpiError};
 use crate::packet::parse_ethernet;
-use crate::service::{ServiceMap, Stats, Usage, UsageTable, OTHER, UNKNOWN};
+use crate::service::{ServiceMap, Stats, Usage, UsageTable, OTHER, TOTAL, UNKNOWN};
 use crate::signature::{Signature, Signatures};
 use crate::subscriber::View;
 use crate::usage_record::{EndReason, UsageQueue, UsageRecord};
@@ -231,6 +236,8 @@ struct Ctx {
     cfg: EngineConfig,
     /// Where ended flows go as usage records (none: not exported).
     export: Option<Arc<UsageQueue>>,
+    /// Interim records of live flows every this long (0: none).
+    active_ms: u64,
 }
 
 /// One worker's engine. See the module docs.
@@ -255,6 +262,7 @@ impl Engine {
                 levels: Arc::new(Levels::new(&policy.bandwidth)),
                 cfg,
                 export: None,
+                active_ms: 0,
             },
         })
     }
@@ -277,6 +285,12 @@ impl Engine {
     /// Ended flows go to `q` as usage records from now on.
     pub fn set_usage_export(&mut self, q: Arc<UsageQueue>) {
         self.ctx.export = Some(q);
+    }
+
+    /// Live flows also leave an interim usage record every `ms` (0:
+    /// only when they end), carrying the traffic since the previous one.
+    pub fn set_active_timeout(&mut self, ms: u64) {
+        self.ctx.active_ms = ms;
     }
 
     /// Whether ended flows are exported.
@@ -342,8 +356,10 @@ impl Engine {
         if new {
             self.ctx.start(&mut self.flows, idx, &p.tuple, side, view);
         }
-        let service = self.flows.at(idx).service();
-        if service == PENDING {
+        let dir = side as usize;
+        let f = self.flows.at(idx);
+        let (service, total) = (f.service(), f.total());
+        let pass = if service == PENDING {
             let payload = frame
                 .get(p.payload..p.payload + p.payload_len)
                 .unwrap_or(&[]);
@@ -355,13 +371,15 @@ impl Engine {
                 &frame[p.l3..],
                 now_ms,
             );
+            // Its service is not known yet (this frame is counted in it
+            // when the flow is decided): the classifying limit and the
+            // subscriber's own cap and quota.
+            self.ctx.police_classifying(total, dir, bytes, now_us)
         } else {
-            let f = self.flows.at(idx);
-            let dir = side as usize;
             let s = &self.ctx.stats;
             let pass = self
                 .ctx
-                .police(service, f.class(), f.user(), dir, bytes, now_us);
+                .police(service, f.class(), total, f.user(), dir, bytes, now_us);
             let count = if pass { count } else { count_drop };
             count(&s.services[usize::from(service)], dir, bytes);
             if let Some(a) = s.apps.get(usize::from(f.app())) {
@@ -370,20 +388,55 @@ impl Engine {
             if f.class() != NONE {
                 count(s.usage.at(f.class()), dir, bytes);
             }
-            if !pass {
-                return Verdict::Drop;
-            }
+            pass
+        };
+        if total != NONE {
+            let c = if pass { count } else { count_drop };
+            c(self.ctx.stats.usage.at(total), dir, bytes);
         }
-        Verdict::Pass
+        if pass {
+            Verdict::Pass
+        } else {
+            Verdict::Drop
+        }
     }
 
     /// Expires idle flows: looks at up to `budget` flows. Call once per
     /// batch (or per idle poll).
     pub fn sweep(&mut self, now_ms: u64, budget: usize) -> usize {
         let ctx = &mut self.ctx;
-        let n = self
-            .flows
-            .sweep(now_ms, budget, &mut |f| ctx.ended(f, ended_by_timeout(&f)));
+        let active_ms = match (&ctx.export, ctx.active_ms) {
+            (Some(_), ms) if ms > 0 => ms,
+            _ => u64::MAX,
+        };
+        let export = ctx.export.clone();
+        let stats = ctx.stats.clone();
+        let n = self.flows.sweep_active(
+            now_ms,
+            budget,
+            active_ms,
+            &mut |f| ctx.ended(f, ended_by_timeout(&f)),
+            &mut |f| {
+                // A flow still being classified waits for its decision
+                // (a few packets); an empty interval only restarts.
+                // A closing TCP flow ends within seconds: one final
+                // record rather than an interim one and an empty end.
+                if f.service == PENDING || matches!(f.state, State::TimeWait | State::Closed) {
+                    return false;
+                }
+                if f.packets == [0; 2] {
+                    return true;
+                }
+                let Some(q) = &export else { return false };
+                let r = usage_record(&f, f.app, f.service, EndReason::ActiveTimeout);
+                // A full queue: keep counting, try again next round.
+                let ok = q.push(r).is_ok();
+                if ok {
+                    stats.engine.interim_records.add(1);
+                }
+                ok
+            },
+        );
         self.sync_table_counters();
         n
     }
@@ -428,12 +481,15 @@ fn count_drop(u: &Usage, dir: usize, bytes: u32) {
 
 impl Ctx {
     /// Bandwidth control of one packet of a decided flow (`usage`: its
-    /// subscriber × service entry). True: it may pass.
+    /// subscriber × service entry, `total`: its subscriber's total entry).
+    /// True: it may pass.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn police(
         &self,
         service: u16,
         usage: u32,
+        total: u32,
         user: u8,
         dir: usize,
         bytes: u32,
@@ -445,12 +501,14 @@ impl Ctx {
             if limit != 0 {
                 self.stats.engine.uncontrolled_packets.add(1);
             }
-            return true;
+            return total == NONE || self.police_total(total, dir, bytes, now_us);
         }
         let b = self.stats.usage.bucket(usage);
-        let quota_out = b.quota_out.get() != 0;
+        // Without a total entry (usage table full) the quota falls back to
+        // the service entry's flag, at the policy's rate.
+        let quota_out = total == NONE && b.quota_out.get() != 0;
         if limit == 0 && !quota_out {
-            return true;
+            return total == NONE || self.police_total(total, dir, bytes, now_us);
         }
         let rate = if quota_out {
             bw.quota_rate / 8
@@ -465,11 +523,82 @@ impl Ctx {
                 r => r,
             }
         };
-        let ok = b.admit(dir, rate, bytes, now_us);
-        if !ok && quota_out {
-            self.stats.engine.quota_dropped.add(1);
+        if !b.admit(dir, rate, bytes, now_us) {
+            if quota_out {
+                self.stats.engine.quota_dropped.add(1);
+            }
+            return false;
         }
-        ok
+        if total != NONE && !self.police_total(total, dir, bytes, now_us) {
+            b.refund(dir, bytes);
+            return false;
+        }
+        true
+    }
+
+    /// A packet of a flow still being classified: the `classifying` limit
+    /// of its subscriber, then the subscriber's cap and quota.
+    #[inline]
+    fn police_classifying(&self, total: u32, dir: usize, bytes: u32, now_us: u64) -> bool {
+        let limit = self.policy.bandwidth.classifying[dir] / 8;
+        if total == NONE {
+            if limit != 0 {
+                self.stats.engine.uncontrolled_packets.add(1);
+            }
+            return true;
+        }
+        let b = self.stats.usage.bucket(total);
+        if limit != 0 && !b.classifying.admit(dir, limit, bytes, now_us) {
+            self.stats.engine.classifying_dropped.add(1);
+            return false;
+        }
+        if !self.police_total(total, dir, bytes, now_us) {
+            if limit != 0 {
+                b.classifying.refund(dir, bytes);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// The subscriber's own cap and its quota (its total entry `total`).
+    #[inline]
+    fn police_total(&self, total: u32, dir: usize, bytes: u32, now_us: u64) -> bool {
+        let b = self.stats.usage.bucket(total);
+        let out = b.quota_out.get() != 0;
+        let cap = b.cap[dir].get();
+        let limit = match (out, cap) {
+            (false, 0) => return true,
+            (false, c) => c,
+            (true, c) => {
+                let q = b.quota_rate.get();
+                if q == 0 {
+                    self.stats.engine.quota_dropped.add(1);
+                    return false;
+                }
+                if c == 0 {
+                    q
+                } else {
+                    q.min(c)
+                }
+            }
+        };
+        // The control thread's share for this worker, or the whole limit
+        // before it has seen the subscriber here.
+        let rate = match b.rate[dir].get() {
+            0 => limit,
+            r => r.min(limit),
+        };
+        if b.admit(dir, rate, bytes, now_us) {
+            return true;
+        }
+        let c = if out {
+            &self.stats.engine.quota_dropped
+        } else {
+            &self.stats.engine.cap_dropped
+        };
+        c.add(1);
+        false
     }
 
     /// A new flow: subscriber, nDPI slot, engine bits.
@@ -496,9 +625,40 @@ impl Ctx {
             Some(l) => {
                 f.set_sub(l.slot, l.gen);
                 bits |= (l.package as u8 + 1) << U_PKG_SHIFT;
+                // The subscriber's total entry: every frame of this flow
+                // from the first passes its cap and quota there. Only
+                // where something can act on it: a subscriber without a
+                // cap or quota, with no classifying limit, costs nothing.
+                let needed = l.limited || self.policy.bandwidth.classifying != [0, 0];
+                let key = UsageTable::key(l.slot, l.gen, TOTAL);
+                match needed.then(|| self.stats.usage.entry(key)) {
+                    None => f.set_total(NONE),
+                    Some(Some(i)) => {
+                        let u = self.stats.usage.at(i);
+                        u.flows.add(1);
+                        u.active.add(1);
+                        let b = self.stats.usage.bucket(i);
+                        for d in 0..2 {
+                            // A `set` may have changed the cap since.
+                            if b.cap[d].get() != l.cap_bytes(d) {
+                                b.cap[d].set(l.cap_bytes(d));
+                            }
+                        }
+                        let pkg = l.package as u64 + 1;
+                        if b.package.get() != pkg {
+                            b.package.set(pkg);
+                        }
+                        f.set_total(i);
+                    }
+                    Some(None) => {
+                        st.usage_full.add(1);
+                        f.set_total(NONE);
+                    }
+                }
             }
             None => {
                 f.set_sub(NONE, 0);
+                f.set_total(NONE);
                 st.no_subscriber.add(1);
             }
         }
@@ -706,6 +866,9 @@ impl Ctx {
         if usage != NONE {
             st.usage.at(usage).active.sub(1);
         }
+        if f.total != NONE {
+            st.usage.at(f.total).active.sub(1);
+        }
         if let Some(q) = &self.export {
             let r = usage_record(&f, app, service, why);
             if q.push(r).is_err() {
@@ -792,6 +955,7 @@ mod tests {
                 package: Package::Gold,
                 quota_bytes: None,
                 prefixes: vec![Prefix::parse("10.0.0.1").unwrap()],
+                limits: Default::default(),
             },
             false,
         )
@@ -930,6 +1094,60 @@ mod tests {
     }
 
     #[test]
+    fn long_flows_leave_interim_records_at_the_active_timeout() {
+        let p = policy(vec![]);
+        let cfg = EngineConfig {
+            flows: 16,
+            classify_slots: 4,
+            usage_entries: 64,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(cfg, p.clone()).unwrap();
+        let q = Arc::new(UsageQueue::new(64));
+        e.set_usage_export(q.clone());
+        e.set_active_timeout(1000);
+        let v = db().published().load_full();
+        let q1 = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+        let up = build::v4(UDP, SUB, SRV, 5353, 53, 0, q1);
+        let down = build::v4(UDP, SRV, SUB, 53, 5353, 0, q1);
+        // 3.5 s of a DNS-looking flow: a query and an answer every 100 ms.
+        for i in 0..35u64 {
+            e.process(&up, Side::Subscriber, &v, 1000 + i * 100);
+            e.process(&down, Side::Network, &v, 1000 + i * 100 + 1);
+            e.sweep(1000 + i * 100 + 2, 16);
+        }
+        let interim: Vec<UsageRecord> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(interim.len(), 3, "{interim:?}");
+        assert!(interim.iter().all(|r| r.end == EndReason::ActiveTimeout));
+        assert_eq!(e.stats().engine.interim_records.get(), 3);
+        // Back to back: each starts where the last one was cut.
+        assert_eq!(interim[0].first_ms, 1000);
+        assert_eq!(interim[1].first_ms, interim[0].last_ms + 1);
+        assert_eq!(interim[0].app, ids::DNS);
+        e.sweep(10_000_000, 16);
+        let last = q.pop().unwrap();
+        assert_eq!(last.end, EndReason::Idle);
+        let all: Vec<UsageRecord> = interim.iter().copied().chain([last]).collect();
+        let sum = |d: usize| all.iter().map(|r| r.packets[d]).sum::<u64>();
+        assert_eq!(
+            (sum(0), sum(1)),
+            (35, 35),
+            "every packet in exactly one record"
+        );
+        let bytes: u64 = all.iter().map(|r| r.bytes[0] + r.bytes[1]).sum();
+        assert_eq!(bytes, 35 * (up.len() + down.len()) as u64);
+        // Without export, no interim records and counters never restart.
+        let mut e = Engine::new(cfg, p).unwrap();
+        e.set_active_timeout(1000);
+        for i in 0..30u64 {
+            e.process(&up, Side::Subscriber, &v, 1000 + i * 100);
+            e.sweep(1000 + i * 100 + 2, 16);
+        }
+        assert_eq!(e.stats().engine.interim_records.get(), 0);
+        e.flows().for_each(&mut |f| assert_eq!(f.packets[0], 30));
+    }
+
+    #[test]
     fn signature_overrides_ndpi_and_unknown_is_unknown() {
         let sig = Signature {
             name: "ly-probe".into(),
@@ -1063,7 +1281,8 @@ mod tests {
             Arc::new(pol),
         )
         .unwrap();
-        let db = db();
+        // (A quota, so that its frames pass its total entry.)
+        let db = capped_db(Default::default(), Some(1 << 40));
         let v = db.published().load_full();
         let f = build::v4(UDP, SUB, SRV, 4000, 7000, 0, &[0u8; 100]);
         let len = f.len() as u64;
@@ -1095,7 +1314,7 @@ mod tests {
         let (_, link) = db.get("alice").unwrap();
         let i = s
             .usage
-            .entry(UsageTable::key(link.slot, link.gen, custom))
+            .entry(UsageTable::key(link.slot, link.gen, TOTAL))
             .unwrap();
         s.usage.bucket(i).quota_out.set(1);
         assert_eq!(
@@ -1116,6 +1335,187 @@ mod tests {
             );
         }
         assert_eq!(s.engine.uncontrolled_packets.get(), 99);
+    }
+
+    /// Runs `frame_of(i)` from the subscriber side every `gap_us` for
+    /// `secs` with a control thread ticking every 20 ms; returns the
+    /// bytes/s passed in the second half.
+    fn drive(
+        e: &mut Engine,
+        db: &mut SubscriberDb,
+        secs: u64,
+        gap_us: u64,
+        frame_of: &dyn Fn(u64) -> Vec<u8>,
+    ) -> f64 {
+        struct Book<'a>(&'a mut SubscriberDb);
+        impl crate::bandwidth::QuotaBook for Book<'_> {
+            fn add_used(
+                &mut self,
+                slot: u32,
+                gen: u16,
+                bytes: u64,
+            ) -> Option<crate::bandwidth::QuotaState> {
+                let out = self.0.add_used(slot, gen, bytes)?;
+                Some(crate::bandwidth::QuotaState {
+                    out,
+                    rate_bps: self.0.by_slot(slot, gen)?.limits.quota_rate_bps,
+                })
+            }
+        }
+        let stats = vec![e.stats()];
+        let levels = Arc::new(crate::bandwidth::Levels::new(&e.policy().bandwidth));
+        e.set_levels(levels.clone());
+        let mut c = crate::bandwidth::Controller::new(e.policy().bandwidth.clone(), &stats);
+        let v = db.published().load_full();
+        let end = secs * 1_000_000;
+        let (mut t, mut i, mut passed) = (1_000u64, 0u64, 0u64);
+        let mut next_tick = 20_000;
+        while t < end {
+            let f = frame_of(i);
+            if e.process_us(&f, Side::Subscriber, &v, t) == Verdict::Pass && t >= end / 2 {
+                passed += f.len() as u64;
+            }
+            if t >= next_tick {
+                c.tick(&stats, &levels, 20_000, &mut Book(db));
+                e.sweep(t / 1000, 64);
+                next_tick += 20_000;
+            }
+            t += gap_us;
+            i += 1;
+        }
+        passed as f64 / (secs as f64 / 2.0)
+    }
+
+    fn capped_db(limits: crate::subscriber::Limits, quota: Option<u64>) -> SubscriberDb {
+        let mut db = SubscriberDb::new(10);
+        db.upsert(
+            Subscriber {
+                id: "alice".into(),
+                package: Package::Gold,
+                quota_bytes: quota,
+                prefixes: vec![Prefix::parse("10.0.0.1").unwrap()],
+                limits,
+            },
+            false,
+        )
+        .unwrap();
+        db.publish();
+        db
+    }
+
+    #[test]
+    fn flows_that_never_classify_are_held_to_the_classifying_limit_and_the_cap() {
+        // A new flow every 4 frames (never decided: each stays pending),
+        // 1,000 frames of 142 bytes per second: 142 kB/s offered.
+        let junk = |i: u64| {
+            let mut pl = [0u8; 100];
+            // (A first byte of 0x13: not RTP's version 2, which nDPI
+            // would name.)
+            pl[..8].copy_from_slice(&[
+                0x13,
+                0x37,
+                (i * 77) as u8,
+                (i >> 3) as u8,
+                0xfe,
+                0xed,
+                0x99,
+                0x42,
+            ]);
+            build::v4(UDP, SUB, SRV, 20_000 + (i / 4) as u16, 44_444, 0, &pl)
+        };
+        let cfg = EngineConfig {
+            flows: 1 << 12,
+            classify_slots: 1 << 12,
+            usage_entries: 64,
+            ..EngineConfig::default()
+        };
+        // The subscriber's own cap: 400 kbit/s = 50 kB/s.
+        let mut db = capped_db(
+            crate::subscriber::Limits {
+                cap_bps: [400_000, 0],
+                quota_rate_bps: None,
+                quota_period_s: None,
+            },
+            None,
+        );
+        let mut e = Engine::new(cfg, policy(vec![])).unwrap();
+        let r = drive(&mut e, &mut db, 4, 1000, &junk);
+        assert!((r - 50_000.0).abs() < 0.03 * 50_000.0, "{r}");
+        let s = e.stats();
+        assert!(s.engine.cap_dropped.get() > 1000);
+        assert_eq!(
+            s.engine.by_ndpi.get() + s.engine.unknown.get(),
+            0,
+            "never decided"
+        );
+        let (_, l) = db.get("alice").unwrap();
+        let t = s.usage.find(UsageTable::key(l.slot, l.gen, TOTAL)).unwrap();
+        assert_eq!(t.packets[0].get() + t.dropped_packets[0].get(), 4000 - 1);
+        // No cap, a classifying limit of 240 kbit/s = 30 kB/s instead.
+        let mut p = (*policy(vec![])).clone();
+        p.bandwidth.classifying = [240_000, 0];
+        let mut db = capped_db(Default::default(), None);
+        let mut e = Engine::new(cfg, Arc::new(p)).unwrap();
+        let r = drive(&mut e, &mut db, 4, 1000, &junk);
+        assert!((r - 30_000.0).abs() < 0.03 * 30_000.0, "{r}");
+        assert!(e.stats().engine.classifying_dropped.get() > 1000);
+        assert_eq!(e.stats().engine.cap_dropped.get(), 0);
+    }
+
+    #[test]
+    fn a_subscriber_cap_holds_in_a_controlled_service_and_quota_throttles() {
+        let sig = Signature {
+            name: "probe".into(),
+            service: 0,
+            protocol: Some(UDP),
+            ports: Some((7000, 7000)),
+            addresses: None,
+            payload: None,
+        };
+        let mut pol = (*policy(vec![SignatureSpec {
+            signature: sig,
+            service: "custom".into(),
+        }]))
+        .clone();
+        let custom = pol.services.id("custom").unwrap();
+        pol.bandwidth.limits[usize::from(custom)] = [8_000_000, 0]; // 1 MB/s
+        let pol = Arc::new(pol);
+        let cfg = EngineConfig {
+            flows: 64,
+            classify_slots: 4,
+            usage_entries: 64,
+            ..EngineConfig::default()
+        };
+        let f = build::v4(UDP, SUB, SRV, 4000, 7000, 0, &[0u8; 958]);
+        assert_eq!(f.len(), 1000);
+        // 2 MB/s offered; gold alone would get the whole 1 MB/s, its own
+        // cap of 2.4 Mbit/s holds it to 300 kB/s.
+        let mut db = capped_db(
+            crate::subscriber::Limits {
+                cap_bps: [2_400_000, 0],
+                quota_rate_bps: Some(800_000),
+                quota_period_s: None,
+            },
+            None,
+        );
+        let mut e = Engine::new(cfg, pol.clone()).unwrap();
+        let r = drive(&mut e, &mut db, 4, 500, &|_| f.clone());
+        assert!((r - 300_000.0).abs() < 0.03 * 300_000.0, "{r}");
+        assert!(e.stats().engine.cap_dropped.get() > 1000);
+        // The same with a quota used up after 0.5 MB: throttled to its own
+        // quota-exceeded rate, 800 kbit/s = 100 kB/s.
+        let mut db = capped_db(
+            crate::subscriber::Limits {
+                cap_bps: [2_400_000, 0],
+                quota_rate_bps: Some(800_000),
+                quota_period_s: None,
+            },
+            Some(500_000),
+        );
+        let mut e = Engine::new(cfg, pol).unwrap();
+        let r = drive(&mut e, &mut db, 4, 500, &|_| f.clone());
+        assert!((r - 100_000.0).abs() < 0.03 * 100_000.0, "{r}");
+        assert!(e.stats().engine.quota_dropped.get() > 1000);
     }
 
     #[test]

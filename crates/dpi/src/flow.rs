@@ -20,16 +20,17 @@
 //!
 //! ## Memory (fixed, all reserved in [`FlowTable::new`])
 //!
-//! * entries: `capacity` × 104 bytes (key 40, times 16, packets and bytes
-//!   per direction 32, subscriber and classification slots 8, application
-//!   and service 4, state and flags 4), dense: live flows occupy
+//! * entries: `capacity` × 112 bytes (key 40, times 16, packets and bytes
+//!   per direction 32, subscriber and classification slots 8, the
+//!   subscriber's total usage entry 4, application and service 4, state
+//!   and flags 4, padding 4), dense: live flows occupy
 //!   `entries[..len]` and a removal moves the last entry into the hole;
 //! * index: `2 × capacity` slots × 8 bytes, open addressing, Robin Hood
 //!   order, backward-shift deletion; a slot holds the key hash's upper 32
 //!   bits (the tag) and the entry number + 1 (0 = empty).
 //!
-//! So 104 + 16 = **120 bytes per flow** of capacity: 8,000,000 flows take
-//! 960 MB (capacity rounds up to a power of two: 8,388,608 → 1,007 MB).
+//! So 112 + 16 = **128 bytes per flow** of capacity: 8,000,000 flows take
+//! 1,024 MB (capacity rounds up to a power of two: 8,388,608 → 1,074 MB).
 //!
 //! ## Table full
 //!
@@ -168,7 +169,7 @@ const F_REPLIED: u8 = 8;
 /// The upper four bits belong to the engine ([`FlowMut::set_user`]).
 const F_USER: u8 = 0xf0;
 
-/// 104 bytes; see the module docs.
+/// 112 bytes; see the module docs.
 #[derive(Clone, Copy)]
 struct Entry {
     k: Key,
@@ -179,6 +180,8 @@ struct Entry {
     bytes: [u64; 2],
     sub: u32,
     class: u32,
+    /// The subscriber's total usage entry (caps, quota; [`NONE`]: none).
+    total: u32,
     app: u16,
     service: u16,
     state: u8,
@@ -186,7 +189,7 @@ struct Entry {
     sub_gen: u16,
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 104);
+const _: () = assert!(std::mem::size_of::<Entry>() == 112);
 
 /// "No slot": subscriber unknown / not being classified.
 pub const NONE: u32 = u32::MAX;
@@ -206,6 +209,8 @@ pub struct Flow {
     pub sub: u32,
     /// Classification slot ([`NONE`]: not being classified).
     pub class: u32,
+    /// The subscriber's total usage entry ([`NONE`]: none).
+    pub total: u32,
     pub app: u16,
     pub service: u16,
     /// Free for the engine (classification verdict bits).
@@ -229,6 +234,12 @@ impl FlowMut<'_> {
     }
     pub fn class(&self) -> u32 {
         self.e.class
+    }
+    pub fn total(&self) -> u32 {
+        self.e.total
+    }
+    pub fn set_total(&mut self, t: u32) {
+        self.e.total = t;
     }
     pub fn set_class(&mut self, c: u32) {
         self.e.class = c;
@@ -343,6 +354,7 @@ impl Entry {
             bytes: self.bytes,
             sub: self.sub,
             class: self.class,
+            total: self.total,
             app: self.app,
             service: self.service,
             sub_gen: self.sub_gen,
@@ -619,6 +631,7 @@ impl FlowTable {
             bytes: [u64::from(bytes), 0],
             sub: NONE,
             class: NONE,
+            total: NONE,
             app: 0,
             service: 0,
             state: state as u8,
@@ -762,6 +775,22 @@ impl FlowTable {
     /// (wrapping) and removes those idle past their state's timeout,
     /// handing each to `gone`. Returns the number removed.
     pub fn sweep(&mut self, now_ms: u64, budget: usize, gone: &mut dyn FnMut(Flow)) -> usize {
+        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false)
+    }
+
+    /// [`FlowTable::sweep`], and each live flow looked at whose interval
+    /// started `active_ms` or more ago goes to `interim`; if it returns
+    /// true the flow's interval starts again: its packet and byte counts
+    /// go back to zero and its first time becomes `now_ms` (an exporter's
+    /// active timeout: each record carries the traffic since the last).
+    pub fn sweep_active(
+        &mut self,
+        now_ms: u64,
+        budget: usize,
+        active_ms: u64,
+        gone: &mut dyn FnMut(Flow),
+        interim: &mut dyn FnMut(Flow) -> bool,
+    ) -> usize {
         let mut removed = 0;
         let mut looked = 0;
         while looked < budget && !self.entries.is_empty() {
@@ -776,6 +805,12 @@ impl FlowTable {
                 removed += 1;
                 gone(self.remove(i));
                 continue; // the last entry moved to `i`
+            }
+            if now_ms.saturating_sub(e.first_ms) >= active_ms && interim(e.flow()) {
+                let e = &mut self.entries[i];
+                e.packets = [0; 2];
+                e.bytes = [0; 2];
+                e.first_ms = now_ms;
             }
             self.cursor = i + 1;
         }
@@ -967,8 +1002,8 @@ mod tests {
 
     #[test]
     fn memory_per_flow_is_documented_figure() {
-        assert_eq!(BYTES_PER_FLOW, 120);
+        assert_eq!(BYTES_PER_FLOW, 128);
         let ft = FlowTable::new(1 << 10, Timeouts::default());
-        assert_eq!(ft.memory_bytes(), 1024 * 120);
+        assert_eq!(ft.memory_bytes(), 1024 * 128);
     }
 }

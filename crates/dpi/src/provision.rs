@@ -13,7 +13,11 @@
 //! * Fields are `key=value`, in any order: `package=` gold|silver|bronze
 //!   (required), `addr=` one or more comma-separated addresses or prefixes
 //!   (required, at most 16), `quota=` bytes with an optional K/M/G/T suffix
-//!   (powers of 1000).
+//!   (powers of 1000), `cap-up=` / `cap-down=` a cap on all the
+//!   subscriber's traffic in bits/s (`2M`, `1.5G`), `quota-exceeded=`
+//!   `drop` or a rate in bits/s (what a used-up quota leaves; default: the
+//!   configured `quota-exceeded`). Files without the newer fields read as
+//!   before.
 //! * Lines are at most [`MAX_LINE`] bytes; longer lines are errors.
 //!
 //! The stream is read line by line (memory does not grow with its length)
@@ -23,7 +27,9 @@
 //! counted and the first [`MAX_REPORTED`] are reported with their line
 //! number. Parsing is fuzzed (`fuzz_dpi_provision`).
 
-use crate::subscriber::{DbError, Package, Prefix, Subscriber, SubscriberDb, MAX_PREFIXES};
+use crate::subscriber::{
+    DbError, Limits, Package, Prefix, Subscriber, SubscriberDb, MAX_CAP_BPS, MAX_PREFIXES,
+};
 use std::fmt::Write as _;
 use std::io::{BufRead, Read};
 
@@ -129,6 +135,9 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
             let mut package = None;
             let mut prefixes = None;
             let mut quota = None;
+            let mut caps: [Option<u64>; 2] = [None, None];
+            let mut quota_rate = None;
+            let mut period = None;
             for w in words {
                 let (k, v) = w
                     .split_once('=')
@@ -167,7 +176,35 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                         }
                         quota = Some(parse_bytes(v)?);
                     }
-                    _ => return Err(format!("unknown field '{k}' (package, addr, quota)")),
+                    "cap-up" | "cap-down" => {
+                        let d = usize::from(k == "cap-down");
+                        if caps[d].is_some() {
+                            return Err(format!("{k} given twice"));
+                        }
+                        caps[d] = Some(parse_rate(v).map_err(|e| format!("{k}: {e}"))?);
+                    }
+                    "quota-exceeded" => {
+                        if quota_rate.is_some() {
+                            return Err("quota-exceeded given twice".into());
+                        }
+                        quota_rate = Some(match v {
+                            "drop" => 0,
+                            r => parse_rate(r).map_err(|e| {
+                                format!("quota-exceeded: {e} (or 'drop')")
+                            })?,
+                        });
+                    }
+                    "quota-period" => {
+                        if period.is_some() {
+                            return Err("quota-period given twice".into());
+                        }
+                        period = Some(parse_period(v)?);
+                    }
+                    _ => {
+                        return Err(format!(
+                            "unknown field '{k}' (package, addr, quota, quota-period, cap-up, cap-down, quota-exceeded)"
+                        ))
+                    }
                 }
             }
             let s = Subscriber {
@@ -175,6 +212,11 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
                 package: package.ok_or("missing package=")?,
                 quota_bytes: quota,
                 prefixes: prefixes.ok_or("missing addr=")?,
+                limits: Limits {
+                    cap_bps: [caps[0].unwrap_or(0), caps[1].unwrap_or(0)],
+                    quota_rate_bps: quota_rate,
+                    quota_period_s: period,
+                },
             };
             Ok(Some(if verb == "add" {
                 Record::Add(s)
@@ -184,6 +226,50 @@ pub fn parse_line(line: &str) -> Result<Option<Record>, String> {
         }
         _ => Err(format!("unknown command '{verb}' (add, set, del)")),
     }
+}
+
+/// A quota period: seconds, or a number with `s`, `m` (minutes), `h` or
+/// `d`; at least 1 s, at most 10 years.
+pub fn parse_period(v: &str) -> Result<u64, String> {
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 's')) => (&v[..i], 1),
+        Some((i, 'm')) => (&v[..i], 60),
+        Some((i, 'h')) => (&v[..i], 3600),
+        Some((i, 'd')) => (&v[..i], 86_400),
+        _ => (v, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| (1..=3650 * 86_400).contains(n))
+        .ok_or_else(|| {
+            format!("quota-period '{v}' is not a period of 1 s to 3650 d (e.g. 30d, 12h)")
+        })
+}
+
+/// A rate in bits/s: `64000`, `128k`, `2M`, `1.5G` (powers of 1000),
+/// above 0 and at most [`MAX_CAP_BPS`].
+pub fn parse_rate(v: &str) -> Result<u64, String> {
+    let bad = || format!("'{v}' is not a rate in bits/s above 0 (e.g. 128k, 2M, 1.5G)");
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&v[..i], 1e3),
+        Some((i, 'M' | 'm')) => (&v[..i], 1e6),
+        Some((i, 'G' | 'g')) => (&v[..i], 1e9),
+        Some((i, 'T' | 't')) => (&v[..i], 1e12),
+        _ => (v, 1.0),
+    };
+    // Digits and at most one point only ("inf", "1e9", "-1" are refused).
+    if num.is_empty()
+        || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        || num.bytes().filter(|&b| b == b'.').count() > 1
+    {
+        return Err(bad());
+    }
+    let x = num.parse::<f64>().map_err(|_| bad())? * mult;
+    if x.is_nan() || x < 1.0 || x > MAX_CAP_BPS as f64 {
+        return Err(bad());
+    }
+    Ok(x.round() as u64)
 }
 
 /// `123`, `10K`, `5M`, `50G`, `2T` (powers of 1000).
@@ -212,6 +298,24 @@ pub fn format_line(s: &Subscriber) -> String {
     }
     if let Some(q) = s.quota_bytes {
         let _ = write!(out, " quota={q}");
+    }
+    for (k, c) in [
+        ("cap-up", s.limits.cap_bps[0]),
+        ("cap-down", s.limits.cap_bps[1]),
+    ] {
+        if c != 0 {
+            let _ = write!(out, " {k}={c}");
+        }
+    }
+    if let Some(p) = s.limits.quota_period_s {
+        let _ = write!(out, " quota-period={p}");
+    }
+    match s.limits.quota_rate_bps {
+        Some(0) => out.push_str(" quota-exceeded=drop"),
+        Some(r) => {
+            let _ = write!(out, " quota-exceeded={r}");
+        }
+        None => {}
     }
     out
 }
@@ -335,6 +439,88 @@ mod tests {
             parse_line("del bob").unwrap(),
             Some(Record::Del("bob".into()))
         );
+    }
+
+    #[test]
+    fn caps_and_quota_action_parse_round_trip_and_reach_the_link() {
+        let r = parse_line("set bob package=bronze addr=10.0.0.2 quota=1G cap-up=2M cap-down=1.5G quota-exceeded=128k")
+            .unwrap()
+            .unwrap();
+        let Record::Set(s) = r else { panic!() };
+        assert_eq!(s.limits.cap_bps, [2_000_000, 1_500_000_000]);
+        assert_eq!(s.limits.quota_rate_bps, Some(128_000));
+        assert_eq!(
+            parse_line(&format_line(&s)).unwrap().unwrap(),
+            Record::Set(s.clone())
+        );
+        let d = parse_line("add c package=gold addr=10.0.0.3 quota-exceeded=drop cap-down=999")
+            .unwrap()
+            .unwrap();
+        let Record::Add(d) = d else { panic!() };
+        assert_eq!(d.limits.cap_bps, [0, 999]);
+        assert_eq!(d.limits.quota_rate_bps, Some(0));
+        assert_eq!(
+            parse_line(&format_line(&d)).unwrap().unwrap(),
+            Record::Set(d.clone())
+        );
+        // Old records (no new fields) read as before: no caps, the
+        // configured quota action.
+        let Record::Add(o) = parse_line("add o package=gold addr=10.0.0.4 quota=5G")
+            .unwrap()
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(o.limits, Limits::default());
+        let Record::Set(p) =
+            parse_line("set p package=gold addr=10.0.0.5 quota=1G quota-period=30d")
+                .unwrap()
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(p.limits.quota_period_s, Some(30 * 86_400));
+        assert_eq!(
+            parse_line(&format_line(&p)).unwrap().unwrap(),
+            Record::Set(p.clone())
+        );
+        assert_eq!(parse_period("90m"), Ok(5400));
+        assert_eq!(parse_period("12h"), Ok(43_200));
+        assert!(parse_period("0").is_err() && parse_period("5y").is_err());
+        assert!(parse_period("99999d")
+            .unwrap_err()
+            .contains("1 s to 3650 d"));
+        // A period restarts the account; reset-usage does too.
+        let mut db = SubscriberDb::new(4);
+        let l = db.upsert(p, false).unwrap();
+        assert_eq!(
+            db.add_used_at(l.slot, l.gen, 600_000_000, 1000),
+            Some(false)
+        );
+        assert_eq!(db.add_used_at(l.slot, l.gen, 500_000_000, 2000), Some(true));
+        assert_eq!(db.period_start(l.slot, l.gen), Some(1000));
+        // 31 days later: a new period (from day 30), this traffic only.
+        let later = 1000 + 31 * 86_400;
+        assert_eq!(db.add_used_at(l.slot, l.gen, 10, later), Some(false));
+        assert_eq!(db.used(l.slot, l.gen), 10);
+        assert_eq!(db.period_start(l.slot, l.gen), Some(1000 + 30 * 86_400));
+        let mut db = SubscriberDb::new(4);
+        let l = db.upsert(s, false).unwrap();
+        assert_eq!(l.cap_kbps, [2000, 1_500_000]);
+        assert_eq!(l.cap_bytes(0), 250_000);
+        db.publish();
+        let v = db.published().load_full();
+        assert_eq!(
+            v.lookup(v4("10.0.0.2"), false).unwrap().cap_kbps,
+            [2000, 1_500_000]
+        );
+        let e = |l: &str| parse_line(l).unwrap_err();
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=fast").contains("cap-up: 'fast'"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=0").contains("above 0"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=1e9").contains("not a rate"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-up=1M cap-up=2M").contains("twice"));
+        assert!(e("add x package=gold addr=10.0.0.1 quota-exceeded=slow").contains("or 'drop'"));
+        assert!(e("add x package=gold addr=10.0.0.1 cap-down=9T").contains("not a rate"));
     }
 
     #[test]

@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const UNKNOWN: u16 = 0;
 pub const OTHER: u16 = 1;
+/// The service id of a subscriber's *total* usage entry in
+/// [`UsageTable`] keys: every frame of the subscriber, whatever its
+/// service and whether its flow is classified yet (caps, quota).
+pub const TOTAL: u16 = u16::MAX;
 
 /// Most services (including `unknown` and `other`).
 pub const MAX_SERVICES: usize = 64;
@@ -132,11 +136,19 @@ pub struct EngineCounters {
     pub usage_full: Counter,
     /// Packets dropped because their subscriber's quota is used up.
     pub quota_dropped: Counter,
-    /// Packets of a controlled service that have no subscriber entry
-    /// (no subscriber, or the usage table full): passed uncontrolled.
+    /// Packets dropped by their subscriber's own cap (`cap-up`/`cap-down`).
+    pub cap_dropped: Counter,
+    /// Packets of flows being classified dropped by the `classifying`
+    /// limit (per subscriber and direction).
+    pub classifying_dropped: Counter,
+    /// Packets of a controlled service, or of a flow being classified
+    /// under a `classifying` limit, that have no subscriber entry (no
+    /// subscriber, or the usage table full): passed uncontrolled.
     pub uncontrolled_packets: Counter,
     /// Usage records lost because the export queue was full.
     pub export_lost: Counter,
+    /// Interim usage records of live flows (active timeout).
+    pub interim_records: Counter,
     /// Live flows and flows being classified now.
     pub flows_live: Counter,
     pub classifying: Counter,
@@ -256,6 +268,22 @@ impl UsageTable {
             let k = self.keys[pos].load(Ordering::Acquire);
             if k == key {
                 return Some(&self.vals[pos]);
+            }
+            if k == 0 {
+                return None;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        None
+    }
+
+    /// The bandwidth state of `key` if present (any thread).
+    pub fn find_bucket(&self, key: u64) -> Option<&crate::bucket::Bucket> {
+        let mut pos = self.home(key);
+        for _ in 0..USAGE_PROBE {
+            let k = self.keys[pos].load(Ordering::Acquire);
+            if k == key {
+                return Some(&self.buckets[pos]);
             }
             if k == 0 {
                 return None;

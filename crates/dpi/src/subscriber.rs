@@ -165,14 +165,56 @@ pub struct Subscriber {
     /// Bytes (both directions) allowed before the quota action applies.
     pub quota_bytes: Option<u64>,
     pub prefixes: Vec<Prefix>,
+    /// Caps and quota action of this subscriber (none by default).
+    pub limits: Limits,
 }
 
-/// What a data-path lookup returns: 8 bytes.
+/// A subscriber's own limits (provisioning `cap-up=`, `cap-down=`,
+/// `quota-exceeded=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// [up, down] cap on all the subscriber's traffic, bits/s (0 = none).
+    pub cap_bps: [u64; 2],
+    /// Rate left when its quota is used up, bits/s (0 = drop; `None`: the
+    /// configured `quota-exceeded`).
+    pub quota_rate_bps: Option<u64>,
+    /// Seconds after which the quota account starts again (`None`: only
+    /// `subscribers reset-usage` does).
+    pub quota_period_s: Option<u64>,
+}
+
+/// Largest cap a [`Link`] carries (kbit/s in a u32: about 4.3 Tbit/s).
+pub const MAX_CAP_BPS: u64 = u32::MAX as u64 * 1000;
+
+/// What a data-path lookup returns: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link {
     pub slot: u32,
     pub gen: u16,
     pub package: Package,
+    /// The subscriber's [up, down] cap, kbit/s rounded up (0 = none).
+    pub cap_kbps: [u32; 2],
+    /// It has a cap or a quota: its frames need its total entry.
+    pub limited: bool,
+}
+
+impl Link {
+    fn of(slot: u32, gen: u16, s: &Subscriber) -> Link {
+        let k = |bps: u64| bps.div_ceil(1000).min(u64::from(u32::MAX)) as u32;
+        Link {
+            slot,
+            gen,
+            package: s.package,
+            cap_kbps: [k(s.limits.cap_bps[0]), k(s.limits.cap_bps[1])],
+            limited: s.quota_bytes.is_some() || s.limits.cap_bps != [0, 0],
+        }
+    }
+
+    /// The cap in direction `dir`, bytes/s (0 = none).
+    #[inline]
+    pub fn cap_bytes(&self, dir: usize) -> u64 {
+        u64::from(self.cap_kbps[dir]) * 125
+    }
 }
 
 /// A seeded multiply-fold hasher (the table's keys are the operator's, the
@@ -397,7 +439,16 @@ pub struct SubscriberDb {
     /// Bytes passed per slot toward its quota, with the generation they
     /// belong to (a reused slot starts from zero). Not part of
     /// checkpoints: usage is traffic, not provisioning.
-    used: Vec<(u16, u64)>,
+    used: Vec<Account>,
+}
+
+/// A subscriber's quota account: generation, bytes, start of the period
+/// (Unix seconds; 0 = not started).
+#[derive(Clone, Copy, Default)]
+struct Account {
+    gen: u16,
+    bytes: u64,
+    start_s: u64,
 }
 
 impl SubscriberDb {
@@ -447,14 +498,7 @@ impl SubscriberDb {
     pub fn get(&self, id: &str) -> Option<(&Subscriber, Link)> {
         let slot = *self.by_id.get(id)?;
         let s = self.slots[slot as usize].as_ref()?;
-        Some((
-            s,
-            Link {
-                slot,
-                gen: self.gens[slot as usize],
-                package: s.package,
-            },
-        ))
+        Some((s, Link::of(slot, self.gens[slot as usize], s)))
     }
 
     /// The subscriber in `slot` if its generation is still `gen`.
@@ -468,32 +512,68 @@ impl SubscriberDb {
     /// Bytes subscriber (`slot`, `gen`) has passed toward its quota.
     pub fn used(&self, slot: u32, gen: u16) -> u64 {
         match self.used.get(slot as usize) {
-            Some(&(g, n)) if g == gen => n,
+            Some(a) if a.gen == gen => a.bytes,
             _ => 0,
+        }
+    }
+
+    /// When the subscriber's current quota period started (Unix seconds;
+    /// `None`: no traffic counted yet).
+    pub fn period_start(&self, slot: u32, gen: u16) -> Option<u64> {
+        match self.used.get(slot as usize) {
+            Some(a) if a.gen == gen && a.start_s != 0 => Some(a.start_s),
+            _ => None,
         }
     }
 
     /// Adds passed bytes to a subscriber's account; whether its quota is
     /// now used up (`None`: no such subscriber any more).
     pub fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
-        let quota = self.by_slot(slot, gen)?.quota_bytes;
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs().max(1));
+        self.add_used_at(slot, gen, bytes, now_s)
+    }
+
+    /// [`SubscriberDb::add_used`] at `now_s` (Unix seconds): a quota with a
+    /// period starts again once the period has passed (periods follow one
+    /// another from the first counted traffic).
+    pub fn add_used_at(&mut self, slot: u32, gen: u16, bytes: u64, now_s: u64) -> Option<bool> {
+        let limits = self.by_slot(slot, gen)?;
+        let (quota, period) = (limits.quota_bytes, limits.limits.quota_period_s);
         let i = slot as usize;
         if self.used.len() <= i {
-            self.used.resize(i + 1, (0, 0));
+            self.used.resize(i + 1, Account::default());
         }
-        let u = &mut self.used[i];
-        if u.0 != gen {
-            *u = (gen, 0);
+        let a = &mut self.used[i];
+        if a.gen != gen {
+            *a = Account {
+                gen,
+                ..Account::default()
+            };
         }
-        u.1 = u.1.saturating_add(bytes);
-        Some(quota.is_some_and(|q| u.1 >= q))
+        if a.start_s == 0 {
+            a.start_s = now_s;
+        }
+        if let Some(p) = period.filter(|&p| p > 0) {
+            let elapsed = now_s.saturating_sub(a.start_s);
+            if elapsed >= p {
+                a.start_s += elapsed / p * p;
+                a.bytes = 0;
+            }
+        }
+        a.bytes = a.bytes.saturating_add(bytes);
+        Some(quota.is_some_and(|q| a.bytes >= q))
     }
 
     /// Starts a subscriber's quota account again (a new billing period).
     pub fn reset_used(&mut self, id: &str) -> Result<(), DbError> {
         let (_, l) = self.get(id).ok_or_else(|| DbError::NotFound(id.into()))?;
         if let Some(u) = self.used.get_mut(l.slot as usize) {
-            *u = (l.gen, 0);
+            *u = Account {
+                gen: l.gen,
+                ..Account::default()
+            };
         }
         Ok(())
     }
@@ -557,11 +637,7 @@ impl SubscriberDb {
                 }
             },
         };
-        let link = Link {
-            slot,
-            gen: self.gens[slot as usize],
-            package: s.package,
-        };
+        let link = Link::of(slot, self.gens[slot as usize], &s);
         for p in &s.prefixes {
             self.family(p.v6).insert(p, link);
         }
@@ -626,18 +702,10 @@ impl SubscriberDb {
 
     /// Every subscriber, in slot order (for export; not for the data path).
     pub fn iter(&self) -> impl Iterator<Item = (&Subscriber, Link)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.as_ref().map(|s| {
-                (
-                    s,
-                    Link {
-                        slot: i as u32,
-                        gen: self.gens[i],
-                        package: s.package,
-                    },
-                )
-            })
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (s, Link::of(i as u32, self.gens[i], s))))
     }
 }
 
@@ -660,6 +728,7 @@ mod tests {
             package: pkg,
             quota_bytes: None,
             prefixes: p.iter().map(|s| Prefix::parse(s).unwrap()).collect(),
+            limits: Limits::default(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Usage records: one ended flow as the usage exporter needs it
+//! Usage records: one ended flow (or a slice of a long one) as the usage exporter needs it
 //! (docs/inline.md, "Usage records"). A worker's engine pushes one into its
 //! queue when a flow leaves the table; the exporter thread turns each into
 //! two IPFIX records (upstream, downstream) with the application, service
@@ -14,6 +14,9 @@ use std::sync::atomic::AtomicU64;
 pub enum EndReason {
     /// Idle past its state's timeout.
     Idle = 1,
+    /// Still live after the active timeout: an interim record of the
+    /// flow's traffic since its previous record.
+    ActiveTimeout = 2,
     /// TCP FIN from both ends or RST.
     EndOfFlow = 3,
     /// Removed by a configuration change, restart or `clear`.

@@ -79,8 +79,12 @@ fn seeds() -> Vec<Vec<u8>> {
 struct Book<'a>(&'a mut dpi::subscriber::SubscriberDb);
 
 impl dpi::bandwidth::QuotaBook for Book<'_> {
-    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<bool> {
-        self.0.add_used(slot, gen, bytes)
+    fn add_used(&mut self, slot: u32, gen: u16, bytes: u64) -> Option<dpi::bandwidth::QuotaState> {
+        let out = self.0.add_used(slot, gen, bytes)?;
+        Some(dpi::bandwidth::QuotaState {
+            out,
+            rate_bps: self.0.by_slot(slot, gen)?.limits.quota_rate_bps,
+        })
     }
 }
 
@@ -96,6 +100,7 @@ fn mutated_and_random_frames_through_the_engine() {
     // and one subscriber owning every address: frames meet the buckets.
     policy.bandwidth.limits[2] = [64_000, 128_000];
     policy.bandwidth.limits[0] = [8_000, 0];
+    policy.bandwidth.classifying = [16_000, 0];
     let policy = Arc::new(policy);
     let mut db = dpi::subscriber::SubscriberDb::new(1);
     db.upsert(
@@ -103,6 +108,11 @@ fn mutated_and_random_frames_through_the_engine() {
             id: "all".into(),
             package: dpi::subscriber::Package::Silver,
             quota_bytes: Some(1000),
+            limits: dpi::subscriber::Limits {
+                cap_bps: [100_000, 200_000],
+                quota_rate_bps: Some(8_000),
+                quota_period_s: None,
+            },
             prefixes: vec![
                 dpi::subscriber::Prefix::parse("0.0.0.0/0").unwrap(),
                 dpi::subscriber::Prefix::parse("::/0").unwrap(),

@@ -40,12 +40,17 @@ const SENDER: &str = r#"
 import socket, sys, time
 src, dst, size, t0, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 flows = []
-for x in sys.argv[6:]:
-    port, bps = x.split(":")
+def sock():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((src, 0))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
-    flows.append((s, int(port), float(bps) / 8.0 / (size + 42)))
+    return s
+rotate = []
+for x in sys.argv[6:]:
+    port, bps, *rot = x.split(":")
+    # port:bps:N = a new source port (a new flow) every N datagrams
+    rotate.append(int(rot[0]) if rot else 0)
+    flows.append((sock(), int(port), float(bps) / 8.0 / (size + 42)))
 payload = b"b" * size
 sent = [0] * len(flows)
 while time.time() < t0:
@@ -58,6 +63,10 @@ while True:
     for i, (s, port, fps) in enumerate(flows):
         due = int((now - t0) * fps)
         while sent[i] < due:
+            if rotate[i] and sent[i] % rotate[i] == 0 and sent[i]:
+                s.close()
+                s = sock()
+                flows[i] = (s, port, fps)
             try:
                 s.sendto(payload, (dst, port))
             except OSError:
@@ -226,7 +235,15 @@ fn run_show(
             format!("{t0}"),
             format!("{dur}"),
         ];
-        args.extend(flows.iter().map(|(p, r)| format!("{p}:{r}")));
+        args.extend(flows.iter().map(|(p, r)| {
+            // Ports 6000 and up: a new flow every 8 datagrams, so that
+            // every frame belongs to a flow still being classified.
+            if *p >= 6000 {
+                format!("{p}:{r}:8")
+            } else {
+                format!("{p}:{r}")
+            }
+        }));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         senders.push(
             b.cli
@@ -490,4 +507,107 @@ fn a_used_up_quota_drops_traffic_until_reset() {
     assert_eq!(v["quota-exceeded"], false, "{v:#}");
     let used = v["used-bytes"].as_u64().unwrap();
     assert!((40_000..100_000).contains(&used), "{v:#}");
+}
+
+#[test]
+fn subscriber_caps_and_the_classifying_limit_hold_unclassified_flows() {
+    require_root!();
+    let _g = l2::heavy();
+    let k = scale();
+    // Gold: its own 400 kbit/s cap, offering 2 Mbit/s in flows that never
+    // classify (a new flow every 8 datagrams, payload nDPI cannot name).
+    // Silver: no cap, the same kind of traffic at 1.2 Mbit/s against the
+    // 600 kbit/s `classifying` limit (every subscriber's; gold's cap is
+    // lower). Bronze: an 800 kbit/s cap on a
+    // classified service without a controller (svc-a), offering 1.6.
+    let subs = format!(
+        "add gold-1 package=gold addr=10.78.0.11 cap-up={}\n\
+         add silver-1 package=silver addr=10.78.0.12\n\
+         add bronze-1 package=bronze addr=10.78.0.13 cap-up={} cap-down=5M\n",
+        (4e5 * k) as u64,
+        (8e5 * k) as u64
+    );
+    let b = bed(
+        "c",
+        &format!(
+            "  classifying: {{up: \"{}\"}}\n  report-interval-s: 1\n",
+            (6e5 * k) as u64
+        ),
+        &subs,
+    );
+    let offers = vec![
+        vec![(6001u16, 2e6 * k)],
+        vec![(6002u16, 1.2e6 * k)],
+        vec![(5001u16, 1.6e6 * k)],
+    ];
+    let ports = [6001u16, 6002, 5001];
+    let (got, mid) = run_show(&b, &offers, 6.0, &ports);
+    let rate = |sub: usize, port: u16| {
+        got.get(&format!("{}:{port}", SUBS[sub].1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let report = format!(
+        "gold cap 400k: {:.0}; silver classifying 600k: {:.0}; bronze cap 800k: {:.0}",
+        rate(0, 6001) / k,
+        rate(1, 6002) / k,
+        rate(2, 5001) / k
+    );
+    eprintln!("{report}");
+    assert!(within(rate(0, 6001), 4e5 * k, 0.03), "{report}\n{mid:#}");
+    assert!(within(rate(1, 6002), 6e5 * k, 0.03), "{report}\n{mid:#}");
+    assert!(within(rate(2, 5001), 8e5 * k, 0.03), "{report}\n{mid:#}");
+    assert!(
+        mid["cap-dropped-packets"].as_u64().unwrap() > 100,
+        "{mid:#}"
+    );
+    assert!(
+        mid["classifying-dropped-packets"].as_u64().unwrap() > 100,
+        "{mid:#}"
+    );
+    // Gold's flows were still being classified (never decided).
+    let v = b.sw.show_json(&["show", "subscriber", "gold-1"]);
+    assert_eq!(v["cap-up-bps"].as_u64(), Some((4e5 * k) as u64), "{v:#}");
+    let all = &v["total"];
+    assert!(all["dropped-up"].as_u64().unwrap() > 100, "{v:#}");
+    assert!(all["flows"].as_u64().unwrap() > 100, "{v:#}");
+    let text = ok(
+        b.sw.cli(&["show", "subscriber", "bronze-1"]),
+        "show subscriber",
+    );
+    assert!(
+        text.contains(&format!(
+            "Cap: up {}, down 5.00 Mbit/s",
+            if k == 1.0 { "800.00 kbit/s" } else { "" }
+        )) || k != 1.0,
+        "{text}"
+    );
+    assert!(text.contains("(all)"), "{text}");
+    // Bandwidth per service over time (1 s intervals): gold's total at its
+    // cap in the intervals inside the run.
+    let hist = v["history"].as_array().expect("history");
+    let at_cap = hist
+        .iter()
+        .filter_map(|r| {
+            r["services"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == "(all)")
+                .and_then(|s| s["up-bps"].as_u64())
+        })
+        .filter(|&bps| within(bps as f64, 4e5 * k, 0.05))
+        .count();
+    assert!(at_cap >= 3, "{v:#}");
+    let bronze = b.sw.show_json(&["show", "subscriber", "bronze-1"]);
+    let svc_a = bronze["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["services"].as_array().unwrap())
+        .filter(|s| {
+            s["name"] == "svc-a" && within(s["up-bps"].as_u64().unwrap() as f64, 8e5 * k, 0.05)
+        })
+        .count();
+    assert!(svc_a >= 3, "{bronze:#}");
+    assert!(text.contains("Bandwidth per interval"), "{text}");
 }

@@ -744,11 +744,14 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         "switch:\n  name: usage\nports:\n  - {{name: sw1}}\n  - {{name: sw2}}\n\
         service-control:\n  inline: [{{subscriber-port: sw1, network-port: sw2}}]\n\
         \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n\
-        \x20 timeouts: {{time-wait: 1, closed: 1, fin-wait: 2, udp-unreplied: 1, udp-replied: 1}}\n\
-        \x20 usage-export: {{collector: \"127.0.0.1:{PORT}\", template-refresh: 1}}\n\
+        \x20 timeouts: {{time-wait: 1, closed: 1, fin-wait: 2, udp-unreplied: 1, udp-replied: 1, icmp: 1}}\n\
+        \x20 usage-export: {{collector: \"127.0.0.1:{PORT}\", template-refresh: 1, active-timeout: 1}}\n\
         \x20 report-interval-s: 1\n\
         \x20 services:\n\
-        \x20   - {{name: web, applications: [HTTP]}}\n"
+        \x20   - {{name: web, applications: [HTTP]}}\n\
+        \x20   - {{name: bulk}}\n\
+        \x20 signatures:\n\
+        \x20   - {{name: long-udp, service: bulk, protocol: udp, ports: \"9999\"}}\n"
     );
     let sw = Switch::start(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
@@ -795,6 +798,21 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         );
         assert!(page.contains("Directory listing"), "{page}");
     }
+    // A long flow (3.2 s, a datagram every 200 ms, so it never idles
+    // out) against the 1 s active timeout: interim records.
+    ok(
+        cli.command(&[
+            "python3",
+            "-c",
+            &format!(
+                "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                 s.bind(('{CLIENT}', 0))\nfor i in range(16):\n    \
+                 s.sendto(b'x' * 100, ('{SERVER}', 9999))\n    time.sleep(0.2)\n"
+            ),
+        ])
+        .output(),
+        "long UDP flow",
+    );
     // The flows end (time-wait 1 s), the sweep exports them.
     let t0 = Instant::now();
     let v = loop {
@@ -896,6 +914,19 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         .sum();
     assert_eq!(sum, web_bytes, "nfdump bytes vs show: {web_rows:#?}");
     assert!(web_rows.iter().all(|f| f["pr"] == "TCP"), "{web_rows:#?}");
+    // The long flow: sliced at the active timeout, every datagram in
+    // exactly one record (100 B payload + 42 B of headers each).
+    let long: Vec<_> = flows
+        .iter()
+        .filter(|f| f.get("dp").map(String::as_str) == Some("9999"))
+        .collect();
+    assert!(long.len() >= 3, "interim records: {long:#?}");
+    let n = |k: &str| -> u64 { long.iter().map(|f| f[k].parse::<u64>().unwrap()).sum() };
+    assert_eq!((n("ipkt"), n("ibyt")), (16, 16 * 142), "{long:#?}");
+    assert!(
+        v["usage-export"]["interim-records"].as_u64().unwrap() >= 2,
+        "{v:#}"
+    );
 
     // tshark: the names.
     let _ = dut.wait_child(tshark, Duration::from_secs(25));

@@ -157,6 +157,13 @@ pub fn service_control(v: &Value) -> String {
             u(ux, "lost"),
             u(ux, "send-errors")
         );
+        if let Some(t) = opt_u(ux, "active-timeout-s") {
+            let _ = writeln!(
+                o,
+                "  Active timeout {t} s: {} interim records of live flows",
+                u(ux, "interim-records")
+            );
+        }
     }
     let _ = writeln!(o);
     usage_table("Service", rows_at(v, "services"), None).render(&mut o);
@@ -225,6 +232,19 @@ pub fn service_control(v: &Value) -> String {
         u(v, "quota-dropped-packets"),
         u(v, "uncontrolled-packets")
     );
+    let cl = v.get("classifying-limit-bps").cloned().unwrap_or_default();
+    let lim = |d: &str| match u(&cl, d) {
+        0 => "none".to_string(),
+        r => bps(r),
+    };
+    let _ = writeln!(
+        o,
+        "Subscriber cap drops: {} frames; classifying (limit up {}, down {} per subscriber) drops: {} frames",
+        u(v, "cap-dropped-packets"),
+        lim("up"),
+        lim("down"),
+        u(v, "classifying-dropped-packets")
+    );
     o
 }
 
@@ -277,15 +297,106 @@ pub fn subscriber(v: &Value) -> String {
             let _ = writeln!(o, "  Quota: none (used {})", bytes(u(v, "used-bytes")));
         }
     }
+    if let Some(p) = opt_u(v, "quota-period-s") {
+        let next = match opt_u(v, "quota-next-period-in-s") {
+            Some(n) => format!("; the next starts in {}", span(n)),
+            None => String::new(),
+        };
+        let _ = writeln!(o, "  Quota period: {}{next}", span(p));
+    }
+    if opt_u(v, "quota-bytes").is_some() {
+        match opt_u(v, "quota-exceeded-rate-bps") {
+            Some(0) => {
+                let _ = writeln!(o, "  When used up: drop");
+            }
+            Some(r) => {
+                let _ = writeln!(o, "  When used up: throttle to {}", bps(r));
+            }
+            None => {}
+        }
+    }
+    let cap = |k: &str| match u(v, k) {
+        0 => "none".to_string(),
+        c => bps(c),
+    };
+    let _ = writeln!(
+        o,
+        "  Cap: up {}, down {}; passing now: up {}, down {}",
+        cap("cap-up-bps"),
+        cap("cap-down-bps"),
+        bps(u(v, "rate-up-bps")),
+        bps(u(v, "rate-down-bps"))
+    );
     let _ = writeln!(o);
-    let rows = rows_at(v, "services");
+    let mut rows = rows_at(v, "services").to_vec();
     if rows.is_empty() {
         let _ = writeln!(o, "No traffic yet");
     } else {
-        usage_table("Service", rows, None).render(&mut o);
+        // All frames, those of flows still being classified included.
+        if let Some(t) = v.get("total").filter(|t| t.is_object()) {
+            rows.push(t.clone());
+        }
+        usage_table("Service", &rows, None).render(&mut o);
+    }
+    // Bandwidth per service over the service history's intervals.
+    let hist = rows_at(v, "history");
+    if !hist.is_empty() {
+        let shown = &hist[hist.len().saturating_sub(SUBSCRIBER_HISTORY_SHOWN)..];
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Bandwidth per interval ({} of {} with traffic shown, newest last; times UTC)",
+            shown.len(),
+            hist.len()
+        );
+        let mut t = Table::new(&[
+            "Start",
+            ">Length",
+            "Service",
+            ">Up",
+            ">Down",
+            ">Dropped up",
+            ">Dropped down",
+        ]);
+        for r in shown {
+            let secs = u(r, "start-ms") / 1000 % 86_400;
+            let at = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            for sv in rows_at(r, "services") {
+                t.row(vec![
+                    at.clone(),
+                    format!("{:.1} s", u(r, "length-ms") as f64 / 1000.0),
+                    s(sv, "name"),
+                    bps(u(sv, "up-bps")),
+                    bps(u(sv, "down-bps")),
+                    bps(u(sv, "dropped-up-bps")),
+                    bps(u(sv, "dropped-down-bps")),
+                ]);
+            }
+        }
+        t.render(&mut o);
     }
     o
 }
+
+/// `2 d 3 h`, `5 h 10 m`, `42 s`: the two largest units.
+fn span(secs: u64) -> String {
+    let units = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let mut parts = Vec::new();
+    let mut rest = secs;
+    for (n, name) in units {
+        if rest >= n || (parts.is_empty() && n == 1) {
+            parts.push(format!("{} {name}", rest / n));
+            rest %= n;
+        }
+        if parts.len() == 2 || (!parts.is_empty() && rest == 0) {
+            break;
+        }
+    }
+    parts.join(" ")
+}
+
+/// Intervals `show subscriber` shows (newest; `--json` has them all).
+const SUBSCRIBER_HISTORY_SHOWN: usize = 10;
 
 /// Most intervals the text shows (newest; `--json` has them all).
 const HISTORY_SHOWN: usize = 30;

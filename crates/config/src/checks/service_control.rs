@@ -117,6 +117,13 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<Issue> {
                 "must be at least 1 second",
             );
         }
+        if !(1..=604_800).contains(&u.active_timeout) {
+            issue(
+                &mut out,
+                format!("{p}.usage-export.active-timeout"),
+                format!("{} is out of range 1..604800 seconds", u.active_timeout),
+            );
+        }
     }
     let mut names: Vec<&str> = vec!["unknown", "other"];
     for (i, s) in sc.services.iter().enumerate() {
