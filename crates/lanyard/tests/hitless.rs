@@ -250,7 +250,9 @@ fn restart_hands_af_xdp_sockets_over() {
     require_root!();
     let _g = l2::heavy();
     let bed = TestBed::new("lyrx", 2, 1500).expect("namespaces");
-    let yaml = "switch:\n  name: restart-xdp\n  port-backend: af-xdp\nports:\n  - {name: sw1}\n  - {name: sw2}\n";
+    // Two workers: each receives one port on AF_XDP and sends on the
+    // other's AF_PACKET transmit socket; all four are handed over.
+    let yaml = "switch:\n  name: restart-xdp\n  port-backend: af-xdp\n  workers: 2\nports:\n  - {name: sw1}\n  - {name: sw2}\n";
     let sw = Switch::start(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
         &bed.dut,
@@ -283,7 +285,7 @@ fn restart_hands_af_xdp_sockets_over() {
             .find(|l| l.contains("forwarding resumed"))
             .unwrap_or("(no gap logged)")
     );
-    assert!(log.contains("2 sockets handed over"), "{log}");
+    assert!(log.contains("4 sockets handed over"), "{log}");
     assert!(!log.contains("handed-over AF_XDP socket refused"), "{log}");
     assert_eq!(got, sent, "frames lost across the restart");
     assert_eq!(backends(&sw), ["af-xdp", "af-xdp"], "still AF_XDP");
