@@ -72,8 +72,8 @@ use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Arc;
-use tables::mpls::{Lfib, LfibSize, NHLFE_BIT};
+use std::sync::{Arc, Mutex};
+use tables::mpls::{Lfib, LfibSize, NHLFE_BIT, VIA_DEFAULT_BIT};
 use tables::{
     Group, Lpm4, Lpm6, LpmError, LpmStats, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
     MAX_GROUP_MEMBERS,
@@ -489,6 +489,12 @@ enum Owned {
         key: u32,
         target: u32,
     },
+    /// An imported VPN route's label resources, held in the **default
+    /// VRF's** pool (`core`) under `key`; `target` is that pool's id.
+    Core {
+        key: u32,
+        target: u32,
+    },
 }
 
 impl Owned {
@@ -499,6 +505,7 @@ impl Owned {
             Owned::Hop(id) => Some(id),
             Owned::Group(g) => Some(GROUP_BIT | g),
             Owned::Labelled { target, .. } => Some(target),
+            Owned::Core { target, .. } => Some(VIA_DEFAULT_BIT | target),
         }
     }
 }
@@ -657,6 +664,9 @@ struct Pool {
     /// What each labelled target holds (see `mpls.rs`).
     labelled: HashMap<u32, mpls::LabelRes>,
     next_key: u32,
+    /// `Owned::Core` keys released here, to give back to the default
+    /// VRF's pool ([`Fib::flush_core`]).
+    core_release: Vec<u32>,
 }
 
 impl Pool {
@@ -793,6 +803,9 @@ impl Pool {
         match o {
             Owned::None | Owned::Drop => {}
             Owned::Labelled { key, .. } => self.release_labelled(key),
+            // The LPM already moved away; the default VRF's pool
+            // quarantines the ids when the key reaches it.
+            Owned::Core { key, .. } => self.core_release.push(key),
             Owned::Hop(id) => self.release_hop(id),
             Owned::Group(index) => {
                 let Some(Some(members)) = self.group_info.get(index as usize).cloned() else {
@@ -1123,6 +1136,16 @@ pub struct Fib {
     /// How to wait for the workers, so that an update refused for lack
     /// of LPM room can reclaim and retry at once ([`Fib::set_quiesce`]).
     quiesce: Option<QuiesceFn>,
+    /// A VRF's link to the default VRF (L3VPN): its labelled routes are
+    /// imported VPN routes resolved there ([`Fib::set_core`]).
+    core: Option<CoreLink>,
+}
+
+/// The default VRF as a VRF's FIB sees it.
+struct CoreLink {
+    fib: Arc<Mutex<Fib>>,
+    /// The default namespace's interface indexes → ports.
+    ports: HashMap<u32, u16>,
 }
 
 impl Default for Fib {
@@ -1176,6 +1199,7 @@ impl Fib {
                 nhlfe_ids: IdAlloc::new(0, cfg.lfib.nhlfes as u32),
                 labelled: HashMap::new(),
                 next_key: 0,
+                core_release: Vec::new(),
             },
             routes: BTreeMap::new(),
             objs: HashMap::new(),
@@ -1189,6 +1213,7 @@ impl Fib {
             sweep_pending: false,
             labels: mpls::LabelState::default(),
             quiesce: None,
+            core: None,
         }
     }
 
@@ -1271,9 +1296,40 @@ impl Fib {
 
     // ---- FRR ----------------------------------------------------------------
 
+    /// Make this (a VRF's) FIB an L3VPN PE's: its labelled routes from
+    /// zebra are imported VPN routes whose paths (gateway, interface,
+    /// [transport, VPN] stack) belong to the default VRF. They resolve in
+    /// `core`'s pool (`ports`: the default namespace's interface indexes)
+    /// and are installed as `VIA_DEFAULT_BIT | target` (docs/vrf.md).
+    /// Lock order: this FIB, then `core`; never the reverse.
+    pub fn set_core(&mut self, core: Arc<Mutex<Fib>>, ports: HashMap<u32, u16>) {
+        self.core = Some(CoreLink { fib: core, ports });
+    }
+
+    /// Give what withdrawn or replaced VPN routes held back to the
+    /// default VRF's pool (quarantined there like its own ids).
+    fn flush_core(&mut self) {
+        if self.pool.core_release.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.pool.core_release);
+        match &self.core {
+            Some(c) => {
+                let mut core = c.fib.lock().unwrap_or_else(|e| e.into_inner());
+                keys.into_iter().for_each(|k| core.pool.release_labelled(k));
+            }
+            None => self.pool.core_release = keys,
+        }
+    }
+
     /// Apply one event from the FPM server. `ifindex_to_port` maps zebra's
     /// interface indices to Lanyard ports (`None`: not a port of ours).
     pub fn apply_frr(&mut self, ev: &FpmEvent, ifindex_to_port: &dyn Fn(u32) -> Option<u16>) {
+        self.apply_frr_event(ev, ifindex_to_port);
+        self.flush_core();
+    }
+
+    fn apply_frr_event(&mut self, ev: &FpmEvent, ifindex_to_port: &dyn Fn(u32) -> Option<u16>) {
         match ev {
             FpmEvent::Connected { .. } => self.frr_connected(),
             FpmEvent::Updates(us) => {
@@ -1306,7 +1362,7 @@ impl Fib {
                         }
                     }
                     // Errors are counted; the stream goes on.
-                    let _ = self.apply_update(u, ifindex_to_port);
+                    let _ = self.apply_one(u, ifindex_to_port);
                 }
             }
             FpmEvent::Settled => {
@@ -1320,6 +1376,16 @@ impl Fib {
 
     /// Apply one decoded update.
     pub fn apply_update(
+        &mut self,
+        u: &RouteUpdate,
+        ifindex_to_port: &dyn Fn(u32) -> Option<u16>,
+    ) -> Result<(), FibError> {
+        let r = self.apply_one(u, ifindex_to_port);
+        self.flush_core();
+        r
+    }
+
+    fn apply_one(
         &mut self,
         u: &RouteUpdate,
         ifindex_to_port: &dyn Fn(u32) -> Option<u16>,
@@ -1445,6 +1511,7 @@ impl Fib {
             }
         }
         self.refresh_labels(ifindex_to_port);
+        self.flush_core();
     }
 
     fn gen_of(&self, p: &Prefix) -> Option<u32> {
@@ -1571,9 +1638,15 @@ impl Fib {
 
     fn info(&self, p: &Prefix, e: &Entry, s: &Slot) -> RouteInfo {
         let target = slot_id(&self.objs, s);
-        let (hops, blackhole) = match target {
-            Some(t) => self.pool.describe(t),
-            None => (Vec::new(), false),
+        let (hops, blackhole) = match (target, &self.core) {
+            (Some(t), Some(c)) if t & VIA_DEFAULT_BIT != 0 => c
+                .fib
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pool
+                .describe(t & !VIA_DEFAULT_BIT),
+            (Some(t), _) => self.pool.describe(t),
+            (None, _) => (Vec::new(), false),
         };
         RouteInfo {
             prefix: *p,
@@ -1628,7 +1701,24 @@ impl Fib {
                     .collect();
                 self.pool.acquire(&l)
             }
-            Spec::Labelled(paths) => self.pool.acquire_labelled(paths, map),
+            Spec::Labelled(paths) => match &self.core {
+                Some(c) => {
+                    // A labelled route in a VRF's table is an imported
+                    // VPN route: zebra resolved the BGP next hop in the
+                    // default VRF, so gateway, interface and the stack
+                    // ([transport, VPN] or [VPN]) are the core's.
+                    let ports = &c.ports;
+                    let mut core = c.fib.lock().unwrap_or_else(|e| e.into_inner());
+                    match core
+                        .pool
+                        .acquire_labelled(paths, &|i| ports.get(&i).copied())?
+                    {
+                        Owned::Labelled { key, target } => Ok(Owned::Core { key, target }),
+                        o => Ok(o),
+                    }
+                }
+                None => self.pool.acquire_labelled(paths, map),
+            },
             Spec::Frr(list) => {
                 let l: Vec<(NextHop, u64)> = list
                     .iter()

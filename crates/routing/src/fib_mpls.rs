@@ -531,7 +531,16 @@ impl Fib {
                 let s = e.slots.iter().find(|s| s.source == src)?;
                 matches!(s.spec, Spec::Labelled(_)).then(|| FtnInfo {
                     prefix: *p,
-                    hops: self.pool.label_hops(id),
+                    hops: match &self.core {
+                        // An imported VPN route: its stack is the core's.
+                        Some(c) if id & VIA_DEFAULT_BIT != 0 => c
+                            .fib
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .pool
+                            .label_hops(id & !VIA_DEFAULT_BIT),
+                        _ => self.pool.label_hops(id),
+                    },
                 })
             })
             .collect();

@@ -594,6 +594,14 @@ impl Router {
                         .collect(),
                 })
                 .collect();
+            // Each VRF's labelled (imported VPN) routes resolve through the
+            // default VRF: its ports, next hops and NHLFEs (docs/vrf.md).
+            for f in &fibs[1..] {
+                f.fib
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_core(fibs[0].fib.clone(), fibs[0].by_ifindex.clone());
+            }
             threads.push(spawn(
                 "fib",
                 Box::new(move || fib_loop(shared, server, fibs)),
@@ -1164,6 +1172,208 @@ mod tests {
         assert_eq!(route_of(2, "2001:db8:99::1"), None);
         assert_eq!(route_of(2, "192.0.2.1"), Some((2, "10.1.0.3".into())));
         assert_eq!(route_of(0, "192.0.2.1"), Some((0, "10.9.0.2".into())));
+    }
+
+    /// An imported VPN route as zebra 8.4 sends it over FPM (the spike's
+    /// dump, docs/vrf.md): the VRF's table in `RTA_TABLE`, gateway and
+    /// `RTA_OIF` of the default namespace, the stack in `RTA_ENCAP`.
+    fn vpn_route(
+        prefix: [u8; 4],
+        len: u8,
+        table: u32,
+        gw: [u8; 4],
+        oif: u32,
+        push: &[u32],
+    ) -> Vec<u8> {
+        use crate::frr::netlink::build::{rtmsg, Msg};
+        use crate::frr::netlink::*;
+        let lse: Vec<u8> = push
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| {
+                let bos = if i + 1 == push.len() { 0x100 } else { 0 };
+                (l << 12 | bos).to_be_bytes()
+            })
+            .collect();
+        let mut encap = Vec::new();
+        encap.extend_from_slice(&((4 + lse.len()) as u16).to_ne_bytes());
+        encap.extend_from_slice(&1u16.to_ne_bytes()); // MPLS_IPTUNNEL_DST
+        encap.extend_from_slice(&lse);
+        Msg::new(
+            RTM_NEWROUTE,
+            NLM_F_REQUEST | NLM_F_REPLACE | 0x400,
+            &rtmsg(AF_INET, len, RT_TABLE_UNSPEC, 186, RTN_UNICAST),
+        )
+        .attr(RTA_DST, &prefix)
+        .attr_u32(RTA_PRIORITY, 20)
+        .attr_u32(RTA_TABLE, table)
+        .attr(21, &1u16.to_ne_bytes()) // RTA_ENCAP_TYPE = LWTUNNEL_ENCAP_MPLS
+        .attr(22, &encap) // RTA_ENCAP
+        .attr(RTA_GATEWAY, &gw)
+        .attr_u32(RTA_OIF, oif)
+        .finish()
+    }
+
+    #[test]
+    fn imported_vpn_routes_resolve_through_the_default_vrf() {
+        use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        use tables::mpls::{NHLFE_BIT, VIA_DEFAULT_BIT};
+        // ifindex 2 is `core` (port 0) in Lanyard's namespace and each
+        // VRF's CE twin (ports 1, 2) in the VRF's: a VPN route's oif 2 is
+        // the core's.
+        let core = Arc::new(Mutex::new(Fib::new()));
+        let feeds: Vec<VrfFeed> = [(254, 0u16), (1001, 1), (1002, 2)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: if table == 254 {
+                    core.clone()
+                } else {
+                    Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(table, 64))))
+                },
+                by_ifindex: [(2u32, port)].into_iter().collect(),
+            })
+            .collect();
+        for f in &feeds[1..] {
+            f.fib
+                .lock()
+                .unwrap()
+                .set_core(core.clone(), feeds[0].by_ifindex.clone());
+        }
+        let ev = |bytes: Vec<Vec<u8>>| {
+            let mut us = Vec::new();
+            for b in bytes {
+                us.extend(decode(&b).unwrap());
+            }
+            FpmEvent::Updates(us)
+        };
+        // (port, gateway, pushed stack) of a VRF's route to `addr`.
+        let vpn_of = |k: usize, addr: &str| {
+            let r = feeds[k].fib.lock().unwrap().lookup(addr.parse().unwrap())?;
+            let t = r.target?;
+            let stack = if t & VIA_DEFAULT_BIT != 0 {
+                let n = core
+                    .lock()
+                    .unwrap()
+                    .lfib()
+                    .nhlfe(t & !VIA_DEFAULT_BIT & !NHLFE_BIT)?;
+                n.primary.labels.as_slice().to_vec()
+            } else {
+                Vec::new()
+            };
+            Some((r.hops[0].port, r.hops[0].gateway?.to_string(), stack))
+        };
+        let live = || {
+            let s = core.lock().unwrap().mpls_summary();
+            (s.nhlfes, s.quarantined_nhlfes)
+        };
+        let core_hops = || core.lock().unwrap().summary().next_hops;
+        let hops0 = core_hops();
+        let connect = || {
+            dispatch(
+                &feeds,
+                &FpmEvent::Connected {
+                    peer: "127.0.0.1:1".parse().unwrap(),
+                },
+            )
+        };
+        connect();
+        dispatch(
+            &feeds,
+            &ev(vec![
+                // VRF A's own CE route (oif 2 in its namespace: port 1).
+                frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1001, "10.1.0.2", 2),
+                // The same remote prefix in both VRFs, each with its VPN label.
+                vpn_route([198, 51, 100, 0], 24, 1001, [10, 0, 12, 2], 2, &[16, 80]),
+                vpn_route([198, 51, 100, 0], 24, 1002, [10, 0, 12, 2], 2, &[16, 81]),
+                // A directly connected remote PE: the VPN label only.
+                vpn_route([203, 0, 113, 0], 24, 1002, [10, 0, 12, 2], 2, &[82]),
+                // Through an interface that is no port of the core's.
+                vpn_route([192, 0, 2, 128], 25, 1002, [10, 0, 13, 2], 9, &[83]),
+            ]),
+        );
+        let via = |stack: &[u32]| Some((0u16, "10.0.12.2".to_string(), stack.to_vec()));
+        assert_eq!(vpn_of(1, "198.51.100.1"), via(&[16, 80]));
+        assert_eq!(vpn_of(2, "198.51.100.1"), via(&[16, 81]));
+        assert_eq!(vpn_of(2, "203.0.113.1"), via(&[82]));
+        assert_eq!(vpn_of(1, "192.0.2.1"), Some((1, "10.1.0.2".into(), vec![])));
+        // Not mis-sent: unresolvable, counted, not in the LPM.
+        let vrf_b = feeds[2]
+            .fib
+            .lock()
+            .unwrap()
+            .route(&"192.0.2.128/25".parse().unwrap());
+        assert!(vrf_b[0].unresolvable && !vrf_b[0].installed);
+        assert_eq!(
+            feeds[2]
+                .fib
+                .lock()
+                .unwrap()
+                .lookup("192.0.2.129".parse().unwrap()),
+            None
+        );
+        // Nothing of it in the default VRF's own FIB; one shared uplink hop.
+        assert_eq!(
+            core.lock().unwrap().lookup("198.51.100.1".parse().unwrap()),
+            None
+        );
+        assert_eq!(core_hops(), hops0 + 1);
+        assert_eq!(live(), (3, 0));
+        // `show ip route vrf` / `show mpls forwarding` see the core's stack.
+        let ftn = feeds[1].fib.lock().unwrap().mpls_summary().ftn;
+        assert_eq!(ftn.len(), 1);
+        assert_eq!(ftn[0].hops[0].out_labels, [16, 80]);
+
+        // A new VPN label (FRR 8: delete and add in one frame) replaces
+        // the NHLFE; the old one waits in quarantine.
+        let del = frr_route(RTM_DELROUTE, "198.51.100.0/24", 1001, "10.0.12.2", 2);
+        dispatch(
+            &feeds,
+            &ev(vec![
+                del,
+                vpn_route([198, 51, 100, 0], 24, 1001, [10, 0, 12, 2], 2, &[16, 90]),
+            ]),
+        );
+        assert_eq!(vpn_of(1, "198.51.100.1"), via(&[16, 90]));
+        assert_eq!(vpn_of(2, "198.51.100.1"), via(&[16, 81]));
+        assert_eq!(live(), (3, 1));
+        // Withdrawal: gone from VRF A only.
+        dispatch(
+            &feeds,
+            &ev(vec![frr_route(
+                RTM_DELROUTE,
+                "198.51.100.0/24",
+                1001,
+                "10.0.12.2",
+                2,
+            )]),
+        );
+        assert_eq!(vpn_of(1, "198.51.100.1"), None);
+        assert_eq!(vpn_of(2, "198.51.100.1"), via(&[16, 81]));
+        assert_eq!(live(), (2, 2));
+        core.lock().unwrap().maintain(&|| true);
+        assert_eq!(live(), (2, 0));
+        // A reconnect whose replay lacks VRF B's VPN routes sweeps them and
+        // gives everything back to the core.
+        connect();
+        dispatch(
+            &feeds,
+            &ev(vec![frr_route(
+                RTM_NEWROUTE,
+                "192.0.2.0/24",
+                1001,
+                "10.1.0.2",
+                2,
+            )]),
+        );
+        dispatch(&feeds, &FpmEvent::Settled);
+        assert_eq!(vpn_of(2, "198.51.100.1"), None);
+        assert_eq!(vpn_of(2, "203.0.113.1"), None);
+        core.lock().unwrap().maintain(&|| true);
+        assert_eq!(live(), (0, 0));
+        assert_eq!(core_hops(), hops0);
+        assert_eq!(vpn_of(1, "192.0.2.1"), Some((1, "10.1.0.2".into(), vec![])));
     }
 
     #[test]

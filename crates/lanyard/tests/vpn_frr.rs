@@ -1,0 +1,275 @@
+//! L3VPN ingress PE with a real remote PE (issue 18, docs/vrf.md
+//! "L3VPN"): Lanyard's FRR (zebra `-n` with both modules, ospfd, ldpd,
+//! bgpd) peers over the core port sw2 (default VRF) with a tester FRR PE
+//! (ospfd, ldpd, bgpd) in t2's namespace. The remote PE originates the
+//! VPNv4 route 198.51.100.0/24 (RD 65000:1, RT 65000:1, VPN label 555,
+//! next hop its loopback 10.255.0.2, reached over OSPF with an LDP
+//! implicit-null label); Lanyard's VRF CUSTA imports it. Checked: the route
+//! in Lanyard's CUSTA FIB via the core neighbour, and a CE packet (t1,
+//! sw1, VRF CUSTA) leaving sw2 with [555], S set, label TTL 63, IP TTL 63,
+//! parsed from the captured frame.
+//!
+//! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
+//! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use testkit::frame::{parse_mac, Mac};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::ip;
+use testkit::netns::Netns;
+use testkit::{l2, Switch};
+
+const FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
+const MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
+const FPM_PORT: u16 = 2621;
+const VPN_LABEL: u32 = 555;
+
+fn a(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn mac_of(ns: &Netns, ifname: &str) -> Mac {
+    let out = ns
+        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
+        .expect("read MAC");
+    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
+}
+
+const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
+                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
+
+/// Gateways of `prefix` in VRF CUSTA, from `show ip route vrf CUSTA`.
+fn custa_gateways(sw: &Switch, prefix: &str) -> Vec<String> {
+    let v = sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]);
+    v["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["prefix"] == prefix && r["installed"] == true)
+        .flat_map(|r| {
+            r["nexthops"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h["gateway"].as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn remote_pe_vpn_route_leaves_the_core_with_its_vpn_label() {
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
+    for m in [FPM_MODULE, MPLS_MODULE] {
+        if !Path::new(m).exists() {
+            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
+            return;
+        }
+    }
+    let t0 = Instant::now();
+    let bed = RouterBed::new("vpnfr", 2, 1500).expect("namespaces");
+    let ns_a = Netns::new("lyvpa").unwrap();
+    let t1 = bed.tester(1);
+    let t2 = bed.tester(2);
+    for args in [
+        &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
+        &["ip", "route", "add", "default", "via", "10.1.0.1"],
+    ] {
+        t1.exec(args).expect("CE setup");
+    }
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
+        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
+    ] {
+        t2.exec(args).expect("remote PE setup");
+    }
+    let yaml = format!(
+        r#"
+switch:
+  name: vpn-frr
+ports:
+  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24]}}
+  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
+vrfs:
+  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
+routing:
+  fpm: 127.0.0.1:{FPM_PORT}
+"#,
+        ns_a.name()
+    );
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let tmp = std::env::temp_dir().join(format!("lanyard-vpn-frr-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    struct RmDir(std::path::PathBuf);
+    impl Drop for RmDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = RmDir(tmp.clone());
+
+    // Lanyard's PE: LDP and BGP from the core port's address (Lanyard
+    // punts what is addressed to its ports), the remote PE's loopback as
+    // the BGP peer.
+    let pe_cfg = FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
+        ospfd: format!(
+            "interface ly-sw2\n{OSPF_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
+               interface ly-sw2\n exit-address-family\n"
+            .into(),
+        bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
+               neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
+               neighbor 10.255.0.2 timers connect 1\n address-family ipv4 vpn\n  \
+               neighbor 10.255.0.2 activate\n exit-address-family\nexit\n\
+               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
+               label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  \
+               export vpn\n  import vpn\n exit-address-family\nexit\n"
+            .into(),
+        ..FrrConfig::default()
+    };
+    let pe_opts = FrrOptions {
+        zebra_args: vec![
+            "-n".into(),
+            "-M".into(),
+            FPM_MODULE.into(),
+            "-M".into(),
+            format!("{MPLS_MODULE}:{}", tmp.join("pe-pw.sock").display()),
+        ],
+        netns_vrfs: vec![("CUSTA".into(), ns_a.name().into())],
+        ..FrrOptions::default()
+    };
+    let pe = FrrInstance::start_with(
+        bed.dut.name(),
+        "vpn-pe",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &pe_cfg,
+        &pe_opts,
+    )
+    .expect("Lanyard's FRR");
+    // The remote PE: a VPNv4 route of its own with a fixed label and the
+    // route target CUSTA imports.
+    let r_cfg = FrrConfig {
+        ospfd: format!(
+            "interface t2\n{OSPF_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
+             router ospf\n ospf router-id 10.255.0.2\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.2\n  discovery targeted-hello accept\n  \
+               interface t2\n exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "route-map RT permit 10\n set extcommunity rt 65000:1\nexit\n\
+             router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
+             neighbor 10.0.12.1 remote-as 65000\n neighbor 10.0.12.1 update-source 10.255.0.2\n \
+             neighbor 10.0.12.1 timers connect 1\n address-family ipv4 vpn\n  \
+             neighbor 10.0.12.1 activate\n  \
+             network 198.51.100.0/24 rd 65000:1 label {VPN_LABEL} route-map RT\n \
+             exit-address-family\nexit\n"
+        ),
+        ..FrrConfig::default()
+    };
+    let r_opts = FrrOptions {
+        zebra_args: vec![
+            "-M".into(),
+            format!("{MPLS_MODULE}:{}", tmp.join("r-pw.sock").display()),
+        ],
+        ..FrrOptions::default()
+    };
+    let remote = FrrInstance::start_with(
+        t2.name(),
+        "vpn-remote",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &r_cfg,
+        &r_opts,
+    )
+    .expect("remote PE FRR");
+
+    let deadline = Duration::from_secs(40);
+    let start = Instant::now();
+    while custa_gateways(&sw, "198.51.100.0/24") != ["10.0.12.2"] && start.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let gws = custa_gateways(&sw, "198.51.100.0/24");
+    if gws != ["10.0.12.2"] {
+        let dump = pe.vtysh(&[
+            "show ip ospf neighbor",
+            "show mpls ldp neighbor",
+            "show bgp summary",
+            "show bgp ipv4 vpn",
+            "show ip route",
+            "show ip route vrf CUSTA",
+            "show mpls table",
+        ]);
+        let rdump = remote.vtysh(&["show bgp summary", "show bgp ipv4 vpn", "show mpls table"]);
+        pe.dump_logs();
+        remote.dump_logs();
+        panic!(
+            "VPN route not in Lanyard's CUSTA after {deadline:?}: {gws:?}\n{}\n\
+             Lanyard's FRR:\n{dump}\nremote PE:\n{rdump}\nlog:\n{}",
+            sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]),
+            sw.log()
+        );
+    }
+    eprintln!(
+        "  VPN route in Lanyard's CUSTA {:.1} s after start",
+        t0.elapsed().as_secs_f64()
+    );
+
+    let p1 = bed.open(1).unwrap();
+    let p2 = bed.open(2).unwrap();
+    let r1 = sw.router_mac("sw1");
+    let m1 = mac_of(t1, "t1");
+    let mut got = None;
+    // The first packets may wait for the core neighbour's ARP.
+    for seq in 0..20u64 {
+        p2.drain();
+        let f = ip::udp(&r1, &m1, a("10.1.0.2"), a("198.51.100.7"), 64, seq, 128);
+        p1.send(&f).unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            let Some(f) = p2.recv_timeout(Duration::from_millis(100)).expect("recv") else {
+                continue;
+            };
+            if f.len() > 18 && f[12..14] == [0x88, 0x47] {
+                got = Some(f);
+                break;
+            }
+        }
+        if got.is_some() {
+            break;
+        }
+    }
+    let Some(f) = got else {
+        panic!(
+            "no labelled frame on the core\nmpls: {}\nlog:\n{}",
+            sw.show_json(&["show", "mpls", "forwarding"]),
+            sw.log()
+        );
+    };
+    let w = u32::from_be_bytes([f[14], f[15], f[16], f[17]]);
+    assert_eq!(
+        (w >> 12, w >> 8 & 1, w & 0xff),
+        (VPN_LABEL, 1, 63),
+        "one entry: the VPN label (P-less: transport implicit null), S, TTL"
+    );
+    let inner = &f[18..];
+    assert_eq!(inner[0] >> 4, 4, "IPv4 under the label");
+    assert_eq!(inner[8], 63, "IP TTL");
+    assert_eq!(&inner[16..20], &[198, 51, 100, 7]);
+    eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
+    drop(remote);
+    drop(pe);
+}
