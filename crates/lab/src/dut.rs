@@ -1099,6 +1099,22 @@ impl Dut {
             ));
         }
         if let Some(m) = self.spec.inline {
+            // The lab's subscribers: the engine keeps their bandwidth per
+            // service over time, which the lab reads after every trial.
+            let f = self.topo.tmp.join("subscribers.txt");
+            std::fs::write(&f, crate::bandwidth::provisioning())
+                .map_err(|e| LabError::Dut(format!("{}: {e}", f.display())))?;
+            run_in(
+                &ns,
+                &bin.to_string_lossy(),
+                &[
+                    "--socket",
+                    &sock.to_string_lossy(),
+                    "subscribers",
+                    "load",
+                    &f.to_string_lossy(),
+                ],
+            )?;
             if m == crate::plan::InlineMode::Bypass {
                 run_in(
                     &ns,
@@ -1755,10 +1771,12 @@ done
 /// Lanyard's `service-control` section for an inline DUT: sw1 / sw2 a
 /// pair, flow table and classification sized for the lab's streams, two
 /// services (the test frames are UDP to port 0x4C59: `lab` by signature).
+/// History per second (`bandwidth::INTERVAL_S`): trials last seconds.
 pub const INLINE_YAML: &str = "service-control:
   inline: [{subscriber-port: sw1, network-port: sw2}]
   flows: 65536
   classify-slots: 4096
+  report-interval-s: 1
   services:
     - {name: web, applications: [HTTP, TLS]}
     - {name: lab}

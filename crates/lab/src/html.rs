@@ -197,6 +197,7 @@ pub fn render(s: &Summary) -> String {
         }
         o.push_str(&trial_log(&rows, test));
     }
+    o.push_str(&bandwidth_section(&s.bandwidth));
     o.push_str("</body></html>\n");
     o
 }
@@ -647,6 +648,146 @@ pub fn render_in_chromium(
     serde_json::from_str(&json).map_err(|e| format!("render check: {e}"))
 }
 
+/// Inline-engine DUTs: bandwidth per subscriber per service over time
+/// (`bandwidth.csv`), one plot per DUT and subscriber: bits/s passed (up +
+/// down) per service, solid; dropped, dashed (the inline engine report's
+/// figures 7–10).
+fn bandwidth_section(rows: &[crate::bandwidth::Row]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "<h2 id=\"bandwidth\">Bandwidth per subscriber per service</h2>\n<p class=\"note\">\
+         From the inline engine's history (<code>show subscriber ID --json</code>) after every \
+         trial; every interval in <code>bandwidth.csv</code> / <code>bandwidth.json</code>. \
+         Passed up + down, solid; dropped, dashed.</p>\n<div class=\"plots\">",
+    );
+    let mut keys: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.dut.as_str(), r.subscriber.as_str()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for (dut, sub) in keys {
+        let mine: Vec<&crate::bandwidth::Row> = rows
+            .iter()
+            .filter(|r| r.dut == dut && r.subscriber == sub)
+            .collect();
+        o.push_str(&bandwidth_plot(dut, sub, &mine));
+    }
+    o.push_str("</div>\n");
+    o
+}
+
+fn bandwidth_plot(dut: &str, sub: &str, rows: &[&crate::bandwidth::Row]) -> String {
+    let t0 = rows.iter().map(|r| r.start_ms).min().unwrap_or(0);
+    let t1 = rows
+        .iter()
+        .map(|r| r.start_ms + r.length_ms)
+        .max()
+        .unwrap_or(t0 + 1);
+    let xmax = ((t1 - t0) as f64 / 1e3).max(1.0);
+    let ymax = rows
+        .iter()
+        .map(|r| (r.up_bps + r.down_bps).max(r.dropped_up_bps + r.dropped_down_bps))
+        .fold(0.0f64, f64::max)
+        / 1e6;
+    let ymax = nice_ceiling(ymax.max(1e-3));
+    let mut o = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" data-plot=\"bandwidth\" data-dut=\"{}\" \
+         data-subscriber=\"{}\" width=\"{PW}\" height=\"{PH}\" font-family=\"sans-serif\" \
+         font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>\
+         <text x=\"{L}\" y=\"16\" font-weight=\"bold\">{} {}: Mbit/s per service</text>\n",
+        esc(dut),
+        esc(sub),
+        esc(dut),
+        esc(sub)
+    );
+    for k in 0..=4 {
+        let y = T + H - H * k as f64 / 4.0;
+        let _ = writeln!(
+            o,
+            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            L + W,
+            L - 4.0,
+            y + 4.0,
+            tables::num(ymax * k as f64 / 4.0)
+        );
+    }
+    for k in 0..=4 {
+        let x = L + W * k as f64 / 4.0;
+        let _ = writeln!(
+            o,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            T + H + 14.0,
+            tables::num(xmax * k as f64 / 4.0)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">seconds</text>",
+        L + W / 2.0,
+        T + H + 30.0
+    );
+    let mut services: Vec<&str> = rows.iter().map(|r| r.service.as_str()).collect();
+    services.sort();
+    services.dedup();
+    let mut ly = T + 10.0;
+    for (si, svc) in services.iter().enumerate() {
+        let c = COLORS[si % COLORS.len()];
+        let mut pts: Vec<&&crate::bandwidth::Row> =
+            rows.iter().filter(|r| r.service == *svc).collect();
+        pts.sort_by_key(|r| r.start_ms);
+        // Each interval at its middle.
+        let xy = |r: &crate::bandwidth::Row, v: f64| {
+            let x = ((r.start_ms - t0) as f64 + r.length_ms as f64 / 2.0) / 1e3;
+            (L + W * x / xmax, T + H - H * (v / 1e6) / ymax)
+        };
+        let line = |f: &dyn Fn(&crate::bandwidth::Row) -> f64| -> String {
+            pts.iter()
+                .map(|r| {
+                    let (x, y) = xy(r, f(r));
+                    format!("{x:.1},{y:.1}")
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let _ = writeln!(
+            o,
+            "<polyline data-service=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
+            esc(svc),
+            line(&|r| r.up_bps + r.down_bps)
+        );
+        if pts
+            .iter()
+            .any(|r| r.dropped_up_bps + r.dropped_down_bps > 0.0)
+        {
+            let _ = writeln!(
+                o,
+                "<polyline data-service=\"{}\" data-dropped=\"1\" points=\"{}\" fill=\"none\" \
+                 stroke=\"{c}\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>",
+                esc(svc),
+                line(&|r| r.dropped_up_bps + r.dropped_down_bps)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{c}\" stroke-width=\"2\"/>\
+             <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            L + W + 10.0,
+            ly - 4.0,
+            L + W + 30.0,
+            ly - 4.0,
+            L + W + 34.0,
+            esc(svc)
+        );
+        ly += 15.0;
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,6 +799,36 @@ mod tests {
             esc("<a href=\"x\">&</a>"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn bandwidth_plot_per_dut_and_subscriber() {
+        let mut s = crate::tables::tests::five_duts();
+        assert!(!render(&s).contains("data-plot=\"bandwidth\""));
+        let row = |sub: &str, svc: &str, start: u64, up: f64, drop: f64| crate::bandwidth::Row {
+            dut: "inline-engine".into(),
+            test: "t".into(),
+            subscriber: sub.into(),
+            service: svc.into(),
+            start_ms: start,
+            length_ms: 1000,
+            up_bps: up,
+            down_bps: 0.0,
+            dropped_up_bps: drop,
+            dropped_down_bps: 0.0,
+        };
+        s.bandwidth = vec![
+            row("lab-a", "lab", 1000, 2e6, 0.0),
+            row("lab-a", "lab", 2000, 4e6, 1e6),
+            row("lab-a", "(all)", 1000, 2e6, 0.0),
+            row("lab-b", "lab", 1000, 1e6, 0.0),
+        ];
+        let h = render(&s);
+        assert_eq!(h.matches("data-plot=\"bandwidth\"").count(), 2);
+        assert!(h.contains("data-subscriber=\"lab-a\""));
+        // lab-a's `lab`: passed (two points) and dropped (dashed).
+        assert_eq!(h.matches("data-service=\"lab\"").count(), 3);
+        assert_eq!(h.matches("data-dropped=\"1\"").count(), 1);
     }
 
     #[test]

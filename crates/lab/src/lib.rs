@@ -8,6 +8,7 @@
 //!
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
+pub mod bandwidth;
 pub mod check;
 pub mod compare;
 pub mod convergence;
@@ -249,6 +250,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
                 Some(r)
             })
             .collect(),
+        bandwidth: Vec::new(),
     };
     let outcome = if plan.interleave {
         run_interleaved(plan, &tests, opts, &mut progress, &mut summary)
@@ -541,6 +543,22 @@ impl<'a> DutRun<'a> {
             });
         }
         summary.results.push(row);
+        // Inline engine: the per-subscriber, per-service bandwidth history
+        // so far (each interval kept once; a failed read is a note).
+        if spec.inline == Some(plan::InlineMode::Engine) {
+            for (id, _) in bandwidth::SUBSCRIBERS {
+                match d.lanyard_show(&["subscriber", id]) {
+                    Ok(v) => {
+                        bandwidth::merge(&mut summary.bandwidth, &spec.name, &t.name, id, &v);
+                    }
+                    Err(e) => {
+                        if let Some(r) = summary.results.last_mut() {
+                            r.notes.push(format!("bandwidth history of {id}: {e}"));
+                        }
+                    }
+                }
+            }
+        }
         if interrupted {
             return Err(LabError::Interrupted);
         }
@@ -690,6 +708,12 @@ fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Resu
     w("results.csv", summary.csv())?;
     w("plot.svg", summary.svg())?;
     w("tables.txt", summary.tables())?;
+    if !summary.bandwidth.is_empty() {
+        w("bandwidth.csv", bandwidth::csv(&summary.bandwidth))?;
+        let json = serde_json::to_string_pretty(&summary.bandwidth)
+            .map_err(|e| LabError::Output(e.to_string()))?;
+        w("bandwidth.json", json)?;
+    }
     w("report.html", summary.html())?;
     Ok(())
 }

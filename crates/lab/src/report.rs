@@ -142,6 +142,9 @@ pub struct Summary {
     pub plan_text: Option<String>,
     /// The published figure each test reproduces (the plan's `reference:`).
     pub references: Vec<Reference>,
+    /// Inline-engine DUTs: bandwidth per subscriber per service over time
+    /// (`bandwidth.csv`).
+    pub bandwidth: Vec<crate::bandwidth::Row>,
 }
 
 /// A published report's figure (defined with the plan that names it).
@@ -616,6 +619,7 @@ mod tests {
             results: vec![wire, row, failed],
             plan_text: None,
             references: vec![],
+            bandwidth: vec![],
         }
     }
 

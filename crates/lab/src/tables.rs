@@ -847,6 +847,7 @@ pub(crate) mod tests {
             results,
             plan_text: Some("name: quick\nduts: [{name: ceiling, driver: wire}]\n".into()),
             references: vec![],
+            bandwidth: vec![],
         }
     }
 

@@ -21,6 +21,10 @@ fn run(plan: &str, tag: &str, bin: Option<PathBuf>) -> lab::Summary {
     // The tables and the HTML carry the detail lines.
     let text = std::fs::read_to_string(out.join("tables.txt")).unwrap();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // Inline-engine DUTs: the bandwidth series, as CSV and JSON.
+    for f in ["bandwidth.csv", "bandwidth.json"] {
+        assert_eq!(out.join(f).is_file(), !s.bandwidth.is_empty(), "{f}");
+    }
     let _ = std::fs::remove_dir_all(&out);
     for r in s.results.iter().filter(|r| r.status == "ok") {
         // Single words: the text wraps long lines.
@@ -255,4 +259,25 @@ duts:
             assert!(tr["sent"].as_u64().unwrap() > 40_000, "{dut}: {tr}");
         }
     }
+    // The engine's bandwidth per subscriber per service, read after each
+    // trial: the test frames (service `lab`) passed at some rate; the
+    // bypassed DUT's engine saw nothing.
+    let lab: Vec<_> = s
+        .bandwidth
+        .iter()
+        .filter(|r| r.dut == "engine" && r.service == "lab")
+        .collect();
+    assert!(
+        lab.iter().any(|r| r.up_bps + r.down_bps > 1e6),
+        "{:?}",
+        s.bandwidth
+    );
+    assert!(
+        s.bandwidth
+            .iter()
+            .all(|r| r.dut == "engine" || r.up_bps + r.down_bps == 0.0),
+        "{:?}",
+        s.bandwidth
+    );
+    assert!(s.html().contains("data-plot=\"bandwidth\""));
 }
