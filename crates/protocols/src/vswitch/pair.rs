@@ -280,8 +280,13 @@ impl PairState {
             PairStatus::DualActive
         } else if self.link.is_none()
             && self.gone_at.is_none()
-            && now.saturating_duration_since(self.started) < self.cfg.delay_restore
+            && (now.saturating_duration_since(self.started) < self.cfg.delay_restore
+                || (self.keepalive_alive(now) && self.last_status == PairStatus::Init))
         {
+            // A starting node that hears the peer's keepalives waits for
+            // the peer link (or a split) with its members down: alone
+            // (`peer-down`) it would bring them up with an empty table.
+            // (A node already alone and carrying stays so.)
             PairStatus::Init
         } else {
             PairStatus::PeerDown
@@ -297,6 +302,18 @@ impl PairState {
     fn split(&self, now: Instant) -> bool {
         let Some(since) = self.keepalive_since else {
             return false;
+        };
+        // A node that has not heard its peer link since it started counts
+        // from the end of the restore delay at the earliest: its own
+        // ports may take longer than the timeout to attach (819 ms
+        // measured under load), and the peer's keepalives arrive from
+        // the first moment. Taken for a split, that made the returning
+        // node dual-active primary with its members up and an empty
+        // table, and every frame it flooded then was delivered twice.
+        let since = if self.link.is_none() {
+            since.max(self.started + self.cfg.delay_restore)
+        } else {
+            since
         };
         self.link.is_some_and(|l| l.at >= since)
             || now.saturating_duration_since(since) >= self.cfg.timeout
@@ -382,6 +399,48 @@ mod tests {
             primary: false,
             seq: 1,
         }
+    }
+
+    /// A node starting while its peer is alive hears keepalives before
+    /// its own ports are attached; its peer link may take longer than
+    /// the timeout. It must neither be dual-active nor alone meanwhile
+    /// (either brought its members up with an empty table: the lab's
+    /// rejoin duplicates), and it waits for the copy once paired.
+    #[test]
+    fn a_slow_start_hearing_keepalives_waits_for_the_link() {
+        let t0 = Instant::now();
+        let a = node(100, 1);
+        let b = node(200, 2);
+        let mut sa = PairState::new(a, t0);
+        let mut now = t0 + 100 * MS;
+        // Keepalives only, for longer than the timeout and the delay.
+        while now < t0 + 2900 * MS {
+            sa.keepalive(now, 7, hello_of(&b));
+            assert_eq!(sa.update(now), PairStatus::Init, "at {:?}", now - t0);
+            assert!(!sa.members_enabled(now));
+            now += 100 * MS;
+        }
+        // The peer link comes up: paired, members wait for the copy.
+        sa.peer_link_hello(now, 7, hello_of(&b));
+        assert_eq!(sa.update(now), PairStatus::Paired);
+        assert!(!sa.members_enabled(now));
+        sa.synced(now);
+        now += 2100 * MS;
+        sa.peer_link_hello(now, 7, hello_of(&b));
+        sa.keepalive(now, 7, hello_of(&b));
+        assert!(sa.members_enabled(now));
+
+        // A genuine split at start (link never up) is still found: after
+        // the restore delay and the timeout.
+        let mut sc = PairState::new(node(100, 1), t0);
+        let mut now = t0 + 100 * MS;
+        while now < t0 + 3100 * MS {
+            sc.keepalive(now, 7, hello_of(&b));
+            sc.update(now);
+            now += 100 * MS;
+        }
+        assert_eq!(sc.status(now), PairStatus::DualActive);
+        assert!(sc.members_enabled(now), "primary");
     }
 
     #[test]
