@@ -280,8 +280,13 @@ impl PairState {
             PairStatus::DualActive
         } else if self.link.is_none()
             && self.gone_at.is_none()
-            && now.saturating_duration_since(self.started) < self.cfg.delay_restore
+            && (now.saturating_duration_since(self.started) < self.cfg.delay_restore
+                || (self.keepalive_alive(now) && self.last_status == PairStatus::Init))
         {
+            // A starting node that hears the peer's keepalives waits for
+            // the peer link (or a split) with its members down: alone
+            // (`peer-down`) it would bring them up with an empty table.
+            // (A node already alone and carrying stays so.)
             PairStatus::Init
         } else {
             PairStatus::PeerDown
@@ -298,8 +303,27 @@ impl PairState {
         let Some(since) = self.keepalive_since else {
             return false;
         };
-        self.link.is_some_and(|l| l.at >= since)
-            || now.saturating_duration_since(since) >= self.cfg.timeout
+        // A node that has not heard its peer link since it started counts
+        // from the end of the restore delay at the earliest: its own
+        // ports may take longer than the timeout to attach (819 ms
+        // measured under load), and the peer's keepalives arrive from
+        // the first moment. Taken for a split, that made the returning
+        // node dual-active primary with its members up and an empty
+        // table, and every frame it flooded then was delivered twice.
+        // Keepalives that came back after the link had gone are a peer
+        // (re)starting: the same delay, on the survivor's side (taken for
+        // a split, it made the survivor, secondary, take its members
+        // down: 1.1 s lost in a lab return trial).
+        // A starting node whose peer says it hears our hellos (they go
+        // out before this node's own receive path is attached: up to
+        // 1.9 s measured under load) is not split, however long that takes.
+        let since = match self.link {
+            Some(l) if l.at >= since => return true,
+            Some(_) => since + self.cfg.delay_restore,
+            None if self.keepalive.is_some_and(|k| k.hello.peer_link_up) => return false,
+            None => since.max(self.started + self.cfg.delay_restore),
+        };
+        now.saturating_duration_since(since) >= self.cfg.timeout
     }
 
     /// Primary unless a live peer has the better (priority, node).
@@ -384,6 +408,107 @@ mod tests {
         }
     }
 
+    /// A node starting while its peer is alive hears keepalives before
+    /// its own ports are attached; its peer link may take longer than
+    /// the timeout. It must neither be dual-active nor alone meanwhile
+    /// (either brought its members up with an empty table: the lab's
+    /// rejoin duplicates), and it waits for the copy once paired.
+    #[test]
+    fn a_slow_start_hearing_keepalives_waits_for_the_link() {
+        let t0 = Instant::now();
+        let a = node(100, 1);
+        let b = node(200, 2);
+        let mut sa = PairState::new(a, t0);
+        let mut now = t0 + 100 * MS;
+        // Keepalives only (the peer does not hear us either), for longer
+        // than the timeout and the delay.
+        let mut unheard = hello_of(&b);
+        unheard.peer_link_up = false;
+        while now < t0 + 2900 * MS {
+            sa.keepalive(now, 7, unheard);
+            assert_eq!(sa.update(now), PairStatus::Init, "at {:?}", now - t0);
+            assert!(!sa.members_enabled(now));
+            now += 100 * MS;
+        }
+        // The peer hears our hellos before we hear its own (our receive
+        // path attaches last): never a split, however long it takes.
+        let says_heard = hello_of(&b);
+        let mut not_heard = hello_of(&b);
+        not_heard.peer_link_up = false;
+        let mut sx = PairState::new(node(100, 1), t0);
+        let mut t = t0 + 100 * MS;
+        while t < t0 + 6000 * MS {
+            sx.keepalive(
+                t,
+                7,
+                if t < t0 + 500 * MS {
+                    not_heard
+                } else {
+                    says_heard
+                },
+            );
+            assert_eq!(sx.update(t), PairStatus::Init, "at {:?}", t - t0);
+            t += 100 * MS;
+        }
+        // The peer link comes up: paired, members wait for the copy.
+        sa.peer_link_hello(now, 7, hello_of(&b));
+        assert_eq!(sa.update(now), PairStatus::Paired);
+        assert!(!sa.members_enabled(now));
+        sa.synced(now);
+        now += 2100 * MS;
+        sa.peer_link_hello(now, 7, hello_of(&b));
+        sa.keepalive(now, 7, hello_of(&b));
+        assert!(sa.members_enabled(now));
+
+        // A genuine split at start (link never up) is still found: after
+        // the restore delay and the timeout.
+        let mut sc = PairState::new(node(100, 1), t0);
+        let mut now = t0 + 100 * MS;
+        while now < t0 + 3100 * MS {
+            sc.keepalive(now, 7, unheard);
+            sc.update(now);
+            now += 100 * MS;
+        }
+        assert_eq!(sc.status(now), PairStatus::DualActive);
+        assert!(sc.members_enabled(now), "primary");
+    }
+
+    /// The survivor hears the returning node's keepalives well before
+    /// its first hello (the returning node's ports attach slowly): not a
+    /// split, the survivor keeps its members throughout.
+    #[test]
+    fn a_slow_return_is_not_a_split_for_the_survivor() {
+        let t0 = Instant::now();
+        let (a, b) = (node(100, 1), node(200, 2));
+        let mut sb = PairState::new(b, t0);
+        let mut now = t0;
+        while now < t0 + 3000 * MS {
+            now += 100 * MS;
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            sb.keepalive(now, 7, hello_of(&a));
+            if now == t0 + 400 * MS {
+                sb.synced(now);
+            }
+        }
+        sb.update(now);
+        // a dies: hellos and keepalives stop.
+        now += 1500 * MS;
+        assert_eq!(sb.update(now), PairStatus::PeerDown);
+        // a starts: keepalives for 2.9 s (restore delay 2 s + timeout
+        // 1 s not reached) before its first hello.
+        let back = now;
+        while now < back + 2900 * MS {
+            now += 100 * MS;
+            sb.keepalive(now, 7, hello_of(&a));
+            assert_eq!(sb.update(now), PairStatus::PeerDown, "at {:?}", now - back);
+            assert!(sb.members_enabled(now));
+        }
+        sb.peer_link_hello(now, 7, hello_of(&a));
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        assert!(sb.members_enabled(now), "the survivor keeps carrying");
+        assert_eq!(sb.dual_active_events, 0);
+    }
+
     #[test]
     fn roles_and_dual_active() {
         let t0 = Instant::now();
@@ -428,12 +553,15 @@ mod tests {
 
         // The primary in the same situation keeps its members (keepalives
         // alone for a timeout: a split, not a peer starting).
+        // (The split peer does not hear our hellos either.)
         let mut sa = PairState::new(a.clone(), t0);
         let ka = now - 1200 * MS;
-        sa.keepalive(ka, 7, hello_of(&b));
+        let mut split_b = hello_of(&b);
+        split_b.peer_link_up = false;
+        sa.keepalive(ka, 7, split_b);
         assert_ne!(sa.status(ka), PairStatus::DualActive);
         for k in 1..=6 {
-            sa.keepalive(ka + k * 200 * MS, 7, hello_of(&b));
+            sa.keepalive(ka + k * 200 * MS, 7, split_b);
         }
         assert_eq!(sa.status(now), PairStatus::DualActive);
         assert!(sa.members_enabled(now));
