@@ -936,6 +936,26 @@ mod tests {
     const SUB: [u8; 4] = [10, 0, 0, 1];
     const SRV: [u8; 4] = [192, 0, 2, 10];
 
+    /// The test policy plus service "custom": the UDP/7000 signature
+    /// "probe"; and that service's id.
+    fn probe_policy() -> (Policy, u16) {
+        let sig = Signature {
+            name: "probe".into(),
+            service: 0,
+            protocol: Some(UDP),
+            ports: Some((7000, 7000)),
+            addresses: None,
+            payload: None,
+        };
+        let pol = (*policy(vec![SignatureSpec {
+            signature: sig,
+            service: "custom".into(),
+        }]))
+        .clone();
+        let custom = pol.services.id("custom").unwrap();
+        (pol, custom)
+    }
+
     fn policy(sigs: Vec<SignatureSpec>) -> Arc<Policy> {
         let n = Ndpi::new().unwrap();
         let services = vec![
@@ -1256,20 +1276,7 @@ mod tests {
 
     #[test]
     fn controlled_service_drops_over_rate_and_quota_blocks() {
-        let sig = Signature {
-            name: "probe".into(),
-            service: 0,
-            protocol: Some(UDP),
-            ports: Some((7000, 7000)),
-            addresses: None,
-            payload: None,
-        };
-        let mut pol = (*policy(vec![SignatureSpec {
-            signature: sig,
-            service: "custom".into(),
-        }]))
-        .clone();
-        let custom = pol.services.id("custom").unwrap();
+        let (mut pol, custom) = probe_policy();
         pol.bandwidth.limits[usize::from(custom)] = [80_000, 0]; // 10 kB/s up
         let mut e = Engine::new(
             EngineConfig {
@@ -1464,20 +1471,7 @@ mod tests {
 
     #[test]
     fn a_subscriber_cap_holds_in_a_controlled_service_and_quota_throttles() {
-        let sig = Signature {
-            name: "probe".into(),
-            service: 0,
-            protocol: Some(UDP),
-            ports: Some((7000, 7000)),
-            addresses: None,
-            payload: None,
-        };
-        let mut pol = (*policy(vec![SignatureSpec {
-            signature: sig,
-            service: "custom".into(),
-        }]))
-        .clone();
-        let custom = pol.services.id("custom").unwrap();
+        let (mut pol, custom) = probe_policy();
         pol.bandwidth.limits[usize::from(custom)] = [8_000_000, 0]; // 1 MB/s
         let pol = Arc::new(pol);
         let cfg = EngineConfig {

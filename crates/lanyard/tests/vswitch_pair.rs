@@ -204,6 +204,39 @@ const HP: u32 = 0xd1;
 const HA: u32 = 0xa1;
 const HB: u32 = 0xb1;
 
+/// Paced UDP over FLOWS flows both ways at once: the partner's host
+/// (`tp`, MAC `h.0`) to dist-b's (`tb`, `h.1`) and back, `n` frames each
+/// at `rate`; the senders' threads (each returns how long it took).
+fn both_ways(
+    tp: &RawPort,
+    tb: &RawPort,
+    h: (Mac, Mac),
+    n: usize,
+    rate: u64,
+) -> (
+    std::thread::JoinHandle<Duration>,
+    std::thread::JoinHandle<Duration>,
+) {
+    let send = |port: &RawPort, src: Mac, dst: Mac| {
+        let port = port.try_clone().unwrap();
+        std::thread::spawn(move || {
+            port.send_paced(n, rate, |i, b| {
+                *b = ip::udp(
+                    &dst,
+                    &src,
+                    flow_ip(i as u32 % FLOWS),
+                    dst_ip(),
+                    64,
+                    i as u64,
+                    128,
+                )
+            })
+            .unwrap()
+        })
+    };
+    (send(tp, h.0, h.1), send(tb, h.1, h.0))
+}
+
 fn flow_ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8))
 }
@@ -459,35 +492,7 @@ fn node_killed_under_traffic_survivor_carries_every_stream() {
     let n = (RATE_EACH * 6) as usize;
     let rx_b = SeqReceiver::start(bed.port("tb"), hp);
     let rx_p = SeqReceiver::start(bed.port("tp"), hb);
-    let (tp2, tb2) = (tp.try_clone().unwrap(), tb.try_clone().unwrap());
-    let fwd = std::thread::spawn(move || {
-        tp2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(
-                &hb,
-                &hp,
-                flow_ip(i as u32 % FLOWS),
-                dst_ip(),
-                64,
-                i as u64,
-                128,
-            )
-        })
-        .unwrap()
-    });
-    let rev = std::thread::spawn(move || {
-        tb2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(
-                &hp,
-                &hb,
-                flow_ip(i as u32 % FLOWS),
-                dst_ip(),
-                64,
-                i as u64,
-                128,
-            )
-        })
-        .unwrap()
-    });
+    let (fwd, rev) = both_ways(&tp, &tb, (hp, hb), n, RATE_EACH);
     std::thread::sleep(Duration::from_secs(1));
     let killed = Instant::now();
     bed.a.kill9().expect("kill -9 dist-a");
@@ -776,35 +781,7 @@ fn node_rejoins_under_traffic_without_loss_or_duplicates() {
     let n = (RATE_EACH * 5) as usize;
     let rx_b = SeqReceiver::start(bed.port("tb"), hp);
     let rx_p = SeqReceiver::start(bed.port("tp"), hb);
-    let (tp2, tb2) = (tp.try_clone().unwrap(), tb.try_clone().unwrap());
-    let fwd = std::thread::spawn(move || {
-        tp2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(
-                &hb,
-                &hp,
-                flow_ip(i as u32 % FLOWS),
-                dst_ip(),
-                64,
-                i as u64,
-                128,
-            )
-        })
-        .unwrap()
-    });
-    let rev = std::thread::spawn(move || {
-        tb2.send_paced(n, RATE_EACH, |i, b| {
-            *b = ip::udp(
-                &hp,
-                &hb,
-                flow_ip(i as u32 % FLOWS),
-                dst_ip(),
-                64,
-                i as u64,
-                128,
-            )
-        })
-        .unwrap()
-    });
+    let (fwd, rev) = both_ways(&tp, &tb, (hp, hb), n, RATE_EACH);
     std::thread::sleep(Duration::from_millis(300));
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     if power {
