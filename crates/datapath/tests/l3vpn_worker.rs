@@ -27,6 +27,7 @@ use tables::{
     L2Tables, LearnGate, Lpm4, Lpm6, MacTable, Neighbor, NeighborState, NeighborTable, NextHop,
     NextHopTable, Tables,
 };
+use testkit::ip::checksum;
 
 const RMAC: [[u8; 6]; 3] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 1, 2]];
 /// P router behind the uplink, and the CEs of VRF 1 and VRF 2.
@@ -264,17 +265,6 @@ impl Drop for Rig {
     }
 }
 
-fn csum(h: &[u8]) -> u16 {
-    let mut s = 0u32;
-    for c in h.chunks(2) {
-        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
 /// IPv4/UDP packet from `src` to `dst` (no Ethernet), 60 bytes.
 fn ipv4(src: &str, dst: &str, ttl: u8) -> Vec<u8> {
     let len = 60;
@@ -285,7 +275,7 @@ fn ipv4(src: &str, dst: &str, ttl: u8) -> Vec<u8> {
     p[9] = 17;
     p[12..16].copy_from_slice(&a4(src).octets());
     p[16..20].copy_from_slice(&a4(dst).octets());
-    let c = csum(&p[..20]);
+    let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p[20..22].copy_from_slice(&1234u16.to_be_bytes());
     p[22..24].copy_from_slice(&5678u16.to_be_bytes());
@@ -341,7 +331,7 @@ fn vpn_label_pops_and_routes_in_its_vrf() {
         );
         // Uniform TTL: min(IP 64, label 20), then the routing hop.
         assert_eq!(f[14 + 8], 19);
-        assert_eq!(csum(&f[14..34]), 0, "IPv4 checksum");
+        assert_eq!(checksum(&f[14..34]), 0, "IPv4 checksum");
         assert_eq!(&f[14 + 12..14 + 20], &ipv4(REMOTE, "192.0.2.9", 64)[12..20]);
     }
     // Strict uRPF on the uplink did not apply (the remote customer's
@@ -429,7 +419,7 @@ fn vpn_route_pushes_the_vpn_label_under_the_transport_label() {
         assert_eq!(got, want, "VRF {} label stack", k + 1);
         let ip = &f[14 + 4 * want.len()..];
         assert_eq!(ip[8], 63, "IP TTL");
-        assert_eq!(csum(&ip[..20]), 0, "IPv4 checksum");
+        assert_eq!(checksum(&ip[..20]), 0, "IPv4 checksum");
         assert_eq!(&ip[16..20], &a4("203.0.113.9").octets());
     }
     // The VRFs' own routes stay plain: 192.0.2.9 from VRF 1 goes to its

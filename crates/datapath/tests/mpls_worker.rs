@@ -17,6 +17,7 @@ use tables::{
     L2Tables, LearnGate, Lpm4, Lpm6, MacTable, Neighbor, NeighborState, NeighborTable, NextHop,
     NextHopTable, Tables,
 };
+use testkit::ip::checksum;
 
 const RMAC: [[u8; 6]; 3] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 1, 2]];
 const N1: [u8; 6] = [2, 0, 0, 0, 2, 1];
@@ -181,17 +182,6 @@ impl Drop for Rig {
     }
 }
 
-fn csum(h: &[u8]) -> u16 {
-    let mut s = 0u32;
-    for c in h.chunks(2) {
-        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
 /// IPv4/UDP packet (no Ethernet), `len` bytes in all, DF clear.
 fn ipv4(dst: &str, ttl: u8, len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len];
@@ -201,7 +191,7 @@ fn ipv4(dst: &str, ttl: u8, len: usize) -> Vec<u8> {
     p[9] = 17;
     p[12..16].copy_from_slice(&a4("10.0.0.2").octets());
     p[16..20].copy_from_slice(&a4(dst).octets());
-    let c = csum(&p[..20]);
+    let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p[20..22].copy_from_slice(&1234u16.to_be_bytes());
     p[22..24].copy_from_slice(&5678u16.to_be_bytes());
@@ -234,7 +224,7 @@ fn lse(f: &[u8], off: usize) -> (u32, bool, u8) {
 }
 
 fn ip_ok(ip: &[u8]) -> bool {
-    csum(&ip[..20]) == 0
+    checksum(&ip[..20]) == 0
 }
 
 #[test]
@@ -346,7 +336,7 @@ fn ttl_expiry_answers_icmp_with_the_label_stack() {
         (11, 0, 32),
         "time exceeded, 128-byte quote"
     );
-    assert_eq!(csum(icmp), 0, "ICMP checksum over the extension too");
+    assert_eq!(checksum(icmp), 0, "ICMP checksum over the extension too");
     assert_eq!(&icmp[8..8 + 60], &inner[..], "the original datagram");
     assert!(
         icmp[8 + 60..8 + 128].iter().all(|&b| b == 0),
@@ -354,7 +344,7 @@ fn ttl_expiry_answers_icmp_with_the_label_stack() {
     );
     let ext = &icmp[8 + 128..];
     assert_eq!(ext[0] >> 4, 2, "extension version 2");
-    assert_eq!(csum(ext), 0, "extension checksum");
+    assert_eq!(checksum(ext), 0, "extension checksum");
     assert_eq!(
         (u16::from_be_bytes([ext[4], ext[5]]), ext[6], ext[7]),
         (12, 1, 1),

@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tables::{L2Tables, LearnGate, MacTable, Neighbor, NeighborState, NeighborTable, Tables};
+use testkit::ip::checksum;
 
 const RMAC: [[u8; 6]; 3] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 1, 2]];
 const P: [u8; 6] = [2, 0, 0, 0, 2, 0];
@@ -281,7 +282,7 @@ impl Pe {
         }
         let ip = &f[off..];
         assert_eq!((ip[0] >> 4, ip[8]), (4, 63), "IPv4, TTL decremented");
-        assert_eq!(csum(&ip[..20]), 0, "IPv4 checksum");
+        assert_eq!(checksum(&ip[..20]), 0, "IPv4 checksum");
         assert_eq!(&ip[16..20], &a4(dst).octets());
         Some(stack)
     }
@@ -296,17 +297,6 @@ impl Drop for Pe {
     }
 }
 
-fn csum(h: &[u8]) -> u16 {
-    let mut s = 0u32;
-    for c in h.chunks(2) {
-        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
 fn ipv4(src: &str, dst: &str) -> Vec<u8> {
     let mut p = vec![0u8; 60];
     p[0] = 0x45;
@@ -315,7 +305,7 @@ fn ipv4(src: &str, dst: &str) -> Vec<u8> {
     p[9] = 17;
     p[12..16].copy_from_slice(&a4(src).octets());
     p[16..20].copy_from_slice(&a4(dst).octets());
-    let c = csum(&p[..20]);
+    let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
     p
 }

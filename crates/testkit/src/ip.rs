@@ -29,6 +29,12 @@ pub(crate) fn fold(mut acc: u32) -> u16 {
     !(acc as u16)
 }
 
+/// The Internet checksum (RFC 1071) of `data`: what a header's checksum
+/// field holds, or 0 when `data` includes a correct one.
+pub fn checksum(data: &[u8]) -> u16 {
+    fold(sum(data, 0))
+}
+
 pub(crate) fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> u32 {
     let mut acc = 0;
     match (src, dst) {
