@@ -217,6 +217,7 @@ impl Worker {
         let mut last_stats = Instant::now();
         loop {
             if !self.housekeeping(&mut last_stats) {
+                io::close_all(self.ports.iter_mut().filter_map(Option::take).collect());
                 return;
             }
             b.l2.clear();
