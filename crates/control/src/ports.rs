@@ -93,6 +93,9 @@ pub struct Supervisor {
     handover: Vec<((usize, String, bool), String)>,
     /// Attach commands waiting for the end of the poll.
     pending: Vec<(usize, PortCommand)>,
+    /// Transmit-only sockets opened ahead of a poll's attaches
+    /// ([`Supervisor::preopen_tx`]): (worker, port name) → socket.
+    preopened: Vec<((usize, String), AfPacketPort)>,
     /// Per port: the state last written to the log (None: not yet), and
     /// when the port was last attached (see [`LINK_SETTLE`]).
     announced: Vec<Option<PortState>>,
@@ -121,6 +124,30 @@ fn protection_ids(cfg: &Config) -> Vec<Option<u32>> {
 /// logged as `down` during this time, so a start reads `up` and not a
 /// flap (`down` then `up`); the data path sees the real state throughout.
 const LINK_SETTLE: Duration = Duration::from_secs(3);
+
+/// A port's AF_PACKET socket: receiving (`rx`) or transmit only.
+fn af_packet_options(rx: bool, rings: &RingSizes) -> AfPacketOptions {
+    AfPacketOptions {
+        rx,
+        // The block (TPACKET_V3) ring: with `af-packet-ring: dual` (the
+        // default) it sits behind a per-frame V2 ring and takes only what
+        // that cannot hold (io::af_packet::dual). Alone, V3 beats V2
+        // (docs/io.md, "V2 or V3"): V2 costs 20-25 % of 64-byte throughput
+        // in per-frame wake-ups, and a V2 ring holds frames, not bytes:
+        // even with 32,768 slots (48 MiB) per port the 1M-address
+        // acceptance test lost 2-6 % to rx-ring-full at 100,000 frames/s,
+        // where this V3 ring (16 MiB) loses nothing.
+        rx_ring: io::af_packet::RxRing::V3,
+        // Small blocks, many of them: a block is handed over when full or
+        // after 1 ms, so at low rates each millisecond costs a block; 1,024
+        // blocks ride out a worker stalled for a second, and 16 KiB keeps
+        // per-block latency low under load.
+        rx_block_size: 16 * 1024,
+        rx_blocks: rings.rx_blocks,
+        tx_ring_frames: rings.tx_frames,
+        ..AfPacketOptions::default()
+    }
+}
 
 /// Members of backup pairs and port channels, and ports protected by
 /// fast reroute: polled every [`POLL_HA`].
@@ -269,6 +296,7 @@ impl Supervisor {
             changes: None,
             handover: Vec::new(),
             pending: Vec::new(),
+            preopened: Vec::new(),
             announced: vec![None; cfg.ports.len()],
             attached_at: vec![None; cfg.ports.len()],
             ha_ports: ha_ports(cfg),
@@ -536,27 +564,7 @@ impl Supervisor {
                     continue;
                 }
             }
-            let opts = AfPacketOptions {
-                rx,
-                // The block (TPACKET_V3) ring: with `af-packet-ring: dual`
-                // (the default) it sits behind a per-frame V2 ring and
-                // takes only what that cannot hold (io::af_packet::dual).
-                // Alone, V3 beats V2 (docs/io.md, "V2 or V3"): V2 costs
-                // 20-25 % of 64-byte throughput in per-frame wake-ups, and
-                // a V2 ring holds frames, not bytes: even with 32,768
-                // slots (48 MiB) per port the 1M-address acceptance test
-                // lost 2-6 % to rx-ring-full at 100,000 frames/s, where
-                // this V3 ring (16 MiB) loses nothing.
-                rx_ring: io::af_packet::RxRing::V3,
-                // Small blocks, many of them: a block is handed over when
-                // full or after 1 ms, so at low rates each millisecond costs
-                // a block; 1,024 blocks ride out a worker stalled for a
-                // second, and 16 KiB keeps per-block latency low under load.
-                rx_block_size: 16 * 1024,
-                rx_blocks: rings.rx_blocks,
-                tx_ring_frames: rings.tx_frames,
-                ..AfPacketOptions::default()
-            };
+            let opts = af_packet_options(rx, &rings);
             let dual = rx && self.af_packet_ring == AfPacketRing::Dual;
             let mtu = self.mtus[id];
             let key = (w, name.clone(), rx);
@@ -610,7 +618,19 @@ impl Supervisor {
                     AfPacketDualPort::open_sized(name, mtu, rings.fast_frames, &opts)
                         .map_err(|e| e.to_string())?,
                 ),
-                None => Box::new(AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?),
+                None => {
+                    let ready = self
+                        .preopened
+                        .iter()
+                        .position(|((pw, pn), _)| !rx && *pw == w && pn == name)
+                        .map(|i| self.preopened.swap_remove(i).1);
+                    match ready {
+                        Some(p) => Box::new(p),
+                        None => {
+                            Box::new(AfPacketPort::open(name, &opts).map_err(|e| e.to_string())?)
+                        }
+                    }
+                }
             };
             opened.push((w, port, rx));
         }
@@ -650,8 +670,88 @@ impl Supervisor {
         self.poll_ports(0..self.names.len())
     }
 
+    /// Opens, together, the transmit-only sockets that the attaches of
+    /// `ids` are about to open one by one (the ports not attached yet whose
+    /// interface exists, on every worker but the receiving one). Setting up
+    /// a packet socket's ring waits for an RCU grace period (the kernel's
+    /// `packet_set_ring` calls `synchronize_net`, ~10 ms): a 410-port
+    /// switch spent 4.4 s of its start there, one port after another.
+    fn preopen_tx(&mut self, ids: &[usize]) {
+        const MIN_PORTS: usize = 8;
+        const OPENERS: usize = 32;
+        let workers = self.mailboxes.len();
+        if workers < 2
+            || ids
+                .iter()
+                .filter(|&&id| self.attached[id].is_none())
+                .count()
+                < MIN_PORTS
+        {
+            return;
+        }
+        let mut want: Vec<(usize, String)> = Vec::new();
+        for &id in ids {
+            let name = &self.names[id];
+            if self.attached[id].is_some() || link::query(name).is_none() {
+                continue;
+            }
+            for w in (0..workers).filter(|&w| w != self.owner(id)) {
+                let handed = self
+                    .handover
+                    .iter()
+                    .any(|((hw, hn, rx), _)| *hw == w && hn == name && !rx);
+                if !handed {
+                    want.push((w, name.clone()));
+                }
+            }
+        }
+        if want.len() < MIN_PORTS {
+            return;
+        }
+        let opts = af_packet_options(false, &self.ring_sizes());
+        let per = want.len().div_ceil(OPENERS);
+        let opened: Mutex<Vec<((usize, String), AfPacketPort)>> = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for chunk in want.chunks(per) {
+                let (opts, opened) = (&opts, &opened);
+                // If no thread can be made, those ports open in `attach`.
+                let _ = std::thread::Builder::new()
+                    .name("port-open".into())
+                    .spawn_scoped(s, move || {
+                        for (w, name) in chunk {
+                            // A failure is met again (and reported) in `attach`.
+                            if let Ok(p) = AfPacketPort::open(name, opts) {
+                                opened
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .push(((*w, name.clone()), p));
+                            }
+                        }
+                    });
+            }
+        });
+        self.preopened = opened.into_inner().unwrap_or_else(|e| e.into_inner());
+    }
+
     /// One pass over the ports `ids`; returns whether anything changed.
     fn poll_ports(&mut self, ids: impl IntoIterator<Item = usize>) -> bool {
+        let ids: Vec<usize> = ids
+            .into_iter()
+            .filter(|&id| id < self.names.len())
+            .collect();
+        self.preopen_tx(&ids);
+        let changed = self.poll_each(ids);
+        // Sockets an attach did not take (it failed first) are closed.
+        io::close_all(
+            self.preopened
+                .drain(..)
+                .map(|(_, p)| Box::new(p) as Box<dyn Port>)
+                .collect(),
+        );
+        changed
+    }
+
+    fn poll_each(&mut self, ids: Vec<usize>) -> bool {
         let mut changed = false;
         for id in ids {
             if id >= self.names.len() {
