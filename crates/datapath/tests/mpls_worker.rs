@@ -746,3 +746,56 @@ fn labelled_out_of_vlan_interfaces_is_tagged() {
     );
     check_icmp_from(&f[18..], "10.0.5.1", "10.0.0.2", &[(111, true, 1)]);
 }
+
+/// A pseudowire whose remote PE is reached over a routed subinterface:
+/// encapsulated with the subinterface's tag on its port.
+#[test]
+fn pseudowire_over_a_subinterface_is_tagged() {
+    use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::build(true);
+    let (port, peer) = MemoryPort::new("mp6");
+    rig.mb.send(PortCommand::Attach {
+        id: 6,
+        port: Box::new(port),
+        rx: true,
+        routed: false,
+    });
+    rig.peers.push(peer);
+    let remote_pe = a4("10.99.0.9");
+    rig.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
+        vec![AttachmentCircuit {
+            port: 6,
+            vlan: None,
+            mtu: 1500,
+            peer: remote_pe.into(),
+        }],
+        1,
+    ))));
+    let l3 = rig.shared.l3.load_full().unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: false,
+            remote_label: 500,
+            transport: 5,
+        },
+    )
+    .unwrap();
+    let mut customer = vec![0u8; 100];
+    customer[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
+    customer[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
+    customer[12..14].copy_from_slice(&[0x08, 0x00]);
+    rig.peers[4].inject(&customer);
+    let out = rig.sent(1, 1);
+    assert_eq!(out.len(), 1, "out of the subinterface's port");
+    let f = &out[0];
+    assert_eq!((&f[0..6], &f[6..12]), (&N5[..], &RMAC[1][..]));
+    assert_eq!(&f[12..18], &[0x81, 0x00, 0, 30, 0x88, 0x47]);
+    assert_eq!(lse(f, 18), (500, true, 255));
+    assert_eq!(&f[22..], &customer[..]);
+}
