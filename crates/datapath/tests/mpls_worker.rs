@@ -582,7 +582,8 @@ fn ttl_expiry_answers_down_the_lsp() {
 }
 
 /// FTN pushes take the TC of the packet's QoS class: the class selector
-/// of its DSCP (no input policy here), through `tc_of_class`.
+/// of its DSCP, through `tc_of_class`; with an input policy, the DSCP it
+/// re-marked or the 802.1p value it set.
 #[test]
 fn ftn_push_takes_the_tc_of_the_class() {
     let rig = Rig::new();
@@ -605,6 +606,50 @@ fn ftn_push_takes_the_tc_of_the_class() {
     rig.set_cfg(cfg);
     rig.peers[0].inject(&with_dscp(26)); // AF31: class 3 → TC 6
     assert_eq!(tc(&rig.sent(2, 1)[0]), 6);
+    rig.set_cfg(MplsConfig::default());
+
+    // An input policy on port 0: the class it gives decides — its
+    // re-marked DSCP (EF: TC 5), then its `set-pcp` (2: TC 2).
+    for (set_dscp, set_pcp, want) in [(Some(46), None, 5), (Some(46), Some(2), 2)] {
+        rig.shared
+            .services
+            .store(Some(Arc::new(input_policy(set_dscp, set_pcp))));
+        rig.peers[0].inject(&with_dscp(0));
+        let f = &rig.sent(2, 1)[0];
+        assert_eq!(
+            (tc(f), f[18 + 1] >> 2),
+            (want, 46),
+            "{set_dscp:?} {set_pcp:?}"
+        );
+        assert!(ip_ok(&f[18..]));
+    }
+}
+
+/// Services with one input policy on port 0: class-default re-marks.
+fn input_policy(set_dscp: Option<u8>, set_pcp: Option<u8>) -> pipeline::services::Services {
+    use pipeline::services::{AttachedPolicy, ClassSpec, Direction, Policy, Services};
+    let policy = Policy {
+        name: "mark".into(),
+        classifier: tables::acl::Classifier::compile(&[]),
+        line_class: Box::new([]),
+        classes: Box::new([ClassSpec {
+            name: "class-default".into(),
+            set_dscp,
+            set_pcp,
+            police: None,
+        }]),
+        queues: None,
+    };
+    let mut s = Services::empty(1, 8);
+    s.policy_in[0] = Some(Arc::new(AttachedPolicy::new(
+        Arc::new(policy),
+        0,
+        Direction::In,
+        1,
+    )));
+    s.generation = 1 + u64::from(set_pcp.is_some());
+    s.finish();
+    s
 }
 
 /// A pseudowire follows the FIB's current route to its remote PE within
