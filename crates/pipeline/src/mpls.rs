@@ -18,9 +18,11 @@
 //! labels and the label TTL back into the IP header on pop (the lower of
 //! the two); [`TtlMode::Pipe`] pushes 255 and leaves the IP TTL alone
 //! ("short pipe": the egress routes on the IP TTL). A label with TTL 0 or
-//! 1 that would be forwarded or routed is punted as expired (the control
-//! plane answers with ICMP time exceeded, RFC 4950). Pseudowire labels
-//! are not TTL-checked at the PE.
+//! 1 that would be forwarded is punted as expired; the worker answers
+//! with ICMP time exceeded carrying the stack (RFC 4950,
+//! [`build_ttl_exceeded`]), back to the previous LSR or down the LSP
+//! ([`build_ttl_exceeded_lsp`], RFC 3032 §2.3.2; [`IcmpTunneling`]).
+//! Pseudowire labels are not TTL-checked at the PE.
 //!
 //! TC: the frame's QoS class comes from its top label's TC on ingress
 //! ([`MplsConfig::class_of_tc`]); pushed labels take the TC of the class
