@@ -1,5 +1,6 @@
-//! `mpls:` — label-plane settings; today fast reroute (docs/mpls.md,
-//! "Fast reroute").
+//! `mpls:` — label-plane settings: fast reroute (docs/mpls.md,
+//! "Fast reroute") and where ICMP for expired label TTLs goes
+//! (`icmp-tunneling`, docs/mpls.md section 3).
 //!
 //! `fast-reroute:` lists protected routed ports, each with a precomputed
 //! **facility backup** (link protection, RFC 4090 style): a next hop on
@@ -27,11 +28,36 @@ pub struct MplsConfig {
     /// Protected ports and their precomputed backups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fast_reroute: Vec<FastReroute>,
+    /// ICMP time exceeded for an expired label TTL: back to the previous
+    /// LSR, or down the LSP to the egress (RFC 3032 §2.3.2).
+    #[serde(skip_serializing_if = "IcmpTunneling::is_auto")]
+    pub icmp_tunneling: IcmpTunneling,
 }
 
 impl MplsConfig {
     pub fn is_empty(&self) -> bool {
-        self.fast_reroute.is_empty()
+        self.fast_reroute.is_empty() && self.icmp_tunneling.is_auto()
+    }
+}
+
+/// `mpls.icmp-tunneling`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IcmpTunneling {
+    /// Down the LSP when the expired label has a label below it (a VPN
+    /// or other service label) or the source has no route in the default
+    /// table; else back to the previous LSR.
+    #[default]
+    Auto,
+    /// Always down the LSP.
+    Always,
+    /// Always back out of the ingress port.
+    Never,
+}
+
+impl IcmpTunneling {
+    pub fn is_auto(&self) -> bool {
+        *self == IcmpTunneling::Auto
     }
 }
 

@@ -79,6 +79,7 @@ impl ApiState {
                 "popped": t.popped,
                 "pushed": t.pushed,
                 "ttl_expired": t.ttl_expired,
+                "ttl_icmp_down_lsp": t.ttl_icmp_down_lsp,
                 "router_alert": t.router_alert,
                 "drops": drops,
             },

@@ -12,6 +12,11 @@ use std::time::Instant;
 use tables::mcast::McastTables;
 use tables::PortSet;
 
+/// The IP header's offset in a routed frame (untagged by then).
+const ETH_L3: usize = 14;
+/// No `set-pcp` from the input policy (802.1p values are 0..=7).
+const NO_PCP: u8 = 0xff;
+
 impl Worker {
     /// The layer-3 path: routed ports' frames.
     pub(crate) fn route(
@@ -54,7 +59,7 @@ impl Worker {
             self.demux_subinterfaces(&l3, batch);
         }
         // Labelled frames: switched here, or popped and put back as IP.
-        self.switch_labelled(&l3, batch, out);
+        self.switch_labelled(&l3, batch, out, from_router);
         // Services keys come from the frames as received (routing
         // rewrites addresses and TTL).
         let svc = self.shared.services.load_full();
@@ -76,11 +81,13 @@ impl Worker {
         let mut dirty = PortSet::EMPTY;
         let mut punted = false;
         for i in 0..batch.len() {
+            // The 802.1p class the input policy set, if any (labels take it).
+            let mut pcp_set = None;
             if let (Some(s), true) = (&svc, keys.on[i]) {
                 if matches!(out.v[i], L3Verdict::Forward { .. } | L3Verdict::Punt(_)) {
                     let port = batch.port(i);
                     let l3off = keys.l3[i] as usize;
-                    let mut pcp = 0;
+                    let mut pcp = NO_PCP;
                     let t = tos(batch.frame(i), l3off, keys.k[i].family);
                     let len = ip_len(batch.frame(i), l3off, keys.k[i].family);
                     if let Some(d) = self.svc.ingress(
@@ -96,6 +103,7 @@ impl Worker {
                         c.drop_in(port, None, drop_reason(d));
                         continue;
                     }
+                    pcp_set = (pcp != NO_PCP).then_some(pcp);
                     if let L3Verdict::Forward { port: out_port } = out.v[i] {
                         self.svc
                             .account(s, &keys.k[i], t, port, 0, len, out_port, now_ms);
@@ -111,8 +119,20 @@ impl Worker {
                         }
                         _ => None,
                     };
-                    let (f, svi) = (batch.frame(i), l3.is_svi(port));
-                    self.send_labelled(port, svi, f, out.labels[i], egress, &mut dirty);
+                    // TC from the class the QoS stage gave it: its
+                    // `set-pcp`, else the (re-marked) DSCP's precedence.
+                    let f = batch.frame(i);
+                    let class = pipeline::mpls::class_of_ip(f, ETH_L3, pcp_set);
+                    self.send_labelled(
+                        &l3,
+                        port,
+                        f,
+                        out.labels[i],
+                        class,
+                        egress,
+                        &mut dirty,
+                        from_router,
+                    );
                 }
                 L3Verdict::Forward { port } => {
                     if let Some((parent, tag)) = l3.subinterface(port) {
@@ -309,7 +329,14 @@ impl Worker {
     /// Send the untagged frame in `tag_buf[4..4 + n]` out of subinterface
     /// `sub`: tagged `tag` on its port `parent`.
     #[inline]
-    fn send_tagged(&mut self, sub: u16, parent: u16, tag: u16, n: usize, dirty: &mut PortSet) {
+    pub(crate) fn send_tagged(
+        &mut self,
+        sub: u16,
+        parent: u16,
+        tag: u16,
+        n: usize,
+        dirty: &mut PortSet,
+    ) {
         if n < 14 {
             return;
         }

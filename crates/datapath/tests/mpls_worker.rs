@@ -6,12 +6,13 @@ use datapath::mpls::{MplsPlane, DROP_NAMES};
 use datapath::{Mailbox, PortCommand, Shared, Worker, WorkerOptions};
 use io::{MemoryPeer, MemoryPort};
 use pipeline::l3::{L3Tables, RouterInterface, Urpf};
-use pipeline::mpls::MplsConfig;
+use pipeline::mpls::{IcmpTunneling, MplsConfig};
 use pipeline::WorkerCounters;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tables::l2::{PortEntry, PortMode, TPID_8021Q};
 use tables::mpls::{IlmAction, LabelStack, Lfib, LfibSize, Nhlfe, Path, PopAf, NHLFE_BIT};
 use tables::{
     L2Tables, LearnGate, Lpm4, Lpm6, MacTable, Neighbor, NeighborState, NeighborTable, NextHop,
@@ -23,6 +24,9 @@ const RMAC: [[u8; 6]; 3] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 1, 1], [2, 0, 0, 0,
 const N1: [u8; 6] = [2, 0, 0, 0, 2, 1];
 const N2: [u8; 6] = [2, 0, 0, 0, 2, 2];
 const PEER0: [u8; 6] = [2, 0, 0, 0, 2, 0];
+const N4: [u8; 6] = [2, 0, 0, 0, 2, 4];
+const N5: [u8; 6] = [2, 0, 0, 0, 2, 5];
+const SVI_MAC: [u8; 6] = [2, 0, 0, 0, 1, 4];
 
 struct Rig {
     shared: Arc<Shared>,
@@ -37,13 +41,34 @@ fn a4(s: &str) -> Ipv4Addr {
 
 impl Rig {
     /// Routed ports 0, 1, 2 (10.0.k.1/24, MTU 1500). Next hops: id 1 =
-    /// 10.0.1.2 on port 1, id 2 = 10.0.2.2 on port 2. LFIB: 100 swap →
-    /// 200 via id 1; 101 PHP via id 2; 102 pop and route. FIB:
-    /// 192.0.2.0/24 → push 300 via id 2; 198.51.100.0/24 → id 2 plain.
+    /// 10.0.1.2 on port 1, id 2 = 10.0.2.2 on port 2, id 3 = port 0's
+    /// subnet. LFIB: 100 swap → 200 via id 1; 101 PHP via id 2; 102 pop
+    /// and route. FIB: 10.0.0.0/24 → id 3; 192.0.2.0/24 → push 300 via
+    /// id 2; 198.51.100.0/24 → id 2 plain.
     fn new() -> Rig {
+        Rig::build(false)
+    }
+
+    /// With `vlans`, also: switch port 3 (trunk, VLAN 10 tagged), VLAN
+    /// interface 10 (internal port 4, 10.0.4.1/24, neighbour 10.0.4.2 =
+    /// next hop 4) and routed subinterface 5 = port 1 tag 30
+    /// (10.0.5.1/24, neighbour 10.0.5.2 = next hop 5). LFIB: 110 swap →
+    /// 210 via 4, 111 swap → 211 via 5. FIB: 100.64.4.0/24 → push 304
+    /// via 4, 100.64.5.0/24 → push 305 via 5.
+    fn build(vlans: bool) -> Rig {
+        let l2 = if vlans {
+            let routed = PortEntry::new(PortMode::Access, 1, &[], TPID_8021Q);
+            let mut svi = PortEntry::new(PortMode::Access, 10, &[10], TPID_8021Q);
+            svi.learning = false;
+            let trunk = PortEntry::new(PortMode::Trunk, 1, &[1, 10], TPID_8021Q);
+            let ports = vec![routed.clone(), routed.clone(), routed, trunk, svi];
+            L2Tables::new(ports, &[(1, true, 0), (10, true, 0)])
+        } else {
+            L2Tables::new(Vec::new(), &[])
+        };
         let shared = Arc::new(Shared::new(
             Tables {
-                l2: L2Tables::new(Vec::new(), &[]),
+                l2,
                 mac: Arc::new(MacTable::new(64)),
                 learn_gate: Arc::new(LearnGate::default()),
             },
@@ -107,7 +132,70 @@ impl Rig {
             },
         )
         .unwrap();
+        // Port 0's subnet (the test packets' source) is routed.
+        nht.set(
+            3,
+            NextHop {
+                port: 0,
+                gateway: None,
+            },
+        )
+        .unwrap();
         let fib4 = Arc::new(Lpm4::new());
+        let mut subs = Vec::new();
+        let mut extra = Vec::new();
+        if vlans {
+            for (id, port, gw, mac, label, push, net) in [
+                (4, 4u16, "10.0.4.2", N4, 210, 304, "100.64.4.0"),
+                (5, 5u16, "10.0.5.2", N5, 211, 305, "100.64.5.0"),
+            ] {
+                let gw: IpAddr = a4(gw).into();
+                nht.set(
+                    id,
+                    NextHop {
+                        port,
+                        gateway: Some(gw),
+                    },
+                )
+                .unwrap();
+                neigh.upsert(
+                    gw,
+                    Neighbor {
+                        mac,
+                        port,
+                        state: NeighborState::Reachable,
+                        confirmed: 0,
+                    },
+                );
+                let swap = lfib.set_nhlfe(id, &nh(id, &[label])).unwrap();
+                lfib.set_ilm(label - 100, IlmAction::Forward { target: swap })
+                    .unwrap();
+                let ftn = lfib.set_nhlfe(id + 4, &nh(id, &[push])).unwrap();
+                fib4.insert(u32::from(a4(net)), 24, ftn).unwrap();
+            }
+            subs.push((5u16, 1u16, 30u16));
+            extra.push(RouterInterface {
+                port: 4,
+                mac: SVI_MAC,
+                v4: vec![(u32::from(a4("10.0.4.1")), 24)],
+                v6: Vec::new(),
+                mtu: 1500,
+                urpf: Urpf::Off,
+                vlan: Some(10),
+                vrf: 0,
+            });
+            extra.push(RouterInterface {
+                port: 5,
+                mac: RMAC[1],
+                v4: vec![(u32::from(a4("10.0.5.1")), 24)],
+                v6: Vec::new(),
+                mtu: 1500,
+                urpf: Urpf::Off,
+                vlan: None,
+                vrf: 0,
+            });
+        }
+        fib4.insert(u32::from(a4("10.0.0.0")), 24, 3).unwrap();
         fib4.insert(u32::from(a4("192.0.2.0")), 24, ftn).unwrap();
         fib4.insert(u32::from(a4("198.51.100.0")), 24, 2).unwrap();
         assert_eq!(ftn, NHLFE_BIT | 1);
@@ -122,9 +210,12 @@ impl Rig {
                 vlan: None,
                 vrf: 0,
             })
+            .chain(extra)
             .collect();
         shared.l3.store(Some(Arc::new(
-            L3Tables::new(fib4, Arc::new(Lpm6::new()), nht, neigh, ifaces).with_lfib(lfib.clone()),
+            L3Tables::new(fib4, Arc::new(Lpm6::new()), nht, neigh, ifaces)
+                .with_subinterfaces(&subs)
+                .with_lfib(lfib.clone()),
         )));
         shared.mpls.store(Some(Arc::new(MplsPlane {
             lfib,
@@ -132,13 +223,13 @@ impl Rig {
         })));
         let mb = Arc::new(Mailbox::default());
         let mut peers = Vec::new();
-        for id in 0..3u16 {
+        for id in 0..if vlans { 4 } else { 3 } {
             let (port, peer) = MemoryPort::new(&format!("mp{id}"));
             mb.send(PortCommand::Attach {
                 id,
                 port: Box::new(port),
                 rx: true,
-                routed: true,
+                routed: id < 3,
             });
             peers.push(peer);
         }
@@ -157,6 +248,14 @@ impl Rig {
             mb,
             thread: Some(std::thread::spawn(move || w.run())),
         }
+    }
+
+    /// Replaces the MPLS settings (same LFIB).
+    fn set_cfg(&self, cfg: MplsConfig) {
+        let lfib = self.shared.mpls.load_full().unwrap().lfib.clone();
+        self.shared
+            .mpls
+            .store(Some(Arc::new(MplsPlane { lfib, cfg })));
     }
 
     /// What port `p` sent within a short while (waits for `n` frames).
@@ -182,14 +281,19 @@ impl Drop for Rig {
     }
 }
 
-/// IPv4/UDP packet (no Ethernet), `len` bytes in all, DF clear.
+/// IPv4/UDP packet (no Ethernet) from 10.0.0.2, `len` bytes in all, DF
+/// clear.
 fn ipv4(dst: &str, ttl: u8, len: usize) -> Vec<u8> {
+    ipv4_from("10.0.0.2", dst, ttl, len)
+}
+
+fn ipv4_from(src: &str, dst: &str, ttl: u8, len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len];
     p[0] = 0x45;
     p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
     p[8] = ttl;
     p[9] = 17;
-    p[12..16].copy_from_slice(&a4("10.0.0.2").octets());
+    p[12..16].copy_from_slice(&a4(src).octets());
     p[16..20].copy_from_slice(&a4(dst).octets());
     let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
@@ -313,6 +417,12 @@ fn swap_php_pop_and_ftn_on_real_frames() {
 #[test]
 fn ttl_expiry_answers_icmp_with_the_label_stack() {
     let rig = Rig::new();
+    // Back to the previous LSR whatever the stack (auto would send this
+    // two-label one down the LSP: see the next test).
+    rig.set_cfg(MplsConfig {
+        icmp_tunneling: IcmpTunneling::Never,
+        ..MplsConfig::default()
+    });
     let inner = ipv4("203.0.113.9", 40, 60);
     rig.peers[0].inject(&labelled(&[(100, 1), (777, 5)], &inner));
     let out = rig.sent(0, 1);
@@ -357,6 +467,189 @@ fn ttl_expiry_answers_icmp_with_the_label_stack() {
     assert_eq!(ext.len(), 16);
     assert_eq!(rig.shared.mpls_totals().ttl_expired, 1);
     assert!(rig.peers[1].take_sent().is_empty(), "nothing forwarded");
+}
+
+/// Checks an IPv4 ICMP time exceeded at `ip` (IP header first): from
+/// port 0's address to `to`, valid checksums, `inner` quoted, and the
+/// received stack `stack` in its RFC 4950 object.
+fn check_icmp(ip: &[u8], to: &str, inner: &[u8], stack: &[(u32, bool, u8)]) {
+    check_icmp_from(ip, "10.0.0.1", to, stack);
+    assert_eq!(&ip[28..28 + inner.len()], inner);
+}
+
+/// The same, from `from`, the quote unchecked.
+fn check_icmp_from(ip: &[u8], from: &str, to: &str, stack: &[(u32, bool, u8)]) {
+    assert!(ip_ok(ip));
+    assert_eq!(&ip[12..16], &a4(from).octets());
+    assert_eq!(&ip[16..20], &a4(to).octets());
+    let icmp = &ip[20..];
+    assert_eq!((icmp[0], icmp[1]), (11, 0), "time exceeded");
+    assert_eq!(checksum(icmp), 0);
+    let ext = &icmp[8 + 128..];
+    assert_eq!(ext.len(), 8 + 4 * stack.len());
+    for (k, e) in stack.iter().enumerate() {
+        assert_eq!(lse(ext, 8 + 4 * k), *e, "object entry {k}");
+    }
+}
+
+/// RFC 3032 §2.3.2: the answer to an expired label TTL goes down the LSP,
+/// under the received stack (TTLs 255), forwarded as the frame would have
+/// been — when the expired label has a label below it (a service label:
+/// the source is in a table this LSR cannot see), or the source has no
+/// route here; otherwise (and always with `never`) back out of the
+/// ingress port.
+#[test]
+fn ttl_expiry_answers_down_the_lsp() {
+    let rig = Rig::new();
+    let down = || rig.shared.mpls_totals().ttl_icmp_down_lsp;
+
+    // One label, routed source: back to the previous LSR (port 0).
+    let inner = ipv4("203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(100, 1)], &inner));
+    let f = &rig.sent(0, 1)[0];
+    assert_eq!((&f[0..6], &f[12..14]), (&PEER0[..], &[0x08, 0x00][..]));
+    check_icmp(&f[14..], "10.0.0.2", &inner, &[(100, true, 1)]);
+    assert_eq!(down(), 0);
+
+    // One label, a source with no route here: down the LSP, label 100
+    // swapped to 200 toward 10.0.1.2 (port 1), TTL 255 − 1.
+    let inner = ipv4_from("172.16.0.5", "203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(100, 1)], &inner));
+    let out = rig.sent(1, 1);
+    assert_eq!(out.len(), 1, "down the LSP, out of port 1");
+    let f = &out[0];
+    assert_eq!(
+        (&f[0..6], &f[6..12], &f[12..14]),
+        (&N1[..], &RMAC[1][..], &[0x88, 0x47][..])
+    );
+    assert_eq!(lse(f, 14), (200, true, 254));
+    check_icmp(&f[18..], "172.16.0.5", &inner, &[(100, true, 1)]);
+    assert!(rig.sent(0, 0).is_empty(), "nothing back to port 0");
+    assert_eq!(down(), 1);
+
+    // Two labels (a VPN label below), routed-looking source: down the
+    // LSP with the service label kept under the swapped one.
+    let inner = ipv4("203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(100, 1), (777, 5)], &inner));
+    let f = &rig.sent(1, 1)[0];
+    assert_eq!(
+        (lse(f, 14), lse(f, 18)),
+        ((200, false, 254), (777, true, 255))
+    );
+    check_icmp(
+        &f[22..],
+        "10.0.0.2",
+        &inner,
+        &[(100, false, 1), (777, true, 5)],
+    );
+    assert_eq!(down(), 2);
+
+    // Explicit null on top, then a PHP label (101 toward 10.0.2.2): the
+    // answer is popped like the frame would have been and leaves port 2
+    // as plain IPv4, TTL untouched (min(64, 254)).
+    let inner = ipv4_from("172.16.0.5", "203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(0, 9), (101, 1)], &inner));
+    let f = &rig.sent(2, 1)[0];
+    assert_eq!((&f[0..6], &f[12..14]), (&N2[..], &[0x08, 0x00][..]));
+    assert_eq!(f[14 + 8], 64);
+    check_icmp(
+        &f[14..],
+        "172.16.0.5",
+        &inner,
+        &[(0, false, 9), (101, true, 1)],
+    );
+    assert_eq!(down(), 3);
+
+    // `always`: a single label with a routed source goes down the LSP;
+    // `never`: an unrouted one comes back.
+    rig.set_cfg(MplsConfig {
+        icmp_tunneling: IcmpTunneling::Always,
+        ..MplsConfig::default()
+    });
+    rig.peers[0].inject(&labelled(&[(100, 1)], &ipv4("203.0.113.9", 40, 60)));
+    assert_eq!(lse(&rig.sent(1, 1)[0], 14), (200, true, 254));
+    rig.set_cfg(MplsConfig {
+        icmp_tunneling: IcmpTunneling::Never,
+        ..MplsConfig::default()
+    });
+    let inner = ipv4_from("172.16.0.5", "203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(100, 1)], &inner));
+    let f = &rig.sent(0, 1)[0];
+    check_icmp(&f[14..], "172.16.0.5", &inner, &[(100, true, 1)]);
+    assert!(rig.sent(1, 0).is_empty());
+    let t = rig.shared.mpls_totals();
+    assert_eq!((t.ttl_expired, t.ttl_icmp_down_lsp, t.forwarded), (6, 4, 0));
+}
+
+/// FTN pushes take the TC of the packet's QoS class: the class selector
+/// of its DSCP, through `tc_of_class`; with an input policy, the DSCP it
+/// re-marked or the 802.1p value it set.
+#[test]
+fn ftn_push_takes_the_tc_of_the_class() {
+    let rig = Rig::new();
+    let with_dscp = |dscp: u8| {
+        let mut p = ipv4("192.0.2.9", 64, 60);
+        p[1] = dscp << 2;
+        p[10..12].fill(0);
+        let c = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        eth(0x0800, &p)
+    };
+    let tc = |f: &[u8]| (f[16] >> 1) & 7;
+    rig.peers[0].inject(&with_dscp(46)); // EF: class 5
+    let f = &rig.sent(2, 1)[0];
+    assert_eq!((lse(f, 14).0, tc(f)), (300, 5));
+    rig.peers[0].inject(&with_dscp(0));
+    assert_eq!(tc(&rig.sent(2, 1)[0]), 0);
+    let mut cfg = MplsConfig::default();
+    cfg.tc_of_class[3] = 6;
+    rig.set_cfg(cfg);
+    rig.peers[0].inject(&with_dscp(26)); // AF31: class 3 → TC 6
+    assert_eq!(tc(&rig.sent(2, 1)[0]), 6);
+    rig.set_cfg(MplsConfig::default());
+
+    // An input policy on port 0: the class it gives decides — its
+    // re-marked DSCP (EF: TC 5), then its `set-pcp` (2: TC 2).
+    for (set_dscp, set_pcp, want) in [(Some(46), None, 5), (Some(46), Some(2), 2)] {
+        rig.shared
+            .services
+            .store(Some(Arc::new(input_policy(set_dscp, set_pcp))));
+        rig.peers[0].inject(&with_dscp(0));
+        let f = &rig.sent(2, 1)[0];
+        assert_eq!(
+            (tc(f), f[18 + 1] >> 2),
+            (want, 46),
+            "{set_dscp:?} {set_pcp:?}"
+        );
+        assert!(ip_ok(&f[18..]));
+    }
+}
+
+/// Services with one input policy on port 0: class-default re-marks.
+fn input_policy(set_dscp: Option<u8>, set_pcp: Option<u8>) -> pipeline::services::Services {
+    use pipeline::services::{AttachedPolicy, ClassSpec, Direction, Policy, Services};
+    let policy = Policy {
+        name: "mark".into(),
+        classifier: tables::acl::Classifier::compile(&[]),
+        line_class: Box::new([]),
+        classes: Box::new([ClassSpec {
+            name: "class-default".into(),
+            set_dscp,
+            set_pcp,
+            police: None,
+        }]),
+        queues: None,
+    };
+    let mut s = Services::empty(1, 8);
+    s.policy_in[0] = Some(Arc::new(AttachedPolicy::new(
+        Arc::new(policy),
+        0,
+        Direction::In,
+        1,
+    )));
+    s.generation = 1 + u64::from(set_pcp.is_some());
+    s.finish();
+    s
 }
 
 /// A pseudowire follows the FIB's current route to its remote PE within
@@ -431,4 +724,123 @@ fn pseudowire_transport_follows_the_fib_not_the_cached_id() {
     assert!(rig.sent(1, 0).is_empty() && rig.sent(2, 0).is_empty());
     let pws = rig.shared.pseudowires.load_full().unwrap();
     assert_eq!(pws.totals(0).tx_packets, 2);
+}
+
+/// Labelled traffic out of a VLAN interface leaves the trunk tagged with
+/// its VLAN, and out of a routed subinterface tagged on its port; the
+/// stack inside the tag. Swaps and FTN pushes alike.
+#[test]
+fn labelled_out_of_vlan_interfaces_is_tagged() {
+    let rig = Rig::build(true);
+    let inner = ipv4("203.0.113.9", 40, 60);
+    // (what comes in, port out, dst MAC, src MAC, VLAN, label); TTL 63.
+    let ftn4 = eth(0x0800, &ipv4("100.64.4.9", 64, 60));
+    let ftn5 = eth(0x0800, &ipv4("100.64.5.9", 64, 60));
+    let cases = [
+        (labelled(&[(110, 64)], &inner), 3, N4, SVI_MAC, 10, 210),
+        (labelled(&[(111, 64)], &inner), 1, N5, RMAC[1], 30, 211),
+        (ftn4, 3, N4, SVI_MAC, 10, 304),
+        (ftn5, 1, N5, RMAC[1], 30, 305),
+    ];
+    for (k, (frame, port, dst, src, vlan, label)) in cases.iter().enumerate() {
+        rig.peers[0].inject(frame);
+        let out = rig.sent(*port, 1);
+        assert_eq!(out.len(), 1, "case {k}: one frame out of port {port}");
+        let f = &out[0];
+        assert_eq!((&f[0..6], &f[6..12]), (&dst[..], &src[..]), "case {k}");
+        assert_eq!(&f[12..14], &[0x81, 0x00], "case {k}: tagged");
+        assert_eq!(
+            u16::from_be_bytes([f[14], f[15]]) & 0xfff,
+            *vlan,
+            "case {k}"
+        );
+        assert_eq!(
+            &f[16..18],
+            &[0x88, 0x47],
+            "case {k}: the stack inside the tag"
+        );
+        assert_eq!(lse(f, 18), (*label, true, 63), "case {k}");
+        assert!(ip_ok(&f[22..]));
+        assert_eq!(f.len(), 18 + 4 + 60, "case {k}");
+    }
+    let t = rig.shared.mpls_totals();
+    let unsupported = DROP_NAMES.iter().position(|n| *n == "unsupported").unwrap();
+    assert_eq!((t.forwarded, t.pushed, t.drops[unsupported]), (2, 2, 0));
+
+    // TTL expiry answered down an LSP that leaves by the VLAN interface
+    // (source not routed here): tagged like the traffic.
+    let inner = ipv4_from("172.16.0.5", "203.0.113.9", 40, 60);
+    rig.peers[0].inject(&labelled(&[(110, 1)], &inner));
+    let f = &rig.sent(3, 1)[0];
+    assert_eq!(
+        (&f[12..14], &f[16..18]),
+        (&[0x81, 0x00][..], &[0x88, 0x47][..])
+    );
+    assert_eq!(lse(f, 18), (210, true, 254));
+    check_icmp(&f[22..], "172.16.0.5", &inner, &[(110, true, 1)]);
+    // … and back out of the subinterface it came in by, tagged 30.
+    let mut tagged = labelled(&[(111, 1)], &ipv4("203.0.113.9", 40, 60));
+    tagged[0..6].copy_from_slice(&RMAC[1]);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 30]);
+    rig.peers[1].inject(&tagged);
+    let f = &rig.sent(1, 1)[0];
+    assert_eq!((&f[0..6], &f[6..12]), (&PEER0[..], &RMAC[1][..]));
+    assert_eq!(
+        (&f[12..16], &f[16..18]),
+        (&[0x81, 0x00, 0, 30][..], &[0x08, 0x00][..])
+    );
+    check_icmp_from(&f[18..], "10.0.5.1", "10.0.0.2", &[(111, true, 1)]);
+}
+
+/// A pseudowire whose remote PE is reached over a routed subinterface:
+/// encapsulated with the subinterface's tag on its port.
+#[test]
+fn pseudowire_over_a_subinterface_is_tagged() {
+    use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::build(true);
+    let (port, peer) = MemoryPort::new("mp6");
+    rig.mb.send(PortCommand::Attach {
+        id: 6,
+        port: Box::new(port),
+        rx: true,
+        routed: false,
+    });
+    rig.peers.push(peer);
+    let remote_pe = a4("10.99.0.9");
+    rig.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
+        vec![AttachmentCircuit {
+            port: 6,
+            vlan: None,
+            mtu: 1500,
+            peer: remote_pe.into(),
+        }],
+        1,
+    ))));
+    let l3 = rig.shared.l3.load_full().unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: false,
+            remote_label: 500,
+            transport: 5,
+        },
+    )
+    .unwrap();
+    let mut customer = vec![0u8; 100];
+    customer[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
+    customer[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
+    customer[12..14].copy_from_slice(&[0x08, 0x00]);
+    rig.peers[4].inject(&customer);
+    let out = rig.sent(1, 1);
+    assert_eq!(out.len(), 1, "out of the subinterface's port");
+    let f = &out[0];
+    assert_eq!((&f[0..6], &f[6..12]), (&N5[..], &RMAC[1][..]));
+    assert_eq!(&f[12..18], &[0x81, 0x00, 0, 30, 0x88, 0x47]);
+    assert_eq!(lse(f, 18), (500, true, 255));
+    assert_eq!(&f[22..], &customer[..]);
 }

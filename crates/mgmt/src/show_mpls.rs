@@ -149,8 +149,9 @@ pub fn mpls_forwarding(v: &Value) -> String {
     );
     let _ = writeln!(
         o,
-        "  TTL expired {}, router alert {}",
+        "  TTL expired {} ({} answered down the LSP), router alert {}",
         u(d, "ttl_expired"),
+        u(d, "ttl_icmp_down_lsp"),
         u(d, "router_alert")
     );
     let drops: Vec<String> = d

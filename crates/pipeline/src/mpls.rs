@@ -18,9 +18,11 @@
 //! labels and the label TTL back into the IP header on pop (the lower of
 //! the two); [`TtlMode::Pipe`] pushes 255 and leaves the IP TTL alone
 //! ("short pipe": the egress routes on the IP TTL). A label with TTL 0 or
-//! 1 that would be forwarded or routed is punted as expired (the control
-//! plane answers with ICMP time exceeded, RFC 4950). Pseudowire labels
-//! are not TTL-checked at the PE.
+//! 1 that would be forwarded is punted as expired; the worker answers
+//! with ICMP time exceeded carrying the stack (RFC 4950,
+//! [`build_ttl_exceeded`]), back to the previous LSR or down the LSP
+//! ([`build_ttl_exceeded_lsp`], RFC 3032 §2.3.2; [`IcmpTunneling`]).
+//! Pseudowire labels are not TTL-checked at the PE.
 //!
 //! TC: the frame's QoS class comes from its top label's TC on ingress
 //! ([`MplsConfig::class_of_tc`]); pushed labels take the TC of the class
@@ -43,10 +45,28 @@ pub enum TtlMode {
     Pipe,
 }
 
+/// Where the ICMP time exceeded for an expired label TTL goes
+/// (RFC 3032 §2.3.2).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum IcmpTunneling {
+    /// Down the LSP when the expired label has labels below it (a VPN or
+    /// other service label: the source lives in a table this LSR cannot
+    /// see, even if an address like it is routed here) or the source
+    /// has no route in the default FIB; else back to the previous LSR.
+    #[default]
+    Auto,
+    /// Always down the LSP (the egress routes it back).
+    Always,
+    /// Always back out of the ingress port to the previous LSR.
+    Never,
+}
+
 /// Per-switch MPLS settings.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MplsConfig {
     pub ttl: TtlMode,
+    /// ICMP for expired label TTLs: back, or down the LSP.
+    pub icmp_tunneling: IcmpTunneling,
     /// QoS class (0..=7) → TC written on pushed labels.
     pub tc_of_class: [u8; 8],
     /// TC of the received top label → QoS class.
@@ -56,10 +76,12 @@ pub struct MplsConfig {
 }
 
 impl Default for MplsConfig {
-    /// Uniform TTL; class n ↔ TC n; swaps keep their TC.
+    /// Uniform TTL; ICMP tunnelling auto; class n ↔ TC n; swaps keep
+    /// their TC.
     fn default() -> Self {
         MplsConfig {
             ttl: TtlMode::Uniform,
+            icmp_tunneling: IcmpTunneling::Auto,
             tc_of_class: [0, 1, 2, 3, 4, 5, 6, 7],
             class_of_tc: [0, 1, 2, 3, 4, 5, 6, 7],
             remark: false,
@@ -461,6 +483,18 @@ fn forward(
     }
 }
 
+/// The QoS class (0..=7) of a routed IP packet about to be labelled
+/// (FTN): the 802.1p value the input policy set (`set-pcp`) if it set
+/// one, else the class selector of its DSCP (the precedence, `dscp >> 3`:
+/// the DSCP as the input policy left it, re-marking included). Not IP:
+/// class 0.
+pub fn class_of_ip(frame: &[u8], l3_off: usize, pcp: Option<u8>) -> u8 {
+    if let Some(p) = pcp {
+        return p & 7;
+    }
+    crate::qos::dscp(frame, l3_off).map_or(0, |d| (d >> 3) & 7)
+}
+
 /// FTN: pushes the resolved labels on an IP packet the IP stage routed
 /// (and already decremented the TTL of). `hdr`: link-layer header length
 /// including the IP EtherType. TTL: the IP TTL (uniform) or 255 (pipe);
@@ -561,6 +595,73 @@ pub fn build_ttl_exceeded(
     iface: &crate::l3::RouterInterface,
     out: &mut [u8],
 ) -> usize {
+    ttl_exceeded(frame, iface, out, false)
+}
+
+/// The same answer to be sent **down the LSP** (RFC 3032 §2.3.2): the
+/// ICMP message under the label stack as received, every label's TTL
+/// reset to 255 (the message's own IP TTL, 64, bounds its life once the
+/// egress pops it), EtherType 0x8847, MACs to be rewritten. Running it
+/// through [`process_labelled`] forwards it exactly as the expired frame
+/// would have been (swap, PHP, explicit null below); the egress LSR
+/// routes it back to the source — in the VRF, for a VPN label. Same
+/// refusals as [`build_ttl_exceeded`].
+pub fn build_ttl_exceeded_lsp(
+    frame: &[u8],
+    iface: &crate::l3::RouterInterface,
+    out: &mut [u8],
+) -> usize {
+    ttl_exceeded(frame, iface, out, true)
+}
+
+/// Whether the answer to the expired `frame` goes down the LSP
+/// ([`build_ttl_exceeded_lsp`]) rather than back to the previous LSR,
+/// under `mode` (see [`IcmpTunneling::Auto`]): `routed` says whether an
+/// IPv4 / IPv6 source address has a route in the default FIB. The
+/// expired label is the first that is not explicit null (those are
+/// popped before it). False for what gets no answer anyway.
+pub fn ttl_exceeded_down_lsp(
+    mode: IcmpTunneling,
+    frame: &[u8],
+    routed: impl FnOnce(std::net::IpAddr) -> bool,
+) -> bool {
+    use wire::mpls::{guess_payload, PayloadGuess};
+    match mode {
+        IcmpTunneling::Always => return true,
+        IcmpTunneling::Never => return false,
+        IcmpTunneling::Auto => {}
+    }
+    let Some(Ok(stack)) = frame.get(14..).map(Stack::new_checked) else {
+        return false;
+    };
+    let expired = stack.iter().find(|e| {
+        !matches!(
+            e.label,
+            reserved::IPV4_EXPLICIT_NULL | reserved::IPV6_EXPLICIT_NULL
+        )
+    });
+    if expired.is_some_and(|e| !e.bos) {
+        return true;
+    }
+    let p = stack.payload();
+    let src: std::net::IpAddr = match guess_payload(p) {
+        PayloadGuess::Ipv4 if p.len() >= 20 => [p[12], p[13], p[14], p[15]].into(),
+        PayloadGuess::Ipv6 if p.len() >= 40 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&p[8..24]);
+            a.into()
+        }
+        _ => return false,
+    };
+    !routed(src)
+}
+
+fn ttl_exceeded(
+    frame: &[u8],
+    iface: &crate::l3::RouterInterface,
+    out: &mut [u8],
+    lsp: bool,
+) -> usize {
     use wire::checksum::{combine, finish, sum};
     use wire::mpls::{guess_payload, PayloadGuess};
     const ETH_LEN: usize = 14;
@@ -582,7 +683,9 @@ pub fn build_ttl_exceeded(
     // extension header, the object header, the stack.
     let ip_len = if v6 { 40 } else { 20 };
     let icmp_len = 8 + ICMP_EXT_QUOTE + 4 + 4 + labels.len();
-    let total = ETH_LEN + ip_len + icmp_len;
+    // Down the LSP: the stack again, in front of the IP header.
+    let l2 = ETH_LEN + if lsp { labels.len() } else { 0 };
+    let total = l2 + ip_len + icmp_len;
     if out.len() < total {
         return 0;
     }
@@ -640,10 +743,19 @@ pub fn build_ttl_exceeded(
     o.fill(0);
     o[0..6].copy_from_slice(&frame[6..12]);
     o[6..12].copy_from_slice(&iface.mac);
-    let icmp_at = ETH_LEN + ip_len;
+    if lsp {
+        o[12..14].copy_from_slice(&ETHERTYPE_MPLS.to_be_bytes());
+        o[ETH_LEN..l2].copy_from_slice(labels);
+        for ttl in o[ETH_LEN + 3..l2].iter_mut().step_by(LSE_LEN) {
+            *ttl = 255;
+        }
+    }
+    let icmp_at = l2 + ip_len;
     if v6 {
-        o[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        let ip = &mut o[ETH_LEN..icmp_at];
+        if !lsp {
+            o[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        }
+        let ip = &mut o[l2..icmp_at];
         ip[0] = 0x60;
         ip[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
         ip[6] = 58;
@@ -651,8 +763,10 @@ pub fn build_ttl_exceeded(
         ip[8..24].copy_from_slice(&src);
         ip[24..40].copy_from_slice(&dst);
     } else {
-        o[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let ip = &mut o[ETH_LEN..icmp_at];
+        if !lsp {
+            o[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        }
+        let ip = &mut o[l2..icmp_at];
         ip[0] = 0x45;
         ip[2..4].copy_from_slice(&((20 + icmp_len) as u16).to_be_bytes());
         ip[8] = 64;

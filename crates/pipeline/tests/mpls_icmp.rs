@@ -1,10 +1,15 @@
 //! RFC 4950 answers to expired label TTLs (`build_ttl_exceeded`): IPv6,
 //! the cases that get no answer, and every truncation of a labelled
 //! frame (the IPv4 answer is checked on a worker in
-//! `datapath/tests/mpls_worker.rs`).
+//! `datapath/tests/mpls_worker.rs`); the same answer for down the LSP
+//! (`build_ttl_exceeded_lsp`, RFC 3032 §2.3.2) and when it goes there
+//! (`ttl_exceeded_down_lsp`); the class of an IP packet to label.
 
 use pipeline::l3::{RouterInterface, Urpf};
-use pipeline::mpls::build_ttl_exceeded;
+use pipeline::mpls::{
+    build_ttl_exceeded, build_ttl_exceeded_lsp, class_of_ip, ttl_exceeded_down_lsp, IcmpTunneling,
+};
+use std::net::IpAddr;
 use wire::checksum::{combine, finish, sum};
 
 const LL: u128 = 0xfe80 << 112 | 1;
@@ -169,6 +174,116 @@ fn every_truncation_is_safe() {
                 // Whatever was quoted came from the frame.
                 assert!(cut > 14 + 4);
             }
+            let m = build_ttl_exceeded_lsp(&f[..cut], &ifc, &mut out);
+            assert!(m <= out.len());
+            assert!(m == 0 || m > n, "an answer either way, the stack again");
+            let _ = ttl_exceeded_down_lsp(IcmpTunneling::Auto, &f[..cut], |_| false);
         }
     }
+}
+
+/// Down the LSP: the same ICMP message under the received stack, every
+/// TTL 255, S bits as received, EtherType MPLS.
+#[test]
+fn answer_down_the_lsp_carries_the_stack_in_front() {
+    let ifc = iface(vec![LL, GLOBAL]);
+    let mut back = vec![0u8; 2048];
+    let mut down = vec![0u8; 2048];
+    let src = 0x2001_0db8_0000_0005u128 << 64 | 2;
+    for f in [
+        labelled(&[(16, 1), (17, 9), (18, 200)], &ipv6_udp(src, 100)),
+        labelled(&[(16, 1)], &ipv4([10, 1, 1, 1], 17, 0, 60)),
+    ] {
+        let n = build_ttl_exceeded(&f, &ifc, &mut back);
+        let m = build_ttl_exceeded_lsp(&f, &ifc, &mut down);
+        let stack = (f[14..].chunks(4).position(|e| e[2] & 1 == 1).unwrap() + 1) * 4;
+        assert_eq!(m, n + stack);
+        assert_eq!(
+            &down[..12],
+            &back[..12],
+            "the same MACs (rewritten on the way)"
+        );
+        assert_eq!(&down[12..14], &[0x88, 0x47]);
+        for (k, e) in down[14..14 + stack].chunks(4).enumerate() {
+            let r = &f[14 + 4 * k..18 + 4 * k];
+            assert_eq!(
+                (&e[..3], e[3]),
+                (&r[..3], 255),
+                "entry {k}: label, TC, S kept; TTL 255"
+            );
+        }
+        assert_eq!(&down[14 + stack..m], &back[14..n], "the same IP packet");
+    }
+    // What gets no answer back gets none down the LSP either.
+    let f = labelled(&[(16, 1)], &ipv4([224, 1, 1, 1], 17, 0, 60));
+    assert_eq!(build_ttl_exceeded_lsp(&f, &ifc, &mut down), 0);
+    let f = labelled(&[(16, 1)], &ipv4([10, 1, 1, 1], 17, 0, 60));
+    assert_eq!(build_ttl_exceeded_lsp(&f, &ifc, &mut down[..100]), 0);
+}
+
+#[test]
+fn when_the_answer_goes_down_the_lsp() {
+    let v4 = ipv4([10, 1, 1, 1], 17, 0, 60);
+    let one = labelled(&[(16, 1)], &v4);
+    let two = labelled(&[(16, 1), (17, 9)], &v4);
+    let null_then_one = labelled(&[(0, 9), (16, 1)], &v4);
+    let v6 = labelled(&[(16, 1)], &ipv6_udp(GLOBAL + 5, 40));
+    let routed = |_: IpAddr| true;
+    let unrouted = |_: IpAddr| false;
+    let auto = IcmpTunneling::Auto;
+    assert!(!ttl_exceeded_down_lsp(auto, &one, routed), "routed: back");
+    assert!(
+        ttl_exceeded_down_lsp(auto, &one, unrouted),
+        "no route: down"
+    );
+    assert!(
+        ttl_exceeded_down_lsp(auto, &two, routed),
+        "a label below: down"
+    );
+    assert!(
+        !ttl_exceeded_down_lsp(auto, &null_then_one, routed),
+        "explicit null is no service label"
+    );
+    assert!(ttl_exceeded_down_lsp(auto, &null_then_one, unrouted));
+    // The source asked about is the packet's, of its family.
+    let mut asked = None;
+    ttl_exceeded_down_lsp(auto, &v6, |a| {
+        asked = Some(a);
+        true
+    });
+    assert_eq!(asked, Some(IpAddr::from((GLOBAL + 5).to_be_bytes())));
+    ttl_exceeded_down_lsp(auto, &one, |a| {
+        asked = Some(a);
+        true
+    });
+    assert_eq!(asked, Some(IpAddr::from([10, 1, 1, 1])));
+    assert!(ttl_exceeded_down_lsp(IcmpTunneling::Always, &one, routed));
+    assert!(!ttl_exceeded_down_lsp(IcmpTunneling::Never, &two, unrouted));
+    // Not IP under the stack: no answer, nowhere.
+    assert!(!ttl_exceeded_down_lsp(
+        auto,
+        &labelled(&[(16, 1)], &[0u8; 64]),
+        unrouted
+    ));
+}
+
+#[test]
+fn class_of_an_ip_packet_to_label() {
+    let mut f = vec![0u8; 14];
+    f.extend_from_slice(&ipv4([10, 1, 1, 1], 17, 0, 60));
+    f[15] = 46 << 2; // EF
+    assert_eq!(class_of_ip(&f, 14, None), 5);
+    assert_eq!(
+        class_of_ip(&f, 14, Some(2)),
+        2,
+        "the input policy's set-pcp wins"
+    );
+    f[15] = 10 << 2; // AF11
+    assert_eq!(class_of_ip(&f, 14, None), 1);
+    let mut g = vec![0u8; 14];
+    g.extend_from_slice(&ipv6_udp(GLOBAL, 8));
+    g[14] = 0x6b; // traffic class 0xb8: EF
+    g[15] = 0x80;
+    assert_eq!(class_of_ip(&g, 14, None), 5);
+    assert_eq!(class_of_ip(&g[..20], 14, None), 0, "not IP: class 0");
 }

@@ -493,7 +493,14 @@ impl Router {
         // Labels from zebra switch on routed ports (docs/mpls.md).
         shared.mpls.store(Some(Arc::new(datapath::mpls::MplsPlane {
             lfib: fib.lfib(),
-            cfg: pipeline::mpls::MplsConfig::default(),
+            cfg: pipeline::mpls::MplsConfig {
+                icmp_tunneling: match cfg.mpls.icmp_tunneling {
+                    config::mpls::IcmpTunneling::Auto => pipeline::mpls::IcmpTunneling::Auto,
+                    config::mpls::IcmpTunneling::Always => pipeline::mpls::IcmpTunneling::Always,
+                    config::mpls::IcmpTunneling::Never => pipeline::mpls::IcmpTunneling::Never,
+                },
+                ..pipeline::mpls::MplsConfig::default()
+            },
         })));
         let (lfib, fib4, nexthops) = (fib.lfib(), fib.fib4(), fib.nexthops());
         let fib = Arc::new(Mutex::new(fib));

@@ -95,6 +95,7 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
 
 #[cfg(test)]
 mod tests {
+    use crate::mpls::IcmpTunneling;
     const BASE: &str = "ports:\n  - {name: c1, mode: routed, addresses: [10.0.1.1/30]}\n  - {name: c2, mode: routed, addresses: [10.0.2.1/30]}\n  - {name: sw}\nmpls:\n  fast-reroute:\n";
 
     fn errors(extra: &str) -> Vec<String> {
@@ -115,6 +116,20 @@ mod tests {
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].backup.labels, vec![900]);
         assert!(f[1].backup.labels.is_empty());
+        assert_eq!(cfg.mpls.icmp_tunneling, IcmpTunneling::Auto);
+        for (v, want) in [
+            ("auto", IcmpTunneling::Auto),
+            ("always", IcmpTunneling::Always),
+            ("never", IcmpTunneling::Never),
+        ] {
+            let cfg = crate::parse(
+                &format!("{BASE}    []\n  icmp-tunneling: {v}\n"),
+                "frr.yaml",
+            )
+            .unwrap();
+            assert_eq!(cfg.mpls.icmp_tunneling, want);
+            assert_eq!(cfg.mpls.is_empty(), v == "auto");
+        }
     }
 
     #[test]
@@ -129,6 +144,7 @@ mod tests {
             ("    - {protect: c1, backup: {port: c2, next-hop: 10.0.2.2, labels: [5]}}\n", "out of range 16..1048575", 7),
             ("    - {protect: c1, backup: {port: c2, next-hop: 10.0.2.2, labels: [16, 17, 18]}}\n", "at most 2", 7),
             ("    - {protect: c1, backup: {port: c2, nexthop: 10.0.2.2}}\n", "unknown field", 7),
+            ("    []\n  icmp-tunneling: sometimes\n", "unknown variant", 8),
         ];
         for (yaml, want, line) in cases {
             let e = errors(yaml);

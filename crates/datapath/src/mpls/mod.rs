@@ -43,8 +43,8 @@ pub enum MplsLocalDrop {
     NoNeighbor,
     /// Larger than the egress MTU with its stack.
     Mtu,
-    /// Pop into a VRF table, or labelled out of a VLAN interface: not
-    /// supported.
+    /// A next hop on no router interface; a packet popped from a VPN
+    /// label that the layer-3 stage would punt.
     Unsupported,
     /// A pseudowire's label whose attachment circuit is not configured.
     Pseudowire,
@@ -90,6 +90,7 @@ pub struct MplsStats {
     popped: AtomicU64,
     pushed: AtomicU64,
     ttl_expired: AtomicU64,
+    ttl_icmp_down_lsp: AtomicU64,
     router_alert: AtomicU64,
     drops: [AtomicU64; STAGE_DROPS + LOCAL_DROPS],
 }
@@ -110,9 +111,12 @@ pub struct MplsTotals {
     pub popped: u64,
     /// IP packets sent with an FTN stack pushed.
     pub pushed: u64,
-    /// Label TTL expired (dropped: the RFC 4950 ICMP answer is not
-    /// generated).
+    /// Label TTL expired (not forwarded; answered with ICMP time
+    /// exceeded, RFC 4950, as CoPP allows).
     pub ttl_expired: u64,
+    /// Of those, answers sent down the LSP (RFC 3032 §2.3.2) rather
+    /// than back to the previous LSR.
+    pub ttl_icmp_down_lsp: u64,
     /// Router-alert label on top (dropped).
     pub router_alert: u64,
     /// By reason, [`DROP_NAMES`] order.

@@ -115,6 +115,9 @@ impl Worker {
                 continue;
             };
             let out_port = r.next_hop.port;
+            // Over a routed subinterface: tagged on its port. (A VLAN
+            // interface would need the layer-2 stage, which runs after.)
+            let sub = l3.subinterface(out_port);
             let Some(egress) = l3.interface(out_port).filter(|_| !l3.is_svi(out_port)) else {
                 pws.count_drop(me, ac, PwDrop::NoPath);
                 continue;
@@ -131,20 +134,30 @@ impl Worker {
             let outer = OuterHeader {
                 dst: mac,
                 src: egress.mac,
-                vlan_tci: None,
+                vlan_tci: sub.map(|(_, tag)| tag & 0x0fff),
             };
             let span = Span {
                 start: HEADROOM,
                 len,
             };
             match encap_pseudowire(&plane.cfg, &mut buf, span, &outer, &p, &r, 0) {
-                Ok(s) if s.len - ETH_LEN > egress.mtu as usize => {
+                Ok(s) if s.len - outer.len() > egress.mtu as usize => {
                     pws.count_drop(me, ac, PwDrop::Mtu)
                 }
                 Ok(s) => {
                     pws.add(me, ac, 0, 1);
                     pws.add(me, ac, 1, len as u64);
-                    self.transmit_raw(out_port, &buf[s.start..s.start + s.len], &mut dirty, None);
+                    let port = match sub {
+                        Some((parent, _)) => {
+                            if let Some(pc) = self.counters.ports.get(out_port as usize) {
+                                pc.tx_frames.add(1);
+                                pc.tx_bytes.add(s.len as u64 - 4);
+                            }
+                            parent
+                        }
+                        None => out_port,
+                    };
+                    self.transmit_raw(port, &buf[s.start..s.start + s.len], &mut dirty, None);
                 }
                 Err(_) => pws.count_drop(me, ac, PwDrop::NoRoom),
             }

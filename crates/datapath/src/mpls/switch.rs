@@ -4,7 +4,10 @@ use super::*;
 use crate::worker::*;
 use io::{FrameBatch, BATCH_MAX};
 use pipeline::l3::{L3Tables, L3Verdicts};
-use pipeline::mpls::{process_labelled, push_ftn, MplsPunt, MplsTables, MplsVerdict};
+use pipeline::mpls::{
+    build_ttl_exceeded_lsp, process_labelled, push_ftn, ttl_exceeded_down_lsp, MplsPunt,
+    MplsTables, MplsVerdict,
+};
 use pipeline::services::Services;
 use tables::acl::AclKey;
 use tables::mpls::{LabelStack, Resolved};
@@ -32,12 +35,31 @@ impl crate::Shared {
             t.popped += g(&s.popped);
             t.pushed += g(&s.pushed);
             t.ttl_expired += g(&s.ttl_expired);
+            t.ttl_icmp_down_lsp += g(&s.ttl_icmp_down_lsp);
             t.router_alert += g(&s.router_alert);
             for (a, c) in t.drops.iter_mut().zip(&s.drops) {
                 *a += g(c);
             }
         }
         t
+    }
+}
+
+/// Where the answer to an expired label TTL goes.
+#[derive(Clone, Copy)]
+struct TtlAnswer {
+    /// The port the frame came in by (its interface's address is the
+    /// answer's source).
+    ingress: u16,
+    /// Down the LSP rather than back (RFC 3032 §2.3.2).
+    down_lsp: bool,
+}
+
+/// True if `a` has a route in the default FIB.
+fn route_in_default(l3: &L3Tables, a: std::net::IpAddr) -> bool {
+    match a {
+        std::net::IpAddr::V4(v) => l3.fib4.lookup(u32::from(v)).is_some(),
+        std::net::IpAddr::V6(v) => l3.fib6.lookup(u128::from(v)).is_some(),
     }
 }
 
@@ -63,6 +85,7 @@ impl Worker {
         l3: &L3Tables,
         batch: &mut FrameBatch,
         out: &mut L3Verdicts,
+        from_router: &mut FrameBatch,
     ) {
         let n = batch.len();
         if !(0..n).any(|i| is_labelled(batch.frame(i))) {
@@ -114,39 +137,18 @@ impl Worker {
                     next_hop_id,
                     port,
                     ..
-                } => {
-                    let Some(egress) = l3.interface(port).filter(|_| !l3.is_svi(port)) else {
-                        local(MplsLocalDrop::Unsupported);
-                        continue;
-                    };
-                    if span.len - ETH_LEN > egress.mtu as usize {
-                        local(MplsLocalDrop::Mtu);
-                        continue;
-                    }
-                    let mac = match l3.nexthops.get(next_hop_id) {
-                        Some(NextHop {
-                            gateway: Some(gw), ..
-                        }) => match l3.neighbors.lookup(gw) {
-                            Some(nb) if nb.state != NeighborState::Incomplete => Some(nb.mac),
-                            _ => None,
-                        },
-                        _ => None,
-                    };
-                    let Some(mac) = mac else {
-                        local(MplsLocalDrop::NoNeighbor);
-                        continue;
-                    };
-                    let f = &mut buf[span.start..span.start + span.len];
-                    f[0..6].copy_from_slice(&mac);
-                    f[6..12].copy_from_slice(&egress.mac);
-                    bump(&stats.forwarded);
-                    self.transmit_raw(
-                        port,
-                        &buf[span.start..span.start + span.len],
-                        &mut dirty,
-                        None,
-                    );
-                }
+                } => match self.send_switched(
+                    l3,
+                    &mut buf,
+                    span,
+                    next_hop_id,
+                    port,
+                    &mut dirty,
+                    from_router,
+                ) {
+                    Ok(()) => bump(&stats.forwarded),
+                    Err(d) => local(d),
+                },
                 MplsVerdict::Route { span, table, .. } => {
                     // table 0: the ingress interface's VRF (the global
                     // table on an uplink); else the VRF a VPN label
@@ -166,7 +168,15 @@ impl Worker {
                 }
                 MplsVerdict::Punt(MplsPunt::TtlExpired) => {
                     bump(&stats.ttl_expired);
-                    self.answer_ttl_expired(l3, ingress, i, batch, &mut dirty);
+                    let frame = batch.frame(i);
+                    let down = ttl_exceeded_down_lsp(plane.cfg.icmp_tunneling, frame, |a| {
+                        route_in_default(l3, a)
+                    });
+                    let a = TtlAnswer {
+                        ingress,
+                        down_lsp: down,
+                    };
+                    self.answer_ttl_expired(l3, &t, &mut buf, a, frame, &mut dirty, from_router);
                 }
                 MplsVerdict::Punt(MplsPunt::RouterAlert) => bump(&stats.router_alert),
                 MplsVerdict::Drop(d) => bump(&stats.drops[stage_index(d)]),
@@ -185,17 +195,89 @@ impl Worker {
         }
     }
 
-    /// ICMP time exceeded with the label stack (RFC 4950) for frame `i`,
-    /// whose label TTL expired: policed as the `ttl-expired` CoPP class,
-    /// sent back out of the port it came in by; counted with the
-    /// layer-3 stage's ICMP errors (`icmp-sent` / `icmp-suppressed`).
+    /// Sends a label-switched frame (`buf[span]`, its new stack on) to
+    /// next hop `next_hop_id` out of `port`: MTU with the stack, the next
+    /// hop's MAC; out of a routed subinterface tagged with its VLAN on
+    /// its port, out of a VLAN interface into the layer-2 stage (which
+    /// tags it where the VLAN is tagged), the stack inside the tag.
+    #[allow(clippy::too_many_arguments)]
+    fn send_switched(
+        &mut self,
+        l3: &L3Tables,
+        buf: &mut [u8],
+        span: Span,
+        next_hop_id: u32,
+        port: u16,
+        dirty: &mut PortSet,
+        from_router: &mut FrameBatch,
+    ) -> Result<(), MplsLocalDrop> {
+        let Some(egress) = l3.interface(port) else {
+            return Err(MplsLocalDrop::Unsupported);
+        };
+        if span.len - ETH_LEN > egress.mtu as usize {
+            return Err(MplsLocalDrop::Mtu);
+        }
+        let mac = match l3.nexthops.get(next_hop_id) {
+            Some(NextHop {
+                gateway: Some(gw), ..
+            }) => match l3.neighbors.lookup(gw) {
+                Some(nb) if nb.state != NeighborState::Incomplete => Some(nb.mac),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(mac) = mac else {
+            return Err(MplsLocalDrop::NoNeighbor);
+        };
+        let f = &mut buf[span.start..span.start + span.len];
+        f[0..6].copy_from_slice(&mac);
+        f[6..12].copy_from_slice(&egress.mac);
+        self.send_from_router(l3, port, f, dirty, from_router);
+        Ok(())
+    }
+
+    /// Sends a finished labelled frame (MACs written, untagged) out of
+    /// router interface `port`: a routed port as it is, a routed
+    /// subinterface tagged on its parent port, a VLAN interface through
+    /// the layer-2 stage.
+    fn send_from_router(
+        &mut self,
+        l3: &L3Tables,
+        port: u16,
+        f: &[u8],
+        dirty: &mut PortSet,
+        from_router: &mut FrameBatch,
+    ) {
+        if let Some((parent, tag)) = l3.subinterface(port) {
+            let n = f.len().min(self.tag_buf.len() - 4);
+            self.tag_buf[4..4 + n].copy_from_slice(&f[..n]);
+            self.send_tagged(port, parent, tag, n, dirty);
+        } else if l3.is_svi(port) {
+            if !from_router.push(port, f) {
+                self.counters
+                    .drop_in(port, None, pipeline::DropReason::TxRingFull);
+            }
+        } else {
+            self.transmit_raw(port, f, dirty, None);
+        }
+    }
+
+    /// ICMP time exceeded with the label stack (RFC 4950) for `frame`,
+    /// whose label TTL expired: policed as the `ttl-expired` CoPP class;
+    /// sent back out of the port it came in by, or down the LSP (RFC 3032
+    /// §2.3.2: the stack as received, forwarded like the frame would have
+    /// been, counted `ttl_icmp_down_lsp`); counted with the layer-3
+    /// stage's ICMP errors (`icmp-sent` / `icmp-suppressed`).
+    #[allow(clippy::too_many_arguments)]
     fn answer_ttl_expired(
         &mut self,
         l3: &L3Tables,
-        ingress: u16,
-        i: usize,
-        batch: &FrameBatch,
+        t: &MplsTables<'_>,
+        buf: &mut [u8],
+        a: TtlAnswer,
+        frame: &[u8],
         dirty: &mut PortSet,
+        from_router: &mut FrameBatch,
     ) {
         let c = self.counters.clone();
         let class = pipeline::copp::CoppClass::TtlExpired;
@@ -206,16 +288,45 @@ impl Worker {
             return;
         }
         c.copp.passed[class as usize].add(1);
-        let Some(ifc) = l3.interface(ingress).filter(|f| f.vlan.is_none()) else {
+        let Some(ifc) = l3.interface(a.ingress) else {
             c.l3.icmp_suppressed.add(1);
             return;
         };
+        if a.down_lsp {
+            let room = &mut buf[HEADROOM..];
+            let n = build_ttl_exceeded_lsp(frame, ifc, room);
+            let span = Span {
+                start: HEADROOM,
+                len: n,
+            };
+            let sent = n > 0
+                && match process_labelled(t, buf, span, ETH_LEN, None) {
+                    MplsVerdict::Forward {
+                        span,
+                        next_hop_id,
+                        port,
+                        ..
+                    } => self
+                        .send_switched(l3, buf, span, next_hop_id, port, dirty, from_router)
+                        .is_ok(),
+                    _ => false,
+                };
+            if sent {
+                bump(&self.mpls.stats.ttl_icmp_down_lsp);
+                c.l3.icmp_sent.add(1);
+            } else {
+                c.l3.icmp_suppressed.add(1);
+            }
+            return;
+        }
         let mut out = std::mem::take(&mut self.scratch);
-        let n = pipeline::mpls::build_ttl_exceeded(batch.frame(i), ifc, &mut out);
+        let n = pipeline::mpls::build_ttl_exceeded(frame, ifc, &mut out);
         if n == 0 {
             c.l3.icmp_suppressed.add(1);
         } else {
-            self.transmit_raw(ingress, &out[..n], dirty, None);
+            // Back to the previous LSR, by the way the frame came in.
+            let ingress = a.ingress;
+            self.send_from_router(l3, ingress, &out[..n], dirty, from_router);
             c.l3.icmp_sent.add(1);
         }
         self.scratch = out;
@@ -223,28 +334,29 @@ impl Worker {
 
     /// Sends an IP packet the layer-3 stage routed (MACs rewritten, TTL
     /// decremented) to a labelled target: pushes `stack` (TTL from the IP
-    /// header in uniform mode, TC from class 0) and transmits it, through
-    /// the egress services when `egress` says so (the key's MACs are
-    /// refreshed and its layer-3 offset moved past the stack).
+    /// header in uniform mode, TC `tc_of_class[class]`) and transmits it
+    /// out of `port` — a routed port through the egress services when
+    /// `egress` says so (the key's MACs are refreshed and its layer-3
+    /// offset moved past the stack); a routed subinterface tagged on its
+    /// port (its output ACLs first); a VLAN interface through the layer-2
+    /// stage, tagged where its VLAN is.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_labelled(
         &mut self,
+        l3: &L3Tables,
         port: u16,
-        svi: bool,
         frame: &[u8],
         stack: LabelStack,
+        class: u8,
         egress: Option<(&Services, &mut AclKey, usize)>,
         dirty: &mut PortSet,
+        from_router: &mut FrameBatch,
     ) {
         let stats = self.mpls.stats.clone();
         let Some(plane) = self.shared.mpls.load_full() else {
             bump(&stats.drops[stage_index(MplsDrop::NoPath)]);
             return;
         };
-        if svi {
-            // Labelled out of a VLAN interface: not supported.
-            bump(&stats.drops[STAGE_DROPS + MplsLocalDrop::Unsupported as usize]);
-            return;
-        }
         let len = frame.len();
         if len > MAX_FRAME_LEN {
             bump(&stats.drops[stage_index(MplsDrop::NoRoom)]);
@@ -265,16 +377,33 @@ impl Worker {
             start: HEADROOM,
             len,
         };
-        match push_ftn(&plane.cfg, &mut buf, span, ETH_LEN, &r, 0) {
+        match push_ftn(&plane.cfg, &mut buf, span, ETH_LEN, &r, class) {
             Ok(s) => {
-                bump(&stats.pushed);
-                let out = &buf[s.start..s.start + s.len];
+                let out = &mut buf[s.start..s.start + s.len];
                 let egress = egress.map(|(svc, k, l3off)| {
                     k.dst_mac.copy_from_slice(&out[0..6]);
                     k.src_mac.copy_from_slice(&out[6..12]);
                     (svc, &*k, l3off + 4 * stack.len())
                 });
-                self.transmit_raw(port, out, dirty, egress);
+                let routed_port = l3.subinterface(port).is_none() && !l3.is_svi(port);
+                if routed_port {
+                    bump(&stats.pushed);
+                    self.transmit_raw(port, out, dirty, egress);
+                } else {
+                    if let (Some((svc, k, l3off)), Some(_)) = (egress, l3.subinterface(port)) {
+                        // The subinterface's output ACLs, as for IP.
+                        if self.svc.egress(svc, k, out, l3off, port, 0)
+                            == pipeline::services::EgressVerdict::Deny
+                        {
+                            self.counters
+                                .drop_in(port, None, pipeline::DropReason::AclDeny);
+                            self.mpls.buf = buf;
+                            return;
+                        }
+                    }
+                    bump(&stats.pushed);
+                    self.send_from_router(l3, port, out, dirty, from_router);
+                }
             }
             Err(d) => bump(&stats.drops[stage_index(d)]),
         }
