@@ -198,6 +198,62 @@ impl Drop for Dut {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // Processes gone, namespaces and files not yet (`topo` drops last).
+        keep_logs(&self.spec.name, &self.topo.tmp);
+    }
+}
+
+/// Where a stopping DUT's logs and configurations are copied (the run's
+/// `logs/` directory, [`keep_logs_in`]); `None`: not kept.
+static KEEP_LOGS: Mutex<Option<(PathBuf, usize)>> = Mutex::new(None);
+
+/// Keep every DUT's logs and configurations under `dir` from now on
+/// (`dir/<dut>-<n>/…`, n counting the DUT starts of the run), or no
+/// longer (`None`). A DUT's files live in its topology's temporary
+/// directory, which goes with it: without this, the log of a node that
+/// misbehaved in a trial is gone by the time the report is read.
+pub fn keep_logs_in(dir: Option<PathBuf>) {
+    *KEEP_LOGS.lock().unwrap_or_else(|e| e.into_inner()) = dir.map(|d| (d, 0));
+}
+
+/// Files worth keeping: logs, configurations, control scripts.
+fn kept(name: &str) -> bool {
+    [".log", ".yaml", ".conf", ".sh"]
+        .iter()
+        .any(|x| name.ends_with(x))
+}
+
+/// Copies the kept files under `from` to the next `<dut>-<n>` directory.
+fn keep_logs(dut: &str, from: &Path) {
+    let dest = {
+        let mut g = KEEP_LOGS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((root, n)) = g.as_mut() else {
+            return;
+        };
+        *n += 1;
+        root.join(format!("{dut}-{n}"))
+    };
+    let mut stack = vec![from.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() && kept(&e.file_name().to_string_lossy()) {
+                let Ok(rel) = p.strip_prefix(from) else {
+                    continue;
+                };
+                let to = dest.join(rel);
+                if let Some(parent) = to.parent() {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                let _ = std::fs::copy(&p, &to);
+            }
+        }
     }
 }
 

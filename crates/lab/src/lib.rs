@@ -207,6 +207,11 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
     let tests: Vec<plan::Test> = (0..plan.tests.len())
         .map(|i| plan.test(i))
         .collect::<Result<_, _>>()?;
+    let out_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(started)));
+    dut::keep_logs_in(Some(out_dir.join("logs")));
     // Tests, plus starting each DUT (longer with many routes to install).
     let est: f64 = tests
         .iter()
@@ -265,7 +270,14 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
     ));
     summary.seconds = t0.elapsed().as_secs_f64();
     summary.compute_ceiling();
-    write_outputs(&mut summary, opts, started)?;
+    dut::keep_logs_in(None);
+    if out_dir.join("logs").is_dir() {
+        summary.testbed.push(format!(
+            "DUT logs and configurations: {}/logs/<dut>-<start>/",
+            out_dir.display()
+        ));
+    }
+    write_outputs(&mut summary, &out_dir)?;
     if !opts.quiet {
         println!("{}", summary.tables());
         if let Some(d) = &summary.out_dir {
@@ -691,12 +703,8 @@ fn sizes_of(t: &plan::Test) -> Vec<(String, f64)> {
     }
 }
 
-fn write_outputs(summary: &mut Summary, opts: &LabOptions, started: u64) -> Result<(), LabError> {
-    let dir = opts
-        .out_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("lab-results").join(timestamp(started)));
-    std::fs::create_dir_all(&dir)
+fn write_outputs(summary: &mut Summary, dir: &Path) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir)
         .map_err(|e| LabError::Output(format!("{}: {e}", dir.display())))?;
     summary.out_dir = Some(dir.display().to_string());
     let w = |name: &str, body: String| -> Result<(), LabError> {

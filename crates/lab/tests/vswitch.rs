@@ -41,6 +41,17 @@ tests:
         quiet: true,
     };
     let s = lab::run_plan(&plan, &opts).unwrap();
+    // The nodes' and the partner's logs and configurations outlive the
+    // DUT (its temporary directory is gone): a trial can be explained.
+    for f in [
+        "node-a/lanyard.log",
+        "node-b/lanyard.yaml",
+        "node-a/control.sh",
+        "lanyard/lanyard.log",
+    ] {
+        let p = out.join("logs/pair-1").join(f);
+        assert!(p.is_file(), "{} not kept", p.display());
+    }
     let _ = std::fs::remove_dir_all(&out);
     let row = |t: &str| {
         s.results
