@@ -180,8 +180,11 @@ pub struct Dut {
     /// linux-router, multicast: the socket holding the kernel's static
     /// (S,G) routes.
     mroutes: Option<KernelMroutes>,
-    /// lanyard-pair: the two nodes.
+    /// lanyard-pair, lanyard-rstp: the two nodes.
     pair: Vec<PairNode>,
+    /// lanyard-rstp: the second access switch's management socket (the
+    /// first is `lanyard`'s).
+    access2: Option<PathBuf>,
     /// Topology (dropped last: namespaces go after the processes).
     pub topo: Topology,
 }
@@ -373,6 +376,7 @@ impl Dut {
             lanyard: None,
             mroutes: None,
             pair: Vec::new(),
+            access2: None,
             topo,
         };
         let t0 = Instant::now();
@@ -395,6 +399,13 @@ impl Dut {
                     .clone()
                     .unwrap_or_else(|| lanyard_bin.to_path_buf());
                 d.start_pair(&bin)?
+            }
+            Driver::LanyardRstp => {
+                let bin = spec
+                    .binary
+                    .clone()
+                    .unwrap_or_else(|| lanyard_bin.to_path_buf());
+                d.start_rstp(&bin)?
             }
         }
         d.start_seconds = t0.elapsed().as_secs_f64();
@@ -1471,9 +1482,11 @@ impl Dut {
                     );
                 }
             }
-            Driver::Lanyard | Driver::LanyardPair => {
+            Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp => {
                 if let Some((bin, sock)) = &self.lanyard {
-                    let socks = std::iter::once(sock).chain(self.pair.iter().map(|n| &n.sock));
+                    let socks = std::iter::once(sock)
+                        .chain(self.access2.iter())
+                        .chain(self.pair.iter().map(|n| &n.sock));
                     for sock in socks {
                         let _ = Command::new(bin)
                             .arg("--socket")
@@ -1542,8 +1555,11 @@ impl Dut {
             std::fs::write(&cfg, lp::node_config(k, &sock, &extra))
                 .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
             let script = dir.join("control.sh");
-            std::fs::write(&script, lp::control_script(&nss[k], bin, &cfg, &log))
-                .map_err(|e| LabError::Dut(format!("write script: {e}")))?;
+            std::fs::write(
+                &script,
+                lp::control_script(&nss[k], bin, &cfg, &log, &lp::NODE_PORTS),
+            )
+            .map_err(|e| LabError::Dut(format!("write script: {e}")))?;
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
                 .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
@@ -1583,6 +1599,145 @@ impl Dut {
             t0.elapsed().as_secs_f64()
         ));
         Ok(())
+    }
+
+    /// lanyard-rstp: the node namespaces, the wiring, the two distribution
+    /// nodes and the two access switches started, and the tree settled
+    /// (see `lanyard_rstp.rs`).
+    fn start_rstp(&mut self, bin: &Path) -> Result<(), LabError> {
+        use crate::lanyard_rstp as lr;
+        if self.topo.ports < 2 {
+            return Err(LabError::Dut(
+                "lanyard-rstp needs tester ports 1 and 2".into(),
+            ));
+        }
+        let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
+        if let Some(b) = &self.spec.port_type {
+            extra.push_str(&lanyard_backend(b));
+        }
+        let mut nss = Vec::new();
+        for n in lr::NODES {
+            nss.push(self.topo.add_namespace(n)?);
+        }
+        lr::wire(&self.topo.dut, &nss[0], &nss[1])?;
+        let write = |p: &Path, body: String| {
+            std::fs::write(p, body)
+                .map_err(|e| LabError::Dut(format!("write {}: {e}", p.display())))
+        };
+        for (k, n) in lr::NODES.into_iter().enumerate() {
+            let dir = self.topo.tmp.join(format!("node-{n}"));
+            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
+            let (sock, cfg, log) = (
+                dir.join("lanyard.sock"),
+                dir.join("lanyard.yaml"),
+                dir.join("lanyard.log"),
+            );
+            write(&cfg, lr::node_config(k, &sock, &extra))?;
+            let script = dir.join("control.sh");
+            write(
+                &script,
+                crate::lanyard_pair::control_script(&nss[k], bin, &cfg, &log, &lr::NODE_PORTS),
+            )?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
+            let child = spawn_lanyard(&nss[k], bin, &cfg, &log, false)?;
+            self.children.get_mut().unwrap().push(child);
+            self.pair.push(PairNode {
+                name: n,
+                ns: nss[k].clone(),
+                sock,
+                script,
+            });
+        }
+        // The access switches in the DUT namespace; the first is `lanyard`
+        // (its socket is LANYARD_SOCKET in commands).
+        let mut socks = Vec::new();
+        for k in 0..2 {
+            let dir = self.topo.tmp.join(if k == 0 {
+                "lanyard".to_string()
+            } else {
+                format!("access-{}", k + 1)
+            });
+            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
+            let (sock, cfg, log) = (
+                dir.join("lanyard.sock"),
+                dir.join("lanyard.yaml"),
+                dir.join("lanyard.log"),
+            );
+            write(&cfg, lr::access_config(k, &sock, &extra))?;
+            let child = spawn_lanyard(&self.topo.dut, bin, &cfg, &log, false)?;
+            self.children.get_mut().unwrap().push(child);
+            socks.push(sock);
+        }
+        self.access2 = socks.pop();
+        self.lanyard = Some((bin.to_path_buf(), socks.remove(0)));
+        let t0 = Instant::now();
+        self.wait_tree(60.0)?;
+        let ver = Command::new(bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        self.info.push(format!(
+            "RSTP design: distribution nodes A (root, priority 4096) and B (8192) in their own namespaces joined by ab; access switches acc1 (sw1, uplinks u1 to A, u2 to B) and acc2 (sw2, v1, v2), all Lanyards in VLAN 10, RSTP with default timers (hello 2 s), tester ports edge; the uplinks to B alternate; tree settled {:.1} s after start",
+            t0.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
+
+    /// lanyard-rstp: `show spanning-tree` of the access switches and the
+    /// nodes (Null for one that does not answer).
+    fn trees(&self) -> ([serde_json::Value; 2], [serde_json::Value; 2]) {
+        let show = |s: Option<&PathBuf>| {
+            s.and_then(|s| self.lanyard_show_at(s, &["spanning-tree"]).ok())
+                .unwrap_or_default()
+        };
+        let acc1 = self.lanyard.as_ref().map(|(_, s)| s);
+        (
+            [show(acc1), show(self.access2.as_ref())],
+            [
+                show(self.pair.first().map(|n| &n.sock)),
+                show(self.pair.get(1).map(|n| &n.sock)),
+            ],
+        )
+    }
+
+    /// lanyard-rstp: wait until the tree is the intended one, settled.
+    fn wait_tree(&self, secs: f64) -> Result<(), LabError> {
+        let mut last = String::new();
+        let res = wait_for("the spanning tree to settle", secs, || {
+            let (acc, nodes) = self.trees();
+            last = crate::lanyard_rstp::tree_line(&acc, &nodes);
+            crate::lanyard_rstp::converged(&acc, &nodes)
+        });
+        res.map_err(|e| LabError::Dut(format!("{e}: {last}")))
+    }
+
+    /// lanyard-rstp: the tree now and the frames each node received on its
+    /// access-facing ports so far (`{"design": "rstp", "tree", "rx": [a, b]}`).
+    fn tree_state(&self) -> serde_json::Value {
+        let (acc, nodes) = self.trees();
+        let rx: Vec<u64> = self
+            .pair
+            .iter()
+            .map(|n| {
+                self.lanyard_show_at(&n.sock, &["counters"])
+                    .ok()
+                    .and_then(|v| v["ports"].as_array().cloned())
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|p| p["name"] == "m1" || p["name"] == "n1")
+                    .filter_map(|p| p["rx_frames"].as_u64())
+                    .sum()
+            })
+            .collect();
+        serde_json::json!({
+            "design": "rstp",
+            "tree": crate::lanyard_rstp::tree_line(&acc, &nodes),
+            "rx": rx,
+        })
     }
 
     /// lanyard-pair: wait until both nodes are paired with their members
@@ -1627,7 +1782,11 @@ impl Dut {
                 run(&n.script.to_string_lossy(), &["start"])?;
             }
         }
-        self.wait_pair(secs)?;
+        if self.spec.driver == Driver::LanyardRstp {
+            self.wait_tree(secs)?;
+        } else {
+            self.wait_pair(secs)?;
+        }
         self.repin_processes();
         Ok(())
     }
@@ -1638,6 +1797,9 @@ impl Dut {
     pub fn pair_state(&self) -> Option<serde_json::Value> {
         if self.pair.is_empty() {
             return None;
+        }
+        if self.spec.driver == Driver::LanyardRstp {
+            return Some(self.tree_state());
         }
         let mut o = serde_json::Map::new();
         for n in &self.pair {

@@ -121,16 +121,17 @@ pub fn partner_config(sock: &Path, switch: &str) -> String {
     c
 }
 
-/// The control script of a node (`kill`, `power-off`, `start`).
-pub fn control_script(ns: &str, bin: &Path, cfg: &Path, log: &Path) -> String {
-    let links: Vec<String> = NODE_PORTS
+/// The control script of a node (`kill`, `power-off`, `start`); `ports`
+/// are the node's links (all go down on `power-off`).
+pub fn control_script(ns: &str, bin: &Path, cfg: &Path, log: &Path, ports: &[&str]) -> String {
+    let links: Vec<String> = ports
         .iter()
         .map(|p| format!("link set dev {p} {{}}"))
         .collect();
     let batch = |state: &str| links.join("\\n").replace("{}", state);
     format!(
         r#"#!/bin/sh
-# Node control for the lab's lanyard-pair DUT: kill | power-off | start.
+# Node control for the lab's lanyard-pair and lanyard-rstp DUTs: kill | power-off | start.
 # Commands run with the partner's LANYARD_SOCKET, which would override
 # the node's own management socket.
 unset LANYARD_SOCKET
@@ -317,6 +318,7 @@ mod tests {
             Path::new("/bin/lanyard"),
             Path::new("/t/a.yaml"),
             Path::new("/t/a.log"),
+            &NODE_PORTS,
         );
         assert!(
             s.contains("link set dev pl down\\nlink set dev ka down\\nlink set dev m1 down"),

@@ -20,6 +20,7 @@ pub mod engine;
 pub mod hist;
 pub mod html;
 pub mod lanyard_pair;
+pub mod lanyard_rstp;
 pub mod mcsetup;
 pub mod mirror;
 pub mod mirror_setup;
@@ -296,7 +297,7 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
             | TestKind::LearningCheck
             | TestKind::Holb
     ) || (t.kind == TestKind::FullMesh);
-    if driver == Driver::LanyardPair {
+    if matches!(driver, Driver::LanyardPair | Driver::LanyardRstp) {
         // Ports 1 and 2 through the pair, layer 2 only.
         let ok = matches!(
             t.kind,

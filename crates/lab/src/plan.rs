@@ -71,6 +71,10 @@ pub enum Driver {
     /// its own namespace, behind a Lanyard LACP partner whose port channels
     /// toward tester ports 1 and 2 have two members on each node.
     LanyardPair,
+    /// The classic design beside the pair: two distribution Lanyards with
+    /// RSTP (A root, B backup root) and two access Lanyards, each with one
+    /// uplink to each (`lanyard_rstp.rs`).
+    LanyardRstp,
 }
 
 impl Driver {
@@ -84,6 +88,7 @@ impl Driver {
             Driver::Ovs => "ovs",
             Driver::Lanyard => "lanyard",
             Driver::LanyardPair => "lanyard-pair",
+            Driver::LanyardRstp => "lanyard-rstp",
         }
     }
 }
@@ -869,7 +874,10 @@ impl Plan {
             }
             if let Some(pt) = &d.port_type {
                 // OVS spells its type `afxdp`, Lanyard's backend is `af-xdp`.
-                let lanyard = matches!(d.driver, Driver::Lanyard | Driver::LanyardPair);
+                let lanyard = matches!(
+                    d.driver,
+                    Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp
+                );
                 let xdp = if lanyard { "af-xdp" } else { "afxdp" };
                 let block = lanyard && pt == "af-packet-block";
                 if !["auto", xdp, "af-packet"].contains(&pt.as_str()) && !block {

@@ -1,6 +1,7 @@
 //! Root-only: the `lanyard-pair` DUT (two Lanyards as one virtual switch
 //! behind a Lanyard LACP partner) under the disruption procedure (skipped
-//! when not root or when no `lanyard` binary is built). About 25 s.
+//! when not root or when no `lanyard` binary is built), and the classic
+//! RSTP design beside it (`lanyard-rstp`). About 40 s.
 
 use lab::plan::Plan;
 mod common;
@@ -124,4 +125,76 @@ tests:
         "{p:#}"
     );
     assert_eq!(p["a"]["status"], "paired", "{p:#}");
+}
+
+/// The classic design beside the pair (`lanyard-rstp`): RSTP settles on A
+/// as the root with the access switches' uplinks to B alternate, all the
+/// traffic crosses A; A powered off under traffic: the alternates take
+/// over through B (carrier loss, no timer to wait for), and the lab has
+/// the tree back on A before the next trial.
+#[test]
+fn rstp_design_takes_the_alternate_when_the_root_goes() {
+    if !root() {
+        return;
+    }
+    let Some(bin) = lanyard_bin() else {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+        return;
+    };
+    let plan = Plan::parse(
+        "name: rstp
+defaults: {drain: 0.5, learn-wait: 0.3}
+duts:
+  - {name: rstp, driver: lanyard-rstp, workers: 1}
+tests:
+  - {name: steady, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
+     trial-duration: 2, commands: [{at: 1, run: 'true'}]}
+  - {name: power-off, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
+     trial-duration: 3, commands: [{at: 1, run: '\"$LAB_NODE_A\" power-off'}]}
+",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-rstp-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: bin,
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    let s = lab::run_plan(&plan, &opts).unwrap();
+    for f in [
+        "node-a/lanyard.log",
+        "access-2/lanyard.yaml",
+        "lanyard/lanyard.log",
+    ] {
+        let p = out.join("logs/rstp-1").join(f);
+        assert!(p.is_file(), "{} not kept", p.display());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let trial = |t: &str| {
+        s.results
+            .iter()
+            .find(|r| r.test == t)
+            .unwrap_or_else(|| panic!("no row {t}"))
+            .detail["disruption"]["trials"][0]
+            .clone()
+    };
+    let settled = "acc1 u1, acc2 v1; A root, B ab";
+    let t = trial("steady");
+    assert_eq!(t["lost"], 0, "{t:#}");
+    let p = &t["pair"];
+    assert_eq!(p["tree_before"], settled, "{p:#}");
+    // Everything crosses the root; B's ports toward the access switches
+    // lead to alternate (discarding) ports and carry nothing.
+    assert!(p["a"]["rx"].as_u64().unwrap() >= 3_900, "{p:#}");
+    assert!(p["b"]["rx"].as_u64().unwrap() < 20, "{p:#}");
+
+    let t = trial("power-off");
+    let (sent, lost) = (t["sent"].as_i64().unwrap(), t["lost"].as_i64().unwrap());
+    assert!(sent >= 5_000, "{t:#}");
+    assert!(lost < sent / 5, "{t:#}");
+    assert_eq!(t["duplicated"], 0, "{t:#}");
+    let p = &t["pair"];
+    assert_eq!(p["tree_before"], settled, "{p:#}");
+    assert_eq!(p["tree_after"], "acc1 u2, acc2 v2; A down, B root", "{p:#}");
+    assert!(p["b"]["rx"].as_u64().unwrap() > 2_000, "{p:#}");
 }
