@@ -206,9 +206,14 @@ impl Drop for Dut {
     }
 }
 
-/// Where a stopping DUT's logs and configurations are copied (the run's
-/// `logs/` directory, [`keep_logs_in`]); `None`: not kept.
-static KEEP_LOGS: Mutex<Option<(PathBuf, usize)>> = Mutex::new(None);
+thread_local! {
+    /// Where a stopping DUT's logs and configurations are copied (the
+    /// run's `logs/` directory, [`keep_logs_in`]) and how many DUTs were
+    /// kept; `None`: not kept. Per thread: a run's DUTs stop on the thread
+    /// that runs the plan, and two plans may run at once (tests).
+    static KEEP_LOGS: std::cell::RefCell<Option<(PathBuf, usize)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// Keep every DUT's logs and configurations under `dir` from now on
 /// (`dir/<dut>-<n>/…`, n counting the DUT starts of the run), or no
@@ -216,7 +221,7 @@ static KEEP_LOGS: Mutex<Option<(PathBuf, usize)>> = Mutex::new(None);
 /// directory, which goes with it: without this, the log of a node that
 /// misbehaved in a trial is gone by the time the report is read.
 pub fn keep_logs_in(dir: Option<PathBuf>) {
-    *KEEP_LOGS.lock().unwrap_or_else(|e| e.into_inner()) = dir.map(|d| (d, 0));
+    KEEP_LOGS.with(|k| *k.borrow_mut() = dir.map(|d| (d, 0)));
 }
 
 /// Files worth keeping: logs, configurations, control scripts.
@@ -228,13 +233,13 @@ fn kept(name: &str) -> bool {
 
 /// Copies the kept files under `from` to the next `<dut>-<n>` directory.
 fn keep_logs(dut: &str, from: &Path) {
-    let dest = {
-        let mut g = KEEP_LOGS.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((root, n)) = g.as_mut() else {
-            return;
-        };
+    let Some(dest) = KEEP_LOGS.with(|k| {
+        let mut g = k.borrow_mut();
+        let (root, n) = g.as_mut()?;
         *n += 1;
-        root.join(format!("{dut}-{n}"))
+        Some(root.join(format!("{dut}-{n}")))
+    }) else {
+        return;
     };
     let mut stack = vec![from.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -1525,6 +1530,64 @@ struct PairNode {
 }
 
 impl Dut {
+    /// Starts a Lanyard in namespace `ns` with its files in the run's
+    /// directory `dir` (`lanyard.yaml` from `config(socket)`, `lanyard.log`,
+    /// `lanyard.sock`); returns its management socket.
+    fn start_instance(
+        &mut self,
+        dir: &str,
+        ns: &str,
+        bin: &Path,
+        config: impl FnOnce(&Path) -> String,
+    ) -> Result<PathBuf, LabError> {
+        let dir = self.topo.tmp.join(dir);
+        std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
+        let (sock, cfg, log) = (
+            dir.join("lanyard.sock"),
+            dir.join("lanyard.yaml"),
+            dir.join("lanyard.log"),
+        );
+        std::fs::write(&cfg, config(&sock))
+            .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
+        let child = spawn_lanyard(ns, bin, &cfg, &log, false)?;
+        self.children.get_mut().unwrap().push(child);
+        Ok(sock)
+    }
+
+    /// Starts node `name` of a two-node DUT in `ns` (directory
+    /// `node-<name>`) with its control script (`kill`, `power-off` of
+    /// `ports`, `start`).
+    fn start_node(
+        &mut self,
+        name: &'static str,
+        ns: &str,
+        bin: &Path,
+        ports: &[&str],
+        config: impl FnOnce(&Path) -> String,
+    ) -> Result<PairNode, LabError> {
+        let sub = format!("node-{name}");
+        let sock = self.start_instance(&sub, ns, bin, config)?;
+        let dir = self.topo.tmp.join(&sub);
+        let script = dir.join("control.sh");
+        let body = crate::lanyard_pair::control_script(
+            ns,
+            bin,
+            &dir.join("lanyard.yaml"),
+            &dir.join("lanyard.log"),
+            ports,
+        );
+        std::fs::write(&script, body).map_err(|e| LabError::Dut(format!("write script: {e}")))?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
+        Ok(PairNode {
+            name,
+            ns: ns.to_string(),
+            sock,
+            script,
+        })
+    }
+
     /// lanyard-pair: the node namespaces, the wiring, the nodes and the
     /// partner started, and every channel member distributing on both
     /// ends (see `lanyard_pair.rs`).
@@ -1545,45 +1608,14 @@ impl Dut {
         }
         lp::wire(&self.topo.dut, &nss[0], &nss[1])?;
         for (k, n) in lp::NODES.into_iter().enumerate() {
-            let dir = self.topo.tmp.join(format!("node-{n}"));
-            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
-            let (sock, cfg, log) = (
-                dir.join("lanyard.sock"),
-                dir.join("lanyard.yaml"),
-                dir.join("lanyard.log"),
-            );
-            std::fs::write(&cfg, lp::node_config(k, &sock, &extra))
-                .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
-            let script = dir.join("control.sh");
-            std::fs::write(
-                &script,
-                lp::control_script(&nss[k], bin, &cfg, &log, &lp::NODE_PORTS),
-            )
-            .map_err(|e| LabError::Dut(format!("write script: {e}")))?;
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
-            let child = spawn_lanyard(&nss[k], bin, &cfg, &log, false)?;
-            self.children.get_mut().unwrap().push(child);
-            self.pair.push(PairNode {
-                name: n,
-                ns: nss[k].clone(),
-                sock,
-                script,
-            });
+            let node = self.start_node(n, &nss[k], bin, &lp::NODE_PORTS, |s| {
+                lp::node_config(k, s, &extra)
+            })?;
+            self.pair.push(node);
         }
         // The partner last: `lanyard` (socket, LANYARD_CONFIG) is the partner.
-        let dir = self.topo.tmp.join("lanyard");
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
-        let (sock, cfg, log) = (
-            dir.join("lanyard.sock"),
-            dir.join("lanyard.yaml"),
-            dir.join("lanyard.log"),
-        );
-        std::fs::write(&cfg, lp::partner_config(&sock, &extra))
-            .map_err(|e| LabError::Dut(format!("write config: {e}")))?;
-        let child = spawn_lanyard(&self.topo.dut, bin, &cfg, &log, false)?;
-        self.children.get_mut().unwrap().push(child);
+        let dut = self.topo.dut.clone();
+        let sock = self.start_instance("lanyard", &dut, bin, |s| lp::partner_config(s, &extra))?;
         self.lanyard = Some((bin.to_path_buf(), sock));
         let t0 = Instant::now();
         self.wait_pair(30.0)?;
@@ -1620,58 +1652,21 @@ impl Dut {
             nss.push(self.topo.add_namespace(n)?);
         }
         lr::wire(&self.topo.dut, &nss[0], &nss[1])?;
-        let write = |p: &Path, body: String| {
-            std::fs::write(p, body)
-                .map_err(|e| LabError::Dut(format!("write {}: {e}", p.display())))
-        };
         for (k, n) in lr::NODES.into_iter().enumerate() {
-            let dir = self.topo.tmp.join(format!("node-{n}"));
-            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
-            let (sock, cfg, log) = (
-                dir.join("lanyard.sock"),
-                dir.join("lanyard.yaml"),
-                dir.join("lanyard.log"),
-            );
-            write(&cfg, lr::node_config(k, &sock, &extra))?;
-            let script = dir.join("control.sh");
-            write(
-                &script,
-                crate::lanyard_pair::control_script(&nss[k], bin, &cfg, &log, &lr::NODE_PORTS),
-            )?;
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
-            let child = spawn_lanyard(&nss[k], bin, &cfg, &log, false)?;
-            self.children.get_mut().unwrap().push(child);
-            self.pair.push(PairNode {
-                name: n,
-                ns: nss[k].clone(),
-                sock,
-                script,
-            });
+            let node = self.start_node(n, &nss[k], bin, &lr::NODE_PORTS, |s| {
+                lr::node_config(k, s, &extra)
+            })?;
+            self.pair.push(node);
         }
         // The access switches in the DUT namespace; the first is `lanyard`
         // (its socket is LANYARD_SOCKET in commands).
-        let mut socks = Vec::new();
-        for k in 0..2 {
-            let dir = self.topo.tmp.join(if k == 0 {
-                "lanyard".to_string()
-            } else {
-                format!("access-{}", k + 1)
-            });
-            std::fs::create_dir_all(&dir).map_err(|e| LabError::Dut(format!("mkdir: {e}")))?;
-            let (sock, cfg, log) = (
-                dir.join("lanyard.sock"),
-                dir.join("lanyard.yaml"),
-                dir.join("lanyard.log"),
-            );
-            write(&cfg, lr::access_config(k, &sock, &extra))?;
-            let child = spawn_lanyard(&self.topo.dut, bin, &cfg, &log, false)?;
-            self.children.get_mut().unwrap().push(child);
-            socks.push(sock);
-        }
-        self.access2 = socks.pop();
-        self.lanyard = Some((bin.to_path_buf(), socks.remove(0)));
+        let dut = self.topo.dut.clone();
+        let acc1 =
+            self.start_instance("lanyard", &dut, bin, |s| lr::access_config(0, s, &extra))?;
+        let acc2 =
+            self.start_instance("access-2", &dut, bin, |s| lr::access_config(1, s, &extra))?;
+        self.access2 = Some(acc2);
+        self.lanyard = Some((bin.to_path_buf(), acc1));
         let t0 = Instant::now();
         self.wait_tree(60.0)?;
         let ver = Command::new(bin)
