@@ -2,9 +2,9 @@
 //! "L3VPN"): two Lanyard PEs and a Lanyard P, each with its own FRR.
 //!
 //! ```text
-//!  ce1a ─ ca ┐                                                      ┌ ca ─ ce2a
+//!  ce1a ─ ca ┐                                  ┌ ca ─ ce2a
 //!            [pe1] up ═ br1 ═ w [p] e ═ br2 ═ up [pe2]
-//!  ce1b ─ cb ┘                                                      └ cb ─ ce2b
+//!  ce1b ─ cb ┘ up2 ══ br3 ══ w2 ┘               └ cb ─ ce2b
 //! ```
 //!
 //! * PE: Lanyard with VRFs CUSTA (`ca`) and CUSTB (`cb`), both with the
@@ -16,8 +16,10 @@
 //! * P: Lanyard with two routed ports, FRR zebra, ospfd and ldpd only: it
 //!   swaps the transport label (to explicit null toward the far PE).
 //! * CEs: plain namespaces, 10.K.0.2/24 behind PE K in both customers.
-//! * The core links run through a bridge in a namespace of their own
-//!   (`br1`, `br2`), where raw sockets see every frame on the wire whatever
+//! * pe1 has a second link to the P (`up2`–`w2`, OSPF cost 100): the
+//!   backup path.
+//! * The core links run through bridges in a namespace of their own
+//!   (`br1`–`br3`), where raw sockets see every frame on the wire whatever
 //!   port backend the switches use.
 //!
 //! Checked: the VPN routes in both PEs' VRFs via the P; the kernel CEs
@@ -26,7 +28,12 @@
 //! [transport, VPN] on PE→P (the P's label for the far PE's loopback, then
 //! the far PE's VPN label of that VRF) and [explicit null, VPN] on P→PE,
 //! parsed from the bridge captures and by tshark; Lanyard's P counted the
-//! packets on its swap entries.
+//! packets on its swap entries. Then pe1's link to the P is cut: zebra
+//! re-resolves the VPN routes through the backup link, Lanyard's VRFs
+//! follow, and the customers' frames leave by it with [transport, VPN].
+//! Fails without Lanyard punting a VPN-popped packet whose CE is not yet
+//! resolved to the VRF's twin: nothing resolves a static CE, no ping.
+//! About 30 s.
 //!
 //! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
@@ -92,7 +99,7 @@ ports:
   - {{name: ca, mode: routed, addresses: [10.{k}.0.1/24]}}
   - {{name: cb, mode: routed, addresses: [10.{k}.0.1/24]}}
   - {{name: up, mode: routed, addresses: [10.0.{k}.{me}/30, {lo}/32]}}
-vrfs:
+{backup}vrfs:
   - {{name: CUSTA, interfaces: [ca], rd: "65000:{k}1", table: 1001, namespace: {na}}}
   - {{name: CUSTB, interfaces: [cb], rd: "65000:{k}2", table: 1002, namespace: {nb}}}
 routing:
@@ -100,10 +107,25 @@ routing:
 "#,
         // pe1 is .1 on 10.0.1.0/30, pe2 .2 on 10.0.2.0/30 (the P the other).
         me = if k == 1 { 1 } else { 2 },
+        // pe1's second, backup link to the P.
+        backup = if k == 1 {
+            "  - {name: up2, mode: routed, addresses: [10.0.4.1/30]}\n"
+        } else {
+            ""
+        },
         lo = lo(k),
         na = vrf_ns[0].name(),
         nb = vrf_ns[1].name(),
     )
+}
+
+/// The core interfaces of PE `k`'s FRR.
+fn pe_ifs(k: u8) -> &'static [&'static str] {
+    if k == 1 {
+        &["ly-up", "ly-up2"]
+    } else {
+        &["ly-up"]
+    }
 }
 
 fn p_yaml() -> String {
@@ -114,6 +136,7 @@ switch:
 ports:
   - {{name: w, mode: routed, addresses: [10.0.1.2/30, {lo}/32]}}
   - {{name: e, mode: routed, addresses: [10.0.2.1/30]}}
+  - {{name: w2, mode: routed, addresses: [10.0.4.2/30]}}
 routing:
   fpm: 127.0.0.1:{FPM_PORT}
 "#,
@@ -124,7 +147,13 @@ routing:
 fn ospfd(k: u8, ifs: &[&str]) -> String {
     let mut s = String::new();
     for i in ifs {
-        s.push_str(&format!("interface {i}\n{OSPF_IF}exit\n"));
+        // pe1's second link to the P is the backup path.
+        let cost = if i.ends_with("2") {
+            " ip ospf cost 100\n"
+        } else {
+            ""
+        };
+        s.push_str(&format!("interface {i}\n{OSPF_IF}{cost}exit\n"));
     }
     s.push_str(&format!(
         "router ospf\n ospf router-id {}\n network 10.0.0.0/16 area 0\n redistribute connected\nexit\n",
@@ -222,7 +251,10 @@ fn swap_to(sw: &Switch, out: u32) -> Vec<(u32, u64)> {
 
 /// The label stack of an MPLS frame (label, S, TTL per entry) and the IP
 /// packet under it (`None`: not MPLS unicast).
-fn labels(f: &[u8]) -> Option<(Vec<(u32, bool, u8)>, &[u8])> {
+/// One label stack entry: label, bottom of stack, TTL.
+type Lse = (u32, bool, u8);
+
+fn labels(f: &[u8]) -> Option<(Vec<Lse>, &[u8])> {
     if f.len() < 18 || f[12..14] != [0x88, 0x47] {
         return None;
     }
@@ -305,6 +337,96 @@ fn collect(port: &RawPort, quiet: Duration) -> Vec<Vec<u8>> {
     out
 }
 
+const N: u64 = 50;
+
+/// One direction of customer traffic: CE `i` of `from` (customer i) to
+/// the CE `i` of `to`, through PE `pe`.
+struct Flow<'a> {
+    name: &'a str,
+    from: &'a [RawPort],
+    to: &'a [RawPort],
+    ce_macs: &'a [Mac],
+    pe: &'a Switch,
+    src: &'a str,
+    dst: &'a str,
+}
+
+impl Flow<'_> {
+    /// Sends N UDP test frames per customer (sequence numbers
+    /// 10,000 × customer + `base` + k), interleaved; each must reach its
+    /// own customer's far CE only, with IP TTL `ttl` and good checksums.
+    fn send(&self, base: u64, ttl: u8) -> Result<(), String> {
+        self.to.iter().for_each(|c| {
+            c.drain();
+        });
+        for k in 0..N {
+            for i in 0..2 {
+                let f = ip::udp(
+                    &self.pe.router_mac(["ca", "cb"][i]),
+                    &self.ce_macs[i],
+                    a(self.src),
+                    a(self.dst),
+                    64,
+                    i as u64 * 10_000 + base + k,
+                    200,
+                );
+                self.from[i].send(&f).unwrap();
+            }
+        }
+        for (i, to) in self.to.iter().enumerate() {
+            let got: Vec<_> = collect(to, Duration::from_millis(500))
+                .iter()
+                .filter_map(|f| ip::parse(f))
+                .filter(|p| p.seq.is_some())
+                .collect();
+            let lo = i as u64 * 10_000 + base;
+            let ok = got
+                .iter()
+                .filter(|p| p.seq.is_some_and(|s| (lo..lo + N).contains(&s)))
+                .filter(|p| p.ttl == ttl && p.header_ok && p.l4_ok && p.dst == a(self.dst))
+                .count() as u64;
+            let foreign = got.len() as u64 - ok;
+            if ok != N || foreign != 0 {
+                return Err(format!(
+                    "{} {}: {ok}/{N} right (TTL {ttl}), {foreign} other: {got:?}",
+                    self.name, CUSTS[i]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks the test frames among `frames` (captured on a core link):
+/// two labels each, the bottom one `vpn[customer]` (S set), the top one
+/// `top` when given; N per customer. Returns the top labels seen.
+fn check_stacks(frames: &[Vec<u8>], vpn: &[u32], top: Option<u32>, what: &str) -> Vec<u32> {
+    let mut per = [0u64; 2];
+    let mut tops = Vec::new();
+    for f in frames {
+        let Some((stack, ipp)) = labels(f) else {
+            continue;
+        };
+        let Some(seq) = seq_of(ipp) else { continue };
+        let i = (seq / 10_000) as usize;
+        assert_eq!(stack.len(), 2, "{what}: {stack:?}");
+        let (t, ts, _) = stack[0];
+        let (v, vs, _) = stack[1];
+        assert!(!ts && vs, "{what}: S bits {stack:?}");
+        assert_eq!(v, vpn[i], "{what} {}: VPN label", CUSTS[i]);
+        if let Some(t0) = top {
+            assert_eq!(t, t0, "{what}: top label");
+        }
+        tops.push(t);
+        per[i] += 1;
+    }
+    assert_eq!(per, [N, N], "{what}: labelled test frames per VRF");
+    tops.dedup();
+    let first = frames.iter().find_map(|f| labels(f)).map(|l| l.0);
+    eprintln!("  {what}: {N} + {N} frames with [{tops:?}, VPN {vpn:?}], e.g. {first:?}");
+    tops
+}
+
 #[test]
 fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
@@ -323,7 +445,7 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     let vrf2 = [ns("vppv2a"), ns("vppv2b")];
     // The core links through bridges: x = the side toward pe1 / the P's
     // east port, y = the other.
-    for br in ["br1", "br2"] {
+    for br in ["br1", "br2", "br3"] {
         core.exec(&["ip", "link", "add", br, "type", "bridge", "stp_state", "0"])
             .expect("bridge");
     }
@@ -331,7 +453,13 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     veth(&p, "w", &core, "y1", 1600).unwrap();
     veth(&p, "e", &core, "x2", 1600).unwrap();
     veth(&pe2, "up", &core, "y2", 1600).unwrap();
-    for (br, ports) in [("br1", ["x1", "y1"]), ("br2", ["x2", "y2"])] {
+    veth(&pe1, "up2", &core, "x3", 1600).unwrap();
+    veth(&p, "w2", &core, "y3", 1600).unwrap();
+    for (br, ports) in [
+        ("br1", ["x1", "y1"]),
+        ("br2", ["x2", "y2"]),
+        ("br3", ["x3", "y3"]),
+    ] {
         for port in ports {
             core.exec(&["ip", "link", "set", port, "master", br])
                 .expect("bridge port");
@@ -363,11 +491,11 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
         let (yaml, ports, cfg, opts): (String, Vec<&str>, FrrConfig, FrrOptions) = match vrfs {
             Some(v) => (
                 pe_yaml(k, &[&v[0], &v[1]]),
-                vec!["ca", "cb", "up"],
+                [&["ca", "cb", "up"][..], if k == 1 { &["up2"] } else { &[] }].concat(),
                 FrrConfig {
                     zebra,
-                    ospfd: ospfd(k, &["ly-up"]),
-                    ldpd: ldpd(k, &["ly-up"], true),
+                    ospfd: ospfd(k, pe_ifs(k)),
+                    ldpd: ldpd(k, pe_ifs(k), true),
                     bgpd: pe_bgpd(k),
                     ..FrrConfig::default()
                 },
@@ -389,11 +517,11 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
             ),
             None => (
                 p_yaml(),
-                vec!["w", "e"],
+                vec!["w", "e", "w2"],
                 FrrConfig {
                     zebra,
-                    ospfd: ospfd(k, &["ly-w", "ly-e"]),
-                    ldpd: ldpd(k, &["ly-w", "ly-e"], false),
+                    ospfd: ospfd(k, &["ly-w", "ly-e", "ly-w2"]),
+                    ldpd: ldpd(k, &["ly-w", "ly-e", "ly-w2"], false),
                     ..FrrConfig::default()
                 },
                 FrrOptions {
@@ -502,100 +630,53 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     let vpn1: Vec<u32> = CUSTS.iter().map(|v| vpn_label(&sw1, v).unwrap()).collect();
     let vpn2: Vec<u32> = CUSTS.iter().map(|v| vpn_label(&sw2, v).unwrap()).collect();
     let open = |n: &Netns, i: &str| RawPort::open(n.name(), i).unwrap();
-    let cap = [
-        open(&core, "x1"),
-        open(&core, "y1"),
-        open(&core, "x2"),
-        open(&core, "y2"),
-    ];
+    let cap: Vec<RawPort> = ["x1", "y1", "x2", "y2", "x3"]
+        .iter()
+        .map(|i| open(&core, i))
+        .collect();
     let c1: Vec<RawPort> = ce1.iter().map(|n| open(n, "c")).collect();
     let c2: Vec<RawPort> = ce2.iter().map(|n| open(n, "c")).collect();
-    const N: u64 = 50;
-    // (from CEs, to CEs, PE MAC port, local PE, far PE's VPN labels,
-    // capture: PE→P, P→PE, seq base)
-    for (dir, (from, to, ces_from, pe_sw, far_vpn, cap_in, cap_out, dst, src)) in [
-        (
-            "pe1→pe2",
-            (
-                &c1, &c2, &ce1, &sw1, &vpn2, &cap[0], &cap[2], "10.2.0.2", "10.1.0.2",
-            ),
-        ),
-        (
-            "pe2→pe1",
-            (
-                &c2, &c1, &ce2, &sw2, &vpn1, &cap[3], &cap[1], "10.1.0.2", "10.2.0.2",
-            ),
-        ),
+    let m1: Vec<Mac> = ce1.iter().map(|n| mac_of(n, "c")).collect();
+    let m2: Vec<Mac> = ce2.iter().map(|n| mac_of(n, "c")).collect();
+    let east = Flow {
+        name: "pe1→pe2",
+        from: &c1,
+        to: &c2,
+        ce_macs: &m1,
+        pe: &sw1,
+        src: "10.1.0.2",
+        dst: "10.2.0.2",
+    };
+    let west = Flow {
+        name: "pe2→pe1",
+        from: &c2,
+        to: &c1,
+        ce_macs: &m2,
+        pe: &sw2,
+        src: "10.2.0.2",
+        dst: "10.1.0.2",
+    };
+    let mut east_top = 0;
+    for (flow, far_vpn, cap_in, cap_out) in [
+        (&east, &vpn2, &cap[0], &cap[2]),
+        (&west, &vpn1, &cap[3], &cap[1]),
     ] {
-        cap.iter().chain(to.iter()).for_each(|c| {
+        cap.iter().for_each(|c| {
             c.drain();
         });
-        for k in 0..N {
-            for i in 0..2 {
-                let seq = i as u64 * 10_000 + k;
-                let f = ip::udp(
-                    &pe_sw.router_mac(["ca", "cb"][i]),
-                    &mac_of(&ces_from[i], "c"),
-                    a(src),
-                    a(dst),
-                    64,
-                    seq,
-                    200,
-                );
-                from[i].send(&f).unwrap();
-            }
+        if let Err(e) = flow.send(0, 61) {
+            panic!("{e}\n{}", dump("traffic"));
         }
-        let q = Duration::from_millis(500);
-        for i in 0..2 {
-            let got: Vec<_> = collect(&to[i], q)
-                .iter()
-                .filter_map(|f| ip::parse(f))
-                .filter(|p| p.seq.is_some())
-                .collect();
-            let mine = (i as u64 * 10_000..i as u64 * 10_000 + N).collect::<Vec<_>>();
-            let ok = got
-                .iter()
-                .filter(|p| p.seq.is_some_and(|s| mine.contains(&s)))
-                .filter(|p| p.ttl == 61 && p.header_ok && p.l4_ok && p.dst == a(dst))
-                .count() as u64;
-            let foreign = got.len() as u64 - ok;
-            assert!(
-                ok == N && foreign == 0,
-                "{dir} {}: {ok}/{N} right, {foreign} other: {got:?}\n{}",
-                CUSTS[i],
-                dump("traffic")
-            );
-        }
+        let dir = flow.name;
         for (hop, c, top) in [("PE→P", cap_in, None), ("P→PE", cap_out, Some(0u32))] {
             let frames = collect(c, Duration::from_millis(100));
-            let mut per = [0u64; 2];
-            let mut tops = Vec::new();
-            for f in &frames {
-                let Some((stack, ipp)) = labels(f) else {
-                    continue;
-                };
-                let Some(seq) = seq_of(ipp) else { continue };
-                let i = (seq / 10_000) as usize;
-                assert_eq!(stack.len(), 2, "{dir} {hop}: {stack:?}");
-                let (t, ts, _) = stack[0];
-                let (v, vs, _) = stack[1];
-                assert!(!ts && vs, "{dir} {hop}: S bits {stack:?}");
-                assert_eq!(v, far_vpn[i], "{dir} {hop} {}: VPN label", CUSTS[i]);
-                if let Some(t0) = top {
-                    assert_eq!(t, t0, "{dir} {hop}: explicit null");
-                }
-                tops.push(t);
-                per[i] += 1;
-            }
-            assert_eq!(per, [N, N], "{dir} {hop}: labelled test frames per VRF");
-            tops.dedup();
-            let first = frames.iter().find_map(|f| labels(f)).map(|l| l.0);
-            eprintln!(
-                "  {dir} {hop}: {N} + {N} frames with [{tops:?}, VPN {far_vpn:?}], e.g. {first:?}"
-            );
+            let tops = check_stacks(&frames, far_vpn, top, &format!("{dir} {hop}"));
             if top.is_none() {
                 // The P switched them: its swap of that label counted them.
                 let t = tops[0];
+                if dir == east.name {
+                    east_top = t;
+                }
                 assert_eq!(tops, [t], "{dir}: one transport label");
                 assert!(t >= 16, "{dir}: transport label {t}");
                 let swaps = swap_to(&swp, 0);
@@ -615,13 +696,41 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
                             "{fs:?}"
                         );
                         assert_eq!(fs[1], "0,1", "{fs:?}");
-                        assert_eq!(fs[2], dst, "{fs:?}");
+                        assert_eq!(fs[2], flow.dst, "{fs:?}");
                         assert_eq!(fs[3], "1", "checksum good: {fs:?}");
                     }
                 }
             }
         }
     }
+
+    // 4. The transport LSP moves: pe1's link to the P goes down, OSPF
+    // moves pe2's loopback to pe1's second link to the P (cost 100; the
+    // same LDP session, so the same label); zebra re-resolves the VPN
+    // routes and Lanyard's VRFs follow: [transport, VPN] on that link.
+    let cut = Instant::now();
+    core.exec(&["ip", "link", "set", "x1", "down"]).unwrap();
+    if wait_for(
+        "the VPN routes via the backup link",
+        Duration::from_secs(20),
+        || want(&sw1, "10.2.0.0/24", "10.0.4.2").then_some(()),
+    )
+    .is_none()
+    {
+        panic!("{}", dump("VPN routes did not move"));
+    }
+    eprintln!(
+        "  pe1's VPN routes via the backup link {:.1} s after the cut",
+        cut.elapsed().as_secs_f64()
+    );
+    cap.iter().for_each(|c| {
+        c.drain();
+    });
+    if let Err(e) = east.send(500, 61) {
+        panic!("{e}\n{}", dump("traffic after the cut"));
+    }
+    let frames = collect(&cap[4], Duration::from_millis(100));
+    check_stacks(&frames, &vpn2, Some(east_top), "pe1→pe2 backup link");
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop((f1, fp, f2));
 }
