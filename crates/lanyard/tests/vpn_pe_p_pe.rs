@@ -476,6 +476,12 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
                 .unwrap();
         }
     }
+    // Strict reverse-path filtering, as many hosts set it and new
+    // namespaces inherit it: Lanyard must turn it off in its VRFs (the
+    // CE resolution path depends on it).
+    for v in vrf1.iter().chain(&vrf2) {
+        v.sysctl("net.ipv4.conf.all.rp_filter", "1").unwrap();
+    }
     let tmp = std::env::temp_dir().join(format!("lanyard-vpn-ppe-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let _rm = RmDir(tmp.clone());
