@@ -33,7 +33,7 @@
 //! follow, and the customers' frames leave by it with [transport, VPN].
 //! Fails without Lanyard punting a VPN-popped packet whose CE is not yet
 //! resolved to the VRF's twin: nothing resolves a static CE, no ping.
-//! About 30 s.
+//! About 30 s (2 cores shared, load 6–10: 30–39 s).
 //!
 //! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
@@ -374,7 +374,7 @@ impl Flow<'_> {
             }
         }
         for (i, to) in self.to.iter().enumerate() {
-            let got: Vec<_> = collect(to, Duration::from_millis(500))
+            let got: Vec<_> = collect(to, Duration::from_millis(300))
                 .iter()
                 .filter_map(|f| ip::parse(f))
                 .filter(|p| p.seq.is_some())
