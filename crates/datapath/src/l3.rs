@@ -5,7 +5,7 @@ use crate::services::drop_reason;
 use crate::worker::*;
 use io::FrameBatch;
 use pipeline::copp::{self, CoppClass};
-use pipeline::l3::{build_icmp4_error, build_icmp6_error, process_l3, L3Verdict, L3Verdicts};
+use pipeline::l3::{build_icmp4_error, build_icmp6_error, process_l3, L3Verdict, L3Verdicts, Punt};
 use pipeline::services::{extract_key, ip_len, tos};
 use pipeline::DropReason;
 use std::time::Instant;
@@ -177,8 +177,37 @@ impl Worker {
                 }
                 L3Verdict::Punt(_) if out.routed_by_label(i) => {
                     // Popped from a VPN label: the ingress port's kernel
-                    // is another VRF's; not punted (docs/vrf.md).
-                    self.drop_label_routed_punt();
+                    // is another VRF's. A packet waiting for its CE
+                    // neighbour goes to the egress interface's twin (in
+                    // the label's VRF), whose kernel resolves it and
+                    // sends the packet on; the rest is dropped
+                    // (docs/vrf.md).
+                    let Some(egress) = out.resolution_port(i) else {
+                        self.drop_label_routed_punt();
+                        continue;
+                    };
+                    let Some(ifc) = l3.interface(egress) else {
+                        self.drop_label_routed_punt();
+                        continue;
+                    };
+                    let class = copp::classify(batch.frame(i), Punt::NeedsResolution);
+                    if !self.copp.admit(class, now_ns) {
+                        c.copp.dropped[class as usize].add(1);
+                        continue;
+                    }
+                    c.copp.passed[class as usize].add(1);
+                    // Addressed to the twin, so its kernel takes it.
+                    let f = batch.frame(i);
+                    let n = f.len().min(self.scratch.len());
+                    self.scratch[..n].copy_from_slice(&f[..n]);
+                    self.scratch[0..6].copy_from_slice(&ifc.mac);
+                    let reason = Punt::NeedsResolution as u8;
+                    if self.shared.punts.push(egress, reason, &self.scratch[..n]) {
+                        c.l3.punted.add(1);
+                        punted = true;
+                    } else {
+                        c.l3.punt_queue_full.add(1);
+                    }
                 }
                 L3Verdict::Punt(reason) => {
                     if reason == pipeline::l3::Punt::Multicast {

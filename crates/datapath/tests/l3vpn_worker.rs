@@ -13,7 +13,7 @@
 use datapath::mpls::{MplsPlane, DROP_NAMES};
 use datapath::{Mailbox, PortCommand, Shared, Worker, WorkerOptions};
 use io::{MemoryPeer, MemoryPort};
-use pipeline::l3::{L3Drop, L3Tables, RouterInterface, Urpf, VrfTables};
+use pipeline::l3::{L3Drop, L3Tables, Punt, RouterInterface, Urpf, VrfTables};
 use pipeline::mpls::MplsConfig;
 use pipeline::WorkerCounters;
 use std::net::{IpAddr, Ipv4Addr};
@@ -363,17 +363,29 @@ fn vpn_label_pops_and_routes_in_its_vrf() {
     );
 
     // The CE's neighbour unknown: the layer-3 stage would punt it to the
-    // ingress port's kernel, which is the default VRF's. Not punted:
-    // dropped and counted.
+    // ingress port's kernel, which is the default VRF's. It goes to the
+    // egress interface's twin instead (VRF 2's port 2, whose kernel
+    // resolves the CE and forwards it), addressed to that twin's MAC.
     let unsupported = rig.mpls_drop("unsupported");
-    up.inject(&labelled(&[(501, 20)], &ipv4(REMOTE, "198.51.100.7", 64)));
+    let packet = ipv4(REMOTE, "198.51.100.7", 64);
+    up.inject(&labelled(&[(501, 20)], &packet));
     // TTL expiring in the VRF: no ICMP error back into the default VRF.
     let suppressed = rig.counters.l3.icmp_suppressed.get();
     up.inject(&labelled(&[(500, 1)], &ipv4(REMOTE, "192.0.2.9", 1)));
     let out = rig.sent(0);
     assert!(out.iter().all(Vec::is_empty), "{out:?}");
-    assert_eq!(rig.mpls_drop("unsupported"), unsupported + 1);
-    assert_eq!(rig.shared.punts.len(), 0, "punted into the default VRF");
+    assert_eq!(rig.mpls_drop("unsupported"), unsupported);
+    let b = rig.shared.punts.pop().expect("punted for resolution");
+    assert_eq!(b.port, 2, "to VRF 2's interface, not the uplink");
+    assert_eq!(b.reason, Punt::NeedsResolution as u8);
+    let f = b.frame();
+    assert_eq!((&f[0..6], &f[12..14]), (&RMAC[2][..], &[0x08, 0x00][..]));
+    // Popped in uniform mode: the IP TTL is the label's (20), not yet
+    // decremented (the kernel does that); the header checksum fixed.
+    assert_eq!(f[14 + 8], 20, "IP TTL");
+    assert_eq!(checksum(&f[14..34]), 0, "IP header checksum");
+    assert_eq!(&f[14 + 12..], &packet[12..], "addresses and payload");
+    assert!(rig.shared.punts.pop().is_none(), "one punt");
     assert_eq!(rig.counters.l3.icmp_suppressed.get(), suppressed + 1);
 
     // Plain IP on the uplink still uses the default table (the leak

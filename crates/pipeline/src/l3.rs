@@ -448,6 +448,9 @@ pub struct L3Verdicts {
     /// Per frame: 0, or 1 + the VRF a VPN label named (see
     /// [`L3Verdicts::route_in_vrf`]); cleared by [`process_l3`].
     vrf_in: [u16; BATCH_MAX],
+    /// For a `Punt(NeedsResolution)`: the egress interface whose
+    /// neighbour is missing ([`L3Verdicts::resolution_port`]).
+    resolve_on: [u16; BATCH_MAX],
 }
 
 impl Default for L3Verdicts {
@@ -464,6 +467,7 @@ impl Default for L3Verdicts {
             res6: [None; BATCH_MAX],
             pend6: [false; BATCH_MAX],
             vrf_in: [0; BATCH_MAX],
+            resolve_on: [0; BATCH_MAX],
         }
     }
 }
@@ -486,6 +490,16 @@ impl L3Verdicts {
     #[inline]
     pub fn routed_by_label(&self, i: usize) -> bool {
         i < self.len && self.keys[i].by_label
+    }
+
+    /// For frame `i` of the last [`process_l3`] punted as
+    /// `NeedsResolution`: the egress interface whose neighbour is
+    /// unknown. A packet routed by a VPN label resolves there (its
+    /// twin is in the label's VRF), not at the ingress interface.
+    #[inline]
+    pub fn resolution_port(&self, i: usize) -> Option<u16> {
+        (i < self.len && self.v[i] == L3Verdict::Punt(Punt::NeedsResolution))
+            .then(|| self.resolve_on[i])
     }
 }
 
@@ -780,7 +794,14 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
         out.labels[i] = LabelStack::EMPTY;
         let v = match out.target[i] {
             None => L3Verdict::IcmpError(IcmpKind::Unreachable),
-            Some(target) => route(t, &k, target, batch.frame_mut(i), &mut out.labels[i]),
+            Some(target) => route(
+                t,
+                &k,
+                target,
+                batch.frame_mut(i),
+                &mut out.labels[i],
+                &mut out.resolve_on[i],
+            ),
         };
         decide(out, c, i, v);
     }
@@ -872,6 +893,7 @@ fn route(
     target: u32,
     frame: &mut [u8],
     labels: &mut LabelStack,
+    resolve_on: &mut u16,
 ) -> L3Verdict {
     let (nexthops, target) = target_table(t, k.vrf, target);
     let resolved = match &t.lfib {
@@ -913,7 +935,10 @@ fn route(
     };
     let neigh = match out_vrf.neighbors.lookup(hop) {
         Some(nb) if nb.state != NeighborState::Incomplete => nb,
-        _ => return L3Verdict::Punt(Punt::NeedsResolution),
+        _ => {
+            *resolve_on = port;
+            return L3Verdict::Punt(Punt::NeedsResolution);
+        }
     };
     frame[0..6].copy_from_slice(&neigh.mac);
     frame[6..12].copy_from_slice(&egress.mac);

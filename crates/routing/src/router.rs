@@ -269,6 +269,13 @@ impl Router {
                 let _ = io::link::set_up("lo");
                 let _ = sysctl::set("ipv4/ip_forward", "1");
                 let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+                // A packet popped from the VRF's VPN label and waiting for
+                // its CE comes to a twin from a source only a labelled
+                // route (not in this kernel) reaches: reverse-path
+                // filtering would drop it. The twins turn it off, but
+                // `all` wins when higher, and a new namespace inherits
+                // the host's (often strict). Lanyard's own uRPF applies.
+                let _ = sysctl::set("ipv4/conf/all/rp_filter", "0");
                 Rtnl::open()
             })
             .and_then(|r| r)
