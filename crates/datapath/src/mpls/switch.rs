@@ -69,17 +69,18 @@ fn is_labelled(f: &[u8]) -> bool {
 }
 
 impl Worker {
-    /// Takes the labelled frames out of a routed batch and switches them:
-    /// swapped / PHP'd frames leave at once, frames popped to IP are put
-    /// back at the end of the batch for the layer-3 stage. Costs one scan
-    /// of the EtherTypes when there are none.
     /// A packet popped from a VPN label and routed in its VRF (`table` of
-    /// `PopLookup`) that the layer-3 stage would punt: counted
-    /// `unsupported`, dropped.
+    /// `PopLookup`) that the layer-3 stage would punt for anything but a
+    /// neighbour to resolve (those go to the egress interface's twin):
+    /// counted `unsupported`, dropped.
     pub(crate) fn drop_label_routed_punt(&self) {
         bump(&self.mpls.stats.drops[STAGE_DROPS + MplsLocalDrop::Unsupported as usize]);
     }
 
+    /// Takes the labelled frames out of a routed batch and switches them:
+    /// swapped / PHP'd frames leave at once, frames popped to IP are put
+    /// back at the end of the batch for the layer-3 stage. Costs one scan
+    /// of the EtherTypes when there are none.
     pub(crate) fn switch_labelled(
         &mut self,
         l3: &L3Tables,
