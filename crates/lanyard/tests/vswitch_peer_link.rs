@@ -115,6 +115,12 @@ fn aggregated_peer_link_hashes_floods_once_and_survives_a_member_cut() {
     std::thread::sleep(Duration::from_millis(300));
     ta.drain();
     tb.drain();
+    let row = a
+        .mac_table(Some(10))
+        .into_iter()
+        .find(|r| r["mac"] == "02:4c:00:00:00:b3")
+        .unwrap_or_default();
+    assert_eq!(row["port"], "pl", "hb on dist-a: on the bundle {row:#}");
 
     // Unicast across: every frame once, hashed over both members.
     let n = 2_000u64;
