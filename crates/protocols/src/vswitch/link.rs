@@ -12,7 +12,7 @@
 //! and IGMP/MLD snooping memberships ([`super::groups`]) cross the same
 //! way and are part of every full copy.
 
-use super::groups::GroupSync;
+use super::groups::{wire_filter, GroupSync, GroupUpdate};
 use super::macs::PeerMacs;
 use super::neigh::NeighSync;
 use crate::ha::{Changes, Ha};
@@ -22,9 +22,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tables::MacKey;
 use wire::vswitch::{
-    decode, encode, encode_groups, encode_macs, encode_neighbors, GroupEntry, Hello, LacpState,
-    MacEntry, Message, NeighEntry, PeerError, HEADER_LEN, MAX_GROUP_ENTRIES, MAX_MAC_ENTRIES,
-    MAX_NEIGH_ENTRIES, MAX_PAYLOAD,
+    decode, encode, encode_group_filter, encode_groups, encode_macs, encode_neighbors, Hello,
+    LacpState, MacEntry, Message, NeighEntry, PeerError, HEADER_LEN, MAX_GROUP_ENTRIES,
+    MAX_MAC_ENTRIES, MAX_NEIGH_ENTRIES, MAX_PAYLOAD,
 };
 
 /// Ethernet header plus the largest message.
@@ -390,14 +390,34 @@ impl PeerLink {
         sent
     }
 
-    fn send_groups(&mut self, k: Option<usize>, entries: &[GroupEntry]) -> u64 {
+    /// Membership entries, then filters (one message each); returns the
+    /// entries sent (what a full copy's end counts: filters are not
+    /// counted, so a peer that does not know them agrees on the count).
+    fn send_groups(&mut self, k: Option<usize>, u: &GroupUpdate) -> u64 {
         let mut sent = 0;
-        for chunk in entries.chunks(MAX_GROUP_ENTRIES) {
+        for chunk in u.entries.chunks(MAX_GROUP_ENTRIES) {
             match encode_groups(self.domain, chunk, &mut self.frame[14..]) {
                 Ok(n) => {
                     if self.send_frame(k, n) {
                         sent += chunk.len() as u64;
                     }
+                }
+                Err(_) => self.counters.tx_errors += 1,
+            }
+        }
+        for ((vlan, group, channel), f) in &u.filters {
+            let (mode, sources) = wire_filter(f);
+            match encode_group_filter(
+                self.domain,
+                *group,
+                *vlan,
+                *channel,
+                mode,
+                &sources,
+                &mut self.frame[14..],
+            ) {
+                Ok(n) => {
+                    self.send_frame(k, n);
                 }
                 Err(_) => self.counters.tx_errors += 1,
             }
@@ -669,6 +689,10 @@ impl PeerLink {
                                 None => self.counters.rx_unexpected += list.len() as u64,
                             }
                         }
+                        Message::GroupFilter(f) => match self.groups.as_mut() {
+                            Some(g) => g.apply_filter(&f),
+                            None => self.counters.rx_unexpected += 1,
+                        },
                         Message::SyncRequest => copy_requested = true,
                         Message::SyncStart { generation } => {
                             self.flush_learner(&mut add, &mut remove);
@@ -766,7 +790,7 @@ impl PeerLink {
         let changes = if link_alive {
             g.changes(&channel_of)
         } else {
-            Vec::new()
+            GroupUpdate::default()
         };
         g.apply_to_multicast(&port_of);
         if !changes.is_empty() {
