@@ -103,6 +103,10 @@ fn aggregated_peer_link_hashes_floods_once_and_survives_a_member_cut() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    eprintln!(
+        "both members distributing on both nodes {:?} after the pair formed",
+        t0.elapsed()
+    );
     let vs = a.show_json(&["show", "virtual-switch"]);
     assert_eq!(vs["peer_link"]["mode"], "aggregate", "{vs:#}");
 
