@@ -235,6 +235,13 @@ fn aggregated_peer_link() {
 {}",
         VS.replace("peer-link: [pl1, pl2]", "peer-link: [pl]")
     );
+    // LACP between two nodes of the default name would be a loop.
+    let e = errors(&text);
+    assert!(
+        e.len() == 1 && e[0].1 == "virtual-switch.peer-link[0]" && e[0].2.contains("switch.name"),
+        "{e:#?}"
+    );
+    let text = format!("switch: {{name: dist-a}}\n{text}");
     let cfg = config::parse(&text, "t.yaml").unwrap();
     assert_eq!(cfg.peer_link_channel(), Some(1));
     assert_eq!(cfg.peer_link_ports(), vec!["pl1", "pl2"]);
@@ -252,6 +259,7 @@ fn aggregated_peer_link() {
     let e = errors(&format!(
         "{BASE}  - name: pl
     members: [pl1]
+    lacp: static
 virtual-switch:
   domain-id: 7
   system-mac: 02:00:00:00:07:00
@@ -259,7 +267,7 @@ virtual-switch:
   keepalive: {{source: 192.0.2.1, peer: 192.0.2.2}}
 "
     ));
-    let base = BASE.lines().count() + 2;
+    let base = BASE.lines().count() + 3;
     assert!(
         e.iter().any(|(l, f, m)| *l == Some(base + 4)
             && f == "virtual-switch.peer-link[1]"

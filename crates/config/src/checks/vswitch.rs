@@ -69,6 +69,18 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
                 ),
             );
         }
+        // LACP between the nodes takes a partner with this node's own
+        // system id (from switch.name) for a loop: the bundle would
+        // never carry data. Two nodes left at the default name would.
+        if pc.lacp != crate::ha::LacpMode::Static && cfg.switch.name == crate::DEFAULT_SWITCH_NAME {
+            err(
+                p.clone(),
+                format!(
+                    "port channel {:?} runs LACP between the two nodes: give each node its own switch.name (the LACP system id comes from it)",
+                    pc.name
+                ),
+            );
+        }
         if let Some(m) = pc.members.first().and_then(|m| cfg.port_index(m)) {
             if cfg.ports[m].mode != crate::PortMode::Routed {
                 peer_vlans = Some(cfg.port_vlans(m));
