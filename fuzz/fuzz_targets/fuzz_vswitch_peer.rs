@@ -5,7 +5,8 @@
 #![no_main]
 
 use wire::vswitch::{
-    decode, encode, encode_groups, encode_neighbors, Message, HEADER_LEN, MAX_PAYLOAD,
+    decode, encode, encode_group_filter, encode_groups, encode_neighbors, Message, HEADER_LEN,
+    MAX_PAYLOAD,
 };
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
@@ -20,6 +21,15 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
                 Some(encode_neighbors(domain, &m.iter().collect::<Vec<_>>(), &mut out))
             }
             Message::Groups(m) => Some(encode_groups(domain, &m.iter().collect::<Vec<_>>(), &mut out)),
+            Message::GroupFilter(f) => Some(encode_group_filter(
+                domain,
+                f.group,
+                f.vlan,
+                f.channel,
+                f.mode,
+                &f.sources().collect::<Vec<_>>(),
+                &mut out,
+            )),
             _ => None,
         };
         if let Some(r) = rebuilt {

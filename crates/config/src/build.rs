@@ -10,6 +10,7 @@ use tables::{L2Tables, LearnGate, MacTable, PortEntry, Tables, VlanSet};
 /// supervisor attaches them).
 pub fn l2_tables(cfg: &Config) -> L2Tables {
     let existing = cfg.vlan_ids();
+    let peer_link_ports = cfg.peer_link_ports();
     let ports: Vec<PortEntry> = cfg
         .ports
         .iter()
@@ -60,10 +61,9 @@ pub fn l2_tables(cfg: &Config) -> L2Tables {
             }
             // Virtual-switch peer-link ports learn nothing: the peer's
             // addresses come from the peer protocol, bound to channels.
-            let peer_link = cfg
-                .virtual_switch
-                .as_ref()
-                .is_some_and(|vs| vs.peer_link.contains(&p.name));
+            // (An aggregated peer link's channel port is cloned from its
+            // first member below, so it carries the same flags.)
+            let peer_link = peer_link_ports.contains(&p.name);
             PortEntry {
                 mode,
                 pvid,

@@ -978,6 +978,27 @@ impl Config {
         (self.ports.len() + self.svis().count() + k) as u16
     }
 
+    /// The port channel the virtual-switch peer link is (an aggregated
+    /// peer link: `peer-link` names one port channel), if any.
+    pub fn peer_link_channel(&self) -> Option<usize> {
+        let vs = self.virtual_switch.as_ref()?;
+        match vs.peer_link.as_slice() {
+            [one] => self.port_channels.iter().position(|c| &c.name == one),
+            _ => None,
+        }
+    }
+
+    /// The physical ports of the virtual-switch peer link, in order: the
+    /// ports `peer-link` lists, or the members of the port channel it
+    /// names.
+    pub fn peer_link_ports(&self) -> Vec<String> {
+        match (self.peer_link_channel(), &self.virtual_switch) {
+            (Some(k), _) => self.port_channels[k].members.clone(),
+            (None, Some(vs)) => vs.peer_link.clone(),
+            (None, None) => Vec::new(),
+        }
+    }
+
     /// What `show` calls port id `id`: a port's name, `vlanN` for a VLAN
     /// interface (the router's port in its VLAN), a port channel's name,
     /// `port N` for anything else.

@@ -223,3 +223,72 @@ fn gateways() {
     }
     assert_eq!(e.len(), 3, "{e:#?}");
 }
+
+#[test]
+fn aggregated_peer_link() {
+    // A port channel named alone is an aggregated peer link.
+    let text = format!(
+        "{BASE}  - name: pl
+    members: [pl1, pl2]
+    lacp: active
+    lacp-rate: fast
+{}",
+        VS.replace("peer-link: [pl1, pl2]", "peer-link: [pl]")
+    );
+    // LACP between two nodes of the default name would be a loop.
+    let e = errors(&text);
+    assert!(
+        e.len() == 1 && e[0].1 == "virtual-switch.peer-link[0]" && e[0].2.contains("switch.name"),
+        "{e:#?}"
+    );
+    let text = format!("switch: {{name: dist-a}}\n{text}");
+    let cfg = config::parse(&text, "t.yaml").unwrap();
+    assert_eq!(cfg.peer_link_channel(), Some(1));
+    assert_eq!(cfg.peer_link_ports(), vec!["pl1", "pl2"]);
+    let l2 = config::build::l2_tables(&cfg);
+    let pl = cfg.channel_port_id(1) as usize;
+    assert!(l2.ports[pl].peer_link && !l2.ports[pl].learning);
+    assert!(l2.ports[0].peer_link && l2.ports[1].peer_link);
+    assert!(!l2.ports[2].peer_link);
+    // Listed ports stay active/standby.
+    let cfg = config::parse(&format!("{BASE}{VS}"), "t.yaml").unwrap();
+    assert_eq!(cfg.peer_link_channel(), None);
+    assert_eq!(cfg.peer_link_ports(), vec!["pl1", "pl2"]);
+
+    // With other ports, and a multichassis channel as the peer link.
+    let e = errors(&format!(
+        "{BASE}  - name: pl
+    members: [pl1]
+    lacp: static
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl2, pl]
+  keepalive: {{source: 192.0.2.1, peer: 192.0.2.2}}
+"
+    ));
+    let base = BASE.lines().count() + 3;
+    assert!(
+        e.iter().any(|(l, f, m)| *l == Some(base + 4)
+            && f == "virtual-switch.peer-link[1]"
+            && m.contains("name it alone")),
+        "{e:#?}"
+    );
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let e = errors(&format!(
+        "{BASE}virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [po1]
+  keepalive: {{source: 192.0.2.1, peer: 192.0.2.2}}
+  channels: [{{port-channel: po1, id: 1}}]
+"
+    ));
+    let base = BASE.lines().count();
+    assert!(
+        e.iter().any(|(l, f, m)| *l == Some(base + 4)
+            && f == "virtual-switch.peer-link[0]"
+            && m.contains("is a multichassis channel")),
+        "{e:#?}"
+    );
+}

@@ -415,6 +415,7 @@ impl Switch {
                         inbox: inbox.clone(),
                         changes: mac_changes.clone(),
                         ports: protocols::vswitch::link::peer_link_ports(&cfg),
+                        bundle: protocols::vswitch::link::peer_link_bundle(&cfg),
                         channels: protocols::vswitch::link::mc_channels(&cfg),
                         svis: protocols::vswitch::link::svis(&cfg),
                         mcast: protocols::mcast::Multicast::configured(&cfg).then(|| mcast.clone()),

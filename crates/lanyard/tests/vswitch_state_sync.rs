@@ -561,3 +561,106 @@ ports:
         "the cut split the pair: {vb:#}"
     );
 }
+
+/// Group frames `port` receives until quiet, by source address.
+fn group_by_source(port: &RawPort) -> HashMap<IpAddr, u64> {
+    let mut seen = HashMap::new();
+    while let Some(f) = port.recv_timeout(Duration::from_millis(500)).unwrap() {
+        if let Some(p) = ip::parse(&f).filter(|p| p.dst == IpAddr::V4(GROUP) && p.proto == 17) {
+            *seen.entry(p.src).or_insert(0) += 1;
+        }
+    }
+    seen
+}
+
+#[test]
+fn source_filters_cross_the_peer_link() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lysfT").unwrap();
+    let na = Netns::new("lysfA").unwrap();
+    let nb = Netns::new("lysfB").unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&nb, "s", &nt, "ts", 1500).unwrap();
+    veth(&na, "h", &nt, "th", 1500).unwrap();
+    veth(&nb, "r", &nt, "tr", 1500).unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(
+        &bin,
+        &na,
+        &config("sf-a", 0, "10.0.10.1"),
+        &["pl", "m1", "h"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &config("sf-b", 1, "10.0.10.2"),
+        &["pl", "m1", "r", "s"],
+    )
+    .unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
+    let (xa, xb, ts) = (
+        RawPort::open(nt.name(), "xa").unwrap(),
+        RawPort::open(nt.name(), "xb").unwrap(),
+        RawPort::open(nt.name(), "ts").unwrap(),
+    );
+    let (s1, s2) = (Ipv4Addr::new(10, 0, 10, 61), Ipv4Addr::new(10, 0, 10, 62));
+    // A host behind the channel wants the group from S1 only (IGMPv3
+    // MODE_IS_INCLUDE {S1}), heard by dist-a alone.
+    xa.send(&igmp::igmpv3_report(
+        &mac(0x5353),
+        Ipv4Addr::new(10, 0, 10, 50),
+        &[(1, GROUP, vec![s1])],
+    ))
+    .unwrap();
+    let filter_on_b = || {
+        b.try_show_json(&["show", "ip", "igmp", "snooping", "groups"])
+            .is_ok_and(|v| {
+                v["groups"].as_array().into_iter().flatten().any(|g| {
+                    g["ports"].as_array().into_iter().flatten().any(|p| {
+                        p["port"] == "po1"
+                            && p["mode"] == "peer"
+                            && p["filter"] == "include"
+                            && p["sources"][0] == s1.to_string()
+                    })
+                })
+            })
+    };
+    let took = wait_for("the peer's filter on dist-b", 5, filter_on_b);
+    eprintln!("filter on dist-b {took:?} after the report");
+    std::thread::sleep(Duration::from_millis(100));
+    // Sources S1 and S2 on dist-b's own port: dist-b's member delivers
+    // S1 only (before: both).
+    let src = mac(0x5454);
+    let n = 100usize;
+    ts.send_paced(2 * n, 2_000, |i, buf| {
+        let s = if i % 2 == 0 { s1 } else { s2 };
+        *buf = ip::udp(
+            &igmp::group_mac(IpAddr::V4(GROUP)),
+            &src,
+            IpAddr::V4(s),
+            IpAddr::V4(GROUP),
+            8,
+            i as u64,
+            128,
+        )
+    })
+    .unwrap();
+    let on_b = group_by_source(&xb);
+    let on_a = group_by_source(&xa);
+    eprintln!("by dist-b's member {on_b:?}, by dist-a's {on_a:?}");
+    assert_eq!(
+        on_b.get(&IpAddr::V4(s1)).copied(),
+        Some(n as u64),
+        "{on_b:?}"
+    );
+    assert_eq!(
+        on_b.get(&IpAddr::V4(s2)),
+        None,
+        "S2 was not asked for: {on_b:?}"
+    );
+    assert!(on_a.is_empty(), "dist-a delivered: {on_a:?}");
+}

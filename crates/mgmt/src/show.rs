@@ -2116,7 +2116,11 @@ pub fn snooping_groups(v: &Value) -> String {
                 u(g, "vlan").to_string(),
                 s(g, "group"),
                 s(p, "port"),
-                s(p, "mode"),
+                // The virtual-switch peer's: with its filter mode.
+                match p.get("filter").and_then(Value::as_str) {
+                    Some(f @ ("include" | "exclude")) => format!("{} {f}", s(p, "mode")),
+                    _ => s(p, "mode"),
+                },
                 if srcs.is_empty() {
                     "any".to_string()
                 } else {

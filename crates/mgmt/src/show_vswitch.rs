@@ -60,11 +60,30 @@ pub fn virtual_switch(v: &Value) -> String {
         u(v, "goodbyes")
     );
     let pl = v.get("peer_link").cloned().unwrap_or(Value::Null);
+    let members: Vec<String> = pl
+        .get("members")
+        .and_then(Value::as_array)
+        .map(|ms| {
+            ms.iter()
+                .map(|m| format!("{} {}", s(m, "name"), s(m, "state")))
+                .collect()
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         o,
-        "  Peer link  {} ({})",
+        "  Peer link  {} ({}){}{}",
         s(&pl, "state"),
-        text(pl.get("ports"))
+        text(pl.get("ports")),
+        match pl.get("mode").and_then(Value::as_str) {
+            Some("aggregate") => ", aggregated",
+            Some(_) => ", active/standby",
+            None => "",
+        },
+        if members.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", members.join(", "))
+        }
     );
     if let Some(m) = pl.get("messages").filter(|m| m.is_object()) {
         let bad: u64 = m

@@ -97,8 +97,12 @@ pub struct HaState {
 /// `protocols::vswitch` thread, applied in [`HaState::derive`]).
 #[derive(Clone, Debug, Default)]
 pub struct Multichassis {
-    /// Peer-link port ids.
+    /// Peer-link port ids (an aggregated peer link: its members).
     pub peer_link: Vec<u16>,
+    /// An aggregated peer link: its port channel (index into
+    /// `HaState::channels`). Data crossing is hashed over the members
+    /// that distribute, like any channel's; `None`: active/standby ports.
+    pub peer_channel: Option<usize>,
     /// Per multichassis channel: (index into `HaState::channels`, id).
     pub channels: Vec<(usize, u16)>,
     /// Per multichassis channel: the peer says its members of the channel
@@ -168,7 +172,8 @@ impl HaState {
                 })
                 .collect();
             Multichassis {
-                peer_link: vs.peer_link.iter().map(|n| id(n)).collect(),
+                peer_link: cfg.peer_link_ports().iter().map(|n| id(n)).collect(),
+                peer_channel: cfg.peer_link_channel(),
                 peer_serves: vec![false; channels.len()],
                 channels,
                 // Held until the pair's thread decides (delay-restore).
@@ -398,17 +403,29 @@ impl HaState {
         }
         l2.peer_served = tables::PortSet::EMPTY;
         if let Some(mc) = &self.mc {
-            let link = mc.peer_link.iter().copied().find(|p| self.usable(*p));
-            // One peer-link port carries data: the first usable one (the
-            // pair's thread sends on the same). The others stand by,
-            // blocked, so a flood never crosses twice or loops back over
-            // a second port; they still take peer-protocol frames.
-            // (Peer-link ports are in no pair, channel or spanning tree:
-            // nothing else sets `blocked` on them; the snapshot derived
-            // from keeps the last value, so both ways are written.)
-            for &p in &mc.peer_link {
-                if let Some(e) = l2.ports.get_mut(p as usize) {
-                    e.blocked = Some(p) != link;
+            let link = match mc.peer_channel {
+                // Aggregated: the channel's port, up while a member
+                // distributes; its members are blocked and unblocked by
+                // the channel code above, and a flood to the channel's
+                // port leaves by one member (the flow's hash).
+                Some(k) => {
+                    (l2.channels.get(k).is_some_and(|c| c.active > 0)).then(|| self.channels[k].id)
+                }
+                None => mc.peer_link.iter().copied().find(|p| self.usable(*p)),
+            };
+            // Active/standby: one peer-link port carries data, the first
+            // usable one (the pair's thread sends on the same). The
+            // others stand by, blocked, so a flood never crosses twice or
+            // loops back over a second port; they still take
+            // peer-protocol frames. (Such ports are in no pair, channel
+            // or spanning tree: nothing else sets `blocked` on them; the
+            // snapshot derived from keeps the last value, so both ways
+            // are written.)
+            if mc.peer_channel.is_none() {
+                for &p in &mc.peer_link {
+                    if let Some(e) = l2.ports.get_mut(p as usize) {
+                        e.blocked = Some(p) != link;
+                    }
                 }
             }
             for (j, &(k, _)) in mc.channels.iter().enumerate() {
@@ -1227,6 +1244,72 @@ virtual-switch:
     /// Several peer-link ports: one carries data, the others stand by
     /// (never both in a flood set: no loop between the nodes); a cut of
     /// the active one moves data to the next.
+    #[test]
+    fn aggregated_peer_link_hashes_over_its_members() {
+        let cfg = config::parse(
+            "vlans: [{id: 10}]
+ports:
+  - {name: pl1, mode: trunk}
+  - {name: pl2, mode: trunk}
+  - {name: m1, vlan: 10}
+  - {name: h, vlan: 10}
+port-channels:
+  - {name: po1, members: [m1], lacp: static}
+  - {name: pl, members: [pl1, pl2], lacp: static}
+virtual-switch:
+  domain-id: 7
+  system-mac: 02:00:00:00:07:00
+  peer-link: [pl]
+  keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
+  channels: [{port-channel: po1, id: 1}]
+",
+            "t.yaml",
+        )
+        .unwrap();
+        let now = Instant::now();
+        let mut st = HaState::new(&cfg);
+        for p in 0..4 {
+            st.set_link(p, true, now);
+        }
+        let (po, pl) = (cfg.channel_port_id(0), cfg.channel_port_id(1));
+        st.mc.as_mut().unwrap().hold_down = false;
+        let t = tables(&cfg, &st);
+        // Both members carry data, entering as the bundle (no learning);
+        // the VLAN floods to the bundle once, never to a member.
+        assert_eq!(t.channels[1].active, 2);
+        for m in [0, 1] {
+            assert!(!t.ports[m].blocked && t.ports[m].peer_link && !t.ports[m].learning);
+            assert_eq!(t.logical(m as u16), pl);
+            assert!(!t.vlans[10].flood.contains(m as u16));
+        }
+        assert!(t.vlans[10].flood.contains(pl) && t.ports[pl as usize].peer_link);
+        assert_eq!(t.ports[pl as usize].egress, Egress::Channel(1));
+        assert_eq!(
+            (0..64)
+                .map(|h| t.channels[1].pick(h).unwrap())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            2
+        );
+        // A channel the peer serves, our member down: across the bundle.
+        st.mc.as_mut().unwrap().peer_serves = vec![true];
+        st.set_link(2, false, now);
+        let t = tables(&cfg, &st);
+        assert_eq!(t.redirect(po), pl);
+        // A member cut: its flows go to the other at once, nothing is
+        // flushed (the bundle stays up), the pair still reaches the peer.
+        let ch = st.set_link(0, false, now);
+        assert!(ch.flush.is_empty(), "{ch:?}");
+        let t = tables(&cfg, &st);
+        assert_eq!(t.channels[1].active, 1);
+        assert!((0..64).all(|h| t.channels[1].pick(h) == Some(1)));
+        assert!(t.vlans[10].flood.contains(pl));
+        // Both cut: the bundle is down and its addresses go.
+        let ch = st.set_link(1, false, now);
+        assert_eq!(ch.flush, vec![pl]);
+        assert!(!tables(&cfg, &st).vlans[10].flood.contains(pl));
+    }
+
     #[test]
     fn one_peer_link_port_carries_data() {
         let cfg = config::parse(

@@ -34,6 +34,83 @@ use tables::PortSet;
 use wire::igmp::{self, IgmpMessage};
 use wire::mld::{self, MldMessage};
 
+/// Which sources of a group a membership forwards: one port's IGMPv3/MLDv2
+/// filter, several ports' merged (what any of them forwards), or the
+/// virtual-switch peer's as it announced it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SourceFilter {
+    /// Every source (IGMPv2/MLDv1, or EXCLUDE with nothing excluded).
+    #[default]
+    Any,
+    /// Only these sources.
+    Include(std::collections::BTreeSet<McAddr>),
+    /// Every source but these.
+    Exclude(std::collections::BTreeSet<McAddr>),
+}
+
+impl SourceFilter {
+    /// One port's filter: INCLUDE its sources, or EXCLUDE its excluded
+    /// list (sources with no timer; the requested list is forwarded).
+    pub fn of_port(f: &tables::mcast::PortFilter) -> SourceFilter {
+        match f.mode {
+            tables::mcast::FilterMode::Include => {
+                SourceFilter::Include(f.sources.keys().copied().collect())
+            }
+            tables::mcast::FilterMode::Exclude => SourceFilter::Exclude(
+                f.sources
+                    .iter()
+                    .filter(|(_, t)| t.is_none())
+                    .map(|(s, _)| *s)
+                    .collect(),
+            ),
+        }
+        .normal()
+    }
+
+    /// EXCLUDE of nothing is every source.
+    pub fn normal(self) -> SourceFilter {
+        match self {
+            SourceFilter::Exclude(x) if x.is_empty() => SourceFilter::Any,
+            f => f,
+        }
+    }
+
+    /// Traffic from `source` (None: a source no filter names) passes.
+    pub fn forwards(&self, source: Option<McAddr>) -> bool {
+        match (self, source) {
+            (SourceFilter::Any, _) => true,
+            (SourceFilter::Include(a), Some(s)) => a.contains(&s),
+            (SourceFilter::Include(_), None) => false,
+            (SourceFilter::Exclude(x), Some(s)) => !x.contains(&s),
+            (SourceFilter::Exclude(_), None) => true,
+        }
+    }
+
+    /// What either filter forwards (ports merged behind one channel id).
+    pub fn union(&self, other: &SourceFilter) -> SourceFilter {
+        use SourceFilter::*;
+        match (self, other) {
+            (Any, _) | (_, Any) => Any,
+            (Include(a), Include(b)) => Include(a.union(b).copied().collect()),
+            (Include(a), Exclude(x)) | (Exclude(x), Include(a)) => {
+                Exclude(x.difference(a).copied().collect())
+            }
+            (Exclude(x), Exclude(y)) => Exclude(x.intersection(y).copied().collect()),
+        }
+        .normal()
+    }
+
+    /// The sources it names (included or excluded).
+    pub fn sources(&self) -> impl Iterator<Item = McAddr> + '_ {
+        match self {
+            SourceFilter::Any => None,
+            SourceFilter::Include(a) | SourceFilter::Exclude(a) => Some(a.iter().copied()),
+        }
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// Longest a change waits before it reaches the data path.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(10);
 /// Timer resolution (group and router-port expiry, queries).
@@ -185,7 +262,7 @@ struct State {
     /// node's side of their channel (or on the peer link): (VLAN, group,
     /// port). Kept apart from snooping so they never count as learned
     /// here (and are never reported back to the peer).
-    peer_groups: std::collections::BTreeSet<(u16, McAddr, u16)>,
+    peer_groups: BTreeMap<(u16, McAddr, u16), SourceFilter>,
 }
 
 /// The multicast control plane (see the module documentation).
@@ -295,9 +372,10 @@ impl Multicast {
         }
     }
 
-    /// Memberships snooped on this node: (VLAN, group, port), any filter
-    /// mode (the virtual-switch peer link sends them to the peer).
-    pub fn local_memberships(&self) -> Vec<(u16, McAddr, u16)> {
+    /// Memberships snooped on this node: (VLAN, group, port, the port's
+    /// source filter) (the virtual-switch peer link sends them to the
+    /// peer).
+    pub fn local_memberships(&self) -> Vec<(u16, McAddr, u16, SourceFilter)> {
         let st = self.lock();
         let mut out = Vec::new();
         for (v, vs) in &st.vlans {
@@ -306,7 +384,7 @@ impl Multicast {
                     let wants =
                         f.mode == tables::mcast::FilterMode::Exclude || !f.sources.is_empty();
                     if wants {
-                        out.push((*v, g, *p));
+                        out.push((*v, g, *p, SourceFilter::of_port(f)));
                     }
                 }
             }
@@ -316,7 +394,7 @@ impl Multicast {
 
     /// Replaces the peer's memberships (see `State::peer_groups`); only
     /// snooping VLANs take them.
-    pub fn set_peer_groups(&self, groups: std::collections::BTreeSet<(u16, McAddr, u16)>) {
+    pub fn set_peer_groups(&self, groups: BTreeMap<(u16, McAddr, u16), SourceFilter>) {
         let mut st = self.lock();
         if st.peer_groups != groups {
             st.peer_groups = groups;
@@ -592,7 +670,7 @@ impl Multicast {
                 members.extend(
                     st.peer_groups
                         .range((*v, g, 0)..=(*v, g, u16::MAX))
-                        .map(|(_, _, p)| json!({"port": name(*p), "mode": "peer", "sources": []})),
+                        .map(|((_, _, p), f)| peer_member(name(*p), f)),
                 );
                 rows.push(
                     json!({"vlan": v, "group": IpAddr::from(g).to_string(), "ports": members}),
@@ -600,7 +678,7 @@ impl Multicast {
             }
             // Groups only the peer has members of.
             let mut last = None;
-            for &(_, g, p) in st
+            for (&(_, g, p), f) in st
                 .peer_groups
                 .range((*v, McAddr::V4(0), 0)..=(*v, McAddr::V6(u128::MAX), u16::MAX))
             {
@@ -618,7 +696,7 @@ impl Multicast {
                 }
                 if let Some(r) = rows.last_mut().filter(|_| !count) {
                     if let Some(a) = r["ports"].as_array_mut() {
-                        a.push(json!({"port": name(p), "mode": "peer", "sources": []}));
+                        a.push(peer_member(name(p), f));
                     }
                 }
             }
@@ -835,52 +913,94 @@ fn kernel_route(
     ))
 }
 
-/// The virtual-switch peer's memberships into the snooped routes: the
-/// port joins every route of its (VLAN, group) (any source: the peer's
-/// source filters are not carried), or a (*, G) route is made with the
-/// VLAN's router ports.
+/// The virtual-switch peer's memberships into the snooped routes, with
+/// their source filters: per (VLAN, group) the peer's ports join the
+/// (*, G) route when their filter passes sources no filter names, and
+/// each (S, G) route whose source they pass. A source the peer names that
+/// has no (S, G) route here gets one, starting from this node's (*, G)
+/// ports (what its own filters give a source they do not name); a group
+/// only the peer has gets a (*, G) route with the VLAN's router ports.
 fn add_peer_groups(entries: &mut Vec<(McKey, McRoute)>, st: &State) {
     if st.peer_groups.is_empty() {
         return;
     }
-    let mut made: HashMap<McKey, usize> = HashMap::new();
-    for &(vlan, group, port) in &st.peer_groups {
+    let mut by_group: BTreeMap<(u16, McAddr), Vec<(u16, &SourceFilter)>> = BTreeMap::new();
+    for (&(vlan, group, port), f) in &st.peer_groups {
+        if (port as usize) < tables::MAX_PORTS && st.vlans.contains_key(&vlan) {
+            by_group.entry((vlan, group)).or_default().push((port, f));
+        }
+    }
+    // Routes by (VLAN, group): index of the (*, G) one and the sources.
+    let mut index: HashMap<(u16, McAddr), Vec<usize>> = HashMap::new();
+    for (i, (k, _)) in entries.iter().enumerate() {
+        if by_group.contains_key(&(k.vlan, k.group)) {
+            index.entry((k.vlan, k.group)).or_default().push(i);
+        }
+    }
+    for ((vlan, group), peers) in by_group {
         let Some(vs) = st.vlans.get(&vlan) else {
             continue;
         };
-        if (port as usize) >= tables::MAX_PORTS {
-            continue;
-        }
-        let mut found = false;
-        for (k, r) in entries.iter_mut() {
-            if k.vlan == vlan && k.group == group {
-                r.oifs.insert(port);
-                found = true;
-            }
-        }
-        if found {
-            continue;
-        }
-        let key = McKey {
-            vlan,
-            group,
-            source: None,
-        };
-        let i = *made.entry(key).or_insert_with(|| {
-            entries.push((
-                key,
-                McRoute {
+        let routes = index.entry((vlan, group)).or_default();
+        let star = match routes.iter().find(|i| entries[**i].0.source.is_none()) {
+            Some(i) => entries[*i].1,
+            None => {
+                let r = McRoute {
                     iif: ANY_IIF,
                     oifs: vs.table.router_ports(),
                     accept: PortSet::EMPTY,
                     ttl_threshold: 0,
                     index: 0,
-                },
-            ));
-            entries.len() - 1
-        });
-        entries[i].1.oifs.insert(port);
+                };
+                entries.push((
+                    McKey {
+                        vlan,
+                        group,
+                        source: None,
+                    },
+                    r,
+                ));
+                routes.push(entries.len() - 1);
+                r
+            }
+        };
+        for s in peers.iter().flat_map(|(_, f)| f.sources()) {
+            if !routes.iter().any(|i| entries[*i].0.source == Some(s)) {
+                entries.push((
+                    McKey {
+                        vlan,
+                        group,
+                        source: Some(s),
+                    },
+                    star,
+                ));
+                routes.push(entries.len() - 1);
+            }
+        }
+        for &i in routes.iter() {
+            let (k, r) = &mut entries[i];
+            for (port, f) in &peers {
+                if f.forwards(k.source) {
+                    r.oifs.insert(*port);
+                }
+            }
+        }
     }
+}
+
+/// One of the peer's memberships in `show ip igmp snooping groups`:
+/// mode `peer`, its filter (`any`, `include`, `exclude`) and sources.
+fn peer_member(port: String, f: &SourceFilter) -> Value {
+    json!({
+        "port": port,
+        "mode": "peer",
+        "filter": match f {
+            SourceFilter::Any => "any",
+            SourceFilter::Include(_) => "include",
+            SourceFilter::Exclude(_) => "exclude",
+        },
+        "sources": f.sources().map(|s| IpAddr::from(s).to_string()).collect::<Vec<_>>(),
+    })
 }
 
 fn sum_counters(counters: &[Arc<WorkerCounters>], slot: u32) -> (u64, u64) {
@@ -1389,5 +1509,28 @@ mod tests {
         assert!(!is_link_local(McAddr::V4(0xe000_0100)));
         assert!(is_link_local(McAddr::V6(0xff02 << 112 | 0xfb)));
         assert!(!is_link_local(McAddr::V6(0xff05 << 112 | 1)));
+    }
+
+    #[test]
+    fn source_filters_merge_to_what_any_forwards() {
+        use SourceFilter::*;
+        let set = |v: &[u32]| v.iter().map(|x| McAddr::V4(*x)).collect();
+        let (a, x) = (Include(set(&[1, 2])), Exclude(set(&[2, 3])));
+        assert_eq!(a.union(&Include(set(&[3]))), Include(set(&[1, 2, 3])));
+        // INCLUDE {1,2} + EXCLUDE {2,3}: every source but 3.
+        assert_eq!(a.union(&x), Exclude(set(&[3])));
+        assert_eq!(x.union(&a), Exclude(set(&[3])));
+        assert_eq!(x.union(&Exclude(set(&[4]))), Any);
+        assert_eq!(a.union(&Any), Any);
+        let u = a.union(&x);
+        for s in 0..6 {
+            let src = Some(McAddr::V4(s));
+            assert_eq!(
+                u.forwards(src),
+                a.forwards(src) || x.forwards(src),
+                "source {s}"
+            );
+        }
+        assert!(!a.forwards(None) && x.forwards(None) && Any.forwards(None));
     }
 }

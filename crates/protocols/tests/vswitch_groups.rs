@@ -7,13 +7,15 @@
 
 use datapath::Shared;
 use protocols::mcast::Multicast;
-use protocols::vswitch::groups::GroupSync;
+use protocols::vswitch::groups::{wire_filter, GroupSync, GroupUpdate};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use tables::l2::{PortMode, TPID_8021Q};
 use tables::mcast::McAddr;
 use tables::{L2Tables, LearnGate, MacTable, PortEntry, Tables};
-use wire::vswitch::{decode, encode_groups, GroupEntry, Message, HEADER_LEN, MAX_PAYLOAD};
+use wire::vswitch::{
+    decode, encode_group_filter, encode_groups, GroupEntry, Message, HEADER_LEN, MAX_PAYLOAD,
+};
 
 const CFG: &str = "vlans: [{id: 10}]
 ports:
@@ -59,14 +61,30 @@ fn leave(m: &Multicast, port: u16, g: Ipv4Addr) {
     m.handle(port, 10, &f);
 }
 
-/// Through the wire format, as the peer link carries it.
-fn carry(entries: &[GroupEntry], to: &mut GroupSync) {
+/// Through the wire format, as the peer link carries it: entries, then
+/// filters.
+fn carry(u: &GroupUpdate, to: &mut GroupSync) {
     let mut buf = [0u8; HEADER_LEN + MAX_PAYLOAD];
-    let n = encode_groups(9, entries, &mut buf).unwrap();
+    let n = encode_groups(9, &u.entries, &mut buf).unwrap();
     let Ok((9, Message::Groups(list))) = decode(&buf[..n]) else {
         panic!("not a group update")
     };
     list.iter().for_each(|e| to.apply(&e));
+    for ((vlan, group, channel), f) in &u.filters {
+        let (mode, sources) = wire_filter(f);
+        let n = encode_group_filter(9, *group, *vlan, *channel, mode, &sources, &mut buf).unwrap();
+        let Ok((9, Message::GroupFilter(f))) = decode(&buf[..n]) else {
+            panic!("not a filter")
+        };
+        to.apply_filter(&f);
+    }
+}
+
+fn entries(e: Vec<GroupEntry>) -> GroupUpdate {
+    GroupUpdate {
+        entries: e,
+        filters: Vec::new(),
+    }
 }
 
 fn oifs(shared: &Shared, g: Ipv4Addr) -> Vec<u16> {
@@ -108,7 +126,8 @@ fn memberships_follow_the_peer() {
     join(&ma, h, G2);
     join(&ma, pl, Ipv4Addr::new(239, 1, 1, 3));
     let sent = a.changes(&channel_of);
-    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent.entries.len(), 2, "{sent:?}");
+    assert!(sent.filters.is_empty(), "IGMPv2: every source");
     carry(&sent, &mut b);
     b.apply_to_multicast(&port_of);
     mb.publish();
@@ -124,8 +143,8 @@ fn memberships_follow_the_peer() {
     // The host leaves on A: withdrawn on B too.
     leave(&ma, po1, G);
     let sent = a.changes(&channel_of);
-    assert_eq!(sent.len(), 1);
-    assert!(!sent[0].add);
+    assert_eq!(sent.entries.len(), 1);
+    assert!(!sent.entries[0].add);
     carry(&sent, &mut b);
     b.apply_to_multicast(&port_of);
     mb.publish();
@@ -145,7 +164,7 @@ fn memberships_follow_the_peer() {
     // Peer lost: channel-bound memberships stay (one membership
     // interval), the others go at once.
     carry(
-        &[
+        &entries(vec![
             GroupEntry {
                 group: IpAddr::V4(G),
                 vlan: 10,
@@ -158,7 +177,7 @@ fn memberships_follow_the_peer() {
                 channel: 0,
                 add: true,
             },
-        ],
+        ]),
         &mut b,
     );
     b.peer_lost();
@@ -166,4 +185,123 @@ fn memberships_follow_the_peer() {
     mb.publish();
     assert_eq!(oifs(&sb, G), vec![po1]);
     assert!(oifs(&sb, G2).is_empty());
+}
+
+fn v3(m: &Multicast, port: u16, host: u8, rtype: u8, g: Ipv4Addr, srcs: &[Ipv4Addr]) {
+    let f = testkit::igmp::igmpv3_report(
+        &[2, 0, 0, 0, 0, host],
+        Ipv4Addr::new(10, 0, 0, host),
+        &[(rtype, g, srcs.to_vec())],
+    );
+    m.handle(port, 10, &f);
+}
+
+/// Ports of the route a packet from `src` to `g` takes on `shared`:
+/// its (S, G) route, else the (*, G) one.
+fn ports_for(shared: &Shared, g: Ipv4Addr, src: Ipv4Addr) -> Vec<u16> {
+    let Some(t) = shared.mcast.load_full() else {
+        return Vec::new();
+    };
+    let (key, s) = (McAddr::from(IpAddr::V4(g)), McAddr::from(IpAddr::V4(src)));
+    let route = |source| {
+        t.routes
+            .iter()
+            .find(|(k, _)| k.vlan == 10 && k.group == key && k.source == source)
+            .map(|(_, r)| r.oifs.iter().collect::<Vec<_>>())
+    };
+    route(Some(s)).or_else(|| route(None)).unwrap_or_default()
+}
+
+#[test]
+fn source_filters_follow_the_peer() {
+    let (_sa, ma, po1) = node();
+    let (sb, mb, _) = node();
+    let (pl, h) = (0u16, 1u16);
+    let channel_of = |p: u16| match p {
+        0 => None,
+        p if p == po1 => Some(1),
+        _ => Some(0),
+    };
+    let port_of = |c: u16| match c {
+        0 => Some(pl),
+        1 => Some(po1),
+        _ => None,
+    };
+    let mut a = GroupSync::new(ma.clone());
+    let mut b = GroupSync::new(mb.clone());
+    let (s1, s2, s3) = (
+        Ipv4Addr::new(10, 1, 0, 1),
+        Ipv4Addr::new(10, 1, 0, 2),
+        Ipv4Addr::new(10, 1, 0, 3),
+    );
+    let step = |a: &mut GroupSync, b: &mut GroupSync| {
+        let u = a.changes(&channel_of);
+        carry(&u, b);
+        b.apply_to_multicast(&port_of);
+        mb.publish();
+        u
+    };
+
+    // A host behind the channel on A wants G from S1 only (IGMPv3
+    // INCLUDE): B sends S1's traffic to its side of the channel, and
+    // nothing else of G (before: every source).
+    v3(&ma, po1, 9, 1, G, &[s1]);
+    let u = step(&mut a, &mut b);
+    assert_eq!((u.entries.len(), u.filters.len()), (1, 1), "{u:?}");
+    assert_eq!(ports_for(&sb, G, s1), vec![po1]);
+    assert!(ports_for(&sb, G, s2).is_empty());
+    assert!(ports_for(&sb, G, s3).is_empty());
+
+    // It allows S3 too: only the filter crosses.
+    v3(&ma, po1, 9, 5, G, &[s3]);
+    let u = step(&mut a, &mut b);
+    assert_eq!((u.entries.len(), u.filters.len()), (0, 1), "{u:?}");
+    assert_eq!(ports_for(&sb, G, s3), vec![po1]);
+    assert!(ports_for(&sb, G, s2).is_empty());
+
+    // A second host on A's own port wants every source but S2 (EXCLUDE):
+    // B's peer link gets every source of G but S2.
+    v3(&ma, h, 8, 4, G, &[s2]);
+    let u = step(&mut a, &mut b);
+    assert_eq!((u.entries.len(), u.filters.len()), (1, 1), "{u:?}");
+    assert_eq!(ports_for(&sb, G, s1), vec![pl, po1]);
+    assert_eq!(ports_for(&sb, G, s2), Vec::<u16>::new());
+    assert_eq!(ports_for(&sb, G, Ipv4Addr::new(10, 1, 0, 99)), vec![pl]);
+    assert_eq!(
+        b.peer_filter(&(10, IpAddr::V4(G), 0)),
+        Some(protocols::mcast::SourceFilter::Exclude(
+            [McAddr::from(IpAddr::V4(s2))].into()
+        ))
+    );
+
+    // A full copy carries the filters; a plain entry (an older peer)
+    // means every source.
+    let mut c = GroupSync::new(node().1);
+    let (sc, mc) = {
+        let (s, m, _) = node();
+        (s, m)
+    };
+    let mut bc = GroupSync::new(mc.clone());
+    bc.sync_start(3);
+    let full = a.full(&channel_of);
+    assert_eq!((full.entries.len(), full.filters.len()), (2, 2));
+    carry(&full, &mut bc);
+    bc.sync_end(3);
+    bc.apply_to_multicast(&port_of);
+    mc.publish();
+    assert_eq!(ports_for(&sc, G, s1), vec![pl, po1]);
+    assert!(ports_for(&sc, G, s2).is_empty());
+    carry(&entries(full.entries.clone()), &mut bc);
+    bc.apply_to_multicast(&port_of);
+    mc.publish();
+    assert_eq!(ports_for(&sc, G, s2), vec![pl, po1]);
+    assert!(c.changes(&channel_of).is_empty());
+
+    // The channel's host leaves (INCLUDE of nothing): withdrawn on B,
+    // its filter with it.
+    v3(&ma, po1, 9, 3, G, &[]);
+    let u = step(&mut a, &mut b);
+    assert!(u.entries.iter().any(|e| !e.add && e.channel == 1), "{u:?}");
+    assert_eq!(b.peer_filter(&(10, IpAddr::V4(G), 1)), None);
+    assert_eq!(ports_for(&sb, G, s1), vec![pl]);
 }

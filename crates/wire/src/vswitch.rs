@@ -39,6 +39,12 @@ pub const MAX_NEIGH_ENTRIES: usize = (MAX_PAYLOAD - 2) / NEIGH_ENTRY_LEN;
 pub const GROUP_ENTRY_LEN: usize = 24;
 /// Most group entries in one update.
 pub const MAX_GROUP_ENTRIES: usize = (MAX_PAYLOAD - 2) / GROUP_ENTRY_LEN;
+/// Bytes of a source-filter message before its sources.
+pub const FILTER_HEAD_LEN: usize = 24;
+/// Bytes of one source address (IPv4 in the first 4, the rest zero).
+pub const SOURCE_LEN: usize = 16;
+/// Most sources in one source-filter message.
+pub const MAX_FILTER_SOURCES: usize = (MAX_PAYLOAD - FILTER_HEAD_LEN) / SOURCE_LEN;
 const MAGIC: [u8; 2] = *b"LV";
 const HELLO_LEN: usize = 20;
 const LACP_LEN: usize = 14;
@@ -163,6 +169,53 @@ pub struct GroupEntry {
     pub add: bool,
 }
 
+/// Which sources of a group a membership forwards (IGMPv3/MLDv2 filter
+/// mode, as merged over the sender's ports behind one channel id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceMode {
+    /// Every source (IGMPv2/MLDv1, or EXCLUDE with an empty list).
+    Any = 0,
+    /// Only the listed sources.
+    Include = 1,
+    /// Every source but the listed ones.
+    Exclude = 2,
+}
+
+/// The source filter of one of the sender's memberships (type 11): the
+/// sources of `group` a port of `vlan` behind `channel` wants. Sent after
+/// the membership's [`GroupEntry`]; gone with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupFilter<'a> {
+    /// The group (224.0.0.0/4 or ff00::/8).
+    pub group: IpAddr,
+    /// The snooping VLAN.
+    pub vlan: u16,
+    /// Multichassis channel id; 0: a port of the sender outside any channel.
+    pub channel: u16,
+    /// Include or exclude the sources listed (or every source).
+    pub mode: SourceMode,
+    /// The sources, [`SOURCE_LEN`] bytes each, in the buffer.
+    sources: &'a [u8],
+}
+
+impl<'a> GroupFilter<'a> {
+    /// Number of sources.
+    pub fn len(&self) -> usize {
+        self.sources.len() / SOURCE_LEN
+    }
+    /// No sources.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+    /// The sources, decoded (the decoder checked every one).
+    pub fn sources(&self) -> impl Iterator<Item = IpAddr> + 'a {
+        let family = if self.group.is_ipv4() { 4 } else { 6 };
+        self.sources
+            .chunks_exact(SOURCE_LEN)
+            .map(move |b| read_ip(family, b))
+    }
+}
+
 /// A decoded message; MAC entries stay in the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
@@ -190,6 +243,9 @@ pub enum Message<'a> {
     Neighbors(NeighEntries<'a>),
     /// Snooping memberships added or removed.
     Groups(GroupEntries<'a>),
+    /// The source filter of one membership (type 11, added within
+    /// version 1: a receiver without it forwards every source).
+    GroupFilter(GroupFilter<'a>),
     /// The full copy is complete: `entries` MAC entries were sent.
     SyncEnd {
         /// The start's copy number.
@@ -327,6 +383,7 @@ const T_SYNC_END: u8 = 7;
 const T_NEIGHBORS: u8 = 8;
 const T_GROUPS: u8 = 9;
 const T_GOODBYE: u8 = 10;
+const T_GROUP_FILTER: u8 = 11;
 
 fn be16(b: &[u8]) -> u16 {
     u16::from_be_bytes([b[0], b[1]])
@@ -457,6 +514,43 @@ pub fn decode(buf: &[u8]) -> Result<(u16, Message<'_>), PeerError> {
             }
             Message::Groups(GroupEntries(body))
         }
+        T_GROUP_FILTER => {
+            if len < FILTER_HEAD_LEN {
+                return Err(PeerError::BadLength);
+            }
+            let n = be16(&p[6..8]) as usize;
+            if n > MAX_FILTER_SOURCES {
+                return Err(PeerError::BadLength);
+            }
+            need(FILTER_HEAD_LEN + n * SOURCE_LEN)?;
+            let mode = match p[0] {
+                0 if n == 0 => SourceMode::Any,
+                1 => SourceMode::Include,
+                2 => SourceMode::Exclude,
+                _ => return Err(PeerError::BadField),
+            };
+            let family = p[1];
+            if !ip_ok(family, &p[8..24])
+                || !read_ip(family, &p[8..24]).is_multicast()
+                || be16(&p[2..4]) > 4095
+            {
+                return Err(PeerError::BadField);
+            }
+            let sources = &p[FILTER_HEAD_LEN..];
+            for b in sources.chunks_exact(SOURCE_LEN) {
+                let a = read_ip(family, b);
+                if !ip_ok(family, b) || a.is_multicast() || a.is_unspecified() {
+                    return Err(PeerError::BadField);
+                }
+            }
+            Message::GroupFilter(GroupFilter {
+                group: read_ip(family, &p[8..24]),
+                vlan: be16(&p[2..4]),
+                channel: be16(&p[4..6]),
+                mode,
+                sources,
+            })
+        }
         t => return Err(PeerError::UnknownType(t)),
     };
     Ok((domain, msg))
@@ -511,6 +605,13 @@ pub fn encode(domain: u16, msg: &Message<'_>, out: &mut [u8]) -> Result<usize, P
             p[0..2].copy_from_slice(&(m.len() as u16).to_be_bytes());
             p[2..].copy_from_slice(m.0);
             Ok(HEADER_LEN + 2 + m.0.len())
+        }
+        Message::GroupFilter(f) => {
+            let len = FILTER_HEAD_LEN + f.sources.len();
+            let p = header(out, T_GROUP_FILTER, domain, len)?;
+            filter_head(&f.group, f.vlan, f.channel, f.mode, f.len(), p)?;
+            p[FILTER_HEAD_LEN..].copy_from_slice(f.sources);
+            Ok(HEADER_LEN + len)
         }
         Message::Lacp(l) => {
             let p = header(out, T_LACP, domain, LACP_LEN)?;
@@ -612,6 +713,57 @@ pub fn encode_groups(
         b[6..8].fill(0);
         let (head, addr) = b.split_at_mut(8);
         write_ip(e.group, &mut head[1], addr);
+    }
+    Ok(HEADER_LEN + len)
+}
+
+fn filter_head(
+    group: &IpAddr,
+    vlan: u16,
+    channel: u16,
+    mode: SourceMode,
+    n: usize,
+    p: &mut [u8],
+) -> Result<(), PeerError> {
+    if vlan > 4095 || !group.is_multicast() || (mode == SourceMode::Any && n != 0) {
+        return Err(PeerError::BadField);
+    }
+    p[0] = mode as u8;
+    p[2..4].copy_from_slice(&vlan.to_be_bytes());
+    p[4..6].copy_from_slice(&channel.to_be_bytes());
+    p[6..8].copy_from_slice(&(n as u16).to_be_bytes());
+    let (head, addr) = p[..FILTER_HEAD_LEN].split_at_mut(8);
+    write_ip(*group, &mut head[1], addr);
+    Ok(())
+}
+
+/// Encodes the source filter of one membership (type 11): at most
+/// [`MAX_FILTER_SOURCES`] unicast sources of the group's family, none
+/// with [`SourceMode::Any`].
+pub fn encode_group_filter(
+    domain: u16,
+    group: IpAddr,
+    vlan: u16,
+    channel: u16,
+    mode: SourceMode,
+    sources: &[IpAddr],
+    out: &mut [u8],
+) -> Result<usize, PeerError> {
+    if sources.len() > MAX_FILTER_SOURCES {
+        return Err(PeerError::NoRoom);
+    }
+    let len = FILTER_HEAD_LEN + sources.len() * SOURCE_LEN;
+    let p = header(out, T_GROUP_FILTER, domain, len)?;
+    filter_head(&group, vlan, channel, mode, sources.len(), p)?;
+    for (s, b) in sources
+        .iter()
+        .zip(p[FILTER_HEAD_LEN..].chunks_exact_mut(SOURCE_LEN))
+    {
+        if s.is_ipv4() != group.is_ipv4() || s.is_multicast() || s.is_unspecified() {
+            return Err(PeerError::BadField);
+        }
+        let mut family = 0;
+        write_ip(*s, &mut family, b);
     }
     Ok(HEADER_LEN + len)
 }
@@ -727,6 +879,77 @@ mod tests {
                 add: i % 4 != 0,
             })
             .collect()
+    }
+
+    fn filters() -> Vec<(IpAddr, Vec<IpAddr>)> {
+        vec![
+            (
+                "232.1.1.1".parse().unwrap(),
+                vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+            ),
+            (
+                "ff3e::8000:1".parse().unwrap(),
+                vec!["2001:db8::1".parse().unwrap()],
+            ),
+            ("239.1.1.1".parse().unwrap(), vec![]),
+        ]
+    }
+
+    #[test]
+    fn group_filters() {
+        let mut b = [0u8; HEADER_LEN + MAX_PAYLOAD];
+        for (g, srcs) in filters() {
+            for mode in [SourceMode::Include, SourceMode::Exclude] {
+                let n = encode_group_filter(3, g, 10, 2, mode, &srcs, &mut b).unwrap();
+                assert_eq!(n, HEADER_LEN + FILTER_HEAD_LEN + srcs.len() * SOURCE_LEN);
+                let (3, Message::GroupFilter(f)) = decode(&b[..n]).unwrap() else {
+                    panic!("not a filter");
+                };
+                assert_eq!((f.group, f.vlan, f.channel, f.mode), (g, 10, 2, mode));
+                assert_eq!(f.sources().collect::<Vec<_>>(), srcs);
+                let mut c = [0u8; HEADER_LEN + MAX_PAYLOAD];
+                assert_eq!(encode(3, &Message::GroupFilter(f), &mut c), Ok(n));
+                assert_eq!(b[..n], c[..n]);
+                for k in 0..n {
+                    assert!(decode(&b[..k]).is_err(), "truncated at {k}");
+                }
+            }
+        }
+        let g: IpAddr = "232.1.1.1".parse().unwrap();
+        let n = encode_group_filter(3, g, 10, 0, SourceMode::Any, &[], &mut b).unwrap();
+        assert!(matches!(
+            decode(&b[..n]),
+            Ok((3, Message::GroupFilter(f))) if f.mode == SourceMode::Any && f.is_empty()
+        ));
+        // Refused: sources with Any, a source of the other family or a
+        // multicast one, a unicast group, too many sources.
+        let s4: IpAddr = "10.0.0.1".parse().unwrap();
+        let s6: IpAddr = "2001:db8::1".parse().unwrap();
+        let bad = |g: IpAddr, m, s: &[IpAddr]| {
+            let mut b = [0u8; HEADER_LEN + MAX_PAYLOAD];
+            encode_group_filter(3, g, 10, 0, m, s, &mut b)
+        };
+        assert_eq!(bad(g, SourceMode::Any, &[s4]), Err(PeerError::BadField));
+        assert_eq!(bad(g, SourceMode::Include, &[s6]), Err(PeerError::BadField));
+        assert_eq!(bad(g, SourceMode::Include, &[g]), Err(PeerError::BadField));
+        assert_eq!(bad(s4, SourceMode::Include, &[]), Err(PeerError::BadField));
+        let many = vec![s4; MAX_FILTER_SOURCES + 1];
+        assert_eq!(bad(g, SourceMode::Include, &many), Err(PeerError::NoRoom));
+        // On the wire: a bad mode, Any with sources, a multicast source,
+        // a count that disagrees with the length.
+        let n = encode_group_filter(3, g, 10, 0, SourceMode::Include, &[s4], &mut b).unwrap();
+        let p = HEADER_LEN;
+        for (at, v, e) in [
+            (p, 3u8, PeerError::BadField),
+            (p, 0, PeerError::BadField),
+            (p + FILTER_HEAD_LEN, 224, PeerError::BadField),
+            (p + 7, 2, PeerError::BadLength),
+            (p + 1, 5, PeerError::BadField),
+        ] {
+            let mut x = b;
+            x[at] = v;
+            assert_eq!(decode(&x[..n]).map(|_| ()), Err(e), "byte {at} = {v}");
+        }
     }
 
     #[test]
@@ -847,6 +1070,10 @@ mod tests {
         msgs.push(b[..n].to_vec());
         let n = encode_groups(7, &groups()[..3], &mut b).unwrap();
         msgs.push(b[..n].to_vec());
+        for (g, srcs) in filters() {
+            let n = encode_group_filter(7, g, 10, 1, SourceMode::Include, &srcs, &mut b).unwrap();
+            msgs.push(b[..n].to_vec());
+        }
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for m in &msgs {
             for i in 0..m.len() {
@@ -867,6 +1094,15 @@ mod tests {
                             Message::Groups(m) => {
                                 encode_groups(d, &m.iter().collect::<Vec<_>>(), &mut o)
                             }
+                            Message::GroupFilter(f) => encode_group_filter(
+                                d,
+                                f.group,
+                                f.vlan,
+                                f.channel,
+                                f.mode,
+                                &f.sources().collect::<Vec<_>>(),
+                                &mut o,
+                            ),
                             _ => Ok(0),
                         }
                         .unwrap();

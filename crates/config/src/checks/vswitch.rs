@@ -45,10 +45,58 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
         );
     }
     let mut peer_vlans: Option<crate::VlanList> = None;
+    // An aggregated peer link: one port channel (its members are checked
+    // with port-channels; the channel carries its first member's VLANs).
+    let bundled = |name: &str| cfg.port_channels.iter().find(|c| c.name == name);
+    if let Some(pc) = vs.peer_link.iter().find_map(|n| bundled(n)) {
+        let i = vs.peer_link.iter().position(|n| *n == pc.name).unwrap_or(0);
+        let p = format!("{at}.peer-link[{i}]");
+        if vs.peer_link.len() > 1 {
+            err(
+                p.clone(),
+                format!(
+                    "port channel {:?} is the whole peer link: name it alone, or list ports (active/standby)",
+                    pc.name
+                ),
+            );
+        }
+        if vs.channel_id(&pc.name).is_some() {
+            err(
+                p.clone(),
+                format!(
+                    "port channel {:?} is a multichassis channel: the peer link is a channel of its own",
+                    pc.name
+                ),
+            );
+        }
+        // LACP between the nodes takes a partner with this node's own
+        // system id (from switch.name) for a loop: the bundle would
+        // never carry data. Two nodes left at the default name would.
+        if pc.lacp != crate::ha::LacpMode::Static && cfg.switch.name == crate::DEFAULT_SWITCH_NAME {
+            err(
+                p.clone(),
+                format!(
+                    "port channel {:?} runs LACP between the two nodes: give each node its own switch.name (the LACP system id comes from it)",
+                    pc.name
+                ),
+            );
+        }
+        if let Some(m) = pc.members.first().and_then(|m| cfg.port_index(m)) {
+            if cfg.ports[m].mode != crate::PortMode::Routed {
+                peer_vlans = Some(cfg.port_vlans(m));
+            }
+        }
+    }
     for (i, name) in vs.peer_link.iter().enumerate() {
         let p = format!("{at}.peer-link[{i}]");
+        if bundled(name).is_some() {
+            continue;
+        }
         let Some(index) = cfg.port_index(name) else {
-            err(p, format!("port {name:?} is not configured (see ports)"));
+            err(
+                p,
+                format!("port {name:?} is not configured (see ports and port-channels)"),
+            );
             continue;
         };
         let port = &cfg.ports[index];
@@ -66,7 +114,7 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
             err(
                 p.clone(),
                 format!(
-                    "port {name:?} is a member of port channel {:?}: the peer link bundles its own ports",
+                    "port {name:?} is a member of port channel {:?}: name the port channel alone (an aggregated peer link)",
                     c.name
                 ),
             );

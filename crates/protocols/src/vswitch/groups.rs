@@ -11,20 +11,65 @@
 //! deliver the group to the channel, and a leave or expiry on the node
 //! that heard it withdraws it from both.
 //!
-//! The peer's source filters are not carried: its member ports get every
-//! source of the group (more than IGMPv3/MLDv2 include mode asks for,
-//! never less). When the peer is lost for good, channel-bound
+//! IGMPv3/MLDv2 source filters cross too: each membership's filter,
+//! merged over the sender's ports behind the same channel id (what any of
+//! them forwards), follows its entry as a filter message (type 11) when
+//! it is not "every source", and again whenever it changes. The receiver
+//! installs the peer's ports on the (S, G) routes of the sources the
+//! filter passes, and on the (*, G) route only when it passes unnamed
+//! sources (EXCLUDE mode). A membership entry resets the filter to every
+//! source (an older peer sends no filters: its ports get every source,
+//! as before); a filter longer than a message holds is sent as every
+//! source (INCLUDE) or cut short (EXCLUDE): more than asked, never less.
+//! When the peer is lost for good, channel-bound
 //! memberships stay for one group membership interval (the hosts'
 //! reports reach this node's members by then); the rest go at once.
 
 use super::peer_set::PeerSet;
-use crate::mcast::Multicast;
-use std::collections::BTreeSet;
+use crate::mcast::{Multicast, SourceFilter};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tables::mcast::McAddr;
-use wire::vswitch::GroupEntry;
+use wire::vswitch::{GroupEntry, GroupFilter, SourceMode, MAX_FILTER_SOURCES};
+
+/// (VLAN, group, channel id).
+type Key = (u16, IpAddr, u16);
+
+/// What to send: membership entries first, then the filters of those
+/// (and of memberships whose filter changed) that do not pass every
+/// source.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GroupUpdate {
+    pub entries: Vec<GroupEntry>,
+    pub filters: Vec<(Key, SourceFilter)>,
+}
+
+impl GroupUpdate {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.filters.is_empty()
+    }
+}
+
+/// A filter as one message carries it: mode and at most
+/// [`MAX_FILTER_SOURCES`] sources (longer: see the module docs).
+pub fn wire_filter(f: &SourceFilter) -> (SourceMode, Vec<IpAddr>) {
+    match f {
+        SourceFilter::Include(a) if a.len() <= MAX_FILTER_SOURCES => (
+            SourceMode::Include,
+            a.iter().map(|s| IpAddr::from(*s)).collect(),
+        ),
+        SourceFilter::Exclude(x) => (
+            SourceMode::Exclude,
+            x.iter()
+                .take(MAX_FILTER_SOURCES)
+                .map(|s| IpAddr::from(*s))
+                .collect(),
+        ),
+        _ => (SourceMode::Any, Vec::new()),
+    }
+}
 
 /// Group-sync counters (`show virtual-switch`).
 #[derive(Debug, Default, Clone)]
@@ -35,9 +80,11 @@ pub struct GroupCounters {
 
 pub struct GroupSync {
     mcast: Arc<Multicast>,
-    /// What the peer knows of ours: (VLAN, group, channel id).
-    sent: BTreeSet<(u16, IpAddr, u16)>,
-    peer: PeerSet<(u16, IpAddr, u16), ()>,
+    /// What the peer knows of ours, with the filters sent.
+    sent: BTreeMap<Key, SourceFilter>,
+    peer: PeerSet<Key, ()>,
+    /// The peer's filters that do not pass every source.
+    filters: HashMap<Key, SourceFilter>,
     /// The peer's memberships expire then (after it was lost).
     expire_at: Option<Instant>,
     changed: bool,
@@ -48,8 +95,9 @@ impl GroupSync {
     pub fn new(mcast: Arc<Multicast>) -> GroupSync {
         GroupSync {
             mcast,
-            sent: BTreeSet::new(),
+            sent: BTreeMap::new(),
             peer: PeerSet::default(),
+            filters: HashMap::new(),
             expire_at: None,
             changed: false,
             counters: GroupCounters::default(),
@@ -61,35 +109,61 @@ impl GroupSync {
     }
 
     /// This node's memberships by channel id (`channel_of`: port → id,
-    /// `None` for the peer link).
-    fn local(&self, channel_of: &dyn Fn(u16) -> Option<u16>) -> BTreeSet<(u16, IpAddr, u16)> {
-        self.mcast
-            .local_memberships()
-            .into_iter()
-            .filter_map(|(v, g, p)| Some((v, IpAddr::from(g), channel_of(p)?)))
-            .collect()
+    /// `None` for the peer link), filters merged over the ports behind
+    /// one id.
+    fn local(&self, channel_of: &dyn Fn(u16) -> Option<u16>) -> BTreeMap<Key, SourceFilter> {
+        let mut out: BTreeMap<Key, SourceFilter> = BTreeMap::new();
+        for (v, g, p, f) in self.mcast.local_memberships() {
+            let Some(ch) = channel_of(p) else {
+                continue;
+            };
+            out.entry((v, IpAddr::from(g), ch))
+                .and_modify(|m| *m = m.union(&f))
+                .or_insert(f);
+        }
+        out
     }
 
     /// Changes since the last call, to send.
-    pub fn changes(&mut self, channel_of: &dyn Fn(u16) -> Option<u16>) -> Vec<GroupEntry> {
+    pub fn changes(&mut self, channel_of: &dyn Fn(u16) -> Option<u16>) -> GroupUpdate {
         let now = self.local(channel_of);
-        let mut out: Vec<GroupEntry> = now
-            .difference(&self.sent)
-            .map(|k| entry(*k, true))
-            .collect();
-        out.extend(self.sent.difference(&now).map(|k| entry(*k, false)));
+        let mut out = GroupUpdate::default();
+        for (k, f) in &now {
+            match self.sent.get(k) {
+                None => {
+                    out.entries.push(entry(*k, true));
+                    if *f != SourceFilter::Any {
+                        out.filters.push((*k, f.clone()));
+                    }
+                }
+                Some(old) if old != f => out.filters.push((*k, f.clone())),
+                Some(_) => {}
+            }
+        }
+        for k in self.sent.keys().filter(|k| !now.contains_key(*k)) {
+            out.entries.push(entry(*k, false));
+        }
         self.sent = now;
-        self.counters.tx += out.len() as u64;
+        self.counters.tx += (out.entries.len() + out.filters.len()) as u64;
         out
     }
 
     /// Every membership (a full copy); also what the peer now knows.
-    pub fn full(&mut self, channel_of: &dyn Fn(u16) -> Option<u16>) -> Vec<GroupEntry> {
+    pub fn full(&mut self, channel_of: &dyn Fn(u16) -> Option<u16>) -> GroupUpdate {
         self.sent = self.local(channel_of);
-        self.sent.iter().map(|k| entry(*k, true)).collect()
+        GroupUpdate {
+            entries: self.sent.keys().map(|k| entry(*k, true)).collect(),
+            filters: self
+                .sent
+                .iter()
+                .filter(|(_, f)| **f != SourceFilter::Any)
+                .map(|(k, f)| (*k, f.clone()))
+                .collect(),
+        }
     }
 
-    /// One entry from the peer.
+    /// One entry from the peer. An added (or refreshed) membership passes
+    /// every source until its filter follows.
     pub fn apply(&mut self, e: &GroupEntry) {
         self.counters.rx += 1;
         let k = (e.vlan, e.group, e.channel);
@@ -98,7 +172,41 @@ impl GroupSync {
         } else {
             self.changed |= self.peer.remove(&k).is_some();
         }
+        self.changed |= self.filters.remove(&k).is_some();
         self.expire_at = None;
+    }
+
+    /// The source filter of one of the peer's memberships (a filter
+    /// implies the membership).
+    pub fn apply_filter(&mut self, f: &GroupFilter<'_>) {
+        self.counters.rx += 1;
+        let k = (f.vlan, f.group, f.channel);
+        self.changed |= self.peer.insert(k, ()).is_none();
+        let sources = || f.sources().map(tables::mcast::McAddr::from).collect();
+        let filter = match f.mode {
+            SourceMode::Any => SourceFilter::Any,
+            SourceMode::Include => SourceFilter::Include(sources()),
+            SourceMode::Exclude => SourceFilter::Exclude(sources()).normal(),
+        };
+        if filter == SourceFilter::Any {
+            self.changed |= self.filters.remove(&k).is_some();
+        } else if self.filters.get(&k) != Some(&filter) {
+            self.filters.insert(k, filter);
+            self.changed = true;
+        }
+        self.expire_at = None;
+    }
+
+    /// The peer's filter of a membership (every source if none came).
+    pub fn peer_filter(&self, k: &Key) -> Option<SourceFilter> {
+        self.peer.get(k)?;
+        Some(self.filters.get(k).cloned().unwrap_or_default())
+    }
+
+    /// Filters of memberships that are gone go with them.
+    fn prune(&mut self) {
+        let peer = &self.peer;
+        self.filters.retain(|k, _| peer.get(k).is_some());
     }
 
     pub fn sync_start(&mut self, generation: u32) {
@@ -109,6 +217,7 @@ impl GroupSync {
         let mut any = false;
         self.peer.sync_end(generation, |_, _| any = true);
         self.changed |= any;
+        self.prune();
     }
 
     /// The peer is gone for good.
@@ -117,6 +226,7 @@ impl GroupSync {
         self.peer
             .retain(|(_, _, ch), _| *ch != 0, |_, _| any = true);
         self.changed |= any;
+        self.prune();
         let gmi = self
             .mcast
             .membership_interval()
@@ -134,20 +244,27 @@ impl GroupSync {
             let mut any = false;
             self.peer.retain(|_, _| false, |_, _| any = true);
             self.changed |= any;
+            self.prune();
         }
         if !std::mem::take(&mut self.changed) {
             return;
         }
-        let set: BTreeSet<(u16, McAddr, u16)> = self
-            .peer
-            .iter()
-            .filter_map(|((v, g, ch), _)| Some((*v, McAddr::from(*g), port_of(*ch)?)))
-            .collect();
+        let mut set: BTreeMap<(u16, McAddr, u16), SourceFilter> = BTreeMap::new();
+        for (k, _) in self.peer.iter() {
+            let (v, g, ch) = *k;
+            let Some(port) = port_of(ch) else {
+                continue;
+            };
+            let f = self.filters.get(k).cloned().unwrap_or_default();
+            set.entry((v, McAddr::from(g), port))
+                .and_modify(|m| *m = m.union(&f))
+                .or_insert(f);
+        }
         self.mcast.set_peer_groups(set);
     }
 }
 
-fn entry(k: (u16, IpAddr, u16), add: bool) -> GroupEntry {
+fn entry(k: Key, add: bool) -> GroupEntry {
     GroupEntry {
         group: k.1,
         vlan: k.0,

@@ -12,7 +12,7 @@
 //! and IGMP/MLD snooping memberships ([`super::groups`]) cross the same
 //! way and are part of every full copy.
 
-use super::groups::GroupSync;
+use super::groups::{wire_filter, GroupSync, GroupUpdate};
 use super::macs::PeerMacs;
 use super::neigh::NeighSync;
 use crate::ha::{Changes, Ha};
@@ -22,9 +22,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tables::MacKey;
 use wire::vswitch::{
-    decode, encode, encode_groups, encode_macs, encode_neighbors, GroupEntry, Hello, LacpState,
-    MacEntry, Message, NeighEntry, PeerError, HEADER_LEN, MAX_GROUP_ENTRIES, MAX_MAC_ENTRIES,
-    MAX_NEIGH_ENTRIES, MAX_PAYLOAD,
+    decode, encode, encode_group_filter, encode_groups, encode_macs, encode_neighbors, Hello,
+    LacpState, MacEntry, Message, NeighEntry, PeerError, HEADER_LEN, MAX_GROUP_ENTRIES,
+    MAX_MAC_ENTRIES, MAX_NEIGH_ENTRIES, MAX_PAYLOAD,
 };
 
 /// Ethernet header plus the largest message.
@@ -73,15 +73,20 @@ pub struct McChannel {
     pub index: usize,
 }
 
-/// The configured peer-link ports: (port id, name).
+/// The configured peer-link ports (an aggregated peer link: its port
+/// channel's members): (port id, name).
 pub fn peer_link_ports(cfg: &config::Config) -> Vec<(u16, String)> {
-    let Some(vs) = &cfg.virtual_switch else {
-        return Vec::new();
-    };
-    vs.peer_link
-        .iter()
-        .filter_map(|n| Some((cfg.port_index(n)? as u16, n.clone())))
+    cfg.peer_link_ports()
+        .into_iter()
+        .filter_map(|n| Some((cfg.port_index(&n)? as u16, n)))
         .collect()
+}
+
+/// The port id of an aggregated peer link's port channel (what the MAC
+/// table holds for the peer's own addresses); `None` for active/standby
+/// ports.
+pub fn peer_link_bundle(cfg: &config::Config) -> Option<u16> {
+    cfg.peer_link_channel().map(|k| cfg.channel_port_id(k))
 }
 
 /// The configured multichassis channels.
@@ -127,8 +132,11 @@ pub struct LinkIo {
     pub ha: Arc<Ha>,
     pub inbox: Arc<LearnerInbox>,
     pub changes: Arc<MacChanges>,
-    /// Peer-link ports: (port id, interface name).
+    /// Peer-link ports: (port id, interface name); an aggregated peer
+    /// link's members.
     pub ports: Vec<(u16, String)>,
+    /// An aggregated peer link's channel port ([`peer_link_bundle`]).
+    pub bundle: Option<u16>,
     pub channels: Vec<McChannel>,
     /// SVIs whose neighbours are synchronised ([`svis`]).
     pub svis: Vec<(u16, String)>,
@@ -141,7 +149,7 @@ impl LinkIo {
     /// (0: outside any channel); `None` on the peer link (never announced
     /// back).
     fn channel_of_port(&self, port: u16) -> Option<u16> {
-        if self.ports.iter().any(|(p, _)| *p == port) {
+        if self.bundle == Some(port) || self.ports.iter().any(|(p, _)| *p == port) {
             return None;
         }
         Some(
@@ -153,8 +161,12 @@ impl LinkIo {
     }
 
     /// Where the peer's entry for channel `id` goes here (0: the peer
-    /// link's port that carries data, the first usable one).
+    /// link — an aggregated one's channel port, else the port that
+    /// carries data, the first usable one).
     fn port_of_channel(&self, id: u16) -> Option<u16> {
+        if id == 0 && self.bundle.is_some() {
+            return self.bundle;
+        }
         if id == 0 {
             let st = self.ha.snapshot();
             return self
@@ -248,6 +260,53 @@ impl PeerLink {
         &self.io.channels
     }
 
+    /// An aggregated peer link (a port channel).
+    pub fn aggregated(&self) -> bool {
+        self.io.bundle.is_some()
+    }
+
+    /// The peer link's ports for `show`: name, link up, and what the
+    /// port does for data (`data`: carries it — an aggregated link's
+    /// distributing members, or active/standby's first usable port;
+    /// `standby`; `down`).
+    pub fn ports_json(&self) -> Vec<serde_json::Value> {
+        let st = self.io.ha.snapshot();
+        let bundle = self
+            .io
+            .bundle
+            .and_then(|id| st.channels.iter().find(|c| c.id == id));
+        let first = self
+            .io
+            .ports
+            .iter()
+            .find(|(p, _)| st.usable(*p))
+            .map(|(p, _)| *p);
+        self.io
+            .ports
+            .iter()
+            .map(|(p, name)| {
+                let up = st.usable(*p);
+                let data = match bundle {
+                    Some(c) => c
+                        .members
+                        .iter()
+                        .zip(&c.distributing)
+                        .any(|(m, d)| m == p && *d),
+                    None => first == Some(*p),
+                };
+                serde_json::json!({
+                    "name": name,
+                    "up": up,
+                    "state": match (up, data) {
+                        (false, _) => "down",
+                        (true, true) => "data",
+                        (true, false) => "standby",
+                    },
+                })
+            })
+            .collect()
+    }
+
     /// Index of the peer-link port to send on: the first whose link is up.
     fn tx_port(&self) -> Option<usize> {
         let st = self.io.ha.snapshot();
@@ -331,14 +390,34 @@ impl PeerLink {
         sent
     }
 
-    fn send_groups(&mut self, k: Option<usize>, entries: &[GroupEntry]) -> u64 {
+    /// Membership entries, then filters (one message each); returns the
+    /// entries sent (what a full copy's end counts: filters are not
+    /// counted, so a peer that does not know them agrees on the count).
+    fn send_groups(&mut self, k: Option<usize>, u: &GroupUpdate) -> u64 {
         let mut sent = 0;
-        for chunk in entries.chunks(MAX_GROUP_ENTRIES) {
+        for chunk in u.entries.chunks(MAX_GROUP_ENTRIES) {
             match encode_groups(self.domain, chunk, &mut self.frame[14..]) {
                 Ok(n) => {
                     if self.send_frame(k, n) {
                         sent += chunk.len() as u64;
                     }
+                }
+                Err(_) => self.counters.tx_errors += 1,
+            }
+        }
+        for ((vlan, group, channel), f) in &u.filters {
+            let (mode, sources) = wire_filter(f);
+            match encode_group_filter(
+                self.domain,
+                *group,
+                *vlan,
+                *channel,
+                mode,
+                &sources,
+                &mut self.frame[14..],
+            ) {
+                Ok(n) => {
+                    self.send_frame(k, n);
                 }
                 Err(_) => self.counters.tx_errors += 1,
             }
@@ -610,6 +689,10 @@ impl PeerLink {
                                 None => self.counters.rx_unexpected += list.len() as u64,
                             }
                         }
+                        Message::GroupFilter(f) => match self.groups.as_mut() {
+                            Some(g) => g.apply_filter(&f),
+                            None => self.counters.rx_unexpected += 1,
+                        },
                         Message::SyncRequest => copy_requested = true,
                         Message::SyncStart { generation } => {
                             self.flush_learner(&mut add, &mut remove);
@@ -707,7 +790,7 @@ impl PeerLink {
         let changes = if link_alive {
             g.changes(&channel_of)
         } else {
-            Vec::new()
+            GroupUpdate::default()
         };
         g.apply_to_multicast(&port_of);
         if !changes.is_empty() {

@@ -422,6 +422,12 @@ impl PairRunner {
             "goodbyes": p.goodbyes,
             "peer_link": {
                 "ports": vs.peer_link,
+                "mode": if self.link.as_ref().is_some_and(|l| l.aggregated()) {
+                    "aggregate"
+                } else {
+                    "active-standby"
+                },
+                "members": self.link.as_ref().map(|l| l.ports_json()),
                 "state": if p.link_alive(now) { "up" } else { "down" },
                 "messages": link,
             },
