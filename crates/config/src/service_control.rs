@@ -151,6 +151,10 @@ pub struct ServiceControl {
     /// Provisioning file loaded at start and on apply (docs/inline.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscribers_file: Option<std::path::PathBuf>,
+    /// Where quota accounts are kept across restarts (absent: beside the
+    /// management socket, `<socket>.quota`; docs/inline.md, "Quotas").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_file: Option<std::path::PathBuf>,
     #[serde(default)]
     pub services: Vec<ServiceDef>,
     #[serde(default)]
