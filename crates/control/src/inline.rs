@@ -195,10 +195,12 @@ impl InlineControl {
             return;
         }
         {
+            // The table before the controller, as `show` takes them (the
+            // control thread only tries the table).
+            let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
             let mut bw = self.bandwidth.lock().unwrap_or_else(|e| e.into_inner());
             if let (Some(plan), Some((g, c))) = (self.shared.inline.load_full(), bw.as_mut()) {
                 if *g == plan.generation {
-                    let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
                     c.tick(&plan.stats, &plan.levels, 1000, &mut DbBook(&mut db));
                 }
             }

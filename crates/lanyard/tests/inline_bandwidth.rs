@@ -573,6 +573,9 @@ fn quota_accounts_survive_restart_and_stop_start() {
     let log = b.sw.log();
     assert!(log.contains("quota state: 2 accounts saved"), "{log}");
     assert!(log.contains("2 accounts restored"), "{log}");
+    if let Some(l) = log.lines().find(|l| l.contains("forwarding resumed")) {
+        eprintln!("{l}");
+    }
     let g = quota_of(&b, "gold-1");
     let s = quota_of(&b, "silver-1");
     // Idle since: the same bytes (the last interval is counted before
