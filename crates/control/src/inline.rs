@@ -194,6 +194,7 @@ impl InlineControl {
         if self.shared.inline.load_full().is_none() {
             return;
         }
+        let t0 = std::time::Instant::now();
         {
             // The table before the controller, as `show` takes them (the
             // control thread only tries the table).
@@ -206,7 +207,10 @@ impl InlineControl {
             }
         }
         match self.save_quota_state(true, sync) {
-            Ok(n) => tracing::info!("quota state: {n} accounts saved"),
+            Ok(n) => tracing::info!(
+                "quota state: {n} accounts saved in {:.1} ms",
+                t0.elapsed().as_secs_f64() * 1e3
+            ),
             Err(e) => tracing::warn!("{e}"),
         }
     }

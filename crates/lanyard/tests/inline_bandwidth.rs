@@ -573,7 +573,10 @@ fn quota_accounts_survive_restart_and_stop_start() {
     let log = b.sw.log();
     assert!(log.contains("quota state: 2 accounts saved"), "{log}");
     assert!(log.contains("2 accounts restored"), "{log}");
-    if let Some(l) = log.lines().find(|l| l.contains("forwarding resumed")) {
+    for l in log
+        .lines()
+        .filter(|l| l.contains("forwarding resumed") || l.contains("saved in"))
+    {
         eprintln!("{l}");
     }
     let g = quota_of(&b, "gold-1");
