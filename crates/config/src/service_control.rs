@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn a_valid_section_compiles() {
         let text = format!(
-            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  flows: 1024\n  services:\n    - {{name: web, applications: [HTTP]}}\n    - {{name: custom}}\n  signatures:\n    - {{name: probe, service: custom, protocol: tcp, ports: 9000-9100, payload: 'LY\\x01'}}\n"
+            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  flows: 1024\n  state-file: /var/lib/lanyard/quota.state\n  services:\n    - {{name: web, applications: [HTTP]}}\n    - {{name: custom}}\n  signatures:\n    - {{name: probe, service: custom, protocol: tcp, ports: 9000-9100, payload: 'LY\\x01'}}\n"
         );
         let cfg = crate::parse(&text, "t.yaml").unwrap();
         let sc = cfg.service_control.as_ref().unwrap();
@@ -456,6 +456,10 @@ mod tests {
         assert_eq!(p.services.id("custom"), Some(3));
         assert_eq!(p.signatures.get(0).unwrap().ports, Some((9000, 9100)));
         assert_eq!(sc.engine_config().flows, 1024);
+        assert_eq!(
+            sc.state_file.as_deref(),
+            Some(std::path::Path::new("/var/lib/lanyard/quota.state"))
+        );
         // Inline ports are in no VLAN (never flooded to).
         let l2 = crate::build::l2_tables(&cfg);
         assert!(!l2.vlans[1].flood.contains(0));
