@@ -151,6 +151,10 @@ pub struct ServiceControl {
     /// Provisioning file loaded at start and on apply (docs/inline.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscribers_file: Option<std::path::PathBuf>,
+    /// Where quota accounts are kept across restarts (absent: beside the
+    /// management socket, `<socket>.quota`; docs/inline.md, "Quotas").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_file: Option<std::path::PathBuf>,
     #[serde(default)]
     pub services: Vec<ServiceDef>,
     #[serde(default)]
@@ -442,7 +446,7 @@ mod tests {
     #[test]
     fn a_valid_section_compiles() {
         let text = format!(
-            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  flows: 1024\n  services:\n    - {{name: web, applications: [HTTP]}}\n    - {{name: custom}}\n  signatures:\n    - {{name: probe, service: custom, protocol: tcp, ports: 9000-9100, payload: 'LY\\x01'}}\n"
+            "{BASE}service-control:\n  inline: [{{subscriber-port: s0, network-port: n0}}]\n  flows: 1024\n  state-file: /var/lib/lanyard/quota.state\n  services:\n    - {{name: web, applications: [HTTP]}}\n    - {{name: custom}}\n  signatures:\n    - {{name: probe, service: custom, protocol: tcp, ports: 9000-9100, payload: 'LY\\x01'}}\n"
         );
         let cfg = crate::parse(&text, "t.yaml").unwrap();
         let sc = cfg.service_control.as_ref().unwrap();
@@ -452,6 +456,10 @@ mod tests {
         assert_eq!(p.services.id("custom"), Some(3));
         assert_eq!(p.signatures.get(0).unwrap().ports, Some((9000, 9100)));
         assert_eq!(sc.engine_config().flows, 1024);
+        assert_eq!(
+            sc.state_file.as_deref(),
+            Some(std::path::Path::new("/var/lib/lanyard/quota.state"))
+        );
         // Inline ports are in no VLAN (never flooded to).
         let l2 = crate::build::l2_tables(&cfg);
         assert!(!l2.vlans[1].flood.contains(0));

@@ -139,6 +139,9 @@ fn restart(
         .unwrap_or_else(|e| e.into_inner())
         .join(";");
     let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
+    // The workers have stopped: their last bytes are counted and the
+    // quota accounts written for the new image.
+    sw.inline.final_quota_save(false);
     let exe = std::env::args_os()
         .next()
         .filter(|a| a.to_string_lossy().contains('/'))
@@ -180,6 +183,15 @@ pub struct Switch {
     workers: usize,
     /// The claim on the management socket; released last.
     lock: crate::instance::InstanceLock,
+    /// Inline service control: its quota accounts are saved at the end.
+    inline: Arc<crate::inline::InlineControl>,
+}
+
+/// The quota state file unless `service-control.state-file` says: beside
+/// the management socket, as the learned addresses of a restart, but
+/// kept (a plain stop and start needs it too).
+pub fn quota_state_path(socket: &Path) -> std::path::PathBuf {
+    socket.with_extension("quota")
 }
 
 /// How [`Switch::start_with`] differs from the configuration file.
@@ -254,8 +266,15 @@ impl Switch {
         }
         // Inline engines too: the first frame on a bump-in-the-wire port
         // already meets its engine.
-        let inline = Arc::new(crate::inline::InlineControl::new(shared.clone(), nworkers));
+        let inline = Arc::new(crate::inline::InlineControl::new(
+            shared.clone(),
+            nworkers,
+            quota_state_path(&cfg.management.socket),
+        ));
         inline.commit(inline.prepare(&cfg, false)?);
+        // After the subscribers file, before the first frame: quota
+        // accounts as the previous run (or image) left them.
+        inline.load_quota_state();
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -579,6 +598,7 @@ impl Switch {
             bound: false,
             workers: nworkers,
             lock,
+            inline: inline.clone(),
         };
         let metrics = match &cfg.management.metrics {
             Some(m) => {
@@ -654,6 +674,7 @@ impl Switch {
         for t in self.threads {
             let _ = t.join();
         }
+        self.inline.final_quota_save(true);
         let x = self
             .exporter
             .lock()

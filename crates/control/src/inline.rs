@@ -19,6 +19,10 @@ use std::sync::{Arc, Mutex};
 /// Intervals of service history kept (an hour at the default 10 s).
 const HISTORY_KEEP: usize = 360;
 
+/// How often the control thread writes the quota state file (besides at
+/// stop and restart): what a crash can lose.
+const STATE_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The control side of inline service control.
 pub struct InlineControl {
     shared: Arc<Shared>,
@@ -36,6 +40,10 @@ pub struct InlineControl {
     history: Mutex<Option<(u64, dpi::report::History)>>,
     /// The usage exporter's counters (`usage_export.rs`).
     usage_export: Arc<dpi::usage_record::UsageExportCounters>,
+    /// The quota state file when `service-control.state-file` is absent.
+    default_state_file: std::path::PathBuf,
+    /// One save at a time (the control thread's and a stop's).
+    saving: Mutex<()>,
 }
 
 /// Quotas kept in the subscriber table.
@@ -61,7 +69,13 @@ type Running = (ServiceControl, Vec<(String, String)>);
 pub struct Prepared(Option<Option<Arc<InlinePlan>>>);
 
 impl InlineControl {
-    pub fn new(shared: Arc<Shared>, workers: usize) -> InlineControl {
+    /// `default_state_file`: where quota accounts are kept unless the
+    /// configuration says (see [`InlineControl::state_file`]).
+    pub fn new(
+        shared: Arc<Shared>,
+        workers: usize,
+        default_state_file: std::path::PathBuf,
+    ) -> InlineControl {
         let db = SubscriberDb::new(1_000_000);
         let published = db.published();
         InlineControl {
@@ -74,6 +88,130 @@ impl InlineControl {
             bandwidth: Mutex::new(None),
             usage_export: Arc::default(),
             history: Mutex::new(None),
+            default_state_file,
+            saving: Mutex::new(()),
+        }
+    }
+
+    /// The quota state file of the running section (`None`: inline
+    /// service control is off).
+    pub fn state_file(&self) -> Option<std::path::PathBuf> {
+        let r = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let (sc, _) = r.as_ref()?;
+        Some(
+            sc.state_file
+                .clone()
+                .unwrap_or_else(|| self.default_state_file.clone()),
+        )
+    }
+
+    /// Restores the quota accounts the previous run left (at start, after
+    /// the subscribers file). A missing file is a first start; a bad one
+    /// is logged and ignored: every account starts again, nothing panics.
+    pub fn load_quota_state(&self) {
+        let Some(path) = self.state_file() else {
+            return;
+        };
+        let data = match std::fs::read(&path) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                tracing::warn!(
+                    "quota state {}: {e}; quota accounts start again",
+                    path.display()
+                );
+                return;
+            }
+        };
+        match dpi::quota_state::parse(&data) {
+            Ok(accounts) => {
+                let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+                let r = db.restore_accounts(accounts);
+                tracing::info!(
+                    "quota state {}: {} accounts restored, {} of subscribers not provisioned (kept until they are)",
+                    path.display(),
+                    r.restored,
+                    r.unknown
+                );
+            }
+            Err(e) => tracing::warn!(
+                "quota state {}: {e}; ignored, quota accounts start again",
+                path.display()
+            ),
+        }
+    }
+
+    /// Writes the quota accounts to the state file: a temporary file
+    /// renamed over it, so a crash mid-write leaves the previous one.
+    /// `wait`: take the subscriber table even if a bulk load holds it
+    /// (stop, restart); otherwise a busy table skips this save. `sync`:
+    /// to the disk before the rename (not for a restart's hand-over: the
+    /// machine stays up, and forwarding waits for it).
+    pub fn save_quota_state(&self, wait: bool, sync: bool) -> Result<usize, String> {
+        let Some(path) = self.state_file() else {
+            return Ok(0);
+        };
+        let _one = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        let accounts = {
+            let db = match self.db.try_lock() {
+                Ok(db) => db,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if !wait => return Ok(0),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    self.db.lock().unwrap_or_else(|e| e.into_inner())
+                }
+            };
+            db.quota_accounts()
+        };
+        if accounts.is_empty() && !path.exists() {
+            // No quota in use: no file to leave behind.
+            return Ok(0);
+        }
+        let text = dpi::quota_state::format(&accounts);
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            if sync {
+                f.sync_data()?;
+            }
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("quota state {}: {e}", path.display())
+        })?;
+        Ok(accounts.len())
+    }
+
+    /// Counts the last bytes the workers passed (they have stopped) and
+    /// saves the quota accounts: the end of a run, stop or restart
+    /// (`sync`: see [`InlineControl::save_quota_state`]).
+    pub fn final_quota_save(&self, sync: bool) {
+        if self.shared.inline.load_full().is_none() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        {
+            // The table before the controller, as `show` takes them (the
+            // control thread only tries the table).
+            let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+            let mut bw = self.bandwidth.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some(plan), Some((g, c))) = (self.shared.inline.load_full(), bw.as_mut()) {
+                if *g == plan.generation {
+                    c.tick(&plan.stats, &plan.levels, 1000, &mut DbBook(&mut db));
+                }
+            }
+        }
+        match self.save_quota_state(true, sync) {
+            Ok(n) => tracing::info!(
+                "quota state: {n} accounts saved in {:.1} ms",
+                t0.elapsed().as_secs_f64() * 1e3
+            ),
+            Err(e) => tracing::warn!("{e}"),
         }
     }
 
@@ -84,10 +222,24 @@ impl InlineControl {
     /// accounting, never the sharing).
     pub fn run_control(&self, stop: &dyn Fn() -> bool) {
         let mut last = std::time::Instant::now();
+        let mut saved = last;
+        let mut save_failed = false;
         while !stop() {
             let now = std::time::Instant::now();
             let period = self.control_tick(now.duration_since(last).as_micros() as u64);
             last = now;
+            if now.duration_since(saved) >= STATE_SAVE_EVERY {
+                saved = now;
+                // Logged once per failure streak, not every 10 s.
+                match self.save_quota_state(false, true) {
+                    Ok(_) => save_failed = false,
+                    Err(e) if !save_failed => {
+                        save_failed = true;
+                        tracing::warn!("{e}");
+                    }
+                    Err(_) => {}
+                }
+            }
             std::thread::sleep(period);
         }
     }
@@ -573,6 +725,8 @@ impl InlineControl {
             "quota-exceeded": s.quota_bytes.is_some_and(|q| used >= q),
             "quota-exceeded-rate-bps": quota_rate,
             "quota-period-s": s.limits.quota_period_s,
+            // Unix seconds; kept across restarts (none before traffic).
+            "quota-period-start-s": db.period_start(link.slot, link.gen),
             // Seconds until the next period (none before traffic counts).
             "quota-next-period-in-s": s.limits.quota_period_s.zip(db.period_start(link.slot, link.gen)).map(|(p, start)| {
                 let now = std::time::SystemTime::now()

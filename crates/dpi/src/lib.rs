@@ -14,7 +14,8 @@
 //!
 //! Module imports flow one way: `packet`, `flow`, `subscriber`, `ndpi`
 //! and `counter` are leaves; `bucket` (the token bucket) uses `counter`;
-//! `provision` uses `subscriber`; `signature` uses `packet`; `service`
+//! `provision` and `quota_state` (the quota state file) use
+//! `subscriber`; `signature` uses `packet`; `service`
 //! uses `ndpi`'s protocol ids, `counter` and `bucket`; `bandwidth`
 //! (controllers, the control thread's sharing) uses `service` and
 //! `bucket`; `engine` uses them all; `inline` (what the control plane
@@ -29,6 +30,7 @@ pub mod inline;
 pub mod ndpi;
 pub mod packet;
 pub mod provision;
+pub mod quota_state;
 pub mod report;
 pub mod service;
 pub mod signature;

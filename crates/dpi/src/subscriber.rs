@@ -440,6 +440,32 @@ pub struct SubscriberDb {
     /// belong to (a reused slot starts from zero). Not part of
     /// checkpoints: usage is traffic, not provisioning.
     used: Vec<Account>,
+    /// Restored accounts of ids not provisioned (yet): a subscriber added
+    /// later in this run takes its account when published (e.g. one
+    /// provisioned through the API after a restart). Never written back
+    /// to the state file.
+    pending: HashMap<Box<str>, (u64, u64)>,
+}
+
+/// One subscriber's quota account as the quota state file keeps it
+/// ([`crate::quota_state`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaAccount {
+    pub id: Box<str>,
+    /// Bytes counted toward the quota in the current period.
+    pub used: u64,
+    /// Start of the current period, Unix seconds (above 0).
+    pub start_s: u64,
+}
+
+/// What [`SubscriberDb::restore_accounts`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Accounts given to their subscribers.
+    pub restored: usize,
+    /// Accounts of ids not in the table: kept until such a subscriber is
+    /// added (this run only).
+    pub unknown: usize,
 }
 
 /// A subscriber's quota account: generation, bytes, start of the period
@@ -465,6 +491,7 @@ impl SubscriberDb {
             max,
             per_package: PackageCounts::default(),
             used: Vec::new(),
+            pending: HashMap::new(),
         }
     }
 
@@ -578,6 +605,55 @@ impl SubscriberDb {
         Ok(())
     }
 
+    /// The quota accounts worth keeping across a restart: those of
+    /// subscribers with a quota whose account has started, in slot order.
+    pub fn quota_accounts(&self) -> Vec<QuotaAccount> {
+        self.iter()
+            .filter(|(s, _)| s.quota_bytes.is_some())
+            .filter_map(|(s, l)| {
+                let a = self.used.get(l.slot as usize)?;
+                (a.gen == l.gen && a.start_s != 0).then(|| QuotaAccount {
+                    id: s.id.clone(),
+                    used: a.bytes,
+                    start_s: a.start_s,
+                })
+            })
+            .collect()
+    }
+
+    /// Gives restored accounts (the quota state file's) to their
+    /// subscribers; accounts of unknown ids wait for a subscriber of that
+    /// id to be added (see `pending`).
+    pub fn restore_accounts(&mut self, accounts: Vec<QuotaAccount>) -> Restored {
+        let mut r = Restored::default();
+        self.pending.clear();
+        for a in accounts {
+            match self.by_id.get(&a.id).copied() {
+                Some(slot) => {
+                    self.set_account(slot, a.used, a.start_s);
+                    r.restored += 1;
+                }
+                None => {
+                    self.pending.insert(a.id, (a.used, a.start_s));
+                    r.unknown += 1;
+                }
+            }
+        }
+        r
+    }
+
+    fn set_account(&mut self, slot: u32, bytes: u64, start_s: u64) {
+        let i = slot as usize;
+        if self.used.len() <= i {
+            self.used.resize(i + 1, Account::default());
+        }
+        self.used[i] = Account {
+            gen: self.gens[i],
+            bytes,
+            start_s,
+        };
+    }
+
     fn family(&mut self, v6: bool) -> &mut Family {
         if v6 {
             &mut self.work.v6
@@ -665,6 +741,20 @@ impl SubscriberDb {
 
     /// Makes the working copy the workers' view (one pointer store).
     pub fn publish(&mut self) {
+        // Restored accounts go to subscribers added since, at publish: a
+        // load that is rolled back never took them.
+        if !self.pending.is_empty() {
+            let found: Vec<(u32, Box<str>)> = self
+                .pending
+                .keys()
+                .filter_map(|id| Some((*self.by_id.get(id)?, id.clone())))
+                .collect();
+            for (slot, id) in found {
+                if let Some((bytes, start_s)) = self.pending.remove(&id) {
+                    self.set_account(slot, bytes, start_s);
+                }
+            }
+        }
         self.work.generation += 1;
         self.work.subscribers = self.by_id.len();
         self.published.store(Arc::new(self.work.clone()));
@@ -856,5 +946,84 @@ mod tests {
         let v = db.published().load_full();
         assert!(v.lookup(v4("10.0.0.1"), false).is_some());
         assert!(v.lookup(v4("10.0.0.2"), false).is_some());
+    }
+
+    fn quota_sub(id: &str, addr: &str, quota: u64, period: Option<u64>) -> Subscriber {
+        let mut s = sub(id, Package::Gold, &[addr]);
+        s.quota_bytes = Some(quota);
+        s.limits.quota_period_s = period;
+        s
+    }
+
+    #[test]
+    fn quota_accounts_survive_the_state_file() {
+        let mut db = SubscriberDb::new(10);
+        let a = db
+            .upsert(quota_sub("a", "10.0.0.1", 1000, Some(3600)), false)
+            .unwrap();
+        let b = db
+            .upsert(quota_sub("b", "10.0.0.2", 1000, None), false)
+            .unwrap();
+        let c = db
+            .upsert(sub("c", Package::Gold, &["10.0.0.3"]), false)
+            .unwrap();
+        db.upsert(quota_sub("idle", "10.0.0.4", 1000, None), false)
+            .unwrap();
+        db.publish();
+        let t0 = 1_764_000_000;
+        assert_eq!(db.add_used_at(a.slot, a.gen, 600, t0), Some(false));
+        assert_eq!(db.add_used_at(b.slot, b.gen, 1500, t0 + 5), Some(true));
+        db.add_used_at(c.slot, c.gen, 99, t0);
+        // Only quota subscribers with traffic: `c` has no quota, `idle`
+        // no account yet.
+        let text = crate::quota_state::format(&db.quota_accounts());
+        assert_eq!(
+            text,
+            format!(
+                "lanyard-quota-state 1\na 600 {t0}\nb 1500 {}\nend 2\n",
+                t0 + 5
+            )
+        );
+
+        // A new table (another process): other slots, one id unknown.
+        let mut db2 = SubscriberDb::new(10);
+        db2.upsert(sub("x", Package::Gold, &["10.0.0.9"]), false)
+            .unwrap();
+        let b2 = db2
+            .upsert(quota_sub("b", "10.0.0.2", 1000, None), false)
+            .unwrap();
+        db2.publish();
+        let accounts = crate::quota_state::parse(text.as_bytes()).unwrap();
+        let r = db2.restore_accounts(accounts);
+        assert_eq!((r.restored, r.unknown), (1, 1));
+        assert_eq!(db2.used(b2.slot, b2.gen), 1500);
+        assert_eq!(db2.period_start(b2.slot, b2.gen), Some(t0 + 5));
+        // Still over quota with the next bytes.
+        assert_eq!(db2.add_used_at(b2.slot, b2.gen, 1, t0 + 60), Some(true));
+
+        // `a` added by a load that is rolled back: the account waits…
+        let cp = db2.checkpoint();
+        let a2 = db2
+            .upsert(quota_sub("a", "10.0.0.1", 1000, Some(3600)), false)
+            .unwrap();
+        db2.restore(cp);
+        let y = db2
+            .upsert(sub("y", Package::Gold, &["10.0.0.8"]), false)
+            .unwrap();
+        db2.publish();
+        assert_eq!((y.slot, db2.used(y.slot, y.gen)), (a2.slot, 0));
+        // …for the load that publishes it.
+        let a2 = db2
+            .upsert(quota_sub("a", "10.0.0.1", 1000, Some(3600)), false)
+            .unwrap();
+        assert_eq!(db2.used(a2.slot, a2.gen), 0);
+        db2.publish();
+        assert_eq!(db2.used(a2.slot, a2.gen), 600);
+        assert_eq!(db2.period_start(a2.slot, a2.gen), Some(t0));
+        // The period still runs from the restored start: past it, the
+        // account starts again, aligned to the old periods.
+        assert_eq!(db2.add_used_at(a2.slot, a2.gen, 10, t0 + 7300), Some(false));
+        assert_eq!(db2.used(a2.slot, a2.gen), 10);
+        assert_eq!(db2.period_start(a2.slot, a2.gen), Some(t0 + 7200));
     }
 }

@@ -327,6 +327,27 @@ impl Switch {
         child.wait()
     }
 
+    /// Starts the switch again after [`Switch::stop`] or [`Switch::kill9`]:
+    /// the same binary, configuration and directory (so files the last
+    /// run left beside its socket are there), in `dut`.
+    pub fn start_again(&mut self, dut: &Netns, ports: &[&str]) -> io::Result<()> {
+        if self.child.is_some() {
+            return Err(io::Error::other("still running"));
+        }
+        let logf = std::fs::OpenOptions::new().append(true).open(&self.log)?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", dut.name()])
+            .arg(&self.bin)
+            .args(["run", "--config"])
+            .arg(self.dir.join("config.yaml"))
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()?;
+        self.child = Some(child);
+        self.wait_ready(ports)
+    }
+
     pub fn stop(&mut self) -> io::Result<ExitStatus> {
         let Some(mut child) = self.child.take() else {
             return Err(io::Error::other("already stopped"));
