@@ -1140,12 +1140,7 @@ impl Dut {
             )));
         }
         res.map_err(|e| LabError::Dut(format!("{e}; log: {}", tail(&log))))?;
-        let ver = Command::new(bin)
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        self.info.push(lanyard_version(bin));
         match self.setup.multicast {
             Some(McSetup::Snooping(_)) => self.info.push(format!(
                 "multicast.igmp-snooping in VLAN {}: querier {}, fast-leave {}, flood-unregistered false",
@@ -1588,43 +1583,55 @@ impl Dut {
         })
     }
 
-    /// lanyard-pair: the node namespaces, the wiring, the nodes and the
-    /// partner started, and every channel member distributing on both
-    /// ends (see `lanyard_pair.rs`).
-    fn start_pair(&mut self, bin: &Path) -> Result<(), LabError> {
-        use crate::lanyard_pair as lp;
+    /// The two nodes of a `lanyard-pair` or `lanyard-rstp` DUT (`what`):
+    /// their namespaces (`…-a`, `…-b`), the wiring (`wire(dut, a, b)`),
+    /// each node started with `config(node, socket, switch lines)` and its
+    /// control script for `ports`. Returns the `switch:` lines every
+    /// instance of the DUT gets (workers, backend).
+    fn start_nodes(
+        &mut self,
+        what: &str,
+        bin: &Path,
+        wire: fn(&str, &str, &str) -> Result<(), LabError>,
+        ports: &[&str],
+        config: impl Fn(usize, &Path, &str) -> String,
+    ) -> Result<String, LabError> {
         if self.topo.ports < 2 {
-            return Err(LabError::Dut(
-                "lanyard-pair needs tester ports 1 and 2".into(),
-            ));
+            return Err(LabError::Dut(format!("{what} needs tester ports 1 and 2")));
         }
         let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
         if let Some(b) = &self.spec.port_type {
             extra.push_str(&lanyard_backend(b));
         }
+        use crate::lanyard_pair::NODES;
         let mut nss = Vec::new();
-        for n in lp::NODES {
+        for n in NODES {
             nss.push(self.topo.add_namespace(n)?);
         }
-        lp::wire(&self.topo.dut, &nss[0], &nss[1])?;
-        for (k, n) in lp::NODES.into_iter().enumerate() {
-            let node = self.start_node(n, &nss[k], bin, &lp::NODE_PORTS, |s| {
-                lp::node_config(k, s, &extra)
-            })?;
+        wire(&self.topo.dut, &nss[0], &nss[1])?;
+        for (k, n) in NODES.into_iter().enumerate() {
+            let node = self.start_node(n, &nss[k], bin, ports, |s| config(k, s, &extra))?;
             self.pair.push(node);
         }
+        Ok(extra)
+    }
+
+    /// lanyard-pair: the node namespaces, the wiring, the nodes and the
+    /// partner started, and every channel member distributing on both
+    /// ends (see `lanyard_pair.rs`).
+    fn start_pair(&mut self, bin: &Path) -> Result<(), LabError> {
+        use crate::lanyard_pair as lp;
+        let extra =
+            self.start_nodes("lanyard-pair", bin, lp::wire, &lp::NODE_PORTS, |k, s, x| {
+                lp::node_config(k, s, x)
+            })?;
         // The partner last: `lanyard` (socket, LANYARD_CONFIG) is the partner.
         let dut = self.topo.dut.clone();
         let sock = self.start_instance("lanyard", &dut, bin, |s| lp::partner_config(s, &extra))?;
         self.lanyard = Some((bin.to_path_buf(), sock));
         let t0 = Instant::now();
         self.wait_pair(30.0)?;
-        let ver = Command::new(bin)
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        self.info.push(lanyard_version(bin));
         self.info.push(format!(
             "virtual-switch pair: nodes A and B (own namespaces, domain {}, peer link pl, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner: sw1 + po1 (a1..a4) in VLAN 10, sw2 + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired, all 8 partner members distributing {:.1} s after start",
             lp::DOMAIN,
@@ -1638,26 +1645,10 @@ impl Dut {
     /// (see `lanyard_rstp.rs`).
     fn start_rstp(&mut self, bin: &Path) -> Result<(), LabError> {
         use crate::lanyard_rstp as lr;
-        if self.topo.ports < 2 {
-            return Err(LabError::Dut(
-                "lanyard-rstp needs tester ports 1 and 2".into(),
-            ));
-        }
-        let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
-        if let Some(b) = &self.spec.port_type {
-            extra.push_str(&lanyard_backend(b));
-        }
-        let mut nss = Vec::new();
-        for n in lr::NODES {
-            nss.push(self.topo.add_namespace(n)?);
-        }
-        lr::wire(&self.topo.dut, &nss[0], &nss[1])?;
-        for (k, n) in lr::NODES.into_iter().enumerate() {
-            let node = self.start_node(n, &nss[k], bin, &lr::NODE_PORTS, |s| {
-                lr::node_config(k, s, &extra)
+        let extra =
+            self.start_nodes("lanyard-rstp", bin, lr::wire, &lr::NODE_PORTS, |k, s, x| {
+                lr::node_config(k, s, x)
             })?;
-            self.pair.push(node);
-        }
         // The access switches in the DUT namespace; the first is `lanyard`
         // (its socket is LANYARD_SOCKET in commands).
         let dut = self.topo.dut.clone();
@@ -1669,12 +1660,7 @@ impl Dut {
         self.lanyard = Some((bin.to_path_buf(), acc1));
         let t0 = Instant::now();
         self.wait_tree(60.0)?;
-        let ver = Command::new(bin)
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        self.info.push(format!("lanyard {ver} ({})", bin.display()));
+        self.info.push(lanyard_version(bin));
         self.info.push(format!(
             "RSTP design: distribution nodes A (root, priority 4096) and B (8192) in their own namespaces joined by ab; access switches acc1 (sw1, uplinks u1 to A, u2 to B) and acc2 (sw2, v1, v2), all Lanyards in VLAN 10, RSTP with default timers (hello 2 s), tester ports edge; the uplinks to B alternate; tree settled {:.1} s after start",
             t0.elapsed().as_secs_f64()
@@ -1919,6 +1905,16 @@ impl Drop for LinkDown {
 
 /// Start `bin run --config CFG` in namespace `ns`, output to `log`
 /// (appended when `append`).
+/// `lanyard VERSION (PATH)` for a DUT's info lines.
+fn lanyard_version(bin: &Path) -> String {
+    let ver = Command::new(bin)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!("lanyard {ver} ({})", bin.display())
+}
+
 fn spawn_lanyard(
     ns: &str,
     bin: &Path,

@@ -26,8 +26,9 @@ use crate::LabError;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// The node namespaces' suffixes and names in reports (A root, B backup).
-pub const NODES: [&str; 2] = ["a", "b"];
+/// The node namespaces' suffixes and names in reports (A root, B
+/// backup), as the pair's.
+pub use crate::lanyard_pair::NODES;
 
 /// Bridge priorities of A and B (the access switches keep 32768).
 const PRIORITY: [u32; 2] = [4096, 8192];

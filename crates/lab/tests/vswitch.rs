@@ -3,9 +3,8 @@
 //! when not root or when no `lanyard` binary is built), and the classic
 //! RSTP design beside it (`lanyard-rstp`). About 40 s.
 
-use lab::plan::Plan;
 mod common;
-use common::{lanyard_bin, root};
+use common::{lanyard_bin, root, run_plan_text};
 
 /// Traffic hashed over both nodes; a node powered off under traffic: the
 /// survivor carries the rest, nothing duplicated; before the next trial
@@ -19,7 +18,9 @@ fn pair_spreads_traffic_and_survives_a_node_loss() {
         eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
         return;
     };
-    let plan = Plan::parse(
+    let (s, out) = run_plan_text(
+        bin,
+        "vswitch",
         "name: vs
 defaults: {drain: 0.5, learn-wait: 0.3}
 duts:
@@ -33,15 +34,7 @@ tests:
      trial-duration: 5, before-trial: ['\"$LAB_NODE_A\" power-off', 'sleep 0.5'],
      commands: [{at: 0.5, run: '\"$LAB_NODE_A\" start'}]}
 ",
-    )
-    .unwrap();
-    let out = std::env::temp_dir().join(format!("lab-test-vswitch-{}", std::process::id()));
-    let opts = lab::LabOptions {
-        lanyard_bin: bin,
-        out_dir: Some(out.clone()),
-        quiet: true,
-    };
-    let s = lab::run_plan(&plan, &opts).unwrap();
+    );
     // The nodes' and the partner's logs and configurations outlive the
     // DUT (its temporary directory is gone): a trial can be explained.
     for f in [
@@ -141,7 +134,9 @@ fn rstp_design_takes_the_alternate_when_the_root_goes() {
         eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
         return;
     };
-    let plan = Plan::parse(
+    let (s, out) = run_plan_text(
+        bin,
+        "rstp",
         "name: rstp
 defaults: {drain: 0.5, learn-wait: 0.3}
 duts:
@@ -152,15 +147,7 @@ tests:
   - {name: power-off, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
      trial-duration: 3, commands: [{at: 1, run: '\"$LAB_NODE_A\" power-off'}]}
 ",
-    )
-    .unwrap();
-    let out = std::env::temp_dir().join(format!("lab-test-rstp-{}", std::process::id()));
-    let opts = lab::LabOptions {
-        lanyard_bin: bin,
-        out_dir: Some(out.clone()),
-        quiet: true,
-    };
-    let s = lab::run_plan(&plan, &opts).unwrap();
+    );
     for f in [
         "node-a/lanyard.log",
         "access-2/lanyard.yaml",

@@ -31,3 +31,17 @@ pub fn lanyard_bin() -> Option<PathBuf> {
     let p = exe.parent()?.parent()?.join("lanyard");
     p.exists().then_some(p)
 }
+
+/// Runs the plan `yaml` quietly with the `lanyard` at `bin`, its outputs
+/// in a fresh temporary directory named after `tag`; returns the summary
+/// and that directory (the caller removes it when done with it).
+pub fn run_plan_text(bin: PathBuf, tag: &str, yaml: &str) -> (lab::Summary, PathBuf) {
+    let plan = lab::Plan::parse(yaml).unwrap();
+    let out = std::env::temp_dir().join(format!("lab-test-{tag}-{}", std::process::id()));
+    let opts = lab::LabOptions {
+        lanyard_bin: bin,
+        out_dir: Some(out.clone()),
+        quiet: true,
+    };
+    (lab::run_plan(&plan, &opts).unwrap(), out)
+}
