@@ -40,6 +40,29 @@ fn a4(s: &str) -> Ipv4Addr {
 }
 
 impl Rig {
+    /// A switch port `id` (memory port, attached) as the only attachment
+    /// circuit, of pseudowire 0 toward `remote_pe`.
+    fn pseudowire_circuit(&mut self, id: u16, remote_pe: Ipv4Addr) {
+        use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
+        let (port, peer) = MemoryPort::new(&format!("mp{id}"));
+        self.mb.send(PortCommand::Attach {
+            id,
+            port: Box::new(port),
+            rx: true,
+            routed: false,
+        });
+        self.peers.push(peer);
+        self.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
+            vec![AttachmentCircuit {
+                port: id,
+                vlan: None,
+                mtu: 1500,
+                peer: remote_pe.into(),
+            }],
+            1,
+        ))));
+    }
+
     /// Routed ports 0, 1, 2 (10.0.k.1/24, MTU 1500). Next hops: id 1 =
     /// 10.0.1.2 on port 1, id 2 = 10.0.2.2 on port 2, id 3 = port 0's
     /// subnet. LFIB: 100 swap → 200 via id 1; 101 PHP via id 2; 102 pop
@@ -658,27 +681,10 @@ fn input_policy(set_dscp: Option<u8>, set_pcp: Option<u8>) -> pipeline::services
 /// after a grace period that counts only the workers).
 #[test]
 fn pseudowire_transport_follows_the_fib_not_the_cached_id() {
-    use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
     use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::new();
-    let (port, peer) = MemoryPort::new("mp3");
-    rig.mb.send(PortCommand::Attach {
-        id: 3,
-        port: Box::new(port),
-        rx: true,
-        routed: false,
-    });
-    rig.peers.push(peer);
     let remote_pe = a4("10.99.0.9");
-    rig.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
-        vec![AttachmentCircuit {
-            port: 3,
-            vlan: None,
-            mtu: 1500,
-            peer: remote_pe.into(),
-        }],
-        1,
-    ))));
+    rig.pseudowire_circuit(3, remote_pe);
     let l3 = rig.shared.l3.load_full().unwrap();
     let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
     // The remote PE via next hop 1 (port 1); the slot copies that id.
@@ -796,27 +802,10 @@ fn labelled_out_of_vlan_interfaces_is_tagged() {
 /// encapsulated with the subinterface's tag on its port.
 #[test]
 fn pseudowire_over_a_subinterface_is_tagged() {
-    use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
     use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::build(true);
-    let (port, peer) = MemoryPort::new("mp6");
-    rig.mb.send(PortCommand::Attach {
-        id: 6,
-        port: Box::new(port),
-        rx: true,
-        routed: false,
-    });
-    rig.peers.push(peer);
     let remote_pe = a4("10.99.0.9");
-    rig.shared.pseudowires.store(Some(Arc::new(PwPlane::new(
-        vec![AttachmentCircuit {
-            port: 6,
-            vlan: None,
-            mtu: 1500,
-            peer: remote_pe.into(),
-        }],
-        1,
-    ))));
+    rig.pseudowire_circuit(6, remote_pe);
     let l3 = rig.shared.l3.load_full().unwrap();
     let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
     l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
