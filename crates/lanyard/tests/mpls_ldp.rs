@@ -25,7 +25,6 @@
 //! and the module (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
 use serde_json::Value;
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::Command;
@@ -72,49 +71,7 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 
 /// tshark's view of one frame: each field's values (comma-joined).
 fn tshark(frame: &[u8], fields: &[&str]) -> Vec<String> {
-    let path = std::env::temp_dir().join(format!(
-        "lanyard-mpls-e2e-{}-{}.pcap",
-        std::process::id(),
-        frame.len() ^ frame[frame.len() - 1] as usize
-    ));
-    let mut f = std::fs::File::create(&path).unwrap();
-    f.write_all(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]).unwrap();
-    f.write_all(&[0; 8]).unwrap();
-    f.write_all(&65535u32.to_le_bytes()).unwrap();
-    f.write_all(&1u32.to_le_bytes()).unwrap();
-    f.write_all(&[0; 8]).unwrap();
-    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
-    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
-    f.write_all(frame).unwrap();
-    drop(f);
-    let mut c = Command::new("tshark");
-    c.arg("-r").arg(&path).args([
-        "-o",
-        "ip.check_checksum:TRUE",
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for fld in fields {
-        c.args(["-e", fld]);
-    }
-    let out = c.output().unwrap();
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .trim_end()
-        .split('|')
-        .map(str::to_string)
-        .collect()
+    testkit::tshark::fields(frame, fields, &[]).expect("tshark")
 }
 
 fn mac_of(ns: &str, ifname: &str) -> Mac {

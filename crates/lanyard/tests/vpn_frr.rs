@@ -41,25 +41,6 @@ fn mac_of(ns: &Netns, ifname: &str) -> Mac {
 const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
                        ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
 
-/// Gateways of `prefix` in VRF CUSTA, from `show ip route vrf CUSTA`.
-fn custa_gateways(sw: &Switch, prefix: &str) -> Vec<String> {
-    let v = sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]);
-    v["routes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["prefix"] == prefix && r["installed"] == true)
-        .flat_map(|r| {
-            r["nexthops"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h["gateway"].as_str().map(str::to_string))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 #[test]
 fn remote_pe_vpn_route_leaves_the_core_with_its_vpn_label() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
@@ -199,10 +180,12 @@ routing:
 
     let deadline = Duration::from_secs(40);
     let start = Instant::now();
-    while custa_gateways(&sw, "198.51.100.0/24") != ["10.0.12.2"] && start.elapsed() < deadline {
+    while sw.vrf_route_gateways("CUSTA", "198.51.100.0/24") != ["10.0.12.2"]
+        && start.elapsed() < deadline
+    {
         std::thread::sleep(Duration::from_millis(300));
     }
-    let gws = custa_gateways(&sw, "198.51.100.0/24");
+    let gws = sw.vrf_route_gateways("CUSTA", "198.51.100.0/24");
     if gws != ["10.0.12.2"] {
         let dump = pe.vtysh(&[
             "show ip ospf neighbor",

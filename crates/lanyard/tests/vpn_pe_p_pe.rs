@@ -38,10 +38,8 @@
 //! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -197,25 +195,6 @@ fn pe_bgpd(k: u8) -> String {
     s
 }
 
-/// Gateways of `prefix` in `vrf` (installed routes), from Lanyard.
-fn gateways(sw: &Switch, vrf: &str, prefix: &str) -> Vec<String> {
-    let v = sw.show_json(&["show", "ip", "route", "vrf", vrf]);
-    v["routes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["prefix"] == prefix && r["installed"] == true)
-        .flat_map(|r| {
-            r["nexthops"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h["gateway"].as_str().map(str::to_string))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// The VPN label Lanyard pops into `vrf` (bgpd's per-VRF label).
 fn vpn_label(sw: &Switch, vrf: &str) -> Option<u32> {
     let v = sw.show_json(&["show", "mpls", "table"]);
@@ -281,44 +260,7 @@ fn seq_of(ipp: &[u8]) -> Option<u64> {
 
 /// tshark's view of one frame: each field's values (comma-joined).
 fn tshark(frame: &[u8], fields: &[&str]) -> Option<Vec<String>> {
-    let path = std::env::temp_dir().join(format!("lanyard-vpn-ppe-{}.pcap", std::process::id()));
-    let mut f = std::fs::File::create(&path).ok()?;
-    let mut hdr = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-    hdr.extend_from_slice(&[0; 8]);
-    hdr.extend_from_slice(&65535u32.to_le_bytes());
-    hdr.extend_from_slice(&1u32.to_le_bytes());
-    hdr.extend_from_slice(&[0; 8]);
-    hdr.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    hdr.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-    f.write_all(&hdr).ok()?;
-    f.write_all(frame).ok()?;
-    drop(f);
-    let mut c = Command::new("tshark");
-    c.arg("-r").arg(&path).args([
-        "-o",
-        "ip.check_checksum:TRUE",
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for fld in fields {
-        c.args(["-e", fld]);
-    }
-    let out = c.output().ok();
-    let _ = std::fs::remove_file(&path);
-    let out = out?;
-    out.status.success().then(|| {
-        String::from_utf8_lossy(&out.stdout)
-            .trim_end()
-            .split('|')
-            .map(str::to_string)
-            .collect()
-    })
+    testkit::tshark::fields(frame, fields, &[]).ok()
 }
 
 struct RmDir(PathBuf);
@@ -594,7 +536,7 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     let want = |sw: &Switch, remote: &str, gw: &str| {
         CUSTS
             .iter()
-            .all(|v| gateways(sw, v, remote) == [gw.to_string()])
+            .all(|v| sw.vrf_route_gateways(v, remote) == [gw.to_string()])
     };
     if wait_for(
         "the VPN routes in both PEs",

@@ -9,10 +9,8 @@ use pipeline::mpls::{
     MplsPunt, MplsTables, MplsVerdict, TtlMode,
 };
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use tables::mpls::{
     IlmAction, LabelCounters, LabelStack, Lfib, LfibSize, Nhlfe, Path, PopAf, Pseudowire, PwType,
 };
@@ -75,54 +73,7 @@ for k, v in f.items():
 
 /// tshark's view of one frame: each field's values (comma-joined).
 fn tshark(frame: &[u8], fields: &[&str], decode_as: &[&str]) -> Vec<String> {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "lanyard-mpls-{}-{}.pcap",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut f = std::fs::File::create(&path).unwrap();
-    // pcap global header, LINKTYPE_ETHERNET, then one record.
-    f.write_all(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]).unwrap();
-    f.write_all(&[0; 8]).unwrap();
-    f.write_all(&65535u32.to_le_bytes()).unwrap();
-    f.write_all(&1u32.to_le_bytes()).unwrap();
-    f.write_all(&[0; 8]).unwrap();
-    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
-    f.write_all(&(frame.len() as u32).to_le_bytes()).unwrap();
-    f.write_all(frame).unwrap();
-    drop(f);
-    let mut c = Command::new("tshark");
-    c.args(["-r"]).arg(&path).args([
-        "-o",
-        "ip.check_checksum:TRUE",
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for d in decode_as {
-        c.args(["-d", d]);
-    }
-    for fld in fields {
-        c.args(["-e", fld]);
-    }
-    let out = c.output().unwrap();
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .trim_end()
-        .split('|')
-        .map(str::to_string)
-        .collect()
+    testkit::tshark::fields(frame, fields, decode_as).expect("tshark")
 }
 
 fn tools_missing() -> Option<&'static str> {

@@ -26,6 +26,7 @@ pub mod routes;
 pub mod seqrx;
 pub mod switch;
 pub mod testbed;
+pub mod tshark;
 pub mod vswitch;
 
 pub use netns::{in_netns, Netns};

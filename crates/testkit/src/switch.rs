@@ -281,6 +281,20 @@ impl Switch {
     }
 
     /// `show counters`.
+    /// Gateways of the installed route to `prefix` in VRF `vrf`
+    /// (`show ip route vrf VRF`).
+    pub fn vrf_route_gateways(&self, vrf: &str, prefix: &str) -> Vec<String> {
+        let v = self.show_json(&["show", "ip", "route", "vrf", vrf]);
+        v["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["prefix"] == prefix && r["installed"] == true)
+            .flat_map(|r| r["nexthops"].as_array().into_iter().flatten())
+            .filter_map(|h| h["gateway"].as_str().map(str::to_string))
+            .collect()
+    }
+
     pub fn counters(&self) -> Value {
         self.show_json(&["show", "counters"])
     }
