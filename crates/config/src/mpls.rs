@@ -1,6 +1,7 @@
 //! `mpls:` — label-plane settings: fast reroute (docs/mpls.md,
-//! "Fast reroute") and where ICMP for expired label TTLs goes
-//! (`icmp-tunneling`, docs/mpls.md section 3).
+//! "Fast reroute"), where ICMP for expired label TTLs goes
+//! (`icmp-tunneling`), TTL propagation and the TC ↔ class maps
+//! (docs/mpls.md section 3).
 //!
 //! `fast-reroute:` lists protected routed ports, each with a precomputed
 //! **facility backup** (link protection, RFC 4090 style): a next hop on
@@ -32,12 +33,62 @@ pub struct MplsConfig {
     /// LSR, or down the LSP to the egress (RFC 3032 §2.3.2).
     #[serde(skip_serializing_if = "IcmpTunneling::is_auto")]
     pub icmp_tunneling: IcmpTunneling,
+    /// How IP TTLs and label TTLs relate (RFC 3443): `uniform` (pushed
+    /// labels copy the IP TTL and popped packets take the label's back:
+    /// traceroute sees every LSR) or `pipe` (pushed labels start at 255 and
+    /// the IP TTL is left alone: the LSP is one hop).
+    #[serde(skip_serializing_if = "TtlPropagation::is_uniform")]
+    pub ttl_propagation: TtlPropagation,
+    /// QoS class n (0..7) → the TC written on pushed labels (and on
+    /// swapped ones with `tc-remark`); 8 values, default class n → TC n.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tc_of_class: Option<Vec<u8>>,
+    /// TC of a received top label n → the QoS class the frame gets when no
+    /// policy classified it; 8 values, default TC n → class n.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_of_tc: Option<Vec<u8>>,
+    /// Swapped labels take the TC of the frame's class (`tc-of-class`)
+    /// instead of keeping the TC they arrived with (default false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tc_remark: bool,
 }
 
 impl MplsConfig {
     pub fn is_empty(&self) -> bool {
-        self.fast_reroute.is_empty() && self.icmp_tunneling.is_auto()
+        self.fast_reroute.is_empty()
+            && self.icmp_tunneling.is_auto()
+            && self.ttl_propagation.is_uniform()
+            && self.tc_of_class.is_none()
+            && self.class_of_tc.is_none()
+            && !self.tc_remark
     }
+}
+
+/// `mpls.ttl-propagation`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TtlPropagation {
+    #[default]
+    Uniform,
+    Pipe,
+}
+
+impl TtlPropagation {
+    pub fn is_uniform(&self) -> bool {
+        *self == TtlPropagation::Uniform
+    }
+}
+
+/// A TC ↔ class map as the data path takes it: `map` (checked: 8 values
+/// of 0..7), or identity.
+pub fn tc_map(map: &Option<Vec<u8>>) -> [u8; 8] {
+    let mut out = [0, 1, 2, 3, 4, 5, 6, 7];
+    if let Some(m) = map {
+        for (o, v) in out.iter_mut().zip(m) {
+            *o = *v & 7;
+        }
+    }
+    out
 }
 
 /// `mpls.icmp-tunneling`.

@@ -500,14 +500,7 @@ impl Router {
         // Labels from zebra switch on routed ports (docs/mpls.md).
         shared.mpls.store(Some(Arc::new(datapath::mpls::MplsPlane {
             lfib: fib.lfib(),
-            cfg: pipeline::mpls::MplsConfig {
-                icmp_tunneling: match cfg.mpls.icmp_tunneling {
-                    config::mpls::IcmpTunneling::Auto => pipeline::mpls::IcmpTunneling::Auto,
-                    config::mpls::IcmpTunneling::Always => pipeline::mpls::IcmpTunneling::Always,
-                    config::mpls::IcmpTunneling::Never => pipeline::mpls::IcmpTunneling::Never,
-                },
-                ..pipeline::mpls::MplsConfig::default()
-            },
+            cfg: mpls_plane_config(&cfg.mpls),
         })));
         let (lfib, fib4, nexthops) = (fib.lfib(), fib.fib4(), fib.nexthops());
         let fib = Arc::new(Mutex::new(fib));
@@ -657,6 +650,27 @@ impl Router {
 
 /// Connected subnets and static routes of the configuration, into the FIB
 /// (and the static ones into the kernel, for the punted slow path).
+/// The label plane's settings from `mpls:` (TTL mode, ICMP tunnelling,
+/// the TC ↔ class maps, re-marking of swapped labels).
+pub fn mpls_plane_config(m: &config::mpls::MplsConfig) -> pipeline::mpls::MplsConfig {
+    use config::mpls::{IcmpTunneling as C, TtlPropagation as T};
+    use pipeline::mpls::{IcmpTunneling, TtlMode};
+    pipeline::mpls::MplsConfig {
+        ttl: match m.ttl_propagation {
+            T::Uniform => TtlMode::Uniform,
+            T::Pipe => TtlMode::Pipe,
+        },
+        icmp_tunneling: match m.icmp_tunneling {
+            C::Auto => IcmpTunneling::Auto,
+            C::Always => IcmpTunneling::Always,
+            C::Never => IcmpTunneling::Never,
+        },
+        tc_of_class: config::mpls::tc_map(&m.tc_of_class),
+        class_of_tc: config::mpls::tc_map(&m.class_of_tc),
+        remark: m.tc_remark,
+    }
+}
+
 fn program_config_routes(
     cfg: &Config,
     all_ports: &[RoutedPort],
@@ -1072,6 +1086,26 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mpls_section_reaches_the_label_plane() {
+        let d = mpls_plane_config(&config::mpls::MplsConfig::default());
+        assert_eq!(d, pipeline::mpls::MplsConfig::default());
+        let m = config::mpls::MplsConfig {
+            ttl_propagation: config::mpls::TtlPropagation::Pipe,
+            icmp_tunneling: config::mpls::IcmpTunneling::Never,
+            tc_of_class: Some(vec![1, 1, 2, 2, 3, 5, 6, 7]),
+            class_of_tc: Some(vec![0, 0, 0, 0, 4, 5, 6, 7]),
+            tc_remark: true,
+            ..Default::default()
+        };
+        let c = mpls_plane_config(&m);
+        assert_eq!(c.ttl, pipeline::mpls::TtlMode::Pipe);
+        assert_eq!(c.icmp_tunneling, pipeline::mpls::IcmpTunneling::Never);
+        assert_eq!(c.tc_of_class, [1, 1, 2, 2, 3, 5, 6, 7]);
+        assert_eq!(c.class_of_tc, [0, 0, 0, 0, 4, 5, 6, 7]);
+        assert!(c.remark);
+    }
 
     /// zebra's bytes for `prefix` via `gw` out of `ifindex`, in `table`.
     fn frr_route(msg: u16, prefix: &str, table: u32, gw: &str, ifindex: u32) -> Vec<u8> {

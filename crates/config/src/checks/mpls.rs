@@ -7,6 +7,24 @@ use std::collections::HashMap;
 pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
     let mut out = Vec::new();
     let mut err = |path: String, message: String| out.push(crate::error::Issue { path, message });
+    for (name, map) in [
+        ("tc-of-class", &cfg.mpls.tc_of_class),
+        ("class-of-tc", &cfg.mpls.class_of_tc),
+    ] {
+        let Some(m) = map else { continue };
+        if m.len() != 8 {
+            err(
+                format!("mpls.{name}"),
+                format!(
+                    "{} values; it maps each of the 8 values 0..7, so list 8",
+                    m.len()
+                ),
+            );
+        }
+        if let Some(v) = m.iter().find(|v| **v > 7) {
+            err(format!("mpls.{name}"), format!("{v} is out of range 0..7"));
+        }
+    }
     let frr = &cfg.mpls.fast_reroute;
     if frr.len() > MAX_FAST_REROUTE {
         err(
@@ -95,7 +113,7 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
 
 #[cfg(test)]
 mod tests {
-    use crate::mpls::IcmpTunneling;
+    use crate::mpls::{tc_map, IcmpTunneling, TtlPropagation};
     const BASE: &str = "ports:\n  - {name: c1, mode: routed, addresses: [10.0.1.1/30]}\n  - {name: c2, mode: routed, addresses: [10.0.2.1/30]}\n  - {name: sw}\nmpls:\n  fast-reroute:\n";
 
     fn errors(extra: &str) -> Vec<String> {
@@ -130,6 +148,18 @@ mod tests {
             assert_eq!(cfg.mpls.icmp_tunneling, want);
             assert_eq!(cfg.mpls.is_empty(), v == "auto");
         }
+        assert_eq!(cfg.mpls.ttl_propagation, TtlPropagation::Uniform);
+        assert_eq!(tc_map(&cfg.mpls.tc_of_class), [0, 1, 2, 3, 4, 5, 6, 7]);
+        let cfg = crate::parse(
+            &format!("{BASE}    []\n  ttl-propagation: pipe\n  tc-remark: true\n  tc-of-class: [0, 0, 1, 1, 2, 5, 6, 7]\n  class-of-tc: [7, 6, 5, 4, 3, 2, 1, 0]\n"),
+            "frr.yaml",
+        )
+        .unwrap();
+        let m = &cfg.mpls;
+        assert_eq!(m.ttl_propagation, TtlPropagation::Pipe);
+        assert!(m.tc_remark && !m.is_empty());
+        assert_eq!(tc_map(&m.tc_of_class), [0, 0, 1, 1, 2, 5, 6, 7]);
+        assert_eq!(tc_map(&m.class_of_tc), [7, 6, 5, 4, 3, 2, 1, 0]);
     }
 
     #[test]
@@ -145,6 +175,10 @@ mod tests {
             ("    - {protect: c1, backup: {port: c2, next-hop: 10.0.2.2, labels: [16, 17, 18]}}\n", "at most 2", 7),
             ("    - {protect: c1, backup: {port: c2, nexthop: 10.0.2.2}}\n", "unknown field", 7),
             ("    []\n  icmp-tunneling: sometimes\n", "unknown variant", 8),
+            ("    []\n  ttl-propagation: short-pipe\n", "unknown variant", 8),
+            ("    []\n  tc-of-class: [0, 1, 2]\n", "3 values", 8),
+            ("    []\n  class-of-tc: [0, 1, 2, 3, 4, 5, 6, 9]\n", "9 is out of range 0..7", 8),
+            ("    []\n  tc-remark: maybe\n", "tc-remark", 8),
         ];
         for (yaml, want, line) in cases {
             let e = errors(yaml);
