@@ -1241,9 +1241,9 @@ virtual-switch:
         assert!(!t.vlans[10].flood.contains(po));
     }
 
-    /// Several peer-link ports: one carries data, the others stand by
-    /// (never both in a flood set: no loop between the nodes); a cut of
-    /// the active one moves data to the next.
+    /// A peer link that is a port channel: data hashed over its members,
+    /// floods to the bundle once, a member cut moves its flows and
+    /// flushes nothing.
     #[test]
     fn aggregated_peer_link_hashes_over_its_members() {
         let cfg = config::parse(
@@ -1310,6 +1310,9 @@ virtual-switch:
         assert!(!tables(&cfg, &st).vlans[10].flood.contains(pl));
     }
 
+    /// Several peer-link ports: one carries data, the others stand by
+    /// (never both in a flood set: no loop between the nodes); a cut of
+    /// the active one moves data to the next.
     #[test]
     fn one_peer_link_port_carries_data() {
         let cfg = config::parse(
