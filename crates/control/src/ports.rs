@@ -676,23 +676,17 @@ impl Supervisor {
     /// a packet socket's ring waits for an RCU grace period (the kernel's
     /// `packet_set_ring` calls `synchronize_net`, ~10 ms): a 410-port
     /// switch spent 4.4 s of its start there, one port after another.
-    fn preopen_tx(&mut self, ids: &[usize]) {
+    fn preopen_tx(&mut self, ports: &[(usize, Option<link::LinkInfo>)]) {
         const MIN_PORTS: usize = 8;
         const OPENERS: usize = 32;
         let workers = self.mailboxes.len();
-        if workers < 2
-            || ids
-                .iter()
-                .filter(|&&id| self.attached[id].is_none())
-                .count()
-                < MIN_PORTS
-        {
+        if workers < 2 {
             return;
         }
         let mut want: Vec<(usize, String)> = Vec::new();
-        for &id in ids {
-            let name = &self.names[id];
-            if self.attached[id].is_some() || link::query(name).is_none() {
+        for (id, info) in ports {
+            let (id, name) = (*id, &self.names[*id]);
+            if self.attached[id].is_some() || info.is_none() {
                 continue;
             }
             for w in (0..workers).filter(|&w| w != self.owner(id)) {
@@ -735,12 +729,14 @@ impl Supervisor {
 
     /// One pass over the ports `ids`; returns whether anything changed.
     fn poll_ports(&mut self, ids: impl IntoIterator<Item = usize>) -> bool {
-        let ids: Vec<usize> = ids
+        // Each interface looked up once per poll, for both steps.
+        let ports: Vec<(usize, Option<link::LinkInfo>)> = ids
             .into_iter()
             .filter(|&id| id < self.names.len())
+            .map(|id| (id, link::query(&self.names[id])))
             .collect();
-        self.preopen_tx(&ids);
-        let changed = self.poll_each(ids);
+        self.preopen_tx(&ports);
+        let changed = self.poll_each(ports);
         // Sockets an attach did not take (it failed first) are closed.
         io::close_all(
             self.preopened
@@ -751,13 +747,9 @@ impl Supervisor {
         changed
     }
 
-    fn poll_each(&mut self, ids: Vec<usize>) -> bool {
+    fn poll_each(&mut self, ports: Vec<(usize, Option<link::LinkInfo>)>) -> bool {
         let mut changed = false;
-        for id in ids {
-            if id >= self.names.len() {
-                continue;
-            }
-            let info = link::query(&self.names[id]);
+        for (id, info) in ports {
             let prev = self.status.lock().unwrap_or_else(|e| e.into_inner())[id].clone();
             let mut next = prev.clone();
             match info {
