@@ -140,18 +140,8 @@ impl Ctx<'_> {
             self.progress
                 .advance(t.trial_duration + t.drain + t.learn_wait);
             let pair = self.dut.pair_state().map(|after| {
-                let before = pair0.as_ref().unwrap_or(&Value::Null);
-                if after["design"] == "rstp" {
-                    let rx = |v: &Value| [0, 1].map(|k| v["rx"][k].as_u64().unwrap_or(0));
-                    crate::lanyard_rstp::trial_state(
-                        before["tree"].as_str().unwrap_or("?"),
-                        after["tree"].as_str().unwrap_or("?"),
-                        rx(before),
-                        rx(&after),
-                    )
-                } else {
-                    crate::lanyard_pair::trial_state(before, &after)
-                }
+                self.dut
+                    .pair_trial(pair0.as_ref().unwrap_or(&Value::Null), &after)
             });
             let cmds_ok = cmds.iter().all(|c| c["ok"] == true);
             let ok = r.lost == 0 && r.sent > 0 && r.tester_rx_drops == 0 && cmds_ok;

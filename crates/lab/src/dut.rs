@@ -1696,8 +1696,22 @@ impl Dut {
         res.map_err(|e| LabError::Dut(format!("{e}: {last}")))
     }
 
+    /// What a trial did to a two-node DUT, from its [`Dut::pair_state`]
+    /// before and after the trial.
+    pub fn pair_trial(
+        &self,
+        before: &serde_json::Value,
+        after: &serde_json::Value,
+    ) -> serde_json::Value {
+        if self.spec.driver == Driver::LanyardRstp {
+            crate::lanyard_rstp::trial_state(before, after)
+        } else {
+            crate::lanyard_pair::trial_state(before, after)
+        }
+    }
+
     /// lanyard-rstp: the tree now and the frames each node received on its
-    /// access-facing ports so far (`{"design": "rstp", "tree", "rx": [a, b]}`).
+    /// access-facing ports so far (`{"tree", "rx": [a, b]}`).
     fn tree_state(&self) -> serde_json::Value {
         let (acc, nodes) = self.trees();
         let rx: Vec<u64> = self
@@ -1715,7 +1729,6 @@ impl Dut {
             })
             .collect();
         serde_json::json!({
-            "design": "rstp",
             "tree": crate::lanyard_rstp::tree_line(&acc, &nodes),
             "rx": rx,
         })

@@ -142,21 +142,18 @@ pub fn tree_line(access: &[Value; 2], nodes: &[Value; 2]) -> String {
     )
 }
 
-/// The state a trial records: the tree before and after and the frames
-/// each node's access-facing ports received meanwhile (`rx_before` and
-/// `rx_after` are per node, `tree_*` from [`tree_line`]).
-pub fn trial_state(
-    tree_before: &str,
-    tree_after: &str,
-    rx_before: [u64; 2],
-    rx_after: [u64; 2],
-) -> Value {
+/// The state a trial records, from the DUT's states before and after it
+/// (`{"tree", "rx": [a, b]}`, `Dut::pair_state`): the tree before and
+/// after and the frames each node's access-facing ports received
+/// meanwhile.
+pub fn trial_state(before: &Value, after: &Value) -> Value {
+    let rx = |v: &Value, k: usize| v["rx"][k].as_u64().unwrap_or(0);
     json!({
         "design": "rstp",
-        "tree_before": tree_before,
-        "tree_after": tree_after,
-        "a": {"rx": since(rx_before[0], rx_after[0])},
-        "b": {"rx": since(rx_before[1], rx_after[1])},
+        "tree_before": before["tree"].as_str().unwrap_or("?"),
+        "tree_after": after["tree"].as_str().unwrap_or("?"),
+        "a": {"rx": since(rx(before, 0), rx(after, 0))},
+        "b": {"rx": since(rx(before, 1), rx(after, 1))},
     })
 }
 
@@ -292,10 +289,8 @@ mod tests {
             "acc1 u2, acc2 v2; A down, B root"
         );
         let p = trial_state(
-            "acc1 u1, acc2 v1; A root, B ab",
-            "acc1 u2, acc2 v2; A down, B root",
-            [10, 0],
-            [510, 300],
+            &json!({"tree": "acc1 u1, acc2 v1; A root, B ab", "rx": [10, 0]}),
+            &json!({"tree": "acc1 u2, acc2 v2; A down, B root", "rx": [510, 300]}),
         );
         assert_eq!(
             state_line(&p),
