@@ -670,15 +670,13 @@ impl Supervisor {
         self.poll_ports(0..self.names.len())
     }
 
-    /// Opens, together, the transmit-only sockets that the attaches of
-    /// `ids` are about to open one by one (the ports not attached yet whose
-    /// interface exists, on every worker but the receiving one). Setting up
-    /// a packet socket's ring waits for an RCU grace period (the kernel's
-    /// `packet_set_ring` calls `synchronize_net`, ~10 ms): a 410-port
-    /// switch spent 4.4 s of its start there, one port after another.
+    /// Opens, together ([`io::in_parallel`]), the transmit-only sockets
+    /// that the attaches of `ports` are about to open one by one (the ports
+    /// not attached yet whose interface exists, on every worker but the
+    /// receiving one): a 410-port switch spent 4.4 s of its start setting
+    /// up their rings one after another.
     fn preopen_tx(&mut self, ports: &[(usize, Option<link::LinkInfo>)]) {
         const MIN_PORTS: usize = 8;
-        const OPENERS: usize = 32;
         let workers = self.mailboxes.len();
         if workers < 2 {
             return;
@@ -703,28 +701,15 @@ impl Supervisor {
             return;
         }
         let opts = af_packet_options(false, &self.ring_sizes());
-        let per = want.len().div_ceil(OPENERS);
-        let opened: Mutex<Vec<((usize, String), AfPacketPort)>> = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for chunk in want.chunks(per) {
-                let (opts, opened) = (&opts, &opened);
-                // If no thread can be made, those ports open in `attach`.
-                let _ = std::thread::Builder::new()
-                    .name("port-open".into())
-                    .spawn_scoped(s, move || {
-                        for (w, name) in chunk {
-                            // A failure is met again (and reported) in `attach`.
-                            if let Ok(p) = AfPacketPort::open(name, opts) {
-                                opened
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .push(((*w, name.clone()), p));
-                            }
-                        }
-                    });
-            }
-        });
-        self.preopened = opened.into_inner().unwrap_or_else(|e| e.into_inner());
+        // A failure is met again (and reported) in `attach`.
+        self.preopened = io::in_parallel(want, |(w, name)| {
+            AfPacketPort::open(&name, &opts)
+                .ok()
+                .map(|p| ((w, name), p))
+        })
+        .into_iter()
+        .flatten()
+        .collect();
     }
 
     /// One pass over the ports `ids`; returns whether anything changed.
