@@ -1,5 +1,5 @@
-//! Fuzz the rtnetlink `RTM_GETLINK` answer decoder (`io::link`): arbitrary
-//! bytes as a datagram. Nothing may panic, and a decoded link is up only
+//! Fuzz the rtnetlink `RTM_GETLINK` answer decoder and the link-event
+//! reader (`io::link`): arbitrary bytes as a datagram. Nothing may panic, and a decoded link is up only
 //! with carrier and admin up.
 #![no_main]
 
@@ -10,4 +10,6 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             assert!(!l.oper_up || (l.carrier && l.admin_up));
         }
     }
+    let mut changed = Vec::new();
+    let _ = io::link::parse_link_events(data, &mut changed);
 });

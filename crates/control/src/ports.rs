@@ -21,8 +21,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Every port is looked at this often whatever happens.
+/// Every port's carrier is looked at this often (an ethtool probe; a full
+/// look at the ports whose answer changed). Without link events or the
+/// probe, every port is queried this often instead.
 const POLL_ALL: Duration = Duration::from_millis(100);
+/// With link events and the carrier probe, every port is still queried in
+/// full this often, in case an event was missed.
+const POLL_FULL: Duration = Duration::from_secs(1);
 /// Members of backup pairs and port channels are looked at this often:
 /// carrier loss raises no event of its own (only the link watch's, up to a
 /// second later), and these are the ports whose loss must be acted on at
@@ -105,6 +110,9 @@ pub struct Supervisor {
     ha_ports: Vec<usize>,
     /// Per port: its fast-reroute protection id (`mpls.fast-reroute`).
     protection: Vec<Option<u32>>,
+    /// Per attached port: admin up with carrier, as the last full query
+    /// said (what the carrier probe compares against).
+    link_seen: Vec<Option<bool>>,
 }
 
 /// Per port: the LFIB protection id of its fast-reroute entry (the
@@ -301,6 +309,7 @@ impl Supervisor {
             attached_at: vec![None; cfg.ports.len()],
             ha_ports: ha_ports(cfg),
             protection: protection_ids(cfg),
+            link_seen: vec![None; cfg.ports.len()],
         }
     }
 
@@ -388,6 +397,7 @@ impl Supervisor {
         self.attached.resize(n, None);
         self.announced.resize(n, None);
         self.attached_at.resize(n, None);
+        self.link_seen.resize(n, None);
         self.ha_ports = ha_ports(cfg);
         self.protection = protection_ids(cfg);
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
@@ -670,6 +680,33 @@ impl Supervisor {
         self.poll_ports(0..self.names.len())
     }
 
+    /// The ports to query in full after a carrier probe: those whose
+    /// answer differs from the last query's, those not attached (retried),
+    /// and those whose driver does not answer the probe.
+    fn carrier_changed(&self, probe: &link::CarrierProbe) -> Vec<usize> {
+        (0..self.names.len())
+            .filter(|&id| match self.link_seen[id] {
+                Some(seen) => probe.link_up(&self.names[id]) != Some(seen),
+                None => true,
+            })
+            .collect()
+    }
+
+    /// The ports that link events name: by name, or by the index of the
+    /// interface they are attached to (a rename, a deletion).
+    fn ports_named(&self, changes: &[link::LinkChange]) -> Vec<usize> {
+        let mut ids: Vec<usize> = (0..self.names.len())
+            .filter(|&id| {
+                changes.iter().any(|c| {
+                    c.name.as_deref() == Some(self.names[id].as_str())
+                        || self.attached[id] == Some(c.ifindex)
+                })
+            })
+            .collect();
+        ids.dedup();
+        ids
+    }
+
     /// Opens, together ([`io::in_parallel`]), the transmit-only sockets
     /// that the attaches of `ports` are about to open one by one (the ports
     /// not attached yet whose interface exists, on every worker but the
@@ -744,8 +781,9 @@ impl Supervisor {
                     }
                     next.state = PortState::Missing;
                     next.ifindex = 0;
+                    self.link_seen[id] = None;
                 }
-                Some(i) => {
+                Some(mut i) => {
                     if self.attached[id] != Some(i.ifindex) {
                         if self.attached[id].is_some() {
                             self.detach(id);
@@ -766,13 +804,27 @@ impl Supervisor {
                                 next.error = Some(e);
                             }
                         }
+                        // The attach may have set the MTU and brought
+                        // the link up: look again (only then; at 410
+                        // ports a second query per poll cost the
+                        // supervisor half its time).
+                        i = link::query(&self.names[id]).unwrap_or(i);
+                    } else if i.mtu != prev.mtu {
+                        // Sockets opened by the attach read the MTU
+                        // themselves; a later change reaches them here.
+                        for m in &self.mailboxes {
+                            m.send(PortCommand::Mtu {
+                                id: id as u16,
+                                mtu: i.mtu,
+                            });
+                        }
                     }
-                    let now = link::query(&self.names[id]).unwrap_or(i);
-                    next.ifindex = now.ifindex;
-                    next.mtu = now.mtu;
+                    next.ifindex = i.ifindex;
+                    next.mtu = i.mtu;
+                    self.link_seen[id] = self.attached[id].map(|_| i.admin_up && i.carrier);
                     next.state = if self.attached[id].is_none() {
                         PortState::Missing
-                    } else if now.oper_up {
+                    } else if i.oper_up {
                         PortState::Up
                     } else {
                         PortState::Down
@@ -848,9 +900,21 @@ impl Supervisor {
         let monitor = link::LinkMonitor::open()
             .map_err(|e| tracing::warn!("link events unavailable ({e}): polling only"))
             .ok();
+        let probe = link::CarrierProbe::open()
+            .map_err(|e| tracing::warn!("carrier probe unavailable ({e}): polling only"))
+            .ok();
+        // Events say what changed, except carrier (only the link watch's
+        // event, up to a second later): the probe covers that.
+        let full_every = if monitor.is_some() && probe.is_some() {
+            POLL_FULL
+        } else {
+            POLL_ALL
+        };
         let alarm_fd = self.shared.link_alarm.event_fd();
         let mut alarmed = Vec::new();
+        let mut changes = Vec::new();
         let mut next_all = Instant::now();
+        let mut next_probe = Instant::now() + POLL_ALL;
         let mut next_ha = Instant::now() + POLL_HA;
         let mut last_alarms = Instant::now() - ALARM_HOLDOFF;
         while !self.shared.stop.load(Ordering::Relaxed) {
@@ -861,21 +925,32 @@ impl Supervisor {
             let now = Instant::now();
             if now >= next_all {
                 self.poll();
-                next_all = now + POLL_ALL;
+                next_all = now + full_every;
+                next_probe = now + POLL_ALL;
                 next_ha = now + POLL_HA;
-            } else if now >= next_ha {
-                let ids = self.ha_ports.clone();
-                self.poll_ports(ids);
-                next_ha = now + POLL_HA;
+            } else {
+                if now >= next_probe {
+                    if let Some(p) = &probe {
+                        let ids = self.carrier_changed(p);
+                        if !ids.is_empty() {
+                            self.poll_ports(ids);
+                        }
+                    }
+                    next_probe = now + POLL_ALL;
+                }
+                if now >= next_ha {
+                    let ids = self.ha_ports.clone();
+                    self.poll_ports(ids);
+                    next_ha = now + POLL_HA;
+                }
             }
             // Wait for a link event, an alarm (unless in hold-off) or the
             // next scheduled pass.
             let holdoff = ALARM_HOLDOFF.saturating_sub(last_alarms.elapsed());
-            let mut due = next_all.min(if self.ha_ports.is_empty() {
-                next_all
-            } else {
-                next_ha
-            });
+            let mut due = next_all.min(next_probe);
+            if !self.ha_ports.is_empty() {
+                due = due.min(next_ha);
+            }
             let mut fds = Vec::with_capacity(2);
             if let Some(m) = &monitor {
                 fds.push(libc::pollfd {
@@ -898,9 +973,19 @@ impl Supervisor {
             let ms = (wait.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32;
             // SAFETY: `fds` is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-            if monitor.as_ref().is_some_and(|m| m.drain()) {
-                // Something changed somewhere: look at every port now.
-                next_all = Instant::now();
+            if let Some(m) = &monitor {
+                changes.clear();
+                match m.drain_changes(&mut changes) {
+                    link::LinkEvents::None => {}
+                    link::LinkEvents::Named => {
+                        let ids = self.ports_named(&changes);
+                        if !ids.is_empty() {
+                            self.poll_ports(ids);
+                        }
+                    }
+                    // Events were lost: look at every port now.
+                    link::LinkEvents::Overrun => next_all = Instant::now(),
+                }
             }
             if holdoff.is_zero() {
                 alarmed.clear();

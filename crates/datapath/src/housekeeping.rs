@@ -50,7 +50,17 @@ impl Worker {
         self.mailbox.pending.store(false, Ordering::Release);
         let cmds =
             std::mem::take(&mut *self.mailbox.cmds.lock().unwrap_or_else(|e| e.into_inner()));
+        // Whether the receive list or a receive socket changed: only then
+        // are the parked rings and the wake set rebuilt (a flow dump every
+        // event-manager poll must not unpark 200 rings).
+        let mut rings_changed = false;
         for cmd in cmds {
+            rings_changed |= matches!(
+                cmd,
+                PortCommand::Attach { .. }
+                    | PortCommand::Detach { .. }
+                    | PortCommand::DiscardTx { .. }
+            );
             match cmd {
                 PortCommand::Attach {
                     id,
@@ -89,6 +99,11 @@ impl Worker {
                         self.ports[f] = src;
                     }
                 }
+                PortCommand::Mtu { id, mtu } => {
+                    if let Some(p) = self.ports.get_mut(id as usize).and_then(Option::as_mut) {
+                        p.set_mtu(mtu);
+                    }
+                }
                 PortCommand::DiscardTx { id } => {
                     if let Some(p) = self.ports[id as usize].as_mut() {
                         p.discard_tx();
@@ -112,24 +127,23 @@ impl Worker {
                 }
             }
         }
+        if !rings_changed {
+            return;
+        }
         self.idle.reset(self.rx.len());
         self.rx_switched = self
             .rx
             .iter()
             .filter(|&&id| !self.routed[id as usize])
             .count();
-        self.pollfds = self
+        let fds: Vec<RawFd> = self
             .rx
             .iter()
             .filter_map(|id| self.ports[*id as usize].as_ref()?.rx_fd())
             .chain(std::iter::once(self.shared.to_vlan.event_fd()))
             .chain(std::iter::once(self.shared.mc_out.event_fd()))
-            .map(|fd: RawFd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
             .collect();
+        self.wake.rebuild(fds);
     }
 
     /// Charge ring-level drops the kernel counted since the last look.
@@ -172,20 +186,11 @@ impl Worker {
     }
 
     pub(crate) fn sleep(&mut self) {
-        let ms = self.opts.max_sleep.as_millis().max(1) as i32;
-        if self.pollfds.is_empty() {
+        if self.wake.is_empty() {
             std::thread::sleep(self.opts.max_sleep);
             return;
         }
-        // SAFETY: pollfds is a valid, exclusively borrowed array of pollfd
-        // whose length is passed alongside.
-        unsafe {
-            libc::poll(
-                self.pollfds.as_mut_ptr(),
-                self.pollfds.len() as libc::nfds_t,
-                ms,
-            );
-        }
+        self.wake.wait(self.opts.max_sleep);
         // The inject queues' eventfds stay readable until read.
         self.shared.to_vlan.drain_event();
         self.shared.mc_out.drain_event();

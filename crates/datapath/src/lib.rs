@@ -56,6 +56,7 @@ mod rx_idle;
 mod services;
 mod shared;
 mod tx;
+mod wake_set;
 mod worker;
 
 pub use shared::*;

@@ -48,12 +48,21 @@ impl Worker {
         // most `nrx` ids, so it stops growing after the first passes.
         let mut busy = std::mem::take(&mut self.rx_busy);
         busy.clear();
+        // The rings to visit, from `start` round: all of them (few, or a
+        // sweep), else only those not parked.
+        let mut order = std::mem::take(&mut self.rx_order);
+        order.clear();
         let sweep = self.idle.begin();
-        for k in 0..nrx {
-            let i = (start + k) % nrx;
-            if self.idle.skip(i, sweep) {
-                continue;
-            }
+        if sweep || !self.idle.any_parked() {
+            order.extend((start..nrx).chain(0..start).map(|i| i as u16));
+        } else {
+            let live = self.idle.live();
+            let from = live.partition_point(|&i| (i as usize) < start);
+            order.extend_from_slice(&live[from..]);
+            order.extend_from_slice(&live[..from]);
+        }
+        for &i in &order {
+            let i = i as usize;
             match self.recv_quota(i, batch, l3batch, q) {
                 Turn::Refused => {
                     cut.get_or_insert(i);
@@ -88,6 +97,7 @@ impl Worker {
             busy.truncate(still);
         }
         self.rx_busy = busy;
+        self.rx_order = order;
         *next = cut.unwrap_or(start + 1);
     }
 

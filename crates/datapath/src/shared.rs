@@ -33,6 +33,8 @@ pub enum PortCommand {
     Detach { id: u16 },
     /// Port `id`'s link went down: drop what waits in its transmit ring.
     DiscardTx { id: u16 },
+    /// Port `id`'s interface has a new MTU.
+    Mtu { id: u16, mtu: u32 },
     /// A backup pair failed over from `from` to `to`: frames stranded in
     /// `from`'s transmit ring (its link is gone) leave by `to` instead.
     MoveTx { from: u16, to: u16 },

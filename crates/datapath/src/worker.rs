@@ -48,9 +48,12 @@ pub struct Worker {
     /// Receive ports left with frames after their quota (reused by
     /// `receive`: no per-pass array as long as `MAX_PORTS`).
     pub(crate) rx_busy: Vec<u16>,
+    /// The order of this pass's receive turns (reused likewise).
+    pub(crate) rx_order: Vec<u16>,
     /// Receive rings parked while idle (`rx_idle.rs`).
     pub(crate) idle: crate::rx_idle::IdleRings,
-    pub(crate) pollfds: Vec<libc::pollfd>,
+    /// What an idle worker sleeps on (`wake_set.rs`).
+    pub(crate) wake: crate::wake_set::WakeSet,
     /// Ports whose frames go through the layer-3 stage.
     pub(crate) routed: Vec<bool>,
     /// Index in `Shared::worker_seq`.
@@ -182,8 +185,9 @@ impl Worker {
             rx: Vec::new(),
             rx_switched: 0,
             rx_busy: Vec::new(),
+            rx_order: Vec::new(),
             idle: crate::rx_idle::IdleRings::new(),
-            pollfds: Vec::new(),
+            wake: crate::wake_set::WakeSet::new(),
             routed: vec![false; MAX_PORTS],
             index,
             seq: 0,

@@ -151,8 +151,16 @@ pub trait Port: Send {
     fn rx_ready_per_frame(&self) -> bool {
         false
     }
-    /// Ring-level counters.
+    /// Ring-level counters (no lookups of the interface: a worker calls
+    /// this for each of its ports every 200 ms).
     fn stats(&mut self) -> PortStats;
+
+    /// The interface's MTU changed to `mtu`: frames longer than it are
+    /// refused from now on. The supervisor, which watches the interface,
+    /// says so; the port reads the MTU itself only when it opens.
+    fn set_mtu(&mut self, mtu: u32) {
+        let _ = mtu;
+    }
 
     /// Drop frames queued for transmit that the kernel has not taken (the
     /// link went down: they must not leave, stale, when it returns).

@@ -1,10 +1,12 @@
 //! Acceptance (issue 2): jumbo frames up to 9,216 bytes are forwarded
-//! intact (byte-identical), across access ports and through a trunk.
+//! intact (byte-identical), across access ports and through a trunk; an
+//! MTU lowered on a running port's interface takes effect on it alone.
 
 use std::time::{Duration, Instant};
 
 use testkit::frame::{hex, mac, test_frame, Tag, BROADCAST};
 use testkit::l2;
+use testkit::switch::port_counter;
 use testkit::{require_root, Switch, TestBed};
 
 const Q: Duration = Duration::from_millis(300);
@@ -114,6 +116,76 @@ fn jumbo_frames_forwarded_intact() {
         ports[2].recv_test_frames(Q).unwrap(),
         &want_b,
     );
+
+    // The MTU of sw2's interface lowered while the switch runs: the
+    // supervisor sees the change and tells the workers, which refuse
+    // (and count) what no longer fits there; the trunk still takes all.
+    bed.dut
+        .exec(&["ip", "link", "set", "sw2", "mtu", "1500"])
+        .expect("ip link set mtu");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sw
+        .show_json(&["show", "interfaces"])
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == "sw2"))
+        .and_then(|p| p["mtu"].as_u64())
+        != Some(1500)
+    {
+        assert!(Instant::now() < deadline, "sw2's MTU change not seen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = port_counter(
+        &sw.show_json(&["show", "counters"]),
+        "sw2",
+        "drops.tx-error",
+    );
+    let sent: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| test_frame(&BROADCAST, &a, &[], 4, i as u64, n))
+        .collect();
+    l2::send_settled(&sw, &ports[0], "sw1", &sent);
+    let fits: Vec<Vec<u8>> = sent
+        .iter()
+        .filter(|f| f.len() <= 1500 + 14)
+        .cloned()
+        .collect();
+    check(
+        &mut f,
+        "t1 → t2 after sw2's MTU fell to 1500",
+        ports[1].recv_test_frames(Q).unwrap(),
+        &fits,
+    );
+    let tagged: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| test_frame(&BROADCAST, &a, &[Tag::dot1q(10)], 4, i as u64, n + 4))
+        .collect();
+    check(
+        &mut f,
+        "t1 → t3 (trunk MTU unchanged)",
+        ports[2].recv_test_frames(Q).unwrap(),
+        &tagged,
+    );
+    let too_long = (sent.len() - fits.len()) as u64;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut refused = 0;
+    while Instant::now() < deadline {
+        refused = port_counter(
+            &sw.show_json(&["show", "counters"]),
+            "sw2",
+            "drops.tx-error",
+        ) - before;
+        if refused >= too_long {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if refused != too_long {
+        f.push(format!(
+            "sw2 counted {refused} frames refused for its MTU, expected {too_long}"
+        ));
+    }
     eprintln!("jumbo test: {:?}", t0.elapsed());
     assert!(f.is_empty(), "{} failure(s):\n{}", f.len(), f.join("\n"));
 }

@@ -289,6 +289,11 @@ impl Port for AfPacketDualPort {
         true
     }
 
+    fn set_mtu(&mut self, mtu: u32) {
+        self.fast.set_mtu(mtu);
+        self.bulk.set_mtu(mtu);
+    }
+
     fn stats(&mut self) -> PortStats {
         let f = self.fast.stats();
         let b = self.bulk.stats();

@@ -1218,10 +1218,11 @@ impl Port for AfPacketPort {
         self.discard_pending_tx();
     }
 
+    fn set_mtu(&mut self, mtu: u32) {
+        self.tx_max_len = mtu as usize + 14;
+    }
+
     fn stats(&mut self) -> PortStats {
-        if let Some(l) = link::query(&self.name) {
-            self.tx_max_len = l.mtu as usize + 14;
-        }
         if self.rx_blocks > 0 {
             // Reading resets the kernel counters: accumulate.
             let drops = match self.version {

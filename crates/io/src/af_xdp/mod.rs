@@ -1277,10 +1277,11 @@ impl Port for AfXdpPort {
         self.discard_tx();
     }
 
+    fn set_mtu(&mut self, mtu: u32) {
+        self.tx_max_len = mtu as usize + 14;
+    }
+
     fn stats(&mut self) -> PortStats {
-        if let Some(l) = link::query(&self.name) {
-            self.tx_max_len = l.mtu as usize + 14;
-        }
         let s = self.sock_stats();
         PortStats {
             rx_ring_drops: self.base.rx_ring_drops + s.rx_ring_drops,
