@@ -661,6 +661,13 @@ struct Pool {
     /// The label FIB (NHLFEs written here; ILM by `Fib`).
     lfib: Arc<Lfib>,
     nhlfe_ids: IdAlloc,
+    /// Content-shared NHLFEs: (next-hop id, label stack) → (id, refs).
+    /// Imported VPN routes push the same [transport, VPN] toward the same
+    /// neighbour, 1,200 routes per VRF: one NHLFE each would use up the
+    /// table at 131,072 routes (docs/vrf.md, "Scale").
+    shared_nhlfes: HashMap<(u32, tables::mpls::LabelStack), (u32, u32)>,
+    /// The key of every live shared NHLFE id.
+    nhlfe_keys: HashMap<u32, (u32, tables::mpls::LabelStack)>,
     /// What each labelled target holds (see `mpls.rs`).
     labelled: HashMap<u32, mpls::LabelRes>,
     next_key: u32,
@@ -1197,6 +1204,8 @@ impl Fib {
                 shared_groups: HashMap::new(),
                 lfib: Arc::new(Lfib::new(cfg.lfib)),
                 nhlfe_ids: IdAlloc::new(0, cfg.lfib.nhlfes as u32),
+                shared_nhlfes: HashMap::new(),
+                nhlfe_keys: HashMap::new(),
                 labelled: HashMap::new(),
                 next_key: 0,
                 core_release: Vec::new(),
