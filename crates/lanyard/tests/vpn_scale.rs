@@ -35,6 +35,8 @@ const FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
 const MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
 /// VPN label of VRF `i` (0-based) on the tester PE.
 const LABEL_BASE: u32 = 100_000;
+/// Test frames' sequence numbers: VRF × SEQ_VRF + n.
+const SEQ_VRF: u64 = 1_000_000;
 /// Subinterfaces per customer port (as in the report).
 const PER_PORT: usize = 8;
 
@@ -166,20 +168,18 @@ struct ScaleBed {
     bed: RouterBed,
     sw: Switch,
     pe: FrrInstance,
-    remote: FrrInstance,
+    _remote: FrrInstance,
     /// The VRF namespaces (removed on drop).
     _ns: Vec<Netns>,
     _rm: RmDir,
     /// The core port's index (1-based).
     core: usize,
     yaml_dir: PathBuf,
-    /// Lanyard's configuration with every VRF.
-    yaml: String,
     /// IPv4 routes per VRF before FRR started (connected).
     base: BTreeMap<String, u64>,
 }
 
-fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16, skip: Option<usize>) -> String {
+fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16) -> String {
     let ports = vrfs.div_ceil(PER_PORT);
     let mut y = String::from("switch:\n  name: vpn-scale\nports:\n");
     for k in 1..=ports {
@@ -187,9 +187,6 @@ fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16, skip: Option<usize>) -> Str
             "  - name: sw{k}\n    mode: routed\n    subinterfaces:\n"
         ));
         for i in (k - 1) * PER_PORT..(k * PER_PORT).min(vrfs) {
-            if Some(i) == skip {
-                continue;
-            }
             y.push_str(&format!(
                 "      - {{vlan: {}, addresses: [10.1.0.1/24]}}\n",
                 sub_of(i).1
@@ -201,9 +198,6 @@ fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16, skip: Option<usize>) -> Str
         ports + 1
     ));
     for (i, n) in ns.iter().enumerate() {
-        if Some(i) == skip {
-            continue;
-        }
         let (k, v) = sub_of(i);
         y.push_str(&format!(
             "  - {{name: {}, interfaces: [sw{k}.{v}], rd: \"65000:{}\", table: {}, namespace: {}}}\n",
@@ -259,7 +253,7 @@ impl ScaleBed {
         ] {
             t2.exec(args).expect("remote PE setup");
         }
-        let yaml = lanyard_yaml(vrfs, &ns, fpm, None);
+        let yaml = lanyard_yaml(vrfs, &ns, fpm);
         let port_names: Vec<String> = (1..=core).map(|k| format!("sw{k}")).collect();
         let port_refs: Vec<&str> = port_names.iter().map(String::as_str).collect();
         let sw = Switch::start(
@@ -398,12 +392,11 @@ impl ScaleBed {
             bed,
             sw,
             pe,
-            remote,
+            _remote: remote,
             _ns: ns,
             _rm: rm,
             core,
             yaml_dir: tmp,
-            yaml,
             base,
         };
         let limit = Duration::from_secs(60 + (vrfs * routes / 1000) as u64);
@@ -494,7 +487,7 @@ impl ScaleBed {
     }
 
     /// Sends `per` frames to each of the VRFs' first and last prefixes
-    /// from its subinterface, seq = VRF × 1,000 + n; returns the frames
+    /// from its subinterface, seq = VRF × SEQ_VRF + n; returns the frames
     /// the core port received, by VRF (from the seq), with their labels.
     fn send_samples(
         &self,
@@ -516,7 +509,7 @@ impl ScaleBed {
                     a("10.1.0.2"),
                     host_in(r),
                     64,
-                    i as u64 * 1000 + n,
+                    i as u64 * SEQ_VRF + n,
                     100,
                 );
                 custs[k - 1].send(&tag(&f, vid)).unwrap();
@@ -531,7 +524,7 @@ impl ScaleBed {
                 continue;
             };
             let Some(seq) = info.seq else { continue };
-            got.entry((seq / 1000) as usize)
+            got.entry((seq / SEQ_VRF) as usize)
                 .or_default()
                 .push((stack, info));
         }
@@ -590,7 +583,7 @@ fn check_samples(
             assert_eq!(stack[1].2, 63, "VPN label TTL");
             assert_eq!(info.ttl, 63, "IP TTL");
             assert!(info.header_ok && info.l4_ok, "checksums");
-            let n = info.seq.unwrap() % 1000;
+            let n = info.seq.unwrap() % SEQ_VRF;
             let r = if n % 2 == 0 { 0 } else { routes - 1 };
             assert_eq!(info.dst, host_in(r), "destination");
         }
@@ -699,4 +692,207 @@ fn vrfs_at_scale_get_their_vpn_routes_and_labels() {
         assert_eq!(fs[2], host_in(routes - 1).to_string(), "{fs:?}");
     }
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// What the core port received of a stream, per VRF: frames, and frames
+/// with a wrong label stack or destination.
+#[derive(Default, Debug, Clone)]
+struct Tally {
+    frames: BTreeMap<usize, u64>,
+    wrong: Vec<String>,
+}
+
+/// VRF `victim` deleted from Lanyard's FRR (bgpd's VRF instance) and
+/// re-added while every VRF sends a stream (issue 18's acceptance: "a
+/// VRF deleted and re-added under traffic: its routes and labels return,
+/// other VRFs lose nothing"). Checked: deleting it from Lanyard's own
+/// configuration with `config apply` is refused (VRFs need a restart) and
+/// changes nothing; after bgpd's delete the VRF has no VPN route and no
+/// label left in Lanyard (`show vrf`, `show mpls table`), and its shared
+/// NHLFE is gone; after the re-add its routes and a label popping into it
+/// are back and its frames leave with its VPN label again; the other
+/// VRFs lost no frame of the stream, and no frame ever left with another
+/// VRF's label. Three delete/re-add cycles (bgpd's label pool, docs/vrf.md).
+/// Scale: `LANYARD_VPN_CHURN_VRFS` (default 8) × `LANYARD_VPN_ROUTES`.
+#[test]
+fn vrf_deleted_and_re_added_under_traffic() {
+    let vrfs = env_usize("LANYARD_VPN_CHURN_VRFS", 8);
+    let routes = env_usize("LANYARD_VPN_ROUTES", 200);
+    let t0 = Instant::now();
+    let Some(sb) = ScaleBed::start("vpnch", vrfs, routes, 2632) else {
+        return;
+    };
+    let (core, custs, macs) = open_ports(&sb);
+    warm_up(&sb, &core, &custs, &macs);
+    let victim = 2.min(vrfs - 1);
+    let vname = vrf_name(victim);
+
+    // Lanyard's own configuration: refused, nothing changes.
+    let running =
+        std::fs::read_to_string(sb.sw.socket().parent().unwrap().join("config.yaml")).unwrap();
+    let without: String = running
+        .lines()
+        .filter(|l| !l.contains(&format!("name: {vname},")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without, running, "the VRF's line");
+    let path = sb.yaml_dir.join("without.yaml");
+    std::fs::write(&path, &without).unwrap();
+    let o = sb
+        .sw
+        .cli(&["config", "apply", path.to_str().unwrap()])
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("restart") && err.contains("vrfs"),
+        "{err}"
+    );
+    assert_eq!(
+        vrf_routes(&sb.sw)[&vname],
+        sb.base[&vname] + routes as u64
+    );
+
+    // The stream: one frame per VRF every 4 ms, alternating between the
+    // VRF's first and last prefix.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let tally = std::sync::Mutex::new(Tally::default());
+    let sent = std::sync::Mutex::new(BTreeMap::<usize, u64>::new());
+    let nhlfes = |sb: &ScaleBed| -> u64 {
+        sb.sw.show_json(&["show", "mpls", "forwarding"])["nhlfes"]
+            .as_u64()
+            .unwrap_or(u64::MAX)
+    };
+    let nhlfe0 = nhlfes(&sb);
+    let mut cycles = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let src_mac = [0x02, 0xce, 0, 0, 0, 1];
+            let mut n = 0u64;
+            let mut counts = BTreeMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for i in 0..vrfs {
+                    let (k, vid) = sub_of(i);
+                    let r = if n % 2 == 0 { 0 } else { routes - 1 };
+                    let f = ip::udp(
+                        &macs[i],
+                        &src_mac,
+                        a("10.1.0.2"),
+                        host_in(r),
+                        64,
+                        i as u64 * SEQ_VRF + n,
+                        100,
+                    );
+                    custs[k - 1].send(&tag(&f, vid)).unwrap();
+                    *counts.entry(i).or_insert(0u64) += 1;
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(4));
+            }
+            *sent.lock().unwrap() = counts;
+        });
+        s.spawn(|| {
+            let mut t = Tally::default();
+            let mut quiet = 0;
+            // Until the sender stopped and the port has been quiet.
+            while quiet < 3 {
+                match core.recv_timeout(Duration::from_millis(300)) {
+                    Ok(Some(f)) => {
+                        quiet = 0;
+                        let Some((stack, eth)) = labels(&f) else {
+                            continue;
+                        };
+                        let Some(info) = ip::parse(&eth) else { continue };
+                        let Some(seq) = info.seq else { continue };
+                        let i = (seq / SEQ_VRF) as usize;
+                        *t.frames.entry(i).or_insert(0) += 1;
+                        let want = vec![(0, false), (LABEL_BASE + i as u32, true)];
+                        let got: Vec<(u32, bool)> = stack.iter().map(|e| (e.0, e.1)).collect();
+                        let r = if seq % 2 == 0 { 0 } else { routes - 1 };
+                        if got != want || info.dst != host_in(r) || info.ttl != 63 {
+                            t.wrong.push(format!("VRF {i} seq {seq}: {got:?} to {}", info.dst));
+                        }
+                    }
+                    _ if stop.load(std::sync::atomic::Ordering::Relaxed) => quiet += 1,
+                    _ => {}
+                }
+            }
+            *tally.lock().unwrap() = t;
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        for cycle in 0..3 {
+            let t = Instant::now();
+            sb.pe
+                .configure(&[&format!("no router bgp 65000 vrf {vname}")])
+                .expect("delete the VRF's BGP instance");
+            // Gone from Lanyard: routes, label, its NHLFE.
+            let limit = Duration::from_secs(30);
+            while (vrf_routes(&sb.sw)[&vname] != sb.base[&vname]
+                || sb.vrf_labels().contains_key(&vname))
+                && t.elapsed() < limit
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let gone = t.elapsed();
+            let left = vrf_routes(&sb.sw)[&vname];
+            let labels_left = sb.vrf_labels();
+            std::thread::sleep(Duration::from_millis(300));
+            let nh = nhlfes(&sb);
+            assert_eq!(
+                left, sb.base[&vname],
+                "cycle {cycle}: {vname}'s routes after the delete"
+            );
+            assert!(
+                !labels_left.contains_key(&vname),
+                "cycle {cycle}: {vname}'s label after the delete: {labels_left:?}"
+            );
+            assert_eq!(nh, nhlfe0 - 1, "cycle {cycle}: its [0, VPN] NHLFE released");
+            // Re-added: routes and label back.
+            let t = Instant::now();
+            let cfg = vrf_bgp(victim);
+            let lines: Vec<&str> = cfg.lines().collect();
+            sb.pe.configure(&lines).expect("re-add the VRF's BGP instance");
+            sb.wait_routes(Some(&[victim]), Duration::from_secs(60));
+            while !sb.vrf_labels().contains_key(&vname) && t.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let back = t.elapsed();
+            let l = sb.vrf_labels();
+            assert_eq!(
+                l.get(&vname).map_or(0, Vec::len),
+                1,
+                "cycle {cycle}: {vname}'s label back: {l:?}"
+            );
+            eprintln!(
+                "  cycle {cycle}: {vname} gone from Lanyard {:.1} s after the delete, back {:.1} s \
+                 after the re-add (label {:?})",
+                gone.as_secs_f64(),
+                back.as_secs_f64(),
+                l[&vname]
+            );
+            cycles.push(l[&vname][0]);
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        assert_eq!(nhlfes(&sb), nhlfe0, "NHLFEs as before the churn");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let t = tally.into_inner().unwrap();
+    let sent = sent.into_inner().unwrap();
+    assert!(t.wrong.is_empty(), "wrong frames: {:?}", &t.wrong[..t.wrong.len().min(10)]);
+    for i in 0..vrfs {
+        let got = t.frames.get(&i).copied().unwrap_or(0);
+        if i == victim {
+            assert!(got < sent[&i], "{vname} lost its routes for a while");
+        } else {
+            assert_eq!(got, sent[&i], "{}: frames lost during the churn", vrf_name(i));
+        }
+    }
+    eprintln!(
+        "  stream: {} frames per VRF, {vname} got {}; whole test {:.1} s",
+        sent[&0],
+        t.frames.get(&victim).copied().unwrap_or(0),
+        t0.elapsed().as_secs_f64()
+    );
+    // The victim forwards again with its VPN label.
+    let got = sb.send_samples(&[victim], 2, &core, &custs, &macs);
+    check_samples(&got, &[victim], 2, routes);
 }
