@@ -151,6 +151,18 @@ fn rss_kb(pid: Option<u32>) -> u64 {
         .unwrap_or(0)
 }
 
+/// User + system CPU seconds of `pid` (clock ticks of 10 ms).
+fn cpu_s(pid: Option<u32>) -> f64 {
+    pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .and_then(|s| {
+            // Fields after the command name (which may hold spaces).
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?) as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 /// IPv4 routes per VRF name, from `show vrf`.
 fn vrf_routes(sw: &Switch) -> BTreeMap<String, u64> {
     let v = sw.show_json(&["show", "vrf"]);
@@ -272,6 +284,7 @@ impl ScaleBed {
         );
         let pid = pid_of(&sw);
         let rss0 = rss_kb(pid);
+        let cpu0 = cpu_s(pid);
         let base = vrf_routes(&sw);
 
         let mut bgpd = String::from(
@@ -402,6 +415,10 @@ impl ScaleBed {
         let limit = Duration::from_secs(60 + (vrfs * routes / 1000) as u64);
         let (first, all) = sb.wait_routes(None, limit);
         let rss1 = rss_kb(pid);
+        eprintln!(
+            "  lanyard CPU while FRR programmed the routes: {:.1} s",
+            cpu_s(pid) - cpu0
+        );
         eprintln!(
             "  {} routes: first VPN route in Lanyard {:.1} s after the tester PE started, all {:.1} s \
              ({:.0} routes/s from the first); lanyard RSS {} MiB with the VRFs, {} MiB with the routes \
@@ -747,10 +764,7 @@ fn vrf_deleted_and_re_added_under_traffic() {
         !o.status.success() && err.contains("restart") && err.contains("vrfs"),
         "{err}"
     );
-    assert_eq!(
-        vrf_routes(&sb.sw)[&vname],
-        sb.base[&vname] + routes as u64
-    );
+    assert_eq!(vrf_routes(&sb.sw)[&vname], sb.base[&vname] + routes as u64);
 
     // The stream: one frame per VRF every 4 ms, alternating between the
     // VRF's first and last prefix.
@@ -801,7 +815,9 @@ fn vrf_deleted_and_re_added_under_traffic() {
                         let Some((stack, eth)) = labels(&f) else {
                             continue;
                         };
-                        let Some(info) = ip::parse(&eth) else { continue };
+                        let Some(info) = ip::parse(&eth) else {
+                            continue;
+                        };
                         let Some(seq) = info.seq else { continue };
                         let i = (seq / SEQ_VRF) as usize;
                         *t.frames.entry(i).or_insert(0) += 1;
@@ -809,7 +825,8 @@ fn vrf_deleted_and_re_added_under_traffic() {
                         let got: Vec<(u32, bool)> = stack.iter().map(|e| (e.0, e.1)).collect();
                         let r = if seq % 2 == 0 { 0 } else { routes - 1 };
                         if got != want || info.dst != host_in(r) || info.ttl != 63 {
-                            t.wrong.push(format!("VRF {i} seq {seq}: {got:?} to {}", info.dst));
+                            t.wrong
+                                .push(format!("VRF {i} seq {seq}: {got:?} to {}", info.dst));
                         }
                     }
                     _ if stop.load(std::sync::atomic::Ordering::Relaxed) => quiet += 1,
@@ -850,7 +867,9 @@ fn vrf_deleted_and_re_added_under_traffic() {
             let t = Instant::now();
             let cfg = vrf_bgp(victim);
             let lines: Vec<&str> = cfg.lines().collect();
-            sb.pe.configure(&lines).expect("re-add the VRF's BGP instance");
+            sb.pe
+                .configure(&lines)
+                .expect("re-add the VRF's BGP instance");
             sb.wait_routes(Some(&[victim]), Duration::from_secs(60));
             while !sb.vrf_labels().contains_key(&vname) && t.elapsed() < Duration::from_secs(30) {
                 std::thread::sleep(Duration::from_millis(100));
@@ -877,13 +896,22 @@ fn vrf_deleted_and_re_added_under_traffic() {
     });
     let t = tally.into_inner().unwrap();
     let sent = sent.into_inner().unwrap();
-    assert!(t.wrong.is_empty(), "wrong frames: {:?}", &t.wrong[..t.wrong.len().min(10)]);
+    assert!(
+        t.wrong.is_empty(),
+        "wrong frames: {:?}",
+        &t.wrong[..t.wrong.len().min(10)]
+    );
     for i in 0..vrfs {
         let got = t.frames.get(&i).copied().unwrap_or(0);
         if i == victim {
             assert!(got < sent[&i], "{vname} lost its routes for a while");
         } else {
-            assert_eq!(got, sent[&i], "{}: frames lost during the churn", vrf_name(i));
+            assert_eq!(
+                got,
+                sent[&i],
+                "{}: frames lost during the churn",
+                vrf_name(i)
+            );
         }
     }
     eprintln!(

@@ -125,7 +125,11 @@ impl FibConfig {
             groups: (r as u32 / 8).clamp(64, 4096),
             table,
             lfib: LfibSize {
-                nhlfes: r.clamp(256, 1 << 16),
+                // A VRF's labelled (imported VPN) routes take their NHLFEs
+                // from the default VRF's table (`Fib::set_core`); its own
+                // serves only a VRF FIB without one. 16,384 slots here cost
+                // 1.5 MiB of touched memory per VRF (docs/vrf.md, "Sizes").
+                nhlfes: 256,
                 pseudowires: 1,
                 acs: 1,
                 protections: 1,
