@@ -63,6 +63,11 @@ fn prefix(r: usize) -> String {
     format!("172.{}.{}.0/24", 16 + r / 256, r % 256)
 }
 
+/// The `r`-th plain prefix of the global-table comparison: 20.0.0.0/24 up.
+fn global_prefix(r: usize) -> String {
+    format!("{}.{}.{}.0/24", 20 + (r >> 16), r >> 8 & 0xff, r & 0xff)
+}
+
 fn host_in(r: usize) -> IpAddr {
     a(&format!("172.{}.{}.7", 16 + r / 256, r % 256))
 }
@@ -81,9 +86,14 @@ fn tag(f: &[u8], vid: u16) -> Vec<u8> {
     o
 }
 
+/// A label stack: (label, S, TTL) from the top.
+type Stack = Vec<(u32, bool, u8)>;
+/// Frames received per VRF: label stack and the IP packet.
+type ByVrf = BTreeMap<usize, Vec<(Stack, ip::IpInfo)>>;
+
 /// The label stack of an MPLS frame (label, S, TTL) and the IP packet
 /// under it as an untagged Ethernet frame (for `ip::parse`).
-fn labels(f: &[u8]) -> Option<(Vec<(u32, bool, u8)>, Vec<u8>)> {
+fn labels(f: &[u8]) -> Option<(Stack, Vec<u8>)> {
     if f.len() < 18 || f[12..14] != [0x88, 0x47] {
         return None;
     }
@@ -189,6 +199,9 @@ struct ScaleBed {
     yaml_dir: PathBuf,
     /// IPv4 routes per VRF before FRR started (connected).
     base: BTreeMap<String, u64>,
+    /// The tester PE sends vrfs × routes plain routes to the default VRF
+    /// instead of VPN routes (the rate comparison).
+    global: bool,
 }
 
 fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16) -> String {
@@ -226,7 +239,13 @@ fn lanyard_yaml(vrfs: usize, ns: &[Netns], fpm: u16) -> String {
 impl ScaleBed {
     /// Starts everything and waits for every VRF's routes; `None` when
     /// FRR or the modules are missing.
-    fn start(bed_prefix: &str, vrfs: usize, routes: usize, fpm: u16) -> Option<ScaleBed> {
+    fn start(
+        bed_prefix: &str,
+        vrfs: usize,
+        routes: usize,
+        fpm: u16,
+        global: bool,
+    ) -> Option<ScaleBed> {
         if let Some(m) =
             testkit::frr::frr_missing(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd])
         {
@@ -291,7 +310,8 @@ impl ScaleBed {
             "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
              neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
              neighbor 10.255.0.2 timers connect 1\n address-family ipv4 vpn\n  \
-             neighbor 10.255.0.2 activate\n exit-address-family\nexit\n",
+             neighbor 10.255.0.2 activate\n exit-address-family\n \
+             address-family ipv4 unicast\n  neighbor 10.255.0.2 activate\n exit-address-family\nexit\n",
         );
         for i in 0..vrfs {
             bgpd.push_str(&vrf_bgp(i));
@@ -348,11 +368,20 @@ impl ScaleBed {
         }
         r_bgp.push_str(
             "router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
+             no bgp network import-check\n \
              neighbor 10.0.12.1 remote-as 65000\n neighbor 10.0.12.1 update-source 10.255.0.2\n \
              neighbor 10.0.12.1 timers connect 1\n address-family ipv4 vpn\n  \
              neighbor 10.0.12.1 activate\n",
         );
-        for i in 0..vrfs {
+        if global {
+            // The comparison: as many plain routes, all distinct, into the
+            // default VRF.
+            r_bgp.push_str(" exit-address-family\n address-family ipv4 unicast\n  neighbor 10.0.12.1 activate\n");
+            for r in 0..vrfs * routes {
+                r_bgp.push_str(&format!("  network {}\n", global_prefix(r)));
+            }
+        }
+        for i in (0..vrfs).filter(|_| !global) {
             for r in 0..routes {
                 r_bgp.push_str(&format!(
                     "  network {} rd 65000:{} label {} route-map RT{i}\n",
@@ -395,8 +424,9 @@ impl ScaleBed {
         )
         .expect("remote PE FRR");
         eprintln!(
-            "  tester PE up ({} VPN routes configured) after {:.1} s",
+            "  tester PE up ({} {} routes configured) after {:.1} s",
             vrfs * routes,
+            if global { "plain" } else { "VPN" },
             t_frr.elapsed().as_secs_f64()
         );
         let sb = ScaleBed {
@@ -411,6 +441,7 @@ impl ScaleBed {
             core,
             yaml_dir: tmp,
             base,
+            global,
         };
         let limit = Duration::from_secs(60 + (vrfs * routes / 1000) as u64);
         let (first, all) = sb.wait_routes(None, limit);
@@ -420,7 +451,7 @@ impl ScaleBed {
             cpu_s(pid) - cpu0
         );
         eprintln!(
-            "  {} routes: first VPN route in Lanyard {:.1} s after the tester PE started, all {:.1} s \
+            "  {} routes: the first in Lanyard {:.1} s after the tester PE started, all {:.1} s \
              ({:.0} routes/s from the first); lanyard RSS {} MiB with the VRFs, {} MiB with the routes \
              (+{} KiB per VRF)",
             vrfs * routes,
@@ -450,6 +481,20 @@ impl ScaleBed {
         let mut first = None;
         loop {
             let now = vrf_routes(&self.sw);
+            if self.global {
+                let (have, base) = (now["default"], self.base["default"]);
+                if have > base && first.is_none() {
+                    first = Some(Instant::now());
+                }
+                if have >= base + (self.vrfs * self.routes) as u64 {
+                    return (first.unwrap_or_else(Instant::now), Instant::now());
+                }
+                if start.elapsed() > limit {
+                    panic!("after {limit:?}: {have} routes in the default VRF, base {base}");
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                continue;
+            }
             let mut done = 0;
             let mut want = 0;
             for i in 0..self.vrfs {
@@ -513,13 +558,17 @@ impl ScaleBed {
         core: &RawPort,
         custs: &[RawPort],
         macs: &[testkit::frame::Mac],
-    ) -> BTreeMap<usize, Vec<(Vec<(u32, bool, u8)>, ip::IpInfo)>> {
+    ) -> ByVrf {
         core.drain();
         let src_mac = [0x02, 0xce, 0, 0, 0, 1];
         for n in 0..per {
             for &i in vrfs {
                 let (k, vid) = sub_of(i);
-                let r = if n % 2 == 0 { 0 } else { self.routes - 1 };
+                let r = if n.is_multiple_of(2) {
+                    0
+                } else {
+                    self.routes - 1
+                };
                 let f = ip::udp(
                     &macs[i],
                     &src_mac,
@@ -581,12 +630,7 @@ fn sub_macs(sw: &Switch, vrfs: usize) -> Vec<testkit::frame::Mac> {
 /// Checks what `send_samples` got: each VRF in `vrfs` `per` frames, each
 /// with [explicit null, the VRF's label (S)], IP TTL 63, to its
 /// prefixes; nothing for any other VRF.
-fn check_samples(
-    got: &BTreeMap<usize, Vec<(Vec<(u32, bool, u8)>, ip::IpInfo)>>,
-    vrfs: &[usize],
-    per: u64,
-    routes: usize,
-) {
+fn check_samples(got: &ByVrf, vrfs: &[usize], per: u64, routes: usize) {
     for (i, frames) in got {
         assert!(vrfs.contains(i), "frames of VRF {i}, which sent none");
         for (stack, info) in frames {
@@ -601,7 +645,7 @@ fn check_samples(
             assert_eq!(info.ttl, 63, "IP TTL");
             assert!(info.header_ok && info.l4_ok, "checksums");
             let n = info.seq.unwrap() % SEQ_VRF;
-            let r = if n % 2 == 0 { 0 } else { routes - 1 };
+            let r = if n.is_multiple_of(2) { 0 } else { routes - 1 };
             assert_eq!(info.dst, host_in(r), "destination");
         }
     }
@@ -643,7 +687,7 @@ fn vrfs_at_scale_get_their_vpn_routes_and_labels() {
     let vrfs = env_usize("LANYARD_VPN_VRFS", 24);
     let routes = env_usize("LANYARD_VPN_ROUTES", 200);
     let t0 = Instant::now();
-    let Some(sb) = ScaleBed::start("vpnsc", vrfs, routes, 2631) else {
+    let Some(sb) = ScaleBed::start("vpnsc", vrfs, routes, 2631, false) else {
         return;
     };
     // Every VRF's count is the same: its connected subnet + R.
@@ -736,7 +780,7 @@ fn vrf_deleted_and_re_added_under_traffic() {
     let vrfs = env_usize("LANYARD_VPN_CHURN_VRFS", 8);
     let routes = env_usize("LANYARD_VPN_ROUTES", 200);
     let t0 = Instant::now();
-    let Some(sb) = ScaleBed::start("vpnch", vrfs, routes, 2632) else {
+    let Some(sb) = ScaleBed::start("vpnch", vrfs, routes, 2632, false) else {
         return;
     };
     let (core, custs, macs) = open_ports(&sb);
@@ -784,11 +828,11 @@ fn vrf_deleted_and_re_added_under_traffic() {
             let mut n = 0u64;
             let mut counts = BTreeMap::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for i in 0..vrfs {
+                for (i, mac) in macs.iter().enumerate() {
                     let (k, vid) = sub_of(i);
-                    let r = if n % 2 == 0 { 0 } else { routes - 1 };
+                    let r = if n.is_multiple_of(2) { 0 } else { routes - 1 };
                     let f = ip::udp(
-                        &macs[i],
+                        mac,
                         &src_mac,
                         a("10.1.0.2"),
                         host_in(r),
@@ -923,4 +967,21 @@ fn vrf_deleted_and_re_added_under_traffic() {
     // The victim forwards again with its VPN label.
     let got = sb.send_samples(&[victim], 2, &core, &custs, &macs);
     check_samples(&got, &[victim], 2, routes);
+}
+
+/// The comparison for the programming rate (docs/performance.md): the
+/// same bed, the tester PE sending VRFS × ROUTES distinct plain IPv4
+/// routes to the default VRF instead of VPN routes. Run by hand:
+/// `LANYARD_VPN_VRFS=192 LANYARD_VPN_ROUTES=1200 cargo test --profile ci
+/// -p lanyard --test vpn_scale -- --ignored --nocapture global`.
+#[test]
+#[ignore]
+fn global_table_rate_for_comparison() {
+    let vrfs = env_usize("LANYARD_VPN_VRFS", 24);
+    let routes = env_usize("LANYARD_VPN_ROUTES", 200);
+    let Some(sb) = ScaleBed::start("vpngl", vrfs, routes, 2633, true) else {
+        return;
+    };
+    let counts = vrf_routes(&sb.sw);
+    assert!(counts["default"] >= sb.base["default"] + (vrfs * routes) as u64);
 }
