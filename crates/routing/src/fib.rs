@@ -1570,6 +1570,22 @@ impl Fib {
         self.counters
     }
 
+    /// Route and label updates refused for lack of room or bad input
+    /// (route limit, LPM, next hops, groups, NHLFEs, bad labels): `show
+    /// vrf` shows it per VRF, where such refusals were otherwise silent.
+    pub fn refused(&self) -> u64 {
+        let c = &self.counters;
+        let l = &self.labels.counters;
+        c.bad_input
+            + c.route_limit
+            + c.lpm_full
+            + c.next_hop_full
+            + c.group_full
+            + c.group_too_large
+            + l.nhlfe_full
+            + l.bad_label
+    }
+
     pub fn summary(&self) -> FibSummary {
         let fam_summary = |f: usize, lpm: LpmStats| {
             let c = &self.counts[f];

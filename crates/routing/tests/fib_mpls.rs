@@ -396,4 +396,19 @@ fn labelled_routes_with_the_same_push_share_one_nhlfe() {
     fib.maintain(&|| true);
     let s = fib.mpls_summary();
     assert_eq!((s.nhlfes, s.quarantined_nhlfes), (0, 0));
+    assert_eq!(fib.refused(), 0);
+    // Nine distinct stacks in eight NHLFEs: the ninth route is refused,
+    // and counted where `show vrf` finds it.
+    let mut frame = Vec::new();
+    for i in 0..9 {
+        frame.extend(ftn_add(
+            &pfx(i).to_string(),
+            24,
+            "10.0.0.2",
+            101,
+            &[16, 600 + i],
+        ));
+    }
+    feed(&mut fib, &frame);
+    assert_eq!((fib.mpls_summary().ftn_routes, fib.refused()), (8, 1));
 }
