@@ -13,8 +13,13 @@
 //!   decremented, parsed from the captured frame (one also by tshark):
 //!   never another VRF's label.
 //!
+//! And a VRF deleted and re-added under traffic
+//! (`vrf_deleted_and_re_added_under_traffic`, see there). Both tests take
+//! about 25–32 s side by side on the shared 2-core machine, most of it
+//! OSPF, LDP and BGP coming up.
+//!
 //! Scale: `LANYARD_VPN_VRFS` (default 24) × `LANYARD_VPN_ROUTES` (default
-//! 200). The report's scale, 192 × 1,200 = 230,400 routes:
+//! 200). The report's scale, 192 × 1,200 = 230,400 routes (about 70 s):
 //! `LANYARD_VPN_VRFS=192 LANYARD_VPN_ROUTES=1200 cargo test --profile ci
 //! -p lanyard --test vpn_scale -- --nocapture` (docs/performance.md).
 //! The time to program and Lanyard's memory before and after are printed.
