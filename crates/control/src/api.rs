@@ -610,11 +610,15 @@ impl ApiState {
                      k: usize,
                      fib: &std::sync::Mutex<routing::fib::Fib>,
                      neighbors: &tables::NeighborTable| {
-            let s = fib.lock().unwrap_or_else(|e| e.into_inner()).summary();
+            let (s, refused) = {
+                let f = fib.lock().unwrap_or_else(|e| e.into_inner());
+                (f.summary(), f.refused())
+            };
             json!({"name": name, "table": table, "rd": rd, "namespace": netns,
                    "interfaces": ifaces(k),
                    "routes_v4": s.v4.installed, "routes_v6": s.v6.installed,
                    "max_routes": s.v4.max_routes,
+                   "refused": refused,
                    "neighbors": neighbors.len()})
         };
         let mut out = vec![entry(

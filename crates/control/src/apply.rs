@@ -47,6 +47,10 @@ const RESTART_SECTIONS: &[&str] = &[
     "backup-pairs",
     "port-channels",
     "spanning-tree",
+    // VRFs are built at start with the routed interfaces (namespaces,
+    // twins, FIBs, FPM tables): a change here would otherwise be reported
+    // as applied while nothing happened (docs/vrf.md, "Scale").
+    "vrfs",
 ];
 
 /// Compare `old` (running) and `new`.
@@ -473,6 +477,24 @@ mod tests {
             "{base}ports: [{{name: r, mode: routed, addresses: [10.0.0.2/24], policy-in: p}}]\n"
         ));
         assert_eq!(diff(&b, &c).restart, vec!["routed port r changed"]);
+    }
+
+    /// A VRF added, removed or changed needs a restart: before, `vrfs`
+    /// changes were reported as applied live and did nothing.
+    #[test]
+    fn vrf_changes_need_a_restart() {
+        let ports = "ports: [{name: r, mode: routed, addresses: [10.0.0.1/24]}, \
+                     {name: s, mode: routed, addresses: [10.0.0.1/24]}]\n";
+        let a = cfg(&format!(
+            "{ports}vrfs: [{{name: A, interfaces: [r]}}, {{name: B, interfaces: [s]}}]\n"
+        ));
+        let b = cfg(&format!("{ports}vrfs: [{{name: A, interfaces: [r]}}]\n"));
+        let c = cfg(&format!(
+            "{ports}vrfs: [{{name: A, interfaces: [r]}}, {{name: B, interfaces: [s], rd: \"65000:2\"}}]\n"
+        ));
+        for (x, y) in [(&a, &b), (&b, &a), (&a, &c)] {
+            assert_eq!(diff(x, y).restart, vec!["vrfs"]);
+        }
     }
 
     #[test]

@@ -1071,10 +1071,13 @@ pub fn vrfs(v: &Value) -> String {
         "Namespace",
         ">IPv4",
         ">IPv6",
+        ">Refused",
         ">Neighbors",
         "Interfaces",
     ]);
+    let mut refused = 0;
     for r in rows(v) {
+        refused += u(r, "refused");
         let dash = |k: &str| match r.get(k).and_then(Value::as_str) {
             Some(x) => x.to_string(),
             None => "-".to_string(),
@@ -1087,6 +1090,7 @@ pub fn vrfs(v: &Value) -> String {
             dash("namespace"),
             u(r, "routes_v4").to_string(),
             u(r, "routes_v6").to_string(),
+            u(r, "refused").to_string(),
             u(r, "neighbors").to_string(),
             if ifs.is_empty() {
                 "-".to_string()
@@ -1096,6 +1100,13 @@ pub fn vrfs(v: &Value) -> String {
         ]);
     }
     t.render(&mut o);
+    if refused > 0 {
+        let _ = writeln!(
+            o,
+            "\nRefused: route and label updates a VRF's FIB could not take (routes, next hops, \
+             NHLFEs full; bad input);\n    `show ip route vrf NAME summary` has the limits."
+        );
+    }
     o
 }
 
@@ -2342,6 +2353,27 @@ mod tests {
         assert_eq!(dscp_name(0), "default");
         assert_eq!(dscp_name(44), "voice-admit");
         assert_eq!(dscp_name(5), "5");
+    }
+
+    #[test]
+    fn vrfs_show_refused_updates() {
+        let v = serde_json::json!([
+            {"name": "default", "table": 254, "routes_v4": 2, "routes_v6": 1, "refused": 0,
+             "neighbors": 1, "interfaces": ["core"]},
+            {"name": "V001", "table": 1001, "rd": "65000:1", "namespace": "V001",
+             "routes_v4": 1201, "routes_v6": 1, "refused": 1200, "neighbors": 0,
+             "interfaces": ["sw1.100"]},
+        ]);
+        let out = vrfs(&v);
+        assert!(out.contains("Refused"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("V001") && l.contains(" 1200 ")),
+            "{out}"
+        );
+        assert!(out.contains("could not take"), "{out}");
+        let quiet = vrfs(&serde_json::json!([v[0].clone()]));
+        assert!(!quiet.contains("could not take"), "{quiet}");
     }
 
     #[test]

@@ -125,7 +125,11 @@ impl FibConfig {
             groups: (r as u32 / 8).clamp(64, 4096),
             table,
             lfib: LfibSize {
-                nhlfes: r.clamp(256, 1 << 16),
+                // A VRF's labelled (imported VPN) routes take their NHLFEs
+                // from the default VRF's table (`Fib::set_core`); its own
+                // serves only a VRF FIB without one. 16,384 slots here cost
+                // 1.5 MiB of touched memory per VRF (docs/vrf.md, "Sizes").
+                nhlfes: 256,
                 pseudowires: 1,
                 acs: 1,
                 protections: 1,
@@ -661,6 +665,13 @@ struct Pool {
     /// The label FIB (NHLFEs written here; ILM by `Fib`).
     lfib: Arc<Lfib>,
     nhlfe_ids: IdAlloc,
+    /// Content-shared NHLFEs: (next-hop id, label stack) → (id, refs).
+    /// Imported VPN routes push the same [transport, VPN] toward the same
+    /// neighbour, 1,200 routes per VRF: one NHLFE each would use up the
+    /// table at 131,072 routes (docs/vrf.md, "Scale").
+    shared_nhlfes: HashMap<(u32, tables::mpls::LabelStack), (u32, u32)>,
+    /// The key of every live shared NHLFE id.
+    nhlfe_keys: HashMap<u32, (u32, tables::mpls::LabelStack)>,
     /// What each labelled target holds (see `mpls.rs`).
     labelled: HashMap<u32, mpls::LabelRes>,
     next_key: u32,
@@ -1197,6 +1208,8 @@ impl Fib {
                 shared_groups: HashMap::new(),
                 lfib: Arc::new(Lfib::new(cfg.lfib)),
                 nhlfe_ids: IdAlloc::new(0, cfg.lfib.nhlfes as u32),
+                shared_nhlfes: HashMap::new(),
+                nhlfe_keys: HashMap::new(),
                 labelled: HashMap::new(),
                 next_key: 0,
                 core_release: Vec::new(),
@@ -1555,6 +1568,22 @@ impl Fib {
 
     pub fn counters(&self) -> FibCounters {
         self.counters
+    }
+
+    /// Route and label updates refused for lack of room or bad input
+    /// (route limit, LPM, next hops, groups, NHLFEs, bad labels): `show
+    /// vrf` shows it per VRF, where such refusals were otherwise silent.
+    pub fn refused(&self) -> u64 {
+        let c = &self.counters;
+        let l = &self.labels.counters;
+        c.bad_input
+            + c.route_limit
+            + c.lpm_full
+            + c.next_hop_full
+            + c.group_full
+            + c.group_too_large
+            + l.nhlfe_full
+            + l.bad_label
     }
 
     pub fn summary(&self) -> FibSummary {

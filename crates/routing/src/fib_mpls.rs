@@ -153,13 +153,61 @@ impl Pool {
 
     fn undo_labelled(&mut self, res: LabelRes) {
         for n in res.nhlfes {
-            // Never published: no reader can hold it.
-            self.lfib.clear_nhlfe(n);
-            self.nhlfe_ids.unalloc(n);
+            // The last reference only if this call made it: never
+            // published, no reader can hold it.
+            if self.unref_nhlfe(n) {
+                self.lfib.clear_nhlfe(n);
+                self.nhlfe_ids.unalloc(n);
+            }
         }
         for h in res.hops {
             self.release_hop(h);
         }
+    }
+
+    /// Drops one reference to shared NHLFE `n`; true when it was the last
+    /// (the id is then the caller's to free).
+    fn unref_nhlfe(&mut self, n: u32) -> bool {
+        let Some(key) = self.nhlfe_keys.get(&n) else {
+            return true;
+        };
+        let Some(e) = self.shared_nhlfes.get_mut(key) else {
+            return true;
+        };
+        e.1 -= 1;
+        if e.1 > 0 {
+            return false;
+        }
+        if let Some(key) = self.nhlfe_keys.remove(&n) {
+            self.shared_nhlfes.remove(&key);
+        }
+        true
+    }
+
+    /// The NHLFE pushing `stack` toward next hop `hop`: the live one with
+    /// that content (one more reference), else a new one.
+    fn acquire_nhlfe(&mut self, hop: u32, stack: LabelStack) -> Result<u32, FibError> {
+        let key = (hop, stack);
+        if let Some(e) = self.shared_nhlfes.get_mut(&key) {
+            e.1 += 1;
+            return Ok(e.0);
+        }
+        let n = self.nhlfe_ids.alloc().ok_or(FibError::NhlfeFull)?;
+        let e = Nhlfe {
+            primary: Path {
+                next_hop: hop,
+                labels: stack,
+            },
+            backup: None,
+            protection: None,
+        };
+        if self.lfib.set_nhlfe(n, &e).is_err() {
+            self.nhlfe_ids.unalloc(n);
+            return Err(FibError::NhlfeFull);
+        }
+        self.shared_nhlfes.insert(key, (n, 1));
+        self.nhlfe_keys.insert(n, key);
+        Ok(n)
     }
 
     /// Target id for `paths` (each: next hop + labels): an NHLFE per
@@ -196,23 +244,13 @@ impl Pool {
                 members.push(hop);
                 continue;
             }
-            let Some(n) = self.nhlfe_ids.alloc() else {
-                self.undo_labelled(res);
-                return Err(FibError::NhlfeFull);
+            let n = match self.acquire_nhlfe(hop, stack) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.undo_labelled(res);
+                    return Err(e);
+                }
             };
-            let e = Nhlfe {
-                primary: Path {
-                    next_hop: hop,
-                    labels: stack,
-                },
-                backup: None,
-                protection: None,
-            };
-            if self.lfib.set_nhlfe(n, &e).is_err() {
-                self.nhlfe_ids.unalloc(n);
-                self.undo_labelled(res);
-                return Err(FibError::NhlfeFull);
-            }
             res.nhlfes.push(n);
             members.push(NHLFE_BIT | n);
         }
@@ -259,7 +297,9 @@ impl Pool {
             self.free_group(g);
         }
         for n in res.nhlfes {
-            self.nhlfe_ids.release(n);
+            if self.unref_nhlfe(n) {
+                self.nhlfe_ids.release(n);
+            }
         }
         for h in res.hops {
             self.release_hop(h);
