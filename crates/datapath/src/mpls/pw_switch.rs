@@ -77,10 +77,13 @@ impl Worker {
                 pc.count_rx(frame);
             }
             let Some(ac) = pws.circuit_of(port, frame) else {
-                bump(&pws.unmatched[pws.slot(me)]);
+                pws.count_unmatched(me);
                 continue;
             };
-            let circuit = pws.acs[ac as usize];
+            let Some(circuit) = pws.circuit(ac) else {
+                pws.count_unmatched(me);
+                continue;
+            };
             let Some(pw) = plane.lfib.pseudowire_of_ac(ac) else {
                 pws.count_drop(me, ac, PwDrop::Down);
                 continue;
@@ -182,7 +185,7 @@ impl Worker {
         let Some(pws) = pws else {
             return false;
         };
-        let Some(&circuit) = pws.acs.get(ac as usize) else {
+        let Some(circuit) = pws.circuit(ac) else {
             return false;
         };
         let me = self.index;
