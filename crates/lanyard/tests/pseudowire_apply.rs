@@ -13,8 +13,12 @@
 //! apply, `del` (type 5 on ac3) is gone, `new` (type 4, VLAN 30 of ac3)
 //! carries VLAN 30, `chg` moved from VLAN 10 to VLAN 11 with new labels;
 //! a second apply moves `chg` to the whole port ac4 (type 5) toward the
-//! far PE's second address. A bad `pseudowires:` is refused with its
-//! file:line and changes nothing. Needs root, else SKIPPED.
+//! far PE's second address. `sig`, the first pseudowire signalled by LDP
+//! (on pe-a), is added by the first apply: pe-a opens its side channel
+//! then (not at start), and an install as the zebra module sends it
+//! brings it up. A bad `pseudowires:` is refused with its file:line and
+//! changes nothing. Everything removed, then added back. Needs root,
+//! else SKIPPED.
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -34,32 +38,40 @@ struct Pw {
     vlan: Option<u16>,
     label: u32,
     peer_a: &'static str,
+    /// Signalled on pe-a (labels from the side channel), static on pe-b.
+    signalled: bool,
 }
 
-fn config(a_side: bool, pws: &[Pw], extra: &str) -> String {
+fn config(a_side: bool, pws: &[Pw], sock: &str) -> String {
     let me = if a_side {
         "[10.92.0.1/29]"
     } else {
         "[10.92.0.2/29, 10.92.0.3/29]"
     };
     let mut y = format!(
-        "switch:\n  name: pe-{}\nports:\n  - {{name: up, mode: routed, mtu: 1600, addresses: {me}}}\n  - {{name: ac1}}\n  - {{name: ac2}}\n  - {{name: ac3}}\n  - {{name: ac4}}\npseudowires:\n",
+        "switch:\n  name: pe-{}\nrouting:\n  pseudowire-socket: {sock}\nports:\n  - {{name: up, mode: routed, mtu: 1600, addresses: {me}}}\n  - {{name: ac1}}\n  - {{name: ac2}}\n  - {{name: ac3}}\n  - {{name: ac4}}\npseudowires:\n",
         if a_side { "a" } else { "b" }
     );
     let (local, remote) = if a_side { (7000, 8000) } else { (8000, 7000) };
     for w in pws {
         let peer = if a_side { w.peer_a } else { "10.92.0.1" };
+        let labels = if w.signalled && a_side {
+            String::new()
+        } else {
+            format!(
+                ", static-labels: {{local: {}, remote: {}}}",
+                local + w.label,
+                remote + w.label
+            )
+        };
         y.push_str(&format!(
-            "  - {{name: {}, port: {}, {}neighbor: {peer}, pw-id: {}, static-labels: {{local: {}, remote: {}}}}}\n",
+            "  - {{name: {}, port: {}, {}neighbor: {peer}, pw-id: {}{labels}}}\n",
             w.name,
             w.port,
             w.vlan.map(|v| format!("vlan: {v}, ")).unwrap_or_default(),
             w.label,
-            local + w.label,
-            remote + w.label,
         ));
     }
-    y.push_str(extra);
     y
 }
 
@@ -69,6 +81,7 @@ const KEEP: Pw = Pw {
     vlan: None,
     label: 1,
     peer_a: "10.92.0.2",
+    signalled: false,
 };
 
 fn before() -> Vec<Pw> {
@@ -80,6 +93,7 @@ fn before() -> Vec<Pw> {
             vlan: Some(10),
             label: 2,
             peer_a: "10.92.0.2",
+            signalled: false,
         },
         Pw {
             name: "del",
@@ -87,20 +101,34 @@ fn before() -> Vec<Pw> {
             vlan: None,
             label: 3,
             peer_a: "10.92.0.2",
+            signalled: false,
         },
     ]
 }
 
+/// Signalled on pe-a: the first such pseudowire opens the side channel.
+const SIG: Pw = Pw {
+    name: "sig",
+    port: "ac3",
+    vlan: Some(40),
+    label: 5,
+    peer_a: "10.92.0.2",
+    signalled: true,
+};
+
 /// `del` removed, `new` added on VLAN 30 of ac3 (the port `del` had
-/// whole), `chg` on VLAN 11 with new labels.
+/// whole), `chg` on VLAN 11 with new labels, `sig` added (signalled on
+/// pe-a).
 fn after() -> Vec<Pw> {
     vec![
+        SIG,
         Pw {
             name: "new",
             port: "ac3",
             vlan: Some(30),
             label: 4,
             peer_a: "10.92.0.2",
+            signalled: false,
         },
         KEEP,
         Pw {
@@ -109,6 +137,7 @@ fn after() -> Vec<Pw> {
             vlan: Some(11),
             label: 12,
             peer_a: "10.92.0.2",
+            signalled: false,
         },
     ]
 }
@@ -117,12 +146,14 @@ fn after() -> Vec<Pw> {
 /// address; ac2 is a plain bridge port again.
 fn moved() -> Vec<Pw> {
     vec![
+        SIG,
         Pw {
             name: "new",
             port: "ac3",
             vlan: Some(30),
             label: 4,
             peer_a: "10.92.0.2",
+            signalled: false,
         },
         KEEP,
         Pw {
@@ -131,8 +162,46 @@ fn moved() -> Vec<Pw> {
             vlan: None,
             label: 13,
             peer_a: "10.92.0.3",
+            signalled: false,
         },
     ]
+}
+
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// One line to the side channel as the zebra module sends it; the answer.
+fn side_channel(path: &std::path::Path, line: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: plain socket calls on a descriptor closed at the end.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_un = std::mem::zeroed();
+        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        let r = libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_un).cast(),
+            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        );
+        if r != 0 {
+            libc::close(fd);
+            return format!("connect {path:?}: {}", std::io::Error::last_os_error());
+        }
+        assert!(libc::send(fd, line.as_ptr().cast(), line.len(), 0) > 0);
+        let mut buf = [0u8; 512];
+        let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+        libc::close(fd);
+        String::from_utf8_lossy(&buf[..n.max(0) as usize]).into_owned()
+    }
 }
 
 fn pws(sw: &Switch) -> Value {
@@ -277,8 +346,16 @@ fn pseudowires_change_live_without_disturbing_the_others() {
         veth(&pb, p, &cb, p, 9000).unwrap();
     }
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let a = Switch::start(&bin, &pa, &config(true, &before(), ""), &PORTS).expect("pe-a");
-    let b = Switch::start(&bin, &pb, &config(false, &before(), ""), &PORTS).expect("pe-b");
+    let sock = std::env::temp_dir().join(format!("pwap-a-{}.sock", std::process::id()));
+    let sock_b = std::env::temp_dir().join(format!("pwap-b-{}.sock", std::process::id()));
+    let (sa, sb) = (sock.display().to_string(), sock_b.display().to_string());
+    let _rm = RemoveOnDrop(sock.clone());
+    let a = Switch::start(&bin, &pa, &config(true, &before(), &sa), &PORTS).expect("pe-a");
+    let b = Switch::start(&bin, &pb, &config(false, &before(), &sb), &PORTS).expect("pe-b");
+    assert!(
+        !sock.exists(),
+        "side channel open with no signalled pseudowire"
+    );
     for sw in [&a, &b] {
         wait_up(sw, &["keep", "chg", "del"], "at start");
     }
@@ -301,8 +378,8 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     let mut failures = Vec::new();
 
     // The diff names each pseudowire and says it applies live.
-    let next_a = file(&a, "after-a", &config(true, &after(), ""));
-    let next_b = file(&b, "after-b", &config(false, &after(), ""));
+    let next_a = file(&a, "after-a", &config(true, &after(), &sa));
+    let next_b = file(&b, "after-b", &config(false, &after(), &sb));
     let (ok, diff) = cli(&a, &["config", "diff", next_a.to_str().unwrap()]);
     for want in [
         "+ pseudowire new",
@@ -373,6 +450,18 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     if got != vec![Some(11)] {
         failures.push(format!("ac2 b->a after apply: got {got:?}, want [11]"));
     }
+    // `sig` opened pe-a's side channel: an install as the zebra module
+    // sends it programs it, and it carries VLAN 40.
+    let r = side_channel(&sock, "v=1 op=pw-install ifname=mpw5 vrf=0 type=4 local=7005 remote=8005 cw=1 status=1 peer=10.92.0.2 pwid=5 lsr=10.92.0.2 vpn=sig nh=10.92.0.2@2/3\n");
+    if r != "ok" {
+        failures.push(format!("install of sig after the apply answered {r:?}"));
+    }
+    wait_up(&a, &["sig"], "sig installed");
+    wait_through(&a3, &b3, &[Tag::dot1q(40)], "sig");
+    let got = cross(&b3, &a3, &[tagged(40)]);
+    if got != vec![Some(40)] {
+        failures.push(format!("sig b->a: got {got:?}, want [40]"));
+    }
     // `new` counts from zero (its id may be `del`'s).
     let v = pws(&b);
     if count(&v, "new", "rx_packets") > 3 {
@@ -388,8 +477,9 @@ fn pseudowires_change_live_without_disturbing_the_others() {
         vlan: Some(30),
         label: 9,
         peer_a: "10.92.0.2",
+        signalled: false,
     });
-    let bad = file(&a, "bad-a", &config(true, &bad_pws, ""));
+    let bad = file(&a, "bad-a", &config(true, &bad_pws, &sa));
     let (ok, out) = cli(&a, &["config", "apply", bad.to_str().unwrap()]);
     if ok || !out.contains("bad-a.yaml:") || !out.contains("VLAN 30") {
         failures.push(format!("bad pseudowire config: ok={ok}, answer {out:?}"));
@@ -400,8 +490,8 @@ fn pseudowires_change_live_without_disturbing_the_others() {
 
     // Second apply, under traffic: `chg` to the whole port ac4 (type 5)
     // toward pe-b's second address; ac2 back to bridging.
-    let m_a = file(&a, "moved-a", &config(true, &moved(), ""));
-    let m_b = file(&b, "moved-b", &config(false, &moved(), ""));
+    let m_a = file(&a, "moved-a", &config(true, &moved(), &sa));
+    let m_b = file(&b, "moved-b", &config(false, &moved(), &sb));
     let (sent, got) = stream_around(&a1, &b1, || {
         for (sw, f) in [(&a, &m_a), (&b, &m_b)] {
             let (ok, out) = cli(sw, &["config", "apply", f.to_str().unwrap()]);
@@ -458,7 +548,7 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     }
 
     // Everything removed, then back: the data path stops and restarts.
-    let empty_a = file(&a, "empty-a", &config(true, &[], ""));
+    let empty_a = file(&a, "empty-a", &config(true, &[], &sa));
     let (ok, out) = cli(&a, &["config", "apply", empty_a.to_str().unwrap()]);
     if !ok || pws(&a)["count"] != 0 {
         failures.push(format!("removing every pseudowire: {ok} {out} {}", pws(&a)));
