@@ -52,7 +52,7 @@ fn pws(sw: &Switch) -> Value {
     sw.show_json(&["show", "mpls", "pseudowires"])
 }
 
-fn row<'a>(v: &'a Value, i: usize) -> &'a Value {
+fn row(v: &Value, i: usize) -> &Value {
     v["pseudowires"]
         .as_array()
         .unwrap()
