@@ -400,6 +400,7 @@ fn pseudowires_change_live_without_disturbing_the_others() {
         for (sw, f) in [(&a, &next_a), (&b, &next_b)] {
             let (ok, out) = cli(sw, &["config", "apply", f.to_str().unwrap()]);
             assert!(ok, "apply: {out}\nlog:\n{}", sw.log());
+            eprintln!("apply: {}", out.trim_end());
         }
     });
     eprintln!(
