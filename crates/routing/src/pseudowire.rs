@@ -926,3 +926,79 @@ fn allow_frr(path: &Path) {
         libc::chmod(c.as_ptr(), 0o660);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pws: &[(&str, &str, u32)]) -> Config {
+        let mut y = String::from(
+            "ports: [{name: up, mode: routed, addresses: [10.0.0.1/30]}, {name: a}, {name: b}, {name: c}]\npseudowires:\n",
+        );
+        for (name, port, label) in pws {
+            y.push_str(&format!(
+                "  - {{name: {name}, port: {port}, neighbor: 10.0.0.2, pw-id: {label}, static-labels: {{local: {label}, remote: {label}}}}}\n"
+            ));
+        }
+        if pws.is_empty() {
+            y = y.replace("pseudowires:\n", "");
+        }
+        config::parse(&y, "t.yaml").unwrap()
+    }
+
+    fn ids(m: &PseudowireManager) -> Vec<(String, u32)> {
+        m.rows().into_iter().map(|r| (r.cfg.name, r.id)).collect()
+    }
+
+    /// Ids stay with names across changes; a new name takes an id no
+    /// pseudowire had before one just removed; the published circuits
+    /// follow; a new id's counters start at zero.
+    #[test]
+    fn ids_are_kept_by_name_across_changes() {
+        let c = cfg(&[("x", "a", 100), ("y", "b", 101)]);
+        let shared = Arc::new(Shared::new(config::build::initial_tables(&c), 16));
+        let lfib = Arc::new(Lfib::new(tables::mpls::LfibSize::default()));
+        let mut threads = Vec::new();
+        let m = PseudowireManager::start(
+            &c,
+            &shared,
+            lfib.clone(),
+            Arc::new(Lpm4::new()),
+            Arc::new(NextHopTable::new(16, 4)),
+            &mut threads,
+        )
+        .unwrap()
+        .unwrap();
+        let s = |n: &str, id: u32| (n.to_string(), id);
+        assert_eq!(ids(&m), vec![s("x", 0), s("y", 1)]);
+        // x removed, z added (in front), y moved to port c.
+        let c2 = cfg(&[("z", "a", 102), ("y", "c", 101)]);
+        let ch = m.prepare(&c2).unwrap();
+        assert!(m.commit(ch).is_none());
+        assert_eq!(ids(&m), vec![s("z", 2), s("y", 1)]);
+        let plane = shared.pseudowires.load_full().unwrap();
+        assert_eq!(plane.circuit(0), None);
+        assert_eq!(plane.circuit(1).map(|ac| ac.port), Some(3));
+        assert_eq!(plane.circuit(2).map(|ac| ac.port), Some(1));
+        // Frames on a circuit not programmed count as `down` into its id.
+        plane.count_drop(0, 2, datapath::mpls::circuits::PwDrop::Down);
+        assert_eq!(plane.totals(2).drops[0], 1);
+        // w takes the lowest free id (0, x's); z's counts stay z's.
+        let c3 = cfg(&[("z", "a", 102), ("y", "c", 101), ("w", "b", 103)]);
+        let ch = m.prepare(&c3).unwrap();
+        m.commit(ch);
+        assert_eq!(ids(&m), vec![s("z", 2), s("y", 1), s("w", 0)]);
+        let plane = shared.pseudowires.load_full().unwrap();
+        assert_eq!(plane.totals(2).drops[0], 1);
+        assert_eq!(plane.totals(0), Default::default());
+        // Everything removed: no circuits published.
+        let ch = m.prepare(&cfg(&[])).unwrap();
+        m.commit(ch);
+        assert!(m.rows().is_empty());
+        assert!(shared.pseudowires.load().is_none());
+        shared.stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}

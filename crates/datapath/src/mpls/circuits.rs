@@ -240,8 +240,10 @@ impl PwPlane {
         }
     }
 
+    /// Counts a frame of pseudowire `pw` dropped for `why` (worker
+    /// `worker`'s counters; public for the control plane's tests).
     #[inline]
-    pub(crate) fn count_drop(&self, worker: usize, pw: u32, why: PwDrop) {
+    pub fn count_drop(&self, worker: usize, pw: u32, why: PwDrop) {
         self.add(worker, pw, 4 + why as usize, 1);
     }
 
