@@ -96,17 +96,12 @@ impl ApiState {
             return Ok(json!({ "count": 0, "pseudowires": [], "unmatched": 0 }));
         };
         let plane = self.shared.pseudowires.load_full();
-        let status = m.status.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let rows: Vec<Value> = m
-            .cfg
-            .iter()
-            .zip(status)
-            .enumerate()
-            .map(|(id, (w, st))| {
-                let t = plane
-                    .as_ref()
-                    .map(|p| p.totals(id as u32))
-                    .unwrap_or_default();
+            .rows()
+            .into_iter()
+            .map(|row| {
+                let (id, w, st) = (row.id, row.cfg, row.status);
+                let t = plane.as_ref().map(|p| p.totals(id)).unwrap_or_default();
                 let drops: serde_json::Map<String, Value> = datapath::mpls::circuits::PW_DROP_NAMES
                     .iter()
                     .zip(t.drops)
@@ -140,7 +135,7 @@ impl ApiState {
         Ok(json!({
             "count": rows.len(),
             "up": rows.iter().filter(|r| r["up"] == true).count(),
-            "socket": m.socket.as_ref().map(|p| p.display().to_string()),
+            "socket": m.socket().map(|p| p.display().to_string()),
             "unmatched": plane.as_ref().map(|p| p.unmatched()).unwrap_or(0),
             "pseudowires": rows,
         }))
@@ -162,11 +157,8 @@ impl ApiState {
         };
         // Pseudowires whose transport resolves to a bypass right now.
         let on_backup = r.pseudowires.as_ref().map_or(0, |m| {
-            m.status
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter_map(|st| st.transport)
+            m.transports()
+                .into_iter()
                 .filter(|&t| lfib.resolve(&nexthops, t, 0).is_some_and(|x| x.on_backup))
                 .count()
         });

@@ -40,7 +40,6 @@ const RESTART_SECTIONS: &[&str] = &[
     "switch",
     "management",
     "routing",
-    "pseudowires",
     "mpls",
     "static-macs",
     "flow-export",
@@ -68,6 +67,7 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
         match k.as_str() {
             "ports" => diff_ports(old, new, &mut d),
             "vlans" => diff_vlans(old, new, &mut d),
+            "pseudowires" => diff_pseudowires(old, new, &mut d),
             s => {
                 d.lines.push(format!("~ {s}"));
                 if RESTART_SECTIONS.contains(&s) {
@@ -175,6 +175,31 @@ fn diff_vlans(old: &Config, new: &Config, d: &mut Diff) {
     }
 }
 
+/// Pseudowires by name: added, removed, changed. All live (the
+/// pseudowire manager needs the router, which any pseudowire's uplink
+/// implies; a switch started without one needs a restart for its first
+/// routed port anyway).
+fn diff_pseudowires(old: &Config, new: &Config, d: &mut Diff) {
+    let find = |c: &Config, name: &str| c.pseudowires.iter().position(|w| w.name == name);
+    let before = d.lines.len();
+    for w in &old.pseudowires {
+        match find(new, &w.name) {
+            None => d.lines.push(format!("- pseudowire {}", w.name)),
+            Some(j) if new.pseudowires[j] != *w => d.lines.push(format!("~ pseudowire {}", w.name)),
+            Some(_) => {}
+        }
+    }
+    for w in &new.pseudowires {
+        if find(old, &w.name).is_none() {
+            d.lines.push(format!("+ pseudowire {}", w.name));
+        }
+    }
+    if d.lines.len() == before && old.pseudowires != new.pseudowires {
+        // Only the order changed: ids stay with the names.
+        d.lines.push("~ pseudowires (order)".into());
+    }
+}
+
 /// The running configuration and the means to change it.
 pub struct Applier {
     running: ArcSwap<Config>,
@@ -196,6 +221,8 @@ pub struct Applier {
     socket_override: std::sync::OnceLock<std::path::PathBuf>,
     /// Inline service control (engines, subscribers).
     inline: Arc<crate::inline::InlineControl>,
+    /// The pseudowire manager (with the router).
+    pseudowires: std::sync::OnceLock<Arc<routing::pseudowire::PseudowireManager>>,
 }
 
 impl Applier {
@@ -221,6 +248,7 @@ impl Applier {
             mcast: std::sync::OnceLock::new(),
             socket_override: std::sync::OnceLock::new(),
             inline,
+            pseudowires: std::sync::OnceLock::new(),
         }
     }
 
@@ -241,6 +269,11 @@ impl Applier {
             new.management.socket = s.clone();
         }
         Ok(new)
+    }
+
+    /// Hand over the pseudowire manager (started with the router).
+    pub fn set_pseudowires(&self, m: Arc<routing::pseudowire::PseudowireManager>) {
+        let _ = self.pseudowires.set(m);
     }
 
     /// Hand over the multicast control plane (created after the applier).
@@ -307,6 +340,15 @@ impl Applier {
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
         let inline = self.inline.prepare(&new, in_bypass)?;
+        // Last of the fallible steps: it may open the side channel.
+        let pseudowires = if old.pseudowires != new.pseudowires {
+            let m = self.pseudowires.get().ok_or(
+                "pseudowires need the routed uplink the switch was started with: `lanyard restart`",
+            )?;
+            Some((m, m.prepare(&new)?))
+        } else {
+            None
+        };
         // Publish.
         self.ha
             .set_port_names(new.ports.iter().map(|p| p.name.clone()).collect());
@@ -322,6 +364,14 @@ impl Applier {
         self.shared.mirrors.store(mirrors);
         self.shared.copp.store(copp);
         self.inline.commit(inline);
+        // After the layer-2 tables: a port becoming a circuit has left its
+        // VLANs, one leaving a circuit is back in them, and the circuits'
+        // port state is the new tables'.
+        if let Some((m, change)) = pseudowires {
+            // The side channel's thread (when this change started it)
+            // stops with the switch like the others.
+            drop(m.commit(change));
+        }
         if let Some(m) = self.mcast.get() {
             m.reconfigure(&new);
         }
@@ -495,6 +545,28 @@ mod tests {
         for (x, y) in [(&a, &b), (&b, &a), (&a, &c)] {
             assert_eq!(diff(x, y).restart, vec!["vrfs"]);
         }
+    }
+
+    /// Pseudowires change live, one line per pseudowire by name.
+    #[test]
+    fn pseudowire_changes_are_live() {
+        let base =
+            "ports: [{name: up, mode: routed, addresses: [10.0.0.1/30]}, {name: a}, {name: b}]\n";
+        let pw = |rest: &str| cfg(&format!("{base}pseudowires:\n{rest}"));
+        let a = pw("  - {name: x, port: a, neighbor: 10.0.0.2, pw-id: 1}\n  - {name: y, port: b, neighbor: 10.0.0.2, pw-id: 2}\n");
+        let b = pw("  - {name: y, port: b, vlan: 5, neighbor: 10.0.0.2, pw-id: 2}\n  - {name: z, port: a, neighbor: 10.0.0.2, pw-id: 3}\n");
+        let d = diff(&a, &b);
+        assert!(d.restart.is_empty(), "{d:?}");
+        assert_eq!(
+            d.lines,
+            vec!["- pseudowire x", "~ pseudowire y", "+ pseudowire z"]
+        );
+        let c = pw("  - {name: y, port: b, neighbor: 10.0.0.2, pw-id: 2}\n  - {name: x, port: a, neighbor: 10.0.0.2, pw-id: 1}\n");
+        assert_eq!(diff(&a, &c).lines, vec!["~ pseudowires (order)"]);
+        assert_eq!(
+            diff(&a, &cfg(base)).lines,
+            vec!["- pseudowire x", "- pseudowire y"]
+        );
     }
 
     #[test]

@@ -467,6 +467,9 @@ impl Switch {
             applier.set_socket_override(s);
         }
         applier.set_multicast(mcast.clone());
+        if let Some(m) = router.as_ref().and_then(|r| r.pseudowires.clone()) {
+            applier.set_pseudowires(m);
+        }
         // Storm control is in place before the ports attach.
         let (g, guard) =
             crate::guard::Guard::new(shared.clone(), applier.clone(), counters.clone());

@@ -226,11 +226,14 @@ impl Worker {
             }
             b.l2.clear();
             b.l3.clear();
+            b.from_router.clear();
             self.receive(&mut b.l2, &mut b.l3, &mut rr);
             if self.inline_pass(&mut b.l2) {
                 last_rx = Instant::now();
             }
-            self.pseudowire_ingress(&mut b.l2);
+            // Pseudowire frames whose transport leaves by a VLAN interface
+            // wait in `from_router` for the layer-2 stage.
+            self.pseudowire_ingress(&mut b.l2, &mut b.from_router);
             if !self.shared.mc_out.is_empty() {
                 // Copies for a VLAN interface would go to the router: the
                 // kernel has no use for the snooping querier's queries.
@@ -239,7 +242,7 @@ impl Worker {
             }
             self.receive_from_vlan_taps(&mut b.l2);
             self.flush_queued();
-            if b.l2.is_empty() && b.l3.is_empty() {
+            if b.l2.is_empty() && b.l3.is_empty() && b.from_router.is_empty() {
                 if self.queued.is_empty() && last_rx.elapsed() >= self.opts.idle_spin {
                     self.sleep();
                 }
@@ -256,8 +259,9 @@ impl Worker {
     /// through layer 2.
     #[inline]
     fn forward_batches(&mut self, b: &mut Batches, now: Instant) {
+        // `from_router` may already hold pseudowire frames for a VLAN
+        // interface (cleared at the top of the loop).
         b.to_router.clear();
-        b.from_router.clear();
         if !b.l2.is_empty() {
             self.forward(
                 &mut b.l2,

@@ -833,3 +833,72 @@ fn pseudowire_over_a_subinterface_is_tagged() {
     assert_eq!(lse(f, 18), (500, true, 255));
     assert_eq!(&f[22..], &customer[..]);
 }
+
+/// A pseudowire whose remote PE is reached over a VLAN interface (SVI):
+/// the labelled frame goes through the layer-2 stage and leaves tagged
+/// with the VLAN on the trunk member port; a labelled frame received
+/// tagged on that port for the SVI is popped to the circuit. (Before:
+/// dropped `no-path`.)
+#[test]
+fn pseudowire_over_a_vlan_interface_is_tagged() {
+    use datapath::mpls::circuits::PW_DROP_NAMES;
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::build(true);
+    let remote_pe = a4("10.99.0.9");
+    rig.pseudowire_circuit(6, remote_pe);
+    let l3 = rig.shared.l3.load_full().unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    // The remote PE through next hop 4 (10.0.4.2 on the SVI of VLAN 10).
+    l3.fib4.insert(u32::from(remote_pe), 32, 4).unwrap();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: true,
+            remote_label: 500,
+            transport: 4,
+        },
+    )
+    .unwrap();
+    lfib.set_ilm(600, IlmAction::PopToPseudowire { pw: 0 })
+        .unwrap();
+    let mut customer = vec![0u8; 100];
+    customer[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
+    customer[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
+    customer[12..14].copy_from_slice(&[0x08, 0x00]);
+    customer[14] = 0x45;
+    rig.peers[4].inject(&customer);
+    let out = rig.sent(3, 1);
+    assert_eq!(out.len(), 1, "out of the VLAN's trunk port");
+    let f = &out[0];
+    assert_eq!((&f[0..6], &f[6..12]), (&N4[..], &SVI_MAC[..]));
+    assert_eq!(
+        &f[12..18],
+        &[0x81, 0x00, 0, 10, 0x88, 0x47],
+        "tagged VLAN 10"
+    );
+    assert_eq!(lse(f, 18), (500, true, 255));
+    assert_eq!(&f[22..26], &[0, 0, 0, 0], "control word");
+    assert_eq!(&f[26..], &customer[..]);
+    let pws = rig.shared.pseudowires.load_full().unwrap();
+    let t = pws.totals(0);
+    assert_eq!(t.tx_packets, 1);
+    let no_path = PW_DROP_NAMES.iter().position(|n| *n == "no-path").unwrap();
+    assert_eq!(t.drops[no_path], 0);
+
+    // Back: tagged VLAN 10 on the trunk, to the SVI's MAC, label 600 +
+    // control word: the customer frame out of the circuit's port.
+    let mut back = Vec::new();
+    back.extend_from_slice(&SVI_MAC);
+    back.extend_from_slice(&N4);
+    back.extend_from_slice(&[0x81, 0x00, 0, 10, 0x88, 0x47]);
+    back.extend_from_slice(&((600u32 << 12) | 0x100 | 64).to_be_bytes());
+    back.extend_from_slice(&[0, 0, 0, 0]);
+    back.extend_from_slice(&customer);
+    rig.peers[3].inject(&back);
+    let out = rig.sent(4, 1);
+    assert_eq!(out.len(), 1, "out of the circuit (port 6)");
+    assert_eq!(&out[0][..], &customer[..]);
+    assert_eq!(pws.totals(0).rx_packets, 1);
+}

@@ -19,11 +19,16 @@
 //! ldpd and retries), `status=up` for one zebra holds down that Lanyard
 //! could now program (zebra retries at once instead of in 30 s).
 //!
-//! Pseudowire id = attachment circuit id = position in `pseudowires:`.
+//! Pseudowire id = attachment circuit id, given when the pseudowire
+//! first appears (at start: its position in `pseudowires:`) and kept for
+//! as long as an entry of that name exists: a live `config apply`
+//! ([`PseudowireManager::prepare`], [`PseudowireManager::commit`]) gives
+//! new pseudowires free ids and leaves the others' ids, LFIB entries and
+//! counters alone, so their frames are not disturbed.
 
 use config::l2vpn::PseudowireConfig;
 use config::Config;
-use datapath::mpls::circuits::{AttachmentCircuit, PwPlane};
+use datapath::mpls::circuits::{AttachmentCircuit, PwCounters, PwPlane};
 use datapath::Shared;
 use labelfeed::{PwMessage, PwOp};
 use std::net::IpAddr;
@@ -71,25 +76,104 @@ pub struct PwStatus {
     /// The labels of zebra's last install, kept after an uninstall: zebra
     /// still holds the pseudowire and can be asked to retry it.
     pub signalled: Option<PwLabels>,
+    /// Added or changed by a configuration change and not installed since:
+    /// zebra may hold it refused, so it is asked to retry once it can
+    /// forward.
+    pub added: bool,
+}
+
+/// One configured pseudowire in the manager.
+struct Slot {
+    cfg: PseudowireConfig,
+    /// Its attachment circuit's port index.
+    port: u16,
+    st: PwStatus,
+    /// When its next hop was last asked for (ARP).
+    poked: Option<Instant>,
+}
+
+/// The pseudowires by id, and their order in `pseudowires:`.
+#[derive(Default)]
+struct Inner {
+    slots: Vec<Option<Slot>>,
+    order: Vec<u32>,
+}
+
+/// One pseudowire as `show mpls pseudowires` reports it.
+#[derive(Clone, Debug)]
+pub struct PwRow {
+    pub id: u32,
+    pub cfg: PseudowireConfig,
+    pub status: PwStatus,
+}
+
+/// A checked `pseudowires:` change, ready to commit (see
+/// [`PseudowireManager::prepare`]).
+pub struct PwChange {
+    /// Per entry of the new `pseudowires:`: its id.
+    ids: Vec<u32>,
+    /// Per entry: its port index.
+    ports: Vec<u16>,
+    cfg: Vec<PseudowireConfig>,
+    plane: Option<Arc<PwPlane>>,
+    /// The side channel, opened for the first signalled pseudowire.
+    listener: Option<(OwnedFd, PathBuf)>,
 }
 
 /// The pseudowires and their state, shared with the API.
 pub struct PseudowireManager {
-    pub cfg: Vec<PseudowireConfig>,
-    pub status: Mutex<Vec<PwStatus>>,
-    /// The side channel's path, when listening.
-    pub socket: Option<PathBuf>,
+    inner: Mutex<Inner>,
+    /// The side channel's path, once listening.
+    socket: Mutex<Option<PathBuf>>,
+    /// Where the side channel listens (`routing.pseudowire-socket`).
+    socket_path: PathBuf,
     lfib: Arc<Lfib>,
     fib4: Arc<Lpm4>,
     nexthops: Arc<NextHopTable>,
     shared: Arc<Shared>,
-    ports: Vec<u16>,
-    /// Per pseudowire: when its next hop was last asked for (ARP).
-    poked: Mutex<Vec<Option<Instant>>>,
+    /// Counters of every pseudowire id, shared by successive planes.
+    counters: Arc<PwCounters>,
     /// The zebra module's status connection, when it subscribed.
     status_conn: Mutex<Option<OwnedFd>>,
     /// Status lines pushed to zebra (down, retry).
     pub pushed: std::sync::atomic::AtomicU64,
+}
+
+/// Fresh state of pseudowire `w`.
+fn fresh_status(w: &PseudowireConfig) -> PwStatus {
+    PwStatus {
+        labels: w.static_labels.map(|l| PwLabels {
+            local: l.local,
+            remote: l.remote,
+            control_word: w.control_word,
+        }),
+        up: false,
+        reason: if w.static_labels.is_some() {
+            "not resolved yet".into()
+        } else {
+            "waiting for LDP".into()
+        },
+        transport: None,
+        installs: 0,
+        refused: 0,
+        zebra_ok: false,
+        retry_asked: false,
+        signalled: None,
+        added: false,
+    }
+}
+
+/// True when `a` and `b` program the LFIB alike (same labels, type,
+/// control word, remote PE and signalling): only the circuit's MTU or
+/// interface name differ, and the programmed pseudowire can stay.
+fn same_programming(a: &PseudowireConfig, b: &PseudowireConfig) -> bool {
+    a.port == b.port
+        && a.vlan == b.vlan
+        && a.neighbor == b.neighbor
+        && a.pw_id == b.pw_id
+        && a.control_word == b.control_word
+        && a.static_labels == b.static_labels
+        && a.ifname() == b.ifname()
 }
 
 impl PseudowireManager {
@@ -97,18 +181,14 @@ impl PseudowireManager {
     pub fn circuits(cfg: &Config) -> Vec<AttachmentCircuit> {
         cfg.pseudowires
             .iter()
-            .map(|w| AttachmentCircuit {
-                port: cfg.port_index(&w.port).unwrap_or(usize::MAX) as u16,
-                vlan: w.vlan,
-                mtu: w.mtu,
-                peer: IpAddr::V4(w.neighbor),
-            })
+            .map(|w| circuit(cfg.port_index(&w.port).unwrap_or(usize::MAX) as u16, w))
             .collect()
     }
 
     /// Publishes the attachment circuits, programs the static pseudowires
     /// and starts the maintenance thread and (when a pseudowire is
-    /// signalled) the side-channel listener. `None` without pseudowires.
+    /// signalled) the side-channel listener. Started whenever the router
+    /// is, so a live `config apply` can add the first pseudowire.
     pub fn start(
         cfg: &Config,
         shared: &Arc<Shared>,
@@ -117,108 +197,289 @@ impl PseudowireManager {
         nexthops: Arc<NextHopTable>,
         threads: &mut Vec<JoinHandle<()>>,
     ) -> Result<Option<Arc<PseudowireManager>>, String> {
-        if cfg.pseudowires.is_empty() {
-            return Ok(None);
-        }
-        let circuits = Self::circuits(cfg);
-        let ports = circuits.iter().map(|c| c.port).collect();
-        shared.pseudowires.store(Some(Arc::new(PwPlane::new(
-            circuits,
-            cfg.switch.workers as usize,
-        ))));
-        let signalled = cfg.pseudowires.iter().any(|w| w.static_labels.is_none());
-        let socket = signalled.then(|| {
-            cfg.routing
+        let m = Arc::new(PseudowireManager {
+            inner: Mutex::new(Inner::default()),
+            socket: Mutex::new(None),
+            socket_path: cfg
+                .routing
                 .pseudowire_socket
                 .clone()
-                .unwrap_or_else(|| config::l2vpn::DEFAULT_PSEUDOWIRE_SOCKET.into())
-        });
-        let status = cfg
-            .pseudowires
-            .iter()
-            .map(|w| PwStatus {
-                labels: w.static_labels.map(|l| PwLabels {
-                    local: l.local,
-                    remote: l.remote,
-                    control_word: w.control_word,
-                }),
-                up: false,
-                reason: if w.static_labels.is_some() {
-                    "not resolved yet".into()
-                } else {
-                    "waiting for LDP".into()
-                },
-                transport: None,
-                installs: 0,
-                refused: 0,
-                zebra_ok: false,
-                retry_asked: false,
-                signalled: None,
-            })
-            .collect();
-        let m = Arc::new(PseudowireManager {
-            cfg: cfg.pseudowires.clone(),
-            status: Mutex::new(status),
-            socket: socket.clone(),
+                .unwrap_or_else(|| config::l2vpn::DEFAULT_PSEUDOWIRE_SOCKET.into()),
             lfib,
             fib4,
             nexthops,
             shared: shared.clone(),
-            ports,
-            poked: Mutex::new(vec![None; cfg.pseudowires.len()]),
+            counters: Arc::new(PwCounters::new(
+                config::l2vpn::MAX_PSEUDOWIRES,
+                cfg.switch.workers as usize,
+            )),
             status_conn: Mutex::new(None),
             pushed: std::sync::atomic::AtomicU64::new(0),
         });
-        m.maintain();
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(f)
-                .map_err(|e| format!("spawn {name}: {e}"))
-        };
+        let change = m.prepare(cfg)?;
+        if let Some(t) = m.commit(change) {
+            threads.push(t);
+        }
         {
             let m = m.clone();
-            threads.push(spawn(
-                "pseudowires",
-                Box::new(move || {
-                    while !m.shared.stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(MAINTAIN_EVERY);
-                        m.maintain();
-                    }
-                }),
-            )?);
-        }
-        if let Some(path) = socket {
-            let fd = listen(&path).map_err(|e| format!("pseudowire socket {path:?}: {e}"))?;
-            let m = m.clone();
-            threads.push(spawn("pw-socket", Box::new(move || m.serve(fd, &path)))?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("pseudowires".into())
+                    .spawn(move || {
+                        while !m.shared.stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(MAINTAIN_EVERY);
+                            m.maintain();
+                        }
+                    })
+                    .map_err(|e| format!("spawn pseudowires: {e}"))?,
+            );
         }
         Ok(Some(m))
     }
 
-    fn port_up(&self, id: usize) -> bool {
-        let t = self.shared.tables.load();
-        self.ports
-            .get(id)
-            .and_then(|&p| t.l2.ports.get(p as usize))
-            .is_some_and(|p| p.up)
+    /// Checks `cfg.pseudowires` against the running ones and builds what
+    /// [`commit`](Self::commit) publishes: ids (kept by name, free ids for
+    /// new names), the attachment circuits for the data path, and the
+    /// side channel when the first signalled pseudowire appears. Changes
+    /// nothing; an error leaves the switch as it was.
+    pub fn prepare(&self, cfg: &Config) -> Result<PwChange, String> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let cap = self.counters.capacity().min(self.lfib_pseudowires());
+        let old_id = |name: &str| {
+            inner
+                .order
+                .iter()
+                .copied()
+                .find(|&id| slot_name(&inner, id) == Some(name))
+        };
+        let mut ids: Vec<Option<u32>> = cfg.pseudowires.iter().map(|w| old_id(&w.name)).collect();
+        // New names take free ids: first those no pseudowire had (a
+        // worker may still be counting for one just removed), then the
+        // removed ones.
+        // 0: free, 1: kept, 2: removed by this change.
+        let mut used = vec![0u8; cap];
+        for &id in &inner.order {
+            if let Some(u) = used.get_mut(id as usize) {
+                *u = 2;
+            }
+        }
+        for &id in ids.iter().flatten() {
+            used[id as usize] = 1;
+        }
+        let mut fresh = (0..cap as u32)
+            .filter(|&id| used[id as usize] == 0)
+            .chain((0..cap as u32).filter(|&id| used[id as usize] == 2));
+        for id in ids.iter_mut().filter(|i| i.is_none()) {
+            *id =
+                Some(fresh.next().ok_or_else(|| {
+                    format!("pseudowires: no free pseudowire id (at most {cap})")
+                })?);
+        }
+        let ids: Vec<u32> = ids.into_iter().flatten().collect();
+        let ports: Vec<u16> = cfg
+            .pseudowires
+            .iter()
+            .map(|w| {
+                cfg.port_index(&w.port)
+                    .map(|p| p as u16)
+                    .ok_or_else(|| format!("pseudowires: {}: no port {:?}", w.name, w.port))
+            })
+            .collect::<Result<_, _>>()?;
+        let plane = (!ids.is_empty()).then(|| {
+            let n = ids.iter().max().map_or(0, |m| *m as usize + 1);
+            let mut acs = vec![None; n];
+            for ((id, port), w) in ids.iter().zip(&ports).zip(&cfg.pseudowires) {
+                acs[*id as usize] = Some(circuit(*port, w));
+            }
+            Arc::new(PwPlane::with_counters(acs, self.counters.clone()))
+        });
+        let signalled = cfg.pseudowires.iter().any(|w| w.static_labels.is_none());
+        let listener = if signalled && self.socket().is_none() {
+            let path = self.socket_path.clone();
+            let fd = listen(&path).map_err(|e| format!("pseudowire socket {path:?}: {e}"))?;
+            Some((fd, path))
+        } else {
+            None
+        };
+        Ok(PwChange {
+            ids,
+            ports,
+            cfg: cfg.pseudowires.clone(),
+            plane,
+            listener,
+        })
     }
 
-    /// The transport target toward pseudowire `id`'s remote PE.
-    fn transport(&self, id: usize) -> Option<u32> {
-        self.fib4.lookup(u32::from(self.cfg[id].neighbor))
+    /// Publishes a prepared change: unprograms the pseudowires removed or
+    /// changed, publishes the new circuits, waits until no worker holds
+    /// the old ones (so a reused id never carries the old circuit's
+    /// frames), then programs what is new. Pseudowires the change leaves
+    /// alone stay programmed throughout. Returns the side channel's
+    /// thread when it was started.
+    pub fn commit(self: &Arc<Self>, change: PwChange) -> Option<JoinHandle<()>> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut old: Vec<Option<Slot>> = std::mem::take(&mut inner.slots);
+        let mut slots: Vec<Option<Slot>> = Vec::new();
+        slots.resize_with(
+            change.ids.iter().max().map_or(0, |m| *m as usize + 1),
+            || None,
+        );
+        let mut zero = Vec::new();
+        for ((&id, &port), w) in change.ids.iter().zip(&change.ports).zip(&change.cfg) {
+            let prev = old.get_mut(id as usize).and_then(Option::take);
+            let slot = match prev {
+                Some(p) if p.cfg.name == w.name && same_programming(&p.cfg, w) => Slot {
+                    cfg: w.clone(),
+                    port,
+                    ..p
+                },
+                Some(mut p) if p.cfg.name == w.name => {
+                    // Changed: unprogrammed now, programmed afresh below.
+                    self.unprogram(id as usize, &mut p.st);
+                    let mut st = fresh_status(w);
+                    if w.static_labels.is_none() && p.cfg.static_labels.is_none() {
+                        // zebra still holds it: told down, then asked to
+                        // install it again once it can forward.
+                        self.push_down(&p.cfg, &mut p.st, "changed_in_Lanyard");
+                        st.signalled = p.st.signalled;
+                    }
+                    st.added = true;
+                    tracing::info!(pseudowire = %w.name, "changed by configuration");
+                    Slot {
+                        cfg: w.clone(),
+                        port,
+                        st,
+                        poked: None,
+                    }
+                }
+                other => {
+                    if let Some(mut p) = other {
+                        // A removed pseudowire's id, given to a new one.
+                        self.unprogram(id as usize, &mut p.st);
+                        self.push_down(&p.cfg, &mut p.st, "removed_from_Lanyard");
+                        tracing::info!(pseudowire = %p.cfg.name, "removed by configuration");
+                    }
+                    zero.push(id);
+                    let mut st = fresh_status(w);
+                    st.added = true;
+                    tracing::info!(pseudowire = %w.name, "added by configuration");
+                    Slot {
+                        cfg: w.clone(),
+                        port,
+                        st,
+                        poked: None,
+                    }
+                }
+            };
+            slots[id as usize] = Some(slot);
+        }
+        // What is left of the old slots was removed.
+        for (id, s) in old.iter_mut().enumerate() {
+            if let Some(s) = s {
+                self.unprogram(id, &mut s.st);
+                self.push_down(&s.cfg, &mut s.st, "removed_from_Lanyard");
+                tracing::info!(pseudowire = %s.cfg.name, "removed by configuration");
+            }
+        }
+        let republish = !zero.is_empty() || !inner.order.is_empty() || change.plane.is_some();
+        inner.slots = slots;
+        inner.order = change.ids;
+        if republish {
+            self.shared.pseudowires.store(change.plane);
+            // A worker that loaded the previous circuits finishes its batch
+            // before an id they named is zeroed and programmed again.
+            self.shared.quiesce(Duration::from_millis(200));
+        }
+        for id in zero {
+            self.counters.zero(id);
+        }
+        let t = change.listener.map(|(fd, path)| {
+            *self.socket.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
+            let m = self.clone();
+            std::thread::Builder::new()
+                .name("pw-socket".into())
+                .spawn(move || m.serve(fd, &path))
+        });
+        drop(inner);
+        self.maintain();
+        match t {
+            Some(Ok(t)) => Some(t),
+            Some(Err(e)) => {
+                tracing::warn!("spawn pw-socket: {e}");
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Pseudowire slots of the LFIB.
+    fn lfib_pseudowires(&self) -> usize {
+        self.lfib.pseudowire_capacity()
+    }
+
+    /// The side channel's path, when listening.
+    pub fn socket(&self) -> Option<PathBuf> {
+        self.socket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every configured pseudowire, in `pseudowires:` order.
+    pub fn rows(&self) -> Vec<PwRow> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner
+            .order
+            .iter()
+            .filter_map(|&id| {
+                let s = inner.slots.get(id as usize)?.as_ref()?;
+                Some(PwRow {
+                    id,
+                    cfg: s.cfg.clone(),
+                    status: s.st.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The transport targets of the programmed pseudowires.
+    pub fn transports(&self) -> Vec<u32> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner
+            .slots
+            .iter()
+            .flatten()
+            .filter_map(|s| s.st.transport)
+            .collect()
+    }
+
+    fn port_up(&self, port: u16) -> bool {
+        let t = self.shared.tables.load();
+        t.l2.ports.get(port as usize).is_some_and(|p| p.up)
+    }
+
+    /// The transport target toward remote PE `peer`.
+    fn transport(&self, peer: std::net::Ipv4Addr) -> Option<u32> {
+        self.fib4.lookup(u32::from(peer))
     }
 
     /// Programs or unprograms pseudowire `id` as its labels, circuit and
     /// transport say; returns why it is down (`None`: up).
-    fn program(&self, id: usize, st: &mut PwStatus) -> Option<String> {
-        let w = &self.cfg[id];
+    fn program(
+        &self,
+        id: usize,
+        w: &PseudowireConfig,
+        port: u16,
+        st: &mut PwStatus,
+    ) -> Option<String> {
         let why = (|| {
             let l = st.labels.ok_or("no labels from LDP")?;
-            if !self.port_up(id) {
+            if !self.port_up(port) {
                 return Err("attachment circuit port down");
             }
-            let t = self.transport(id).ok_or("no route to the remote PE")?;
+            let t = self
+                .transport(w.neighbor)
+                .ok_or("no route to the remote PE")?;
             Ok((l, t))
         })();
         match why {
@@ -273,52 +534,73 @@ impl PseudowireManager {
 
     /// One maintenance pass over every pseudowire.
     pub fn maintain(&self) {
-        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        for (id, st) in s.iter_mut().enumerate() {
-            if let Some(r) = self.program(id, st) {
-                if r != st.reason {
-                    tracing::info!(pseudowire = %self.cfg[id].name, "down: {r}");
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, s) in inner.slots.iter_mut().enumerate() {
+            let Some(s) = s else {
+                continue;
+            };
+            if let Some(r) = self.program(id, &s.cfg, s.port, &mut s.st) {
+                if r != s.st.reason {
+                    tracing::info!(pseudowire = %s.cfg.name, "down: {r}");
                 }
-                st.reason = r;
-            } else if let Some(t) = st.transport {
-                self.resolve_next_hop(id, t);
+                s.st.reason = r;
+            } else if let Some(t) = s.st.transport {
+                self.resolve_next_hop(s, t);
             }
-            if self.cfg[id].static_labels.is_none() {
-                self.tell_zebra(id, st);
+            if s.cfg.static_labels.is_none() {
+                self.tell_zebra(s);
             }
-        }
-    }
-
-    /// Could pseudowire `id` forward if zebra installed it now: programmed
-    /// already (labels kept from a refused install), or, after an
-    /// uninstall, its circuit up and the remote PE routed.
-    fn ready(&self, id: usize, st: &PwStatus) -> bool {
-        if st.labels.is_some() {
-            st.up
-        } else {
-            self.port_up(id) && self.transport(id).is_some()
         }
     }
 
     /// Pushes a signalled pseudowire's change since zebra's last install
     /// to the module's status connection: down after `ok`, or ready
-    /// after a refusal (so zebra retries now, not in 30 s).
-    fn tell_zebra(&self, id: usize, st: &mut PwStatus) {
-        let w = &self.cfg[id];
-        let line = if st.zebra_ok && !st.up {
-            st.zebra_ok = false;
-            st.retry_asked = false;
-            format!(
-                "v=1 op=pw-status ifname={} vrf=0 status=down reason={}\n",
-                w.ifname(),
-                st.reason.replace(' ', "_")
-            )
-        } else if !st.zebra_ok && !st.retry_asked && st.signalled.is_some() && self.ready(id, st) {
-            st.retry_asked = true;
-            format!("v=1 op=pw-status ifname={} vrf=0 status=up\n", w.ifname())
-        } else {
+    /// after a refusal (so zebra retries now, not in 30 s) — also for a
+    /// pseudowire a configuration change just added, which zebra may
+    /// hold refused.
+    fn tell_zebra(&self, s: &mut Slot) {
+        let w = &s.cfg;
+        let st = &mut s.st;
+        if st.zebra_ok && !st.up {
+            let reason = st.reason.replace(' ', "_");
+            self.push_down(w, st, &reason);
             return;
-        };
+        }
+        let ready = self.port_up(s.port)
+            && (if st.labels.is_some() {
+                st.up
+            } else {
+                self.transport(w.neighbor).is_some()
+            });
+        if !st.zebra_ok && !st.retry_asked && (st.signalled.is_some() || st.added) && ready {
+            st.retry_asked = true;
+            st.added = false;
+            self.send_status(
+                w,
+                &format!("v=1 op=pw-status ifname={} vrf=0 status=up\n", w.ifname()),
+            );
+        }
+    }
+
+    /// Tells zebra that a pseudowire it was answered `ok` for no longer
+    /// forwards (no-op otherwise).
+    fn push_down(&self, w: &PseudowireConfig, st: &mut PwStatus, reason: &str) {
+        if !st.zebra_ok || w.static_labels.is_some() {
+            return;
+        }
+        st.zebra_ok = false;
+        st.retry_asked = false;
+        self.send_status(
+            w,
+            &format!(
+                "v=1 op=pw-status ifname={} vrf=0 status=down reason={reason}\n",
+                w.ifname()
+            ),
+        );
+    }
+
+    /// One line on the module's status connection, if it subscribed.
+    fn send_status(&self, w: &PseudowireConfig, line: &str) {
         let mut c = self.status_conn.lock().unwrap_or_else(|e| e.into_inner());
         let Some(fd) = c.as_ref() else {
             return;
@@ -350,34 +632,30 @@ impl PseudowireManager {
     /// MAC is known; when it is not, a datagram to it (discard port, at
     /// most once a second) makes the kernel behind the TAP twin resolve
     /// it, and the neighbour mirror brings the MAC to the data path.
-    fn resolve_next_hop(&self, id: usize, target: u32) {
+    fn resolve_next_hop(&self, s: &mut Slot, target: u32) {
         let Some(r) = self.lfib.resolve(&self.nexthops, target, 0) else {
             return;
         };
-        let gw = r
-            .next_hop
-            .gateway
-            .unwrap_or(IpAddr::V4(self.cfg[id].neighbor));
+        let gw = r.next_hop.gateway.unwrap_or(IpAddr::V4(s.cfg.neighbor));
         let known = self.shared.l3.load().as_ref().is_some_and(|l3| {
             l3.neighbors
                 .lookup(gw)
                 .is_some_and(|n| n.state != NeighborState::Incomplete)
         });
-        if known {
+        if known
+            || s.poked
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
             return;
         }
-        let mut p = self.poked.lock().unwrap_or_else(|e| e.into_inner());
-        if p[id].is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
-            return;
-        }
-        p[id] = Some(Instant::now());
+        s.poked = Some(Instant::now());
         let any: IpAddr = if gw.is_ipv4() {
             std::net::Ipv4Addr::UNSPECIFIED.into()
         } else {
             std::net::Ipv6Addr::UNSPECIFIED.into()
         };
-        if let Ok(s) = std::net::UdpSocket::bind((any, 0)) {
-            let _ = s.send_to(&[0], (gw, 9));
+        if let Ok(sock) = std::net::UdpSocket::bind((any, 0)) {
+            let _ = sock.send_to(&[0], (gw, 9));
         }
     }
 
@@ -387,16 +665,18 @@ impl PseudowireManager {
             Ok(m) => m,
             Err(e) => return format!("err malformed: {e}"),
         };
-        let Some(id) = self.find(&msg) else {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(id) = find(&inner, &msg) else {
             return format!(
                 "err no attachment circuit for l2vpn {} pw-id {} (not in pseudowires:)",
                 msg.vpn.as_deref().unwrap_or("-"),
                 msg.pw_id
             );
         };
-        let w = &self.cfg[id];
-        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        let st = &mut s[id];
+        let Some(s) = inner.slots.get_mut(id).and_then(Option::as_mut) else {
+            return "err no such pseudowire".into();
+        };
+        let (w, port, st) = (&s.cfg, s.port, &mut s.st);
         st.installs += 1;
         if w.static_labels.is_some() {
             st.refused += 1;
@@ -431,7 +711,8 @@ impl PseudowireManager {
                 }
                 st.labels = Some(labels);
                 st.signalled = Some(labels);
-                match self.program(id, st) {
+                st.added = false;
+                match self.program(id, w, port, st) {
                     None => {
                         st.zebra_ok = true;
                         "ok".into()
@@ -445,19 +726,6 @@ impl PseudowireManager {
                     }
                 }
             }
-        }
-    }
-
-    /// The configured pseudowire a zebra message is about: by l2vpn name
-    /// (and pw-id when zebra gives one); by interface name only when the
-    /// message names no l2vpn.
-    fn find(&self, msg: &PwMessage) -> Option<usize> {
-        match msg.vpn.as_deref() {
-            Some(v) => self
-                .cfg
-                .iter()
-                .position(|w| w.name == v && (msg.pw_id == 0 || w.pw_id == msg.pw_id)),
-            None => self.cfg.iter().position(|w| w.ifname() == msg.ifname),
         }
     }
 
@@ -554,6 +822,36 @@ impl PseudowireManager {
     }
 }
 
+/// The attachment circuit of pseudowire `w` on port index `port`.
+fn circuit(port: u16, w: &PseudowireConfig) -> AttachmentCircuit {
+    AttachmentCircuit {
+        port,
+        vlan: w.vlan,
+        mtu: w.mtu,
+        peer: IpAddr::V4(w.neighbor),
+    }
+}
+
+fn slot_name(inner: &Inner, id: u32) -> Option<&str> {
+    inner
+        .slots
+        .get(id as usize)?
+        .as_ref()
+        .map(|s| s.cfg.name.as_str())
+}
+
+/// The configured pseudowire a zebra message is about: by l2vpn name
+/// (and pw-id when zebra gives one); by interface name only when the
+/// message names no l2vpn.
+fn find(inner: &Inner, msg: &PwMessage) -> Option<usize> {
+    inner.slots.iter().position(|s| {
+        s.as_ref().is_some_and(|s| match msg.vpn.as_deref() {
+            Some(v) => s.cfg.name == v && (msg.pw_id == 0 || s.cfg.pw_id == msg.pw_id),
+            None => s.cfg.ifname() == msg.ifname,
+        })
+    })
+}
+
 /// `v=1 op=subscribe`: the module's status connection announcing itself.
 fn is_subscribe(line: &str) -> bool {
     line.split_whitespace().any(|kv| kv == "op=subscribe")
@@ -626,5 +924,81 @@ fn allow_frr(path: &Path) {
     unsafe {
         libc::chown(c.as_ptr(), u32::MAX, gid);
         libc::chmod(c.as_ptr(), 0o660);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pws: &[(&str, &str, u32)]) -> Config {
+        let mut y = String::from(
+            "ports: [{name: up, mode: routed, addresses: [10.0.0.1/30]}, {name: a}, {name: b}, {name: c}]\npseudowires:\n",
+        );
+        for (name, port, label) in pws {
+            y.push_str(&format!(
+                "  - {{name: {name}, port: {port}, neighbor: 10.0.0.2, pw-id: {label}, static-labels: {{local: {label}, remote: {label}}}}}\n"
+            ));
+        }
+        if pws.is_empty() {
+            y = y.replace("pseudowires:\n", "");
+        }
+        config::parse(&y, "t.yaml").unwrap()
+    }
+
+    fn ids(m: &PseudowireManager) -> Vec<(String, u32)> {
+        m.rows().into_iter().map(|r| (r.cfg.name, r.id)).collect()
+    }
+
+    /// Ids stay with names across changes; a new name takes an id no
+    /// pseudowire had before one just removed; the published circuits
+    /// follow; a new id's counters start at zero.
+    #[test]
+    fn ids_are_kept_by_name_across_changes() {
+        let c = cfg(&[("x", "a", 100), ("y", "b", 101)]);
+        let shared = Arc::new(Shared::new(config::build::initial_tables(&c), 16));
+        let lfib = Arc::new(Lfib::new(tables::mpls::LfibSize::default()));
+        let mut threads = Vec::new();
+        let m = PseudowireManager::start(
+            &c,
+            &shared,
+            lfib.clone(),
+            Arc::new(Lpm4::new()),
+            Arc::new(NextHopTable::new(16, 4)),
+            &mut threads,
+        )
+        .unwrap()
+        .unwrap();
+        let s = |n: &str, id: u32| (n.to_string(), id);
+        assert_eq!(ids(&m), vec![s("x", 0), s("y", 1)]);
+        // x removed, z added (in front), y moved to port c.
+        let c2 = cfg(&[("z", "a", 102), ("y", "c", 101)]);
+        let ch = m.prepare(&c2).unwrap();
+        assert!(m.commit(ch).is_none());
+        assert_eq!(ids(&m), vec![s("z", 2), s("y", 1)]);
+        let plane = shared.pseudowires.load_full().unwrap();
+        assert_eq!(plane.circuit(0), None);
+        assert_eq!(plane.circuit(1).map(|ac| ac.port), Some(3));
+        assert_eq!(plane.circuit(2).map(|ac| ac.port), Some(1));
+        // Frames on a circuit not programmed count as `down` into its id.
+        plane.count_drop(0, 2, datapath::mpls::circuits::PwDrop::Down);
+        assert_eq!(plane.totals(2).drops[0], 1);
+        // w takes the lowest free id (0, x's); z's counts stay z's.
+        let c3 = cfg(&[("z", "a", 102), ("y", "c", 101), ("w", "b", 103)]);
+        let ch = m.prepare(&c3).unwrap();
+        m.commit(ch);
+        assert_eq!(ids(&m), vec![s("z", 2), s("y", 1), s("w", 0)]);
+        let plane = shared.pseudowires.load_full().unwrap();
+        assert_eq!(plane.totals(2).drops[0], 1);
+        assert_eq!(plane.totals(0), Default::default());
+        // Everything removed: no circuits published.
+        let ch = m.prepare(&cfg(&[])).unwrap();
+        m.commit(ch);
+        assert!(m.rows().is_empty());
+        assert!(shared.pseudowires.load().is_none());
+        shared.stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }

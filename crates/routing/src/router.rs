@@ -151,7 +151,8 @@ pub struct Router {
     pub fpm: Option<Arc<crate::frr::FpmStats>>,
     /// Port link state → TAP carrier (taken by the supervisor's hook).
     pub carrier: Option<CarrierMirror>,
-    /// Ethernet pseudowires (`pseudowires:`), when configured.
+    /// Ethernet pseudowires (`pseudowires:`): always there with the
+    /// router (`Some`), so a live `config apply` can add the first one.
     pub pseudowires: Option<Arc<crate::pseudowire::PseudowireManager>>,
     /// Fast reroute (`mpls.fast-reroute`), when configured.
     pub fast_reroute: Option<Arc<crate::fast_reroute::FastReroute>>,

@@ -680,6 +680,12 @@ impl Lfib {
 
     // ---- Pseudowires --------------------------------------------------
 
+    /// Pseudowire ids `0..n` this LFIB holds (also bounded by its
+    /// attachment-circuit map: ac id = pseudowire id in Lanyard).
+    pub fn pseudowire_capacity(&self) -> usize {
+        self.pws.len().min(self.ac_pw.len())
+    }
+
     /// Install or replace pseudowire `id`, and map its attachment circuit
     /// to it (an AC another pseudowire had is taken over).
     pub fn set_pseudowire(&self, id: u32, pw: &Pseudowire) -> Result<(), LfibError> {

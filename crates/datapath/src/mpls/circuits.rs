@@ -19,6 +19,7 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tables::{PortSet, MAX_PORTS};
 
 pub(crate) const TPID_8021Q: u16 = 0x8100;
@@ -83,35 +84,106 @@ pub struct PwTotals {
     pub drops: [u64; 6],
 }
 
-/// The attachment circuits and their counters, published by the control
-/// plane in `Shared::pseudowires` (replaced whole on configuration
-/// change).
+/// `n` zeroed atomics from `calloc`: untouched pages stay unmapped, so
+/// counters sized for every possible pseudowire cost only what is used.
+fn zeroed_atomics(n: usize) -> Box<[AtomicU64]> {
+    let b: Box<[u64]> = vec![0u64; n].into_boxed_slice();
+    let p = Box::into_raw(b) as *mut [AtomicU64];
+    // SAFETY: AtomicU64 has the same size, alignment and bit validity as
+    // u64, and the pointer comes from a Box of exactly this slice length.
+    unsafe { Box::from_raw(p) }
+}
+
+/// Per-pseudowire counters of every worker, for pseudowire ids
+/// `0..capacity`. Kept by the control plane across configuration
+/// changes and shared by every [`PwPlane`] it publishes: a pseudowire a
+/// live `config apply` does not touch keeps its id and its counts, and a
+/// worker still on the previous plane counts into the same words.
+pub struct PwCounters {
+    /// Per worker slot: `PW_COUNTERS` per pseudowire id.
+    per_worker: Box<[Box<[AtomicU64]>]>,
+    /// Per worker slot: frames on an AC port with no circuit (a VLAN
+    /// without pseudowire, or untagged on a tagged-mode port).
+    unmatched: Box<[AtomicU64]>,
+    capacity: usize,
+}
+
+impl PwCounters {
+    /// Counters for pseudowire ids `0..capacity`, `workers` writers.
+    pub fn new(capacity: usize, workers: usize) -> PwCounters {
+        // A worker past `workers` shares a slot (`slot`: index modulo).
+        let workers = workers.max(1);
+        PwCounters {
+            per_worker: (0..workers)
+                .map(|_| zeroed_atomics(capacity * PW_COUNTERS))
+                .collect(),
+            unmatched: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            capacity,
+        }
+    }
+
+    /// Pseudowire ids these counters cover.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Sets pseudowire `pw`'s counters to zero (an id given to a new
+    /// pseudowire). Only while no worker counts for `pw`: the control
+    /// plane calls it after a grace period with `pw` unprogrammed.
+    pub fn zero(&self, pw: u32) {
+        let base = pw as usize * PW_COUNTERS;
+        for w in self.per_worker.iter() {
+            if let Some(c) = w.get(base..base + PW_COUNTERS) {
+                c.iter().for_each(|x| x.store(0, Ordering::Relaxed));
+            }
+        }
+    }
+}
+
+/// The attachment circuits, published by the control plane in
+/// `Shared::pseudowires` (replaced whole on configuration change; the
+/// counters are shared between successive planes).
 pub struct PwPlane {
     /// Per port: `NONE`, `WHOLE | ac`, or `PER_VLAN | map index`.
     port_map: Box<[u32]>,
     /// Per tagged-mode port: VLAN → ac + 1 (0: none).
     vlan_maps: Vec<Box<[u32]>>,
-    pub acs: Vec<AttachmentCircuit>,
+    /// By circuit id (= pseudowire id); `None`: a free id (a pseudowire
+    /// removed by a live apply; ids of the others do not move).
+    pub acs: Vec<Option<AttachmentCircuit>>,
     /// The ports of every attachment circuit.
     pub ports: PortSet,
-    /// Per worker slot: `PW_COUNTERS` per pseudowire.
-    counters: Box<[Box<[AtomicU64]>]>,
-    /// Per worker slot: frames on an AC port with no circuit (a VLAN
-    /// without pseudowire, or untagged on a tagged-mode port).
-    pub(crate) unmatched: Box<[AtomicU64]>,
+    counters: Arc<PwCounters>,
 }
 
 impl PwPlane {
-    /// The plane for `acs` (ac id = index), counters for `workers`
-    /// workers. Circuits on a port out of range are left out.
+    /// The plane for `acs` (ac id = index), with its own counters for
+    /// `workers` workers.
     pub fn new(acs: Vec<AttachmentCircuit>, workers: usize) -> PwPlane {
+        let counters = Arc::new(PwCounters::new(acs.len(), workers));
+        PwPlane::with_counters(acs.into_iter().map(Some).collect(), counters)
+    }
+
+    /// The plane for `acs` (ac id = index, `None`: unused id) counting
+    /// into `counters`. Circuits on a port out of range, or with an id
+    /// past the counters' capacity, are left out.
+    pub fn with_counters(
+        acs: Vec<Option<AttachmentCircuit>>,
+        counters: Arc<PwCounters>,
+    ) -> PwPlane {
         let mut port_map = vec![NONE; MAX_PORTS].into_boxed_slice();
         let mut vlan_maps: Vec<Box<[u32]>> = Vec::new();
         let mut ports = PortSet::EMPTY;
         for (id, ac) in acs.iter().enumerate() {
+            let Some(ac) = ac else {
+                continue;
+            };
             let Some(slot) = port_map.get_mut(ac.port as usize) else {
                 continue;
             };
+            if id >= counters.capacity {
+                continue;
+            }
             ports.insert(ac.port);
             match ac.vlan {
                 None => *slot = WHOLE | id as u32,
@@ -125,19 +197,19 @@ impl PwPlane {
                 }
             }
         }
-        // A worker past `workers` shares a slot (`slot`: index modulo).
-        let workers = workers.max(1);
-        let n = acs.len() * PW_COUNTERS;
         PwPlane {
             port_map,
             vlan_maps,
             acs,
             ports,
-            counters: (0..workers)
-                .map(|_| (0..n).map(|_| AtomicU64::new(0)).collect())
-                .collect(),
-            unmatched: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+            counters,
         }
+    }
+
+    /// The circuit with id `ac`, if it exists.
+    #[inline]
+    pub fn circuit(&self, ac: u32) -> Option<AttachmentCircuit> {
+        self.acs.get(ac as usize).copied().flatten()
     }
 
     /// The circuit frame `f` received on `port` belongs to.
@@ -156,25 +228,35 @@ impl PwPlane {
 
     #[inline]
     pub(crate) fn slot(&self, worker: usize) -> usize {
-        worker % self.counters.len()
+        worker % self.counters.per_worker.len()
     }
 
     #[inline]
     pub(crate) fn add(&self, worker: usize, pw: u32, k: usize, v: u64) {
-        if let Some(c) = self.counters[self.slot(worker)].get(pw as usize * PW_COUNTERS + k) {
+        if let Some(c) =
+            self.counters.per_worker[self.slot(worker)].get(pw as usize * PW_COUNTERS + k)
+        {
             c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
         }
     }
 
+    /// Counts a frame of pseudowire `pw` dropped for `why` (worker
+    /// `worker`'s counters; public for the control plane's tests).
     #[inline]
-    pub(crate) fn count_drop(&self, worker: usize, pw: u32, why: PwDrop) {
+    pub fn count_drop(&self, worker: usize, pw: u32, why: PwDrop) {
         self.add(worker, pw, 4 + why as usize, 1);
+    }
+
+    #[inline]
+    pub(crate) fn count_unmatched(&self, worker: usize) {
+        let c = &self.counters.unmatched[self.slot(worker)];
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Counters of pseudowire `pw`, all workers.
     pub fn totals(&self, pw: u32) -> PwTotals {
         let mut t = PwTotals::default();
-        for w in self.counters.iter() {
+        for w in self.counters.per_worker.iter() {
             let base = pw as usize * PW_COUNTERS;
             let Some(c) = w.get(base..base + PW_COUNTERS) else {
                 continue;
@@ -193,7 +275,8 @@ impl PwPlane {
 
     /// Frames on attachment-circuit ports that matched no circuit.
     pub fn unmatched(&self) -> u64 {
-        self.unmatched
+        self.counters
+            .unmatched
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum()

@@ -22,7 +22,17 @@ fn mac_hash(f: &[u8]) -> u32 {
 impl Worker {
     /// Takes the attachment circuits' frames out of the switched batch
     /// and sends them into their pseudowires (see the module docs).
-    pub(crate) fn pseudowire_ingress(&mut self, batch: &mut FrameBatch) {
+    ///
+    /// A transport out of a VLAN interface (SVI): the labelled frame
+    /// (next hop's MAC, the SVI's MAC) goes into `from_router`, which the
+    /// layer-2 stage forwards in the VLAN like routed traffic leaving the
+    /// SVI — tagged on trunk ports, to the port the next hop's MAC was
+    /// learned on, flooded in the VLAN while it is not known.
+    pub(crate) fn pseudowire_ingress(
+        &mut self,
+        batch: &mut FrameBatch,
+        from_router: &mut FrameBatch,
+    ) {
         if batch.is_empty() {
             return;
         }
@@ -77,10 +87,13 @@ impl Worker {
                 pc.count_rx(frame);
             }
             let Some(ac) = pws.circuit_of(port, frame) else {
-                bump(&pws.unmatched[pws.slot(me)]);
+                pws.count_unmatched(me);
                 continue;
             };
-            let circuit = pws.acs[ac as usize];
+            let Some(circuit) = pws.circuit(ac) else {
+                pws.count_unmatched(me);
+                continue;
+            };
             let Some(pw) = plane.lfib.pseudowire_of_ac(ac) else {
                 pws.count_drop(me, ac, PwDrop::Down);
                 continue;
@@ -115,10 +128,11 @@ impl Worker {
                 continue;
             };
             let out_port = r.next_hop.port;
-            // Over a routed subinterface: tagged on its port. (A VLAN
-            // interface would need the layer-2 stage, which runs after.)
+            // Over a routed subinterface: tagged on its port; over a VLAN
+            // interface: through the layer-2 stage (`from_router`).
             let sub = l3.subinterface(out_port);
-            let Some(egress) = l3.interface(out_port).filter(|_| !l3.is_svi(out_port)) else {
+            let svi = l3.is_svi(out_port);
+            let Some(egress) = l3.interface(out_port) else {
                 pws.count_drop(me, ac, PwDrop::NoPath);
                 continue;
             };
@@ -143,6 +157,14 @@ impl Worker {
             match encap_pseudowire(&plane.cfg, &mut buf, span, &outer, &p, &r, 0) {
                 Ok(s) if s.len - outer.len() > egress.mtu as usize => {
                     pws.count_drop(me, ac, PwDrop::Mtu)
+                }
+                Ok(s) if svi => {
+                    if from_router.push(out_port, &buf[s.start..s.start + s.len]) {
+                        pws.add(me, ac, 0, 1);
+                        pws.add(me, ac, 1, len as u64);
+                    } else {
+                        pws.count_drop(me, ac, PwDrop::NoRoom);
+                    }
                 }
                 Ok(s) => {
                     pws.add(me, ac, 0, 1);
@@ -182,7 +204,7 @@ impl Worker {
         let Some(pws) = pws else {
             return false;
         };
-        let Some(&circuit) = pws.acs.get(ac as usize) else {
+        let Some(circuit) = pws.circuit(ac) else {
             return false;
         };
         let me = self.index;
