@@ -26,6 +26,7 @@ pub mod bucket;
 pub mod counter;
 pub mod engine;
 pub mod flow;
+pub mod huge;
 pub mod inline;
 pub mod ndpi;
 pub mod packet;
