@@ -31,6 +31,9 @@
 //!
 //! So 112 + 16 = **128 bytes per flow** of capacity: 8,000,000 flows take
 //! 1,024 MB (capacity rounds up to a power of two: 8,388,608 → 1,074 MB).
+//! Both arrays are [`HugeArray`]s: 2 MB pages where the kernel gives them,
+//! and committed when the table is built (no page fault on the packet
+//! path).
 //!
 //! ## Table full
 //!
