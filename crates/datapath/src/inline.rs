@@ -53,9 +53,11 @@ impl Worker {
                     // Start every inline frame's flow lookup before the
                     // first: their cache misses overlap (docs/performance.md).
                     e.prefetch(
-                        (0..batch.len())
-                            .filter(|&i| plan.pair(batch.port(i)).is_some())
-                            .map(|i| batch.frame(i)),
+                        (0..batch.len()).filter_map(|i| {
+                            plan.pair(batch.port(i))
+                                .map(|(_, side)| (batch.frame(i), side))
+                        }),
+                        &view,
                     );
                 }
             }

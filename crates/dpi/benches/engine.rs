@@ -162,7 +162,10 @@ fn bench(c: &mut Criterion) {
             cpu_time(iters, || {
                 let start = (k & !31) % frames.len();
                 let batch = &frames[start..(start + 32).min(frames.len())];
-                e.prefetch(batch.iter().map(|f| f.as_slice()));
+                e.prefetch(
+                    batch.iter().map(|f| (f.as_slice(), Side::Subscriber)),
+                    &view,
+                );
                 for f in batch {
                     now_us += 1;
                     k += 1;
@@ -284,7 +287,10 @@ fn bench(c: &mut Criterion) {
                 let start = (k & !31) % hits.len();
                 let batch = &hits[start..(start + 32).min(hits.len())];
                 k += batch.len();
-                e.prefetch(batch.iter().map(|f| f.as_slice()));
+                e.prefetch(
+                    batch.iter().map(|f| (f.as_slice(), Side::Subscriber)),
+                    &view,
+                );
                 for f in batch {
                     black_box(e.process_us(f, Side::Subscriber, &view, 2000));
                 }

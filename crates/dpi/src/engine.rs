@@ -401,33 +401,49 @@ impl Engine {
         }
     }
 
-    /// Prefetch for a batch: call with the batch's frames (in any order)
-    /// before [`Engine::process_us`] on each. Three passes over the
+    /// Prefetch for a batch: call with the batch's frames and the sides
+    /// they came from (in any order), and the view `process_us` will
+    /// get, before [`Engine::process_us`] on each. Three passes over the
     /// frames (each parses the headers again, ~10 ns): the first starts
     /// loading every frame's index slot, the second — those slots now
     /// cached — every frame's flow entry, the third every decided flow's
-    /// usage entry; the packets' cache misses then overlap instead of
-    /// following one another. Changes nothing; frames that do not parse
-    /// are skipped.
-    pub fn prefetch<'a>(&self, frames: impl Iterator<Item = &'a [u8]> + Clone) {
-        for f in frames.clone() {
+    /// usage entry and, for a frame whose flow is not in the table yet,
+    /// the subscriber slot its lookup reads first; the packets' cache
+    /// misses then overlap instead of following one another. Changes
+    /// nothing; frames that do not parse are skipped.
+    pub fn prefetch<'a>(
+        &self,
+        frames: impl Iterator<Item = (&'a [u8], Side)> + Clone,
+        view: &View,
+    ) {
+        for (f, _) in frames.clone() {
             if let Some(p) = parse_ethernet(f) {
                 self.flows.prefetch_index(&p.tuple);
             }
         }
-        for f in frames.clone() {
+        for (f, _) in frames.clone() {
             if let Some(p) = parse_ethernet(f) {
                 self.flows.prefetch_entry(&p.tuple);
             }
         }
-        for f in frames {
-            if let Some(p) = parse_ethernet(f) {
+        for (f, side) in frames {
+            let Some(p) = parse_ethernet(f) else { continue };
+            match self.flows.class_of(&p.tuple) {
                 // A decided flow's class is its usage entry (while it is
                 // classified, an nDPI slot: nothing to fetch).
-                if let Some((c, s)) = self.flows.class_of(&p.tuple) {
+                Some((c, s)) => {
                     if s != PENDING && c != NONE {
                         self.ctx.stats.usage.prefetch(c);
                     }
+                }
+                None => {
+                    let t = &p.tuple;
+                    let addr = if side == Side::Subscriber {
+                        t.src
+                    } else {
+                        t.dst
+                    };
+                    view.prefetch(addr, t.v6);
                 }
             }
         }
@@ -1064,7 +1080,7 @@ mod tests {
             let mut e = Engine::new(cfg, p.clone()).unwrap();
             for round in 0..4 {
                 if prefetch {
-                    e.prefetch(frames.iter().map(|f| f.as_slice()));
+                    e.prefetch(frames.iter().map(|f| (f.as_slice(), Side::Subscriber)), &v);
                 }
                 for f in &frames {
                     e.process(f, Side::Subscriber, &v, round);
