@@ -48,6 +48,19 @@ impl Worker {
             let view = plan.subscribers.load();
             let mut keep = [true; io::BATCH_MAX];
             let mut dirty = PortSet::EMPTY;
+            if !bypass {
+                if let Some(e) = self.inline.engine.as_ref() {
+                    // Start every inline frame's flow lookup before the
+                    // first: their cache misses overlap (docs/performance.md).
+                    e.prefetch(
+                        (0..batch.len()).filter_map(|i| {
+                            plan.pair(batch.port(i))
+                                .map(|(_, side)| (batch.frame(i), side))
+                        }),
+                        &view,
+                    );
+                }
+            }
             for (i, k) in keep.iter_mut().enumerate().take(batch.len()) {
                 let Some((peer, side)) = plan.pair(batch.port(i)) else {
                     continue;

@@ -10,7 +10,10 @@
 //!   HTTP request and response, FIN both ways: 7 packets) per element, the
 //!   report's "new connection" — nDPI names it HTTP on the request;
 //! - `established/1M`: a packet of a decided flow among 1,000,000 live
-//!   ones (lookup, counters, bandwidth check; no nDPI).
+//!   ones (lookup, counters, bandwidth check; no nDPI);
+//! - `…/batch32`: the same frames in batches of 32 with the engine's
+//!   batch prefetch ([`Engine::prefetch`]) first, as the worker calls it
+//!   (criterion's time is per batch: divide by 32).
 //!
 //! `LANYARD_BENCH_FLOWS=8388608` sizes the table as the report's 8 M.
 //!
@@ -151,6 +154,30 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
+    // The same in batches of 32, as a worker gets them, with the
+    // engine's batch prefetch first (time per batch; per frame ÷ 32).
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("new_flow/udp/batch32", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let start = (k & !31) % frames.len();
+                let batch = &frames[start..(start + 32).min(frames.len())];
+                e.prefetch(
+                    batch.iter().map(|f| (f.as_slice(), Side::Subscriber)),
+                    &view,
+                );
+                for f in batch {
+                    now_us += 1;
+                    k += 1;
+                    black_box(e.process_us(f, Side::Subscriber, &view, now_us));
+                    if k.is_multiple_of(64) {
+                        e.sweep(now_us / 1000, 256);
+                    }
+                }
+            })
+        })
+    });
+    g.throughput(Throughput::Elements(1));
     eprintln!(
         "new_flow/udp: table {} of {}, {} created, {} expired, {} evicted, {} refused",
         e.flows().len(),
@@ -250,6 +277,23 @@ fn bench(c: &mut Criterion) {
                 let f = &hits[k % hits.len()];
                 k += 1;
                 black_box(e.process_us(f, Side::Subscriber, &view, 2000));
+            })
+        })
+    });
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("established/1M/batch32", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let start = (k & !31) % hits.len();
+                let batch = &hits[start..(start + 32).min(hits.len())];
+                k += batch.len();
+                e.prefetch(
+                    batch.iter().map(|f| (f.as_slice(), Side::Subscriber)),
+                    &view,
+                );
+                for f in batch {
+                    black_box(e.process_us(f, Side::Subscriber, &view, 2000));
+                }
             })
         })
     });

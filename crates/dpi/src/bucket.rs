@@ -13,6 +13,7 @@ pub const MIN_BURST_BYTES: u64 = 3_028;
 
 /// Token state of one bucket per direction (written by one worker).
 #[derive(Default, Debug)]
+#[repr(C)]
 pub struct Tokens {
     /// Tokens in byte-microseconds per second (bytes × 10⁶).
     tokens: [Counter; 2],
@@ -62,14 +63,16 @@ impl Tokens {
 /// by one thread each: `rate`, `quota_out`, `quota_rate` and `passed_rate`
 /// by the control thread, the rest by the entry's worker.
 #[derive(Default, Debug)]
+#[repr(C)]
 pub struct Bucket {
-    /// Bytes/s assigned per direction (0 = not yet assigned).
-    pub rate: [Counter; 2],
-    tokens: Tokens,
-    /// The subscriber's package index + 1 (0 = unknown).
-    pub package: Counter,
+    // Fields a packet reads first come first (see `service::Slot`).
     /// 1 while the subscriber's quota is used up.
     pub quota_out: Counter,
+    /// Bytes/s assigned per direction (0 = not yet assigned).
+    pub rate: [Counter; 2],
+    /// The subscriber's package index + 1 (0 = unknown).
+    pub package: Counter,
+    tokens: Tokens,
     /// Total entries: the subscriber's cap per direction, bytes/s (0 =
     /// none), as its worker last saw it in the subscriber table.
     pub cap: [Counter; 2],
@@ -81,6 +84,9 @@ pub struct Bucket {
     /// Total entries: the bucket of frames of flows being classified.
     pub classifying: Tokens,
 }
+
+// SAFETY: counters only (atomics), valid as zero.
+unsafe impl crate::huge::Zeroable for Bucket {}
 
 impl Bucket {
     /// See [`Tokens::admit`].

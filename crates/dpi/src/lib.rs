@@ -12,8 +12,9 @@
 //! Everything here takes time as an argument (milliseconds of the caller's
 //! clock), so tests run on simulated time.
 //!
-//! Module imports flow one way: `packet`, `flow`, `subscriber`, `ndpi`
-//! and `counter` are leaves; `bucket` (the token bucket) uses `counter`;
+//! Module imports flow one way: `huge` (huge-page arrays for the big
+//! tables) is a leaf; `packet`, `flow` (uses `huge`), `subscriber`, `ndpi`
+//! and `counter` are leaves otherwise; `bucket` (the token bucket) uses `counter`;
 //! `provision` and `quota_state` (the quota state file) use
 //! `subscriber`; `signature` uses `packet`; `service`
 //! uses `ndpi`'s protocol ids, `counter` and `bucket`; `bandwidth`
@@ -26,6 +27,7 @@ pub mod bucket;
 pub mod counter;
 pub mod engine;
 pub mod flow;
+pub mod huge;
 pub mod inline;
 pub mod ndpi;
 pub mod packet;

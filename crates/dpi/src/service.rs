@@ -11,6 +11,7 @@
 //! worker's engine has its own [`Stats`]; `show` sums them.
 
 pub use crate::counter::Counter;
+use crate::huge::{HugeArray, Zeroable};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const UNKNOWN: u16 = 0;
@@ -97,6 +98,7 @@ impl ServiceMap {
 /// Counters of one service (or one subscriber's use of one service).
 /// Directions: 0 = upstream (from the subscriber side), 1 = downstream.
 #[derive(Default, Debug)]
+#[repr(C)]
 pub struct Usage {
     pub flows: Counter,
     /// Live flows now.
@@ -108,6 +110,9 @@ pub struct Usage {
     pub dropped_packets: [Counter; 2],
     pub dropped_bytes: [Counter; 2],
 }
+
+// SAFETY: counters only (atomics), valid as zero.
+unsafe impl Zeroable for Usage {}
 
 /// The engine's own events and how flows were decided.
 #[derive(Default, Debug)]
@@ -182,17 +187,31 @@ impl Stats {
 /// never sees a key move. Full: counted (`usage_full`), the flow is still
 /// counted per service.
 pub struct UsageTable {
-    keys: Box<[AtomicU64]>,
-    vals: Box<[Usage]>,
-    /// Bandwidth control state per entry ([`crate::bandwidth`]).
-    buckets: Box<[crate::bucket::Bucket]>,
+    slots: HugeArray<Slot>,
     mask: usize,
     len: Counter,
 }
 
-/// Bytes per usage entry: key, counters, bandwidth state.
-pub const USAGE_ENTRY_BYTES: usize =
-    8 + std::mem::size_of::<Usage>() + std::mem::size_of::<crate::bucket::Bucket>();
+/// One usage entry: its key, counters and bandwidth state together, so
+/// a packet's counter update and bucket check share one 128-byte pair of
+/// cache lines (the key, `packets`/`bytes` in the first line, the
+/// bucket's `quota_out`, `rate` and `package` in the second) and one page.
+#[repr(C, align(64))]
+struct Slot {
+    key: AtomicU64,
+    usage: Usage,
+    /// Bandwidth control state ([`crate::bandwidth`]).
+    bucket: crate::bucket::Bucket,
+}
+
+// SAFETY: atomics only, valid as zero.
+unsafe impl Zeroable for Slot {}
+
+/// Bytes per usage entry: key, counters, bandwidth state (224, aligned
+/// to 256).
+pub const USAGE_ENTRY_BYTES: usize = std::mem::size_of::<Slot>();
+
+const _: () = assert!(USAGE_ENTRY_BYTES == 256);
 
 /// Longest probe before the table counts as full for a key.
 const USAGE_PROBE: usize = 64;
@@ -201,9 +220,7 @@ impl UsageTable {
     pub fn new(entries: usize) -> UsageTable {
         let n = entries.clamp(16, 1 << 28).next_power_of_two();
         UsageTable {
-            keys: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            vals: (0..n).map(|_| Usage::default()).collect(),
-            buckets: (0..n).map(|_| crate::bucket::Bucket::default()).collect(),
+            slots: HugeArray::zeroed(n),
             mask: n - 1,
             len: Counter::default(),
         }
@@ -227,14 +244,14 @@ impl UsageTable {
     /// The key stored at entry `i` (0: empty; any thread).
     #[inline]
     pub fn key_at(&self, i: u32) -> u64 {
-        self.keys
+        self.slots
             .get(i as usize)
-            .map_or(0, |k| k.load(Ordering::Acquire))
+            .map_or(0, |s| s.key.load(Ordering::Acquire))
     }
 
     #[inline]
     pub fn bucket(&self, i: u32) -> &crate::bucket::Bucket {
-        &self.buckets[i as usize]
+        &self.slots[i as usize].bucket
     }
 
     fn home(&self, k: u64) -> usize {
@@ -246,13 +263,13 @@ impl UsageTable {
     pub fn entry(&self, key: u64) -> Option<u32> {
         let mut pos = self.home(key);
         for _ in 0..USAGE_PROBE {
-            let k = self.keys[pos].load(Ordering::Relaxed);
+            let k = self.slots[pos].key.load(Ordering::Relaxed);
             if k == key {
                 return Some(pos as u32);
             }
             if k == 0 {
                 // Counters of a fresh slot are zero (never used before).
-                self.keys[pos].store(key, Ordering::Release);
+                self.slots[pos].key.store(key, Ordering::Release);
                 self.len.add(1);
                 return Some(pos as u32);
             }
@@ -265,9 +282,9 @@ impl UsageTable {
     pub fn find(&self, key: u64) -> Option<&Usage> {
         let mut pos = self.home(key);
         for _ in 0..USAGE_PROBE {
-            let k = self.keys[pos].load(Ordering::Acquire);
+            let k = self.slots[pos].key.load(Ordering::Acquire);
             if k == key {
-                return Some(&self.vals[pos]);
+                return Some(&self.slots[pos].usage);
             }
             if k == 0 {
                 return None;
@@ -281,9 +298,9 @@ impl UsageTable {
     pub fn find_bucket(&self, key: u64) -> Option<&crate::bucket::Bucket> {
         let mut pos = self.home(key);
         for _ in 0..USAGE_PROBE {
-            let k = self.keys[pos].load(Ordering::Acquire);
+            let k = self.slots[pos].key.load(Ordering::Acquire);
             if k == key {
-                return Some(&self.buckets[pos]);
+                return Some(&self.slots[pos].bucket);
             }
             if k == 0 {
                 return None;
@@ -293,9 +310,19 @@ impl UsageTable {
         None
     }
 
+    /// Starts loading entry `i`'s counters and bucket (a hint).
+    #[inline]
+    pub fn prefetch(&self, i: u32) {
+        if let Some(s) = self.slots.get(i as usize) {
+            let p = s as *const Slot as *const u8;
+            crate::flow::prefetch(p);
+            crate::flow::prefetch(p.wrapping_add(64));
+        }
+    }
+
     #[inline]
     pub fn at(&self, i: u32) -> &Usage {
-        &self.vals[i as usize]
+        &self.slots[i as usize].usage
     }
 
     pub fn len(&self) -> u64 {
@@ -307,7 +334,7 @@ impl UsageTable {
     }
 
     pub fn capacity(&self) -> usize {
-        self.keys.len()
+        self.slots.len()
     }
 }
 
