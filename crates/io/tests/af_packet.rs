@@ -296,8 +296,10 @@ fn oversized_frame_is_counted_and_does_not_wedge_the_ring(ring: RxRing) {
             assert!(c.send(&frame(s, 200)), "slot for {s} after refusal");
             c.flush().unwrap();
         }
-        // stats() refreshes the MTU; from then on such frames are counted.
+        // The supervisor tells the port of the new MTU (PortCommand::Mtu);
+        // from then on such frames are counted.
         assert_eq!(c.stats().tx_errors, 1);
+        c.set_mtu(1000);
         assert!(c.send(&frame(9, 1200)));
         assert_eq!(c.stats().tx_errors, 2);
     });
