@@ -228,12 +228,12 @@ impl IdleRings {
     }
 }
 
+/// Eventfds standing in for rings' descriptors (also `wake_set`'s tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_fds {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-    /// An eventfd stands in for a ring's descriptor.
-    fn eventfd() -> OwnedFd {
+    pub(crate) fn eventfd() -> OwnedFd {
         // SAFETY: eventfd returns a new descriptor or -1 (checked).
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         assert!(fd >= 0);
@@ -241,12 +241,19 @@ mod tests {
         unsafe { OwnedFd::from_raw_fd(fd) }
     }
 
-    fn signal(fd: &OwnedFd) {
+    /// Makes the eventfd readable.
+    pub(crate) fn signal(fd: &OwnedFd) {
         let one = 1u64;
         // SAFETY: writes 8 bytes from a valid u64.
         let n = unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const _, 8) };
         assert_eq!(n, 8);
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_fds::{eventfd, signal};
+    use super::*;
 
     /// Passes until the parked rings' readiness has been looked at.
     fn look(r: &mut IdleRings) {

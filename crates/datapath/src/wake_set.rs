@@ -98,22 +98,8 @@ impl WakeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rx_idle::test_fds::{eventfd, signal};
     use std::time::Instant;
-
-    fn eventfd() -> OwnedFd {
-        // SAFETY: eventfd returns a new descriptor or -1 (checked).
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor.
-        unsafe { OwnedFd::from_raw_fd(fd) }
-    }
-
-    fn signal(fd: &OwnedFd) {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from a valid u64.
-        let n = unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const _, 8) };
-        assert_eq!(n, 8);
-    }
 
     /// A readable descriptor ends the wait at once, and keeps ending it
     /// while it stays readable (level-triggered); an idle set sleeps.

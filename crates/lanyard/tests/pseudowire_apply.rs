@@ -24,6 +24,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
+use testkit::pseudowire::{pseudowires as pws, row, side_channel, wait_through};
 use testkit::{l2, Netns, RawPort, Switch};
 
 const RATE: u64 = 20_000;
@@ -175,47 +176,6 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// One line to the side channel as the zebra module sends it; the answer.
-fn side_channel(path: &std::path::Path, line: &str) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: plain socket calls on a descriptor closed at the end.
-    unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
-        assert!(fd >= 0);
-        let mut sa: libc::sockaddr_un = std::mem::zeroed();
-        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (d, s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
-            *d = *s as libc::c_char;
-        }
-        let r = libc::connect(
-            fd,
-            (&sa as *const libc::sockaddr_un).cast(),
-            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        );
-        if r != 0 {
-            libc::close(fd);
-            return format!("connect {path:?}: {}", std::io::Error::last_os_error());
-        }
-        assert!(libc::send(fd, line.as_ptr().cast(), line.len(), 0) > 0);
-        let mut buf = [0u8; 512];
-        let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
-        libc::close(fd);
-        String::from_utf8_lossy(&buf[..n.max(0) as usize]).into_owned()
-    }
-}
-
-fn pws(sw: &Switch) -> Value {
-    sw.show_json(&["show", "mpls", "pseudowires"])
-}
-
-fn row<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
-    v["pseudowires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-}
-
 fn count(v: &Value, name: &str, k: &str) -> u64 {
     row(v, name).map_or(0, |r| r[k].as_u64().unwrap_or(0))
 }
@@ -264,25 +224,6 @@ fn wait_up(sw: &Switch, names: &[&str], what: &str) {
             sw.log()
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Sends probes from `from` until one arrives at `to` (the PEs resolve
-/// each other's MAC on the first frames).
-fn wait_through(from: &RawPort, to: &RawPort, tags: &[Tag], what: &str) {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        from.send(&test_frame(&mac(1), &mac(2), tags, 9, 0, LEN))
-            .unwrap();
-        if to
-            .recv_test_frames(Duration::from_millis(200))
-            .unwrap()
-            .iter()
-            .any(|f| test_info(f).is_some_and(|i| i.phase == 9))
-        {
-            return;
-        }
-        assert!(Instant::now() < end, "{what}: no frame through");
     }
 }
 
@@ -372,9 +313,9 @@ fn pseudowires_change_live_without_disturbing_the_others() {
         open(&cb, "ac3"),
         open(&cb, "ac4"),
     );
-    wait_through(&a1, &b1, &[], "keep");
-    wait_through(&a2, &b2, &[Tag::dot1q(10)], "chg");
-    wait_through(&a3, &b3, &[], "del");
+    wait_through(&a1, &b1, &[], LEN, || "keep".into());
+    wait_through(&a2, &b2, &[Tag::dot1q(10)], LEN, || "chg".into());
+    wait_through(&a3, &b3, &[], LEN, || "del".into());
     let mut failures = Vec::new();
 
     // The diff names each pseudowire and says it applies live.
@@ -433,7 +374,7 @@ fn pseudowires_change_live_without_disturbing_the_others() {
         failures.push(format!("chg not on VLAN 11 with label 7012: {v}"));
     }
     // `new` carries VLAN 30 of ac3; ac3 untagged (`del`) goes nowhere.
-    wait_through(&a3, &b3, &[Tag::dot1q(30)], "new");
+    wait_through(&a3, &b3, &[Tag::dot1q(30)], LEN, || "new".into());
     let got = cross(&a3, &b3, &[tagged(30), untagged()]);
     if got != vec![Some(30)] {
         failures.push(format!(
@@ -453,12 +394,12 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     }
     // `sig` opened pe-a's side channel: an install as the zebra module
     // sends it programs it, and it carries VLAN 40.
-    let r = side_channel(&sock, "v=1 op=pw-install ifname=mpw5 vrf=0 type=4 local=7005 remote=8005 cw=1 status=1 peer=10.92.0.2 pwid=5 lsr=10.92.0.2 vpn=sig nh=10.92.0.2@2/3\n");
+    let r = side_channel(&sock, "v=1 op=pw-install ifname=mpw5 vrf=0 type=4 local=7005 remote=8005 cw=1 status=1 peer=10.92.0.2 pwid=5 lsr=10.92.0.2 vpn=sig nh=10.92.0.2@2/3\n").unwrap_or_else(|e| e);
     if r != "ok" {
         failures.push(format!("install of sig after the apply answered {r:?}"));
     }
     wait_up(&a, &["sig"], "sig installed");
-    wait_through(&a3, &b3, &[Tag::dot1q(40)], "sig");
+    wait_through(&a3, &b3, &[Tag::dot1q(40)], LEN, || "sig".into());
     let got = cross(&b3, &a3, &[tagged(40)]);
     if got != vec![Some(40)] {
         failures.push(format!("sig b->a: got {got:?}, want [40]"));
@@ -514,7 +455,7 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     {
         failures.push(format!("chg not moved to ac4, type 5, neighbour .3: {v}"));
     }
-    wait_through(&a4, &b4, &[], "chg on ac4");
+    wait_through(&a4, &b4, &[], LEN, || "chg on ac4".into());
     let got = cross(&a4, &b4, &[untagged(), tagged(77)]);
     if got != vec![None, Some(77)] {
         failures.push(format!(
@@ -542,7 +483,9 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     for sw in [&a, &b] {
         wait_up(sw, &["keep", "chg", "new"], "after rollback");
     }
-    wait_through(&a2, &b2, &[Tag::dot1q(11)], "chg back on ac2");
+    wait_through(&a2, &b2, &[Tag::dot1q(11)], LEN, || {
+        "chg back on ac2".into()
+    });
     let got = cross(&a4, &b4, &[untagged()]);
     if !got.is_empty() {
         failures.push(format!("ac4 still a circuit after rollback: {got:?}"));
@@ -561,7 +504,7 @@ fn pseudowires_change_live_without_disturbing_the_others() {
     let (ok, out) = cli(&a, &["config", "apply", next_a.to_str().unwrap()]);
     assert!(ok, "{out}");
     wait_up(&a, &["keep", "chg", "new"], "after re-adding");
-    wait_through(&a1, &b1, &[], "keep re-added");
+    wait_through(&a1, &b1, &[], LEN, || "keep re-added".into());
 
     assert!(
         failures.is_empty(),

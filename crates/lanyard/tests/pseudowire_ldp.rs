@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions};
 use testkit::netns::veth;
+use testkit::pseudowire::pseudowires as pws;
 use testkit::{l2, Netns, RawPort, Switch};
 
 const MODULE_DEFAULT: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
@@ -169,10 +170,6 @@ fn vc_state(frr: &FrrInstance, ifname: &str) -> Option<String> {
         .into_iter()
         .find(|(i, _)| i == ifname)
         .map(|(_, s)| s)
-}
-
-fn pws(sw: &Switch) -> Value {
-    sw.show_json(&["show", "mpls", "pseudowires"])
 }
 
 fn pw<'a>(v: &'a Value, name: &str) -> &'a Value {

@@ -16,6 +16,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
+use testkit::pseudowire::pseudowires as pws;
 use testkit::{l2, Netns, RawPort, Switch};
 
 const PWS: usize = 24;
@@ -46,10 +47,6 @@ fn config(a_side: bool) -> String {
         ));
     }
     y
-}
-
-fn pws(sw: &Switch) -> Value {
-    sw.show_json(&["show", "mpls", "pseudowires"])
 }
 
 fn row(v: &Value, i: usize) -> &Value {

@@ -29,6 +29,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
+use testkit::pseudowire::{pseudowires as pws, side_channel};
 use testkit::{l2, Netns, RawPort, Switch};
 
 const Q: Duration = Duration::from_millis(300);
@@ -116,48 +117,8 @@ impl Drop for Bed {
     }
 }
 
-/// One line to the side channel as the zebra module sends it; the answer.
-fn side_channel(path: &std::path::Path, line: &str) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: plain socket calls on a descriptor closed at the end.
-    unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
-        assert!(fd >= 0);
-        let mut sa: libc::sockaddr_un = std::mem::zeroed();
-        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-        for (d, s) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
-            *d = *s as libc::c_char;
-        }
-        let r = libc::connect(
-            fd,
-            (&sa as *const libc::sockaddr_un).cast(),
-            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-        );
-        assert_eq!(
-            r,
-            0,
-            "connect {path:?}: {}",
-            std::io::Error::last_os_error()
-        );
-        assert!(libc::send(fd, line.as_ptr().cast(), line.len(), 0) > 0);
-        let mut buf = [0u8; 512];
-        let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
-        libc::close(fd);
-        String::from_utf8_lossy(&buf[..n.max(0) as usize]).into_owned()
-    }
-}
-
-fn pws(sw: &Switch) -> Value {
-    sw.show_json(&["show", "mpls", "pseudowires"])
-}
-
 fn by_name<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["pseudowires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap()
+    testkit::pseudowire::row(v, name).expect("pseudowire listed")
 }
 
 fn open(ns: &Netns, ifname: &str) -> RawPort {
@@ -525,15 +486,15 @@ fn pseudowires_carry_customer_frames_intact() {
     let line = |vpn: &str, ty: u8, op: &str| {
         format!("v=1 op={op} ifname=mpw4000 vrf=0 type={ty} local=900000 remote=900001 cw=1 status=1 peer=10.91.0.2 pwid=4000 lsr=10.91.0.2 vpn={vpn} nh=10.91.0.2@2/3\n")
     };
-    let r = side_channel(&bed.sock, &line("NOPE", 4, "pw-install"));
+    let r = side_channel(&bed.sock, &line("NOPE", 4, "pw-install")).expect("side channel");
     if !r.starts_with("err no attachment circuit") {
         failures.push(format!("install without a circuit answered {r:?}"));
     }
-    let r = side_channel(&bed.sock, &line("sig", 5, "pw-install"));
+    let r = side_channel(&bed.sock, &line("sig", 5, "pw-install")).expect("side channel");
     if !r.starts_with("err type 5") {
         failures.push(format!("type mismatch answered {r:?}"));
     }
-    let r = side_channel(&bed.sock, "v=1 op=pw-install garbage");
+    let r = side_channel(&bed.sock, "v=1 op=pw-install garbage").expect("side channel");
     if !r.starts_with("err malformed") {
         failures.push(format!("a malformed line answered {r:?}"));
     }
@@ -542,7 +503,7 @@ fn pseudowires_carry_customer_frames_intact() {
     if !got[0].is_empty() {
         failures.push("the signalled pseudowire forwarded before its install".into());
     }
-    let r = side_channel(&bed.sock, &line("sig", 4, "pw-install"));
+    let r = side_channel(&bed.sock, &line("sig", 4, "pw-install")).expect("side channel");
     if r != "ok" {
         failures.push(format!("install answered {r:?}: {}", pws(&bed.a)));
     }
@@ -564,7 +525,7 @@ fn pseudowires_carry_customer_frames_intact() {
             got[0].len()
         ));
     }
-    let r = side_channel(&bed.sock, &line("sig", 4, "pw-uninstall"));
+    let r = side_channel(&bed.sock, &line("sig", 4, "pw-uninstall")).expect("side channel");
     let got = exchange(&a4[0], &[sig_frame(4)], &[&b4[0]]);
     if r != "ok" || !got[0].is_empty() || by_name(&pws(&bed.a), "sig")["up"] != false {
         failures.push(format!(

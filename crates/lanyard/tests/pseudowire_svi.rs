@@ -17,6 +17,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
+use testkit::pseudowire::{pseudowires as pws, wait_through};
 use testkit::{l2, Netns, RawPort, Switch};
 
 const LEN: usize = 200;
@@ -25,19 +26,6 @@ const N: usize = 50;
 const PE_A: &str = "switch:\n  name: pe-a\nvlans:\n  - id: 50\n    router: {addresses: [10.93.0.1/29]}\nports:\n  - {name: tr, mode: trunk, allowed-vlans: \"50\", native-vlan: none}\n  - {name: ac5}\n  - {name: ac4}\npseudowires:\n  - {name: p5, port: ac5, neighbor: 10.93.0.2, pw-id: 5, static-labels: {local: 7005, remote: 8005}}\n  - {name: p4, port: ac4, vlan: 100, neighbor: 10.93.0.2, pw-id: 4, control-word: false, static-labels: {local: 7004, remote: 8004}}\n";
 
 const PE_B: &str = "switch:\n  name: pe-b\nports:\n  - name: tr\n    mode: routed\n    subinterfaces:\n      - {vlan: 50, addresses: [10.93.0.2/29]}\n  - {name: ac5}\n  - {name: ac4}\npseudowires:\n  - {name: p5, port: ac5, neighbor: 10.93.0.1, pw-id: 5, static-labels: {local: 8005, remote: 7005}}\n  - {name: p4, port: ac4, vlan: 200, neighbor: 10.93.0.1, pw-id: 4, control-word: false, static-labels: {local: 8004, remote: 7004}}\n";
-
-fn pws(sw: &Switch) -> Value {
-    sw.show_json(&["show", "mpls", "pseudowires"])
-}
-
-fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["pseudowires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap()
-}
 
 fn wait_up(sw: &Switch) {
     let end = Instant::now() + Duration::from_secs(15);
@@ -52,29 +40,13 @@ fn wait_up(sw: &Switch) {
     }
 }
 
-/// Probes `from` → `to` until one arrives (the PEs resolve each other's
-/// MAC on the first frames).
-fn wait_through(from: &RawPort, to: &RawPort, tags: &[Tag], a: &Switch, b: &Switch) {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        from.send(&test_frame(&mac(1), &mac(2), tags, 9, 0, LEN))
-            .unwrap();
-        if to
-            .recv_test_frames(Duration::from_millis(200))
-            .unwrap()
-            .iter()
-            .any(|f| test_info(f).is_some_and(|i| i.phase == 9))
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "no frame through: pe-a {}\npe-b {}\nlog a:\n{}",
-            pws(a),
-            pws(b),
-            a.log()
-        );
-    }
+/// What to print when no frame gets through.
+fn diag(a: &Switch, b: &Switch) -> String {
+    format!("pe-a {}\npe-b {}\nlog a:\n{}", pws(a), pws(b), a.log())
+}
+
+fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
+    testkit::pseudowire::row(v, name).expect("pseudowire listed")
 }
 
 #[test]
@@ -103,9 +75,9 @@ fn pseudowires_over_a_vlan_interface_and_a_subinterface() {
         open(&cb, "ac5"),
         open(&cb, "ac4"),
     );
-    wait_through(&a5, &b5, &[], &a, &b);
-    wait_through(&b5, &a5, &[], &a, &b);
-    wait_through(&a4, &b4, &[Tag::dot1q(100)], &a, &b);
+    wait_through(&a5, &b5, &[], LEN, || diag(&a, &b));
+    wait_through(&b5, &a5, &[], LEN, || diag(&a, &b));
+    wait_through(&a4, &b4, &[Tag::dot1q(100)], LEN, || diag(&a, &b));
     let (before_a, before_b) = (pws(&a), pws(&b));
     let mut failures = Vec::new();
     let frames = |tags: &[Tag], phase: u32| -> Vec<Vec<u8>> {

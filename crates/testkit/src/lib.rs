@@ -21,6 +21,7 @@ pub mod netns;
 pub mod nfdump;
 pub mod ovs;
 pub mod pim;
+pub mod pseudowire;
 pub mod rawport;
 pub mod routes;
 pub mod seqrx;
