@@ -695,16 +695,14 @@ impl Supervisor {
     /// The ports that link events name: by name, or by the index of the
     /// interface they are attached to (a rename, a deletion).
     fn ports_named(&self, changes: &[link::LinkChange]) -> Vec<usize> {
-        let mut ids: Vec<usize> = (0..self.names.len())
+        (0..self.names.len())
             .filter(|&id| {
                 changes.iter().any(|c| {
                     c.name.as_deref() == Some(self.names[id].as_str())
                         || self.attached[id] == Some(c.ifindex)
                 })
             })
-            .collect();
-        ids.dedup();
-        ids
+            .collect()
     }
 
     /// Opens, together ([`io::in_parallel`]), the transmit-only sockets

@@ -117,20 +117,23 @@ const SIG: Pw = Pw {
     signalled: true,
 };
 
+/// Added by the first apply on VLAN 30 of ac3 (the port `del` had whole).
+const NEW: Pw = Pw {
+    name: "new",
+    port: "ac3",
+    vlan: Some(30),
+    label: 4,
+    peer_a: "10.92.0.2",
+    signalled: false,
+};
+
 /// `del` removed, `new` added on VLAN 30 of ac3 (the port `del` had
 /// whole), `chg` on VLAN 11 with new labels, `sig` added (signalled on
 /// pe-a).
 fn after() -> Vec<Pw> {
     vec![
         SIG,
-        Pw {
-            name: "new",
-            port: "ac3",
-            vlan: Some(30),
-            label: 4,
-            peer_a: "10.92.0.2",
-            signalled: false,
-        },
+        NEW,
         KEEP,
         Pw {
             name: "chg",
@@ -148,14 +151,7 @@ fn after() -> Vec<Pw> {
 fn moved() -> Vec<Pw> {
     vec![
         SIG,
-        Pw {
-            name: "new",
-            port: "ac3",
-            vlan: Some(30),
-            label: 4,
-            peer_a: "10.92.0.2",
-            signalled: false,
-        },
+        NEW,
         KEEP,
         Pw {
             name: "chg",
