@@ -156,6 +156,12 @@ impl Switch {
         }
     }
 
+    /// The switch's process id (`ip netns exec` execs it in place), while
+    /// it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The management socket path.
     pub fn socket(&self) -> &Path {
         &self.socket
