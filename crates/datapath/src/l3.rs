@@ -155,7 +155,15 @@ impl Worker {
                         let f = batch.frame(i);
                         let n = f.len().min(self.tag_buf.len() - 4);
                         self.tag_buf[4..4 + n].copy_from_slice(&f[..n]);
-                        self.send_tagged(port, parent, tag, n, &mut dirty);
+                        // Then the port's output policy (not its ACLs),
+                        // on the tagged frame: the IP header 4 bytes on.
+                        let policy = match &svc {
+                            Some(s) if keys.on[i] && s.any_egress => {
+                                Some((&**s, &keys.k[i], keys.l3[i] as usize + 4))
+                            }
+                            _ => None,
+                        };
+                        self.send_tagged(port, parent, tag, n, &mut dirty, policy);
                     } else if l3.is_svi(port) {
                         // Out of a VLAN interface: switched in its VLAN.
                         if !from_router.push(port, batch.frame(i)) {
@@ -293,7 +301,7 @@ impl Worker {
                             c.l3.icmp_suppressed.add(1);
                             continue;
                         }
-                        self.send_tagged(ingress, parent, tag, n, &mut dirty);
+                        self.send_tagged(ingress, parent, tag, n, &mut dirty, None);
                         c.l3.icmp_sent.add(1);
                         continue;
                     }
@@ -356,7 +364,8 @@ impl Worker {
     }
 
     /// Send the untagged frame in `tag_buf[4..4 + n]` out of subinterface
-    /// `sub`: tagged `tag` on its port `parent`.
+    /// `sub`: tagged `tag` on its port `parent`, through the port's output
+    /// policy when `policy` is given ([`Worker::transmit_from_subinterface`]).
     #[inline]
     pub(crate) fn send_tagged(
         &mut self,
@@ -365,6 +374,7 @@ impl Worker {
         tag: u16,
         n: usize,
         dirty: &mut PortSet,
+        policy: Option<(&pipeline::services::Services, &tables::acl::AclKey, usize)>,
     ) {
         if n < 14 {
             return;
@@ -377,7 +387,7 @@ impl Worker {
             pc.tx_frames.add(1);
             pc.tx_bytes.add(n as u64);
         }
-        self.transmit_raw(parent, &buf[..n + 4], dirty, None);
+        self.transmit_from_subinterface(parent, &buf[..n + 4], dirty, policy);
         self.tag_buf = buf;
     }
 }

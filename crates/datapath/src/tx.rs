@@ -139,6 +139,21 @@ impl Worker {
             EgressVerdict::Queue(class) => class,
             EgressVerdict::Send => 0,
         };
+        self.enqueue_scratch(s, p, vlan, class, n, dirty);
+    }
+
+    /// Queue the copy in `scratch[..n]` in class `class` of port `p`
+    /// (counted, mirrored as sent).
+    fn enqueue_scratch(
+        &mut self,
+        s: &Services,
+        p: u16,
+        vlan: Option<u16>,
+        class: usize,
+        n: usize,
+        dirty: &mut PortSet,
+    ) {
+        let c = &*self.counters;
         if !self.svc.enqueue(p, class, &self.scratch[..n]) {
             self.svc.count_queue_drop(s, p, class);
             c.drop_in(p, vlan, DropReason::QueueFull);
@@ -156,6 +171,48 @@ impl Worker {
         if let Some(dests) = mirror.filter(|d| !d.is_empty()) {
             self.mirror_buf[..n].copy_from_slice(&self.scratch[..n]);
             self.mirror_out(dests, n, dirty);
+        }
+    }
+
+    /// A routed subinterface's frame, already tagged, out of its port
+    /// `p` (docs/vrf.md, "Subinterfaces"): with `policy` (the services,
+    /// the packet's key, the IP header's offset in the tagged frame) the
+    /// port's output policy applies — re-marking (its `set-pcp` lands in
+    /// the tag) and its class queues, the link's scheduler — but not the
+    /// port's output ACLs: those belong to the port's own interface, and
+    /// the subinterface's own were applied before it was tagged.
+    pub(crate) fn transmit_from_subinterface(
+        &mut self,
+        p: u16,
+        frame: &[u8],
+        dirty: &mut PortSet,
+        policy: Option<(&Services, &AclKey, usize)>,
+    ) {
+        let Some((s, k, l3off)) =
+            policy.filter(|(s, ..)| matches!(s.policy_out.get(p as usize), Some(Some(_))))
+        else {
+            self.transmit_raw(p, frame, dirty, None);
+            return;
+        };
+        if self.ports[p as usize].is_none() {
+            self.counters.drop_in(p, None, DropReason::PortDown);
+            return;
+        }
+        let n = frame.len().min(self.scratch.len());
+        self.scratch[..n].copy_from_slice(&frame[..n]);
+        match self
+            .svc
+            .egress_policy(s, k, &mut self.scratch[..n], l3off, p)
+        {
+            EgressVerdict::Queue(class) => self.enqueue_scratch(s, p, None, class, n, dirty),
+            // No ACL is consulted, so nothing is denied here.
+            EgressVerdict::Send | EgressVerdict::Deny => {
+                // Taken for the call (no allocation: an empty Vec) and
+                // put back.
+                let buf = std::mem::take(&mut self.scratch);
+                self.transmit_raw(p, &buf[..n], dirty, None);
+                self.scratch = buf;
+            }
         }
     }
 

@@ -902,3 +902,99 @@ fn pseudowire_over_a_vlan_interface_is_tagged() {
     assert_eq!(&out[0][..], &customer[..]);
     assert_eq!(pws.totals(0).rx_packets, 1);
 }
+
+/// A routed subinterface's packets leave through its port's output
+/// policy — re-marking (DSCP, and `set-pcp` into the subinterface's tag)
+/// and the port's class queues — but not through the port's output ACL,
+/// which filters the port's own interface (docs/vrf.md, "Subinterfaces").
+/// (Before: the port's policy was skipped, the frames left unmarked and
+/// beside its queues.)
+#[test]
+fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
+    use pipeline::qos::QueueSpec;
+    use pipeline::services::{
+        class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy,
+        ClassSpec, Direction, Policy, Services,
+    };
+    use tables::acl::{Classifier, Match};
+    let rig = Rig::build(true);
+    let l3 = rig.shared.l3.load_full().unwrap();
+    // Behind the subinterface (5 = port 1, tag 30), and behind port 1's
+    // own interface.
+    l3.fib4.insert(u32::from(a4("100.64.9.0")), 24, 5).unwrap();
+    l3.fib4.insert(u32::from(a4("100.64.1.0")), 24, 1).unwrap();
+    // Port 1: an output ACL that denies all IPv4, and an output policy
+    // marking EF and 802.1p 5, with or without class queues.
+    let deny = Arc::new(AclList {
+        name: "deny-all".into(),
+        family: AclFamily::Ipv4,
+        classifier: Classifier::compile(&[Match {
+            family: Some(4),
+            ..Match::default()
+        }]),
+        log: vec![false].into(),
+        log_events: crossbeam_queue::ArrayQueue::new(4),
+        line_rule: vec![0].into(),
+        permit: vec![false].into(),
+    });
+    let services = |queues: bool, generation: u64| {
+        let policy = Arc::new(Policy {
+            name: "mark".into(),
+            classifier: Classifier::compile(&[]),
+            line_class: Box::new([]),
+            classes: Box::new([ClassSpec {
+                name: "class-default".into(),
+                set_dscp: Some(46),
+                set_pcp: Some(5),
+                police: None,
+            }]),
+            queues: queues.then(|| {
+                vec![QueueSpec {
+                    priority: false,
+                    weight: 1,
+                    depth: 64,
+                }]
+                .into()
+            }),
+        });
+        let attached = Arc::new(AttachedPolicy::new(policy, 1, Direction::Out, 1));
+        let mut s = Services::empty(1, 8);
+        s.port_out[1] = AclSet {
+            v4: Some(Arc::new(AttachedAcl::new(
+                deny.clone(),
+                AttachPoint::Port(1),
+                Direction::Out,
+                1,
+            ))),
+            ..AclSet::default()
+        };
+        s.policy_out[1] = Some(attached.clone());
+        s.generation = generation;
+        s.finish();
+        (s, attached)
+    };
+    for (queues, generation) in [(false, 1), (true, 2)] {
+        let (s, policy) = services(queues, generation);
+        rig.shared.services.store(Some(Arc::new(s)));
+        rig.peers[0].inject(&eth(0x0800, &ipv4("100.64.9.9", 64, 60)));
+        let out = rig.sent(1, 1);
+        assert_eq!(out.len(), 1, "queues {queues}: out of port 1, tagged");
+        let f = &out[0];
+        assert_eq!((&f[0..6], &f[6..12]), (&N5[..], &RMAC[1][..]));
+        assert_eq!((&f[12..14], f[15]), (&[0x81, 0x00][..], 30));
+        assert_eq!(
+            f[14] >> 5,
+            5,
+            "queues {queues}: the port's set-pcp in the tag"
+        );
+        assert_eq!(f[18 + 1] >> 2, 46, "queues {queues}: the port's set-dscp");
+        assert!(ip_ok(&f[18..]) && f[18 + 8] == 63);
+        assert_eq!(policy.counter(0, class_counter::PACKETS), 1);
+        // The port's own interface: its ACL denies.
+        rig.peers[0].inject(&eth(0x0800, &ipv4("100.64.1.9", 64, 60)));
+        assert!(
+            rig.sent(1, 1).is_empty(),
+            "queues {queues}: denied on port 1"
+        );
+    }
+}

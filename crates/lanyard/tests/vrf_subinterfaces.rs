@@ -34,13 +34,29 @@ fn tag(f: &[u8], vid: u16) -> Vec<u8> {
 
 /// (VLAN, untagged frame) of a tagged frame; VLAN 0 for untagged.
 fn untag(f: &[u8]) -> (u16, Vec<u8>) {
+    let (tci, o) = untag_tci(f);
+    (tci & 0xfff, o)
+}
+
+/// (tag control: 802.1p priority and VLAN, untagged frame); 0 for
+/// untagged.
+fn untag_tci(f: &[u8]) -> (u16, Vec<u8>) {
     if f.len() >= 18 && f[12..14] == [0x81, 0x00] {
-        let vid = u16::from_be_bytes([f[14], f[15]]) & 0xfff;
+        let tci = u16::from_be_bytes([f[14], f[15]]);
         let mut o = f[..12].to_vec();
         o.extend_from_slice(&f[16..]);
-        (vid, o)
+        (tci, o)
     } else {
         (0, f.to_vec())
+    }
+}
+
+/// The DSCP of an IPv4 or IPv6 packet.
+fn dscp(p: &IpInfo) -> u8 {
+    if p.dst.is_ipv6() {
+        ((p.packet[0] & 0x0f) << 2) | (p.packet[1] >> 6)
+    } else {
+        p.packet[1] >> 2
     }
 }
 
@@ -122,16 +138,25 @@ fn na_reply(vid: u16, req: &[u8]) -> Option<Vec<u8>> {
 /// 2001:db8:2::2 in any VLAN):
 /// the IP packets with their VLAN.
 fn pump(p: &RawPort, quiet: Duration, max: Duration) -> Vec<(u16, IpInfo)> {
+    pump_tci(p, quiet, max)
+        .into_iter()
+        .map(|(tci, i)| (tci & 0xfff, i))
+        .collect()
+}
+
+/// [`pump`] with each packet's whole tag control (priority and VLAN).
+fn pump_tci(p: &RawPort, quiet: Duration, max: Duration) -> Vec<(u16, IpInfo)> {
     let start = Instant::now();
     let mut out = Vec::new();
     while start.elapsed() < max {
         match p.recv_timeout(quiet).expect("recv") {
             Some(f) => {
-                let (vid, u) = untag(&f);
+                let (tci, u) = untag_tci(&f);
+                let vid = tci & 0xfff;
                 if let Some(r) = arp_reply(vid, &u).or_else(|| na_reply(vid, &u)) {
                     p.send(&r).unwrap();
                 } else if let Some(i) = ip::parse(&u) {
-                    out.push((vid, i));
+                    out.push((tci, i));
                 }
             }
             None => break,
@@ -212,6 +237,15 @@ access-lists:
     rules:
       - {action: deny, destination: 198.51.100.66/32}
       - {action: permit}
+  - name: no99
+    type: ipv4
+    rules:
+      - {action: deny, destination: 198.51.100.99/32}
+      - {action: permit}
+policy-maps:
+  - name: uplink-mark
+    classes:
+      - {class: class-default, set-dscp: af21, set-pcp: 3}
 ports:
   - name: sw1
     mode: routed
@@ -226,6 +260,8 @@ ports:
       - {vlan: 200, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}
   - name: sw3
     mode: routed
+    acl-out: [no99]
+    policy-out: uplink-mark
     subinterfaces:
       - {vlan: 11, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
       - {vlan: 12, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}
@@ -361,6 +397,41 @@ vrfs:
                 v.name, v.up
             ));
         }
+    }
+
+    // The uplink port's output policy marks what leaves its subinterfaces
+    // (af21 = 18, 802.1p 3 in their tags); its output ACL (no99) is the
+    // port's own interface's and does not see them.
+    for p in &ports {
+        p.drain();
+    }
+    for s in 0..20 {
+        send(0, "198.51.100.99", 70_000 + s);
+        send(2, "2001:db8:99::7", 71_000 + s);
+    }
+    let got = pump_tci(
+        &ports[2],
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+    );
+    let marked = |lo: u64, vid: u16| {
+        got.iter()
+            .filter(|(tci, p)| {
+                tci & 0xfff == vid
+                    && tci >> 13 == 3
+                    && dscp(p) == 18
+                    && p.header_ok
+                    && p.seq.is_some_and(|s| (lo..lo + 20).contains(&s))
+            })
+            .count()
+    };
+    if marked(70_000, 11) != 20 || marked(71_000, 13) != 20 {
+        failures.push(format!(
+            "sw3's policy-out on its subinterfaces: {} of 20 IPv4 (VRF A, to 198.51.100.99, \
+             which sw3's acl-out would deny) and {} of 20 IPv6 (VRF C) left marked af21 / 802.1p 3",
+            marked(70_000, 11),
+            marked(71_000, 13)
+        ));
     }
 
     // The ACL on sw1.100 (VRF A) drops 198.51.100.66; the same packet from

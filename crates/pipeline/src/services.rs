@@ -666,6 +666,26 @@ impl ServiceState {
                 return EgressVerdict::Deny;
             }
         }
+        self.egress_policy(s, key, out, l3_off, port)
+    }
+
+    /// The output policy of `port` alone (re-marking and the class queue,
+    /// no ACLs), for one copy already written to `out`. A routed
+    /// subinterface's frames take it on their way out of the subinterface's
+    /// port: the port's scheduler and marking are the link's, while its
+    /// output ACLs are the port's own interface's (the subinterface has its
+    /// own), as on routers with 802.1Q subinterfaces.
+    #[inline]
+    pub fn egress_policy(
+        &self,
+        s: &Services,
+        key: &AclKey,
+        out: &mut [u8],
+        l3_off: usize,
+        port: u16,
+    ) -> EgressVerdict {
+        let w = self.worker;
+        let p = port as usize;
         if let Some(Some(pol)) = s.policy_out.get(p) {
             let class = pol.classify(key);
             let base = class * class_counter::N;

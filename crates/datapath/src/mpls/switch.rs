@@ -252,7 +252,7 @@ impl Worker {
         if let Some((parent, tag)) = l3.subinterface(port) {
             let n = f.len().min(self.tag_buf.len() - 4);
             self.tag_buf[4..4 + n].copy_from_slice(&f[..n]);
-            self.send_tagged(port, parent, tag, n, dirty);
+            self.send_tagged(port, parent, tag, n, dirty, None);
         } else if l3.is_svi(port) {
             if !from_router.push(port, f) {
                 self.counters
