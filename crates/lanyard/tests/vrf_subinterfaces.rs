@@ -32,12 +32,6 @@ fn tag(f: &[u8], vid: u16) -> Vec<u8> {
     o
 }
 
-/// (VLAN, untagged frame) of a tagged frame; VLAN 0 for untagged.
-fn untag(f: &[u8]) -> (u16, Vec<u8>) {
-    let (tci, o) = untag_tci(f);
-    (tci & 0xfff, o)
-}
-
 /// (tag control: 802.1p priority and VLAN, untagged frame); 0 for
 /// untagged.
 fn untag_tci(f: &[u8]) -> (u16, Vec<u8>) {
