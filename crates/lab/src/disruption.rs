@@ -371,7 +371,15 @@ impl Ctx<'_> {
             }
             row.throughput_fps = Some(r.offered_fps);
             row.latency = Some(r.latency);
-            row.generator_limited = r.generator_limited;
+            if r.generator_limited && !row.generator_limited {
+                row.notes.push(format!(
+                    "trial {}: offered {:.0} of {:.0} frames/s intended (machine busy); outages use each stream's offered rate",
+                    k + 1,
+                    r.offered_fps,
+                    r.intended_fps
+                ));
+            }
+            row.generator_limited |= r.generator_limited;
         }
         let sent: u64 = row.trials.iter().map(|x| x.result.sent).sum();
         row.loss_ratio = Some(if sent > 0 {

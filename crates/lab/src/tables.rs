@@ -600,7 +600,9 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     t.row(vec![f, r.dut.clone(), status_cell(r, &mut notes)]);
                     continue;
                 }
-                let star = if r.generator_limited {
+                // A disruption test's value is frames lost at a fixed rate,
+                // not a rate the generator capped: it says so in a note.
+                let star = if r.generator_limited && kind != TestKind::Disruption {
                     starred = true;
                     "*"
                 } else {
