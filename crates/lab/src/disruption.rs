@@ -5,14 +5,185 @@
 //! long each command took. Pass = nothing lost and every command
 //! succeeded: the hitless operations of the requirements (the inline
 //! engine report: moving between bypass and service mode, 0 ms).
+//!
+//! With `tiers: N` (the virtual-switch report's failover test) the
+//! tester has N access ports (1, 3, ...) and N core ports (2, 4, ...),
+//! each sending at `rate`; every access port sends to every core port and
+//! back, one stream each way, and each stream's outage is its own lost
+//! frames over its own offered rate, reported min/avg/max over the trials
+//! beside the report's figure for the design ([`stream_table`]).
 
-use crate::engine::{Limit, TrialSpec};
-use crate::plan::{FrameSize, Test};
+use crate::convergence::{convergence_ms, MinAvgMax};
+use crate::engine::{Limit, TrialResult, TrialSpec};
+use crate::plan::{FrameSize, Reference, Test};
 use crate::procs::Ctx;
 use crate::report::{ResultRow, TrialRecord};
+use crate::tables::{Align, Table};
 use crate::LabError;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+
+/// A tester port's name in a tiers test (index from 0): the even indices
+/// (ports 1, 3, ...) are the access tier, the odd ones the core tier.
+pub fn tier_port(p: usize) -> String {
+    let tier = if p.is_multiple_of(2) { "acc" } else { "core" };
+    format!("{tier}{}", p / 2 + 1)
+}
+
+/// The (transmit, receive) ports of a tiers test with `tiers` ports per
+/// tier: every access port to every core port, then every core port to
+/// every access port.
+pub fn tier_pairs(tiers: usize) -> Vec<(usize, usize)> {
+    let (acc, core): (Vec<usize>, Vec<usize>) = (0..2 * tiers).partition(|p| p.is_multiple_of(2));
+    let up = acc.iter().flat_map(|&a| core.iter().map(move |&c| (a, c)));
+    let down = core.iter().flat_map(|&c| acc.iter().map(move |&a| (c, a)));
+    up.chain(down).collect()
+}
+
+/// One stream of one trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamTrial {
+    /// `acc1 > core2`.
+    pub stream: String,
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames lost (sent − received once, after the drain).
+    pub lost: i64,
+    /// `lost / (sent / seconds)`, ms.
+    pub outage_ms: f64,
+    /// Frames delivered twice.
+    pub duplicated: u64,
+}
+
+/// Each stream of trial `r` (`names` in stream order).
+pub fn stream_trials(r: &TrialResult, names: &[String]) -> Vec<StreamTrial> {
+    r.streams
+        .iter()
+        .zip(names)
+        .map(|(s, n)| StreamTrial {
+            stream: n.clone(),
+            sent: s.sent,
+            lost: s.lost,
+            outage_ms: convergence_ms(s.lost, s.sent, r.tx_seconds),
+            duplicated: s.duplicated,
+        })
+        .collect()
+}
+
+/// One stream over all trials.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamSummary {
+    /// `acc1 > core2`.
+    pub stream: String,
+    /// Trials it ran in.
+    pub trials: usize,
+    /// Min/avg/max of its outage over the trials, ms.
+    pub outage_ms: MinAvgMax,
+    /// Frames lost, all trials.
+    pub lost: i64,
+    /// Frames delivered twice, all trials.
+    pub duplicated: u64,
+}
+
+/// Per stream (in the order streams first appear), its outage min/avg/max
+/// over `trials` (each trial's [`stream_trials`]) and its lost and
+/// duplicated frames summed.
+pub fn summarise(trials: &[Vec<StreamTrial>]) -> Vec<StreamSummary> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in trials.iter().flatten() {
+        if !names.contains(&s.stream.as_str()) {
+            names.push(&s.stream);
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let of: Vec<&StreamTrial> = trials.iter().flatten().filter(|s| s.stream == n).collect();
+            let ms: Vec<f64> = of.iter().map(|s| s.outage_ms).collect();
+            StreamSummary {
+                stream: n.to_string(),
+                trials: of.len(),
+                outage_ms: MinAvgMax::of(&ms).unwrap_or_default(),
+                lost: of.iter().map(|s| s.lost.max(0)).sum(),
+                duplicated: of.iter().map(|s| s.duplicated).sum(),
+            }
+        })
+        .collect()
+}
+
+/// The report's per-stream table of a tiers test (None when no row has
+/// streams): one row per stream and design (DUT), outage min/avg/max in
+/// ms over the trials, frames duplicated, and the report's figure for
+/// the design (`reference.duts`). Plus the legend line.
+pub fn stream_table(rows: &[&ResultRow], reference: Option<&Reference>) -> Option<(Table, String)> {
+    let with: Vec<(&ResultRow, &Vec<Value>)> = rows
+        .iter()
+        .filter_map(|r| Some((*r, r.detail["disruption"]["streams"].as_array()?)))
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    use Align::{Left as L, Right as R};
+    let mut t = Table::new(&[
+        ("stream", L),
+        ("design", L),
+        ("trials", R),
+        ("min ms", R),
+        ("avg ms", R),
+        ("max ms", R),
+        ("dup", R),
+        ("report", L),
+    ]);
+    let mut names: Vec<&str> = Vec::new();
+    for (_, ss) in &with {
+        for s in ss.iter() {
+            if let Some(n) = s["stream"].as_str().filter(|n| !names.contains(n)) {
+                names.push(n);
+            }
+        }
+    }
+    let multi_size = with
+        .iter()
+        .any(|(r, _)| r.frame_size != with[0].0.frame_size);
+    for n in names {
+        for (r, ss) in &with {
+            let Some(s) = ss.iter().find(|s| s["stream"] == n) else {
+                continue;
+            };
+            let ms = |k: &str| {
+                s["outage_ms"][k]
+                    .as_f64()
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_default()
+            };
+            let design = if multi_size {
+                format!("{} {}", r.dut, r.frame_size)
+            } else {
+                r.dut.clone()
+            };
+            t.row(vec![
+                n.to_string(),
+                design,
+                s["trials"].to_string(),
+                ms("min"),
+                ms("avg"),
+                ms("max"),
+                s["duplicated"].to_string(),
+                reference
+                    .and_then(|x| x.duts.get(&r.dut))
+                    .cloned()
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    let legend = "per stream: outage = its lost frames / its offered rate, min/avg/max over the \
+                  trials; dup = its frames delivered twice, all trials; acc = access-tier tester \
+                  port, core = core-tier; report = the report's figure for that design"
+        .to_string();
+    Some((t, legend))
+}
 
 /// One line for the reports from a row's `disruption` detail.
 pub fn line(d: &Value) -> String {
@@ -44,8 +215,15 @@ pub fn line(d: &Value) -> String {
                 Some(n) if n > 0 => format!(", {n} duplicated"),
                 _ => String::new(),
             };
+            let worst = match (
+                t["worst_stream"]["stream"].as_str(),
+                t["worst_stream"]["outage_ms"].as_f64(),
+            ) {
+                (Some(s), Some(ms)) => format!(", worst stream {s} {ms:.1} ms"),
+                _ => String::new(),
+            };
             format!(
-                "lost {} of {} ({:.3} ms{dup}) [{}]{pair}",
+                "lost {} of {} ({:.3} ms{dup}{worst}) [{}]{pair}",
                 t["lost"],
                 t["sent"],
                 t["outage_ms"].as_f64().unwrap_or(0.0),
@@ -84,7 +262,21 @@ impl Ctx<'_> {
         let rate = t
             .rate
             .ok_or_else(|| LabError::Plan("disruption test without a rate".into()))?;
-        let streams = vec![self.stream(t, fs, 0, 1)];
+        let pairs = if t.tiers > 0 {
+            tier_pairs(t.tiers)
+        } else {
+            vec![(0, 1)]
+        };
+        let streams: Vec<_> = pairs
+            .iter()
+            .map(|&(tx, rx)| self.stream(t, fs, tx, rx))
+            .collect();
+        let names: Vec<String> = pairs
+            .iter()
+            .map(|&(tx, rx)| format!("{} > {}", tier_port(tx), tier_port(rx)))
+            .collect();
+        let senders: Vec<usize> = pairs.iter().map(|p| p.0).collect();
+        let mut per_stream: Vec<Vec<StreamTrial>> = Vec::new();
         let mut all_ok = true;
         let mut trials = Vec::new();
         let mut lost_sum = 0i64;
@@ -103,12 +295,12 @@ impl Ctx<'_> {
                 self.dut.run_command(c)?;
             }
             // The learning phase and pause as every trial has them.
-            self.learn_for(t, 2)?;
+            self.learn_for(t, t.ports)?;
             let pair0 = self.dut.pair_state();
             let spec = TrialSpec {
                 streams: streams.clone(),
                 rates: (0..self.tester.ports())
-                    .map(|p| (p == 0).then_some(rate))
+                    .map(|p| senders.contains(&p).then_some(rate))
                     .collect(),
                 limit: Limit::Duration(t.trial_duration),
                 drain: t.drain,
@@ -157,7 +349,14 @@ impl Ctx<'_> {
                     ));
                 }
             }
+            let st = stream_trials(&r, &names);
+            let worst = st
+                .iter()
+                .max_by(|a, b| a.outage_ms.total_cmp(&b.outage_ms))
+                .filter(|_| t.tiers > 0)
+                .map(|w| json!({"stream": w.stream, "outage_ms": w.outage_ms}));
             trials.push(json!({
+                "worst_stream": worst,
                 "sent": r.sent,
                 "lost": r.lost,
                 "outage_ms": if r.offered_fps > 0.0 { r.lost as f64 / r.offered_fps * 1e3 } else { 0.0 },
@@ -167,9 +366,20 @@ impl Ctx<'_> {
                 "commands": cmds,
                 "pair": pair,
             }));
+            if t.tiers > 0 {
+                per_stream.push(st);
+            }
             row.throughput_fps = Some(r.offered_fps);
             row.latency = Some(r.latency);
-            row.generator_limited = r.generator_limited;
+            if r.generator_limited && !row.generator_limited {
+                row.notes.push(format!(
+                    "trial {}: offered {:.0} of {:.0} frames/s intended (machine busy); outages use each stream's offered rate",
+                    k + 1,
+                    r.offered_fps,
+                    r.intended_fps
+                ));
+            }
+            row.generator_limited |= r.generator_limited;
         }
         let sent: u64 = row.trials.iter().map(|x| x.result.sent).sum();
         row.loss_ratio = Some(if sent > 0 {
@@ -180,10 +390,13 @@ impl Ctx<'_> {
         row.value = Some(lost_sum as f64);
         row.unit = Some("frames lost".into());
         row.pass = Some(all_ok);
-        crate::procs::merge(
-            &mut row.detail,
-            json!({"disruption": {"rate_fps": rate, "trials": trials}}),
-        );
+        let mut d = json!({"rate_fps": rate, "trials": trials});
+        if t.tiers > 0 {
+            d["tiers"] = t.tiers.into();
+            d["streams"] = json!(summarise(&per_stream));
+            d["stream_trials"] = json!(per_stream);
+        }
+        crate::procs::merge(&mut row.detail, json!({ "disruption": d }));
         Ok(())
     }
 }
@@ -191,6 +404,205 @@ impl Ctx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::StreamResult;
+    use crate::hist::LatencyStats;
+
+    #[test]
+    fn tiers_send_every_access_port_to_every_core_port_and_back() {
+        assert_eq!(tier_pairs(1), [(0, 1), (1, 0)]);
+        let p = tier_pairs(2);
+        assert_eq!(
+            p,
+            [
+                (0, 1),
+                (0, 3),
+                (2, 1),
+                (2, 3),
+                (1, 0),
+                (1, 2),
+                (3, 0),
+                (3, 2)
+            ]
+        );
+        let names: Vec<String> = p
+            .iter()
+            .map(|&(a, b)| format!("{} > {}", tier_port(a), tier_port(b)))
+            .collect();
+        assert_eq!(names[1], "acc1 > core2");
+        assert_eq!(names[7], "core2 > acc2");
+    }
+
+    fn sr(id: usize, sent: u64, lost: i64, dup: u64) -> StreamResult {
+        StreamResult {
+            id,
+            tx: 0,
+            expect: Some(1),
+            sent,
+            received: (sent as i64 - lost) as u64,
+            lost,
+            duplicated: dup,
+            reordered: 0,
+            per_port: vec![],
+            flooded: 0,
+            malformed: 0,
+            latency: LatencyStats::default(),
+            received_also: None,
+            mark: None,
+            receivers: None,
+        }
+    }
+
+    fn trial(streams: Vec<StreamResult>) -> TrialResult {
+        TrialResult {
+            nonce: 1,
+            intended_fps: 0.0,
+            offered_fps: 0.0,
+            tx_seconds: 5.0,
+            sent: 0,
+            received: 0,
+            lost: 0,
+            loss_ratio: 0.0,
+            duplicated: 0,
+            reordered: 0,
+            flooded: 0,
+            malformed: 0,
+            per_port_rx: vec![],
+            per_port_tx: vec![],
+            tester_rx_drops: 0,
+            generator_limited: false,
+            tx_refused: 0,
+            tx_usage: Default::default(),
+            latency: LatencyStats::default(),
+            streams,
+            mark_ns: None,
+            tx_stall: None,
+            per_port_latency: None,
+        }
+    }
+
+    /// Outage per stream = its lost frames / its own rate; min/avg/max
+    /// over the trials, lost and duplicated summed.
+    #[test]
+    fn outage_per_stream_over_trials() {
+        let names = vec!["acc1 > core1".to_string(), "core1 > acc1".to_string()];
+        // 5 s at 1,000 frames/s each: a lost frame is 1 ms.
+        let t1 = stream_trials(
+            &trial(vec![sr(0, 5000, 300, 0), sr(1, 5000, 20, 2)]),
+            &names,
+        );
+        assert!((t1[0].outage_ms - 300.0).abs() < 1e-9);
+        assert!((t1[1].outage_ms - 20.0).abs() < 1e-9);
+        // Second trial: the second stream ran at 500 frames/s (2 ms a frame).
+        let t2 = stream_trials(
+            &trial(vec![sr(0, 5000, 100, 0), sr(1, 2500, 40, 1)]),
+            &names,
+        );
+        assert!((t2[1].outage_ms - 80.0).abs() < 1e-9);
+        let s = summarise(&[t1, t2]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].stream, "acc1 > core1");
+        assert_eq!(s[0].trials, 2);
+        assert_eq!(
+            (s[0].outage_ms.min, s[0].outage_ms.avg, s[0].outage_ms.max),
+            (100.0, 200.0, 300.0)
+        );
+        assert_eq!((s[0].lost, s[0].duplicated), (400, 0));
+        assert_eq!((s[1].outage_ms.min, s[1].outage_ms.max), (20.0, 80.0));
+        assert_eq!((s[1].lost, s[1].duplicated), (60, 3));
+        assert!(summarise(&[]).is_empty());
+    }
+
+    /// The report's table: a row per stream and design, the report's
+    /// figure for the design beside it, within 100 columns.
+    #[test]
+    fn stream_table_in_the_reports_form() {
+        let names = vec!["acc1 > core2".to_string(), "core2 > acc1".to_string()];
+        let row = |dut: &str, lost: [i64; 2]| {
+            let t = stream_trials(
+                &trial(vec![sr(0, 5000, lost[0], 0), sr(1, 5000, lost[1], 1)]),
+                &names,
+            );
+            let mut r = ResultRow::new(
+                "tiers-power-off",
+                crate::plan::TestKind::Disruption,
+                dut,
+                "64",
+                64.0,
+            );
+            r.detail = json!({"disruption": {"streams": summarise(&[t])}});
+            r
+        };
+        let (a, b) = (row("vs-pair", [12, 7]), row("rstp", [6400, 6391]));
+        let reference = Reference {
+            duts: [
+                ("vs-pair".to_string(), "322 ms".to_string()),
+                ("rstp".to_string(), "6.883 s (RSTP + HSRP)".to_string()),
+            ]
+            .into(),
+            ..Reference::default()
+        };
+        let (t, legend) = stream_table(&[&a, &b], Some(&reference)).unwrap();
+        let text = t.render();
+        assert!(
+            legend.contains("lost frames / its offered rate"),
+            "{legend}"
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "stream        design   trials  min ms  avg ms  max ms  dup  report",
+                "------------  -------  ------  ------  ------  ------  ---  ---------------------",
+                "acc1 > core2  vs-pair       1    12.0    12.0    12.0    0  322 ms",
+                "acc1 > core2  rstp          1  6400.0  6400.0  6400.0    0  6.883 s (RSTP + HSRP)",
+                "core2 > acc1  vs-pair       1     7.0     7.0     7.0    1  322 ms",
+                "core2 > acc1  rstp          1  6391.0  6391.0  6391.0    1  6.883 s (RSTP + HSRP)",
+            ]
+        );
+        assert!(
+            text.lines()
+                .all(|l| l.chars().count() <= crate::tables::WIDTH),
+            "{text}"
+        );
+        // In the whole report: the text within 100 columns with the
+        // reference above the table, and the HTML with its own table.
+        let mut sum = crate::tables::tests::five_duts();
+        sum.results.extend([a.clone(), b.clone()]);
+        sum.references.push(Reference {
+            test: "tiers-power-off".into(),
+            report: "virtual switch".into(),
+            table: "chassis failover".into(),
+            figure: "322 ms (RSTP + HSRP design - 6.883 s)".into(),
+            scale: "2 access and 2 core tester ports".into(),
+            ..reference.clone()
+        });
+        let text = crate::tables::render(&sum);
+        let part = &text[text.find("== tiers-power-off").unwrap()..];
+        assert!(
+            part.contains("report: virtual switch chassis failover: 322 ms"),
+            "{part}"
+        );
+        assert!(
+            part.contains("core2 > acc1  rstp          1  6391.0"),
+            "{part}"
+        );
+        assert!(
+            text.lines()
+                .all(|l| l.chars().count() <= crate::tables::WIDTH),
+            "{text}"
+        );
+        let html = sum.html();
+        let t = &html[html
+            .find("data-kind=\"streams\" data-test=\"tiers-power-off\"")
+            .unwrap()..];
+        let t = &t[..t.find("</table>").unwrap()];
+        assert_eq!(t.matches("<tr>").count(), 5, "{t}");
+        assert!(t.contains("<td>6.883 s (RSTP + HSRP)</td>"), "{t}");
+        // No streams (a test without tiers): no table.
+        let mut plain = ResultRow::new("x", crate::plan::TestKind::Disruption, "d", "64", 64.0);
+        plain.detail = json!({"disruption": {"trials": []}});
+        assert!(stream_table(&[&plain], None).is_none());
+    }
 
     #[test]
     fn names_commands_after_the_socket() {

@@ -1627,14 +1627,19 @@ impl Dut {
             })?;
         // The partner last: `lanyard` (socket, LANYARD_CONFIG) is the partner.
         let dut = self.topo.dut.clone();
-        let sock = self.start_instance("lanyard", &dut, bin, |s| lp::partner_config(s, &extra))?;
+        let ports = self.topo.ports;
+        let sock = self.start_instance("lanyard", &dut, bin, |s| {
+            lp::partner_config(s, &extra, ports)
+        })?;
         self.lanyard = Some((bin.to_path_buf(), sock));
         let t0 = Instant::now();
         self.wait_pair(30.0)?;
         self.info.push(lanyard_version(bin));
         self.info.push(format!(
-            "virtual-switch pair: nodes A and B (own namespaces, domain {}, peer link pl, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner: sw1 + po1 (a1..a4) in VLAN 10, sw2 + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired, all 8 partner members distributing {:.1} s after start",
+            "virtual-switch pair: nodes A and B (own namespaces, domain {}, aggregated peer link pl = pl1 + pl2 with LACP, keepalive 100/500 ms, delay-restore 1 s) behind a Lanyard LACP partner for the tiers: access {} + po1 (a1..a4) in VLAN 10, core {} + po2 (c1..c4) in VLAN 20, two members of each channel on each node, LACP fast, load-balance l2; paired, all 8 partner members and both peer-link members distributing {:.1} s after start",
             lp::DOMAIN,
+            crate::lanyard_rstp::tester_ports(0, ports).join(" "),
+            crate::lanyard_rstp::tester_ports(1, ports).join(" "),
             t0.elapsed().as_secs_f64()
         ));
         Ok(())
@@ -1652,17 +1657,22 @@ impl Dut {
         // The access switches in the DUT namespace; the first is `lanyard`
         // (its socket is LANYARD_SOCKET in commands).
         let dut = self.topo.dut.clone();
-        let acc1 =
-            self.start_instance("lanyard", &dut, bin, |s| lr::access_config(0, s, &extra))?;
-        let acc2 =
-            self.start_instance("access-2", &dut, bin, |s| lr::access_config(1, s, &extra))?;
+        let ports = self.topo.ports;
+        let acc1 = self.start_instance("lanyard", &dut, bin, |s| {
+            lr::access_config(0, s, &extra, ports)
+        })?;
+        let acc2 = self.start_instance("access-2", &dut, bin, |s| {
+            lr::access_config(1, s, &extra, ports)
+        })?;
         self.access2 = Some(acc2);
         self.lanyard = Some((bin.to_path_buf(), acc1));
         let t0 = Instant::now();
         self.wait_tree(60.0)?;
         self.info.push(lanyard_version(bin));
         self.info.push(format!(
-            "RSTP design: distribution nodes A (root, priority 4096) and B (8192) in their own namespaces joined by ab; access switches acc1 (sw1, uplinks u1 to A, u2 to B) and acc2 (sw2, v1, v2), all Lanyards in VLAN 10, RSTP with default timers (hello 2 s), tester ports edge; the uplinks to B alternate; tree settled {:.1} s after start",
+            "RSTP design: distribution nodes A (root, priority 4096) and B (8192) in their own namespaces joined by ab; access switches acc1 (access tier {}, uplinks u1 to A, u2 to B) and acc2 (core tier {}, v1, v2), all Lanyards in VLAN 10, RSTP with default timers (hello 2 s), tester ports edge; the uplinks to B alternate; layer 2 only (no routed uplinks, no gateway protocol); tree settled {:.1} s after start",
+            lr::tester_ports(0, ports).join(" "),
+            lr::tester_ports(1, ports).join(" "),
             t0.elapsed().as_secs_f64()
         ));
         Ok(())
@@ -1758,7 +1768,17 @@ impl Dut {
                     .map(|v| (v["status"].clone(), v["multichassis_members"].clone()))
                     .collect::<Vec<_>>()
             );
-            nodes.iter().all(testkit::vswitch::paired_with_members) && po == [4, 4]
+            // The aggregated peer link: both members bundled on each node.
+            let pl: Vec<usize> = self
+                .pair
+                .iter()
+                .map(|n| {
+                    self.lanyard_show_at(&n.sock, &["port-channel"])
+                        .map_or(0, |v| crate::lanyard_pair::channel_distributing(&v, "pl"))
+                })
+                .collect();
+            last.push_str(&format!(", peer-link members distributing: {pl:?}"));
+            nodes.iter().all(testkit::vswitch::paired_with_members) && po == [4, 4] && pl == [2, 2]
         });
         res.map_err(|e| LabError::Dut(format!("{e}: {last}")))
     }
@@ -1820,7 +1840,11 @@ impl Dut {
                 .sum();
             let pl_tx: u64 = ports
                 .iter()
-                .filter(|p| p["name"] == "pl")
+                .filter(|p| {
+                    crate::lanyard_pair::PEER_LINK
+                        .iter()
+                        .any(|m| p["name"] == *m)
+                })
                 .filter_map(|p| p["tx_frames"].as_u64())
                 .sum();
             o.insert(

@@ -184,6 +184,14 @@ pub fn render(s: &Summary) -> String {
         if !plots.is_empty() {
             let _ = writeln!(o, "<div class=\"plots\">{plots}</div>");
         }
+        if let Some((t, legend)) = &p.streams {
+            let _ = writeln!(
+                o,
+                "<h3>Outage per stream</h3>\n<p class=\"note\">{}</p>",
+                esc(legend)
+            );
+            o.push_str(&table_html(t, "streams", test));
+        }
         if let Some(r) = &p.ratios {
             let _ = writeln!(o, "<h3>{}</h3>", esc(tables::RATIOS));
             o.push_str(&table_html(r, "ratios", test));
@@ -841,6 +849,7 @@ mod tests {
             table: "table 2".into(),
             figure: "64 B: 100% of line rate".into(),
             scale: "veth, 2 shared cores".into(),
+            ..Default::default()
         });
         let html = s.html();
         if let Ok(p) = std::env::var("LAB_HTML_SAMPLE") {

@@ -2,17 +2,20 @@
 //! (docs/virtual-switch.md), node A and node B each in its own namespace,
 //! joined by a peer link `pl` and a keepalive link `ka` (the wiring and
 //! `virtual-switch:` section the integration tests use, from
-//! `testkit::vswitch`). The LACP partner is a third Lanyard in the DUT
-//! namespace: tester port 1 (`sw1`, VLAN 10) with port channel `po1`
-//! (`a1`..`a4`) and tester port 2 (`sw2`, VLAN 20) with `po2`
-//! (`c1`..`c4`), two members of each on each node, hashed by MAC
-//! addresses. The two VLANs keep the partner's sides apart, so every test
-//! frame crosses the pair.
+//! `testkit::vswitch`); the peer link is aggregated: port channel `pl`
+//! of `pl1` and `pl2`, LACP between the nodes. The LACP partner is a third
+//! Lanyard in the DUT namespace standing for the access and core tiers:
+//! the access side (VLAN 10: tester port 1 `sw1`, and 3, 5, ... when the
+//! plan has more) with port channel `po1` (`a1`..`a4`) and the core side
+//! (VLAN 20: tester port 2 `sw2`, and 4, 6, ...) with `po2` (`c1`..`c4`),
+//! two members of each on each node, hashed by MAC addresses. The two
+//! VLANs keep the partner's sides apart, so every frame between an access
+//! and a core port crosses the pair.
 //!
 //! ```text
 //!  t1 ── sw1 [partner] a1,a2 ══ m1,m2 [node A] n1,n2 ══ c1,c2 [partner] sw2 ── t2
-//!               po1    a3,a4 ══ m1,m2 [node B] n1,n2 ══ c3,c4    po2
-//!                                 (A, B: peer link pl, keepalive ka)
+//!  t3 ── sw3    po1    a3,a4 ══ m1,m2 [node B] n1,n2 ══ c3,c4    po2    sw4 ── t4
+//!                          (A, B: peer link pl = pl1 + pl2, keepalive ka)
 //! ```
 //!
 //! Each node has a control script (`$LAB_NODE_A`, `$LAB_NODE_B` in
@@ -45,13 +48,16 @@ pub fn links(node: usize) -> [(String, &'static str); 4] {
     ]
 }
 
+/// The members of the aggregated peer link (port channel `pl`).
+pub const PEER_LINK: [&str; 2] = ["pl1", "pl2"];
+
 /// The ports of a node (all of them go down on `power-off`).
-pub const NODE_PORTS: [&str; 6] = ["pl", "ka", "m1", "m2", "n1", "n2"];
+pub const NODE_PORTS: [&str; 7] = ["pl1", "pl2", "ka", "m1", "m2", "n1", "n2"];
 
 /// Creates the veths: peer link and keepalive between `a` and `b`, and
 /// the channel members between the partner namespace `dut` and each node.
 pub fn wire(dut: &str, a: &str, b: &str) -> Result<(), LabError> {
-    testkit::vswitch::link_namespaces(a, b, &["pl"], 9216)
+    testkit::vswitch::link_namespaces(a, b, &PEER_LINK, 9216)
         .map_err(|e| LabError::Dut(format!("peer link: {e}")))?;
     for (node, ns) in [a, b].into_iter().enumerate() {
         for (p, n) in links(node) {
@@ -69,7 +75,8 @@ pub fn wire(dut: &str, a: &str, b: &str) -> Result<(), LabError> {
     Ok(())
 }
 
-/// `port-channels:` line of a channel (LACP active, fast, hashed by MAC).
+/// `port-channels:` line of a channel (LACP active, fast, hashed by MAC:
+/// the lab's layer-2 streams differ only in their addresses).
 fn channel(name: &str, members: &[&str]) -> String {
     format!(
         "  - {{name: {name}, members: [{}], lacp: active, lacp-rate: fast, load-balance: l2}}\n",
@@ -81,14 +88,18 @@ fn channel(name: &str, members: &[&str]) -> String {
 /// holds extra `switch:` lines (workers, backend).
 pub fn node_config(node: usize, sock: &Path, switch: &str) -> String {
     let mut c = format!(
-        "switch:\n  name: node-{}\n{switch}management:\n  socket: {}\nvlans:\n  - id: 10\nports:\n  - {{name: pl, mode: trunk}}\n",
+        "switch:\n  name: node-{}\n{switch}management:\n  socket: {}\nvlans:\n  - id: 10\nports:\n",
         NODES[node],
         sock.display()
     );
+    for p in PEER_LINK {
+        c.push_str(&format!("  - {{name: {p}, mode: trunk}}\n"));
+    }
     for p in ["m1", "m2", "n1", "n2"] {
         c.push_str(&format!("  - {{name: {p}, mode: access, vlan: 10}}\n"));
     }
     c.push_str("port-channels:\n");
+    c.push_str(&channel("pl", &PEER_LINK));
     c.push_str(&channel("po1", &["m1", "m2"]));
     c.push_str(&channel("po2", &["n1", "n2"]));
     c.push_str(&testkit::vswitch::section(
@@ -102,12 +113,30 @@ pub fn node_config(node: usize, sock: &Path, switch: &str) -> String {
     c
 }
 
-/// Configuration of the LACP partner in the DUT namespace.
-pub fn partner_config(sock: &Path, switch: &str) -> String {
+/// VLAN of tester port `sw<k>` (from 1) at the partner: the odd ports
+/// are the access tier (VLAN 10, channel `po1`), the even ones the core
+/// tier (VLAN 20, `po2`).
+pub fn tier_vlan(k: usize) -> u16 {
+    if !k.is_multiple_of(2) {
+        10
+    } else {
+        20
+    }
+}
+
+/// Configuration of the LACP partner in the DUT namespace, with tester
+/// ports `sw1`..`sw<tester_ports>` (at least 2).
+pub fn partner_config(sock: &Path, switch: &str, tester_ports: usize) -> String {
     let mut c = format!(
-        "switch:\n  name: partner\n{switch}management:\n  socket: {}\nvlans:\n  - id: 10\n  - id: 20\nports:\n  - {{name: sw1, mode: access, vlan: 10}}\n  - {{name: sw2, mode: access, vlan: 20}}\n",
+        "switch:\n  name: partner\n{switch}management:\n  socket: {}\nvlans:\n  - id: 10\n  - id: 20\nports:\n",
         sock.display()
     );
+    for k in 1..=tester_ports.max(2) {
+        c.push_str(&format!(
+            "  - {{name: sw{k}, mode: access, vlan: {}}}\n",
+            tier_vlan(k)
+        ));
+    }
     for (side, vlan) in [("a", 10), ("c", 20)] {
         for k in 1..=4 {
             c.push_str(&format!(
@@ -178,6 +207,17 @@ pub fn distributing(v: &serde_json::Value) -> Vec<usize> {
                 .count()
         })
         .collect()
+}
+
+/// Members distributing in channel `name` of a `show port-channel` answer
+/// (0 when it is not there).
+pub fn channel_distributing(v: &serde_json::Value, name: &str) -> usize {
+    v.as_array()
+        .and_then(|chs| chs.iter().find(|c| c["name"] == name))
+        .and_then(|c| c["members"].as_array())
+        .map_or(0, |ms| {
+            ms.iter().filter(|m| m["distributing"] == true).count()
+        })
 }
 
 /// A trial's pair state from `Dut::pair_state` before and after it:
@@ -261,9 +301,22 @@ mod tests {
             assert!(c.contains(&format!("name: node-{name}")), "{c}");
             assert!(c.contains("port-channel: po2, id: 2"), "{c}");
         }
-        let c = partner_config(sock, "  workers: 1\n");
+        let c = partner_config(sock, "  workers: 1\n", 2);
         config::parse(&c, "partner.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
         assert!(c.contains("members: [c1, c2, c3, c4]"), "{c}");
+        assert!(!c.contains("sw3"), "{c}");
+        // Tiers: access ports 1 and 3 in VLAN 10, core ports 2 and 4 in 20.
+        let c = partner_config(sock, "  workers: 1\n", 4);
+        config::parse(&c, "partner.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+        assert!(c.contains("{name: sw3, mode: access, vlan: 10}"), "{c}");
+        assert!(c.contains("{name: sw4, mode: access, vlan: 20}"), "{c}");
+        // The aggregated peer link: a port channel named in peer-link.
+        let c = node_config(0, sock, "");
+        assert!(
+            c.contains("{name: pl, members: [pl1, pl2], lacp: active"),
+            "{c}"
+        );
+        assert!(c.contains("peer-link: [pl]"), "{c}");
     }
 
     #[test]
@@ -321,7 +374,7 @@ mod tests {
             &NODE_PORTS,
         );
         assert!(
-            s.contains("link set dev pl down\\nlink set dev ka down\\nlink set dev m1 down"),
+            s.contains("link set dev pl2 down\\nlink set dev ka down\\nlink set dev m1 down"),
             "{s}"
         );
         assert!(s.contains("link set dev n2 up"), "{s}");
@@ -335,5 +388,11 @@ mod tests {
             {"members": [{"distributing": true}, {"distributing": true}]}
         ]);
         assert_eq!(distributing(&v), [1, 2]);
+        let v = serde_json::json!([
+            {"name": "po1", "members": [{"distributing": true}]},
+            {"name": "pl", "members": [{"distributing": true}, {"distributing": true}]}
+        ]);
+        assert_eq!(channel_distributing(&v, "pl"), 2);
+        assert_eq!(channel_distributing(&v, "po9"), 0);
     }
 }

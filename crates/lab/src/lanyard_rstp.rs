@@ -78,20 +78,33 @@ pub fn node_config(node: usize, sock: &Path, switch: &str) -> String {
     c
 }
 
-/// Configuration of access switch `k` (0 = acc1 with `sw1`, 1 = acc2).
-pub fn access_config(k: usize, sock: &Path, switch: &str) -> String {
-    let (host, up) = ACCESS[k];
+/// The tester ports of access switch `k` out of `tester_ports`: acc1
+/// (the access tier) the odd ones `sw1`, `sw3`, ...; acc2 (the core tier)
+/// the even ones, as the pair's partner has them (`lanyard_pair::tier_vlan`).
+pub fn tester_ports(k: usize, tester_ports: usize) -> Vec<String> {
+    (1..=tester_ports.max(2))
+        .filter(|p| (p - 1) % 2 == k)
+        .map(|p| format!("sw{p}"))
+        .collect()
+}
+
+/// Configuration of access switch `k` (0 = acc1 with `sw1`, 1 = acc2 with
+/// `sw2`; more tester ports by [`tester_ports`], all edge ports).
+pub fn access_config(k: usize, sock: &Path, switch: &str, ports: usize) -> String {
+    let up = ACCESS[k].1;
+    let hosts = tester_ports(k, ports);
     let mut c = format!(
         "switch:\n  name: access-{}\n{switch}management:\n  socket: {}\nvlans:\n  - id: 10\nports:\n",
         k + 1,
         sock.display()
     );
-    for p in [host, up[0], up[1]] {
+    for p in hosts.iter().map(String::as_str).chain(up) {
         c.push_str(&format!("  - {{name: {p}, mode: access, vlan: 10}}\n"));
     }
-    c.push_str(&format!(
-        "spanning-tree:\n  ports:\n    - {{name: {host}, edge: true}}\n"
-    ));
+    c.push_str("spanning-tree:\n  ports:\n");
+    for h in &hosts {
+        c.push_str(&format!("    - {{name: {h}, edge: true}}\n"));
+    }
     c
 }
 
@@ -192,11 +205,18 @@ mod tests {
             assert!(y.contains(&format!("priority: {prio}")));
         }
         for (k, (host, _)) in ACCESS.into_iter().enumerate() {
-            let y = access_config(k, sock, "");
+            let y = access_config(k, sock, "", 2);
             let c = config::parse(&y, "node.yaml").unwrap_or_else(|e| panic!("{e}\n{y}"));
             assert_eq!(c.ports[0].name, host);
             assert!(y.contains(&format!("name: {host}, edge: true")));
         }
+        // Tiers: acc1 holds the access ports 1 and 3, acc2 the core 2 and 4.
+        assert_eq!(tester_ports(0, 4), ["sw1", "sw3"]);
+        assert_eq!(tester_ports(1, 4), ["sw2", "sw4"]);
+        let y = access_config(1, sock, "", 4);
+        let c = config::parse(&y, "node.yaml").unwrap_or_else(|e| panic!("{e}\n{y}"));
+        assert_eq!(c.ports.len(), 4);
+        assert!(y.contains("name: sw4, edge: true"), "{y}");
     }
 
     fn st(root: bool, root_port: &str, ports: &[(&str, &str, &str)]) -> Value {

@@ -311,7 +311,7 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
             && t.routes6.is_none()
             && t.mirror_sessions == 0;
         if !ok {
-            return Some("lanyard-pair runs layer-2 rate, latency and disruption tests between ports 1 and 2");
+            return Some("lanyard-pair runs layer-2 rate, latency and disruption tests between ports 1 and 2 (disruption also by tiers)");
         }
     }
     if driver == Driver::Wire && needs_switch {

@@ -2,6 +2,7 @@
 
 use crate::LabError;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A whole plan.
@@ -618,6 +619,12 @@ pub struct TestSpec {
     /// lanyard-pair taken away, so the trial measures its return).
     #[serde(default)]
     pub before_trial: Option<Vec<String>>,
+    /// Disruption: tester ports per tier (1..8). The odd tester ports
+    /// (1, 3, ...) are the access tier, the even ones (2, 4, ...) the
+    /// core tier; every access port sends to every core port and back,
+    /// each direction a stream with its own outage (lost / its rate).
+    #[serde(default)]
+    pub tiers: Option<usize>,
 }
 
 /// Which receivers join a group.
@@ -752,6 +759,8 @@ pub struct Test {
     pub commands: Vec<TimedCommand>,
     /// Disruption: commands run before each trial's traffic.
     pub before_trial: Vec<String>,
+    /// Disruption: tester ports per tier (0: one stream, port 1 to 2).
+    pub tiers: usize,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -1021,6 +1030,15 @@ impl Plan {
                 }
             }
         }
+        if let Some(r) = &t.reference {
+            if let Some(n) = r
+                .duts
+                .keys()
+                .find(|n| !self.duts.iter().any(|d| d.name == **n))
+            {
+                return Err(bad(f("reference.duts"), format!("no DUT named {n:?}")));
+            }
+        }
         let multicast = self.multicast(i, t)?;
         let mirror_sessions = t.mirror_sessions.unwrap_or(0);
         if t.mirror_sessions.is_some() {
@@ -1117,8 +1135,19 @@ impl Plan {
         } else {
             layer
         };
+        let tiers = match t.tiers {
+            Some(_) if t.kind != TestKind::Disruption => {
+                return Err(bad(f("tiers"), "only disruption tests take it"))
+            }
+            Some(n) if !(1..=8).contains(&n) => {
+                return Err(bad(f("tiers"), "must be 1..8 tester ports per tier"))
+            }
+            Some(n) => n,
+            None => 0,
+        };
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
+            TestKind::Disruption if tiers > 0 => 2 * tiers,
             TestKind::FullMesh => t.ports.unwrap_or(4),
             TestKind::Multicast => multicast.as_ref().map_or(2, |m| m.sources + m.receivers),
             TestKind::Holb => 4,
@@ -1277,6 +1306,7 @@ impl Plan {
             ping_interval_ms,
             commands,
             before_trial: t.before_trial.clone().unwrap_or_default(),
+            tiers,
         })
     }
 
@@ -1537,6 +1567,11 @@ pub struct Reference {
     pub figure: String,
     /// How the test bed's scale differs (ports, rates, table sizes).
     pub scale: String,
+    /// The report's figure for each design, by the name of the DUT that
+    /// stands for it (`{vs-pair: 322 ms, rstp: 6.883 s (RSTP + HSRP)}`):
+    /// printed in the row of that DUT (disruption tests with tiers).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub duts: BTreeMap<String, String>,
 }
 
 #[cfg(test)]
@@ -1757,7 +1792,28 @@ tests:
         assert_eq!(p.duts[0].driver.as_str(), "lanyard-pair");
         let t = p.test(0).unwrap();
         assert_eq!(t.before_trial, ["\"$LAB_NODE_A\" power-off", "sleep 1"]);
+        assert_eq!((t.tiers, t.ports), (0, 2));
+        // Tiers: two tester ports per tier, four in all.
+        let p = Plan::parse(
+            "name: vs\nduts: [{name: p, driver: lanyard-pair}]\ntests:\n  \
+             - {type: disruption, rate: 1000, tiers: 2, commands: [{at: 1, run: 'true'}]}\n",
+        )
+        .unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!((t.tiers, t.ports, p.ports_needed()), (2, 4, 4));
         for (bad_test, want) in [
+            (
+                "{type: throughput, reference: {report: r, table: t, figure: f, scale: s, duts: {nope: 1 s}}}",
+                "reference.duts: no DUT named \"nope\"",
+            ),
+            (
+                "{type: throughput, tiers: 2}",
+                "tiers: only disruption tests take it",
+            ),
+            (
+                "{type: disruption, rate: 1000, tiers: 9, commands: [{at: 1, run: 'true'}]}",
+                "tiers: must be 1..8",
+            ),
             (
                 "{type: throughput, before-trial: ['true']}",
                 "before-trial: only disruption tests take it",

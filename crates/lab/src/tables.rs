@@ -600,7 +600,9 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     t.row(vec![f, r.dut.clone(), status_cell(r, &mut notes)]);
                     continue;
                 }
-                let star = if r.generator_limited {
+                // A disruption test's value is frames lost at a fixed rate,
+                // not a rate the generator capped: it says so in a note.
+                let star = if r.generator_limited && kind != TestKind::Disruption {
                     starred = true;
                     "*"
                 } else {
@@ -641,6 +643,12 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
         };
         details.push((format!("{:>5} {}", r.frame_size, r.dut), line));
     }
+    let streams = if kind == TestKind::Disruption {
+        let test = rows.first().map(|r| r.test.as_str()).unwrap_or("");
+        crate::disruption::stream_table(rows, s.references.iter().find(|r| r.test == test))
+    } else {
+        None
+    };
     let ratios = if matches!(
         kind,
         TestKind::Throughput | TestKind::FullMesh | TestKind::Multicast
@@ -664,6 +672,7 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
         legend,
         table,
         details,
+        streams,
         ratios,
         footnotes,
     }
@@ -679,6 +688,10 @@ fn test_table(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> String {
     o.push_str(&p.table.render());
     for (label, line) in &p.details {
         o.push_str(&wrap(&format!("  {label}: "), 8, line));
+    }
+    if let Some((t, legend)) = &p.streams {
+        o.push_str(&wrap("", 0, legend));
+        o.push_str(&t.render());
     }
     if let Some(r) = &p.ratios {
         o.push_str(RATIOS);
@@ -706,6 +719,9 @@ pub struct TestParts {
     pub table: Table,
     /// (frame DUT, line) details of multicast and convergence rows.
     pub details: Vec<(String, String)>,
+    /// Disruption tests with tiers: outage per stream and design over the
+    /// trials, and its legend.
+    pub streams: Option<(Table, String)>,
     /// Throughput ratios between DUTs, if any exist.
     pub ratios: Option<Table>,
     /// (mark, text): `*` and numbered reasons and remarks.

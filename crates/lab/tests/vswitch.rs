@@ -1,7 +1,7 @@
 //! Root-only: the `lanyard-pair` DUT (two Lanyards as one virtual switch
 //! behind a Lanyard LACP partner) under the disruption procedure (skipped
 //! when not root or when no `lanyard` binary is built), and the classic
-//! RSTP design beside it (`lanyard-rstp`). About 40 s.
+//! RSTP design beside it (`lanyard-rstp`). About 50 s.
 
 mod common;
 use common::{lanyard_bin, root, run_plan_text};
@@ -33,6 +33,8 @@ tests:
   - {name: return, type: disruption, rate: 2000, hosts: 16, frame-sizes: [64],
      trial-duration: 5, before-trial: ['\"$LAB_NODE_A\" power-off', 'sleep 0.5'],
      commands: [{at: 0.5, run: '\"$LAB_NODE_A\" start'}]}
+  - {name: tiers, type: disruption, tiers: 2, rate: 1000, hosts: 8, frame-sizes: [64],
+     trial-duration: 3, commands: [{at: 1, run: '\"$LAB_NODE_A\" power-off'}]}
 ",
     );
     // The nodes' and the partner's logs and configurations outlive the
@@ -118,6 +120,34 @@ tests:
         "{p:#}"
     );
     assert_eq!(p["a"]["status"], "paired", "{p:#}");
+
+    // The peer link is a port channel of two members, both bundled.
+    let info = s.duts[0].info.join("; ");
+    assert!(
+        info.contains("pl = pl1 + pl2") && info.contains("both peer-link members distributing"),
+        "{info}"
+    );
+    // Tiers: access ports 1, 3 and core ports 2, 4, every access port to
+    // every core port and back; each stream's outage on its own, none
+    // duplicated, the survivor carrying each of them within a fraction of
+    // the 2 s after the loss (at 500 frames/s a stream, 2 ms a frame).
+    let d = &row("tiers").detail["disruption"];
+    let streams = d["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 8, "{d:#}");
+    assert_eq!(streams[0]["stream"], "acc1 > core1");
+    assert_eq!(streams[7]["stream"], "core2 > acc2");
+    for st in streams {
+        assert_eq!(st["trials"], 1, "{st:#}");
+        assert_eq!(st["duplicated"], 0, "{st:#}");
+        assert!(st["outage_ms"]["max"].as_f64().unwrap() < 400.0, "{st:#}");
+    }
+    let sent: u64 = d["stream_trials"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["sent"].as_u64().unwrap())
+        .sum();
+    assert!(sent >= 10_000, "{d:#}");
 }
 
 /// The classic design beside the pair (`lanyard-rstp`): RSTP settles on A
