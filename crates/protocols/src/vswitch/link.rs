@@ -265,6 +265,56 @@ impl PeerLink {
         self.io.bundle.is_some()
     }
 
+    /// An aggregated peer link: whether a member of its bundle distributes
+    /// (link up and LACP collecting-distributing, or a static member with
+    /// its link up); `None` for active/standby ports.
+    pub fn bundle_distributing(&self) -> Option<bool> {
+        let id = self.io.bundle?;
+        let st = self.io.ha.snapshot();
+        let c = st.channels.iter().find(|c| c.id == id)?;
+        Some(
+            c.members
+                .iter()
+                .zip(&c.distributing)
+                .any(|(m, d)| *d && st.usable(*m)),
+        )
+    }
+
+    /// Why an aggregated peer link's bundle has no member distributing,
+    /// from its members' LACP state (`own_system`: this node's LACP
+    /// system id, what the peer shows if it has the same switch name).
+    pub fn no_data_reason(&self, own_system: [u8; 6]) -> String {
+        let Some(index) = self.io.bundle.and_then(|id| {
+            let st = self.io.ha.snapshot();
+            st.channels.iter().position(|c| c.id == id)
+        }) else {
+            return "no member distributing".into();
+        };
+        let info = self
+            .io
+            .ha
+            .lacp_info
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(index)
+            .cloned()
+            .unwrap_or_default();
+        let own = config::show_mac(own_system);
+        let partner = |m: &serde_json::Value| m["partner"]["system"].as_str().map(String::from);
+        if info
+            .iter()
+            .any(|m| partner(m).as_deref() == Some(own.as_str()))
+        {
+            format!("LACP hears its own system id {own}: the same switch.name on both nodes")
+        } else if !info.is_empty() && info.iter().all(|m| m["pdus_rx"].as_u64() == Some(0)) {
+            "no LACPDU received on any member (both ends passive?)".into()
+        } else if info.iter().any(|m| partner(m).is_some()) {
+            "LACP partner heard, no member in sync (another partner or key per member?)".into()
+        } else {
+            "no member distributing".into()
+        }
+    }
+
     /// The peer link's ports for `show`: name, link up, and what the
     /// port does for data (`data`: carries it — an aggregated link's
     /// distributing members, or active/standby's first usable port;
