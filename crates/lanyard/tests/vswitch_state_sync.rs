@@ -921,3 +921,120 @@ fn one_ipv6_gateway_on_both_nodes() {
         "{vs:#}"
     );
 }
+
+/// Removes the VRF namespaces the switches created (they run in a mount
+/// namespace of their own, so only the files are visible here).
+struct VrfNsCleanup(Vec<String>);
+
+impl Drop for VrfNsCleanup {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", n])
+                .output();
+            let _ = std::fs::remove_file(format!("/run/netns/{n}"));
+        }
+    }
+}
+
+fn vrf_config(name: &str, node: usize, svi: &str, netns: &str) -> String {
+    let (vlan20, ports, ifs) = if node == 1 {
+        (
+            "  - id: 20\n    router:\n      addresses: [10.0.20.1/24]\n",
+            "  - {name: r, vlan: 20}\n",
+            "vlan10, vlan20",
+        )
+    } else {
+        ("", "  - {name: h, vlan: 10}\n", "vlan10")
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+    router:
+      addresses: [{svi}/24]
+{vlan20}vrfs:
+  - {{name: red, interfaces: [{ifs}], rd: '65000:1', namespace: {netns}}}
+ports:
+  - {{name: pl, mode: trunk}}
+{ports}{}",
+        vswitch::section(17, node, &["pl"], 0, false, "")
+    )
+}
+
+/// Neighbour sync beyond the default VRF: VLANs 10 and 20 are SVIs of
+/// VRF `red` (TAP twins in the VRF's namespace). H, behind dist-a's own
+/// port, resolves dist-a's SVI address; dist-b installs H in its VRF's
+/// kernel and routes R (VLAN 20, behind dist-b only) to H without ARP.
+/// Before, only the default VRF's SVIs were followed: dist-b asked for H
+/// itself.
+#[test]
+fn neighbors_of_vrf_svis_cross_the_peer_link() {
+    require_root!();
+    let _g = l2::heavy();
+    let na = Netns::new("lyvnA").unwrap();
+    let nb = Netns::new("lyvnB").unwrap();
+    let nh = Netns::new("lyvnH").unwrap();
+    let nr = Netns::new("lyvnR").unwrap();
+    let (vrf_a, vrf_b) = ("lyvnA-red", "lyvnB-red");
+    let _vrf_ns = VrfNsCleanup(vec![vrf_a.into(), vrf_b.into()]);
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
+    veth(&na, "h", &nh, "eth0", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    for (ns, addr, gw) in [
+        (&nh, "10.0.10.10/24", "10.0.10.1"),
+        (&nr, "10.0.20.10/24", "10.0.20.1"),
+    ] {
+        ns.exec(&["ip", "addr", "add", addr, "dev", "eth0"])
+            .unwrap();
+        ns.exec(&["ip", "route", "add", "default", "via", gw])
+            .unwrap();
+    }
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(
+        &bin,
+        &na,
+        &vrf_config("vn-a", 0, "10.0.10.1", vrf_a),
+        &["pl", "h"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &vrf_config("vn-b", 1, "10.0.10.2", vrf_b),
+        &["pl", "r"],
+    )
+    .unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
+
+    // H resolves dist-a's SVI address: dist-a's VRF kernel learns H, and
+    // the entry reaches dist-b's VRF kernel.
+    let out = nh
+        .exec(&["ping", "-c", "1", "-W", "2", "10.0.10.1"])
+        .unwrap();
+    assert!(out.status.success(), "H cannot reach dist-a's SVI: {out:?}");
+    let neighbors = |sw: &Switch| {
+        sw.show_json(&["show", "virtual-switch"])["peer_link"]["messages"]["neighbors"].clone()
+    };
+    let took = wait_for("H's neighbour installed on dist-b", 5, || {
+        neighbors(&b)["installed"].as_u64().unwrap_or(0) >= 1
+    });
+    eprintln!("installed on dist-b {took:?} after H's ping");
+    let (na_, nb_) = (neighbors(&a), neighbors(&b));
+    assert!(na_["local"].as_u64().unwrap_or(0) >= 1, "dist-a: {na_:#}");
+    assert_eq!(nb_["install_errors"], 0, "dist-b: {nb_:#}");
+    assert_eq!(nb_["no_svi"], 0, "dist-b: {nb_:#}");
+
+    // R pings H: dist-b routes in VRF red to H's MAC across the peer
+    // link, without ARP.
+    let cap = RawPort::open(nh.name(), "eth0").unwrap();
+    let _ = nr.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.10.10"]);
+    let (_, echo, arp) = count(&cap, "10.0.20.10".parse().unwrap(), [10, 0, 10, 2]);
+    eprintln!("H: {echo} echo requests from R, {arp} ARP requests from dist-b");
+    assert!(
+        echo >= 3,
+        "H got {echo} of 3 echo requests routed by dist-b"
+    );
+    assert_eq!(arp, 0, "dist-b sent ARP for a neighbour the peer resolved");
+}

@@ -110,18 +110,23 @@ pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
         .collect()
 }
 
-/// (VLAN, TAP name) of every SVI of the default VRF: the neighbours the
-/// peer link synchronises.
-pub fn svis(cfg: &config::Config) -> Vec<(u16, String)> {
+/// Every SVI (default VRF and VRFs): the neighbours the peer link
+/// synchronises.
+pub fn svis(cfg: &config::Config) -> Vec<super::neigh::Svi> {
     if cfg.virtual_switch.is_none() {
         return Vec::new();
     }
     cfg.l3_interfaces()
         .into_iter()
-        .filter(|i| i.vrf == 0)
         .filter_map(|i| {
-            let vlan = i.vlan?;
-            Some((vlan, routing::router::tap_name(&i.name, i.port as usize)))
+            Some(super::neigh::Svi {
+                vlan: i.vlan?,
+                tap: routing::router::tap_name(&i.name, i.port as usize),
+                netns: match i.vrf {
+                    0 => None,
+                    k => Some(cfg.vrfs.get(k - 1)?.netns().to_string()),
+                },
+            })
         })
         .collect()
 }
@@ -139,7 +144,7 @@ pub struct LinkIo {
     pub bundle: Option<u16>,
     pub channels: Vec<McChannel>,
     /// SVIs whose neighbours are synchronised ([`svis`]).
-    pub svis: Vec<(u16, String)>,
+    pub svis: Vec<super::neigh::Svi>,
     /// The multicast thread (snooping memberships), if it runs.
     pub mcast: Option<Arc<crate::mcast::Multicast>>,
 }
@@ -475,9 +480,9 @@ impl PeerLink {
         sent
     }
 
-    /// The descriptor of the neighbour monitor (-1 without SVIs).
-    pub fn neigh_fd(&self) -> i32 {
-        self.neigh.fd()
+    /// The descriptors of the neighbour monitors (one per VRF with SVIs).
+    pub fn neigh_fds(&self) -> impl Iterator<Item = i32> + '_ {
+        self.neigh.fds()
     }
 
     /// The LACP partner (system, key) this node's members of channel

@@ -174,6 +174,7 @@ impl PairRunner {
         let mut last_status = self.pair.status(Instant::now());
         let mut link_was_alive = false;
         let mut data_was_down = false;
+        let mut fds: Vec<libc::pollfd> = Vec::new();
         while !(self.stop)() {
             let now = Instant::now();
             if sock.is_none() && now >= next_bind {
@@ -241,26 +242,21 @@ impl PairRunner {
                     l.send_changed_views();
                 }
             }
-            // Wait for a keepalive or a peer frame, 10 ms at most (timers).
-            let mut fds = [
-                libc::pollfd {
-                    fd: sock.as_ref().map_or(-1, |s| s.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.link.as_ref().map_or(-1, |l| l.event_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.link.as_ref().map_or(-1, |l| l.neigh_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: three valid pollfds (a negative fd is ignored).
-            unsafe { libc::poll(fds.as_mut_ptr(), 3, 10) };
+            // Wait for a keepalive, a peer frame or a neighbour change
+            // (one monitor per VRF with SVIs), 10 ms at most (timers).
+            let pollfd = |fd: i32| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            fds.clear();
+            fds.push(pollfd(sock.as_ref().map_or(-1, |s| s.as_raw_fd())));
+            fds.push(pollfd(self.link.as_ref().map_or(-1, |l| l.event_fd())));
+            if let Some(l) = &self.link {
+                fds.extend(l.neigh_fds().map(pollfd));
+            }
+            // SAFETY: valid pollfds, as many as given (a negative fd is ignored).
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
             if let Some(s) = &sock {
                 // Until WouldBlock (nothing more) or an error such as
                 // ECONNREFUSED after an ICMP unreachable: next turn.
