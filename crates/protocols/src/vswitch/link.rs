@@ -89,6 +89,26 @@ pub fn peer_link_bundle(cfg: &config::Config) -> Option<u16> {
     cfg.peer_link_channel().map(|k| cfg.channel_port_id(k))
 }
 
+/// Why a bundle has no member distributing, from its members' LACP
+/// details (`Ha::lacp_info`: `partner.system`, `pdus_rx`) and this node's
+/// LACP system id.
+pub fn bundle_refusal(members: &[serde_json::Value], own_system: [u8; 6]) -> String {
+    let own = config::show_mac(own_system);
+    let partner = |m: &serde_json::Value| m["partner"]["system"].as_str().map(String::from);
+    if members
+        .iter()
+        .any(|m| partner(m).as_deref() == Some(own.as_str()))
+    {
+        format!("LACP hears its own system id {own}: the same switch.name on both nodes")
+    } else if !members.is_empty() && members.iter().all(|m| m["pdus_rx"].as_u64() == Some(0)) {
+        "no LACPDU received on any member (both ends passive?)".into()
+    } else if members.iter().any(|m| partner(m).is_some()) {
+        "LACP partner heard, no member in sync (another partner or key per member?)".into()
+    } else {
+        "no member distributing".into()
+    }
+}
+
 /// The configured multichassis channels.
 pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
     let Some(vs) = &cfg.virtual_switch else {
@@ -304,20 +324,7 @@ impl PeerLink {
             .get(index)
             .cloned()
             .unwrap_or_default();
-        let own = config::show_mac(own_system);
-        let partner = |m: &serde_json::Value| m["partner"]["system"].as_str().map(String::from);
-        if info
-            .iter()
-            .any(|m| partner(m).as_deref() == Some(own.as_str()))
-        {
-            format!("LACP hears its own system id {own}: the same switch.name on both nodes")
-        } else if !info.is_empty() && info.iter().all(|m| m["pdus_rx"].as_u64() == Some(0)) {
-            "no LACPDU received on any member (both ends passive?)".into()
-        } else if info.iter().any(|m| partner(m).is_some()) {
-            "LACP partner heard, no member in sync (another partner or key per member?)".into()
-        } else {
-            "no member distributing".into()
-        }
+        bundle_refusal(&info, own_system)
     }
 
     /// The peer link's ports for `show`: name, link up, and what the
@@ -872,5 +879,36 @@ impl PeerLink {
             Changes::default()
         });
         self.applied = Some(want);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The reasons `show virtual-switch` gives for a bundle that never
+    /// distributes, from the members' LACP details as `Ha::lacp_info`
+    /// holds them.
+    #[test]
+    fn bundle_refusal_names_the_cause() {
+        let own = [2, 0xa1, 0x3c, 0x5e, 0, 0x11];
+        let member = |partner: Option<&str>, rx: u64| {
+            json!({
+                "partner": partner.map(|p| json!({"system": p, "key": 1})),
+                "pdus_rx": rx,
+                "mux_state": "detached",
+            })
+        };
+        // The same switch name on both nodes: the peer's system is ours.
+        let same = [member(Some("02:a1:3c:5e:00:11"), 9), member(None, 0)];
+        assert!(bundle_refusal(&same, own).contains("same switch.name"));
+        // Both ends passive: nothing ever heard.
+        let passive = [member(None, 0), member(None, 0)];
+        assert!(bundle_refusal(&passive, own).contains("both ends passive"));
+        // Heard, but another partner: not in sync.
+        let other = [member(Some("02:00:00:00:00:99"), 4), member(None, 3)];
+        assert!(bundle_refusal(&other, own).contains("no member in sync"));
+        assert_eq!(bundle_refusal(&[], own), "no member distributing");
     }
 }
