@@ -118,6 +118,12 @@ fn members(sw: &Switch, key: &str) -> [u64; 2] {
 
 impl Bed {
     fn new(prefix: &str) -> Option<Bed> {
+        Bed::with(prefix, config)
+    }
+
+    /// The bed with each node's configuration from `config(name, node)`
+    /// (ports pl, m1, m2, h).
+    fn with(prefix: &str, config: fn(&str, usize) -> String) -> Option<Bed> {
         if !testkit::ovs::available() {
             eprintln!("SKIPPED: Open vSwitch is not installed");
             return None;
@@ -855,4 +861,243 @@ fn node_rejoins_under_traffic_without_loss_or_duplicates() {
         assert!(n as u64 - got <= RATE_EACH / 25, "{report}");
     }
     let _ = (&bed.nb, &bed.no, &bed.nt);
+}
+
+/// VLAN 10 (the bond) and 30 (each node's host port `h`) routed, the same
+/// IPv6 addresses on both nodes, both served as one gateway.
+fn gw6_config(name: &str, node: usize) -> String {
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+    router:
+      addresses: [2001:db8:10::1/64]
+  - id: 30
+    router:
+      addresses: [2001:db8:30::1/64]
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 10}}
+  - {{name: m2, vlan: 10}}
+  - {{name: h, vlan: 30}}
+port-channels:
+  - {{name: po1, members: [m1, m2], lacp: active, lacp-rate: fast, load-balance: l3l4}}
+{}",
+        vswitch::section(7, node, &["pl"], 1, true, "  gateways: [10, 30]\n")
+    )
+}
+
+/// An IPv6 UDP test frame of flow `flow` (its source port).
+fn udp6(dst: &Mac, src: &Mac, from: &str, to: &str, flow: u32, seq: u64) -> Vec<u8> {
+    let (s, d): (IpAddr, IpAddr) = (from.parse().unwrap(), to.parse().unwrap());
+    let mut f = ip::udp(dst, src, s, d, 64, seq, 128);
+    let u = 14 + 40;
+    f[u..u + 2].copy_from_slice(&(40_000 + flow as u16).to_be_bytes());
+    f[u + 6..u + 8].fill(0);
+    let mut pseudo = Vec::with_capacity(40 + f.len() - u);
+    pseudo.extend_from_slice(&f[14 + 8..14 + 40]);
+    pseudo.extend_from_slice(&((f.len() - u) as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 17]);
+    pseudo.extend_from_slice(&f[u..]);
+    let c = match ip::checksum(&pseudo) {
+        0 => 0xffff,
+        c => c,
+    };
+    f[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// Numbered test frames `port` receives until quiet, with counts; only
+/// those routed once (hop limit 63) and intact.
+fn routed(port: &RawPort) -> std::collections::HashMap<u64, u32> {
+    let mut seen = std::collections::HashMap::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        let Some(f) = port.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if let Some(p) = ip::parse(&f) {
+            if let (Some(seq), 63, true) = (p.seq, p.ttl, p.l4_ok) {
+                *seen.entry(seq).or_insert(0) += 1;
+            }
+        }
+    }
+    seen
+}
+
+fn if_mac(ns: &Netns, dev: &str) -> Mac {
+    let out = ns
+        .exec(&["cat", &format!("/sys/class/net/{dev}/address")])
+        .unwrap();
+    testkit::frame::parse_mac(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
+}
+
+/// Issue 19 item 4, IPv6, with an Open vSwitch bond as the partner: P
+/// (a kernel host behind OVS, VLAN 10) and Q / R (kernel hosts behind
+/// dist-a's / dist-b's own port, VLAN 30) use the pair's shared SVI
+/// addresses as their gateway. P's kernel resolves the gateway by ND
+/// (answered by whichever node OVS hashes the solicitation to, with the
+/// system MAC) and pings Q and R; then 64 flows from P, hashed by OVS
+/// over all four members, are routed by both nodes (each its share,
+/// hop limit 63) and reach Q and R exactly once, and 64 flows from Q and
+/// from R reach P exactly once.
+#[test]
+fn ipv6_gateway_behind_an_ovs_bond() {
+    require_root!();
+    let _g = l2::heavy();
+    let Some(bed) = Bed::with("lyvp6", gw6_config) else {
+        return;
+    };
+    bed.wait_paired(30.0);
+    // Each host in its own namespace (the bed has them in one).
+    let np = Netns::new("lyvp6p").unwrap();
+    let nq = Netns::new("lyvp6q").unwrap();
+    let nr = Netns::new("lyvp6r").unwrap();
+    for (dev, ns, addr) in [
+        ("tp", &np, "2001:db8:10::50/64"),
+        ("ta", &nq, "2001:db8:30::11/64"),
+        ("tb", &nr, "2001:db8:30::10/64"),
+    ] {
+        bed.nt
+            .exec(&["ip", "link", "set", dev, "netns", ns.name()])
+            .unwrap();
+        for cmd in [
+            vec!["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0"],
+            vec!["ip", "link", "set", dev, "up"],
+            vec!["ip", "addr", "add", addr, "dev", dev, "nodad"],
+        ] {
+            let out = ns.exec(&cmd).unwrap();
+            assert!(out.status.success(), "{cmd:?}: {out:?}");
+        }
+        let gw = if dev == "tp" {
+            "2001:db8:10::1"
+        } else {
+            "2001:db8:30::1"
+        };
+        ns.exec(&["ip", "-6", "route", "add", "default", "via", gw])
+            .unwrap();
+        // Unreachable ports of the test flows: no ICMPv6 errors back.
+        ns.exec(&["sysctl", "-qw", "net.ipv6.icmp.ratelimit=60000"])
+            .unwrap();
+    }
+    let system = [2, 0, 0, 0, 7, 0];
+    // Kernel to kernel: ND for the gateway, routed both ways.
+    for (to, what) in [("2001:db8:30::11", "Q"), ("2001:db8:30::10", "R")] {
+        let out = np
+            .exec(&["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", to])
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "P cannot ping {what}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let neigh = String::from_utf8_lossy(
+        &np.exec(&["ip", "-6", "neigh", "show", "2001:db8:10::1"])
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        neigh.contains("lladdr 02:00:00:00:07:00") && neigh.contains("router"),
+        "P's gateway: {neigh}"
+    );
+    let (mp, mq, mr) = (if_mac(&np, "tp"), if_mac(&nq, "ta"), if_mac(&nr, "tb"));
+    let tp = RawPort::open(np.name(), "tp").unwrap();
+    let tq = RawPort::open(nq.name(), "ta").unwrap();
+    let tr = RawPort::open(nr.name(), "tb").unwrap();
+    let to_r = |i: usize| {
+        udp6(
+            &system,
+            &mp,
+            "2001:db8:10::50",
+            "2001:db8:30::10",
+            i as u32 % FLOWS,
+            i as u64,
+        )
+    };
+    // OVS moves hash buckets at each rebalance (1 s): traffic until it
+    // uses all four members.
+    let t0 = Instant::now();
+    loop {
+        let (a0, b0) = (members(&bed.a, "rx_frames"), members(&bed.b, "rx_frames"));
+        tp.send_paced(2_000, 10_000, |i, b| *b = to_r(i + (1 << 30)))
+            .unwrap();
+        let (a1, b1) = (members(&bed.a, "rx_frames"), members(&bed.b, "rx_frames"));
+        let per = [a1[0] - a0[0], a1[1] - a0[1], b1[0] - b0[0], b1[1] - b0[1]];
+        if per.iter().all(|c| *c > 100) || t0.elapsed() > Duration::from_secs(8) {
+            eprintln!("warm-up {:?}: per member {per:?}", t0.elapsed());
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    tr.drain();
+    let n = 2_000usize;
+    let (fa, fb) = (
+        bed.a.counters()["l3"]["forwarded"].as_u64().unwrap_or(0),
+        bed.b.counters()["l3"]["forwarded"].as_u64().unwrap_or(0),
+    );
+    tp.send_paced(n, RATE, |i, b| *b = to_r(i)).unwrap();
+    let got_r = routed(&tr);
+    tp.send_paced(n, RATE, |i, b| {
+        *b = udp6(
+            &system,
+            &mp,
+            "2001:db8:10::50",
+            "2001:db8:30::11",
+            i as u32 % FLOWS,
+            i as u64,
+        )
+    })
+    .unwrap();
+    let got_q = routed(&tq);
+    let (da, db) = (
+        bed.a.counters()["l3"]["forwarded"].as_u64().unwrap_or(0) - fa,
+        bed.b.counters()["l3"]["forwarded"].as_u64().unwrap_or(0) - fb,
+    );
+    tp.drain();
+    tq.send_paced(n, RATE, |i, b| {
+        *b = udp6(
+            &system,
+            &mq,
+            "2001:db8:30::11",
+            "2001:db8:10::50",
+            i as u32 % FLOWS,
+            i as u64,
+        )
+    })
+    .unwrap();
+    tr.send_paced(n, RATE, |i, b| {
+        *b = udp6(
+            &system,
+            &mr,
+            "2001:db8:30::10",
+            "2001:db8:10::50",
+            i as u32 % FLOWS,
+            (n + i) as u64,
+        )
+    })
+    .unwrap();
+    let got_p = routed(&tp);
+    eprintln!(
+        "P -> R {}/{n}, P -> Q {}/{n} (routed by dist-a {da}, dist-b {db}); Q, R -> P {}/{}",
+        got_r.len(),
+        got_q.len(),
+        got_p.len(),
+        2 * n
+    );
+    for (what, got, want) in [
+        ("P -> R", &got_r, n),
+        ("P -> Q", &got_q, n),
+        ("Q, R -> P", &got_p, 2 * n),
+    ] {
+        assert_eq!(got.len(), want, "{what}: {} of {want}", got.len());
+        assert!(got.values().all(|c| *c == 1), "{what}: duplicates");
+    }
+    // OVS hashed P's flows over both nodes: each routed its share.
+    assert!(
+        da >= n as u64 / 8 && db >= n as u64 / 8,
+        "routed by dist-a {da}, dist-b {db}"
+    );
 }

@@ -228,3 +228,197 @@ fn aggregated_peer_link_hashes_floods_once_and_survives_a_member_cut() {
     assert_eq!(members[0]["state"], "down", "{members:#}");
     assert_eq!(members[1]["state"], "data", "{members:#}");
 }
+
+/// A pair node with the aggregated peer link, a multichassis LACP
+/// channel `po1` (one member, `m1`, to the access switch) and a host port.
+fn split_config(name: &str, node: usize) -> String {
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+ports:
+  - {{name: pl1, mode: trunk}}
+  - {{name: pl2, mode: trunk}}
+  - {{name: m1, vlan: 10}}
+  - {{name: h, vlan: 10}}
+port-channels:
+  - {{name: pl, members: [pl1, pl2], lacp: active, lacp-rate: fast, load-balance: l3l4}}
+  - {{name: po1, members: [m1], lacp: active, lacp-rate: fast}}
+{}",
+        vswitch::section(15, node, &["pl"], 1, true, "")
+    )
+}
+
+/// The access switch: one LACP channel, a member to each pair node.
+const ACCESS: &str = "switch:
+  name: access
+vlans:
+  - id: 10
+ports:
+  - {name: c1, vlan: 10}
+  - {name: c2, vlan: 10}
+  - {name: hc, vlan: 10}
+port-channels:
+  - {name: po1, members: [c1, c2], lacp: active, lacp-rate: fast, load-balance: l3l4}
+";
+
+/// Which members of the access switch's channel distribute.
+fn access_members(sw: &Switch) -> Vec<bool> {
+    sw.try_show_json(&["show", "port-channel"])
+        .ok()
+        .and_then(|v| {
+            v[0]["members"]
+                .as_array()
+                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
+        })
+        .unwrap_or_default()
+}
+
+/// `n` frames over [`FLOWS`] flows from `from` (MAC `src`) to `dst`,
+/// received on `to`: how many arrived, and whether any twice.
+fn deliver(from: &RawPort, to: &RawPort, dst: &Mac, src: &Mac, n: u64) -> (u64, bool) {
+    to.drain();
+    from.send_paced(n as usize, 5_000, |i, buf| *buf = frame(dst, src, i as u64))
+        .unwrap();
+    let got = receive(to, Duration::from_millis(500));
+    (got.len() as u64, got.values().any(|c| *c > 1))
+}
+
+/// Both nodes with the same `switch.name`: LACP on the peer-link bundle
+/// hears its own system id and refuses every member, while the pair's
+/// messages cross on them. Before, the pair stayed `paired` with no data
+/// path across, both nodes' channel members up: the access switch hashed
+/// half its flows onto dist-b, which could not reach dist-a's host (half
+/// the frames lost). Now the bundle not distributing is the peer link
+/// down for data: dual-active, the secondary's channel member leaves the
+/// access switch's bundle, every frame arrives by dist-a; `show
+/// virtual-switch` says `no-data` and why. dist-b restarted with its own
+/// name: paired, the bundle distributes, frames cross again.
+#[test]
+fn bundle_refused_by_lacp_is_a_split_not_a_silent_pair() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lyagsT").unwrap();
+    let na = Netns::new("lyagsA").unwrap();
+    let nb = Netns::new("lyagsB").unwrap();
+    let nc = Netns::new("lyagsC").unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl1", "pl2"]).unwrap();
+    veth(&na, "m1", &nc, "c1", 1500).unwrap();
+    veth(&nb, "m1", &nc, "c2", 1500).unwrap();
+    veth(&na, "h", &nt, "ta", 1500).unwrap();
+    veth(&nb, "h", &nt, "tb", 1500).unwrap();
+    veth(&nc, "hc", &nt, "tc", 1500).unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let ports = ["pl1", "pl2", "m1", "h"];
+    let a = Switch::start(&bin, &na, &split_config("twin", 0), &ports).unwrap();
+    let mut b = Switch::start(&bin, &nb, &split_config("twin", 1), &ports).unwrap();
+    let c = Switch::start(&bin, &nc, ACCESS, &["c1", "c2", "hc"]).unwrap();
+
+    // Grace (3 s) + timeout (0.5 s) after the hellos came: a split.
+    let t0 = Instant::now();
+    let no_data = |sw: &Switch| {
+        sw.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "dual-active" && v["peer_link"]["state"] == "no-data")
+    };
+    while !(no_data(&a) && no_data(&b)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no split: {:#}",
+            b.show_json(&["show", "virtual-switch"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "dual-active (peer link carries no data) {:?} after start",
+        t0.elapsed()
+    );
+    let vb = b.show_json(&["show", "virtual-switch"]);
+    assert_eq!(vb["role"], "secondary", "{vb:#}");
+    assert_eq!(vb["multichassis_members"], "down: dual-active, secondary");
+    let why = vb["peer_link"]["no_data_reason"].as_str().unwrap_or("");
+    assert!(why.contains("same switch.name"), "{vb:#}");
+    assert!(
+        vb["peer_link"]["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["state"] == "standby"),
+        "{vb:#}"
+    );
+    assert!(vb["peer_link"]["messages"]["rx"].as_u64().unwrap_or(0) > 10);
+    let text =
+        String::from_utf8_lossy(&b.cli(&["show", "virtual-switch"]).unwrap().stdout).to_string();
+    assert!(text.contains("Peer link  no-data (pl)"), "{text}");
+    assert!(
+        text.contains("no data across: LACP hears its own system id"),
+        "{text}"
+    );
+    let va = a.show_json(&["show", "virtual-switch"]);
+    assert_eq!(
+        (va["role"].as_str(), va["multichassis_members"].as_str()),
+        (Some("primary"), Some("up"))
+    );
+
+    // The access switch keeps dist-a's member only.
+    let t1 = Instant::now();
+    while access_members(&c) != [true, false] {
+        assert!(
+            t1.elapsed() < Duration::from_secs(5),
+            "access members {:?}",
+            access_members(&c)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ta, tb, tc) = (
+        RawPort::open(nt.name(), "ta").unwrap(),
+        RawPort::open(nt.name(), "tb").unwrap(),
+        RawPort::open(nt.name(), "tc").unwrap(),
+    );
+    let (ha, hb, hc) = (mac(0xa5), mac(0xb5), mac(0xc5));
+    for (p, m) in [(&ta, ha), (&tb, hb), (&tc, hc)] {
+        p.send(&testkit::frame::test_frame(&BROADCAST, &m, &[], 1, 0, 64))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let n = 1_000;
+    let (got, dup) = deliver(&tc, &ta, &ha, &hc, n);
+    eprintln!("split: access -> dist-a's host {got}/{n}");
+    assert_eq!(
+        (got, dup),
+        (n, false),
+        "access -> dist-a's host during the split"
+    );
+
+    // dist-b with a name of its own: LACP bundles, the pair forms again.
+    drop(b.kill9());
+    drop(b);
+    let b = Switch::start(&bin, &nb, &split_config("twin-b", 1), &ports).unwrap();
+    let t2 = Instant::now();
+    while !(bundle_up(&a)
+        && bundle_up(&b)
+        && [&a, &b].iter().all(|s| {
+            s.try_show_json(&["show", "virtual-switch"])
+                .is_ok_and(|v| vswitch::paired_with_members(&v) && v["peer_link"]["state"] == "up")
+        })
+        && access_members(&c) == [true, true])
+    {
+        assert!(
+            t2.elapsed() < Duration::from_secs(15),
+            "not back: {:#}",
+            b.show_json(&["show", "virtual-switch"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("paired again {:?} after dist-b's restart", t2.elapsed());
+    tb.send(&testkit::frame::test_frame(&BROADCAST, &hb, &[], 2, 0, 64))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for (to, dst, what) in [(&ta, &ha, "dist-a's host"), (&tb, &hb, "dist-b's host")] {
+        let (got, dup) = deliver(&tc, to, dst, &hc, n);
+        eprintln!("paired: access -> {what} {got}/{n}");
+        assert_eq!((got, dup), (n, false), "access -> {what} once paired");
+    }
+    let (got, dup) = deliver(&ta, &tb, &hb, &ha, n);
+    assert_eq!((got, dup), (n, false), "across the peer link once paired");
+}

@@ -664,3 +664,377 @@ fn source_filters_cross_the_peer_link() {
     );
     assert!(on_a.is_empty(), "dist-a delivered: {on_a:?}");
 }
+
+fn gw6_config(name: &str, node: usize) -> String {
+    let r = if node == 1 {
+        "  - {name: r, vlan: 30}\n"
+    } else {
+        ""
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 20
+    router:
+      addresses: [2001:db8:20::1/64]
+  - id: 30
+    router:
+      addresses: [2001:db8:30::1/64]
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 20}}
+{r}port-channels:
+  - {{name: po1, members: [m1], lacp: static}}
+{}",
+        vswitch::section(16, node, &["pl"], 0, true, "  gateways: [20, 30]\n")
+    )
+}
+
+fn has_neighbor6(sw: &Switch, ip: &str, mac: &str) -> bool {
+    sw.try_show_json(&["show", "ipv6", "neighbors"])
+        .is_ok_and(|v| {
+            v.as_array()
+                .or_else(|| v["rows"].as_array())
+                .into_iter()
+                .flatten()
+                .any(|r| {
+                    r["address"] == ip
+                        && r["mac"]
+                            .as_str()
+                            .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+                })
+        })
+}
+
+/// A neighbour solicitation from `port` (host `host` at `host_ip`) for
+/// `target`: the answering advertisement's (Ethernet source, target
+/// link-layer address option, router flag).
+fn nd_answer(
+    port: &RawPort,
+    host: [u8; 6],
+    host_ip: std::net::Ipv6Addr,
+    target: std::net::Ipv6Addr,
+) -> Option<([u8; 6], [u8; 6], bool)> {
+    let t = target.octets();
+    let group: std::net::Ipv6Addr = [
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | t[13] as u16,
+        u16::from_be_bytes([t[14], t[15]]),
+    ]
+    .into();
+    // ICMPv6 NS with a source link-layer address option.
+    let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&t);
+    icmp.extend_from_slice(&[1, 1]);
+    icmp.extend_from_slice(&host);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&host_ip.octets());
+    pseudo.extend_from_slice(&group.octets());
+    pseudo.extend_from_slice(&(icmp.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    pseudo.extend_from_slice(&icmp);
+    let c = ip::checksum(&pseudo);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut f = vec![0x33, 0x33, 0xff, t[13], t[14], t[15]];
+    f.extend_from_slice(&host);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(icmp.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[58, 255]);
+    f.extend_from_slice(&host_ip.octets());
+    f.extend_from_slice(&group.octets());
+    f.extend_from_slice(&icmp);
+    port.drain();
+    port.send(&f).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        let Some(r) = port.recv_timeout(Duration::from_millis(200)).unwrap() else {
+            continue;
+        };
+        let Some(p) = ip::parse(&r) else { continue };
+        let icmp = &p.packet[40..];
+        // An NA for the target, checksum verified by `parse`.
+        if p.proto == 58 && p.l4_ok && icmp.len() >= 24 && icmp[0] == 136 && icmp[8..24] == t {
+            let tlla = icmp[24..]
+                .chunks(8)
+                .find(|o| o.len() == 8 && o[0] == 2 && o[1] == 1)
+                .map(|o| <[u8; 6]>::try_from(&o[2..8]).unwrap())?;
+            return Some((p.src_mac, tlla, icmp[4] & 0x80 != 0));
+        }
+    }
+    None
+}
+
+/// Issue 19 item 4 with IPv6: VLANs 20 and 30 have the same SVI addresses
+/// on both nodes and the pair's system MAC. A host behind the channel
+/// (frames put on either node's member by hand, as a partner's hash
+/// would) solicits the gateway and gets an advertisement from each node
+/// with the system MAC (router flag set); each node routes what reaches
+/// it to R behind dist-b's own port in VLAN 30 (dist-a resolves R through
+/// R's advertisement that dist-b takes unsolicited and synchronises):
+/// counters on both nodes, hop limit decremented, every packet once.
+#[test]
+fn one_ipv6_gateway_on_both_nodes() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lyg6T").unwrap();
+    let na = Netns::new("lyg6A").unwrap();
+    let nb = Netns::new("lyg6B").unwrap();
+    let nr = Netns::new("lyg6R").unwrap();
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    nr.exec(&["sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0"])
+        .unwrap();
+    nr.exec(&[
+        "ip",
+        "addr",
+        "add",
+        "2001:db8:30::10/64",
+        "dev",
+        "eth0",
+        "nodad",
+    ])
+    .unwrap();
+    nr.exec(&[
+        "ip",
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8:30::1",
+    ])
+    .unwrap();
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(&bin, &na, &gw6_config("g6-a", 0), &["pl", "m1"]).unwrap();
+    let b = Switch::start(&bin, &nb, &gw6_config("g6-b", 1), &["pl", "m1", "r"]).unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
+    let system = [2, 0, 0, 0, 0x10, 0];
+
+    let xa = RawPort::open(nt.name(), "xa").unwrap();
+    let xb = RawPort::open(nt.name(), "xb").unwrap();
+    let host = mac(0x2066);
+    let host_ip: std::net::Ipv6Addr = "2001:db8:20::20".parse().unwrap();
+    let gw: std::net::Ipv6Addr = "2001:db8:20::1".parse().unwrap();
+    // Both nodes answer ND for the gateway with the pair's MAC, as a router.
+    for (p, who) in [(&xa, "dist-a"), (&xb, "dist-b")] {
+        let mut answer = None;
+        // The TAP's address may still be settling right after the start.
+        let t0 = Instant::now();
+        while answer.is_none() && t0.elapsed() < Duration::from_secs(5) {
+            answer = nd_answer(p, host, host_ip, gw);
+        }
+        assert_eq!(answer, Some((system, system, true)), "{who}'s answer");
+    }
+
+    let cap = RawPort::open(nr.name(), "eth0").unwrap();
+    let pkt = |i: u64| {
+        ip::udp(
+            &system,
+            &host,
+            host_ip.into(),
+            "2001:db8:30::10".parse().unwrap(),
+            64,
+            i,
+            128,
+        )
+    };
+    // First packets: each node resolves R (dist-a through R's answer,
+    // which reaches dist-b, taken unsolicited and synchronised).
+    let mac_r = String::from_utf8(
+        nr.exec(&["cat", "/sys/class/net/eth0/address"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let t0 = Instant::now();
+    let mut i = 0;
+    while !(has_neighbor6(&a, "2001:db8:30::10", &mac_r)
+        && has_neighbor6(&b, "2001:db8:30::10", &mac_r))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "R not resolved on both nodes: dist-a {:#}, dist-b {:#}",
+            a.show_json(&["show", "ipv6", "neighbors"]),
+            b.show_json(&["show", "ipv6", "neighbors"])
+        );
+        xa.send(&pkt(i)).unwrap();
+        xb.send(&pkt(i + 1)).unwrap();
+        i += 2;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "R resolved on both nodes {:?} after the first packets",
+        t0.elapsed()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    cap.drain();
+    let (fa, fb) = (forwarded(&a), forwarded(&b));
+    let n = 500u64;
+    xa.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(1000 + i as u64))
+        .unwrap();
+    xb.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(2000 + i as u64))
+        .unwrap();
+    let mut seen = std::collections::HashMap::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let Some(f) = cap.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if let Some(p) = ip::parse(&f) {
+            if let (Some(seq), 63, true) = (p.seq, p.ttl, p.l4_ok) {
+                *seen.entry(seq).or_insert(0u32) += 1;
+            }
+        }
+    }
+    let (da, db) = (forwarded(&a) - fa, forwarded(&b) - fb);
+    eprintln!(
+        "routed: dist-a {da}, dist-b {db}; R received {} distinct",
+        seen.len()
+    );
+    assert_eq!(
+        seen.len() as u64,
+        2 * n,
+        "R received {} of {}",
+        seen.len(),
+        2 * n
+    );
+    assert!(seen.values().all(|c| *c == 1), "duplicates at R");
+    assert!(da >= n, "dist-a routed {da} of the {n} that reached it");
+    assert!(db >= n, "dist-b routed {db} of the {n} that reached it");
+    // dist-a holds R from the peer: it never reached R itself.
+    let vs = a.show_json(&["show", "virtual-switch"]);
+    assert!(
+        vs["peer_link"]["messages"]["neighbors"]["from_peer"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{vs:#}"
+    );
+}
+
+/// Removes the VRF namespaces the switches created (they run in a mount
+/// namespace of their own, so only the files are visible here).
+struct VrfNsCleanup(Vec<String>);
+
+impl Drop for VrfNsCleanup {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", n])
+                .output();
+            let _ = std::fs::remove_file(format!("/run/netns/{n}"));
+        }
+    }
+}
+
+fn vrf_config(name: &str, node: usize, svi: &str, netns: &str) -> String {
+    let (vlan20, ports, ifs) = if node == 1 {
+        (
+            "  - id: 20\n    router:\n      addresses: [10.0.20.1/24]\n",
+            "  - {name: r, vlan: 20}\n",
+            "vlan10, vlan20",
+        )
+    } else {
+        ("", "  - {name: h, vlan: 10}\n", "vlan10")
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 10
+    router:
+      addresses: [{svi}/24]
+{vlan20}vrfs:
+  - {{name: red, interfaces: [{ifs}], rd: '65000:1', namespace: {netns}}}
+ports:
+  - {{name: pl, mode: trunk}}
+{ports}{}",
+        vswitch::section(17, node, &["pl"], 0, false, "")
+    )
+}
+
+/// Neighbour sync beyond the default VRF: VLANs 10 and 20 are SVIs of
+/// VRF `red` (TAP twins in the VRF's namespace). H, behind dist-a's own
+/// port, resolves dist-a's SVI address; dist-b installs H in its VRF's
+/// kernel and routes R (VLAN 20, behind dist-b only) to H without ARP.
+/// Before, only the default VRF's SVIs were followed: dist-b asked for H
+/// itself.
+#[test]
+fn neighbors_of_vrf_svis_cross_the_peer_link() {
+    require_root!();
+    let _g = l2::heavy();
+    let na = Netns::new("lyvnA").unwrap();
+    let nb = Netns::new("lyvnB").unwrap();
+    let nh = Netns::new("lyvnH").unwrap();
+    let nr = Netns::new("lyvnR").unwrap();
+    let (vrf_a, vrf_b) = ("lyvnA-red", "lyvnB-red");
+    let _vrf_ns = VrfNsCleanup(vec![vrf_a.into(), vrf_b.into()]);
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
+    veth(&na, "h", &nh, "eth0", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    for (ns, addr, gw) in [
+        (&nh, "10.0.10.10/24", "10.0.10.1"),
+        (&nr, "10.0.20.10/24", "10.0.20.1"),
+    ] {
+        ns.exec(&["ip", "addr", "add", addr, "dev", "eth0"])
+            .unwrap();
+        ns.exec(&["ip", "route", "add", "default", "via", gw])
+            .unwrap();
+    }
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let a = Switch::start(
+        &bin,
+        &na,
+        &vrf_config("vn-a", 0, "10.0.10.1", vrf_a),
+        &["pl", "h"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &vrf_config("vn-b", 1, "10.0.10.2", vrf_b),
+        &["pl", "r"],
+    )
+    .unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
+
+    // H resolves dist-a's SVI address: dist-a's VRF kernel learns H, and
+    // the entry reaches dist-b's VRF kernel.
+    let out = nh
+        .exec(&["ping", "-c", "1", "-W", "2", "10.0.10.1"])
+        .unwrap();
+    assert!(out.status.success(), "H cannot reach dist-a's SVI: {out:?}");
+    let neighbors = |sw: &Switch| {
+        sw.show_json(&["show", "virtual-switch"])["peer_link"]["messages"]["neighbors"].clone()
+    };
+    let took = wait_for("H's neighbour installed on dist-b", 5, || {
+        neighbors(&b)["installed"].as_u64().unwrap_or(0) >= 1
+    });
+    eprintln!("installed on dist-b {took:?} after H's ping");
+    let (na_, nb_) = (neighbors(&a), neighbors(&b));
+    assert!(na_["local"].as_u64().unwrap_or(0) >= 1, "dist-a: {na_:#}");
+    assert_eq!(nb_["install_errors"], 0, "dist-b: {nb_:#}");
+    assert_eq!(nb_["no_svi"], 0, "dist-b: {nb_:#}");
+
+    // R pings H: dist-b routes in VRF red to H's MAC across the peer
+    // link, without ARP.
+    let cap = RawPort::open(nh.name(), "eth0").unwrap();
+    let _ = nr.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.10.10"]);
+    let (_, echo, arp) = count(&cap, "10.0.20.10".parse().unwrap(), [10, 0, 10, 2]);
+    eprintln!("H: {echo} echo requests from R, {arp} ARP requests from dist-b");
+    assert!(
+        echo >= 3,
+        "H got {echo} of 3 echo requests routed by dist-b"
+    );
+    assert_eq!(arp, 0, "dist-b sent ARP for a neighbour the peer resolved");
+}

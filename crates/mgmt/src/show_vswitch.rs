@@ -85,6 +85,9 @@ pub fn virtual_switch(v: &Value) -> String {
             format!(": {}", members.join(", "))
         }
     );
+    if let Some(why) = pl.get("no_data_reason").and_then(Value::as_str) {
+        let _ = writeln!(o, "             no data across: {why}");
+    }
     if let Some(m) = pl.get("messages").filter(|m| m.is_object()) {
         let bad: u64 = m
             .get("rx_bad")

@@ -89,6 +89,26 @@ pub fn peer_link_bundle(cfg: &config::Config) -> Option<u16> {
     cfg.peer_link_channel().map(|k| cfg.channel_port_id(k))
 }
 
+/// Why a bundle has no member distributing, from its members' LACP
+/// details (`Ha::lacp_info`: `partner.system`, `pdus_rx`) and this node's
+/// LACP system id.
+pub fn bundle_refusal(members: &[serde_json::Value], own_system: [u8; 6]) -> String {
+    let own = config::show_mac(own_system);
+    let partner = |m: &serde_json::Value| m["partner"]["system"].as_str().map(String::from);
+    if members
+        .iter()
+        .any(|m| partner(m).as_deref() == Some(own.as_str()))
+    {
+        format!("LACP hears its own system id {own}: the same switch.name on both nodes")
+    } else if !members.is_empty() && members.iter().all(|m| m["pdus_rx"].as_u64() == Some(0)) {
+        "no LACPDU received on any member (both ends passive?)".into()
+    } else if members.iter().any(|m| partner(m).is_some()) {
+        "LACP partner heard, no member in sync (another partner or key per member?)".into()
+    } else {
+        "no member distributing".into()
+    }
+}
+
 /// The configured multichassis channels.
 pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
     let Some(vs) = &cfg.virtual_switch else {
@@ -110,18 +130,23 @@ pub fn mc_channels(cfg: &config::Config) -> Vec<McChannel> {
         .collect()
 }
 
-/// (VLAN, TAP name) of every SVI of the default VRF: the neighbours the
-/// peer link synchronises.
-pub fn svis(cfg: &config::Config) -> Vec<(u16, String)> {
+/// Every SVI (default VRF and VRFs): the neighbours the peer link
+/// synchronises.
+pub fn svis(cfg: &config::Config) -> Vec<super::neigh::Svi> {
     if cfg.virtual_switch.is_none() {
         return Vec::new();
     }
     cfg.l3_interfaces()
         .into_iter()
-        .filter(|i| i.vrf == 0)
         .filter_map(|i| {
-            let vlan = i.vlan?;
-            Some((vlan, routing::router::tap_name(&i.name, i.port as usize)))
+            Some(super::neigh::Svi {
+                vlan: i.vlan?,
+                tap: routing::router::tap_name(&i.name, i.port as usize),
+                netns: match i.vrf {
+                    0 => None,
+                    k => Some(cfg.vrfs.get(k - 1)?.netns().to_string()),
+                },
+            })
         })
         .collect()
 }
@@ -139,7 +164,7 @@ pub struct LinkIo {
     pub bundle: Option<u16>,
     pub channels: Vec<McChannel>,
     /// SVIs whose neighbours are synchronised ([`svis`]).
-    pub svis: Vec<(u16, String)>,
+    pub svis: Vec<super::neigh::Svi>,
     /// The multicast thread (snooping memberships), if it runs.
     pub mcast: Option<Arc<crate::mcast::Multicast>>,
 }
@@ -263,6 +288,43 @@ impl PeerLink {
     /// An aggregated peer link (a port channel).
     pub fn aggregated(&self) -> bool {
         self.io.bundle.is_some()
+    }
+
+    /// An aggregated peer link: whether a member of its bundle distributes
+    /// (link up and LACP collecting-distributing, or a static member with
+    /// its link up); `None` for active/standby ports.
+    pub fn bundle_distributing(&self) -> Option<bool> {
+        let id = self.io.bundle?;
+        let st = self.io.ha.snapshot();
+        let c = st.channels.iter().find(|c| c.id == id)?;
+        Some(
+            c.members
+                .iter()
+                .zip(&c.distributing)
+                .any(|(m, d)| *d && st.usable(*m)),
+        )
+    }
+
+    /// Why an aggregated peer link's bundle has no member distributing,
+    /// from its members' LACP state (`own_system`: this node's LACP
+    /// system id, what the peer shows if it has the same switch name).
+    pub fn no_data_reason(&self, own_system: [u8; 6]) -> String {
+        let Some(index) = self.io.bundle.and_then(|id| {
+            let st = self.io.ha.snapshot();
+            st.channels.iter().position(|c| c.id == id)
+        }) else {
+            return "no member distributing".into();
+        };
+        let info = self
+            .io
+            .ha
+            .lacp_info
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(index)
+            .cloned()
+            .unwrap_or_default();
+        bundle_refusal(&info, own_system)
     }
 
     /// The peer link's ports for `show`: name, link up, and what the
@@ -425,9 +487,9 @@ impl PeerLink {
         sent
     }
 
-    /// The descriptor of the neighbour monitor (-1 without SVIs).
-    pub fn neigh_fd(&self) -> i32 {
-        self.neigh.fd()
+    /// The descriptors of the neighbour monitors (one per VRF with SVIs).
+    pub fn neigh_fds(&self) -> impl Iterator<Item = i32> + '_ {
+        self.neigh.fds()
     }
 
     /// The LACP partner (system, key) this node's members of channel
@@ -817,5 +879,36 @@ impl PeerLink {
             Changes::default()
         });
         self.applied = Some(want);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The reasons `show virtual-switch` gives for a bundle that never
+    /// distributes, from the members' LACP details as `Ha::lacp_info`
+    /// holds them.
+    #[test]
+    fn bundle_refusal_names_the_cause() {
+        let own = [2, 0xa1, 0x3c, 0x5e, 0, 0x11];
+        let member = |partner: Option<&str>, rx: u64| {
+            json!({
+                "partner": partner.map(|p| json!({"system": p, "key": 1})),
+                "pdus_rx": rx,
+                "mux_state": "detached",
+            })
+        };
+        // The same switch name on both nodes: the peer's system is ours.
+        let same = [member(Some("02:a1:3c:5e:00:11"), 9), member(None, 0)];
+        assert!(bundle_refusal(&same, own).contains("same switch.name"));
+        // Both ends passive: nothing ever heard.
+        let passive = [member(None, 0), member(None, 0)];
+        assert!(bundle_refusal(&passive, own).contains("both ends passive"));
+        // Heard, but another partner: not in sync.
+        let other = [member(Some("02:00:00:00:00:99"), 4), member(None, 3)];
+        assert!(bundle_refusal(&other, own).contains("no member in sync"));
+        assert_eq!(bundle_refusal(&[], own), "no member distributing");
     }
 }

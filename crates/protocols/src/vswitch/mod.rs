@@ -83,6 +83,9 @@ pub struct PairRunner {
     bind_error: Option<String>,
     /// The peer link (absent in unit tests of the keepalive alone).
     link: Option<PeerLink>,
+    /// Why an aggregated peer link carries no data, while it does not
+    /// (see [`PairState::data_down`]).
+    no_data_reason: Option<String>,
 }
 
 impl PairRunner {
@@ -121,6 +124,7 @@ impl PairRunner {
             stop,
             bind_error: None,
             link: None,
+            no_data_reason: None,
         };
         r.publish(Instant::now());
         Some(r)
@@ -169,6 +173,8 @@ impl PairRunner {
         let mut buf = [0u8; HEADER_LEN + MAX_PAYLOAD];
         let mut last_status = self.pair.status(Instant::now());
         let mut link_was_alive = false;
+        let mut data_was_down = false;
+        let mut fds: Vec<libc::pollfd> = Vec::new();
         while !(self.stop)() {
             let now = Instant::now();
             if sock.is_none() && now >= next_bind {
@@ -195,12 +201,30 @@ impl PairRunner {
                 if rx.synced {
                     self.pair.synced(now);
                 }
+                if let Some(d) = l.bundle_distributing() {
+                    self.pair.peer_link_data(now, d);
+                }
                 let alive = self.pair.link_alive(now);
+                let no_data = self.pair.data_down(now);
+                if no_data && !data_was_down {
+                    let why = l.no_data_reason(crate::ha::system_mac(&self.switch_name));
+                    tracing::warn!(
+                        "virtual-switch: peer link {} down for data: hellos cross but no member has \
+                         distributed for {} ms ({why}); dual-active, the secondary holds its \
+                         multichassis members down",
+                        self.vs.peer_link.join(","),
+                        (pair::BUNDLE_GRACE.as_millis() as u64) + ka.timeout_ms as u64
+                    );
+                    self.no_data_reason = Some(why);
+                } else if !no_data && data_was_down {
+                    self.no_data_reason = None;
+                }
+                data_was_down = no_data;
                 if alive && !link_was_alive {
                     // (Re)joined: ask for everything the peer knows.
                     tracing::info!("virtual-switch: peer link up, asking for a full copy");
                     l.request_copy();
-                } else if !alive && link_was_alive {
+                } else if !alive && link_was_alive && !no_data {
                     tracing::warn!(
                         "virtual-switch: peer link down (no hello in {} ms)",
                         ka.timeout_ms
@@ -218,26 +242,21 @@ impl PairRunner {
                     l.send_changed_views();
                 }
             }
-            // Wait for a keepalive or a peer frame, 10 ms at most (timers).
-            let mut fds = [
-                libc::pollfd {
-                    fd: sock.as_ref().map_or(-1, |s| s.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.link.as_ref().map_or(-1, |l| l.event_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.link.as_ref().map_or(-1, |l| l.neigh_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: three valid pollfds (a negative fd is ignored).
-            unsafe { libc::poll(fds.as_mut_ptr(), 3, 10) };
+            // Wait for a keepalive, a peer frame or a neighbour change
+            // (one monitor per VRF with SVIs), 10 ms at most (timers).
+            let pollfd = |fd: i32| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            fds.clear();
+            fds.push(pollfd(sock.as_ref().map_or(-1, |s| s.as_raw_fd())));
+            fds.push(pollfd(self.link.as_ref().map_or(-1, |l| l.event_fd())));
+            if let Some(l) = &self.link {
+                fds.extend(l.neigh_fds().map(pollfd));
+            }
+            // SAFETY: valid pollfds, as many as given (a negative fd is ignored).
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 10) };
             if let Some(s) = &sock {
                 // Until WouldBlock (nothing more) or an error such as
                 // ECONNREFUSED after an ICMP unreachable: next turn.
@@ -428,7 +447,16 @@ impl PairRunner {
                     "active-standby"
                 },
                 "members": self.link.as_ref().map(|l| l.ports_json()),
-                "state": if p.link_alive(now) { "up" } else { "down" },
+                // `no-data`: hellos cross, the bundle has no member
+                // distributing (a split, see `no_data_reason`).
+                "state": if p.link_alive(now) {
+                    "up"
+                } else if p.data_down(now) {
+                    "no-data"
+                } else {
+                    "down"
+                },
+                "no_data_reason": self.no_data_reason.as_ref().filter(|_| p.data_down(now)),
                 "messages": link,
             },
             "keepalive": {

@@ -15,7 +15,11 @@
 //!   not overwritten); the peer's is installed when this node's own goes.
 //! * When the peer is lost for good, the peer's entries are handed to the
 //!   kernel as `STALE`: it re-confirms them on use and ages them.
-//! * Only SVIs of the default VRF take part.
+//! * SVIs of the default VRF and of VRFs take part: a VRF's TAP twins
+//!   live in its namespace (docs/vrf.md), so a monitor and an rtnetlink
+//!   socket are opened inside each VRF's namespace. A VLAN's SVI is in
+//!   one VRF, so the entries need no VRF on the wire: the VLAN names it.
+//!   Routed ports do not take part (see docs/virtual-switch.md).
 
 use super::peer_set::PeerSet;
 use routing::kernel::neigh::{NTF_EXT_LEARNED, NUD_NOARP, NUD_PERMANENT, NUD_STALE};
@@ -48,15 +52,77 @@ struct PeerNeigh {
     installed: bool,
 }
 
-pub struct NeighSync {
+/// An SVI whose neighbours are synchronised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Svi {
+    pub vlan: u16,
+    /// Its TAP twin.
+    pub tap: String,
+    /// The namespace of its VRF (`None`: the default VRF, this process's).
+    pub netns: Option<String>,
+}
+
+/// One kernel stack (the default VRF's, or a VRF's namespace): a monitor
+/// and an rtnetlink socket opened inside it, and its SVIs' TAPs.
+struct Stack {
+    netns: Option<String>,
     mon: Option<NeighborMonitor>,
     rtnl: Option<Rtnl>,
-    /// (VLAN, TAP name) of every SVI of the default VRF.
-    svis: Vec<(u16, String)>,
+    /// The last failure to open it (logged once).
+    error: Option<String>,
     by_ifindex: HashMap<u32, u16>,
-    by_vlan: HashMap<u16, u32>,
+}
+
+impl Stack {
+    /// Opens the sockets (in the VRF's namespace for a VRF: the router
+    /// creates it, so this is retried until it exists).
+    fn open(&mut self) {
+        if self.mon.is_some() {
+            return;
+        }
+        let opened = match &self.netns {
+            None => Ok((NeighborMonitor::open(), Rtnl::open())),
+            Some(name) => std::fs::File::open(format!("/run/netns/{name}")).and_then(|ns| {
+                routing::netns::run_in(&ns, || (NeighborMonitor::open(), Rtnl::open()))
+            }),
+        };
+        let r = opened.and_then(|(m, r)| {
+            let mut m = m?;
+            m.request_dump()?;
+            let mut r = r?;
+            r.set_timeout(Duration::from_secs(1));
+            Ok((m, r))
+        });
+        match r {
+            Ok((m, r)) => {
+                self.mon = Some(m);
+                self.rtnl = Some(r);
+                self.error = None;
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if self.error.as_ref() != Some(&e) {
+                    tracing::warn!(
+                        "virtual-switch: neighbour sync in {}: {e}",
+                        self.netns.as_deref().unwrap_or("the default namespace")
+                    );
+                }
+                self.error = Some(e);
+            }
+        }
+    }
+}
+
+pub struct NeighSync {
+    /// The default VRF's stack first (if it has SVIs), then one per VRF.
+    stacks: Vec<Stack>,
+    /// Every synchronised SVI and the index of its stack.
+    svis: Vec<(Svi, usize)>,
+    /// VLAN → (stack, TAP ifindex).
+    by_vlan: HashMap<u16, (usize, u32)>,
     next_resolve: Instant,
-    /// Resolved by this node's kernel: (VLAN, address) → MAC.
+    /// What this node's kernel resolved, by (VLAN, address). A VLAN's SVI
+    /// is in one VRF, so the VLAN names the stack too.
     local: HashMap<(u16, IpAddr), [u8; 6]>,
     /// Local changes not yet sent.
     pending: Vec<NeighEntry>,
@@ -67,29 +133,31 @@ pub struct NeighSync {
 }
 
 impl NeighSync {
-    /// `svis`: (VLAN, TAP name). Without SVIs there is nothing to follow.
-    pub fn new(svis: Vec<(u16, String)>) -> NeighSync {
-        let (mon, rtnl) = if svis.is_empty() {
-            (None, None)
-        } else {
-            let mon = NeighborMonitor::open()
-                .and_then(|mut m| m.request_dump().map(|_| m))
-                .map_err(|e| tracing::warn!("virtual-switch: neighbour monitor: {e}"))
-                .ok();
-            let rtnl = Rtnl::open()
-                .map_err(|e| tracing::warn!("virtual-switch: rtnetlink: {e}"))
-                .ok()
-                .map(|mut r| {
-                    r.set_timeout(Duration::from_secs(1));
-                    r
-                });
-            (mon, rtnl)
-        };
+    /// Without SVIs there is nothing to follow.
+    pub fn new(svis: Vec<Svi>) -> NeighSync {
+        let mut stacks: Vec<Stack> = Vec::new();
+        let svis = svis
+            .into_iter()
+            .map(|svi| {
+                let k = match stacks.iter().position(|s| s.netns == svi.netns) {
+                    Some(k) => k,
+                    None => {
+                        stacks.push(Stack {
+                            netns: svi.netns.clone(),
+                            mon: None,
+                            rtnl: None,
+                            error: None,
+                            by_ifindex: HashMap::new(),
+                        });
+                        stacks.len() - 1
+                    }
+                };
+                (svi, k)
+            })
+            .collect();
         let mut s = NeighSync {
-            mon,
-            rtnl,
+            stacks,
             svis,
-            by_ifindex: HashMap::new(),
             by_vlan: HashMap::new(),
             next_resolve: Instant::now(),
             local: HashMap::new(),
@@ -102,9 +170,11 @@ impl NeighSync {
         s
     }
 
-    /// The monitor's descriptor (-1 without one), for the thread's poll.
-    pub fn fd(&self) -> i32 {
-        self.mon.as_ref().map_or(-1, |m| m.as_raw_fd())
+    /// The monitors' descriptors, for the thread's poll.
+    pub fn fds(&self) -> impl Iterator<Item = i32> + '_ {
+        self.stacks
+            .iter()
+            .filter_map(|s| s.mon.as_ref().map(|m| m.as_raw_fd()))
     }
 
     /// Peer entries held.
@@ -118,29 +188,38 @@ impl NeighSync {
     }
 
     /// TAP indexes of the SVIs (again at most once a second, TAPs can be
-    /// re-created by a configuration change).
+    /// re-created by a configuration change), and stacks not open yet.
     fn resolve(&mut self, force: bool) {
         let now = Instant::now();
         if !force && now < self.next_resolve {
             return;
         }
         self.next_resolve = now + Duration::from_secs(1);
-        let Some(r) = self.rtnl.as_mut() else {
-            return;
-        };
-        self.by_ifindex.clear();
         self.by_vlan.clear();
-        for (vlan, tap) in &self.svis {
-            if let Ok(i) = r.link_index(tap) {
-                self.by_ifindex.insert(i, *vlan);
-                self.by_vlan.insert(*vlan, i);
+        for (k, st) in self.stacks.iter_mut().enumerate() {
+            st.open();
+            st.by_ifindex.clear();
+            let Some(r) = st.rtnl.as_mut() else {
+                continue;
+            };
+            for (svi, _) in self.svis.iter().filter(|(_, s)| *s == k) {
+                if let Ok(i) = r.link_index(&svi.tap) {
+                    st.by_ifindex.insert(i, svi.vlan);
+                    self.by_vlan.insert(svi.vlan, (k, i));
+                }
             }
         }
     }
 
-    /// Reads the kernel's changes; local ones are queued for the peer.
+    /// Reads the kernels' changes; local ones are queued for the peer.
     pub fn poll_local(&mut self) {
-        let Some(mon) = self.mon.as_mut() else {
+        for k in 0..self.stacks.len() {
+            self.poll_stack(k);
+        }
+    }
+
+    fn poll_stack(&mut self, k: usize) {
+        let Some(mon) = self.stacks[k].mon.as_mut() else {
             return;
         };
         let events = match mon.recv(Duration::ZERO) {
@@ -154,11 +233,11 @@ impl NeighSync {
             }
         };
         for ev in events {
-            let vlan = match self.by_ifindex.get(&ev.ifindex) {
+            let vlan = match self.stacks[k].by_ifindex.get(&ev.ifindex) {
                 Some(v) => *v,
                 None => {
                     self.resolve(false);
-                    match self.by_ifindex.get(&ev.ifindex) {
+                    match self.stacks[k].by_ifindex.get(&ev.ifindex) {
                         Some(v) => *v,
                         None => continue,
                     }
@@ -257,12 +336,12 @@ impl NeighSync {
         if self.local.contains_key(&key) {
             return;
         }
-        if !self.svis.iter().any(|(v, _)| *v == key.0) {
+        if !self.svis.iter().any(|(svi, _)| svi.vlan == key.0) {
             // No SVI of that VLAN here: nothing to install it on.
             self.counters.no_svi += 1;
             return;
         }
-        let Some(&ifindex) = self.by_vlan.get(&key.0) else {
+        let Some(&(k, ifindex)) = self.by_vlan.get(&key.0) else {
             self.resolve(false);
             if !self.by_vlan.contains_key(&key.0) {
                 // The TAP is not there (yet): again next interval.
@@ -271,7 +350,7 @@ impl NeighSync {
             }
             return self.install(key);
         };
-        let Some(r) = self.rtnl.as_mut() else {
+        let Some(r) = self.stacks[k].rtnl.as_mut() else {
             return;
         };
         match r.replace_neigh(ifindex, key.1, p.mac, NUD_NOARP, NTF_EXT_LEARNED) {
@@ -293,7 +372,10 @@ impl NeighSync {
         if !p.installed {
             return;
         }
-        let (Some(&ifindex), Some(r)) = (self.by_vlan.get(&key.0), self.rtnl.as_mut()) else {
+        let Some(&(k, ifindex)) = self.by_vlan.get(&key.0) else {
+            return;
+        };
+        let Some(r) = self.stacks[k].rtnl.as_mut() else {
             return;
         };
         match r.del_neigh(ifindex, key.1) {
@@ -312,7 +394,7 @@ impl NeighSync {
         let todo: Vec<(u16, IpAddr)> = self
             .peer
             .iter()
-            .filter(|(k, p)| !p.installed && self.svis.iter().any(|(v, _)| *v == k.0))
+            .filter(|(k, p)| !p.installed && self.svis.iter().any(|(svi, _)| svi.vlan == k.0))
             .map(|(k, _)| *k)
             .collect();
         for k in todo {
@@ -329,7 +411,10 @@ impl NeighSync {
             if !p.installed {
                 continue;
             }
-            let (Some(&ifindex), Some(r)) = (self.by_vlan.get(&key.0), self.rtnl.as_mut()) else {
+            let Some(&(k, ifindex)) = self.by_vlan.get(&key.0) else {
+                continue;
+            };
+            let Some(r) = self.stacks[k].rtnl.as_mut() else {
                 continue;
             };
             if r.replace_neigh(ifindex, key.1, p.mac, NUD_STALE, 0)

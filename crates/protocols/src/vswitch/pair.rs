@@ -81,6 +81,14 @@ pub fn node_id(ip: std::net::IpAddr) -> [u8; 6] {
 /// node takes longer than this to send its first.
 pub const GOODBYE_QUIET: Duration = Duration::from_millis(100);
 
+/// What an aggregated peer link gets, beyond `timeout`, to bring a member
+/// to distributing while its hellos cross: LACP's short timeout. LACP
+/// converges in three exchanges (well under a second, even at its
+/// transmit limit of three per second), and a member that flaps comes
+/// back within it; a bundle still not distributing after this is refused
+/// (same system id on both ends, both passive, a partner mismatch).
+pub const BUNDLE_GRACE: Duration = Duration::from_secs(3);
+
 /// What was last heard from the peer.
 #[derive(Clone, Copy, Debug)]
 struct Heard {
@@ -100,8 +108,14 @@ pub struct PairState {
     gone_at: Option<Instant>,
     /// Goodbyes received.
     pub goodbyes: u64,
-    /// Last time the peer link came (back) up.
+    /// Last time the peer link came (back) up (hellos crossing, and an
+    /// aggregated link's data path too).
     link_up_since: Option<Instant>,
+    /// Since when peer-link hellos arrive without a gap.
+    hellos_since: Option<Instant>,
+    /// An aggregated peer link: since when none of its members
+    /// distributes (`None`: one does, or the link is not aggregated).
+    no_data_since: Option<Instant>,
     /// Since when keepalives arrive without a gap.
     keepalive_since: Option<Instant>,
     /// This node's members were carrying traffic when the peer link came
@@ -128,6 +142,8 @@ impl PairState {
             gone_at: None,
             goodbyes: 0,
             link_up_since: None,
+            hellos_since: None,
+            no_data_since: None,
             keepalive_since: None,
             carrying: false,
             synced: false,
@@ -183,13 +199,44 @@ impl PairState {
         if !self.accept_at(Some(now), domain, &h) {
             return;
         }
+        if !self.hellos_alive(now) {
+            self.hellos_since = Some(now);
+        }
         if !self.link_alive(now) {
             // Decided before the hello changes the status.
-            self.carrying = self.members_enabled(now);
-            self.link_up_since = Some(now);
-            self.synced = false;
+            self.link_came_up(now, self.members_enabled(now));
         }
         self.link = Some(Heard { at: now, hello: h });
+        self.update(now);
+    }
+
+    /// `carrying`: this node's members were up just before.
+    fn link_came_up(&mut self, now: Instant, carrying: bool) {
+        self.carrying = carrying;
+        self.link_up_since = Some(now);
+        self.synced = false;
+    }
+
+    /// An aggregated peer link: whether a member of its bundle distributes
+    /// now (called every turn; never for active/standby ports, whose data
+    /// follows the link). Hellos cross on any member, distributing or not,
+    /// so a bundle LACP refuses (same system id on both nodes, both ends
+    /// passive) would leave the pair paired with no data path across: no
+    /// member distributing for [`BUNDLE_GRACE`] + `timeout` while hellos
+    /// cross is the peer link down for data ([`PairState::data_down`]).
+    pub fn peer_link_data(&mut self, now: Instant, distributing: bool) {
+        let was = self.link_alive(now);
+        let carrying = self.members_enabled(now);
+        if distributing {
+            self.no_data_since = None;
+        } else if self.no_data_since.is_none() {
+            self.no_data_since = Some(now);
+        }
+        if !was && self.link_alive(now) {
+            // Data crosses again with hellos crossing all along: a link
+            // coming up (the joining node waits for the copy and the delay).
+            self.link_came_up(now, carrying);
+        }
         self.update(now);
     }
 
@@ -255,8 +302,27 @@ impl PairState {
         h.is_some_and(|h| now.saturating_duration_since(h.at) < self.cfg.timeout)
     }
 
+    /// The peer link is up: hellos cross and (aggregated) data can too.
     pub fn link_alive(&self, now: Instant) -> bool {
+        self.hellos_alive(now) && !self.data_down(now)
+    }
+
+    /// Peer-link hellos arrive (whether or not data can cross).
+    pub fn hellos_alive(&self, now: Instant) -> bool {
         self.alive(&self.link, now)
+    }
+
+    /// Hellos cross the peer link but its bundle has had no member
+    /// distributing for [`BUNDLE_GRACE`] + `timeout` (counted from when
+    /// the hellos came, at the earliest): the link is down for data. Both
+    /// nodes are plainly alive, so it is a split (`dual-active`), found by
+    /// the hellos themselves, keepalive or not.
+    pub fn data_down(&self, now: Instant) -> bool {
+        let (Some(t), Some(h)) = (self.no_data_since, self.hellos_since) else {
+            return false;
+        };
+        self.alive(&self.link, now)
+            && now.saturating_duration_since(t.max(h)) >= BUNDLE_GRACE + self.cfg.timeout
     }
 
     pub fn keepalive_alive(&self, now: Instant) -> bool {
@@ -276,7 +342,7 @@ impl PairState {
     pub fn status(&self, now: Instant) -> PairStatus {
         if self.link_alive(now) {
             PairStatus::Paired
-        } else if self.keepalive_alive(now) && self.split(now) {
+        } else if self.data_down(now) || (self.keepalive_alive(now) && self.split(now)) {
             PairStatus::DualActive
         } else if self.link.is_none()
             && self.gone_at.is_none()
@@ -690,6 +756,89 @@ mod tests {
         sc.keepalive(now, 7, hello_of(&a));
         sc.goodbye(now + MS, 7, hello_of(&a));
         assert_eq!(sc.update(now + MS), PairStatus::PeerDown);
+    }
+
+    /// An aggregated peer link whose bundle never distributes (LACP
+    /// refused: the same switch name on both nodes, both ends passive):
+    /// hellos cross, data cannot. Before, both nodes stayed `paired` with
+    /// no data path across; now it is a split found by the hellos
+    /// themselves (no keepalive here): the secondary holds its members,
+    /// the primary carries; when a member distributes it is a link
+    /// coming up (the joining node waits for the copy and the delay).
+    /// LACP converging within the grace, or a member flapping, is not a
+    /// split.
+    #[test]
+    fn a_bundle_that_never_distributes_is_a_split() {
+        let t0 = Instant::now();
+        let (a, b) = (node(100, 1), node(200, 2));
+        let mut sa = PairState::new(a.clone(), t0);
+        let mut sb = PairState::new(b.clone(), t0);
+        let grace = BUNDLE_GRACE + 1000 * MS;
+        let mut now = t0;
+        let step = |sa: &mut PairState, sb: &mut PairState, now: Instant, data: bool| {
+            sa.peer_link_hello(now, 7, hello_of(&b));
+            sb.peer_link_hello(now, 7, hello_of(&a));
+            sa.peer_link_data(now, data);
+            sb.peer_link_data(now, data);
+        };
+        // Hellos from 100 ms on, no member ever distributing.
+        while now < t0 + 100 * MS + grace - 100 * MS {
+            now += 100 * MS;
+            step(&mut sa, &mut sb, now, false);
+            assert_eq!(sb.update(now), PairStatus::Paired, "at {:?}", now - t0);
+            assert!(!sb.data_down(now));
+        }
+        now += 200 * MS;
+        step(&mut sa, &mut sb, now, false);
+        assert!(sb.data_down(now) && sb.hellos_alive(now) && !sb.link_alive(now));
+        assert_eq!(sb.update(now), PairStatus::DualActive);
+        assert_eq!(sa.update(now), PairStatus::DualActive);
+        assert_eq!(
+            (sa.role(now), sb.role(now)),
+            (Role::Primary, Role::Secondary)
+        );
+        assert!(sa.members_enabled(now));
+        assert!(!sb.members_enabled(now));
+        assert_eq!(sb.members_reason(now), "down: dual-active, secondary");
+        assert!(
+            !sb.hello(now, 1).peer_link_up,
+            "we tell the peer we lack the link"
+        );
+        // It stays so while hellos cross (never `peer-down`: the peer is alive).
+        for _ in 0..30 {
+            now += 100 * MS;
+            step(&mut sa, &mut sb, now, false);
+            assert_eq!(sb.update(now), PairStatus::DualActive);
+        }
+        assert_eq!(sb.dual_active_events, 1);
+        // A member distributes: paired; the primary, which carried, keeps
+        // its members; the secondary waits for the copy and the delay.
+        now += 100 * MS;
+        step(&mut sa, &mut sb, now, true);
+        assert_eq!(sb.update(now), PairStatus::Paired);
+        assert!(sa.members_enabled(now));
+        assert!(!sb.members_enabled(now));
+        let back = now;
+        sb.synced(now + 100 * MS);
+        while now < back + 2100 * MS {
+            now += 100 * MS;
+            step(&mut sa, &mut sb, now, true);
+        }
+        assert!(sb.members_enabled(now));
+
+        // LACP converging within the grace, then a member flapping for
+        // two seconds: never a split.
+        let mut sc = PairState::new(b.clone(), now);
+        let start = now;
+        while now < start + 10_000 * MS {
+            now += 100 * MS;
+            let t = now - start;
+            let data = (t >= 2500 * MS && t < 6000 * MS) || t >= 8000 * MS;
+            sc.peer_link_hello(now, 7, hello_of(&a));
+            sc.peer_link_data(now, data);
+            assert_eq!(sc.update(now), PairStatus::Paired, "at {t:?}");
+        }
+        assert_eq!(sc.dual_active_events, 0);
     }
 
     #[test]
