@@ -501,6 +501,17 @@ impl L3Verdicts {
         (i < self.len && self.v[i] == L3Verdict::Punt(Punt::NeedsResolution))
             .then(|| self.resolve_on[i])
     }
+
+    /// For frame `i` of the last [`process_l3`] punted as
+    /// `NeedsResolution` out of an interface of **another VRF** than the
+    /// one it was routed in (a route leaked between VRFs, `import vrf`):
+    /// that interface. The ingress interface's kernel (its own VRF's
+    /// namespace) cannot resolve the neighbour; the egress twin's can.
+    #[inline]
+    pub fn resolution_in_other_vrf(&self, i: usize, t: &L3Tables) -> Option<u16> {
+        let port = self.resolution_port(i)?;
+        (t.interface(port)?.vrf != self.keys[i].vrf).then_some(port)
+    }
 }
 
 /// One worker's layer-3 counters (single writer, see [`Counter`]).
