@@ -906,6 +906,26 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_mapped_gateway_of_an_ipv6_route_is_ipv4() {
+        // zebra_lanyard_fpm.so's encoding of an IPv4 next hop (a BGP next
+        // hop ::ffff:a.b.c.d resolved over an IPv4 core), single and ECMP.
+        let single = NextHops::List(vec![nh("::ffff:10.0.12.2", 2, 1)]);
+        let multi = NextHops::List(vec![nh("::ffff:10.0.12.2", 2, 1), nh("2001:db8::2", 3, 1)]);
+        for (nhs, want) in [
+            (single, vec![nh("10.0.12.2", 2, 1)]),
+            (multi, vec![nh("10.0.12.2", 2, 1), nh("2001:db8::2", 3, 1)]),
+        ] {
+            let m = route(RTM_NEWROUTE, p("2001:db8:b::/48"), 1001, 186, 20, &nhs);
+            match &decode(&m).unwrap()[0] {
+                RouteUpdate::Add { nexthops, .. } => {
+                    assert_eq!(*nexthops, NextHops::List(want))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn large_table_goes_in_rta_table() {
         let m = route(
             RTM_NEWROUTE,
