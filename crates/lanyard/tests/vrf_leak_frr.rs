@@ -15,7 +15,9 @@
 //!   neighbour through CUSTB's twin (the ingress twin's kernel, CUSTA's,
 //!   has no such route);
 //! * 50 UDP frames from t1 to 198.51.100.7 all reach t2 (its MAC, TTL
-//!   63); 20 to 203.0.113.7 (not leaked) reach nothing, and ping fails.
+//!   63); 20 to 203.0.113.7 (not leaked) reach nothing, and ping fails;
+//! * the same for IPv6 (2001:db8:99::/48 leaked, 2001:db8:98::/48 not):
+//!   route, ping across, 20 frames with hop limit 63.
 //!
 //! Fails without the change: the leaked route's interface (CUSTB's twin)
 //! was unknown in CUSTA's FIB, the route was not installed.
@@ -50,7 +52,8 @@ fn mac_of(ns: &Netns, ifname: &str) -> Mac {
 
 /// (gateway, port) of each next hop of the installed route `prefix`.
 fn hops(sw: &Switch, vrf: &str, prefix: &str) -> Vec<(String, String)> {
-    let v = sw.show_json(&["show", "ip", "route", "vrf", vrf]);
+    let family = if prefix.contains(':') { "ipv6" } else { "ip" };
+    let v = sw.show_json(&["show", family, "route", "vrf", vrf]);
     v["routes"]
         .as_array()
         .into_iter()
@@ -66,6 +69,17 @@ fn hops(sw: &Switch, vrf: &str, prefix: &str) -> Vec<(String, String)> {
 
 fn ping(ns: &Netns, dst: &str) -> bool {
     ns.exec(&["ping", "-c", "1", "-W", "1", dst]).is_ok()
+}
+
+/// Pings until one answer comes, for at most `max`.
+fn ping_within(ns: &Netns, dst: &str, max: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < max {
+        if ping(ns, dst) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Every test frame `port` receives until it has been quiet for `quiet`.
@@ -97,15 +111,56 @@ fn a_route_leaked_from_another_vrf_leaves_by_that_vrfs_interface() {
     for args in [
         &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
         &["ip", "route", "add", "default", "via", "10.1.0.1"],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:1::2/64",
+            "dev",
+            "t1",
+            "nodad",
+        ],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:1::1",
+        ],
     ] {
         t1.exec(args).expect("CE A setup");
     }
+    // The tester namespaces have IPv6 off but on their veth.
+    t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
+        .expect("IPv6 on t2's lo");
     for args in [
         &["ip", "link", "set", "lo", "up"][..],
         &["ip", "addr", "add", "10.2.0.2/24", "dev", "t2"],
         &["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"],
         &["ip", "addr", "add", "203.0.113.7/32", "dev", "lo"],
         &["ip", "route", "add", "default", "via", "10.2.0.1"],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:2::2/64",
+            "dev",
+            "t2",
+            "nodad",
+        ],
+        &["ip", "addr", "add", "2001:db8:99::7/128", "dev", "lo"],
+        &["ip", "addr", "add", "2001:db8:98::7/128", "dev", "lo"],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:2::1",
+        ],
     ] {
         t2.exec(args).expect("CE B setup");
     }
@@ -114,8 +169,8 @@ fn a_route_leaked_from_another_vrf_leaves_by_that_vrfs_interface() {
 switch:
   name: vrf-leak
 ports:
-  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24]}}
-  - {{name: sw2, mode: routed, addresses: [10.2.0.1/24]}}
+  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}}
+  - {{name: sw2, mode: routed, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}}
 vrfs:
   - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
   - {{name: CUSTB, interfaces: [sw2], rd: "65000:2", table: 1002, namespace: {}}}
@@ -145,15 +200,23 @@ routing:
     let cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
         staticd: "vrf CUSTB\n ip route 198.51.100.0/24 10.2.0.2\n \
-                  ip route 203.0.113.0/24 10.2.0.2\nexit-vrf\n"
+                  ip route 203.0.113.0/24 10.2.0.2\n \
+                  ipv6 route 2001:db8:99::/48 2001:db8:2::2\n \
+                  ipv6 route 2001:db8:98::/48 2001:db8:2::2\nexit-vrf\n"
             .into(),
         bgpd: "ip prefix-list LEAK seq 5 permit 198.51.100.0/24\n\
+               ipv6 prefix-list LEAK6 seq 5 permit 2001:db8:99::/48\n\
                route-map LEAK permit 10\n match ip address prefix-list LEAK\nexit\n\
+               route-map LEAK6 permit 10\n match ipv6 address prefix-list LEAK6\nexit\n\
                router bgp 65000\n bgp router-id 10.255.0.1\nexit\n\
                router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
-               redistribute connected\n  import vrf CUSTB\n exit-address-family\nexit\n\
+               redistribute connected\n  import vrf CUSTB\n exit-address-family\n \
+               address-family ipv6 unicast\n  redistribute connected\n  import vrf CUSTB\n \
+               exit-address-family\nexit\n\
                router bgp 65000 vrf CUSTB\n address-family ipv4 unicast\n  \
                redistribute connected\n  redistribute static route-map LEAK\n  \
+               import vrf CUSTA\n exit-address-family\n address-family ipv6 unicast\n  \
+               redistribute connected\n  redistribute static route-map LEAK6\n  \
                import vrf CUSTA\n exit-address-family\nexit\n"
             .into(),
         ..FrrConfig::default()
@@ -188,6 +251,7 @@ routing:
             sw.show_json(&["show", "vrf"]),
             frr.vtysh(&[
                 "show ip route vrf all",
+                "show ipv6 route vrf all",
                 "show bgp vrf all ipv4 unicast",
                 "show bgp vrf all summary"
             ]),
@@ -287,6 +351,55 @@ routing:
         !got.iter().any(|p| p.seq.is_some_and(|s| s >= 1_000)),
         "a frame to the prefix that is not leaked reached CUSTB's CE"
     );
+
+    // 4. IPv6: the same leak, 2001:db8:99::/48 only.
+    let want6 = vec![("2001:db8:2::2".to_string(), "sw2".to_string())];
+    let start = Instant::now();
+    while hops(&sw, "CUSTA", "2001:db8:99::/48") != want6
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        hops(&sw, "CUSTA", "2001:db8:99::/48"),
+        want6,
+        "IPv6 leak\n{}",
+        dump()
+    );
+    assert!(hops(&sw, "CUSTA", "2001:db8:98::/48").is_empty());
+    assert_eq!(
+        hops(&sw, "CUSTB", "2001:db8:1::/64"),
+        [("".to_string(), "sw1".to_string())]
+    );
+    assert!(
+        ping_within(t1, "2001:db8:99::7", Duration::from_secs(10)),
+        "t1 cannot ping 2001:db8:99::7 through the leaked route\n{}",
+        dump()
+    );
+    assert!(
+        !ping(t1, "2001:db8:98::7"),
+        "2001:db8:98::7 is not leaked, yet it answers"
+    );
+    p2.drain();
+    for seq in 2_000..2_020u64 {
+        let f = ip::udp(
+            &r1,
+            &m1,
+            a("2001:db8:1::2"),
+            a("2001:db8:99::7"),
+            64,
+            seq,
+            128,
+        );
+        p1.send(&f).unwrap();
+    }
+    let got = collect(&p2, Duration::from_millis(500));
+    let n = got
+        .iter()
+        .filter(|p| p.seq.is_some_and(|s| (2_000..2_020).contains(&s)))
+        .filter(|p| p.dst_mac == m2 && p.ttl == 63 && p.l4_ok)
+        .count();
+    assert_eq!(n, 20, "IPv6 frames to CUSTB's CE (its MAC, hop limit 63)");
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop(frr);
 }
