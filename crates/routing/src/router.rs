@@ -1370,6 +1370,85 @@ mod tests {
     }
 
     #[test]
+    fn imported_vpnv6_routes_resolve_through_their_ipv4_gateway() {
+        use crate::frr::netlink::build::{rtmsg, Msg};
+        use crate::frr::netlink::*;
+        use crate::frr::FpmEvent;
+        use tables::mpls::{NHLFE_BIT, VIA_DEFAULT_BIT};
+        let core = Arc::new(Mutex::new(Fib::new()));
+        let vrf = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1001, 64))));
+        let feeds = vec![
+            VrfFeed {
+                table: 254,
+                fib: core.clone(),
+                by_ifindex: [(2u32, 0u16)].into_iter().collect(),
+                leaked: HashMap::new(),
+            },
+            VrfFeed {
+                table: 1001,
+                fib: vrf.clone(),
+                by_ifindex: [(5u32, 1u16)].into_iter().collect(),
+                leaked: HashMap::new(),
+            },
+        ];
+        vrf.lock()
+            .unwrap()
+            .set_core(core.clone(), feeds[0].by_ifindex.clone());
+        // zebra's VPNv6 route: table 1001, out of the core (oif 2), [81];
+        // the gateway ::ffff:10.0.12.2 from zebra_lanyard_fpm.so, or none
+        // (stock FRR).
+        let v6 = |prefix: &str, gw: Option<&str>| {
+            let a: Ipv6Addr = prefix.parse().unwrap();
+            let mut encap = Vec::new();
+            encap.extend_from_slice(&8u16.to_ne_bytes());
+            encap.extend_from_slice(&1u16.to_ne_bytes()); // MPLS_IPTUNNEL_DST
+            encap.extend_from_slice(&(81u32 << 12 | 0x100).to_be_bytes());
+            let mut m = Msg::new(
+                RTM_NEWROUTE,
+                NLM_F_REQUEST | NLM_F_REPLACE | 0x400,
+                &rtmsg(AF_INET6, 48, RT_TABLE_UNSPEC, 186, RTN_UNICAST),
+            )
+            .attr(RTA_DST, &a.octets())
+            .attr_u32(RTA_TABLE, 1001)
+            .attr(21, &1u16.to_ne_bytes())
+            .attr(22, &encap)
+            .attr_u32(RTA_OIF, 2);
+            if let Some(g) = gw {
+                m = m.attr(RTA_GATEWAY, &g.parse::<Ipv6Addr>().unwrap().octets());
+            }
+            decode(&m.finish()).unwrap()
+        };
+        let mut us = v6("2001:db8:b::", Some("::ffff:10.0.12.2"));
+        us.extend(v6("2001:db8:c::", None));
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let r = vrf
+            .lock()
+            .unwrap()
+            .lookup("2001:db8:b::7".parse().unwrap())
+            .expect("the VPNv6 route");
+        assert_eq!(
+            (r.hops[0].port, r.hops[0].gateway),
+            (0, Some("10.0.12.2".parse().unwrap())),
+            "via the IPv4 core neighbour"
+        );
+        let t = r.target.unwrap();
+        assert_ne!(t & VIA_DEFAULT_BIT, 0, "resolved in the default VRF");
+        let n = core
+            .lock()
+            .unwrap()
+            .lfib()
+            .nhlfe(t & !VIA_DEFAULT_BIT & !NHLFE_BIT)
+            .unwrap();
+        assert_eq!(n.primary.labels.as_slice(), &[81]);
+        // Without a gateway nothing could take the stack: not installed.
+        assert!(vrf
+            .lock()
+            .unwrap()
+            .lookup("2001:db8:c::7".parse().unwrap())
+            .is_none());
+    }
+
+    #[test]
     fn imported_vpn_routes_resolve_through_the_default_vrf() {
         use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
         use crate::frr::FpmEvent;
