@@ -1,12 +1,12 @@
 #!/bin/bash
-# Spike: VPNv6 (with VPNv4 alongside) between two FRR PEs with netns VRFs (zebra -n, both Lanyard
-# modules), over OSPF + LDP (P-less). One VRF CUSTA per PE; A routes
-# 192.0.2.0/24 to its CE, B routes 198.51.100.0/24 to its CE; bgpd exports
-# both with `label vpn export auto`. Prints PE A's RIB, labels and the FPM
-# stream (docs/vrf.md, "VPNv6 spike"). IPv6 routes: A 2001:db8:a::/48,
-# B 2001:db8:b::/48, both to the CE 2001:db8:1::2; the BGP next hop is
-# the IPv4-mapped loopback (IPv4 core).
-# Usage: vpnv4.sh [label-if|label-if-vrf-only|no-label-if]
+# Spike: VPNv6 (with VPNv4 alongside) between two FRR PEs with netns VRFs
+# (zebra -n, both Lanyard modules), over OSPF + LDP (P-less), IPv4 core. One
+# VRF CUSTA per PE; A routes 192.0.2.0/24 and 2001:db8:a::/48 to its CE, B
+# 198.51.100.0/24 and 2001:db8:b::/48; bgpd exports them with `label vpn
+# export auto` (one label per address family); the VPNv6 BGP next hop is
+# the IPv4-mapped loopback. Prints PE A's RIB, labels and the FPM stream
+# (docs/vrf.md, "VPNv6"). LANYARD_MODULE_DIR: try modules built elsewhere.
+# Usage: vpnv6.sh [label-if|label-if-vrf-only|no-label-if]
 #   label-if: each VRF namespace gets an interface named like the VRF
 #   (the per-VRF label's LSP points to it, zapi_msg.c zread_vrf_label),
 #   one end of a veth whose other end, in the PE's namespace, has the
