@@ -183,11 +183,14 @@ impl Worker {
                         self.transmit_raw(port, batch.frame(i), &mut dirty, egress);
                     }
                 }
-                L3Verdict::Punt(_) if out.routed_by_label(i) => {
-                    // Popped from a VPN label: the ingress port's kernel
-                    // is another VRF's. A packet waiting for its CE
-                    // neighbour goes to the egress interface's twin (in
-                    // the label's VRF), whose kernel resolves it and
+                L3Verdict::Punt(_)
+                    if out.routed_by_label(i) || out.resolution_in_other_vrf(i, &l3).is_some() =>
+                {
+                    // Popped from a VPN label, or leaked from another
+                    // VRF's route: the ingress port's kernel is another
+                    // VRF's. A packet waiting for its neighbour goes to
+                    // the egress interface's twin (in the label's or the
+                    // leak's source VRF), whose kernel resolves it and
                     // sends the packet on; the rest is dropped
                     // (docs/vrf.md).
                     let Some(egress) = out.resolution_port(i) else {

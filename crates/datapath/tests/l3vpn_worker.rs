@@ -122,6 +122,17 @@ impl Rig {
         let to_a = lfib.set_nhlfe(0, &nhlfe(&[TRANSPORT, VPN_A])).unwrap();
         let to_b = lfib.set_nhlfe(1, &nhlfe(&[VPN_B])).unwrap();
         assert_eq!((to_a, to_b), (NHLFE_BIT, NHLFE_BIT | 1));
+        // A VPN route toward a core neighbour not yet resolved.
+        nht.set(3, hop(0, "10.0.0.9")).unwrap();
+        let unresolved = Nhlfe {
+            primary: Path {
+                next_hop: 3,
+                labels: LabelStack::new(&[VPN_A]).unwrap(),
+            },
+            backup: None,
+            protection: None,
+        };
+        let to_unresolved = lfib.set_nhlfe(2, &unresolved).unwrap();
         // Our own VPN labels: 500 → VRF 1, 501 → VRF 2; 502 names a VRF
         // the tables do not have.
         for (label, table) in [(500, 1), (501, 2), (502, 7)] {
@@ -151,6 +162,20 @@ impl Rig {
                 VIA_DEFAULT_BIT | vpn_target,
             )
             .unwrap();
+            if k == 0 {
+                // Routes VRF 2 leaked into VRF 1 (import vrf): out of VRF
+                // 2's port, via its CE (known there) or an unknown host.
+                nh.set(3, hop(2, "10.1.0.2")).unwrap();
+                nh.set(4, hop(2, "10.1.0.9")).unwrap();
+                f4.insert(u32::from(a4("198.18.0.0")), 16, 3).unwrap();
+                f4.insert(u32::from(a4("198.19.0.0")), 16, 4).unwrap();
+                f4.insert(
+                    u32::from(a4("203.0.114.0")),
+                    24,
+                    VIA_DEFAULT_BIT | to_unresolved,
+                )
+                .unwrap();
+            }
             VrfTables {
                 fib4: f4,
                 fib6: Arc::new(Lpm6::new()),
@@ -446,4 +471,49 @@ fn vpn_route_pushes_the_vpn_label_under_the_transport_label() {
     assert_eq!((out[0].len(), out[1].len(), out[2].len()), (0, 1, 0));
     assert_eq!(&out[1][0][12..14], &[0x08, 0x00]);
     assert_eq!(rig.shared.mpls_totals().pushed, 2);
+}
+
+/// A route leaked from VRF 2 into VRF 1 (`import vrf`): out of VRF 2's
+/// port to VRF 2's neighbour; with that neighbour unknown, the packet is
+/// punted to VRF 2's twin (whose kernel can resolve it), not to the
+/// ingress port's (VRF 1's kernel has no such route).
+#[test]
+fn leaked_route_leaves_by_the_source_vrf_and_resolves_there() {
+    let rig = Rig::new();
+    rig.peers[1].inject(&eth(
+        RMAC[1],
+        CE[0],
+        0x0800,
+        &ipv4("10.1.0.2", "198.18.0.7", 64),
+    ));
+    let out = rig.sent(1);
+    assert_eq!((out[0].len(), out[1].len(), out[2].len()), (0, 0, 1));
+    assert_eq!(
+        (&out[2][0][0..6], &out[2][0][6..12]),
+        (&CE[1][..], &RMAC[2][..]),
+        "VRF 2's 10.1.0.2, not VRF 1's"
+    );
+    let packet = ipv4("10.1.0.2", "198.19.0.7", 64);
+    rig.peers[1].inject(&eth(RMAC[1], CE[0], 0x0800, &packet));
+    let out = rig.sent(0);
+    assert!(out.iter().all(Vec::is_empty), "{out:?}");
+    let b = rig.shared.punts.pop().expect("punted for resolution");
+    assert_eq!(b.port, 2, "to VRF 2's interface, not the ingress port");
+    assert_eq!(b.reason, Punt::NeedsResolution as u8);
+    assert_eq!(&b.frame()[0..6], &RMAC[2][..], "addressed to that twin");
+    assert!(rig.shared.punts.pop().is_none(), "one punt");
+    // A VPN route whose core neighbour is unknown: the punt stays with the
+    // ingress port (VRF 1's kernel); the default VRF's kernel would route
+    // the customer's packet by the global table, unlabelled.
+    rig.peers[1].inject(&eth(
+        RMAC[1],
+        CE[0],
+        0x0800,
+        &ipv4("10.1.0.2", "203.0.114.7", 64),
+    ));
+    let out = rig.sent(0);
+    assert!(out.iter().all(Vec::is_empty), "{out:?}");
+    let b = rig.shared.punts.pop().expect("punted");
+    assert_eq!(b.port, 1, "the ingress port, not the core's twin");
+    assert!(rig.shared.punts.pop().is_none(), "one punt");
 }

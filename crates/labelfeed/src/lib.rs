@@ -191,6 +191,17 @@ fn addr(family: u8, b: &[u8]) -> Result<IpAddr> {
     }
 }
 
+/// A route's `RTA_GATEWAY`. An IPv4-mapped IPv6 gateway is the IPv4 core
+/// neighbour of an IPv6 route whose BGP next hop is IPv4-mapped (VPNv6
+/// over an IPv4 core): `zebra_lanyard_fpm.so` encodes it so, since stock
+/// FRR leaves that gateway out (docs/vrf.md, "VPNv6").
+fn gateway(family: u8, b: &[u8]) -> Result<IpAddr> {
+    Ok(match addr(family, b)? {
+        IpAddr::V6(a) => a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4),
+        a => a,
+    })
+}
+
 /// `struct rtvia`: family (u16) then the address.
 fn via(b: &[u8]) -> Result<IpAddr> {
     let fam = u16_at(b, 0)?;
@@ -217,7 +228,7 @@ fn path_attrs(family: u8, b: &[u8], p: &mut LabelPath) -> Result<()> {
         match ty {
             RTA_OIF => p.oif = Some(u32_at(v, 0)?),
             RTA_VIA => p.via = Some(via(v)?),
-            RTA_GATEWAY => p.via = Some(addr(family, v)?),
+            RTA_GATEWAY => p.via = Some(gateway(family, v)?),
             RTA_NEWDST => p.labels = labels(v)?,
             RTA_ENCAP_TYPE => encap_type = Some(u16_at(v, 0)?),
             RTA_ENCAP => encap = Some(v),
@@ -664,6 +675,57 @@ mod tests {
             decode_route(&msg(RTM_NEWROUTE, AF_INET, 16, &plain)).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn vpnv6_route_with_an_ipv4_mapped_gateway() {
+        // What zebra_lanyard_fpm.so sends for a VPNv6 route over an IPv4
+        // core: table 1001, gateway ::ffff:10.0.12.2, [16, 81].
+        let mut gw = [0u8; 16];
+        gw[10] = 0xff;
+        gw[11] = 0xff;
+        gw[12..].copy_from_slice(&[10, 0, 12, 2]);
+        let mut a = nla(
+            RTA_DST,
+            &[0x20, 0x01, 0x0d, 0xb8, 0, 0xb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        );
+        a.extend(nla(RTA_TABLE, &1001u32.to_ne_bytes()));
+        a.extend(nla(RTA_GATEWAY, &gw));
+        a.extend(nla(RTA_OIF, &2u32.to_ne_bytes()));
+        a.extend(nla(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_MPLS.to_ne_bytes()));
+        a.extend(nla(RTA_ENCAP, &nla(MPLS_IPTUNNEL_DST, &lse(&[16, 81]))));
+        let Some(LabelMsg::RouteAdd(r)) =
+            decode_route(&msg(RTM_NEWROUTE, AF_INET6, 48, &a)).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.prefix, "2001:db8:b::".parse::<IpAddr>().unwrap());
+        assert_eq!(r.table, 1001);
+        assert_eq!(
+            r.paths,
+            [LabelPath {
+                via: Some("10.0.12.2".parse().unwrap()),
+                oif: Some(2),
+                labels: vec![16, 81],
+            }]
+        );
+        // A real IPv6 gateway stays IPv6.
+        let mut b = nla(
+            RTA_DST,
+            &[0x20, 0x01, 0x0d, 0xb8, 0, 0xb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        );
+        b.extend(nla(
+            RTA_GATEWAY,
+            &"fe80::1".parse::<Ipv6Addr>().unwrap().octets(),
+        ));
+        b.extend(nla(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_MPLS.to_ne_bytes()));
+        b.extend(nla(RTA_ENCAP, &nla(MPLS_IPTUNNEL_DST, &lse(&[81]))));
+        let Some(LabelMsg::RouteAdd(r)) =
+            decode_route(&msg(RTM_NEWROUTE, AF_INET6, 48, &b)).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.paths[0].via, Some("fe80::1".parse().unwrap()));
     }
 
     #[test]

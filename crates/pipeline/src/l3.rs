@@ -495,11 +495,24 @@ impl L3Verdicts {
     /// For frame `i` of the last [`process_l3`] punted as
     /// `NeedsResolution`: the egress interface whose neighbour is
     /// unknown. A packet routed by a VPN label resolves there (its
-    /// twin is in the label's VRF), not at the ingress interface.
+    /// twin is in the label's VRF), not at the ingress interface. A
+    /// labelled next hop gives a port no interface has (the caller drops
+    /// or punts to the ingress port as before).
     #[inline]
     pub fn resolution_port(&self, i: usize) -> Option<u16> {
         (i < self.len && self.v[i] == L3Verdict::Punt(Punt::NeedsResolution))
             .then(|| self.resolve_on[i])
+    }
+
+    /// For frame `i` of the last [`process_l3`] punted as
+    /// `NeedsResolution` out of an interface of **another VRF** than the
+    /// one it was routed in (a route leaked between VRFs, `import vrf`):
+    /// that interface. The ingress interface's kernel (its own VRF's
+    /// namespace) cannot resolve the neighbour; the egress twin's can.
+    #[inline]
+    pub fn resolution_in_other_vrf(&self, i: usize, t: &L3Tables) -> Option<u16> {
+        let port = self.resolution_port(i)?;
+        (t.interface(port)?.vrf != self.keys[i].vrf).then_some(port)
     }
 }
 
@@ -874,6 +887,9 @@ fn decide(out: &mut L3Verdicts, c: &L3Counters, i: usize, v: L3Verdict) {
     c.count(v);
 }
 
+/// `L3Verdicts::resolve_on` of a punt that no egress twin may resolve.
+const NO_RESOLUTION: u16 = u16::MAX;
+
 /// The next-hop table a FIB answer of VRF `vrf` resolves in, and the
 /// target without [`VIA_DEFAULT_BIT`]: a VRF's VPN routes leave through
 /// the default VRF's next hops (its uplinks).
@@ -936,7 +952,14 @@ fn route(
     let neigh = match out_vrf.neighbors.lookup(hop) {
         Some(nb) if nb.state != NeighborState::Incomplete => nb,
         _ => {
-            *resolve_on = port;
+            // A labelled next hop (a VPN route's push into the core) is
+            // resolved by no other VRF's kernel: that kernel would route
+            // the customer's packet by its own table, unlabelled.
+            *resolve_on = if stack.is_empty() {
+                port
+            } else {
+                NO_RESOLUTION
+            };
             return L3Verdict::Punt(Punt::NeedsResolution);
         }
     };

@@ -98,8 +98,14 @@ fn vrf_tables(vrf: u8, cust: u16, up: u16, extra: &[(&str, u8, &str)]) -> VrfTab
 /// Only A routes 198.51.100.0/24 (via 10.2.0.2); only B routes
 /// 203.0.113.0/24 via 10.2.0.3, a neighbour only A knows.
 fn tables() -> L3Tables {
+    tables_with(|_| {})
+}
+
+/// [`tables`], with `more` adding to VRF A's tables first.
+fn tables_with(more: impl FnOnce(&VrfTables)) -> L3Tables {
     let d = vrf_tables(0, 4, 5, &[]);
     let a = vrf_tables(1, 0, 2, &[("198.51.100.0", 24, "10.2.0.2")]);
+    more(&a);
     let b = vrf_tables(2, 1, 3, &[("203.0.113.0", 24, "10.2.0.3")]);
     a.neighbors.upsert(
         ip("10.2.0.3"),
@@ -301,6 +307,42 @@ fn neighbours_come_from_the_egress_vrf_only() {
     let (v, f) = run(&t, &[(1, frame4(1, "10.1.0.5", "203.0.113.4"))]);
     assert_eq!(v[0], L3Verdict::Punt(Punt::NeedsResolution));
     assert_eq!(f[0][0..6], rmac(1), "punted unchanged");
+}
+
+#[test]
+fn leaked_routes_use_the_egress_vrfs_neighbour_and_resolve_there() {
+    // VRF A has two routes leaked from B (import vrf): out of B's uplink
+    // (port 3) via 10.2.0.2, which B knows, and via 10.2.0.9, which
+    // nobody knows yet.
+    let t = tables_with(|a| {
+        for (id, gw, pfx) in [
+            (10, "10.2.0.2", "198.18.0.0"),
+            (11, "10.2.0.9", "198.19.0.0"),
+        ] {
+            let hop = NextHop {
+                port: 3,
+                gateway: Some(ip(gw)),
+            };
+            a.nexthops.set(id, hop).unwrap();
+            a.fib4.insert(v4(pfx), 16, id).unwrap();
+        }
+    });
+    let mut b = FrameBatch::new();
+    for (port, dst) in [(0, "198.18.0.7"), (0, "198.19.0.7"), (1, "203.0.113.4")] {
+        assert!(b.push(port, &frame4(port, "10.1.0.5", dst)));
+    }
+    let mut out = L3Verdicts::default();
+    process_l3(&t, &mut b, &mut out, &L3Counters::default());
+    assert_eq!(out.v[0], L3Verdict::Forward { port: 3 });
+    assert_eq!(b.frame(0)[0..6], nmac(2, 2), "B's 10.2.0.2, not A's");
+    assert_eq!(out.v[1], L3Verdict::Punt(Punt::NeedsResolution));
+    // The ingress twin's kernel (A's) cannot resolve B's neighbour: the
+    // punt names B's interface.
+    assert_eq!(out.resolution_in_other_vrf(1, &t), Some(3));
+    // B's own unresolved neighbour (same VRF): the ingress twin, as ever.
+    assert_eq!(out.v[2], L3Verdict::Punt(Punt::NeedsResolution));
+    assert_eq!(out.resolution_in_other_vrf(2, &t), None);
+    assert_eq!(out.resolution_in_other_vrf(0, &t), None, "not a punt");
 }
 
 #[test]

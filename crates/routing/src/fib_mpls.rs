@@ -379,7 +379,19 @@ impl Fib {
                 let source = Source::Frr {
                     protocol: r.protocol,
                 };
-                self.set_slot(p, source, Spec::Labelled(r.paths.clone()), map, false)
+                let mut paths = r.paths.clone();
+                if self.core.is_some() && r.prefix.is_ipv6() {
+                    // An imported VPNv6 route's labelled path names its
+                    // core neighbour only through zebra_lanyard_fpm.so
+                    // (an IPv4-mapped gateway; stock FRR sends none).
+                    // Without one, no neighbour could take the stack.
+                    let before = paths.len();
+                    paths.retain(|p| p.labels.is_empty() || p.via.is_some());
+                    if paths.len() != before {
+                        warn_vpnv6_without_gateway(p);
+                    }
+                }
+                self.set_slot(p, source, Spec::Labelled(paths), map, false)
             }
             LabelMsg::RouteDel {
                 prefix,
@@ -599,5 +611,17 @@ impl Fib {
             counters: self.labels.counters,
             ftn,
         }
+    }
+}
+
+/// Once per process: a VPNv6 route came without its core gateway, i.e. the
+/// FPM module predates VPNv6 support (docs/vrf.md, "VPNv6").
+fn warn_vpnv6_without_gateway(p: Prefix) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            "VPN route {p} has a labelled path without a gateway: not installed \
+             (rebuild zebra_lanyard_fpm.so with scripts/build-zebra-mpls.sh)"
+        );
     }
 }

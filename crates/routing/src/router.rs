@@ -589,7 +589,7 @@ impl Router {
             let shared = shared.clone();
             // Every VRF's FIB with its table id and its namespace's
             // interface indexes (they repeat across namespaces).
-            let fibs: Vec<VrfFeed> = std::iter::once((RT_TABLE_MAIN_U32, fib.clone()))
+            let mut fibs: Vec<VrfFeed> = std::iter::once((RT_TABLE_MAIN_U32, fib.clone()))
                 .chain(vrfs.iter().map(|v| (v.table, v.fib.clone())))
                 .enumerate()
                 .map(|(k, (table, fib))| VrfFeed {
@@ -600,8 +600,10 @@ impl Router {
                         .filter(|r| r.vrf == k)
                         .map(|r| (r.tap_ifindex, r.port))
                         .collect(),
+                    leaked: HashMap::new(),
                 })
                 .collect();
+            set_leak_maps(&mut fibs);
             // Each VRF's labelled (imported VPN) routes resolve through the
             // default VRF: its ports, next hops and NHLFEs (docs/vrf.md).
             for f in &fibs[1..] {
@@ -999,6 +1001,40 @@ struct VrfFeed {
     fib: Arc<Mutex<Fib>>,
     /// TAP twin ifindex (in its namespace) → port.
     by_ifindex: HashMap<u32, u16>,
+    /// A VRF's: the other VRFs' twin ifindexes → port, for routes bgpd
+    /// leaked from another VRF (`import vrf`): zebra resolved their next
+    /// hop in the source VRF, so the interface is one of its twins.
+    leaked: HashMap<u32, u16>,
+}
+
+/// Give every VRF's feed (not the default's) the twins of the other VRFs,
+/// the default VRF's ports included. An index the VRF has itself stays its
+/// own; one that two other VRFs share is left out (it cannot say which
+/// VRF the next hop is in). Twins are made in Lanyard's namespace and keep
+/// their index when moved, so indexes repeat only if something else took
+/// one in a namespace.
+fn set_leak_maps(feeds: &mut [VrfFeed]) {
+    for k in 1..feeds.len() {
+        let mut leaked: HashMap<u32, Option<u16>> = HashMap::new();
+        for (j, f) in feeds.iter().enumerate() {
+            if j == k {
+                continue;
+            }
+            for (&ifindex, &port) in &f.by_ifindex {
+                if feeds[k].by_ifindex.contains_key(&ifindex) {
+                    continue;
+                }
+                leaked
+                    .entry(ifindex)
+                    .and_modify(|p| *p = None)
+                    .or_insert(Some(port));
+            }
+        }
+        feeds[k].leaked = leaked
+            .into_iter()
+            .filter_map(|(i, p)| Some((i, p?)))
+            .collect();
+    }
 }
 
 /// The table id of an update (`None`: not a route; every FIB gets it).
@@ -1020,7 +1056,12 @@ fn update_table(u: &crate::frr::RouteUpdate) -> Option<u32> {
 fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
     use crate::frr::FpmEvent;
     let apply = |f: &VrfFeed, ev: &FpmEvent| {
-        let port_of = |ifindex: u32| f.by_ifindex.get(&ifindex).copied();
+        let port_of = |ifindex: u32| {
+            f.by_ifindex
+                .get(&ifindex)
+                .or_else(|| f.leaked.get(&ifindex))
+                .copied()
+        };
         f.fib
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -1128,6 +1169,70 @@ mod tests {
     }
 
     #[test]
+    fn leaked_routes_leave_by_the_source_vrfs_interface() {
+        use crate::frr::netlink::decode;
+        use crate::frr::netlink::RTM_NEWROUTE;
+        use crate::frr::FpmEvent;
+        let vrf = |table| Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(table, 64))));
+        // Twins: default VRF ifindex 2 (port 0) and 8 (port 4); CUSTA 5
+        // (port 1); CUSTB 6 (port 2), 7 (port 3) and 8 (port 5, an index
+        // the default namespace has too).
+        let maps: [(u32, &[(u32, u16)]); 3] = [
+            (254, &[(2, 0), (8, 4)]),
+            (1001, &[(5, 1)]),
+            (1002, &[(6, 2), (7, 3), (8, 5)]),
+        ];
+        let mut feeds: Vec<VrfFeed> = maps
+            .iter()
+            .map(|&(table, m)| VrfFeed {
+                table,
+                fib: if table == 254 {
+                    Arc::new(Mutex::new(Fib::new()))
+                } else {
+                    vrf(table)
+                },
+                by_ifindex: m.iter().copied().collect(),
+                leaked: HashMap::new(),
+            })
+            .collect();
+        set_leak_maps(&mut feeds);
+        assert!(feeds[0].leaked.is_empty(), "the default VRF takes no leaks");
+        assert_eq!(feeds[1].leaked.get(&6), Some(&2));
+        assert_eq!(feeds[1].leaked.get(&2), Some(&0));
+        assert_eq!(feeds[1].leaked.get(&8), None, "ambiguous: left out");
+        assert_eq!(feeds[2].leaked.get(&5), Some(&1));
+        assert_eq!(feeds[2].leaked.get(&8), None, "its own index stays its own");
+        let mut us = Vec::new();
+        for b in [
+            // CUSTB's route leaked into CUSTA (import vrf CUSTB): zebra
+            // resolved 10.2.0.2 in CUSTB, out of CUSTB's twin 6.
+            frr_route(RTM_NEWROUTE, "198.51.100.0/24", 1001, "10.2.0.2", 6),
+            // CUSTB's own copy.
+            frr_route(RTM_NEWROUTE, "198.51.100.0/24", 1002, "10.2.0.2", 6),
+            // CUSTA's connected subnet leaked into CUSTB.
+            frr_route(RTM_NEWROUTE, "10.1.0.0/24", 1002, "10.1.0.2", 5),
+            // Through an ambiguous index: not installed.
+            frr_route(RTM_NEWROUTE, "203.0.113.0/24", 1001, "10.9.0.2", 8),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let route_of = |k: usize, addr: &str| {
+            feeds[k]
+                .fib
+                .lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| (r.hops[0].port, r.hops[0].gateway.unwrap().to_string()))
+        };
+        assert_eq!(route_of(1, "198.51.100.7"), Some((2, "10.2.0.2".into())));
+        assert_eq!(route_of(2, "198.51.100.7"), Some((2, "10.2.0.2".into())));
+        assert_eq!(route_of(2, "10.1.0.9"), Some((1, "10.1.0.2".into())));
+        assert_eq!(route_of(1, "203.0.113.1"), None);
+        assert_eq!(route_of(0, "198.51.100.7"), None);
+    }
+
+    #[test]
     fn fpm_routes_reach_the_fib_of_their_vrf_table() {
         use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
         use crate::frr::FpmEvent;
@@ -1143,6 +1248,7 @@ mod tests {
                     vrf(table)
                 },
                 by_ifindex: [(3u32, port)].into_iter().collect(),
+                leaked: HashMap::new(),
             })
             .collect();
         let ev = |bytes: Vec<Vec<u8>>| {
@@ -1264,6 +1370,85 @@ mod tests {
     }
 
     #[test]
+    fn imported_vpnv6_routes_resolve_through_their_ipv4_gateway() {
+        use crate::frr::netlink::build::{rtmsg, Msg};
+        use crate::frr::netlink::*;
+        use crate::frr::FpmEvent;
+        use tables::mpls::{NHLFE_BIT, VIA_DEFAULT_BIT};
+        let core = Arc::new(Mutex::new(Fib::new()));
+        let vrf = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1001, 64))));
+        let feeds = vec![
+            VrfFeed {
+                table: 254,
+                fib: core.clone(),
+                by_ifindex: [(2u32, 0u16)].into_iter().collect(),
+                leaked: HashMap::new(),
+            },
+            VrfFeed {
+                table: 1001,
+                fib: vrf.clone(),
+                by_ifindex: [(5u32, 1u16)].into_iter().collect(),
+                leaked: HashMap::new(),
+            },
+        ];
+        vrf.lock()
+            .unwrap()
+            .set_core(core.clone(), feeds[0].by_ifindex.clone());
+        // zebra's VPNv6 route: table 1001, out of the core (oif 2), [81];
+        // the gateway ::ffff:10.0.12.2 from zebra_lanyard_fpm.so, or none
+        // (stock FRR).
+        let v6 = |prefix: &str, gw: Option<&str>| {
+            let a: Ipv6Addr = prefix.parse().unwrap();
+            let mut encap = Vec::new();
+            encap.extend_from_slice(&8u16.to_ne_bytes());
+            encap.extend_from_slice(&1u16.to_ne_bytes()); // MPLS_IPTUNNEL_DST
+            encap.extend_from_slice(&(81u32 << 12 | 0x100).to_be_bytes());
+            let mut m = Msg::new(
+                RTM_NEWROUTE,
+                NLM_F_REQUEST | NLM_F_REPLACE | 0x400,
+                &rtmsg(AF_INET6, 48, RT_TABLE_UNSPEC, 186, RTN_UNICAST),
+            )
+            .attr(RTA_DST, &a.octets())
+            .attr_u32(RTA_TABLE, 1001)
+            .attr(21, &1u16.to_ne_bytes())
+            .attr(22, &encap)
+            .attr_u32(RTA_OIF, 2);
+            if let Some(g) = gw {
+                m = m.attr(RTA_GATEWAY, &g.parse::<Ipv6Addr>().unwrap().octets());
+            }
+            decode(&m.finish()).unwrap()
+        };
+        let mut us = v6("2001:db8:b::", Some("::ffff:10.0.12.2"));
+        us.extend(v6("2001:db8:c::", None));
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let r = vrf
+            .lock()
+            .unwrap()
+            .lookup("2001:db8:b::7".parse().unwrap())
+            .expect("the VPNv6 route");
+        assert_eq!(
+            (r.hops[0].port, r.hops[0].gateway),
+            (0, Some("10.0.12.2".parse().unwrap())),
+            "via the IPv4 core neighbour"
+        );
+        let t = r.target.unwrap();
+        assert_ne!(t & VIA_DEFAULT_BIT, 0, "resolved in the default VRF");
+        let n = core
+            .lock()
+            .unwrap()
+            .lfib()
+            .nhlfe(t & !VIA_DEFAULT_BIT & !NHLFE_BIT)
+            .unwrap();
+        assert_eq!(n.primary.labels.as_slice(), &[81]);
+        // Without a gateway nothing could take the stack: not installed.
+        assert!(vrf
+            .lock()
+            .unwrap()
+            .lookup("2001:db8:c::7".parse().unwrap())
+            .is_none());
+    }
+
+    #[test]
     fn imported_vpn_routes_resolve_through_the_default_vrf() {
         use crate::frr::netlink::{decode, RTM_DELROUTE, RTM_NEWROUTE};
         use crate::frr::FpmEvent;
@@ -1282,6 +1467,7 @@ mod tests {
                     Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(table, 64))))
                 },
                 by_ifindex: [(2u32, port)].into_iter().collect(),
+                leaked: HashMap::new(),
             })
             .collect();
         for f in &feeds[1..] {

@@ -357,6 +357,16 @@ fn addr_by_len(attr_type: u16, p: &[u8]) -> Result<IpAddr, DecodeError> {
     }
 }
 
+/// A route's `RTA_GATEWAY`; an IPv4-mapped IPv6 gateway is an IPv4 next
+/// hop (an IPv6 route over an IPv4 core as `zebra_lanyard_fpm.so` encodes
+/// it; docs/vrf.md, "VPNv6").
+fn attr_gateway(family: u8, p: &[u8]) -> Result<IpAddr, DecodeError> {
+    Ok(match attr_addr(RTA_GATEWAY, family, p)? {
+        IpAddr::V6(a) => a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4),
+        a => a,
+    })
+}
+
 /// `struct rtvia { __kernel_sa_family_t rtvia_family; __u8 rtvia_addr[]; }`
 /// (an IPv4 route via an IPv6 gateway, RFC 5549).
 fn attr_via(p: &[u8]) -> Result<IpAddr, DecodeError> {
@@ -473,7 +483,7 @@ fn decode_route(msg_type: u16, flags: u16, body: &[u8]) -> Result<RouteUpdate, D
             RTA_TABLE => table = Some(attr_u32(t, p)?),
             RTA_PRIORITY => metric = attr_u32(t, p)?,
             RTA_OIF => oif = attr_u32(t, p)?,
-            RTA_GATEWAY => gateway = Some(attr_addr(t, family, p)?),
+            RTA_GATEWAY => gateway = Some(attr_gateway(family, p)?),
             RTA_VIA => gateway = Some(attr_via(p)?),
             RTA_NH_ID => nh_id = Some(attr_u32(t, p)?),
             RTA_MULTIPATH => multipath = Some(decode_multipath(family, p)?),
@@ -544,7 +554,7 @@ fn decode_multipath(family: u8, mut p: &[u8]) -> Result<Vec<NextHop>, DecodeErro
         for attr in Attrs::new(&p[RTNH_LEN..len]) {
             let (t, a) = attr.map_err(|_| DecodeError::BadMultipath)?;
             match t {
-                RTA_GATEWAY => gateway = Some(attr_addr(t, family, a)?),
+                RTA_GATEWAY => gateway = Some(attr_gateway(family, a)?),
                 RTA_VIA => gateway = Some(attr_via(a)?),
                 _ => {}
             }
@@ -890,6 +900,26 @@ mod tests {
             let m = route(RTM_NEWROUTE, p(pfx), 254, 188, 110, &nhs);
             match &decode(&m).unwrap()[0] {
                 RouteUpdate::Add { nexthops, .. } => assert_eq!(*nexthops, nhs),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn ipv4_mapped_gateway_of_an_ipv6_route_is_ipv4() {
+        // zebra_lanyard_fpm.so's encoding of an IPv4 next hop (a BGP next
+        // hop ::ffff:a.b.c.d resolved over an IPv4 core), single and ECMP.
+        let single = NextHops::List(vec![nh("::ffff:10.0.12.2", 2, 1)]);
+        let multi = NextHops::List(vec![nh("::ffff:10.0.12.2", 2, 1), nh("2001:db8::2", 3, 1)]);
+        for (nhs, want) in [
+            (single, vec![nh("10.0.12.2", 2, 1)]),
+            (multi, vec![nh("10.0.12.2", 2, 1), nh("2001:db8::2", 3, 1)]),
+        ] {
+            let m = route(RTM_NEWROUTE, p("2001:db8:b::/48"), 1001, 186, 20, &nhs);
+            match &decode(&m).unwrap()[0] {
+                RouteUpdate::Add { nexthops, .. } => {
+                    assert_eq!(*nexthops, NextHops::List(want))
+                }
                 other => panic!("{other:?}"),
             }
         }

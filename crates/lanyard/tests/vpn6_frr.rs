@@ -1,0 +1,469 @@
+//! VPNv6 with a real remote PE (issue 18, docs/vrf.md "VPNv6"): as
+//! `vpn_frr.rs` for VPNv4, Lanyard's FRR (zebra `-n` with both modules,
+//! ospfd, ldpd, bgpd) peers over the core port sw2 (default VRF, IPv4
+//! core) with a tester FRR PE in t2's namespace. The remote PE originates
+//! the VPNv6 route 2001:db8:b::/48 (RD 65000:1, RT 65000:1, VPN label
+//! 556); its BGP next hop is its IPv4 loopback, IPv4-mapped
+//! (::ffff:10.255.0.2), which zebra resolves over OSPF and LDP (implicit
+//! null: P-less). Lanyard's VRF CUSTA imports it and exports its own IPv6
+//! subnet with a per-VRF label (`label vpn export auto`). Checked:
+//!
+//! * the route in `show ipv6 route vrf CUSTA` via the IPv4 core
+//!   neighbour 10.0.12.2 with [556] (the IPv4 gateway reaches Lanyard
+//!   only through `zebra_lanyard_fpm.so`: stock FRR leaves it out);
+//! * an IPv6 frame from the CE (t1, sw1, VRF CUSTA) leaves sw2 to the
+//!   remote PE's MAC with [556] (S, label TTL 63) over IPv6 hop limit
+//!   63, parsed here and by tshark;
+//! * a hand-made frame on the core port carrying CUSTA's IPv6 VPN label
+//!   (read from `show mpls table`: a pop into CUSTA) over IPv6 reaches
+//!   the CE 2001:db8:1::2 on sw1 (CE resolved through the VRF's twin),
+//!   hop limit 63, and nothing else leaves the core port.
+//!
+//! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
+//! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use testkit::frame::{parse_mac, Mac};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::ip;
+use testkit::netns::Netns;
+use testkit::{l2, RawPort, Switch};
+
+const FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
+const MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
+const FPM_PORT: u16 = 2622;
+const VPN_LABEL: u32 = 556;
+const REMOTE_PREFIX: &str = "2001:db8:b::/48";
+
+fn a(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn mac_of(ns: &Netns, ifname: &str) -> Mac {
+    let out = ns
+        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
+        .expect("read MAC");
+    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
+}
+
+const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
+                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
+
+/// The installed IPv6 route `prefix` of `vrf`: its gateways and pushed
+/// labels, as `show ipv6 route vrf` gives them.
+fn v6_route(sw: &Switch, vrf: &str, prefix: &str) -> Option<Value> {
+    let v = sw.show_json(&["show", "ipv6", "route", "vrf", vrf]);
+    v["routes"]
+        .as_array()?
+        .iter()
+        .find(|r| r["prefix"] == prefix && r["installed"] == true)
+        .cloned()
+}
+
+fn gateways(r: &Value) -> Vec<String> {
+    r["nexthops"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["gateway"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The first frame on `port` within `wait` that `want` accepts.
+fn first(port: &RawPort, wait: Duration, want: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+    let until = Instant::now() + wait;
+    while Instant::now() < until {
+        if let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(100)) {
+            if want(&f) {
+                return Some(f);
+            }
+        }
+    }
+    None
+}
+
+/// The test frame `seq` (IPv6, checksums good) of the UDP flow.
+fn is_seq(f: &[u8], seq: u64) -> bool {
+    ip::parse(f).is_some_and(|p| p.src.is_ipv6() && p.seq == Some(seq) && p.l4_ok)
+}
+
+#[test]
+fn vpnv6_routes_push_the_vpn_label_and_pop_into_the_vrf() {
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
+    for m in [FPM_MODULE, MPLS_MODULE] {
+        if !Path::new(m).exists() {
+            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
+            return;
+        }
+    }
+    let t0 = Instant::now();
+    let bed = RouterBed::new("vpn6f", 2, 1500).expect("namespaces");
+    let ns_a = Netns::new("lyv6a").unwrap();
+    let t1 = bed.tester(1);
+    let t2 = bed.tester(2);
+    for args in [
+        &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:1::2/64",
+            "dev",
+            "t1",
+            "nodad",
+        ],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:1::1",
+        ],
+    ] {
+        t1.exec(args).expect("CE setup");
+    }
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
+        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
+    ] {
+        t2.exec(args).expect("remote PE setup");
+    }
+    let yaml = format!(
+        r#"
+switch:
+  name: vpn6-frr
+ports:
+  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}}
+  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
+vrfs:
+  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
+routing:
+  fpm: 127.0.0.1:{FPM_PORT}
+"#,
+        ns_a.name()
+    );
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let tmp = std::env::temp_dir().join(format!("lanyard-vpn6-frr-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    struct RmDir(std::path::PathBuf);
+    impl Drop for RmDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = RmDir(tmp.clone());
+
+    // Lanyard's PE: IPv6 VPN over IPv4 sessions; CUSTA imports the remote
+    // route and exports its connected IPv6 subnet with a per-VRF label.
+    let pe_cfg = FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
+        ospfd: format!(
+            "interface ly-sw2\n{OSPF_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
+               interface ly-sw2\n exit-address-family\n"
+            .into(),
+        bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
+               neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
+               neighbor 10.255.0.2 timers connect 1\n address-family ipv6 vpn\n  \
+               neighbor 10.255.0.2 activate\n exit-address-family\nexit\n\
+               router bgp 65000 vrf CUSTA\n address-family ipv6 unicast\n  \
+               redistribute connected\n  label vpn export auto\n  rd vpn export 65000:1\n  \
+               rt vpn both 65000:1\n  export vpn\n  import vpn\n exit-address-family\nexit\n"
+            .into(),
+        ..FrrConfig::default()
+    };
+    let pe_opts = FrrOptions {
+        zebra_args: vec![
+            "-n".into(),
+            "-M".into(),
+            FPM_MODULE.into(),
+            "-M".into(),
+            format!("{MPLS_MODULE}:{}", tmp.join("pe-pw.sock").display()),
+        ],
+        netns_vrfs: vec![("CUSTA".into(), ns_a.name().into())],
+        ..FrrOptions::default()
+    };
+    let pe = FrrInstance::start_with(
+        bed.dut.name(),
+        "vpn6-pe",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &pe_cfg,
+        &pe_opts,
+    )
+    .expect("Lanyard's FRR");
+    let r_cfg = FrrConfig {
+        ospfd: format!(
+            "interface t2\n{OSPF_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
+             router ospf\n ospf router-id 10.255.0.2\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.2\n  discovery targeted-hello accept\n  \
+               interface t2\n exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "route-map RT permit 10\n set extcommunity rt 65000:1\nexit\n\
+             router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
+             neighbor 10.0.12.1 remote-as 65000\n neighbor 10.0.12.1 update-source 10.255.0.2\n \
+             neighbor 10.0.12.1 timers connect 1\n address-family ipv6 vpn\n  \
+             neighbor 10.0.12.1 activate\n  \
+             network {REMOTE_PREFIX} rd 65000:1 label {VPN_LABEL} route-map RT\n \
+             exit-address-family\nexit\n"
+        ),
+        ..FrrConfig::default()
+    };
+    let r_opts = FrrOptions {
+        zebra_args: vec![
+            "-M".into(),
+            format!("{MPLS_MODULE}:{}", tmp.join("r-pw.sock").display()),
+        ],
+        ..FrrOptions::default()
+    };
+    let remote = FrrInstance::start_with(
+        t2.name(),
+        "vpn6-remote",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &r_cfg,
+        &r_opts,
+    )
+    .expect("remote PE FRR");
+
+    let dump = || {
+        let d = pe.vtysh(&[
+            "show ip ospf neighbor",
+            "show mpls ldp neighbor",
+            "show bgp summary",
+            "show bgp ipv6 vpn",
+            "show ipv6 route vrf CUSTA",
+            "show mpls table",
+        ]);
+        let r = remote.vtysh(&["show bgp summary", "show bgp ipv6 vpn", "show mpls table"]);
+        format!(
+            "{}\n{}\nLanyard's FRR:\n{d}\nremote PE:\n{r}\nlog:\n{}",
+            sw.show_json(&["show", "ipv6", "route", "vrf", "CUSTA"]),
+            sw.show_json(&["show", "mpls", "table"]),
+            sw.log()
+        )
+    };
+
+    // 1. The imported VPNv6 route: via the IPv4 core neighbour.
+    let deadline = Duration::from_secs(40);
+    let start = Instant::now();
+    let mut route = v6_route(&sw, "CUSTA", REMOTE_PREFIX);
+    while route.as_ref().map(gateways) != Some(vec!["10.0.12.2".into()])
+        && start.elapsed() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(300));
+        route = v6_route(&sw, "CUSTA", REMOTE_PREFIX);
+    }
+    if route.as_ref().map(gateways) != Some(vec!["10.0.12.2".into()]) {
+        pe.dump_logs();
+        remote.dump_logs();
+        panic!(
+            "VPNv6 route not in Lanyard's CUSTA after {deadline:?}: {route:?}\n{}",
+            dump()
+        );
+    }
+    eprintln!(
+        "  VPNv6 route in Lanyard's CUSTA {:.1} s after start",
+        t0.elapsed().as_secs_f64()
+    );
+    let text = sw
+        .cli(&["show", "ipv6", "route", "vrf", "CUSTA"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let line = text.lines().find(|l| l.contains(REMOTE_PREFIX));
+    assert!(
+        line.is_some_and(|l| l.contains("10.0.12.2") && l.contains("sw2")),
+        "show ipv6 route vrf CUSTA:\n{text}"
+    );
+    // Never in the default VRF's table.
+    let global = sw.show_json(&["show", "ipv6", "route"]);
+    assert!(
+        !global.to_string().contains("2001:db8:b::"),
+        "the VPN route leaked into the default table: {global}"
+    );
+
+    // 2. CE → core: [556] over IPv6.
+    let p1 = bed.open(1).unwrap();
+    let p2 = bed.open(2).unwrap();
+    let r1 = sw.router_mac("sw1");
+    let r2 = sw.router_mac("sw2");
+    let m1 = mac_of(t1, "t1");
+    let m2 = mac_of(t2, "t2");
+    let mut got = None;
+    for seq in 0..20u64 {
+        p2.drain();
+        let f = ip::udp(
+            &r1,
+            &m1,
+            a("2001:db8:1::2"),
+            a("2001:db8:b::7"),
+            64,
+            seq,
+            128,
+        );
+        p1.send(&f).unwrap();
+        got = first(&p2, Duration::from_millis(300), |f| {
+            f.len() > 18 && f[12..14] == [0x88, 0x47]
+        });
+        if got.is_some() {
+            break;
+        }
+    }
+    let Some(f) = got else {
+        panic!(
+            "no labelled frame on the core\nmpls: {}\n{}",
+            sw.show_json(&["show", "mpls", "forwarding"]),
+            dump()
+        );
+    };
+    assert_eq!(&f[0..6], &m2, "to the remote PE's MAC");
+    assert_eq!(&f[6..12], &r2, "from sw2's MAC");
+    let w = u32::from_be_bytes([f[14], f[15], f[16], f[17]]);
+    assert_eq!(
+        (w >> 12, w >> 8 & 1, w & 0xff),
+        (VPN_LABEL, 1, 63),
+        "one entry: the VPN label (P-less: transport implicit null), S, TTL"
+    );
+    let inner = &f[18..];
+    assert_eq!(inner[0] >> 4, 6, "IPv6 under the label");
+    assert_eq!(inner[7], 63, "hop limit");
+    assert_eq!(
+        &inner[24..40],
+        &"2001:db8:b::7"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets()
+    );
+    match testkit::tshark::fields(
+        &f,
+        &[
+            "mpls.label",
+            "mpls.bottom",
+            "mpls.ttl",
+            "ipv6.dst",
+            "ipv6.hlim",
+        ],
+        &[],
+    ) {
+        Ok(fs) => assert_eq!(
+            fs,
+            [&*VPN_LABEL.to_string(), "1", "63", "2001:db8:b::7", "63"],
+            "tshark's reading"
+        ),
+        Err(e) if !testkit::tshark::available() => eprintln!("  tshark not run: {e}"),
+        Err(e) => panic!("tshark: {e}"),
+    }
+
+    // 3. Core → CE: CUSTA's IPv6 VPN label, popped and routed in CUSTA.
+    let vpn6_label = {
+        let t = sw.show_json(&["show", "mpls", "table"]);
+        t["labels"].as_array().and_then(|l| {
+            l.iter()
+                .find(|e| e["action"] == "pop-lookup" && e["vrf"] == "CUSTA")?["in_label"]
+                .as_u64()
+        })
+    };
+    let Some(vpn6_label) = vpn6_label else {
+        panic!("no pop into CUSTA in Lanyard's label table\n{}", dump());
+    };
+    let mut arrived = None;
+    for seq in 100..120u64 {
+        p1.drain();
+        p2.drain();
+        let inner = ip::udp(
+            &r2,
+            &m2,
+            a("2001:db8:b::7"),
+            a("2001:db8:1::2"),
+            64,
+            seq,
+            128,
+        );
+        let mut f = inner[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0x47]);
+        f.extend_from_slice(&((vpn6_label as u32) << 12 | 0x100 | 64).to_be_bytes());
+        f.extend_from_slice(&inner[14..]);
+        p2.send(&f).unwrap();
+        // The first ones may wait for the CE's neighbour entry (resolved
+        // through CUSTA's twin).
+        arrived = first(&p1, Duration::from_millis(300), |g| is_seq(g, seq));
+        if arrived.is_some() {
+            break;
+        }
+    }
+    let Some(g) = arrived else {
+        panic!(
+            "nothing reached the CE over label {vpn6_label}\nmpls: {}\n{}",
+            sw.show_json(&["show", "mpls", "forwarding"]),
+            dump()
+        );
+    };
+    assert_eq!(&g[0..6], &m1, "to the CE's MAC");
+    assert_eq!(&g[6..12], &r1, "from sw1's MAC");
+    assert_eq!(g[14 + 7], 63, "hop limit: from the label's TTL, minus one");
+    assert_eq!(
+        &g[14 + 24..14 + 40],
+        &"2001:db8:1::2"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets()
+    );
+    match testkit::tshark::fields(&g, &["ipv6.dst", "ipv6.hlim", "udp.dstport"], &[]) {
+        Ok(fs) => assert_eq!(
+            fs,
+            ["2001:db8:1::2", "63", &*ip::TEST_DPORT.to_string()],
+            "tshark's reading"
+        ),
+        Err(e) if !testkit::tshark::available() => eprintln!("  tshark not run: {e}"),
+        Err(e) => panic!("tshark: {e}"),
+    }
+    // Once resolved, the next labelled frames go straight to the CE and
+    // nothing goes back out of the core port.
+    p2.drain();
+    for seq in 200..210u64 {
+        let inner = ip::udp(
+            &r2,
+            &m2,
+            a("2001:db8:b::7"),
+            a("2001:db8:1::2"),
+            64,
+            seq,
+            128,
+        );
+        let mut f = inner[..12].to_vec();
+        f.extend_from_slice(&[0x88, 0x47]);
+        f.extend_from_slice(&((vpn6_label as u32) << 12 | 0x100 | 64).to_be_bytes());
+        f.extend_from_slice(&inner[14..]);
+        p2.send(&f).unwrap();
+        assert!(
+            first(&p1, Duration::from_millis(500), |g| is_seq(g, seq)).is_some(),
+            "labelled frame {seq} did not reach the CE"
+        );
+    }
+    assert!(
+        first(&p2, Duration::from_millis(200), |f| {
+            ip::parse(f).is_some_and(|p| p.seq.is_some_and(|s| s >= 200))
+        })
+        .is_none(),
+        "a popped frame went back out of the core port"
+    );
+    eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
+    drop(remote);
+    drop(pe);
+}
