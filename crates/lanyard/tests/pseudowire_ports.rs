@@ -234,7 +234,7 @@ fn port_and_vlan_mode_pseudowires_at_once() {
         let mut n = 0usize;
         let mut pace = || {
             n += 1;
-            if n % 64 == 0 {
+            if n.is_multiple_of(64) {
                 std::thread::sleep(Duration::from_micros(1500));
             }
         };
