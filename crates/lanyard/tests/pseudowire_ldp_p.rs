@@ -100,6 +100,31 @@ fn lo(k: u8) -> String {
     format!("10.255.94.{k}")
 }
 
+/// Extra type-4 pseudowires signalled by ldpd (`LANYARD_PW_LDP_VLANS`,
+/// default none; up to 3,072: 128 VLANs on each of 24 ports s0..s23).
+fn extra_count() -> usize {
+    std::env::var("LANYARD_PW_LDP_VLANS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+        .min(24 * VLANS_PER_PORT)
+}
+
+const VLANS_PER_PORT: usize = 128;
+
+/// (port, VLAN on pe-a, VLAN on pe-b) of extra pseudowire `i` (`X<i>`,
+/// pw-id 10,000 + i, control word on every other one).
+fn extra(i: usize) -> (String, u16, u16) {
+    let v = (i % VLANS_PER_PORT) as u16;
+    (format!("s{}", i / VLANS_PER_PORT), 100 + v, 300 + v)
+}
+
+fn extra_ports() -> Vec<String> {
+    (0..extra_count().div_ceil(VLANS_PER_PORT))
+        .map(|p| format!("s{p}"))
+        .collect()
+}
+
 fn pe_yaml(me: u8, sock: &Path, set: &[&Pw]) -> String {
     let mut y = format!(
         "switch:\n  name: pe-{me}\nrouting:\n  fpm: 127.0.0.1:{FPM_PORT}\n  pseudowire-socket: {}\n\
@@ -107,10 +132,20 @@ fn pe_yaml(me: u8, sock: &Path, set: &[&Pw]) -> String {
         sock.display(),
         lo(me)
     );
-    for p in AC_PORTS {
+    for p in AC_PORTS.iter().map(|p| p.to_string()).chain(extra_ports()) {
         y.push_str(&format!("  - {{name: {p}}}\n"));
     }
     y.push_str("pseudowires:\n");
+    for i in 0..extra_count() {
+        let (port, va, vb) = extra(i);
+        y.push_str(&format!(
+            "  - {{name: X{i}, port: {port}, vlan: {}, neighbor: {}, pw-id: {}, control-word: {}}}\n",
+            if me == 1 { va } else { vb },
+            lo(3 - me),
+            10_000 + i,
+            i % 2 == 0
+        ));
+    }
     for w in set {
         let vlan = w.vlans.map(|(a, b)| if me == 1 { a } else { b });
         y.push_str(&format!(
@@ -388,7 +423,12 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
         }
         core.exec(&["ip", "link", "set", br, "up"]).unwrap();
     }
-    for port in AC_PORTS {
+    let xports = extra_ports();
+    for port in AC_PORTS
+        .iter()
+        .copied()
+        .chain(xports.iter().map(String::as_str))
+    {
         veth(&pa, port, &ca, port, 9000).unwrap();
         veth(&pb, port, &cb, port, 9000).unwrap();
     }
@@ -411,11 +451,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
         } else {
             let y = pe_yaml(k, &sock(k), &before);
             let st = ldpd_stanzas(&y, &tmp, &format!("pe-{k}"));
-            (
-                y,
-                vec!["up", "ac1", "ac2", "ac3"],
-                frr_config(k, &["ly-up"], true, &st),
-            )
+            let mut ports = vec!["up", "ac1", "ac2", "ac3"];
+            ports.extend(xports.iter().map(String::as_str));
+            (y, ports, frr_config(k, &["ly-up"], true, &st))
         };
         let sw = Switch::start(&bin, dut, &yaml, &ports).expect("start lanyard");
         let opts = FrrOptions {
@@ -667,6 +705,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
         dump("across the P")
     );
     let del_labels = lab[2];
+    if extra_count() > 0 {
+        scaled(&fa, &fb, &a, &b, &ca, &cb, t0);
+    }
 
     // 2. Live change of signalled pseudowires under a stream on KEEP:
     // pe-b's Lanyard first (DEL removed: zebra is told it is down; NEW
@@ -833,4 +874,113 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop((fa, fp, fb));
     drop((a, sp, b));
+}
+
+/// `LANYARD_PW_LDP_VLANS` extra type-4 pseudowires: all UP in ldpd and
+/// Lanyard on both PEs, one frame per VLAN each way across the P, each on
+/// its own far VLAN only.
+fn scaled(
+    fa: &FrrInstance,
+    fb: &FrrInstance,
+    a: &Switch,
+    b: &Switch,
+    ca: &Netns,
+    cb: &Netns,
+    t0: Instant,
+) {
+    let n = extra_count();
+    let want = 3 + n as u64;
+    let ldpd_up = |f: &FrrInstance| {
+        f.vtysh(&["show l2vpn atom vc"])
+            .lines()
+            .filter(|l| l.starts_with("mpw") && l.trim_end().ends_with("UP"))
+            .count() as u64
+    };
+    let up = wait_for("the extra pseudowires up", Duration::from_secs(600), || {
+        let (x, y) = (pws(a)["up"].as_u64()?, pws(b)["up"].as_u64()?);
+        (x == want && y == want).then_some(())?;
+        (ldpd_up(fa) == want && ldpd_up(fb) == want).then_some(())
+    });
+    assert!(
+        up.is_some(),
+        "not all up: Lanyard {} / {}, ldpd {} / {} of {want}",
+        pws(a)["up"],
+        pws(b)["up"],
+        ldpd_up(fa),
+        ldpd_up(fb)
+    );
+    eprintln!(
+        "  {want} pseudowires ({n} extra type 4) UP in ldpd and Lanyard on both PEs {:.1} s after start",
+        t0.elapsed().as_secs_f64()
+    );
+    let open = |ns: &Netns| -> Vec<RawPort> {
+        extra_ports()
+            .iter()
+            .map(|p| RawPort::open(ns.name(), p).unwrap())
+            .collect()
+    };
+    let (xa, xb) = (open(ca), open(cb));
+    let mut failures = Vec::new();
+    for from_a in [true, false] {
+        let (src, dst) = if from_a { (&xa, &xb) } else { (&xb, &xa) };
+        for p in dst {
+            p.drain();
+        }
+        let sent_at = Instant::now();
+        for i in 0..n {
+            let (port, va, vb) = extra(i);
+            let v = if from_a { va } else { vb };
+            let k = port[1..].parse::<usize>().unwrap();
+            src[k]
+                .send(&test_frame(
+                    &mac(70),
+                    &mac(71),
+                    &[Tag::dot1q(v)],
+                    8,
+                    i as u64,
+                    120,
+                ))
+                .unwrap();
+            if (i + 1).is_multiple_of(64) {
+                std::thread::sleep(Duration::from_micros(1500));
+            }
+        }
+        let mut wrong = 0;
+        let mut got_n = 0;
+        let mut seen = std::collections::HashSet::new();
+        for (k, p) in dst.iter().enumerate() {
+            for f in p
+                .recv_test_frames(Duration::from_millis(if k == 0 { 500 } else { 50 }))
+                .unwrap()
+            {
+                got_n += 1;
+                let Some(t) = test_info(&f) else { continue };
+                let i = t.seq as usize;
+                // (a duplicate is wrong too)
+                if !seen.insert(i) {
+                    wrong += 1;
+                }
+                let (port, va, vb) = extra(i);
+                let v = if from_a { vb } else { va };
+                if t.phase != 8
+                    || port != format!("s{k}")
+                    || f != test_frame(&mac(70), &mac(71), &[Tag::dot1q(v)], 8, i as u64, 120)
+                {
+                    wrong += 1;
+                }
+            }
+        }
+        eprintln!(
+            "  extra {}: {n} frames sent, {got_n} received ({:.2} s), {wrong} wrong",
+            if from_a { "a->b" } else { "b->a" },
+            sent_at.elapsed().as_secs_f64()
+        );
+        if got_n != n || wrong != 0 {
+            failures.push(format!(
+                "extra {}: {got_n} of {n} received, {wrong} wrong",
+                if from_a { "a->b" } else { "b->a" }
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
