@@ -511,6 +511,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     };
 
     // 1. Signalled across the P.
+    if extra_count() > 0 {
+        scaled_up(&fa, &fb, &a, &b, t0);
+    }
     let mut lab = Vec::new();
     for w in before {
         match wait_for(
@@ -706,7 +709,7 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     );
     let del_labels = lab[2];
     if extra_count() > 0 {
-        scaled(&fa, &fb, &a, &b, &ca, &cb, t0);
+        scaled(&ca, &cb);
     }
 
     // 2. Live change of signalled pseudowires under a stream on KEEP:
@@ -876,18 +879,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     drop((a, sp, b));
 }
 
-/// `LANYARD_PW_LDP_VLANS` extra type-4 pseudowires: all UP in ldpd and
-/// Lanyard on both PEs, one frame per VLAN each way across the P, each on
-/// its own far VLAN only.
-fn scaled(
-    fa: &FrrInstance,
-    fb: &FrrInstance,
-    a: &Switch,
-    b: &Switch,
-    ca: &Netns,
-    cb: &Netns,
-    t0: Instant,
-) {
+/// Waits for every pseudowire, the extra ones included, UP in ldpd and
+/// Lanyard on both PEs (progress every 10 s).
+fn scaled_up(fa: &FrrInstance, fb: &FrrInstance, a: &Switch, b: &Switch, t0: Instant) {
     let n = extra_count();
     let want = 3 + n as u64;
     let ldpd_up = |f: &FrrInstance| {
@@ -896,8 +890,18 @@ fn scaled(
             .filter(|l| l.starts_with("mpw") && l.trim_end().ends_with("UP"))
             .count() as u64
     };
+    let mut last = Instant::now();
     let up = wait_for("the extra pseudowires up", Duration::from_secs(600), || {
         let (x, y) = (pws(a)["up"].as_u64()?, pws(b)["up"].as_u64()?);
+        if last.elapsed() > Duration::from_secs(10) {
+            last = Instant::now();
+            eprintln!(
+                "  {:.0} s: Lanyard up {x} / {y}, ldpd UP {} / {} of {want}",
+                t0.elapsed().as_secs_f64(),
+                ldpd_up(fa),
+                ldpd_up(fb)
+            );
+        }
         (x == want && y == want).then_some(())?;
         (ldpd_up(fa) == want && ldpd_up(fb) == want).then_some(())
     });
@@ -913,6 +917,13 @@ fn scaled(
         "  {want} pseudowires ({n} extra type 4) UP in ldpd and Lanyard on both PEs {:.1} s after start",
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// `LANYARD_PW_LDP_VLANS` extra type-4 pseudowires (up, [`scaled_up`]):
+/// one frame per VLAN each way across the P, each on its own far VLAN
+/// only, none twice.
+fn scaled(ca: &Netns, cb: &Netns) {
+    let n = extra_count();
     let open = |ns: &Netns| -> Vec<RawPort> {
         extra_ports()
             .iter()
