@@ -891,7 +891,7 @@ fn scaled_up(fa: &FrrInstance, fb: &FrrInstance, a: &Switch, b: &Switch, t0: Ins
             .count() as u64
     };
     let mut last = Instant::now();
-    let up = wait_for("the extra pseudowires up", Duration::from_secs(600), || {
+    let up = wait_for("the extra pseudowires up", Duration::from_secs(300), || {
         let (x, y) = (pws(a)["up"].as_u64()?, pws(b)["up"].as_u64()?);
         if last.elapsed() > Duration::from_secs(10) {
             last = Instant::now();
