@@ -36,6 +36,11 @@
 //!    (its label out of the LFIB), and frames on its old port cross
 //!    nothing; `KEEP` and `VL` stay up.
 //!
+//! `LANYARD_PW_LDP_VLANS=N` adds N type-4 pseudowires (128 VLANs per
+//! extra port) signalled the same way, all waited for UP and carrying one
+//! frame per VLAN each way (64 converge; 3,072 do not yet: docs/mpls.md
+//! "What remains").
+//!
 //! Needs root, FRR (zebra, ospfd, ldpd) and the module
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED. About 25 s
 //! (2 cores shared, load 4–6).
