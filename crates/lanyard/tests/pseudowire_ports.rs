@@ -1,29 +1,65 @@
-//! 24 port-mode (type 5) pseudowires at once (issue 17's 24 whole-port
-//! circuits), between two Lanyard PEs back to back with static labels:
+//! 24 port-mode (type 5) pseudowires and VLAN-mode (type 4) ones at once
+//! (issue 17's 24 whole-port circuits beside its 3,072 VLAN circuits),
+//! between two Lanyard PEs back to back with static labels:
 //!
 //! ```text
-//!  [ca] p0..p23 ── p0..p23 [pe-a] up ══ up [pe-b] p0..p23 ── p0..p23 [cb]
+//!  [ca] p0..p23,v0..vN ── [pe-a] up ══ up [pe-b] ── p0..p23,v0..vN [cb]
 //! ```
 //!
-//! Every customer port sends its frames at the same time (untagged,
-//! 802.1Q and Q-in-Q, half with and half without control word), both
-//! directions: each far port receives exactly its own frames byte for
-//! byte and nothing of the others, and `show mpls pseudowires` counts
-//! exactly that many frames into and out of each pseudowire on both PEs.
-//! Needs root, else SKIPPED.
+//! Every customer port sends its frames at the same time, both
+//! directions: on the type-5 ports untagged, 802.1Q and Q-in-Q frames,
+//! half the pseudowires with and half without control word; on the
+//! type-4 ports (VLAN 100+k on pe-a ↔ 300+k on pe-b, control word on
+//! every other one) each VLAN's frames, one with a customer tag inside.
+//! Each far port receives exactly its own frames byte for byte (type 4:
+//! its VLAN id rewritten, per VLAN in order) and nothing of the others,
+//! and `show mpls pseudowires` counts exactly that many frames into and
+//! out of each pseudowire on both PEs.
+//!
+//! Type 4: `LANYARD_PW_VLANS` pseudowires (default 32, on 2 ports; up to
+//! 3,072 = 128 VLANs on each of 24 ports, the report's layout). Needs
+//! root, else SKIPPED.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
 use testkit::pseudowire::pseudowires as pws;
 use testkit::{l2, Netns, RawPort, Switch};
 
+/// Type-5 pseudowires (whole ports p0..p23).
 const PWS: usize = 24;
-/// Frames per pseudowire and direction.
+/// Frames per type-5 pseudowire and direction.
 const K: usize = 30;
+/// Frames per type-4 pseudowire and direction.
+const K4: usize = 2;
+const VLANS_PER_PORT: usize = 128;
 
-fn config(a_side: bool) -> String {
+/// Type-4 pseudowires: `LANYARD_PW_VLANS`, default 32.
+fn type4_count() -> usize {
+    std::env::var("LANYARD_PW_VLANS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32)
+        .clamp(1, 24 * VLANS_PER_PORT)
+}
+
+/// Ports the type-4 pseudowires spread over (at least 2, at most 128
+/// VLANs each) and VLANs per port.
+fn type4_layout(n4: usize) -> (usize, usize) {
+    let ports = n4.div_ceil(VLANS_PER_PORT).max(2).min(n4);
+    (ports, n4.div_ceil(ports))
+}
+
+/// (port index, VLAN on pe-a, VLAN on pe-b) of type-4 pseudowire `i`.
+fn type4(n4: usize, i: usize) -> (usize, u16, u16) {
+    let (_, per) = type4_layout(n4);
+    let v = (i % per) as u16;
+    (i / per, 100 + v, 300 + v)
+}
+
+fn config(a_side: bool, n4: usize) -> String {
     let (me, peer, local, remote) = if a_side {
         ("10.94.0.1", "10.94.0.2", 7000, 8000)
     } else {
@@ -36,6 +72,9 @@ fn config(a_side: bool) -> String {
     for i in 0..PWS {
         y.push_str(&format!("  - {{name: p{i}}}\n"));
     }
+    for i in 0..type4_layout(n4).0 {
+        y.push_str(&format!("  - {{name: v{i}}}\n"));
+    }
     y.push_str("pseudowires:\n");
     for i in 0..PWS {
         y.push_str(&format!(
@@ -46,20 +85,33 @@ fn config(a_side: bool) -> String {
             remote + i
         ));
     }
+    // Type 4: labels 100,000+ (pe-a pops 100,000+i, pe-b 200,000+i).
+    let (l4, r4) = if a_side {
+        (100_000, 200_000)
+    } else {
+        (200_000, 100_000)
+    };
+    for i in 0..n4 {
+        let (port, va, vb) = type4(n4, i);
+        y.push_str(&format!(
+            "  - {{name: t{i}, port: v{port}, vlan: {}, neighbor: {peer}, pw-id: {}, control-word: {}, static-labels: {{local: {}, remote: {}}}}}\n",
+            if a_side { va } else { vb },
+            1000 + i,
+            i % 2 == 1,
+            l4 + i,
+            r4 + i
+        ));
+    }
     y
 }
 
-fn row(v: &Value, i: usize) -> &Value {
-    v["pseudowires"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == format!("w{i}"))
-        .unwrap()
+/// Counter `k` of pseudowire `name` (0 when absent).
+fn counter(v: &Value, name: &str, k: &str) -> u64 {
+    testkit::pseudowire::row(v, name).map_or(0, |r| r[k].as_u64().unwrap_or(0))
 }
 
-/// Frame `k` of pseudowire `i` in direction `dir`: the source MAC names
-/// the pseudowire, the sequence the frame; tags vary.
+/// Frame `k` of type-5 pseudowire `i` in direction `dir`: the source MAC
+/// names the pseudowire, the sequence the frame; tags vary.
 fn frame(i: usize, dir: u32, k: usize) -> Vec<u8> {
     let tags = match k % 3 {
         0 => vec![],
@@ -76,43 +128,74 @@ fn frame(i: usize, dir: u32, k: usize) -> Vec<u8> {
     )
 }
 
+/// Frame `k` of type-4 pseudowire `i` in direction `dir`, tagged `vlan`
+/// (the sender's VLAN, or the receiver's for what should arrive): the
+/// second one carries a customer tag inside.
+fn frame4(i: usize, dir: u32, k: usize, vlan: u16) -> Vec<u8> {
+    let mut tags = vec![Tag::dot1q(vlan)];
+    if k % 2 == 1 {
+        tags.push(Tag::dot1q(7));
+    }
+    test_frame(
+        &mac(901),
+        &mac(5000 + i as u32),
+        &tags,
+        3 + dir,
+        k as u64,
+        96 + k,
+    )
+}
+
+/// The outer VLAN id of a tagged frame.
+fn vlan_of(f: &[u8]) -> Option<u16> {
+    (f.len() >= 16 && f[12..14] == [0x81, 0x00]).then(|| u16::from_be_bytes([f[14], f[15]]) & 0xfff)
+}
+
 #[test]
-fn twenty_four_port_mode_pseudowires_at_once() {
+fn port_and_vlan_mode_pseudowires_at_once() {
     testkit::require_root!();
     let _g = l2::heavy();
     let t0 = Instant::now();
+    let n4 = type4_count();
+    let (n4_ports, per) = type4_layout(n4);
     let ca = Netns::new("pwptca").unwrap();
     let pa = Netns::new("pwptpa").unwrap();
     let pb = Netns::new("pwptpb").unwrap();
     let cb = Netns::new("pwptcb").unwrap();
     veth(&pa, "up", &pb, "up", 1600).unwrap();
     let ports: Vec<String> = (0..PWS).map(|i| format!("p{i}")).collect();
-    for p in &ports {
+    let vports: Vec<String> = (0..n4_ports).map(|i| format!("v{i}")).collect();
+    for p in ports.iter().chain(&vports) {
         veth(&pa, p, &ca, p, 9000).unwrap();
         veth(&pb, p, &cb, p, 9000).unwrap();
     }
     let mut names: Vec<&str> = vec!["up"];
-    names.extend(ports.iter().map(String::as_str));
+    names.extend(ports.iter().chain(&vports).map(String::as_str));
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let a = Switch::start(&bin, &pa, &config(true), &names).expect("pe-a");
-    let b = Switch::start(&bin, &pb, &config(false), &names).expect("pe-b");
-    let end = Instant::now() + Duration::from_secs(20);
-    while pws(&a)["up"] != PWS || pws(&b)["up"] != PWS {
+    let a = Switch::start(&bin, &pa, &config(true, n4), &names).expect("pe-a");
+    let b = Switch::start(&bin, &pb, &config(false, n4), &names).expect("pe-b");
+    let total = PWS + n4;
+    let end = Instant::now() + Duration::from_secs(60);
+    while pws(&a)["up"] != total || pws(&b)["up"] != total {
         assert!(
             Instant::now() < end,
             "not all up: pe-a {}\npe-b {}",
-            pws(&a),
-            pws(&b)
+            pws(&a)["up"],
+            pws(&b)["up"]
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let open = |ns: &Netns| -> Vec<RawPort> {
-        ports
-            .iter()
+    eprintln!(
+        "{PWS} type-5 + {n4} type-4 pseudowires up on both PEs {:.1} s after start",
+        t0.elapsed().as_secs_f64()
+    );
+    let open = |ns: &Netns, ps: &[String]| -> Vec<RawPort> {
+        ps.iter()
             .map(|p| RawPort::open(ns.name(), p).unwrap())
             .collect()
     };
-    let (ra, rb) = (open(&ca), open(&cb));
+    let (ra, rb) = (open(&ca, &ports), open(&cb, &ports));
+    let (va, vb) = (open(&ca, &vports), open(&cb, &vports));
     // The PEs resolve each other's MAC on the first frames: probe one
     // pseudowire each way until it carries.
     let probe = test_frame(&mac(1), &mac(2), &[], 9, 0, 100);
@@ -135,31 +218,57 @@ fn twenty_four_port_mode_pseudowires_at_once() {
         assert!(Instant::now() < end, "no frame through w0");
     }
     std::thread::sleep(Duration::from_millis(200));
-    for p in ra.iter().chain(&rb) {
+    for p in ra.iter().chain(&rb).chain(&va).chain(&vb) {
         p.drain();
     }
     let (before_a, before_b) = (pws(&a), pws(&b));
     let mut failures = Vec::new();
     for dir in 0..2u32 {
         let (src, dst) = if dir == 0 { (&ra, &rb) } else { (&rb, &ra) };
-        // All 24 at once: frame k of every pseudowire, then k + 1.
-        for k in 0..K {
-            for (i, p) in src.iter().enumerate() {
-                p.send(&frame(i, dir, k)).unwrap();
+        let (src4, dst4) = if dir == 0 { (&va, &vb) } else { (&vb, &va) };
+        let sent_at = Instant::now();
+        // All at once, interleaved: frame k of every type-5 pseudowire and
+        // of every type-4 one, then k + 1. Paced (a short pause every 64
+        // frames) so that the burst does not overrun the veths' backlog
+        // in front of the PE: the test is about where frames go.
+        let mut n = 0usize;
+        let mut pace = || {
+            n += 1;
+            if n.is_multiple_of(64) {
+                std::thread::sleep(Duration::from_micros(1500));
+            }
+        };
+        for k in 0..K.max(K4) {
+            if k < K {
+                for (i, p) in src.iter().enumerate() {
+                    p.send(&frame(i, dir, k)).unwrap();
+                    pace();
+                }
+            }
+            if k < K4 {
+                for i in 0..n4 {
+                    let (port, x, y) = type4(n4, i);
+                    let v = if dir == 0 { x } else { y };
+                    src4[port].send(&frame4(i, dir, k, v)).unwrap();
+                    pace();
+                }
             }
         }
+        let sent = n;
+        let send_time = sent_at.elapsed();
         for (i, p) in dst.iter().enumerate() {
-            let got: Vec<Vec<u8>> = p
+            let got = p
                 .recv_test_frames(Duration::from_millis(if i == 0 { 400 } else { 50 }))
-                .unwrap()
-                .into_iter()
-                .filter(|f| test_info(f).is_some_and(|t| t.phase == 1 + dir))
-                .collect();
+                .unwrap();
+            // Every test frame counts: a type-4 one here is a leak.
             let want: Vec<Vec<u8>> = (0..K).map(|k| frame(i, dir, k)).collect();
             if got != want {
                 let foreign = got
                     .iter()
-                    .filter(|f| test_info(f).is_some_and(|t| t.src != mac(1000 + i as u32)))
+                    .filter(|f| {
+                        test_info(f)
+                            .is_some_and(|t| t.src != mac(1000 + i as u32) || t.phase != 1 + dir)
+                    })
                     .count();
                 failures.push(format!(
                     "dir {dir} w{i}: {} frames at the far port ({foreign} of another pseudowire), want its {K} in order",
@@ -167,22 +276,67 @@ fn twenty_four_port_mode_pseudowires_at_once() {
                 ));
             }
         }
+        for (pi, p) in dst4.iter().enumerate() {
+            let got = p.recv_test_frames(Duration::from_millis(50)).unwrap();
+            // Per far VLAN, in order.
+            let mut by_vlan: BTreeMap<u16, Vec<Vec<u8>>> = BTreeMap::new();
+            let mut other = 0;
+            for f in got {
+                match (test_info(&f), vlan_of(&f)) {
+                    (Some(t), Some(v)) if t.phase == 3 + dir => {
+                        by_vlan.entry(v).or_default().push(f)
+                    }
+                    _ => other += 1,
+                }
+            }
+            let ids: Vec<usize> = (0..n4).filter(|&i| i / per == pi).collect();
+            let mut bad = 0;
+            for &i in &ids {
+                let (_, x, y) = type4(n4, i);
+                let v = if dir == 0 { y } else { x };
+                let want: Vec<Vec<u8>> = (0..K4).map(|k| frame4(i, dir, k, v)).collect();
+                if by_vlan.remove(&v).unwrap_or_default() != want {
+                    bad += 1;
+                }
+            }
+            if bad > 0 || !by_vlan.is_empty() || other > 0 {
+                failures.push(format!(
+                    "dir {dir} v{pi}: {bad} of {} VLANs not exactly their {K4} frames; {} unexpected VLANs, {other} other frames",
+                    ids.len(),
+                    by_vlan.len()
+                ));
+            }
+        }
+        eprintln!(
+            "dir {dir}: {sent} frames sent on {} ports in {:.2} s",
+            PWS + n4_ports,
+            send_time.as_secs_f64()
+        );
     }
     let (after_a, after_b) = (pws(&a), pws(&b));
-    let d = |x: &Value, y: &Value, i: usize, k: &str| {
-        row(y, i)[k].as_u64().unwrap() - row(x, i)[k].as_u64().unwrap()
-    };
     for (pe, x, y) in [("pe-a", &before_a, &after_a), ("pe-b", &before_b, &after_b)] {
-        for i in 0..PWS {
+        let mut bad = Vec::new();
+        let names = (0..PWS)
+            .map(|i| (format!("w{i}"), K))
+            .chain((0..n4).map(|i| (format!("t{i}"), K4)));
+        for (name, want) in names {
             for k in ["tx_packets", "rx_packets"] {
-                if d(x, y, i, k) != K as u64 {
-                    failures.push(format!("{pe} w{i} {k} +{}, want +{K}", d(x, y, i, k)));
+                let d = counter(y, &name, k) - counter(x, &name, k);
+                if d != want as u64 {
+                    bad.push(format!("{name} {k} +{d}, want +{want}"));
                 }
             }
         }
+        if !bad.is_empty() {
+            failures.push(format!(
+                "{pe}: {} counters off, e.g. {:?}",
+                bad.len(),
+                &bad[..bad.len().min(5)]
+            ));
+        }
     }
     eprintln!(
-        "{PWS} type-5 pseudowires, {K} frames each way each, whole test {:.1} s",
+        "{PWS} type-5 ({K} frames each way each) + {n4} type-4 ({K4} each way each) pseudowires, whole test {:.1} s",
         t0.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -137,6 +137,9 @@ pub struct PseudowireManager {
     status_conn: Mutex<Option<OwnedFd>>,
     /// Status lines pushed to zebra (down, retry).
     pub pushed: std::sync::atomic::AtomicU64,
+    /// The status connection's socket was full in this maintenance pass:
+    /// the remaining lines wait for the next pass.
+    status_full: std::sync::atomic::AtomicBool,
 }
 
 /// Fresh state of pseudowire `w`.
@@ -215,6 +218,7 @@ impl PseudowireManager {
             )),
             status_conn: Mutex::new(None),
             pushed: std::sync::atomic::AtomicU64::new(0),
+            status_full: std::sync::atomic::AtomicBool::new(false),
         });
         let change = m.prepare(cfg)?;
         if let Some(t) = m.commit(change) {
@@ -534,6 +538,7 @@ impl PseudowireManager {
 
     /// One maintenance pass over every pseudowire.
     pub fn maintain(&self) {
+        self.status_full.store(false, Ordering::Relaxed);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         for (id, s) in inner.slots.iter_mut().enumerate() {
             let Some(s) = s else {
@@ -572,13 +577,17 @@ impl PseudowireManager {
             } else {
                 self.transport(w.neighbor).is_some()
             });
-        if !st.zebra_ok && !st.retry_asked && (st.signalled.is_some() || st.added) && ready {
-            st.retry_asked = true;
-            st.added = false;
-            self.send_status(
+        if !st.zebra_ok
+            && !st.retry_asked
+            && (st.signalled.is_some() || st.added)
+            && ready
+            && self.send_status(
                 w,
                 &format!("v=1 op=pw-status ifname={} vrf=0 status=up\n", w.ifname()),
-            );
+            )
+        {
+            st.retry_asked = true;
+            st.added = false;
         }
     }
 
@@ -588,26 +597,35 @@ impl PseudowireManager {
         if !st.zebra_ok || w.static_labels.is_some() {
             return;
         }
-        st.zebra_ok = false;
-        st.retry_asked = false;
-        self.send_status(
+        // Not sent (socket full, or no status connection yet): zebra still
+        // holds it as forwarding, so the next pass tries again.
+        if self.send_status(
             w,
             &format!(
                 "v=1 op=pw-status ifname={} vrf=0 status=down reason={reason}\n",
                 w.ifname()
             ),
-        );
+        ) {
+            st.zebra_ok = false;
+            st.retry_asked = false;
+        }
     }
 
-    /// One line on the module's status connection, if it subscribed.
-    fn send_status(&self, w: &PseudowireConfig, line: &str) {
+    /// One line on the module's status connection, if it subscribed;
+    /// whether it was sent. Never blocks: when the socket is full (zebra's
+    /// main thread busy, or a burst — every pseudowire behind a port that
+    /// went down) the line and the rest of this pass wait for the next
+    /// pass; the connection is kept (dropping it lost every line until
+    /// zebra reconnected, a second later).
+    fn send_status(&self, w: &PseudowireConfig, line: &str) -> bool {
+        if self.status_full.load(Ordering::Relaxed) {
+            return false;
+        }
         let mut c = self.status_conn.lock().unwrap_or_else(|e| e.into_inner());
         let Some(fd) = c.as_ref() else {
-            return;
+            return false;
         };
-        // SAFETY: sending from our own buffer on our own descriptor; never
-        // blocks (a full socket drops the connection: zebra's 30 s retry
-        // remains).
+        // SAFETY: sending from our own buffer on our own descriptor.
         let sent = unsafe {
             libc::send(
                 fd.as_raw_fd(),
@@ -617,15 +635,18 @@ impl PseudowireManager {
             )
         };
         if sent < 0 {
-            tracing::warn!(
-                "pseudowire status connection lost: {}",
-                std::io::Error::last_os_error()
-            );
-            *c = None;
-        } else {
-            self.pushed.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(pseudowire = %w.name, "told zebra: {}", line.trim_end());
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                self.status_full.store(true, Ordering::Relaxed);
+            } else {
+                tracing::warn!("pseudowire status connection lost: {e}");
+                *c = None;
+            }
+            return false;
         }
+        self.pushed.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(pseudowire = %w.name, "told zebra: {}", line.trim_end());
+        true
     }
 
     /// The data path sends a pseudowire's frames only to a next hop whose
@@ -930,6 +951,7 @@ fn allow_frr(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     fn cfg(pws: &[(&str, &str, u32)]) -> Config {
         let mut y = String::from(
@@ -1000,5 +1022,115 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    /// A burst of status lines larger than the status connection's socket
+    /// (every signalled pseudowire ready at once, zebra not reading for a
+    /// while) arrives whole once zebra reads: the lines that did not fit
+    /// wait for the next passes and the connection is kept. Before, the
+    /// first full send dropped the connection and the rest were lost.
+    #[test]
+    fn a_status_burst_larger_than_the_socket_arrives_whole() {
+        const N: usize = 1500;
+        let dir = std::env::temp_dir().join(format!("lanyard-pwburst-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("pw.sock");
+        let mut y = format!(
+            "ports: [{{name: up, mode: routed, addresses: [10.0.0.1/30]}}, {{name: a}}]\n\
+             routing:\n  pseudowire-socket: {}\npseudowires:\n",
+            sock.display()
+        );
+        for i in 0..N {
+            y.push_str(&format!(
+                "  - {{name: p{i}, port: a, vlan: {}, neighbor: 10.0.0.2, pw-id: {}}}\n",
+                i + 1,
+                i + 1
+            ));
+        }
+        let c = config::parse(&y, "t.yaml").unwrap();
+        let shared = Arc::new(Shared::new(config::build::initial_tables(&c), 16));
+        let fib4 = Arc::new(Lpm4::new());
+        let mut threads = Vec::new();
+        let _m = PseudowireManager::start(
+            &c,
+            &shared,
+            Arc::new(Lfib::new(tables::mpls::LfibSize::default())),
+            fib4.clone(),
+            Arc::new(NextHopTable::new(16, 4)),
+            &mut threads,
+        )
+        .unwrap()
+        .unwrap();
+        // The module's status connection subscribes; then zebra is busy.
+        // SAFETY: plain socket calls on a descriptor owned below.
+        let fd = unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+            let mut sa: libc::sockaddr_un = std::mem::zeroed();
+            sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, b) in sa.sun_path.iter_mut().zip(sock.as_os_str().as_bytes()) {
+                *d = *b as libc::c_char;
+            }
+            let end = Instant::now() + Duration::from_secs(5);
+            while libc::connect(
+                fd,
+                (&sa as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            ) != 0
+            {
+                assert!(Instant::now() < end, "no listener");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            OwnedFd::from_raw_fd(fd)
+        };
+        let sub = b"v=1 op=subscribe\n";
+        // SAFETY: sending from a static buffer.
+        unsafe { libc::send(fd.as_raw_fd(), sub.as_ptr().cast(), sub.len(), 0) };
+        let mut buf = [0u8; 512];
+        // SAFETY: reading into our own buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        assert_eq!(&buf[..n.max(0) as usize], b"ok");
+        // Every pseudowire becomes ready at once: circuit port up, remote
+        // PE routed.
+        let t = shared.tables.load();
+        let mut l2 = t.l2.clone();
+        l2.ports[1].up = true;
+        shared.tables.store(Arc::new(tables::Tables {
+            l2,
+            mac: t.mac.clone(),
+            learn_gate: t.learn_gate.clone(),
+        }));
+        fib4.insert(u32::from(std::net::Ipv4Addr::new(10, 0, 0, 0)), 30, 1)
+            .unwrap();
+        // zebra reads nothing for several maintenance passes.
+        std::thread::sleep(MAINTAIN_EVERY * 6);
+        let mut seen = std::collections::HashSet::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while seen.len() < N && Instant::now() < end {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe {
+                libc::recv(
+                    fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n == 0 {
+                break; // closed by Lanyard
+            }
+            if n < 0 {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            let line = String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+            assert!(line.contains("status=up"), "{line}");
+            seen.insert(line);
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(seen.len(), N, "status lines received");
     }
 }
