@@ -11,14 +11,13 @@
 //! each sending at `rate`; every access port sends to every core port and
 //! back, one stream each way, and each stream's outage is its own lost
 //! frames over its own offered rate, reported min/avg/max over the trials
-//! beside the report's figure for the design ([`stream_table`]).
+//! beside the report's figure for the design (`tables::stream_table`).
 
 use crate::convergence::{convergence_ms, MinAvgMax};
 use crate::engine::{Limit, TrialResult, TrialSpec};
-use crate::plan::{FrameSize, Reference, Test};
+use crate::plan::{FrameSize, Test};
 use crate::procs::Ctx;
 use crate::report::{ResultRow, TrialRecord};
-use crate::tables::{Align, Table};
 use crate::LabError;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -110,79 +109,6 @@ pub fn summarise(trials: &[Vec<StreamTrial>]) -> Vec<StreamSummary> {
             }
         })
         .collect()
-}
-
-/// The report's per-stream table of a tiers test (None when no row has
-/// streams): one row per stream and design (DUT), outage min/avg/max in
-/// ms over the trials, frames duplicated, and the report's figure for
-/// the design (`reference.duts`). Plus the legend line.
-pub fn stream_table(rows: &[&ResultRow], reference: Option<&Reference>) -> Option<(Table, String)> {
-    let with: Vec<(&ResultRow, &Vec<Value>)> = rows
-        .iter()
-        .filter_map(|r| Some((*r, r.detail["disruption"]["streams"].as_array()?)))
-        .filter(|(_, s)| !s.is_empty())
-        .collect();
-    if with.is_empty() {
-        return None;
-    }
-    use Align::{Left as L, Right as R};
-    let mut t = Table::new(&[
-        ("stream", L),
-        ("design", L),
-        ("trials", R),
-        ("min ms", R),
-        ("avg ms", R),
-        ("max ms", R),
-        ("dup", R),
-        ("report", L),
-    ]);
-    let mut names: Vec<&str> = Vec::new();
-    for (_, ss) in &with {
-        for s in ss.iter() {
-            if let Some(n) = s["stream"].as_str().filter(|n| !names.contains(n)) {
-                names.push(n);
-            }
-        }
-    }
-    let multi_size = with
-        .iter()
-        .any(|(r, _)| r.frame_size != with[0].0.frame_size);
-    for n in names {
-        for (r, ss) in &with {
-            let Some(s) = ss.iter().find(|s| s["stream"] == n) else {
-                continue;
-            };
-            let ms = |k: &str| {
-                s["outage_ms"][k]
-                    .as_f64()
-                    .map(|x| format!("{x:.1}"))
-                    .unwrap_or_default()
-            };
-            let design = if multi_size {
-                format!("{} {}", r.dut, r.frame_size)
-            } else {
-                r.dut.clone()
-            };
-            t.row(vec![
-                n.to_string(),
-                design,
-                s["trials"].to_string(),
-                ms("min"),
-                ms("avg"),
-                ms("max"),
-                s["duplicated"].to_string(),
-                reference
-                    .and_then(|x| x.duts.get(&r.dut))
-                    .cloned()
-                    .unwrap_or_default(),
-            ]);
-        }
-    }
-    let legend = "per stream: outage = its lost frames / its offered rate, min/avg/max over the \
-                  trials; dup = its frames delivered twice, all trials; acc = access-tier tester \
-                  port, core = core-tier; report = the report's figure for that design"
-        .to_string();
-    Some((t, legend))
 }
 
 /// One line for the reports from a row's `disruption` detail.
@@ -406,6 +332,7 @@ mod tests {
     use super::*;
     use crate::engine::StreamResult;
     use crate::hist::LatencyStats;
+    use crate::plan::Reference;
 
     #[test]
     fn tiers_send_every_access_port_to_every_core_port_and_back() {
@@ -541,7 +468,7 @@ mod tests {
             .into(),
             ..Reference::default()
         };
-        let (t, legend) = stream_table(&[&a, &b], Some(&reference)).unwrap();
+        let (t, legend) = crate::tables::stream_table(&[&a, &b], Some(&reference)).unwrap();
         let text = t.render();
         assert!(
             legend.contains("lost frames / its offered rate"),
@@ -601,7 +528,7 @@ mod tests {
         // No streams (a test without tiers): no table.
         let mut plain = ResultRow::new("x", crate::plan::TestKind::Disruption, "d", "64", 64.0);
         plain.detail = json!({"disruption": {"trials": []}});
-        assert!(stream_table(&[&plain], None).is_none());
+        assert!(crate::tables::stream_table(&[&plain], None).is_none());
     }
 
     #[test]

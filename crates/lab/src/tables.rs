@@ -645,7 +645,7 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
     }
     let streams = if kind == TestKind::Disruption {
         let test = rows.first().map(|r| r.test.as_str()).unwrap_or("");
-        crate::disruption::stream_table(rows, s.references.iter().find(|r| r.test == test))
+        stream_table(rows, s.references.iter().find(|r| r.test == test))
     } else {
         None
     };
@@ -759,6 +759,82 @@ fn ratio_table(rows: &[&ResultRow], duts: &[&str], sizes: &[&str]) -> Table {
         }
     }
     t
+}
+
+/// The report's per-stream table of a tiers test (None when no row has
+/// streams): one row per stream and design (DUT), outage min/avg/max in
+/// ms over the trials, frames duplicated, and the report's figure for
+/// the design (`reference.duts`). Plus the legend line.
+pub fn stream_table(
+    rows: &[&ResultRow],
+    reference: Option<&crate::plan::Reference>,
+) -> Option<(Table, String)> {
+    let with: Vec<(&ResultRow, &Vec<serde_json::Value>)> = rows
+        .iter()
+        .filter_map(|r| Some((*r, r.detail["disruption"]["streams"].as_array()?)))
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    use Align::{Left as L, Right as R};
+    let mut t = Table::new(&[
+        ("stream", L),
+        ("design", L),
+        ("trials", R),
+        ("min ms", R),
+        ("avg ms", R),
+        ("max ms", R),
+        ("dup", R),
+        ("report", L),
+    ]);
+    let mut names: Vec<&str> = Vec::new();
+    for (_, ss) in &with {
+        for s in ss.iter() {
+            if let Some(n) = s["stream"].as_str().filter(|n| !names.contains(n)) {
+                names.push(n);
+            }
+        }
+    }
+    let multi_size = with
+        .iter()
+        .any(|(r, _)| r.frame_size != with[0].0.frame_size);
+    for n in names {
+        for (r, ss) in &with {
+            let Some(s) = ss.iter().find(|s| s["stream"] == n) else {
+                continue;
+            };
+            let ms = |k: &str| {
+                s["outage_ms"][k]
+                    .as_f64()
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_default()
+            };
+            let design = if multi_size {
+                format!("{} {}", r.dut, r.frame_size)
+            } else {
+                r.dut.clone()
+            };
+            t.row(vec![
+                n.to_string(),
+                design,
+                s["trials"].to_string(),
+                ms("min"),
+                ms("avg"),
+                ms("max"),
+                s["duplicated"].to_string(),
+                reference
+                    .and_then(|x| x.duts.get(&r.dut))
+                    .cloned()
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    let legend = "per stream: outage = its lost frames / its offered rate, min/avg/max over the \
+                  trials; dup = its frames delivered twice, all trials; acc = access-tier tester \
+                  port, core = core-tier; report = the report's figure for that design"
+        .to_string();
+    Some((t, legend))
 }
 
 #[cfg(test)]

@@ -306,9 +306,10 @@ impl PeerLink {
     }
 
     /// Why an aggregated peer link's bundle has no member distributing,
-    /// from its members' LACP state (`own_system`: this node's LACP
-    /// system id, what the peer shows if it has the same switch name).
-    pub fn no_data_reason(&self, own_system: [u8; 6]) -> String {
+    /// from its members' LACP state (`switch_name`: this node's, whose
+    /// LACP system id the peer shows if it has the same name).
+    pub fn no_data_reason(&self, switch_name: &str) -> String {
+        let own_system = crate::ha::system_mac(switch_name);
         let Some(index) = self.io.bundle.and_then(|id| {
             let st = self.io.ha.snapshot();
             st.channels.iter().position(|c| c.id == id)

@@ -207,7 +207,7 @@ impl PairRunner {
                 let alive = self.pair.link_alive(now);
                 let no_data = self.pair.data_down(now);
                 if no_data && !data_was_down {
-                    let why = l.no_data_reason(crate::ha::system_mac(&self.switch_name));
+                    let why = l.no_data_reason(&self.switch_name);
                     tracing::warn!(
                         "virtual-switch: peer link {} down for data: hellos cross but no member has \
                          distributed for {} ms ({why}); dual-active, the secondary holds its \
