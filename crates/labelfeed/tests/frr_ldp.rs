@@ -235,15 +235,8 @@ fn ldp_labels_and_pseudowire_reach_lanyard() {
         .unwrap();
 
     let fpm = fpm_listener(a.name());
-    let tmp = std::env::temp_dir().join(format!("lanyard-mpls-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    struct RmDir(PathBuf);
-    impl Drop for RmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("mpls");
+    let tmp = tmp_guard.path().to_path_buf();
     let sock_a = tmp.join("a-pw.sock").to_string_lossy().into_owned();
     let sock_b = tmp.join("b-pw.sock").to_string_lossy().into_owned();
     let accept_a = Arc::new(AtomicBool::new(false));

@@ -573,18 +573,12 @@ fn bittorrent_between_real_clients_is_recognised_inline() {
         &["sw1", "sw2"],
     )
     .expect("start lanyard");
-    let dir = std::env::temp_dir().join(format!("lanyard-bt-{}", std::process::id()));
+    let dir_guard = testkit::TempDir::new("bt");
+    let dir = dir_guard.path().to_path_buf();
     let seed = dir.join("seed");
     let dl = dir.join("dl");
     std::fs::create_dir_all(&seed).unwrap();
     std::fs::create_dir_all(&dl).unwrap();
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
     let subs = dir.join("subs.txt");
     std::fs::write(&subs, format!("add peer package=silver addr={CLIENT}\n")).unwrap();
     ok(

@@ -148,15 +148,8 @@ fn subscribers_in_bulk_and_every_flow_held_then_unknown_and_table_full_counted()
     let rss0 = rss_kib(pid);
 
     // 1. Provisioning: one streamed load of every subscriber.
-    let dir = std::env::temp_dir().join(format!("lanyard-iscale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
+    let dir_guard = testkit::TempDir::new("iscale");
+    let dir = dir_guard.path().to_path_buf();
     let file = dir.join("subscribers.txt");
     let mut text = String::with_capacity(subs as usize * 44);
     const PKG: [&str; 3] = ["gold", "silver", "bronze"];

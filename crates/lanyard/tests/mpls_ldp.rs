@@ -163,8 +163,8 @@ fn ldp_labels_switch_through_lanyard() {
     ] {
         t1.exec(args).expect("tester setup");
     }
-    let tmp = std::env::temp_dir().join(format!("lanyard-mpls-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_guard = testkit::TempDir::new("mpls-e2e");
+    let tmp = tmp_guard.path().to_path_buf();
     let opts = |sock: &str| FrrOptions {
         zebra_args: vec![
             "-M".into(),
@@ -229,13 +229,6 @@ fn ldp_labels_switch_through_lanyard() {
         &opts("t-pw.sock"),
     )
     .expect("tester FRR");
-    struct RmDir(PathBuf);
-    impl Drop for RmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = RmDir(tmp.clone());
 
     wait_for("LDP session", Duration::from_secs(90), || {
         let out = dut.vtysh(&["show mpls ldp neighbor"]);

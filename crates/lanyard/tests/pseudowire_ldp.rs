@@ -179,13 +179,6 @@ fn pw<'a>(v: &'a Value, name: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-struct RmDir(PathBuf);
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Sends `frames` on `from`; the test frames each of `to` received.
 fn exchange(from: &RawPort, frames: &[Vec<u8>], to: &[&RawPort]) -> Vec<Vec<Vec<u8>>> {
     for f in frames {
@@ -226,9 +219,8 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
     for ns in [&pa, &pb] {
         ns.exec(&["ip", "link", "set", "lo", "up"]).unwrap();
     }
-    let tmp = std::env::temp_dir().join(format!("lanyard-pwldp-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("pwldp");
+    let tmp = tmp_guard.path().to_path_buf();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let mut names = vec!["up"];
     names.extend(AC_PORTS);

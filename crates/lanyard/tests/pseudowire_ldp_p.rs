@@ -46,7 +46,7 @@
 //! (2 cores shared, load 4–6).
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
@@ -362,13 +362,6 @@ fn lfib_has(sw: &Switch, label: u64) -> bool {
         .any(|e| e["in_label"].as_u64() == Some(label))
 }
 
-struct RmDir(PathBuf);
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Writes `yaml` beside the switch's socket (same backend and socket) for
 /// `config apply`.
 fn apply(sw: &Switch, tag: &str, yaml: &str) -> Result<String, String> {
@@ -437,9 +430,8 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
         veth(&pa, port, &ca, port, 9000).unwrap();
         veth(&pb, port, &cb, port, 9000).unwrap();
     }
-    let tmp = std::env::temp_dir().join(format!("lanyard-pwldpp-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("pwldpp");
+    let tmp = tmp_guard.path().to_path_buf();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let sock = |k: u8| tmp.join(format!("pw{k}.sock"));
     let before: [&Pw; 3] = [&KEEP, &VL, &DEL];

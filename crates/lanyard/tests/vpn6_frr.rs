@@ -156,15 +156,8 @@ routing:
         &["sw1", "sw2"],
     )
     .expect("start lanyard");
-    let tmp = std::env::temp_dir().join(format!("lanyard-vpn6-frr-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    struct RmDir(std::path::PathBuf);
-    impl Drop for RmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("vpn6-frr");
+    let tmp = tmp_guard.path().to_path_buf();
 
     // Lanyard's PE: IPv6 VPN over IPv4 sessions; CUSTA imports the remote
     // route and exports its connected IPv6 subnet with a per-VRF label.

@@ -89,15 +89,8 @@ routing:
         &["sw1", "sw2"],
     )
     .expect("start lanyard");
-    let tmp = std::env::temp_dir().join(format!("lanyard-vpn-frr-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    struct RmDir(std::path::PathBuf);
-    impl Drop for RmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("vpn-frr");
+    let tmp = tmp_guard.path().to_path_buf();
 
     // Lanyard's PE: LDP and BGP from the core port's address (Lanyard
     // punts what is addressed to its ports), the remote PE's loopback as

@@ -39,7 +39,7 @@
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -263,13 +263,6 @@ fn tshark(frame: &[u8], fields: &[&str]) -> Option<Vec<String>> {
     testkit::tshark::fields(frame, fields, &[]).ok()
 }
 
-struct RmDir(PathBuf);
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Every frame `port` receives until it has been quiet for `quiet`.
 fn collect(port: &RawPort, quiet: Duration) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -424,9 +417,8 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     for v in vrf1.iter().chain(&vrf2) {
         v.sysctl("net.ipv4.conf.all.rp_filter", "1").unwrap();
     }
-    let tmp = std::env::temp_dir().join(format!("lanyard-vpn-ppe-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("vpn-ppe");
+    let tmp = tmp_guard.path().to_path_buf();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
 
     // The three routers, started in parallel (each: Lanyard, then FRR).

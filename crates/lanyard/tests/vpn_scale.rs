@@ -119,13 +119,6 @@ fn labels(f: &[u8]) -> Option<(Stack, Vec<u8>)> {
     Some((stack, eth))
 }
 
-struct RmDir(PathBuf);
-impl Drop for RmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Lanyard's pid: the process whose command line names its
 /// configuration (testkit writes it next to the socket).
 fn pid_of(sw: &Switch) -> Option<u32> {
@@ -198,7 +191,7 @@ struct ScaleBed {
     _remote: FrrInstance,
     /// The VRF namespaces (removed on drop).
     _ns: Vec<Netns>,
-    _rm: RmDir,
+    _rm: testkit::TempDir,
     /// The core port's index (1-based).
     core: usize,
     yaml_dir: PathBuf,
@@ -299,9 +292,9 @@ impl ScaleBed {
             &port_refs,
         )
         .expect("start lanyard");
-        let tmp = std::env::temp_dir().join(format!("lanyard-vpn-scale-{}", std::process::id()));
-        std::fs::create_dir_all(&tmp).unwrap();
-        let rm = RmDir(tmp.clone());
+        let tmp_guard = testkit::TempDir::new("vpn-scale");
+        let tmp = tmp_guard.path().to_path_buf();
+        let rm = tmp_guard;
         eprintln!(
             "  lanyard up with {vrfs} VRFs after {:.1} s",
             t0.elapsed().as_secs_f64()

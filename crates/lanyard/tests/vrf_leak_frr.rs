@@ -187,15 +187,8 @@ routing:
         &["sw1", "sw2"],
     )
     .expect("start lanyard");
-    let tmp = std::env::temp_dir().join(format!("lanyard-vrf-leak-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    struct RmDir(std::path::PathBuf);
-    impl Drop for RmDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = RmDir(tmp.clone());
+    let tmp_guard = testkit::TempDir::new("vrf-leak");
+    let tmp = tmp_guard.path().to_path_buf();
 
     let cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),

@@ -59,3 +59,29 @@ macro_rules! require_root {
         }
     };
 }
+
+/// A directory for one test's files under the system's temp dir
+/// (`lanyard-TAG-PID`), created empty and removed with everything in it
+/// when dropped, however the test ends.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// Creates `lanyard-TAG-PID` (emptied first if a crashed run left it).
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("lanyard-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("create the test's temporary directory");
+        TempDir(p)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
