@@ -903,9 +903,10 @@ fn pseudowire_over_a_vlan_interface_is_tagged() {
     assert_eq!(pws.totals(0).rx_packets, 1);
 }
 
-/// A routed subinterface's packets leave through its port's output
-/// policy — re-marking (DSCP, and `set-pcp` into the subinterface's tag)
-/// and the port's class queues — but not through the port's output ACL,
+/// A routed subinterface's packets, plain or labelled, leave through its
+/// port's output policy — re-marking (DSCP, and `set-pcp` into the
+/// subinterface's tag) and the port's class queues — but not through the
+/// port's output ACL,
 /// which filters the port's own interface (docs/vrf.md, "Subinterfaces").
 /// (Before: the port's policy was skipped, the frames left unmarked and
 /// beside its queues.)
@@ -990,6 +991,23 @@ fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
         assert_eq!(f[18 + 1] >> 2, 46, "queues {queues}: the port's set-dscp");
         assert!(ip_ok(&f[18..]) && f[18 + 8] == 63);
         assert_eq!(policy.counter(0, class_counter::PACKETS), 1);
+        // Labelled out of the subinterface (FTN push 305): the same.
+        rig.peers[0].inject(&eth(0x0800, &ipv4("100.64.5.9", 64, 60)));
+        let out = rig.sent(1, 1);
+        assert_eq!(out.len(), 1, "queues {queues}: labelled out of port 1");
+        let f = &out[0];
+        assert_eq!(
+            &f[12..18],
+            &[0x81, 0x00, 0xa0, 30, 0x88, 0x47],
+            "PCP 5, tag 30, MPLS"
+        );
+        assert_eq!(lse(f, 18).0, 305);
+        assert_eq!(
+            f[22 + 1] >> 2,
+            46,
+            "queues {queues}: the port's set-dscp inside"
+        );
+        assert_eq!(policy.counter(0, class_counter::PACKETS), 2);
         // The port's own interface: its ACL denies.
         rig.peers[0].inject(&eth(0x0800, &ipv4("100.64.1.9", 64, 60)));
         assert!(

@@ -233,14 +233,16 @@ impl Worker {
         let f = &mut buf[span.start..span.start + span.len];
         f[0..6].copy_from_slice(&mac);
         f[6..12].copy_from_slice(&egress.mac);
-        self.send_from_router(l3, port, f, dirty, from_router);
+        self.send_from_router(l3, port, f, dirty, from_router, None);
         Ok(())
     }
 
     /// Sends a finished labelled frame (MACs written, untagged) out of
     /// router interface `port`: a routed port as it is, a routed
-    /// subinterface tagged on its parent port, a VLAN interface through
-    /// the layer-2 stage.
+    /// subinterface tagged on its parent port (through the port's output
+    /// policy with `policy`: services, key, the IP header's offset in the
+    /// untagged frame), a VLAN interface through the layer-2 stage.
+    #[allow(clippy::too_many_arguments)]
     fn send_from_router(
         &mut self,
         l3: &L3Tables,
@@ -248,11 +250,14 @@ impl Worker {
         f: &[u8],
         dirty: &mut PortSet,
         from_router: &mut FrameBatch,
+        policy: Option<(&Services, &AclKey, usize)>,
     ) {
         if let Some((parent, tag)) = l3.subinterface(port) {
             let n = f.len().min(self.tag_buf.len() - 4);
             self.tag_buf[4..4 + n].copy_from_slice(&f[..n]);
-            self.send_tagged(port, parent, tag, n, dirty, None);
+            // The tag moves the IP header 4 bytes on.
+            let policy = policy.map(|(s, k, l3off)| (s, k, l3off + 4));
+            self.send_tagged(port, parent, tag, n, dirty, policy);
         } else if l3.is_svi(port) {
             if !from_router.push(port, f) {
                 self.counters
@@ -327,7 +332,7 @@ impl Worker {
         } else {
             // Back to the previous LSR, by the way the frame came in.
             let ingress = a.ingress;
-            self.send_from_router(l3, ingress, &out[..n], dirty, from_router);
+            self.send_from_router(l3, ingress, &out[..n], dirty, from_router, None);
             c.l3.icmp_sent.add(1);
         }
         self.scratch = out;
@@ -403,7 +408,8 @@ impl Worker {
                         }
                     }
                     bump(&stats.pushed);
-                    self.send_from_router(l3, port, out, dirty, from_router);
+                    // Then the port's output policy, as for IP.
+                    self.send_from_router(l3, port, out, dirty, from_router, egress);
                 }
             }
             Err(d) => bump(&stats.drops[stage_index(d)]),
