@@ -119,35 +119,6 @@ fn labels(f: &[u8]) -> Option<(Stack, Vec<u8>)> {
     Some((stack, eth))
 }
 
-/// Lanyard's pid: the process whose command line names its
-/// configuration (testkit writes it next to the socket).
-fn pid_of(sw: &Switch) -> Option<u32> {
-    let sock = sw
-        .socket()
-        .parent()?
-        .join("config.yaml")
-        .to_string_lossy()
-        .into_owned();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd);
-        if cmd.contains(&sock)
-            && cmd
-                .split('\0')
-                .next()
-                .is_some_and(|b| b.ends_with("lanyard"))
-        {
-            return Some(pid);
-        }
-    }
-    None
-}
-
 /// VmRSS of `pid` in KiB.
 fn rss_kb(pid: Option<u32>) -> u64 {
     pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
@@ -299,7 +270,7 @@ impl ScaleBed {
             "  lanyard up with {vrfs} VRFs after {:.1} s",
             t0.elapsed().as_secs_f64()
         );
-        let pid = pid_of(&sw);
+        let pid = sw.pid();
         let rss0 = rss_kb(pid);
         let cpu0 = cpu_s(pid);
         let base = vrf_routes(&sw);
