@@ -1,7 +1,7 @@
 //! The layer-3 path: routed ports' frames and frames switched into a VLAN
 //! interface, through the layer-3 stage; punts and ICMP errors.
 
-use crate::services::drop_reason;
+use crate::services::{drop_reason, NO_PCP};
 use crate::worker::*;
 use io::FrameBatch;
 use pipeline::copp::{self, CoppClass};
@@ -14,8 +14,6 @@ use tables::PortSet;
 
 /// The IP header's offset in a routed frame (untagged by then).
 const ETH_L3: usize = 14;
-/// No `set-pcp` from the input policy (802.1p values are 0..=7).
-const NO_PCP: u8 = 0xff;
 
 impl Worker {
     /// The layer-3 path: routed ports' frames.

@@ -7,6 +7,10 @@ use pipeline::services::{extract_key, ip_len, tos, ServiceDrop, Services};
 use pipeline::{Action, DropReason, Verdicts};
 use std::time::{Duration, Instant};
 
+/// No `set-pcp` from the input policy (802.1p values are 0..=7): the
+/// `pcp` out-parameter of `Services::ingress` before the call.
+pub(crate) const NO_PCP: u8 = 0xff;
+
 impl Worker {
     /// Ingress services of a switched batch: keys, ACLs, input policy,
     /// flow accounting. Denied or policed frames become drops.

@@ -30,6 +30,7 @@ const SVI_MAC: [u8; 6] = [2, 0, 0, 0, 1, 4];
 
 struct Rig {
     shared: Arc<Shared>,
+    counters: Arc<WorkerCounters>,
     peers: Vec<MemoryPeer>,
     mb: Arc<Mailbox>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -256,10 +257,11 @@ impl Rig {
             });
             peers.push(peer);
         }
+        let counters = Arc::new(WorkerCounters::default());
         let w = Worker::new(
             shared.clone(),
             mb.clone(),
-            Arc::new(WorkerCounters::default()),
+            counters.clone(),
             WorkerOptions {
                 idle_spin: Duration::from_micros(10),
                 max_sleep: Duration::from_millis(1),
@@ -267,6 +269,7 @@ impl Rig {
         );
         Rig {
             shared,
+            counters,
             peers,
             mb,
             thread: Some(std::thread::spawn(move || w.run())),
@@ -1015,4 +1018,158 @@ fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
             "queues {queues}: denied on port 1"
         );
     }
+}
+
+/// TC (3 bits) of the label stack entry at `off`.
+fn tc(f: &[u8], off: usize) -> u8 {
+    (f[off + 2] >> 1) & 7
+}
+
+/// An attachment circuit's port runs its input services on the customer
+/// frame before it enters the pseudowire — the report's circuits carry
+/// the 10,000-line ACL, QoS re-marking and NetFlow: a denied packet is
+/// the port's `acl-deny` drop and never encapsulated, a re-marked one
+/// goes in re-marked with the labels' TC from its class (`set-pcp`, else
+/// the customer's 802.1p, else its DSCP's precedence), and the flow is
+/// accounted with the circuit's port in and the uplink out. (Before: no
+/// service ran on circuit frames, every label left with TC 0.)
+#[test]
+fn pseudowire_circuit_takes_its_ports_input_services() {
+    use pipeline::services::{
+        class_counter, AclFamily, AclList, AclSet, AttachPoint, AttachedAcl, AttachedPolicy,
+        ClassSpec, Direction, FlowSettings, Policy, Services,
+    };
+    use pipeline::DropReason;
+    use tables::acl::{Classifier, Match};
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::new();
+    let remote_pe = a4("10.99.0.9");
+    rig.pseudowire_circuit(3, remote_pe);
+    let l3 = rig.shared.l3.load_full().unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    l3.fib4.insert(u32::from(remote_pe), 32, 1).unwrap();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: false,
+            remote_label: 500,
+            transport: 1,
+        },
+    )
+    .unwrap();
+    // Port 3 (the circuit): deny IPv4 to 203.0.113.66, permit the rest;
+    // a policy that re-marks everything AF11 (and 802.1p `pcp`); flows.
+    let acl = Arc::new(AclList {
+        name: "ac-in".into(),
+        family: AclFamily::Ipv4,
+        classifier: Classifier::compile(&[
+            Match {
+                family: Some(4),
+                dst_ip: Some((u128::from(u32::from(a4("203.0.113.66"))), 32)),
+                ..Match::default()
+            },
+            Match {
+                family: Some(4),
+                ..Match::default()
+            },
+        ]),
+        log: vec![false, false].into(),
+        log_events: crossbeam_queue::ArrayQueue::new(4),
+        line_rule: vec![0, 1].into(),
+        permit: vec![false, true].into(),
+    });
+    let services = |pcp: Option<u8>, generation: u64| {
+        let policy = Arc::new(Policy {
+            name: "mark".into(),
+            classifier: Classifier::compile(&[]),
+            line_class: Box::new([]),
+            classes: Box::new([ClassSpec {
+                name: "class-default".into(),
+                set_dscp: Some(10),
+                set_pcp: pcp,
+                police: None,
+            }]),
+            queues: None,
+        });
+        let attached = Arc::new(AttachedPolicy::new(policy, 1, Direction::In, 3));
+        let mut s = Services::empty(1, 8);
+        s.port_in[3] = AclSet {
+            v4: Some(Arc::new(AttachedAcl::new(
+                acl.clone(),
+                AttachPoint::Port(3),
+                Direction::In,
+                1,
+            ))),
+            ..AclSet::default()
+        };
+        s.policy_in[3] = Some(attached.clone());
+        s.flows = Some(FlowSettings {
+            sampling: 1,
+            active_ms: 60_000,
+            inactive_ms: 1,
+            cache_size: 64,
+        });
+        s.generation = generation;
+        s.finish();
+        (s, attached)
+    };
+    let (s, policy) = services(None, 1);
+    rig.shared.services.store(Some(Arc::new(s)));
+    let customer = eth(0x0800, &ipv4("198.51.100.7", 64, 60));
+    rig.peers[3].inject(&customer);
+    let out = rig.sent(1, 1);
+    assert_eq!(out.len(), 1, "permitted: into the pseudowire");
+    let f = &out[0];
+    assert_eq!(lse(f, 14), (500, true, 255));
+    assert_eq!(tc(f, 14), 1, "TC from the re-marked DSCP (AF11: class 1)");
+    let inner = &f[18..];
+    assert_eq!(inner.len(), customer.len());
+    assert_eq!(inner[14 + 1] >> 2, 10, "the customer packet re-marked AF11");
+    assert!(ip_ok(&inner[14..]), "its checksum updated");
+    assert_eq!(policy.counter(0, class_counter::PACKETS), 1);
+    // Denied: dropped on the circuit's port, not encapsulated.
+    rig.peers[3].inject(&eth(0x0800, &ipv4("203.0.113.66", 64, 60)));
+    assert!(rig.sent(1, 0).is_empty(), "denied: nothing out");
+    let denied = rig.counters.ports[3].drops[DropReason::AclDeny as usize].get();
+    assert_eq!(denied, 1, "counted as the port's acl-deny");
+    let pws = rig.shared.pseudowires.load_full().unwrap();
+    assert_eq!(pws.totals(0).tx_packets, 1);
+    // The permitted flow, accounted: circuit port in, uplink out.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut records = Vec::new();
+    while records.is_empty() && Instant::now() < deadline {
+        for q in rig.shared.flow_queues() {
+            while let Some(r) = q.pop() {
+                records.push(r);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(records.len(), 1, "one flow: {records:?}");
+    let r = &records[0];
+    assert_eq!((r.key.in_port, r.out_port, r.packets), (3, 1, 1));
+    assert_eq!(r.key.dst_ip, u128::from(u32::from(a4("198.51.100.7"))));
+
+    // `set-pcp 4`: the labels' TC is 4 whatever the packet's DSCP.
+    let (s, _) = services(Some(4), 2);
+    rig.shared.services.store(Some(Arc::new(s)));
+    rig.peers[3].inject(&customer);
+    let f = &rig.sent(1, 1)[0];
+    assert_eq!(tc(f, 14), 4, "the policy's set-pcp");
+    // No services: a tagged customer frame's own 802.1p (6) becomes the
+    // TC; an untagged packet's DSCP precedence (EF: 5).
+    rig.shared.services.store(None);
+    let mut tagged = customer.clone();
+    tagged.splice(12..12, [0x81, 0x00, 6 << 5, 100]);
+    rig.peers[3].inject(&tagged);
+    let f = &rig.sent(1, 1)[0];
+    assert_eq!(tc(f, 14), 6, "the customer's 802.1p");
+    assert_eq!(&f[18..], &tagged[..], "carried unchanged");
+    let mut ef = customer.clone();
+    ef[15] = 46 << 2;
+    rig.peers[3].inject(&ef);
+    let f = &rig.sent(1, 1)[0];
+    assert_eq!(tc(f, 14), 5, "EF's precedence");
 }

@@ -19,13 +19,24 @@
 //! Type 4: `LANYARD_PW_VLANS` pseudowires (default 32, on 2 ports; up to
 //! 3,072 = 128 VLANs on each of 24 ports, the report's layout). Needs
 //! root, else SKIPPED.
+//!
+//! `pseudowires_with_the_reports_services_on` runs the same with the
+//! report's services on every circuit port of both PEs (the lab's
+//! 10,000-line IPv4 and IPv6 access lists, its 500-line QoS policy
+//! re-marking to AF11, flow export): the test frames (not IP) still go
+//! through exactly; then per type-5 pseudowire and direction an IPv4 UDP
+//! packet arrives re-marked AF11 with a valid checksum, a TCP packet to a
+//! denied port never arrives and is the port's `acl-deny` drop, and
+//! nfcapd beside pe-a lists each permitted flow with its circuit port.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
 use testkit::netns::veth;
 use testkit::pseudowire::pseudowires as pws;
+use testkit::switch::port_counter;
 use testkit::{l2, Netns, RawPort, Switch};
 
 /// Type-5 pseudowires (whole ports p0..p23).
@@ -35,6 +46,8 @@ const K: usize = 30;
 /// Frames per type-4 pseudowire and direction.
 const K4: usize = 2;
 const VLANS_PER_PORT: usize = 128;
+/// nfcapd's port in pe-a's namespace (services on).
+const COLLECTOR_PORT: u16 = 2056;
 
 /// Type-4 pseudowires: `LANYARD_PW_VLANS`, default 32.
 fn type4_count() -> usize {
@@ -59,7 +72,7 @@ fn type4(n4: usize, i: usize) -> (usize, u16, u16) {
     (i / per, 100 + v, 300 + v)
 }
 
-fn config(a_side: bool, n4: usize) -> String {
+fn config(a_side: bool, n4: usize, services: bool) -> String {
     let (me, peer, local, remote) = if a_side {
         ("10.94.0.1", "10.94.0.2", 7000, 8000)
     } else {
@@ -69,11 +82,25 @@ fn config(a_side: bool, n4: usize) -> String {
         "switch:\n  name: pe-{}\nports:\n  - {{name: up, mode: routed, mtu: 1600, addresses: [{me}/30]}}\n",
         if a_side { "a" } else { "b" }
     );
+    // The report's services on the circuit ports' input (`services_yaml`
+    // defines them; flows time out after 1 s here, not 15).
+    let attach = if services {
+        ", acl-in: [lab-v4, lab-v6], policy-in: lab-qos"
+    } else {
+        ""
+    };
     for i in 0..PWS {
-        y.push_str(&format!("  - {{name: p{i}}}\n"));
+        y.push_str(&format!("  - {{name: p{i}{attach}}}\n"));
     }
     for i in 0..type4_layout(n4).0 {
-        y.push_str(&format!("  - {{name: v{i}}}\n"));
+        y.push_str(&format!("  - {{name: v{i}{attach}}}\n"));
+    }
+    if services {
+        y.push_str(
+            &lab::dut::services_yaml()
+                .replace("inactive-timeout: 15", "inactive-timeout: 1")
+                .replace("127.0.0.1:9995", &format!("127.0.0.1:{COLLECTOR_PORT}")),
+        );
     }
     y.push_str("pseudowires:\n");
     for i in 0..PWS {
@@ -153,15 +180,31 @@ fn vlan_of(f: &[u8]) -> Option<u16> {
 
 #[test]
 fn port_and_vlan_mode_pseudowires_at_once() {
+    run("pwpt", false);
+}
+
+#[test]
+fn pseudowires_with_the_reports_services_on() {
+    run("pwps", true);
+}
+
+/// The bed, under namespace names starting with `tag`.
+fn run(tag: &str, services: bool) {
     testkit::require_root!();
+    if services {
+        if let Some(why) = testkit::nfdump::nfdump_missing() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    }
     let _g = l2::heavy();
     let t0 = Instant::now();
     let n4 = type4_count();
     let (n4_ports, per) = type4_layout(n4);
-    let ca = Netns::new("pwptca").unwrap();
-    let pa = Netns::new("pwptpa").unwrap();
-    let pb = Netns::new("pwptpb").unwrap();
-    let cb = Netns::new("pwptcb").unwrap();
+    let ca = Netns::new(&format!("{tag}ca")).unwrap();
+    let pa = Netns::new(&format!("{tag}pa")).unwrap();
+    let pb = Netns::new(&format!("{tag}pb")).unwrap();
+    let cb = Netns::new(&format!("{tag}cb")).unwrap();
     veth(&pa, "up", &pb, "up", 1600).unwrap();
     let ports: Vec<String> = (0..PWS).map(|i| format!("p{i}")).collect();
     let vports: Vec<String> = (0..n4_ports).map(|i| format!("v{i}")).collect();
@@ -172,8 +215,14 @@ fn port_and_vlan_mode_pseudowires_at_once() {
     let mut names: Vec<&str> = vec!["up"];
     names.extend(ports.iter().chain(&vports).map(String::as_str));
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
-    let a = Switch::start(&bin, &pa, &config(true, n4), &names).expect("pe-a");
-    let b = Switch::start(&bin, &pb, &config(false, n4), &names).expect("pe-b");
+    let mut collector = services.then(|| {
+        testkit::nfdump::Collector::start_in(
+            &format!("{tag}-flows"),
+            Some((pa.name(), COLLECTOR_PORT)),
+        )
+    });
+    let mut a = Switch::start(&bin, &pa, &config(true, n4, services), &names).expect("pe-a");
+    let b = Switch::start(&bin, &pb, &config(false, n4, services), &names).expect("pe-b");
     let total = PWS + n4;
     let end = Instant::now() + Duration::from_secs(60);
     while pws(&a)["up"] != total || pws(&b)["up"] != total {
@@ -335,9 +384,125 @@ fn port_and_vlan_mode_pseudowires_at_once() {
             ));
         }
     }
+    if let Some(collector) = collector.as_mut() {
+        failures.extend(services_phase(&a, &b, &ra, &rb, collector));
+        let _ = a.stop();
+    }
     eprintln!(
-        "{PWS} type-5 ({K} frames each way each) + {n4} type-4 ({K4} each way each) pseudowires, whole test {:.1} s",
+        "{PWS} type-5 ({K} frames each way each) + {n4} type-4 ({K4} each way each) pseudowires{}, whole test {:.1} s",
+        if services { ", services on" } else { "" },
         t0.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// IPv4 UDP packet of type-5 pseudowire `i` in direction `dir` (permitted
+/// by the lists, `class-default` of the policy: re-marked AF11).
+fn udp_packet(i: usize, dir: u32) -> Vec<u8> {
+    testkit::ip::udp(
+        &mac(900),
+        &mac(1000 + i as u32),
+        IpAddr::V4(Ipv4Addr::new(10, 200 + dir as u8, 0, i as u8)),
+        IpAddr::V4(Ipv4Addr::new(10, 210 + dir as u8, 0, i as u8)),
+        64,
+        i as u64,
+        120,
+    )
+}
+
+/// TCP packet of pseudowire `i` to a port the lists deny.
+fn denied_packet(i: usize, dir: u32) -> Vec<u8> {
+    let port = lab::dut::services_deny_ports()[i];
+    let payload = testkit::acl::l4_payload(6, 30_000, port, 40);
+    let src = IpAddr::V4(Ipv4Addr::new(10, 220 + dir as u8, 0, i as u8));
+    let dst = IpAddr::V4(Ipv4Addr::new(10, 230 + dir as u8, 0, i as u8));
+    testkit::acl::datagram(
+        &mac(900),
+        &mac(1000 + i as u32),
+        src,
+        dst,
+        6,
+        &payload,
+        1500,
+        0,
+        0,
+    )
+    .remove(0)
+}
+
+/// Services on: per type-5 pseudowire and direction, the permitted UDP
+/// packet arrives re-marked and the denied TCP packet does not (counted
+/// on the ingress port); pe-a's flows reach nfcapd with their circuit.
+fn services_phase(
+    a: &Switch,
+    b: &Switch,
+    ra: &[RawPort],
+    rb: &[RawPort],
+    collector: &mut testkit::nfdump::Collector,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let deny_before = |sw: &Switch| {
+        let c = sw.counters();
+        (0..PWS)
+            .map(|i| port_counter(&c, &format!("p{i}"), "drops.acl-deny"))
+            .sum::<u64>()
+    };
+    let (da0, db0) = (deny_before(a), deny_before(b));
+    for dir in 0..2u32 {
+        let (src, dst) = if dir == 0 { (ra, rb) } else { (rb, ra) };
+        for (i, p) in src.iter().enumerate() {
+            p.send(&denied_packet(i, dir)).unwrap();
+            p.send(&udp_packet(i, dir)).unwrap();
+        }
+        for (i, p) in dst.iter().enumerate() {
+            let mut ip = Vec::new();
+            while let Ok(Some(f)) =
+                p.recv_timeout(Duration::from_millis(if i == 0 { 300 } else { 30 }))
+            {
+                if f.len() > 14 && f[12..14] == [0x08, 0x00] {
+                    ip.push(f);
+                }
+            }
+            let sent = udp_packet(i, dir);
+            let ok = match ip.as_slice() {
+                [f] => {
+                    let info = testkit::ip::parse(f);
+                    let mut want = sent.clone();
+                    want[15] = 10 << 2; // AF11
+                    want[24..26].copy_from_slice(&f[24..26]); // the checksum
+                    info.is_some_and(|x| x.header_ok) && *f == want
+                }
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!(
+                    "services, dir {dir} w{i}: {} IP frames at the far port, want the UDP packet re-marked AF11 (checksum valid) and not the denied TCP one",
+                    ip.len()
+                ));
+            }
+        }
+    }
+    let (da, db) = (deny_before(a) - da0, deny_before(b) - db0);
+    if (da, db) != (PWS as u64, PWS as u64) {
+        failures.push(format!(
+            "acl-deny on the circuit ports: pe-a +{da}, pe-b +{db}, want +{PWS} each"
+        ));
+    }
+    // Inactive timeout 1 s; the sweep visits the cache about once a
+    // second; the exporter sends within 100 ms.
+    std::thread::sleep(Duration::from_millis(3500));
+    let rows = collector.flows();
+    for i in 0..PWS {
+        let dst = Ipv4Addr::new(10, 210, 0, i as u8).to_string();
+        let n = rows
+            .iter()
+            .filter(|r| r.get("da") == Some(&dst) && r.get("ipkt").map(String::as_str) == Some("1"))
+            .count();
+        if n != 1 {
+            failures.push(format!(
+                "nfcapd: {n} flows to {dst} of one packet, want 1 (w{i})"
+            ));
+        }
+    }
+    failures
 }

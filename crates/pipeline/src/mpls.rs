@@ -495,6 +495,23 @@ pub fn class_of_ip(frame: &[u8], l3_off: usize, pcp: Option<u8>) -> u8 {
     crate::qos::dscp(frame, l3_off).map_or(0, |d| (d >> 3) & 7)
 }
 
+/// The QoS class (0..=7) of a customer frame entering a pseudowire: the
+/// 802.1p value the attachment port's input policy set (`set-pcp`) if it
+/// set one, else the 802.1p priority of the frame's outer tag (a tagged
+/// frame: VLAN-mode circuits always), else the class selector of an IP
+/// packet's DSCP (after any `set-dscp`), else 0 — the customer's own
+/// marking carried into the labels' TC, as for FTN.
+pub fn class_of_customer_frame(frame: &[u8], pcp: Option<u8>) -> u8 {
+    if let Some(p) = pcp {
+        return p & 7;
+    }
+    match frame.get(12..15) {
+        Some(&[0x81, 0x00, tci] | &[0x88, 0xa8, tci]) => tci >> 5,
+        Some(&[0x08, 0x00, _] | &[0x86, 0xdd, _]) => class_of_ip(frame, 14, None),
+        _ => 0,
+    }
+}
+
 /// FTN: pushes the resolved labels on an IP packet the IP stage routed
 /// (and already decremented the TTL of). `hdr`: link-layer header length
 /// including the IP EtherType. TTL: the IP TTL (uniform) or 255 (pipe);

@@ -7,7 +7,8 @@
 
 use pipeline::l3::{RouterInterface, Urpf};
 use pipeline::mpls::{
-    build_ttl_exceeded, build_ttl_exceeded_lsp, class_of_ip, ttl_exceeded_down_lsp, IcmpTunneling,
+    build_ttl_exceeded, build_ttl_exceeded_lsp, class_of_customer_frame, class_of_ip,
+    ttl_exceeded_down_lsp, IcmpTunneling,
 };
 use std::net::IpAddr;
 use wire::checksum::{combine, finish, sum};
@@ -286,4 +287,29 @@ fn class_of_an_ip_packet_to_label() {
     g[15] = 0x80;
     assert_eq!(class_of_ip(&g, 14, None), 5);
     assert_eq!(class_of_ip(&g[..20], 14, None), 0, "not IP: class 0");
+}
+
+/// A customer frame entering a pseudowire: the policy's 802.1p, else its
+/// own tag's, else its IP precedence, else 0.
+#[test]
+fn class_of_a_customer_frame_into_a_pseudowire() {
+    let mut ip = vec![0u8; 12];
+    ip.extend_from_slice(&[0x08, 0x00]);
+    ip.extend_from_slice(&ipv4([10, 1, 1, 1], 17, 0, 60));
+    ip[15] = 46 << 2; // EF
+    assert_eq!(class_of_customer_frame(&ip, None), 5);
+    assert_eq!(class_of_customer_frame(&ip, Some(3)), 3, "set-pcp wins");
+    // The same packet tagged with priority 2: the tag's priority.
+    let mut tagged = ip.clone();
+    tagged.splice(12..12, [0x81, 0x00, 2 << 5, 100]);
+    assert_eq!(class_of_customer_frame(&tagged, None), 2);
+    let mut qinq = tagged.clone();
+    qinq[12..14].copy_from_slice(&[0x88, 0xa8]);
+    qinq[14] = 6 << 5;
+    assert_eq!(class_of_customer_frame(&qinq, None), 6, "the outer tag");
+    // Not IP, untagged (ARP): 0, however its bytes look.
+    let mut arp = ip.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(class_of_customer_frame(&arp, None), 0);
+    assert_eq!(class_of_customer_frame(&ip[..13], None), 0, "runt");
 }

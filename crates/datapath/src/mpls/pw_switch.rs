@@ -4,7 +4,9 @@ use super::circuits::*;
 use super::*;
 use crate::worker::*;
 use io::FrameBatch;
-use pipeline::mpls::{encap_pseudowire, MplsTables};
+use pipeline::mpls::{class_of_customer_frame, encap_pseudowire, MplsTables};
+use pipeline::services::{extract_key, ip_len, tos};
+use tables::acl::AclKey;
 use tables::{NeighborState, PortSet};
 use wire::mpls::{OuterHeader, Span};
 
@@ -66,6 +68,16 @@ impl Worker {
             counters: &labels,
             cfg: &plane.cfg,
         };
+        // The attachment ports' input services (ACLs, policy, flow
+        // accounting) see the customer frame as it arrived, before it is
+        // encapsulated: the report's circuits run with them on.
+        let svc = self.shared.services.load_full();
+        let now = std::time::Instant::now();
+        let (now_ns, now_ms) = (self.ns(now), self.ms(now));
+        if let Some(s) = &svc {
+            self.svc.sync(s, now_ns);
+        }
+        let mut key = AclKey::default();
         let mut buf = std::mem::take(&mut self.mpls.buf);
         // The transport toward the remote PE is looked up in the FIB here,
         // within the batch, not taken from the pseudowire slot: the slot's
@@ -82,11 +94,10 @@ impl Worker {
                 continue;
             }
             *k = false;
-            let frame = batch.frame(i);
             if let Some(pc) = self.counters.ports.get(port as usize) {
-                pc.count_rx(frame);
+                pc.count_rx(batch.frame(i));
             }
-            let Some(ac) = pws.circuit_of(port, frame) else {
+            let Some(ac) = pws.circuit_of(port, batch.frame(i)) else {
                 pws.count_unmatched(me);
                 continue;
             };
@@ -94,6 +105,36 @@ impl Worker {
                 pws.count_unmatched(me);
                 continue;
             };
+            // Input services: a denied or policed frame is the port's
+            // drop; a re-marked one goes on re-marked.
+            let mut pcp_set = None;
+            let mut account = None;
+            if let Some(s) = svc.as_deref().filter(|s| s.ingress_on(port)) {
+                let vlan = circuit.vlan.unwrap_or(0);
+                let l3off = extract_key(batch.frame(i), 12, vlan, &mut key);
+                let mut pcp = crate::services::NO_PCP;
+                // The circuit's VLAN is the customer's, not a switch
+                // VLAN: no VLAN lists (VLAN 0 has none).
+                if let Some(d) = self.svc.ingress(
+                    s,
+                    &mut key,
+                    batch.frame_mut(i),
+                    l3off,
+                    port,
+                    0,
+                    &mut pcp,
+                    now_ns,
+                ) {
+                    let r = crate::services::drop_reason(d);
+                    self.counters.drop_in(port, None, r);
+                    continue;
+                }
+                pcp_set = (pcp != crate::services::NO_PCP).then_some(pcp);
+                let f = batch.frame(i);
+                let (t, len) = (tos(f, l3off, key.family), ip_len(f, l3off, key.family));
+                account = Some((s, t, len, vlan));
+            }
+            let frame = batch.frame(i);
             let Some(pw) = plane.lfib.pseudowire_of_ac(ac) else {
                 pws.count_drop(me, ac, PwDrop::Down);
                 continue;
@@ -154,7 +195,8 @@ impl Worker {
                 start: HEADROOM,
                 len,
             };
-            match encap_pseudowire(&plane.cfg, &mut buf, span, &outer, &p, &r, 0) {
+            let class = class_of_customer_frame(frame, pcp_set);
+            match encap_pseudowire(&plane.cfg, &mut buf, span, &outer, &p, &r, class) {
                 Ok(s) if s.len - outer.len() > egress.mtu as usize => {
                     pws.count_drop(me, ac, PwDrop::Mtu)
                 }
@@ -162,6 +204,10 @@ impl Worker {
                     if from_router.push(out_port, &buf[s.start..s.start + s.len]) {
                         pws.add(me, ac, 0, 1);
                         pws.add(me, ac, 1, len as u64);
+                        if let Some((svc, t, bytes, vlan)) = account {
+                            self.svc
+                                .account(svc, &key, t, port, vlan, bytes, out_port, now_ms);
+                        }
                     } else {
                         pws.count_drop(me, ac, PwDrop::NoRoom);
                     }
@@ -169,6 +215,10 @@ impl Worker {
                 Ok(s) => {
                     pws.add(me, ac, 0, 1);
                     pws.add(me, ac, 1, len as u64);
+                    if let Some((svc, t, bytes, vlan)) = account {
+                        self.svc
+                            .account(svc, &key, t, port, vlan, bytes, out_port, now_ms);
+                    }
                     let port = match sub {
                         Some((parent, _)) => {
                             if let Some(pc) = self.counters.ports.get(out_port as usize) {
