@@ -911,8 +911,10 @@ fn pseudowire_over_a_vlan_interface_is_tagged() {
 /// subinterface's tag) and the port's class queues — but not through the
 /// port's output ACL,
 /// which filters the port's own interface (docs/vrf.md, "Subinterfaces").
-/// (Before: the port's policy was skipped, the frames left unmarked and
-/// beside its queues.)
+/// Label-switched and pseudowire frames too: the policy's class for a
+/// frame with no IP key, its `set-pcp` in the tag, nothing under the
+/// labels re-marked. (Before: the port's policy was skipped, the frames
+/// left unmarked and beside its queues.)
 #[test]
 fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
     use pipeline::qos::QueueSpec;
@@ -921,8 +923,26 @@ fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
         ClassSpec, Direction, Policy, Services,
     };
     use tables::acl::{Classifier, Match};
-    let rig = Rig::build(true);
+    use tables::mpls::{Pseudowire, PwType};
+    let mut rig = Rig::build(true);
     let l3 = rig.shared.l3.load_full().unwrap();
+    // A pseudowire from circuit port 6 whose remote PE is behind the
+    // subinterface.
+    let remote_pe = a4("10.99.0.9");
+    rig.pseudowire_circuit(6, remote_pe);
+    l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
+    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
+    lfib.set_pseudowire(
+        0,
+        &Pseudowire {
+            ac: 0,
+            pw_type: PwType::Ethernet,
+            control_word: false,
+            remote_label: 500,
+            transport: 5,
+        },
+    )
+    .unwrap();
     // Behind the subinterface (5 = port 1, tag 30), and behind port 1's
     // own interface.
     l3.fib4.insert(u32::from(a4("100.64.9.0")), 24, 5).unwrap();
@@ -1011,6 +1031,30 @@ fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
             "queues {queues}: the port's set-dscp inside"
         );
         assert_eq!(policy.counter(0, class_counter::PACKETS), 2);
+        // Label-switched out of the subinterface (111 → 211 via 5): PCP 5
+        // in the tag; the packet under the labels untouched.
+        let inner = ipv4("203.0.113.9", 40, 60);
+        rig.peers[0].inject(&labelled(&[(111, 64)], &inner));
+        let out = rig.sent(1, 1);
+        assert_eq!(out.len(), 1, "queues {queues}: swapped out of port 1");
+        let f = &out[0];
+        assert_eq!(&f[12..18], &[0x81, 0x00, 0xa0, 30, 0x88, 0x47]);
+        assert_eq!(lse(f, 18), (211, true, 63));
+        assert_eq!(&f[22..], &inner[..], "queues {queues}: not re-marked");
+        assert_eq!(policy.counter(0, class_counter::PACKETS), 3);
+        // A pseudowire over the subinterface: the same.
+        let mut customer = vec![0u8; 100];
+        customer[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
+        customer[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
+        customer[12..14].copy_from_slice(&[0x88, 0xb5]);
+        rig.peers[4].inject(&customer);
+        let out = rig.sent(1, 1);
+        assert_eq!(out.len(), 1, "queues {queues}: pseudowire out of port 1");
+        let f = &out[0];
+        assert_eq!(&f[12..18], &[0x81, 0x00, 0xa0, 30, 0x88, 0x47]);
+        assert_eq!(lse(f, 18), (500, true, 255));
+        assert_eq!(&f[22..], &customer[..]);
+        assert_eq!(policy.counter(0, class_counter::PACKETS), 4);
         // The port's own interface: its ACL denies.
         rig.peers[0].inject(&eth(0x0800, &ipv4("100.64.1.9", 64, 60)));
         assert!(

@@ -219,17 +219,23 @@ impl Worker {
                         self.svc
                             .account(svc, &key, t, port, vlan, bytes, out_port, now_ms);
                     }
-                    let port = match sub {
+                    let f = &buf[s.start..s.start + s.len];
+                    match sub {
                         Some((parent, _)) => {
                             if let Some(pc) = self.counters.ports.get(out_port as usize) {
                                 pc.tx_frames.add(1);
                                 pc.tx_bytes.add(s.len as u64 - 4);
                             }
-                            parent
+                            // The port's output policy, as for IP out of
+                            // a subinterface: its class for a frame with
+                            // no IP key (the customer frame inside is not
+                            // the port's), `set-pcp` in the tag, queues.
+                            let no_ip = AclKey::default();
+                            let policy = svc.as_deref().map(|sv| (sv, &no_ip, f.len()));
+                            self.transmit_from_subinterface(parent, f, &mut dirty, policy);
                         }
-                        None => out_port,
-                    };
-                    self.transmit_raw(port, &buf[s.start..s.start + s.len], &mut dirty, None);
+                        None => self.transmit_raw(out_port, f, &mut dirty, None),
+                    }
                 }
                 Err(_) => pws.count_drop(me, ac, PwDrop::NoRoom),
             }

@@ -110,6 +110,13 @@ impl Worker {
         let mut vrf_of = [0u16; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
         let pws = self.shared.pseudowires.load_full();
+        // Swapped frames out of a routed subinterface take its port's
+        // output policy (below, `send_switched`).
+        let svc = if l3.has_subinterfaces() {
+            self.shared.services.load_full()
+        } else {
+            None
+        };
         for (i, took) in taken.iter_mut().enumerate().take(n) {
             if !is_labelled(batch.frame(i)) {
                 continue;
@@ -146,6 +153,7 @@ impl Worker {
                     port,
                     &mut dirty,
                     from_router,
+                    svc.as_deref(),
                 ) {
                     Ok(()) => bump(&stats.forwarded),
                     Err(d) => local(d),
@@ -200,7 +208,10 @@ impl Worker {
     /// next hop `next_hop_id` out of `port`: MTU with the stack, the next
     /// hop's MAC; out of a routed subinterface tagged with its VLAN on
     /// its port, out of a VLAN interface into the layer-2 stage (which
-    /// tags it where the VLAN is tagged), the stack inside the tag.
+    /// tags it where the VLAN is tagged), the stack inside the tag —
+    /// through the port's output policy with `svc` (the labelled frame has
+    /// no IP key: the policy's class for it, its `set-pcp` in the tag and
+    /// its queue; nothing under the labels is re-marked).
     #[allow(clippy::too_many_arguments)]
     fn send_switched(
         &mut self,
@@ -211,6 +222,7 @@ impl Worker {
         port: u16,
         dirty: &mut PortSet,
         from_router: &mut FrameBatch,
+        svc: Option<&Services>,
     ) -> Result<(), MplsLocalDrop> {
         let Some(egress) = l3.interface(port) else {
             return Err(MplsLocalDrop::Unsupported);
@@ -233,7 +245,9 @@ impl Worker {
         let f = &mut buf[span.start..span.start + span.len];
         f[0..6].copy_from_slice(&mac);
         f[6..12].copy_from_slice(&egress.mac);
-        self.send_from_router(l3, port, f, dirty, from_router, None);
+        let no_ip = AclKey::default();
+        let policy = svc.map(|s| (s, &no_ip, f.len()));
+        self.send_from_router(l3, port, f, dirty, from_router, policy);
         Ok(())
     }
 
@@ -313,7 +327,7 @@ impl Worker {
                         port,
                         ..
                     } => self
-                        .send_switched(l3, buf, span, next_hop_id, port, dirty, from_router)
+                        .send_switched(l3, buf, span, next_hop_id, port, dirty, from_router, None)
                         .is_ok(),
                     _ => false,
                 };
