@@ -84,8 +84,10 @@ impl Worker {
         // copy is the control plane's, refreshed every 50 ms, and the FIB
         // frees and reuses target ids after a grace period that counts
         // only the workers, so a copy held across batches could name a
-        // reused id. One lookup per run of frames of the same circuit.
-        let mut last: Option<(u32, Option<u32>)> = None;
+        // reused id. One lookup per run of frames toward the same remote
+        // PE: the circuits of a port's VLANs usually share one, and frames
+        // cycling through 128 of them would otherwise look it up per frame.
+        let mut last: Option<(std::net::IpAddr, Option<u32>)> = None;
         let mut keep = [true; io::BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
         for (i, k) in keep.iter_mut().enumerate().take(n) {
@@ -153,13 +155,13 @@ impl Worker {
                 continue;
             };
             let target = match last {
-                Some((a, target)) if a == ac => target,
+                Some((peer, target)) if peer == circuit.peer => target,
                 _ => {
                     let target = match circuit.peer {
                         std::net::IpAddr::V4(a) => l3.fib4.lookup(u32::from(a)),
                         std::net::IpAddr::V6(a) => l3.fib6.lookup(u128::from(a)),
                     };
-                    last = Some((ac, target));
+                    last = Some((circuit.peer, target));
                     target
                 }
             };
