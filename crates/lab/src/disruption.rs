@@ -188,6 +188,7 @@ pub fn line(d: &Value) -> String {
             let pair = match &t["pair"] {
                 Value::Null => String::new(),
                 p if p["design"] == "rstp" => format!(" {}", crate::lanyard_rstp::state_line(p)),
+                p if p["design"] == "pe" => format!(" {}", crate::lanyard_pe::state_line(p)),
                 p => format!(" {}", crate::lanyard_pair::state_line(p)),
             };
             let dup = match t["duplicated"].as_i64() {

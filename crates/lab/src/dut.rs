@@ -1915,6 +1915,8 @@ impl Dut {
     ) -> serde_json::Value {
         if self.spec.driver == Driver::LanyardRstp {
             crate::lanyard_rstp::trial_state(before, after)
+        } else if self.spec.driver == Driver::LanyardPe {
+            crate::lanyard_pe::trial_state(before, after)
         } else {
             crate::lanyard_pair::trial_state(before, after)
         }
@@ -2015,6 +2017,21 @@ impl Dut {
     /// members received so far (`{"a": {"status", "members", "rx"}, …,
     /// "partner_distributing": [po1, po2]}`); None for other DUTs.
     pub fn pair_state(&self) -> Option<serde_json::Value> {
+        if let (Some(pe2), Some((_, sock1))) = (&self.pe2, &self.lanyard) {
+            // lanyard-pe: each PE's protection switches and pseudowires.
+            let mut o = serde_json::Map::new();
+            for (pe, sock) in crate::lanyard_pe::PES.iter().zip([sock1, &pe2.sock]) {
+                let show = |w: &[&str]| self.lanyard_show_at(sock, w).unwrap_or_default();
+                o.insert(
+                    pe.to_string(),
+                    crate::lanyard_pe::pe_state(
+                        &show(&["mpls", "fast-reroute"]),
+                        &show(&["mpls", "pseudowires"]),
+                    ),
+                );
+            }
+            return Some(serde_json::Value::Object(o));
+        }
         if self.pair.is_empty() {
             return None;
         }

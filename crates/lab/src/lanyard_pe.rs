@@ -253,6 +253,60 @@ pub fn bypass_ready(v: &serde_json::Value) -> bool {
     })
 }
 
+/// One PE's state for a trial record, from its `show mpls fast-reroute`
+/// and `show mpls pseudowires` answers: protection switches so far,
+/// pseudowires on a bypass now, pseudowires up.
+pub fn pe_state(frr: &serde_json::Value, pws: &serde_json::Value) -> serde_json::Value {
+    let switches: u64 = frr["protected"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["switches"].as_u64())
+        .sum();
+    serde_json::json!({
+        "switches": switches,
+        "on_backup": frr["pseudowires_on_backup"].as_u64().unwrap_or(0),
+        "up": pseudowires_up(pws),
+    })
+}
+
+/// What a trial did to the PEs, from their [`pe_state`]s before and after
+/// it (`{"pe1": …, "pe2": …}`): switches to the bypass during the trial,
+/// pseudowires on a bypass and up at its end.
+pub fn trial_state(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    o.insert("design".into(), "pe".into());
+    for pe in PES {
+        let (b, a) = (&before[pe], &after[pe]);
+        let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+        o.insert(
+            pe.into(),
+            serde_json::json!({
+                "switches": n(a, "switches").saturating_sub(n(b, "switches")),
+                "on_backup": n(a, "on_backup"),
+                "up": n(a, "up"),
+            }),
+        );
+    }
+    serde_json::Value::Object(o)
+}
+
+/// `{PE1 bypass switches 1, 100 pws on it, 100 up; PE2 …}` for the
+/// disruption detail line.
+pub fn state_line(t: &serde_json::Value) -> String {
+    let one = |pe: &str| {
+        let p = &t[pe];
+        format!(
+            "{} bypass switches {}, {} pws on it, {} up",
+            pe.to_uppercase(),
+            p["switches"],
+            p["on_backup"],
+            p["up"]
+        )
+    };
+    format!("{{{}; {}}}", one(PES[0]), one(PES[1]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +367,34 @@ mod tests {
         assert!(a.contains("{prefix: 10.255.0.2/32, next-hop: 10.94.1.2}"));
         assert!(a.contains("{protect: up, backup: {port: up2, next-hop: 10.94.2.2}}"));
         assert!(z.contains("addresses: [10.94.2.2/30]"));
+    }
+
+    #[test]
+    fn trial_state_counts_the_switches_of_the_trial() {
+        // The API's shapes (crates/mgmt/tests/golden/mpls-fast-reroute.json,
+        // mpls-pseudowires.json).
+        let frr = |switches: u64, on: u64| {
+            serde_json::json!({"count": 1, "on_backup": 1, "pseudowires_on_backup": on,
+                "protected": [{"active": "backup", "backup_port": "up2", "backup_resolved": true,
+                "installed": true, "labels": [], "next_hop": "10.94.2.2", "protect": "up",
+                "switches": switches}]})
+        };
+        let pws = serde_json::json!({"count": 100, "up": 100, "pseudowires": []});
+        let state = |s1, s2, on| serde_json::json!({"pe1": pe_state(&frr(s1, on), &pws), "pe2": pe_state(&frr(s2, on), &pws)});
+        let t = trial_state(&state(3, 3, 0), &state(4, 4, 100));
+        assert_eq!(t["design"], "pe");
+        assert_eq!(
+            (
+                &t["pe1"]["switches"],
+                &t["pe1"]["on_backup"],
+                &t["pe2"]["up"]
+            ),
+            (&1.into(), &100.into(), &100.into())
+        );
+        assert_eq!(
+            state_line(&t),
+            "{PE1 bypass switches 1, 100 pws on it, 100 up; PE2 bypass switches 1, 100 pws on it, 100 up}"
+        );
     }
 
     #[test]

@@ -103,6 +103,15 @@ tests:
             assert_eq!(s["duplicated"], 0, "{s:#}");
         }
     }
+    // The bypass took over on PE1 in every trial, and every pseudowire
+    // stayed up on both PEs.
+    for t in d["trials"].as_array().unwrap() {
+        let pe = &t["pair"];
+        assert_eq!(pe["design"], "pe", "{t:#}");
+        assert!(pe["pe1"]["switches"].as_u64() >= Some(1), "{t:#}");
+        assert_eq!(pe["pe1"]["up"], 8, "{t:#}");
+        assert_eq!(pe["pe2"]["up"], 8, "{t:#}");
+    }
     let p = &d["per_stream"];
     assert_eq!(
         (p["streams"].as_u64(), p["trials"].as_u64()),
