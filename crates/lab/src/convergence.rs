@@ -363,6 +363,7 @@ impl Ctx<'_> {
                 sizes: fs.sizes.clone(),
                 l3: None,
                 arrival: None,
+                vlan: None,
                 receivers: None,
             })
             .collect();
@@ -485,6 +486,7 @@ impl Ctx<'_> {
                 sizes: vec![64],
                 l3: None,
                 arrival: None,
+                vlan: None,
                 receivers: None,
             };
             let r1 = self.tester.run(&TrialSpec {

@@ -220,6 +220,7 @@ impl Ctx<'_> {
                 dst: [224, 0, 0, 1],
             }])),
             arrival: None,
+            vlan: None,
             receivers: None,
         };
         let spec = TrialSpec {

@@ -111,6 +111,59 @@ pub fn summarise(trials: &[Vec<StreamTrial>]) -> Vec<StreamSummary> {
         .collect()
 }
 
+/// Name of the stream of VLAN `v` (a pseudowire on a VLAN-circuit PE).
+pub fn vlan_stream(v: u16) -> String {
+    format!("vlan {v}")
+}
+
+/// Outage over every stream of every trial: min/avg/max over all
+/// (stream, trial) outages, the worst stream and trial, and per trial
+/// min/avg/max over its streams.
+#[derive(Debug, Clone, Serialize)]
+pub struct Spread {
+    /// Streams per trial.
+    pub streams: usize,
+    /// Trials.
+    pub trials: usize,
+    /// Over every (stream, trial), ms.
+    pub outage_ms: MinAvgMax,
+    /// Stream with the largest outage, and its trial (from 1).
+    pub worst: (String, usize),
+    /// Per trial, over its streams, ms.
+    pub per_trial_ms: Vec<MinAvgMax>,
+    /// Frames lost, all streams and trials.
+    pub lost: i64,
+    /// Frames delivered twice, all streams and trials.
+    pub duplicated: u64,
+}
+
+/// The [`Spread`] of a per-stream disruption test (`per_trial[k]`: trial
+/// k's streams); None without streams.
+pub fn spread(per_trial: &[Vec<StreamTrial>]) -> Option<Spread> {
+    let all: Vec<(usize, &StreamTrial)> = per_trial
+        .iter()
+        .enumerate()
+        .flat_map(|(k, st)| st.iter().map(move |s| (k, s)))
+        .collect();
+    let ms: Vec<f64> = all.iter().map(|(_, s)| s.outage_ms).collect();
+    let outage_ms = MinAvgMax::of(&ms)?;
+    let (wk, w) = all
+        .iter()
+        .max_by(|a, b| a.1.outage_ms.total_cmp(&b.1.outage_ms))?;
+    Some(Spread {
+        streams: per_trial.iter().map(|t| t.len()).max().unwrap_or(0),
+        trials: per_trial.len(),
+        outage_ms,
+        worst: (w.stream.clone(), wk + 1),
+        per_trial_ms: per_trial
+            .iter()
+            .filter_map(|st| MinAvgMax::of(&st.iter().map(|s| s.outage_ms).collect::<Vec<_>>()))
+            .collect(),
+        lost: all.iter().map(|(_, s)| s.lost.max(0)).sum(),
+        duplicated: all.iter().map(|(_, s)| s.duplicated).sum(),
+    })
+}
+
 /// One line for the reports from a row's `disruption` detail.
 pub fn line(d: &Value) -> String {
     let trials: Vec<String> = d["trials"]
@@ -135,6 +188,7 @@ pub fn line(d: &Value) -> String {
             let pair = match &t["pair"] {
                 Value::Null => String::new(),
                 p if p["design"] == "rstp" => format!(" {}", crate::lanyard_rstp::state_line(p)),
+                p if p["design"] == "pe" => format!(" {}", crate::lanyard_pe::state_line(p)),
                 p => format!(" {}", crate::lanyard_pair::state_line(p)),
             };
             let dup = match t["duplicated"].as_i64() {
@@ -193,14 +247,28 @@ impl Ctx<'_> {
         } else {
             vec![(0, 1)]
         };
-        let streams: Vec<_> = pairs
-            .iter()
-            .map(|&(tx, rx)| self.stream(t, fs, tx, rx))
-            .collect();
-        let names: Vec<String> = pairs
-            .iter()
-            .map(|&(tx, rx)| format!("{} > {}", tier_port(tx), tier_port(rx)))
-            .collect();
+        let (streams, names): (Vec<_>, Vec<String>) = if t.vlans > 0 {
+            // One stream per VLAN (per pseudowire on a VLAN-circuit PE),
+            // port 1 to 2, each with its own sequence numbers and outage.
+            (0..t.vlans)
+                .map(|i| {
+                    let mut s = self.stream(t, fs, 0, 1);
+                    s.vlan = Some((crate::plan::FIRST_VLAN + i, 1));
+                    (s, vlan_stream(crate::plan::FIRST_VLAN + i))
+                })
+                .unzip()
+        } else {
+            pairs
+                .iter()
+                .map(|&(tx, rx)| {
+                    (
+                        self.stream(t, fs, tx, rx),
+                        format!("{} > {}", tier_port(tx), tier_port(rx)),
+                    )
+                })
+                .unzip()
+        };
+        let per_stream_detail = t.tiers > 0 || t.vlans > 0;
         let senders: Vec<usize> = pairs.iter().map(|p| p.0).collect();
         let mut per_stream: Vec<Vec<StreamTrial>> = Vec::new();
         let mut all_ok = true;
@@ -279,7 +347,7 @@ impl Ctx<'_> {
             let worst = st
                 .iter()
                 .max_by(|a, b| a.outage_ms.total_cmp(&b.outage_ms))
-                .filter(|_| t.tiers > 0)
+                .filter(|_| per_stream_detail)
                 .map(|w| json!({"stream": w.stream, "outage_ms": w.outage_ms}));
             trials.push(json!({
                 "worst_stream": worst,
@@ -292,7 +360,7 @@ impl Ctx<'_> {
                 "commands": cmds,
                 "pair": pair,
             }));
-            if t.tiers > 0 {
+            if per_stream_detail {
                 per_stream.push(st);
             }
             row.throughput_fps = Some(r.offered_fps);
@@ -319,6 +387,12 @@ impl Ctx<'_> {
         let mut d = json!({"rate_fps": rate, "trials": trials});
         if t.tiers > 0 {
             d["tiers"] = t.tiers.into();
+        }
+        if t.vlans > 0 {
+            d["vlans"] = t.vlans.into();
+            d["per_stream"] = json!(spread(&per_stream));
+        }
+        if per_stream_detail {
             d["streams"] = json!(summarise(&per_stream));
             d["stream_trials"] = json!(per_stream);
         }
@@ -529,6 +603,97 @@ mod tests {
         let mut plain = ResultRow::new("x", crate::plan::TestKind::Disruption, "d", "64", 64.0);
         plain.detail = json!({"disruption": {"trials": []}});
         assert!(crate::tables::stream_table(&[&plain], None).is_none());
+    }
+
+    /// A pseudowire failover: one stream per VLAN, the spread over every
+    /// stream of every trial, and its table (one row per DUT, the
+    /// report's figure beside it) in the text and HTML reports.
+    #[test]
+    fn spread_over_vlan_streams_and_its_table() {
+        let names: Vec<String> = (100..103).map(vlan_stream).collect();
+        assert_eq!(names[2], "vlan 102");
+        // 5 s at 1,000 frames/s per stream: a lost frame is 1 ms.
+        let t1 = stream_trials(
+            &trial(vec![
+                sr(0, 5000, 2, 0),
+                sr(1, 5000, 4, 0),
+                sr(2, 5000, 3, 0),
+            ]),
+            &names,
+        );
+        let t2 = stream_trials(
+            &trial(vec![
+                sr(0, 5000, 1, 0),
+                sr(1, 5000, 9, 1),
+                sr(2, 5000, 5, 0),
+            ]),
+            &names,
+        );
+        let sp = spread(&[t1.clone(), t2.clone()]).unwrap();
+        assert_eq!(
+            (sp.streams, sp.trials, sp.lost, sp.duplicated),
+            (3, 2, 24, 1)
+        );
+        assert_eq!(
+            (sp.outage_ms.min, sp.outage_ms.avg, sp.outage_ms.max),
+            (1.0, 4.0, 9.0)
+        );
+        assert_eq!(sp.worst, ("vlan 101".to_string(), 2));
+        assert_eq!(sp.per_trial_ms[0].avg, 3.0);
+        assert_eq!(sp.per_trial_ms[1].max, 9.0);
+        assert!(spread(&[]).is_none());
+        let mut r = ResultRow::new(
+            "t5-pw-failover",
+            crate::plan::TestKind::Disruption,
+            "pw-frr",
+            "128",
+            128.0,
+        );
+        r.detail = json!({"disruption": {"vlans": 3, "per_stream": sp,
+            "streams": summarise(&[t1, t2])}});
+        let reference = Reference {
+            duts: [("pw-frr".to_string(), "58 ms (100 pws)".to_string())].into(),
+            ..Reference::default()
+        };
+        let (t, legend) = crate::tables::spread_table(&[&r], Some(&reference)).unwrap();
+        assert!(legend.contains("a pseudowire each"), "{legend}");
+        let text = t.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "design  streams  trials  min ms  avg ms  max ms  worst        dup  report",
+                "------  -------  ------  ------  ------  ------  -----------  ---  ---------------",
+                "pw-frr        3       2     1.0     4.0     9.0  vlan 101 t2    1  58 ms (100 pws)",
+            ]
+        );
+        let mut sum = crate::tables::tests::five_duts();
+        sum.results.push(r.clone());
+        sum.references.push(Reference {
+            test: "t5-pw-failover".into(),
+            report: "metro access".into(),
+            table: "5".into(),
+            figure: "100 pseudowires moved in 58 ms".into(),
+            scale: "3 pseudowires".into(),
+            ..reference.clone()
+        });
+        let text = crate::tables::render(&sum);
+        let part = &text[text.find("== t5-pw-failover").unwrap()..];
+        assert!(part.contains("pw-frr        3       2     1.0"), "{part}");
+        // Not the 100-row per-stream table.
+        assert!(!part.contains("vlan 100  pw-frr"), "{part}");
+        assert!(
+            text.lines()
+                .all(|l| l.chars().count() <= crate::tables::WIDTH),
+            "{text}"
+        );
+        let html = sum.html();
+        let t = &html[html
+            .find("data-kind=\"streams\" data-test=\"t5-pw-failover\"")
+            .unwrap()..];
+        let t = &t[..t.find("</table>").unwrap()];
+        assert_eq!(t.matches("<tr>").count(), 2, "{t}");
+        assert!(t.contains("<td>58 ms (100 pws)</td>"), "{t}");
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct Setup {
     pub mirrors: u32,
     /// Where the tester and the DUT run (the plan's, the same for all).
     pub cpus: crate::cpuplan::CpuPlan,
+    /// lanyard-pe: the test's tagged VLANs where the PEs' configuration
+    /// depends on them (VLAN circuits, the layer-2 baseline); else 0.
+    pub vlans: u16,
 }
 
 /// What a multicast test needs from the DUT.
@@ -64,6 +67,7 @@ impl Setup {
             multicast: None,
             mirrors: 0,
             cpus: Default::default(),
+            vlans: 0,
         }
     }
 
@@ -113,6 +117,15 @@ impl Setup {
                 _ => 0,
             },
             cpus: Default::default(),
+            vlans: match spec.driver {
+                Driver::LanyardPe
+                    if spec.pe_mode == Some(crate::plan::PeMode::L2)
+                        || spec.circuits == Some(crate::plan::Circuits::Vlan) =>
+                {
+                    test.vlans
+                }
+                _ => 0,
+            },
         }
     }
 
@@ -138,6 +151,9 @@ impl Setup {
         }
         if self.mirrors > 0 {
             v.push(format!("{} mirror sessions", self.mirrors));
+        }
+        if self.vlans > 0 {
+            v.push(format!("{} VLANs", self.vlans));
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -185,6 +201,8 @@ pub struct Dut {
     /// lanyard-rstp: the second access switch's management socket (the
     /// first is `lanyard`'s).
     access2: Option<PathBuf>,
+    /// lanyard-pe: PE2 (PE1 is `lanyard`).
+    pe2: Option<PeTwo>,
     /// Topology (dropped last: namespaces go after the processes).
     pub topo: Topology,
 }
@@ -382,6 +400,7 @@ impl Dut {
             mroutes: None,
             pair: Vec::new(),
             access2: None,
+            pe2: None,
             topo,
         };
         let t0 = Instant::now();
@@ -411,6 +430,13 @@ impl Dut {
                     .clone()
                     .unwrap_or_else(|| lanyard_bin.to_path_buf());
                 d.start_rstp(&bin)?
+            }
+            Driver::LanyardPe => {
+                let bin = spec
+                    .binary
+                    .clone()
+                    .unwrap_or_else(|| lanyard_bin.to_path_buf());
+                d.start_pe(&bin)?
             }
         }
         d.start_seconds = t0.elapsed().as_secs_f64();
@@ -445,7 +471,17 @@ impl Dut {
         if self.is_wire() {
             return Ok(());
         }
-        let sw = self.sw();
+        let mut sw = self.sw();
+        if let Some(pe2) = &self.pe2 {
+            // lanyard-pe: sw2 and PE2's uplink ends are in PE2's namespace;
+            // both PEs get the DUT CPUs (the same share as any DUT).
+            sw.retain(|p| p != "sw2");
+            let mut theirs = vec!["sw2".to_string()];
+            theirs.extend(crate::lanyard_pe::uplink_names(pe2.bed.uplinks));
+            steer_receive(&pe2.ns, &theirs, dut)?;
+            sw.extend(crate::lanyard_pe::uplink_names(pe2.bed.uplinks));
+            pin_namespace_processes(&pe2.ns, dut);
+        }
         steer_receive(&self.topo.dut, &sw, dut)?;
         let napi = threaded_napi(&self.topo.dut, &sw);
         let threads = pin_napi_threads("sw", dut);
@@ -467,6 +503,9 @@ impl Dut {
         if !self.pair.is_empty() {
             how.push("pair nodes not pinned".into());
         }
+        if self.pe2.is_some() {
+            how.push("both PEs' threads pinned".into());
+        }
         self.info.push(format!(
             "CPU plan: DUT on CPU {} ({}), tester on CPU {}",
             dut.list(),
@@ -480,6 +519,9 @@ impl Dut {
     fn repin_processes(&self) {
         if let Some(set) = self.setup.cpus.dut() {
             crate::cpuplan::pin_namespace_processes(&self.topo.dut, set);
+            if let Some(pe2) = &self.pe2 {
+                crate::cpuplan::pin_namespace_processes(&pe2.ns, set);
+            }
         }
     }
 
@@ -814,6 +856,11 @@ impl Dut {
                     .display()
                     .to_string(),
             ));
+        }
+        if let Some(pe2) = &self.pe2 {
+            v.push(("LAB_PE".into(), pe2.script.display().to_string()));
+            v.push(("LAB_PE2_NS".into(), pe2.ns.clone()));
+            v.push(("LAB_PE2_SOCKET".into(), pe2.sock.display().to_string()));
         }
         for n in &self.pair {
             let k = n.name.to_uppercase();
@@ -1482,10 +1529,11 @@ impl Dut {
                     );
                 }
             }
-            Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp => {
+            Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp | Driver::LanyardPe => {
                 if let Some((bin, sock)) = &self.lanyard {
                     let socks = std::iter::once(sock)
                         .chain(self.access2.iter())
+                        .chain(self.pe2.iter().map(|p| &p.sock))
                         .chain(self.pair.iter().map(|n| &n.sock));
                     for sock in socks {
                         let _ = Command::new(bin)
@@ -1510,6 +1558,18 @@ impl Dut {
         }
         self.spec.mac_limit
     }
+}
+
+/// PE2 of a `lanyard-pe` DUT.
+struct PeTwo {
+    /// Its namespace.
+    ns: String,
+    /// Its management socket.
+    sock: PathBuf,
+    /// The bed's control script (`cut`, `restore`).
+    script: PathBuf,
+    /// What both PEs run.
+    bed: crate::lanyard_pe::PeBed,
 }
 
 /// One node of a `lanyard-pair` DUT.
@@ -1678,6 +1738,146 @@ impl Dut {
         Ok(())
     }
 
+    /// lanyard-pe: PE2's namespace with tester port 2 and the uplinks, both
+    /// PEs started (PE2 first: PE1 is `lanyard`), and the bed ready (see
+    /// [`Dut::wait_pe`]).
+    fn start_pe(&mut self, bin: &Path) -> Result<(), LabError> {
+        use crate::lanyard_pe as lp;
+        if self.topo.ports < 2 {
+            return Err(LabError::Dut(
+                "lanyard-pe needs tester ports 1 and 2".into(),
+            ));
+        }
+        let bed = lp::PeBed {
+            mode: self.spec.pe_mode.unwrap_or(crate::plan::PeMode::Pseudowire),
+            circuits: self.spec.circuits.unwrap_or(crate::plan::Circuits::Port),
+            uplinks: self.spec.uplinks.unwrap_or(1),
+            vlans: self.setup.vlans,
+            services: self.spec.services == Some(true),
+        };
+        if bed.mode == crate::plan::PeMode::Pseudowire
+            && bed.circuits == crate::plan::Circuits::Vlan
+            && bed.vlans == 0
+        {
+            return Err(LabError::Unsupported(
+                "VLAN-mode circuits need a test with vlans: N".into(),
+            ));
+        }
+        let dut = self.topo.dut.clone();
+        let pe2 = self.topo.add_namespace(lp::PE2_SUFFIX)?;
+        run("ip", &["-n", &dut, "link", "set", "sw2", "netns", &pe2])?;
+        run("ip", &["-n", &pe2, "link", "set", "sw2", "up"])?;
+        for u in lp::uplink_names(bed.uplinks) {
+            run(
+                "ip",
+                // `name` and `dev` spelt out: `up` is also a keyword.
+                &[
+                    "link", "add", "name", &u, "netns", &dut, "mtu", "9216", "type", "veth",
+                    "peer", "name", &u, "netns", &pe2, "mtu", "9216",
+                ],
+            )?;
+            run("ip", &["-n", &dut, "link", "set", "dev", &u, "up"])?;
+            run("ip", &["-n", &pe2, "link", "set", "dev", &u, "up"])?;
+        }
+        let mut extra = format!("  workers: {}\n", self.spec.workers.unwrap_or(1));
+        if let Some(b) = &self.spec.port_type {
+            extra.push_str(&lanyard_backend(b));
+        }
+        let (svc, attach) = if bed.services {
+            (services_yaml(), self.services_attach())
+        } else {
+            (String::new(), "")
+        };
+        let sock2 = self.start_instance("pe2", &pe2, bin, |s| {
+            lp::pe_config(1, &bed, s, &extra, &svc, attach)
+        })?;
+        let sock1 = self.start_instance("lanyard", &dut, bin, |s| {
+            lp::pe_config(0, &bed, s, &extra, &svc, attach)
+        })?;
+        self.lanyard = Some((bin.to_path_buf(), sock1));
+        let script = self.topo.tmp.join("pe-control.sh");
+        std::fs::write(&script, lp::control_script(&pe2))
+            .map_err(|e| LabError::Dut(format!("write script: {e}")))?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| LabError::Dut(format!("chmod: {e}")))?;
+        self.pe2 = Some(PeTwo {
+            ns: pe2,
+            sock: sock2,
+            script,
+            bed,
+        });
+        let t0 = Instant::now();
+        // Services compile a 10,000-line ACL per PE first.
+        self.wait_pe(if bed.services { 90.0 } else { 30.0 })?;
+        self.info.push(lanyard_version(bin));
+        self.info.push(format!(
+            "{}; ready {:.1} s after start",
+            bed.describe(),
+            t0.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    }
+
+    /// lanyard-pe: both PEs answer; in pseudowire mode every pseudowire is
+    /// up on both, each PE knows the other's uplink MAC(s), and with a
+    /// bypass both PEs have it resolved with `up` on its primary.
+    fn wait_pe(&self, secs: f64) -> Result<(), LabError> {
+        use crate::lanyard_pe as lp;
+        let (Some(pe2), Some((_, sock1))) = (&self.pe2, &self.lanyard) else {
+            return Ok(());
+        };
+        let socks = [sock1.clone(), pe2.sock.clone()];
+        let bed = pe2.bed;
+        let want = bed.pseudowires();
+        let mut last = String::new();
+        let res = wait_for("the PEs", secs, || {
+            let mut state = Vec::new();
+            let mut ok = true;
+            for (side, sock) in socks.iter().enumerate() {
+                let peer = 2 - side;
+                let Ok(_) = self.lanyard_show_at(sock, &["interfaces"]) else {
+                    state.push(format!("{} not answering", lp::PES[side]));
+                    ok = false;
+                    continue;
+                };
+                if bed.mode == crate::plan::PeMode::L2 {
+                    continue;
+                }
+                let up = self
+                    .lanyard_show_at(sock, &["mpls", "pseudowires"])
+                    .map(|v| lp::pseudowires_up(&v))
+                    .unwrap_or(0);
+                let arp = self.lanyard_show_at(sock, &["arp"]).unwrap_or_default();
+                let macs = (1..=bed.uplinks)
+                    .filter(|u| lp::arp_has(&arp, &format!("10.94.{u}.{peer}")))
+                    .count();
+                let bypass = bed.uplinks < 2
+                    || self
+                        .lanyard_show_at(sock, &["mpls", "fast-reroute"])
+                        .is_ok_and(|v| lp::bypass_ready(&v));
+                ok &= up == want && macs == bed.uplinks as usize && bypass;
+                state.push(format!(
+                    "{}: {up}/{want} pseudowires up, {macs}/{} uplink neighbours, bypass {}",
+                    lp::PES[side],
+                    bed.uplinks,
+                    if bypass { "ready" } else { "not ready" }
+                ));
+            }
+            last = state.join("; ");
+            ok
+        });
+        res.map_err(|e| {
+            LabError::Dut(format!(
+                "{e}: {last}; PE1 log: {}; PE2 log: {}",
+                tail(&self.topo.tmp.join("lanyard/lanyard.log")),
+                tail(&self.topo.tmp.join("pe2/lanyard.log"))
+            ))
+        })?;
+        self.repin_processes();
+        Ok(())
+    }
+
     /// lanyard-rstp: `show spanning-tree` of the access switches and the
     /// nodes (Null for one that does not answer).
     fn trees(&self) -> ([serde_json::Value; 2], [serde_json::Value; 2]) {
@@ -1715,6 +1915,8 @@ impl Dut {
     ) -> serde_json::Value {
         if self.spec.driver == Driver::LanyardRstp {
             crate::lanyard_rstp::trial_state(before, after)
+        } else if self.spec.driver == Driver::LanyardPe {
+            crate::lanyard_pe::trial_state(before, after)
         } else {
             crate::lanyard_pair::trial_state(before, after)
         }
@@ -1787,6 +1989,12 @@ impl Dut {
     /// it away (lanyard-pair: start a node that is not running or whose
     /// links are down, and wait for the pair and every member).
     pub fn heal(&self, secs: f64) -> Result<(), LabError> {
+        if let Some(pe2) = &self.pe2 {
+            // lanyard-pe: the primary uplink back (a trial cut it) and the
+            // bed ready again.
+            run(&pe2.script.to_string_lossy(), &["restore"])?;
+            return self.wait_pe(secs);
+        }
         if self.pair.is_empty() {
             return Ok(());
         }
@@ -1809,6 +2017,21 @@ impl Dut {
     /// members received so far (`{"a": {"status", "members", "rx"}, …,
     /// "partner_distributing": [po1, po2]}`); None for other DUTs.
     pub fn pair_state(&self) -> Option<serde_json::Value> {
+        if let (Some(pe2), Some((_, sock1))) = (&self.pe2, &self.lanyard) {
+            // lanyard-pe: each PE's protection switches and pseudowires.
+            let mut o = serde_json::Map::new();
+            for (pe, sock) in crate::lanyard_pe::PES.iter().zip([sock1, &pe2.sock]) {
+                let show = |w: &[&str]| self.lanyard_show_at(sock, w).unwrap_or_default();
+                o.insert(
+                    pe.to_string(),
+                    crate::lanyard_pe::pe_state(
+                        &show(&["mpls", "fast-reroute"]),
+                        &show(&["mpls", "pseudowires"]),
+                    ),
+                );
+            }
+            return Some(serde_json::Value::Object(o));
+        }
         if self.pair.is_empty() {
             return None;
         }
@@ -2145,5 +2368,45 @@ mod tests {
             INLINE_YAML
         );
         config::parse(&inline, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{inline}"));
+    }
+
+    #[test]
+    fn services_attach_to_every_pe_port() {
+        use crate::plan::{Circuits, PeMode};
+        let b = crate::lanyard_pe::PeBed {
+            services: true,
+            ..crate::lanyard_pe::PeBed {
+                mode: PeMode::Pseudowire,
+                circuits: Circuits::Port,
+                uplinks: 2,
+                vlans: 0,
+                services: false,
+            }
+        };
+        let attach =
+            "    acl-in: [lab-v4, lab-v6]\n    acl-out: [lab-v4, lab-v6]\n    policy-in: lab-qos\n";
+        let c = crate::lanyard_pe::pe_config(
+            0,
+            &b,
+            Path::new("/tmp/x.sock"),
+            "",
+            &services_yaml(),
+            attach,
+        );
+        config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+        assert_eq!(c.matches("policy-in: lab-qos").count(), 3);
+        let l2 = crate::lanyard_pe::PeBed {
+            mode: PeMode::L2,
+            ..b
+        };
+        let c = crate::lanyard_pe::pe_config(
+            1,
+            &l2,
+            Path::new("/tmp/x.sock"),
+            "",
+            &services_yaml(),
+            attach,
+        );
+        config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
     }
 }

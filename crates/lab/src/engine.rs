@@ -12,8 +12,8 @@ use crate::hist::{Histogram, LatencyStats};
 use crate::netns::{in_netns, interrupted};
 use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
 use crate::sig::{
-    build_headers, finish, locate, mac_add, mono_ns, neighbour_reply, Arrival, Mac, Signature, L3,
-    MIN_FRAME_V6, SIG_LEN,
+    build_headers, build_l2_tagged, finish, locate, mac_add, mono_ns, neighbour_reply, Arrival,
+    Mac, Signature, L3, MIN_FRAME_V6, SIG_LEN,
 };
 use crate::LabError;
 use serde::Serialize;
@@ -51,6 +51,10 @@ pub struct Stream {
     /// counted per port (unique, duplicates, first and last arrival);
     /// `expect` and `also` must be None. Expected deliveries = sent × len.
     pub receivers: Option<Arc<[usize]>>,
+    /// Layer-2 frames: an 802.1Q tag after the MAC addresses, VLAN id
+    /// `first + seq % count` (`(first, count)`; the tag is inside the frame
+    /// size); None: untagged. Layer-3 frames are never tagged.
+    pub vlan: Option<(u16, u16)>,
 }
 
 /// How long each port sends.
@@ -939,7 +943,12 @@ fn tx_loop(
             let dst = mac_add(s.dst, q % s.dst_count.max(1));
             let src = mac_add(s.src, q % s.src_count.max(1));
             let l3 = s.l3.as_ref().map(|v| &v[q as usize % v.len()]);
-            let (len, off) = build_headers(buf, size, dst, src, l3);
+            let (len, off) = match s.vlan {
+                Some((first, n)) if l3.is_none() => {
+                    build_l2_tagged(buf, size, dst, src, first + (q % n.max(1) as u32) as u16)
+                }
+                _ => build_headers(buf, size, dst, src, l3),
+            };
             Signature {
                 nonce,
                 stream: si as u16,

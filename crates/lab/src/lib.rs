@@ -20,6 +20,7 @@ pub mod engine;
 pub mod hist;
 pub mod html;
 pub mod lanyard_pair;
+pub mod lanyard_pe;
 pub mod lanyard_rstp;
 pub mod mcsetup;
 pub mod mirror;
@@ -288,8 +289,9 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
     outcome.map(|_| summary)
 }
 
-fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
+fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
     use plan::{Driver, TestKind};
+    let driver = spec.driver;
     let needs_switch = matches!(
         t.kind,
         TestKind::AddressCapacity
@@ -313,6 +315,37 @@ fn applicable(driver: plan::Driver, t: &plan::Test) -> Option<&'static str> {
         if !ok {
             return Some("lanyard-pair runs layer-2 rate, latency and disruption tests between ports 1 and 2 (disruption also by tiers)");
         }
+    }
+    if driver == Driver::LanyardPe {
+        // Port 1 on PE1, port 2 on PE2, layer 2.
+        let ok = matches!(
+            t.kind,
+            TestKind::Throughput
+                | TestKind::Latency
+                | TestKind::BackToBack
+                | TestKind::FrameLoss
+                | TestKind::Disruption
+        ) && t.layer != Some(3)
+            && t.routes.is_none()
+            && t.routes6.is_none()
+            && t.mirror_sessions == 0
+            && t.tiers == 0;
+        if !ok {
+            return Some(
+                "lanyard-pe runs layer-2 rate, latency and disruption tests between ports 1 and 2",
+            );
+        }
+        if t.vlans == 0 && spec.circuits == Some(plan::Circuits::Vlan) {
+            return Some("VLAN-mode circuits carry tagged frames only: the test needs vlans: N");
+        }
+    }
+    if t.vlans > 0
+        && matches!(
+            driver,
+            Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp
+        )
+    {
+        return Some("tagged frames (vlans: N): this driver's ports are access ports of one VLAN");
     }
     if driver == Driver::Wire && needs_switch {
         return Some("needs a switching DUT (wire is a plain veth pair)");
@@ -421,7 +454,7 @@ impl<'a> DutRun<'a> {
             self.mode = Mode::Skip("not run on this DUT (the test's duts list)");
             return Ok(());
         }
-        if let Some(why) = applicable(spec.driver, t) {
+        if let Some(why) = applicable(spec, t) {
             self.mode = Mode::Skip(why);
             return Ok(());
         }
@@ -868,6 +901,7 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
                     sizes: vec![size],
                     l3: None,
                     arrival: None,
+                    vlan: None,
                     receivers: None,
                 }],
                 rates: vec![None, None],

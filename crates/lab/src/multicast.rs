@@ -373,6 +373,7 @@ impl Ctx<'_> {
                         dst_mac: group_mac(ga),
                         ttl,
                     }),
+                    vlan: None,
                     receivers: Some(rx.into()),
                 });
             }

@@ -76,6 +76,35 @@ pub enum Driver {
     /// RSTP (A root, B backup root) and two access Lanyards, each with one
     /// uplink to each (`lanyard_rstp.rs`).
     LanyardRstp,
+    /// Two Lanyard provider edges joined by a routed uplink (MPLS between
+    /// them: the kernel has none): tester port 1 on PE1, port 2 on PE2,
+    /// carried by static pseudowires or, as the baseline on the same bed,
+    /// plain layer-2 switching (`lanyard_pe.rs`).
+    LanyardPe,
+}
+
+/// First VLAN id of a test's `vlans: N` tags (VLANs 100..100+N-1).
+pub const FIRST_VLAN: u16 = 100;
+
+/// How a `lanyard-pe` DUT carries the tester's frames between its PEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PeMode {
+    /// Ethernet pseudowires (RFC 4448) with static labels over the uplink.
+    Pseudowire,
+    /// Plain layer-2 switching: the tester ports and the uplink in the
+    /// same VLANs on both PEs (the uplink a trunk): the baseline.
+    L2,
+}
+
+/// Attachment circuits of a `lanyard-pe` DUT in pseudowire mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Circuits {
+    /// Type 5: the whole tester port, one pseudowire.
+    Port,
+    /// Type 4: one pseudowire per VLAN of the test's `vlans`.
+    Vlan,
 }
 
 impl Driver {
@@ -90,6 +119,7 @@ impl Driver {
             Driver::Lanyard => "lanyard",
             Driver::LanyardPair => "lanyard-pair",
             Driver::LanyardRstp => "lanyard-rstp",
+            Driver::LanyardPe => "lanyard-pe",
         }
     }
 }
@@ -176,6 +206,17 @@ pub struct DutSpec {
     /// (`engine`) or bypassed (`bypass`: `lanyard bypass on` after start).
     #[serde(default)]
     pub inline: Option<InlineMode>,
+    /// lanyard-pe: pseudowires (default) or plain layer-2 switching.
+    #[serde(default)]
+    pub pe_mode: Option<PeMode>,
+    /// lanyard-pe with pseudowires: whole-port (type 5, default) or
+    /// per-VLAN (type 4) attachment circuits.
+    #[serde(default)]
+    pub circuits: Option<Circuits>,
+    /// lanyard-pe: routed uplinks between the PEs, 1 (default) or 2 (the
+    /// second a fast-reroute bypass for the first, `mpls.fast-reroute`).
+    #[serde(default)]
+    pub uplinks: Option<u32>,
 }
 
 /// How a lanyard DUT with an inline pair runs.
@@ -258,6 +299,9 @@ impl DutSpec {
             igmp_querier: None,
             fast_leave: None,
             inline: None,
+            pe_mode: None,
+            circuits: None,
+            uplinks: None,
         }
     }
 }
@@ -625,6 +669,11 @@ pub struct TestSpec {
     /// each direction a stream with its own outage (lost / its rate).
     #[serde(default)]
     pub tiers: Option<usize>,
+    /// Layer-2 rate and disruption tests: frames carry 802.1Q tags of
+    /// VLANs 100..100+N-1 (cycled per frame; a disruption test sends one
+    /// stream per VLAN, each with its own outage).
+    #[serde(default)]
+    pub vlans: Option<u16>,
 }
 
 /// Which receivers join a group.
@@ -761,6 +810,9 @@ pub struct Test {
     pub before_trial: Vec<String>,
     /// Disruption: tester ports per tier (0: one stream, port 1 to 2).
     pub tiers: usize,
+    /// 802.1Q-tagged frames over this many VLANs from [`FIRST_VLAN`]
+    /// (0: untagged).
+    pub vlans: u16,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -885,7 +937,7 @@ impl Plan {
                 // OVS spells its type `afxdp`, Lanyard's backend is `af-xdp`.
                 let lanyard = matches!(
                     d.driver,
-                    Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp
+                    Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp | Driver::LanyardPe
                 );
                 let xdp = if lanyard { "af-xdp" } else { "afxdp" };
                 let block = lanyard && pt == "af-packet-block";
@@ -907,11 +959,35 @@ impl Plan {
                 }
             }
             check_routes(&format!("duts[{i}]"), d.routes, d.routes6)?;
-            if d.services == Some(true) && d.driver != Driver::Lanyard {
+            if d.services == Some(true) && !matches!(d.driver, Driver::Lanyard | Driver::LanyardPe)
+            {
                 return Err(bad(
                     format!("duts[{i}].services"),
-                    "only the lanyard driver runs services",
+                    "only the lanyard and lanyard-pe drivers run services",
                 ));
+            }
+            for (k, set) in [
+                ("pe-mode", d.pe_mode.is_some()),
+                ("circuits", d.circuits.is_some()),
+                ("uplinks", d.uplinks.is_some()),
+            ] {
+                if set && d.driver != Driver::LanyardPe {
+                    return Err(bad(
+                        format!("duts[{i}].{k}"),
+                        "only the lanyard-pe driver takes it",
+                    ));
+                }
+            }
+            if d.circuits.is_some() && d.pe_mode == Some(PeMode::L2) {
+                return Err(bad(
+                    format!("duts[{i}].circuits"),
+                    "pe-mode: l2 has no attachment circuits",
+                ));
+            }
+            if let Some(u) = d.uplinks {
+                if !(1..=2).contains(&u) {
+                    return Err(bad(format!("duts[{i}].uplinks"), "must be 1 or 2"));
+                }
             }
             if d.failover.is_some() && d.driver != Driver::LinuxBridge {
                 return Err(bad(
@@ -1145,6 +1221,37 @@ impl Plan {
             Some(n) => n,
             None => 0,
         };
+        let vlans = match t.vlans {
+            None => 0,
+            Some(_)
+                if !matches!(
+                    t.kind,
+                    TestKind::Throughput
+                        | TestKind::Latency
+                        | TestKind::BackToBack
+                        | TestKind::FrameLoss
+                        | TestKind::Disruption
+                ) =>
+            {
+                return Err(bad(
+                    f("vlans"),
+                    "only throughput, latency, back-to-back, frame-loss and disruption tests take it",
+                ))
+            }
+            Some(n) if n == 0 || n > 4094 - FIRST_VLAN + 1 => {
+                return Err(bad(
+                    f("vlans"),
+                    format!("must be 1..{} (VLANs {FIRST_VLAN}..4094)", 4094 - FIRST_VLAN + 1),
+                ))
+            }
+            Some(_) if layer == Some(3) || t.family.is_some() => {
+                return Err(bad(f("vlans"), "tagged frames are layer 2"))
+            }
+            Some(_) if tiers > 0 || mirror_sessions > 0 => {
+                return Err(bad(f("vlans"), "not with tiers or mirror sessions"))
+            }
+            Some(n) => n,
+        };
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -1307,6 +1414,7 @@ impl Plan {
             commands,
             before_trial: t.before_trial.clone().unwrap_or_default(),
             tiers,
+            vlans,
         })
     }
 
@@ -1836,6 +1944,95 @@ tests:
         .unwrap_err()
         .to_string();
         assert!(e.contains("is not auto, af-xdp"), "{e}");
+    }
+
+    #[test]
+    fn lanyard_pe_and_vlans() {
+        let p = Plan::parse(
+            "
+name: pw
+duts:
+  - {name: pw, driver: lanyard-pe, circuits: vlan, uplinks: 2, services: true, port-type: af-packet}
+  - {name: l2, driver: lanyard-pe, pe-mode: l2}
+tests:
+  - {type: throughput, vlans: 128, frame-sizes: [68]}
+  - {type: disruption, vlans: 100, rate: 20000, commands: [{at: 1, run: '\"$LAB_PE\" cut'}]}
+",
+        )
+        .unwrap();
+        assert_eq!(p.duts[0].driver.as_str(), "lanyard-pe");
+        assert_eq!(
+            (p.duts[0].circuits, p.duts[0].uplinks, p.duts[1].pe_mode),
+            (Some(Circuits::Vlan), Some(2), Some(PeMode::L2))
+        );
+        let (t0, t1) = (p.test(0).unwrap(), p.test(1).unwrap());
+        assert_eq!((t0.vlans, t0.ports, t1.vlans, t1.ports), (128, 2, 100, 2));
+        for (bad_test, want) in [
+            (
+                "{type: throughput, vlans: 0}",
+                "tests[0].vlans: must be 1..3995",
+            ),
+            (
+                "{type: throughput, vlans: 3996}",
+                "tests[0].vlans: must be 1..3995",
+            ),
+            (
+                "{type: throughput, vlans: 2, layer: 3}",
+                "tests[0].vlans: tagged frames are layer 2",
+            ),
+            (
+                "{type: full-mesh, vlans: 2}",
+                "tests[0].vlans: only throughput, latency",
+            ),
+            (
+                "{type: disruption, rate: 1000, tiers: 2, vlans: 2, commands: [{at: 1, run: 'true'}]}",
+                "tests[0].vlans: not with tiers",
+            ),
+        ] {
+            let e = Plan::parse(&format!(
+                "name: x\nduts: [{{name: p, driver: lanyard-pe}}]\ntests:\n  - {bad_test}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        for (bad_dut, want) in [
+            (
+                "{name: p, driver: lanyard, circuits: port}",
+                "duts[0].circuits: only the lanyard-pe",
+            ),
+            (
+                "{name: p, driver: lanyard-pair, uplinks: 2}",
+                "duts[0].uplinks: only the lanyard-pe",
+            ),
+            (
+                "{name: p, driver: linux-bridge, pe-mode: l2}",
+                "duts[0].pe-mode: only the lanyard-pe",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, uplinks: 3}",
+                "duts[0].uplinks: must be 1 or 2",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, pe-mode: l2, circuits: vlan}",
+                "pe-mode: l2 has no",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, circuits: both}",
+                "unknown variant",
+            ),
+            (
+                "{name: p, driver: linux-bridge, services: true}",
+                "only the lanyard and lanyard-pe",
+            ),
+        ] {
+            let e = Plan::parse(&format!(
+                "name: x\nduts: [{bad_dut}]\ntests: [{{type: throughput}}]\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -317,6 +317,8 @@ impl Ctx<'_> {
             sizes: fs.sizes.clone(),
             l3: l3.then(|| self.l3_addrs(t, tx, rx)),
             arrival,
+            // `vlans: N`: 802.1Q tags FIRST_VLAN.. cycled per frame (layer 2).
+            vlan: (t.vlans > 0 && !l3).then_some((crate::plan::FIRST_VLAN, t.vlans)),
             receivers: None,
         }
     }
@@ -850,6 +852,7 @@ impl Ctx<'_> {
             sizes: sizes.clone(),
             l3: None,
             arrival: None,
+            vlan: None,
             receivers: None,
         };
         let spec = TrialSpec {
@@ -878,6 +881,7 @@ impl Ctx<'_> {
             sizes,
             l3: None,
             arrival: None,
+            vlan: None,
             receivers: None,
         };
         let spec = TrialSpec {
@@ -1018,6 +1022,7 @@ fn measure_baseline(ns: &str, sizes: &[u16]) -> Result<Baseline, LabError> {
                 sizes: sizes.to_vec(),
                 l3: None,
                 arrival: None,
+                vlan: None,
                 receivers: None,
             }],
             rates: vec![None, None],

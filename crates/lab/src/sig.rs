@@ -261,6 +261,19 @@ pub fn build_headers(
     }
 }
 
+/// Like [`build_headers`] for a layer-2 lab frame carrying an 802.1Q tag
+/// (VLAN `vid`, priority 0) between the MAC addresses and the lab
+/// EtherType; the tag counts in `size`.
+pub fn build_l2_tagged(buf: &mut [u8], size: u16, dst: Mac, src: Mac, vid: u16) -> (usize, usize) {
+    let len = (size.clamp(MIN_FRAME, MAX_FRAME) - 4) as usize;
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+    buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    buf[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    buf[16..18].copy_from_slice(&ETHERTYPE_LAB.to_be_bytes());
+    (len, 18)
+}
+
 /// Complete a frame after its signature was written: the UDP checksum of
 /// IPv6 frames (mandatory there). Summed over the pseudo-header, the UDP
 /// header and the signature only: the rest of the payload must be zeros,
@@ -396,6 +409,25 @@ mod tests {
         s.encode(&mut tagged[off + 4..]);
         assert_eq!(find_signature(&tagged), Some(s));
         assert_eq!(find_signature(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn tagged_layer2_frames() {
+        let mut buf = vec![0xeeu8; 128];
+        let (len, off) = build_l2_tagged(&mut buf, 64, [2; 6], [4; 6], 4095 + 101);
+        assert_eq!((len, off), (60, 18));
+        // VLAN id 12 bits (4196 & 0xfff = 100), priority 0, then the lab EtherType.
+        assert_eq!(buf[12..18], [0x81, 0x00, 0x00, 100, 0x88, 0xb5]);
+        let s = Signature {
+            nonce: 7,
+            stream: 3,
+            seq: 9,
+            ts: 11,
+        };
+        s.encode(&mut buf[off..off + SIG_LEN]);
+        assert_eq!(locate(&buf[..len]), Some((s, 0)));
+        let (len, _) = build_l2_tagged(&mut buf, 1518, [2; 6], [4; 6], 7);
+        assert_eq!(len, 1514);
     }
 
     #[test]

@@ -645,7 +645,9 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
     }
     let streams = if kind == TestKind::Disruption {
         let test = rows.first().map(|r| r.test.as_str()).unwrap_or("");
-        stream_table(rows, s.references.iter().find(|r| r.test == test))
+        let reference = s.references.iter().find(|r| r.test == test);
+        // Many streams (one per VLAN / pseudowire): their spread per DUT.
+        spread_table(rows, reference).or_else(|| stream_table(rows, reference))
     } else {
         None
     };
@@ -759,6 +761,78 @@ fn ratio_table(rows: &[&ResultRow], duts: &[&str], sizes: &[&str]) -> Table {
         }
     }
     t
+}
+
+/// The per-DUT spread of a disruption test with one stream per VLAN
+/// (`vlans: N`; on a VLAN-circuit PE one stream per pseudowire): one row
+/// per DUT (and frame size when there are several), outage min/avg/max
+/// over every stream of every trial, the worst stream and its trial,
+/// frames duplicated, and the report's figure for that DUT
+/// (`reference.duts`). None when no row has one. Plus the legend line.
+pub fn spread_table(
+    rows: &[&ResultRow],
+    reference: Option<&crate::plan::Reference>,
+) -> Option<(Table, String)> {
+    let with: Vec<(&ResultRow, &serde_json::Value)> = rows
+        .iter()
+        .map(|r| (*r, &r.detail["disruption"]["per_stream"]))
+        .filter(|(_, p)| p.is_object())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    use Align::{Left as L, Right as R};
+    let mut t = Table::new(&[
+        ("design", L),
+        ("streams", R),
+        ("trials", R),
+        ("min ms", R),
+        ("avg ms", R),
+        ("max ms", R),
+        ("worst", L),
+        ("dup", R),
+        ("report", L),
+    ]);
+    let multi_size = with
+        .iter()
+        .any(|(r, _)| r.frame_size != with[0].0.frame_size);
+    for (r, p) in with {
+        let ms = |k: &str| {
+            p["outage_ms"][k]
+                .as_f64()
+                .map(|x| format!("{x:.1}"))
+                .unwrap_or_default()
+        };
+        let design = if multi_size {
+            format!("{} {}", r.dut, r.frame_size)
+        } else {
+            r.dut.clone()
+        };
+        t.row(vec![
+            design,
+            p["streams"].to_string(),
+            p["trials"].to_string(),
+            ms("min"),
+            ms("avg"),
+            ms("max"),
+            format!(
+                "{} t{}",
+                p["worst"][0].as_str().unwrap_or("?"),
+                p["worst"][1]
+            ),
+            p["duplicated"].to_string(),
+            reference
+                .and_then(|x| x.duts.get(&r.dut))
+                .cloned()
+                .unwrap_or_default(),
+        ]);
+    }
+    let legend = "one stream per VLAN (a pseudowire each on VLAN circuits): outage = its lost \
+                  frames / its offered rate; min/avg/max over every stream of every trial; worst \
+                  = that stream and its trial; dup = frames delivered twice; report = the \
+                  report's figure"
+        .to_string();
+    Some((t, legend))
 }
 
 /// The report's per-stream table of a tiers test (None when no row has

@@ -38,6 +38,7 @@ fn wire_counts_are_exact() {
                         sizes: vec![size],
                         l3: None,
                         arrival: None,
+                        vlan: None,
                         receivers: None,
                     },
                     Stream {
@@ -51,6 +52,7 @@ fn wire_counts_are_exact() {
                         sizes: vec![size],
                         l3: None,
                         arrival: None,
+                        vlan: None,
                         receivers: None,
                     },
                 ],
@@ -443,6 +445,7 @@ fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
                         dst_mac: host_mac(1),
                         ttl,
                     }),
+                    vlan: None,
                     receivers: None,
                 }],
                 rates: vec![Some(10_000.0), None],
