@@ -691,16 +691,33 @@ impl Switch {
         if let Some(t) = self.shared.learner.get() {
             t.unpark();
         }
+        let t0 = std::time::Instant::now();
         for t in self.threads {
+            let (t1, name) = (
+                std::time::Instant::now(),
+                t.thread().name().map(String::from),
+            );
             let _ = t.join();
-        }
-        // After the punt thread (the twins are closed): the VRF namespaces
-        // Lanyard made would otherwise outlive it (docs/vrf.md).
-        if let Some(r) = &self.router {
-            let gone = r.remove_namespaces();
-            if !gone.is_empty() {
-                tracing::info!("VRF namespaces removed: {}", gone.join(" "));
+            // A thread that does not see `stop` soon holds the whole stop.
+            if t1.elapsed() > Duration::from_millis(300) {
+                tracing::info!(
+                    "stopping: thread {} took {} ms",
+                    name.as_deref().unwrap_or("?"),
+                    t1.elapsed().as_millis()
+                );
             }
+        }
+        // After the punt thread: the VRF namespaces Lanyard made would
+        // otherwise outlive it, then the twins are closed (docs/vrf.md).
+        if let Some(r) = &self.router {
+            let t1 = std::time::Instant::now();
+            let gone = r.remove_namespaces();
+            tracing::info!(
+                "stopped: threads in {} ms, twins and {} VRF namespaces removed in {} ms",
+                (t1 - t0).as_millis(),
+                gone.len(),
+                t1.elapsed().as_millis()
+            );
         }
         self.inline.final_quota_save(true);
         let x = self

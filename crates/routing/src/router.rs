@@ -1227,7 +1227,7 @@ impl Router {
     /// for seconds. A namespace that goes takes its interfaces (twin,
     /// label interface's peer) in one batch with the others, and the
     /// twins left (the default VRF's, those in namespaces Lanyard did not
-    /// make) are closed from several threads at once, so their barriers
+    /// make) are closed from many threads at once, so their barriers
     /// overlap.
     pub fn remove_namespaces(&self) -> Vec<String> {
         self.carrier_ctl
@@ -1257,10 +1257,10 @@ impl Router {
     }
 }
 
-/// Drops `taps` from up to 16 threads at once (see
+/// Drops `taps` from up to 64 threads at once (see
 /// [`Router::remove_namespaces`]).
 fn close_in_parallel(mut taps: Vec<TapPort>) {
-    let per = taps.len().div_ceil(16).max(1);
+    let per = taps.len().div_ceil(64).max(1);
     let mut handles = Vec::new();
     while !taps.is_empty() {
         let chunk: Vec<TapPort> = taps.drain(..per.min(taps.len())).collect();
@@ -1489,7 +1489,12 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
         tracing::info!("punt: real-time priority unavailable; punts at normal priority");
     }
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
-    let mut inject: Vec<Option<InjectSocket>> = Vec::new();
+    // One inject socket per port, shared by its subinterfaces' twins:
+    // closing an AF_PACKET socket waits for an RCU grace period, and one
+    // per twin (192 VRFs on one port) held the stop for seconds.
+    let mut sockets: Vec<(String, Option<InjectSocket>)> = Vec::new();
+    // Per twin: its port's entry in `sockets` (usize::MAX: none).
+    let mut socket_of: Vec<usize> = Vec::new();
     let mut batch = FrameBatch::new();
     // A subinterface's frames, tagged (the slow path's one buffer).
     let mut tagged = vec![0u8; io::MAX_FRAME_LEN + 4];
@@ -1513,7 +1518,26 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                 .enumerate()
                 .map(|(k, (port, _, _))| (*port, k))
                 .collect();
-            inject = names.iter().map(|_| None).collect();
+            let mut kept: Vec<(String, Option<InjectSocket>)> = Vec::new();
+            for port in names.iter().filter_map(|n| n.1.as_ref()) {
+                if kept.iter().any(|(p, _)| p == port) {
+                    continue;
+                }
+                let open = sockets
+                    .iter_mut()
+                    .find(|(p, _)| p == port)
+                    .and_then(|(_, s)| s.take());
+                kept.push((port.clone(), open));
+            }
+            sockets = kept;
+            socket_of = names
+                .iter()
+                .map(|n| {
+                    n.1.as_ref()
+                        .and_then(|port| sockets.iter().position(|(p, _)| p == port))
+                        .unwrap_or(usize::MAX)
+                })
+                .collect();
             pollfds = std::iter::once(q.event_fd())
                 .chain(taps.iter().filter_map(|t| t.rx_fd()))
                 .map(|fd| libc::pollfd {
@@ -1564,9 +1588,9 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                 let ok = match &names[k].1 {
                     Some(port) if names[k].2 != 0 => {
                         let n = push_vlan_tag(batch.frame(i), names[k].2, &mut tagged);
-                        n > 0 && send_inject(&mut inject[k], port, &tagged[..n])
+                        n > 0 && send_inject(&mut sockets[socket_of[k]].1, port, &tagged[..n])
                     }
-                    Some(port) => send_inject(&mut inject[k], port, batch.frame(i)),
+                    Some(port) => send_inject(&mut sockets[socket_of[k]].1, port, batch.frame(i)),
                     None => shared.to_vlan.push(names[k].0, 0, batch.frame(i)),
                 };
                 let c = if ok {
