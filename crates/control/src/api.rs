@@ -46,7 +46,7 @@ pub struct ApiState {
     pub learner: Arc<LearnerInbox>,
     pub learn_stats: Arc<LearnerStats>,
     /// The layer-3 control plane, when there are routed ports.
-    pub router: Option<routing::router::Router>,
+    pub router: Option<Arc<routing::router::Router>>,
     /// The workers' mailboxes (flow cache dumps).
     pub mailboxes: Vec<Arc<datapath::Mailbox>>,
     /// Export counters as JSON, when flow export is on.
@@ -549,7 +549,7 @@ impl ApiState {
 
     fn router(&self) -> Result<&routing::router::Router, String> {
         self.router
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| "no routed ports are configured".to_string())
     }
 
@@ -558,7 +558,7 @@ impl ApiState {
         let r = self.router()?;
         let st = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone();
         Ok(Value::Array(
-            r.ports
+            r.ports()
                 .iter()
                 .map(|p| {
                     let id = p.port as usize;
@@ -596,8 +596,9 @@ impl ApiState {
     /// route distinguisher, namespace, interfaces, routes and neighbours.
     pub fn vrfs(&self) -> Result<Value, String> {
         let r = self.router()?;
+        let ports = r.ports();
         let ifaces = |k: usize| -> Vec<String> {
-            r.ports
+            ports
                 .iter()
                 .filter(|p| p.vrf == k)
                 .map(|p| p.name.clone())
@@ -630,13 +631,13 @@ impl ApiState {
             &r.fib,
             &r.neighbors,
         )];
-        for (k, v) in r.vrfs.iter().enumerate() {
+        for (k, v) in r.vrfs() {
             out.push(entry(
                 &v.name,
                 v.table,
-                v.rd.as_deref(),
+                v.rd().as_deref(),
                 Some(&v.netns),
-                k + 1,
+                k,
                 &v.fib,
                 &v.neighbors,
             ));
@@ -657,8 +658,9 @@ impl ApiState {
             return self.ip_route_in(req, &r.fib);
         }
         let v = r
-            .vrfs
-            .iter()
+            .vrfs()
+            .into_iter()
+            .map(|(_, v)| v)
             .find(|v| v.name == name)
             .ok_or_else(|| format!("unknown VRF {name:?}"))?;
         let mut ans = self.ip_route_in(req, &v.fib)?;

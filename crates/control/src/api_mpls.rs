@@ -22,9 +22,7 @@ impl ApiState {
             .map(|e| {
                 let (packets, bytes) = self.shared.label_counts(e.in_label);
                 // A VPN label: the VRF its packets are routed in.
-                let vrf = (e.vrf > 0)
-                    .then(|| r.vrfs.get(e.vrf as usize - 1).map(|v| v.name.clone()))
-                    .flatten();
+                let vrf = (e.vrf > 0).then(|| r.vrf_name(e.vrf)).flatten();
                 json!({
                     "in_label": e.in_label,
                     "protocol": e.protocol,

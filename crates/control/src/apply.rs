@@ -5,9 +5,12 @@
 //! (layer 2, services, mirrors, policing) *before* publishing any of them,
 //! then publishes each with one pointer store: workers see the old tables
 //! or the new ones, never a half-built one, and nothing on an unaffected
-//! port is lost. The MAC table is kept. What cannot change under traffic
-//! (worker count, routed interfaces, FRR, flow export, pairs/channels) is
-//! refused with the list of what needs `lanyard restart`.
+//! port is lost. The MAC table is kept. VRFs, the routed subinterfaces and
+//! the VRFs' static routes change live through the router
+//! (`Router::reconfigure`, docs/vrf.md "VRFs at run time"). What cannot
+//! change under traffic (worker count, routed ports' own settings, FRR,
+//! flow export, pairs/channels) is refused with the list of what needs
+//! `lanyard restart`.
 
 use arc_swap::ArcSwap;
 use config::{self, Config, PortMode};
@@ -26,6 +29,9 @@ pub struct Diff {
     pub lines: Vec<String>,
     /// Changes that need a restart (empty: the change applies live).
     pub restart: Vec<String>,
+    /// VRFs, subinterfaces or VRF static routes changed: the router
+    /// applies them (`Router::reconfigure`).
+    pub router: bool,
 }
 
 fn as_map(cfg: &Config) -> serde_json::Map<String, Value> {
@@ -46,10 +52,6 @@ const RESTART_SECTIONS: &[&str] = &[
     "backup-pairs",
     "port-channels",
     "spanning-tree",
-    // VRFs are built at start with the routed interfaces (namespaces,
-    // twins, FIBs, FPM tables): a change here would otherwise be reported
-    // as applied while nothing happened (docs/vrf.md, "Scale").
-    "vrfs",
 ];
 
 /// Compare `old` (running) and `new`.
@@ -68,6 +70,13 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
             "ports" => diff_ports(old, new, &mut d),
             "vlans" => diff_vlans(old, new, &mut d),
             "pseudowires" => diff_pseudowires(old, new, &mut d),
+            "vrfs" => diff_vrfs(old, new, &mut d),
+            // The VRFs' static routes change with their VRFs; the default
+            // VRF's and the rest of the section need a restart.
+            "routing" if default_routing(old) == default_routing(new) => {
+                d.lines.push("~ routing.static-routes (VRF routes)".into());
+                d.router = true;
+            }
             s => {
                 d.lines.push(format!("~ {s}"));
                 if RESTART_SECTIONS.contains(&s) {
@@ -83,7 +92,90 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
     {
         d.restart.push("spanning-tree ports".into());
     }
+    diff_subinterfaces(old, new, &mut d);
     d
+}
+
+/// `routing:` without the VRFs' static routes.
+fn default_routing(c: &Config) -> config::Routing {
+    let mut r = c.routing.clone();
+    r.static_routes.retain(|s| s.vrf.is_none());
+    r
+}
+
+/// VRFs by name: added, removed, changed (members, RD). A VRF's table id
+/// is its namespace's NSID and the FPM table zebra names its routes by,
+/// and its namespace is where FRR sees it: neither changes under a
+/// running VRF (delete the VRF and add it again, in two applies).
+fn diff_vrfs(old: &Config, new: &Config, d: &mut Diff) {
+    let find = |c: &Config, name: &str| c.vrfs.iter().position(|v| v.name == name);
+    for (k, v) in old.vrfs.iter().enumerate() {
+        let Some(j) = find(new, &v.name) else {
+            d.lines.push(format!("- vrf {}", v.name));
+            continue;
+        };
+        let w = &new.vrfs[j];
+        let (t0, t1) = (v.table_id(k), w.table_id(j));
+        if t0 != t1 {
+            d.restart.push(format!(
+                "vrfs: {} table would change from {t0} to {t1} (without `table:` it is 1001 + \
+                 the VRF's position: give `table:`, or delete and re-add the VRF)",
+                v.name
+            ));
+        } else if v.netns() != w.netns() {
+            d.restart.push(format!(
+                "vrfs: {} namespace would change from {} to {} (delete and re-add the VRF)",
+                v.name,
+                v.netns(),
+                w.netns()
+            ));
+        } else if w != v {
+            d.lines.push(format!("~ vrf {}", v.name));
+        }
+    }
+    for v in &new.vrfs {
+        if find(old, &v.name).is_none() {
+            d.lines.push(format!("+ vrf {}", v.name));
+        }
+    }
+    d.router = true;
+}
+
+/// Routed subinterfaces by name. Their port ids are positions (after the
+/// ports, VLAN interfaces and port channels), and everything per port
+/// (counters, ACLs, the layer-3 tables) is keyed by them: one that would
+/// take another id needs a restart. Adding after the last one and
+/// removing the last ones keep every other id.
+fn diff_subinterfaces(old: &Config, new: &Config, d: &mut Diff) {
+    let list = |c: &Config| -> Vec<(String, u16, config::SubinterfaceConfig)> {
+        c.subinterfaces()
+            .map(|s| (s.name(), s.id, s.sub.clone()))
+            .collect()
+    };
+    let (a, b) = (list(old), list(new));
+    for (name, id, sub) in &a {
+        match b.iter().find(|x| &x.0 == name) {
+            None => {
+                d.lines.push(format!("- subinterface {name}"));
+                d.router = true;
+            }
+            Some((_, id2, _)) if id2 != id => d.restart.push(format!(
+                "subinterface {name} would move from port id {id} to {id2} \
+                 (add subinterfaces after the last one, remove the last ones)"
+            )),
+            Some((_, _, sub2)) if sub2 != sub => {
+                d.lines.push(format!("~ subinterface {name}"));
+                d.router = true;
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, _, _) in &b {
+        if !a.iter().any(|x| &x.0 == name) {
+            d.lines.push(format!("+ subinterface {name}"));
+            d.router = true;
+        }
+    }
 }
 
 fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
@@ -91,8 +183,8 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
         match new.port_index(&p.name) {
             None => {
                 d.lines.push(format!("- port {}", p.name));
-                if p.mode == PortMode::Routed {
-                    d.restart.push(format!("routed port {} removed", p.name));
+                if p.mode == PortMode::Routed && i >= new.ports.len() {
+                    routed_port_at_end(old, new, &p.name, "removed", d);
                 } else if i < new.ports.len() {
                     d.restart.push(format!(
                         "port {} removed before other ports (ports keep their position: remove from the end)",
@@ -117,6 +209,8 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
                         x.acl_out.clear();
                         x.policy_in = None;
                         x.policy_out = None;
+                        // Its subinterfaces change live (diff_subinterfaces).
+                        x.subinterfaces.clear();
                         x
                     };
                     bare(p) != bare(q)
@@ -135,8 +229,8 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
     for (j, q) in new.ports.iter().enumerate() {
         if old.port_index(&q.name).is_none() {
             d.lines.push(format!("+ port {}", q.name));
-            if q.mode == PortMode::Routed {
-                d.restart.push(format!("routed port {} added", q.name));
+            if q.mode == PortMode::Routed && j >= old.ports.len() {
+                routed_port_at_end(old, new, &q.name, "added", d);
             } else if j < old.ports.len() {
                 d.restart.push(format!(
                     "port {} added before other ports (add new ports at the end)",
@@ -144,6 +238,22 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
                 ));
             }
         }
+    }
+}
+
+/// A routed port added at the end of `ports` or removed from it: its
+/// twin comes or goes with the router (`Router::reconfigure`). The ids of
+/// VLAN interfaces and port channels follow the ports (subinterfaces'
+/// are checked by `diff_subinterfaces`): with any of them, a restart.
+fn routed_port_at_end(old: &Config, new: &Config, name: &str, what: &str, d: &mut Diff) {
+    let after = |c: &Config| c.svis().count() + c.port_channels.len();
+    if after(old) + after(new) > 0 {
+        d.restart.push(format!(
+            "routed port {name} {what}: the port ids of VLAN interfaces and port channels \
+             would move"
+        ));
+    } else {
+        d.router = true;
     }
 }
 
@@ -223,6 +333,8 @@ pub struct Applier {
     inline: Arc<crate::inline::InlineControl>,
     /// The pseudowire manager (with the router).
     pseudowires: std::sync::OnceLock<Arc<routing::pseudowire::PseudowireManager>>,
+    /// The layer-3 control plane (VRFs, subinterfaces at run time).
+    router: std::sync::OnceLock<Arc<routing::router::Router>>,
 }
 
 impl Applier {
@@ -249,7 +361,13 @@ impl Applier {
             socket_override: std::sync::OnceLock::new(),
             inline,
             pseudowires: std::sync::OnceLock::new(),
+            router: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hand over the router (VRFs and subinterfaces change through it).
+    pub fn set_router(&self, r: Arc<routing::router::Router>) {
+        let _ = self.router.set(r);
     }
 
     /// Inline service control (for the API).
@@ -340,12 +458,46 @@ impl Applier {
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
         let inline = self.inline.prepare(&new, in_bypass)?;
+        // VRFs and subinterfaces: namespaces, twins and tables made (or
+        // taken away) here; on a failure the router goes back to the
+        // running configuration.
+        let router = match (d.router, self.router.get()) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(
+                    "VRFs and subinterfaces need the routed interfaces the switch \
+                            was started with (it has none): `lanyard restart`"
+                        .into(),
+                )
+            }
+            (true, Some(r)) => match r.reconfigure(&new) {
+                Ok(said) => {
+                    tracing::info!("router: {}", said.join(", "));
+                    Some(r)
+                }
+                Err(e) => {
+                    if let Err(back) = r.reconfigure(&old) {
+                        tracing::warn!("router: back to the running configuration: {back}");
+                    }
+                    return Err(format!("VRFs: {e}"));
+                }
+            },
+        };
         // Last of the fallible steps: it may open the side channel.
         let pseudowires = if old.pseudowires != new.pseudowires {
-            let m = self.pseudowires.get().ok_or(
-                "pseudowires need the routed uplink the switch was started with: `lanyard restart`",
-            )?;
-            Some((m, m.prepare(&new)?))
+            let m = self.pseudowires.get().ok_or_else(|| {
+                "pseudowires need the routed uplink the switch was started with: `lanyard restart`"
+                    .to_string()
+            });
+            match m.and_then(|m| Ok((m, m.prepare(&new)?))) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    if let Some(r) = router {
+                        let _ = r.reconfigure(&old);
+                    }
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
@@ -529,12 +681,15 @@ mod tests {
         assert_eq!(diff(&b, &c).restart, vec!["routed port r changed"]);
     }
 
-    /// A VRF added, removed or changed needs a restart: before, `vrfs`
-    /// changes were reported as applied live and did nothing.
+    /// VRFs added, removed or changed apply live through the router (they
+    /// were refused with "needs a restart" before), with the VRFs' static
+    /// routes and subinterfaces; a subinterface whose port id would move,
+    /// and the default VRF's static routes, still need a restart.
     #[test]
-    fn vrf_changes_need_a_restart() {
+    fn vrf_changes_are_live_subinterface_moves_are_not() {
         let ports = "ports: [{name: r, mode: routed, addresses: [10.0.0.1/24]}, \
-                     {name: s, mode: routed, addresses: [10.0.0.1/24]}]\n";
+                     {name: s, mode: routed, addresses: [10.0.0.1/24], subinterfaces: \
+                     [{vlan: 10, addresses: [10.1.0.1/24]}]}]\n";
         let a = cfg(&format!(
             "{ports}vrfs: [{{name: A, interfaces: [r]}}, {{name: B, interfaces: [s]}}]\n"
         ));
@@ -542,9 +697,91 @@ mod tests {
         let c = cfg(&format!(
             "{ports}vrfs: [{{name: A, interfaces: [r]}}, {{name: B, interfaces: [s], rd: \"65000:2\"}}]\n"
         ));
-        for (x, y) in [(&a, &b), (&b, &a), (&a, &c)] {
-            assert_eq!(diff(x, y).restart, vec!["vrfs"]);
+        for (x, y, line) in [
+            (&a, &b, "- vrf B"),
+            (&b, &a, "+ vrf B"),
+            (&a, &c, "~ vrf B"),
+        ] {
+            let d = diff(x, y);
+            assert!(d.restart.is_empty(), "{d:?}");
+            assert!(d.router);
+            assert_eq!(d.lines, vec![line]);
         }
+        // Deleting A would give B (no `table:`) A's table id: refused,
+        // naming the key.
+        let only_b = cfg(&format!("{ports}vrfs: [{{name: B, interfaces: [s]}}]\n"));
+        let d = diff(&a, &only_b);
+        assert!(
+            d.restart
+                .iter()
+                .any(|r| r.starts_with("vrfs: B table would change from 1002 to 1001")),
+            "{d:?}"
+        );
+        // A VRF with a new subinterface (after the last one) and a static
+        // route of its own: live.
+        let sub = |subs: &str, extra: &str| {
+            cfg(&format!(
+                "ports: [{{name: r, mode: routed, addresses: [10.0.0.1/24]}}, \
+                 {{name: s, mode: routed, subinterfaces: [{subs}]}}]\n{extra}"
+            ))
+        };
+        let one = sub("{vlan: 10, addresses: [10.1.0.1/24]}", "");
+        let two = sub(
+            "{vlan: 10, addresses: [10.1.0.1/24]}, {vlan: 20, addresses: [10.1.0.1/24]}",
+            "vrfs: [{name: C, interfaces: [s.20]}]\nrouting: {static-routes: \
+             [{prefix: 192.0.2.0/24, next-hop: 10.1.0.2, vrf: C}]}\n",
+        );
+        let d = diff(&one, &two);
+        assert!(d.restart.is_empty(), "{d:?}");
+        assert!(d.router);
+        assert!(
+            d.lines.contains(&"+ subinterface s.20".to_string()),
+            "{d:?}"
+        );
+        assert!(diff(&two, &one).restart.is_empty());
+        // One inserted before s.10 moves it: restart.
+        let front = sub(
+            "{vlan: 5, addresses: [10.5.0.1/24]}, {vlan: 10, addresses: [10.1.0.1/24]}",
+            "",
+        );
+        let d = diff(&one, &front);
+        assert_eq!(d.restart.len(), 1, "{d:?}");
+        assert!(
+            d.restart[0].starts_with("subinterface s.10 would move"),
+            "{d:?}"
+        );
+        // The default VRF's static routes: restart, as before.
+        let dflt = sub(
+            "{vlan: 10, addresses: [10.1.0.1/24]}",
+            "routing: {static-routes: [{prefix: 192.0.2.0/24, next-hop: 10.0.0.2}]}\n",
+        );
+        assert_eq!(diff(&one, &dflt).restart, vec!["routing"]);
+        // A routed port added at the end in a new VRF, and removed again:
+        // live. With a VLAN interface (its id follows the ports): restart.
+        let p1 = cfg("ports: [{name: r, mode: routed, addresses: [10.0.0.1/24]}]\n");
+        let p2 = cfg(
+            "ports: [{name: r, mode: routed, addresses: [10.0.0.1/24]}, \
+                      {name: u, mode: routed, addresses: [10.0.0.1/24]}]\n\
+                      vrfs: [{name: D, interfaces: [u]}]\n",
+        );
+        for (x, y) in [(&p1, &p2), (&p2, &p1)] {
+            let d = diff(x, y);
+            assert!(d.restart.is_empty(), "{d:?}");
+            assert!(d.router);
+        }
+        let svi = "vlans: [{id: 7, router: {addresses: [10.7.0.1/24]}}]\n";
+        let q1 = cfg(&format!(
+            "{svi}ports: [{{name: r, mode: routed, addresses: [10.0.0.1/24]}}, {{name: a, vlan: 7}}]\n"
+        ));
+        let q2 = cfg(&format!(
+            "{svi}ports: [{{name: r, mode: routed, addresses: [10.0.0.1/24]}}, {{name: a, vlan: 7}}, \
+             {{name: u, mode: routed}}]\n"
+        ));
+        let d = diff(&q1, &q2);
+        assert!(
+            d.restart.len() == 1 && d.restart[0].starts_with("routed port u added"),
+            "{d:?}"
+        );
     }
 
     /// Pseudowires change live, one line per pseudowire by name.

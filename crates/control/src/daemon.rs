@@ -164,6 +164,13 @@ fn restart(
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env(RESTART_ENV, t0.to_string())
+        .env(
+            routing::router::NETNS_MADE_ENV,
+            sw.router
+                .as_ref()
+                .map(|r| r.namespaces_made().join(","))
+                .unwrap_or_default(),
+        )
         .env(HANDOVER_ENV, handed)
         .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();
@@ -185,6 +192,8 @@ pub struct Switch {
     lock: crate::instance::InstanceLock,
     /// Inline service control: its quota accounts are saved at the end.
     inline: Arc<crate::inline::InlineControl>,
+    /// The router: at stop, the VRF namespaces it made go.
+    router: Option<Arc<routing::router::Router>>,
 }
 
 /// The quota state file unless `service-control.state-file` says: beside
@@ -494,7 +503,7 @@ impl Switch {
             // pimd's routes, read from the kernel's MFC of the TAPs.
             let by_ifindex: std::collections::HashMap<u32, u16> = router
                 .as_ref()
-                .map(|r| r.ports.iter().map(|p| (p.tap_ifindex, p.port)).collect())
+                .map(|r| r.ports().iter().map(|p| (p.tap_ifindex, p.port)).collect())
                 .unwrap_or_default();
             let m = mcast.clone();
             threads.push(spawn(
@@ -505,6 +514,13 @@ impl Switch {
         if let Some(c) = router.as_mut().and_then(|r| r.carrier.take()) {
             sup.set_link_hook(Box::new(move |port, up| c.set(port, up)));
         }
+        // `config apply` changes VRFs and subinterfaces through it; the
+        // switch removes the VRF namespaces it made when it stops.
+        let router = router.map(Arc::new);
+        if let Some(r) = &router {
+            applier.set_router(r.clone());
+        }
+        let router_at_stop = router.clone();
         let t_attach = std::time::Instant::now();
         sup.poll();
         let t_attached = t_attach.elapsed();
@@ -594,6 +610,7 @@ impl Switch {
             }
         }
         let sw = Switch {
+            router: router_at_stop,
             exporter,
             shared: shared.clone(),
             threads,
@@ -674,8 +691,33 @@ impl Switch {
         if let Some(t) = self.shared.learner.get() {
             t.unpark();
         }
+        let t0 = std::time::Instant::now();
         for t in self.threads {
+            let (t1, name) = (
+                std::time::Instant::now(),
+                t.thread().name().map(String::from),
+            );
             let _ = t.join();
+            // A thread that does not see `stop` soon holds the whole stop.
+            if t1.elapsed() > Duration::from_millis(300) {
+                tracing::info!(
+                    "stopping: thread {} took {} ms",
+                    name.as_deref().unwrap_or("?"),
+                    t1.elapsed().as_millis()
+                );
+            }
+        }
+        // After the punt thread: the VRF namespaces Lanyard made would
+        // otherwise outlive it, then the twins are closed (docs/vrf.md).
+        if let Some(r) = &self.router {
+            let t1 = std::time::Instant::now();
+            let gone = r.remove_namespaces();
+            tracing::info!(
+                "stopped: threads in {} ms, twins and {} VRF namespaces removed in {} ms",
+                (t1 - t0).as_millis(),
+                gone.len(),
+                t1.elapsed().as_millis()
+            );
         }
         self.inline.final_quota_save(true);
         let x = self

@@ -28,7 +28,7 @@ use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
 use pipeline::l3::{L3Tables, RouterInterface, Urpf};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -78,11 +78,55 @@ pub struct RouterVrf {
     pub name: String,
     /// FPM table id of its routes (and the NSID of its namespace).
     pub table: u32,
-    pub rd: Option<String>,
+    rd: Mutex<Option<String>>,
     /// Namespace of its TAP twins.
     pub netns: String,
     pub fib: Arc<Mutex<Fib>>,
     pub neighbors: Arc<NeighborTable>,
+    /// The namespace (kept open: twins move into it, routes go to it).
+    ns: std::fs::File,
+    /// Lanyard made the namespace (so it removes it again).
+    created: bool,
+    /// Its label interface's index.
+    label: Option<u32>,
+    /// Its neighbour mirror.
+    mirror: Mirror,
+    /// The configuration's routes it holds (connected, static).
+    config_routes: Mutex<Vec<(Prefix, Source)>>,
+}
+
+impl RouterVrf {
+    /// Its route distinguisher (informational).
+    pub fn rd(&self) -> Option<String> {
+        self.rd.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// rtnetlink inside its namespace, opened when needed: at 192 VRFs a
+    /// socket kept per VRF would cost as many descriptors again.
+    fn rtnl(&self) -> Result<Rtnl, String> {
+        crate::netns::run_in(&self.ns, Rtnl::open)
+            .and_then(|r| r)
+            .map_err(|e| format!("VRF {} rtnetlink: {e}", self.name))
+    }
+}
+
+/// A neighbour mirror thread: its map of twins and its own stop flag (a
+/// VRF deleted at run time stops its mirror; the switch's stop ends all).
+struct Mirror {
+    by_ifindex: Arc<Mutex<HashMap<u32, u16>>>,
+    stop: Arc<AtomicBool>,
+    /// Joined when the VRF goes (mirrors started with the switch are in
+    /// the switch's threads).
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Mirror {
+    fn end(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Counters of the control-plane threads (`show ip traffic`-like output in
@@ -112,39 +156,81 @@ const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
 /// Sets the carrier of the TAP twins to their ports' link state, so the
 /// kernel and FRR see a port going down at once (interface down, routes
 /// and neighbours flushed, OSPF adjacency dropped) rather than after a
-/// dead interval.
+/// dead interval. Twins come and go with VRFs changed at run time.
+#[derive(Clone, Default)]
 pub struct CarrierMirror {
-    /// (port id, a descriptor of its TAP).
-    taps: Vec<(u16, std::os::fd::OwnedFd)>,
+    inner: Arc<Mutex<CarrierTaps>>,
+}
+
+#[derive(Default)]
+struct CarrierTaps {
+    /// (port id, a descriptor of its TAP, the twin's own port id).
+    taps: Vec<(u16, std::os::fd::OwnedFd, u16)>,
+    /// The last state of each port (a new twin starts with it).
+    up: HashMap<u16, bool>,
+}
+
+fn set_carrier(fd: &std::os::fd::OwnedFd, up: bool) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = up.into();
+    // SAFETY: TUNSETCARRIER reads an int through the pointer, which points
+    // at a live c_int; the descriptor is ours.
+    unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            TUNSETCARRIER as _,
+            &on as *const libc::c_int,
+        )
+    };
 }
 
 impl CarrierMirror {
     pub fn set(&self, port: u16, up: bool) {
-        use std::os::fd::AsRawFd;
-        for (p, fd) in &self.taps {
+        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        c.up.insert(port, up);
+        for (p, fd, _) in &c.taps {
             if *p == port {
-                let on: libc::c_int = up.into();
-                // SAFETY: TUNSETCARRIER reads an int through the pointer,
-                // which points at a live c_int; the descriptor is ours.
-                unsafe {
-                    libc::ioctl(
-                        fd.as_raw_fd(),
-                        TUNSETCARRIER as _,
-                        &on as *const libc::c_int,
-                    )
-                };
+                set_carrier(fd, up);
             }
         }
     }
+
+    /// A twin (`twin`'s TAP) following port `port`, set to its last state.
+    fn add(&self, port: u16, twin: u16, dev: &TapPort) {
+        let Some(fd) = dev.rx_fd() else { return };
+        // SAFETY: dup(2) of a descriptor we own; checked.
+        let d = unsafe { libc::dup(fd) };
+        if d < 0 {
+            return;
+        }
+        // SAFETY: `d` is a fresh descriptor owned by nobody else.
+        let owned: std::os::fd::OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(d) };
+        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        set_carrier(&owned, c.up.get(&port).copied().unwrap_or(false));
+        c.taps.push((port, owned, twin));
+    }
+
+    /// Close twin `twin`'s descriptor (the TAP goes with its last one).
+    fn remove(&self, twin: u16) {
+        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        c.taps.retain(|(_, _, t)| *t != twin);
+    }
+}
+
+/// The TAP twins the punt thread serves; changed when VRFs change.
+struct PuntSet {
+    taps: Vec<TapPort>,
+    /// Per TAP: (port id, port to inject on (`None`: a VLAN interface),
+    /// 802.1Q tag of a subinterface or 0).
+    names: Vec<(u16, Option<String>, u16)>,
+    /// Bumped at every change (the thread rebuilds its poll set).
+    version: u64,
 }
 
 /// The running layer-3 control plane.
 pub struct Router {
-    pub ports: Vec<RoutedPort>,
     /// The default VRF's FIB (the global table).
     pub fib: Arc<Mutex<Fib>>,
-    /// The VRFs, in `vrfs:` order (VRF index k + 1).
-    pub vrfs: Vec<RouterVrf>,
     pub neighbors: Arc<NeighborTable>,
     pub stats: Arc<RouterStats>,
     /// FPM listener (zebra connects here), when configured.
@@ -156,6 +242,28 @@ pub struct Router {
     pub pseudowires: Option<Arc<crate::pseudowire::PseudowireManager>>,
     /// Fast reroute (`mpls.fast-reroute`), when configured.
     pub fast_reroute: Option<Arc<crate::fast_reroute::FastReroute>>,
+    /// What `config apply` changes: interfaces, VRFs.
+    live: Mutex<Live>,
+    shared: Arc<Shared>,
+    quiesce: QuiesceFn,
+    carrier_ctl: CarrierMirror,
+    punt: Arc<Mutex<PuntSet>>,
+    feeds: Arc<Mutex<Vec<VrfFeed>>>,
+    /// The tables of a deleted VRF's slot (empty: routes nothing).
+    empty: Arc<Mutex<Fib>>,
+    empty_neighbors: Arc<NeighborTable>,
+}
+
+struct Live {
+    ports: Vec<RoutedPort>,
+    /// VRF k + 1 in slot k; a VRF deleted at run time leaves its slot
+    /// empty for the rest of the run (a late label entry popping into it
+    /// then routes nothing rather than into another VRF).
+    vrfs: Vec<Option<Arc<RouterVrf>>>,
+    rtnl: Rtnl,
+    default_mirror: Arc<Mutex<HashMap<u32, u16>>>,
+    /// The default VRF's routes from the configuration.
+    default_routes: Vec<(Prefix, Source)>,
 }
 
 /// The MAC of a routed interface: the configured one, else a locally
@@ -234,6 +342,373 @@ fn prefix_of(net: &IpNet) -> Option<Prefix> {
     Prefix::new(net.network(), net.len)
 }
 
+/// The VRF namespaces a switch made, for its successor after `lanyard
+/// restart` (which removes them when it stops).
+pub const NETNS_MADE_ENV: &str = "LANYARD_VRF_NETNS_MADE";
+
+/// Opens (or creates) a VRF's namespace and readies it: its NSID in ours
+/// is the VRF's table id (how the patched FPM module names its routes),
+/// `lo` up, forwarding on, reverse-path filtering off. Returns the
+/// namespace and whether Lanyard created it.
+fn open_vrf_ns(
+    rtnl: &mut Rtnl,
+    name: &str,
+    netns: &str,
+    table: u32,
+) -> Result<(std::fs::File, bool), String> {
+    let (ns, made) =
+        crate::netns::ensure(netns).map_err(|e| format!("VRF {name} namespace {netns}: {e}"))?;
+    // One a predecessor made before `lanyard restart` is Lanyard's too.
+    let created =
+        made || std::env::var(NETNS_MADE_ENV).is_ok_and(|v| v.split(',').any(|n| n == netns));
+    if let Err(e) = rtnl.set_nsid(std::os::fd::AsRawFd::as_raw_fd(&ns), table) {
+        if !crate::kernel::is_exists(&e) {
+            if made {
+                let _ = crate::netns::remove(netns);
+            }
+            return Err(format!("VRF {name} namespace id {table}: {e}"));
+        }
+    }
+    crate::netns::run_in(&ns, || {
+        let _ = io::link::set_up("lo");
+        let _ = sysctl::set("ipv4/ip_forward", "1");
+        let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+        // A packet popped from the VRF's VPN label and waiting for its CE
+        // comes to a twin from a source only a labelled route (not in
+        // this kernel) reaches: reverse-path filtering would drop it. The
+        // twins turn it off, but `all` wins when higher, and a new
+        // namespace inherits the host's (often strict). Lanyard's own
+        // uRPF applies.
+        let _ = sysctl::set("ipv4/conf/all/rp_filter", "0");
+    })
+    .map_err(|e| {
+        if made {
+            let _ = crate::netns::remove(netns);
+        }
+        format!("VRF {name} namespace {netns}: {e}")
+    })?;
+    tracing::info!(
+        "VRF {name} table {table} in namespace {netns}{}",
+        if made { " (created)" } else { "" }
+    );
+    Ok((ns, created))
+}
+
+/// A VRF of the configuration (`v`, table `table`) in slot `slot`: its
+/// namespace, label interface, FIB and neighbour table. Its mirror thread
+/// starts once its twins exist ([`start_mirror`]).
+fn create_vrf(
+    rtnl: &mut Rtnl,
+    v: &config::vrf::VrfConfig,
+    table: u32,
+    slot: usize,
+    quiesce: &QuiesceFn,
+) -> Result<RouterVrf, String> {
+    let (ns, created) = open_vrf_ns(rtnl, &v.name, v.netns(), table)?;
+    // Each VRF's label interface (docs/vrf.md, "L3VPN"): bgpd's per-VRF
+    // label becomes a zebra LSP popping to the interface named like the
+    // VRF, in the VRF (zapi_msg.c zread_vrf_label), which zebra only
+    // activates when that ifindex is also an operative interface of its
+    // own namespace (zebra_mpls.c nhlfe_nexthop_active). A veth with the
+    // same index at both ends gives both; the FPM entry then names the
+    // index, which says which VRF to pop into.
+    let label = match vrf_label_interface(rtnl, &ns, &v.name, table, slot) {
+        Ok(index) => Some(index),
+        Err(e) => {
+            tracing::warn!(
+                "VRF {}: no label interface ({e}); its BGP VPN label will not be installed",
+                v.name
+            );
+            None
+        }
+    };
+    let mut fib = Fib::with_config(FibConfig::for_vrf(table, VRF_ROUTES));
+    fib.set_quiesce(quiesce.clone());
+    Ok(RouterVrf {
+        name: v.name.clone(),
+        table,
+        rd: Mutex::new(v.rd.clone()),
+        netns: v.netns().to_string(),
+        fib: Arc::new(Mutex::new(fib)),
+        neighbors: Arc::new(NeighborTable::new(VRF_NEIGHBORS)),
+        ns,
+        created,
+        label,
+        mirror: Mirror {
+            by_ifindex: Arc::default(),
+            stop: Arc::default(),
+            handle: Mutex::new(None),
+        },
+        config_routes: Mutex::new(Vec::new()),
+    })
+}
+
+/// The TAP twin of layer-3 interface `p` in VRF slot `slot` (`vrf`, or
+/// the default VRF): created here, moved into the VRF's namespace,
+/// settled, up, with its addresses.
+fn make_twin(
+    cfg: &Config,
+    p: &L3Interface,
+    slot: usize,
+    rtnl: &mut Rtnl,
+    vrf: Option<&RouterVrf>,
+) -> Result<(RoutedPort, TapPort), String> {
+    let index = p.port as usize;
+    let mac = router_mac(cfg, p);
+    let tap = tap_name(&p.name, index);
+    // Validation keeps routed MTUs within what a TAP carries
+    // (config::MAX_L3_MTU): the port and its twin agree.
+    let mtu = p.mtu.min(TAP_MAX_MTU);
+    let opts = TapOptions {
+        mac: Some(mac),
+        mtu: Some(mtu),
+        up: false,
+        persist: false,
+        tx_slots: 256,
+        // ospfd floods a table to every neighbour in bursts of thousands
+        // of packets; the kernel drops what exceeds the TAP's queue before
+        // the punt thread reads it.
+        tx_queue_len: Some(TAP_TX_QUEUE_LEN),
+    };
+    // A twin of the same name closed just before (an interface moving to
+    // another VRF) is deleted only when the punt thread's poll(2), which
+    // holds the file, returns (woken, or within its 100 ms).
+    let mut tries = 0;
+    let dev = loop {
+        match TapPort::create(&tap, &opts) {
+            Ok(d) => break d,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(format!("TAP {tap} for {}: {e}", p.name)),
+        }
+    };
+    // Before the link comes up, so the first announcements follow these
+    // settings.
+    let gateway = pair_gateway(cfg, p);
+    let settle = move |tap: String| -> Result<(), String> {
+        if gateway {
+            // The peer node has the same addresses and MAC: no
+            // duplicate-address detection against it. Replies to the
+            // shared MAC that answer the peer's ARP/ND land on whichever
+            // node the host reaches: taken here unsolicited, they reach
+            // the peer by neighbour sync.
+            let _ = sysctl::set_if(&tap, "ipv6", "accept_dad", "0");
+            let _ = sysctl::set_if(&tap, "ipv6", "dad_transmits", "0");
+            let _ = sysctl::set_if(&tap, "ipv4", "arp_accept", "1");
+            let _ = sysctl::set_if(&tap, "ipv6", "accept_untracked_na", "1");
+        }
+        // Namespaces may default to IPv6 off; the TAP needs it.
+        let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
+        let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
+        let _ = sysctl::set_if(&tap, "ipv4", "send_redirects", "0");
+        let _ = sysctl::set_if(&tap, "ipv4", "arp_notify", "1");
+        let _ = sysctl::set_if(&tap, "ipv6", "accept_ra", "0");
+        let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
+        io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))
+    };
+    let mut vrtnl;
+    let (ifindex, link_rtnl) = match vrf {
+        None => {
+            settle(tap.clone())?;
+            (dev.ifindex(), rtnl)
+        }
+        Some(v) => {
+            // A VRF's twin lives in the VRF's namespace; the TAP's
+            // descriptor keeps working across the move.
+            rtnl.move_link(dev.ifindex(), std::os::fd::AsRawFd::as_raw_fd(&v.ns))
+                .map_err(|e| format!("TAP {tap} into namespace: {e}"))?;
+            let t = tap.clone();
+            crate::netns::run_in(&v.ns, move || settle(t))
+                .map_err(|e| format!("TAP {tap}: {e}"))??;
+            vrtnl = v.rtnl()?;
+            let ifindex = vrtnl
+                .link_index(&tap)
+                .map_err(|e| format!("TAP {tap} in its namespace: {e}"))?;
+            (ifindex, &mut vrtnl)
+        }
+    };
+    for a in p.addresses {
+        if let Err(e) = link_rtnl.add_address(ifindex, a.addr, a.len) {
+            if !crate::kernel::is_exists(&e) {
+                return Err(format!("address {a} on {tap}: {e}"));
+            }
+        }
+    }
+    Ok((
+        RoutedPort {
+            port: p.port,
+            name: p.name.clone(),
+            vlan: p.vlan,
+            tap,
+            tap_ifindex: ifindex,
+            mac,
+            addresses: p.addresses.to_vec(),
+            mtu,
+            urpf: p.urpf,
+            vrf: slot,
+            subinterface: p.subinterface,
+        },
+        dev,
+    ))
+}
+
+/// The punt thread's entry of a twin: where its kernel's frames go.
+/// VLAN interfaces have no port to inject on: their frames go back to the
+/// workers' layer-2 stage (None). A subinterface's go out of its physical
+/// port, tagged.
+fn punt_name(cfg: &Config, r: &RoutedPort) -> (u16, Option<String>, u16) {
+    match r.subinterface {
+        Some((parent, tag)) => (
+            r.port,
+            cfg.ports.get(parent as usize).map(|p| p.name.clone()),
+            tag,
+        ),
+        None => (r.port, r.vlan.is_none().then(|| r.name.clone()), 0),
+    }
+}
+
+/// The data plane's view of a routed interface.
+fn router_interface(r: &RoutedPort) -> RouterInterface {
+    RouterInterface {
+        port: r.port,
+        mac: r.mac,
+        v4: r
+            .addresses
+            .iter()
+            .filter_map(|a| match a.addr {
+                IpAddr::V4(v4) => Some((u32::from(v4), a.len)),
+                IpAddr::V6(_) => None,
+            })
+            .collect(),
+        v6: r
+            .addresses
+            .iter()
+            .filter_map(|a| match a.addr {
+                IpAddr::V6(v6) => Some((u128::from(v6), a.len)),
+                IpAddr::V4(_) => None,
+            })
+            .chain(std::iter::once((u128::from(link_local(r.mac)), 64)))
+            .collect(),
+        mtu: r.mtu.min(u16::MAX as u32) as u16,
+        urpf: match r.urpf {
+            UrpfMode::Off => Urpf::Off,
+            UrpfMode::Loose => Urpf::Loose,
+            UrpfMode::Strict => Urpf::Strict,
+        },
+        vlan: r.vlan,
+        vrf: r.vrf as u16,
+    }
+}
+
+/// Starts a neighbour mirror (in namespace `ns`, or ours) feeding `table`.
+fn start_mirror(
+    shared: &Arc<Shared>,
+    stats: &Arc<RouterStats>,
+    ns: Option<&std::fs::File>,
+    table: Arc<NeighborTable>,
+    mirror: &Mirror,
+    name: String,
+) -> Result<JoinHandle<()>, String> {
+    let mon = match ns {
+        None => NeighborMonitor::open(),
+        Some(ns) => crate::netns::run_in(ns, NeighborMonitor::open).and_then(|m| m),
+    }
+    .map_err(|e| format!("neighbour monitor: {e}"))?;
+    let (shared, stats) = (shared.clone(), stats.clone());
+    let (by_ifindex, stop) = (mirror.by_ifindex.clone(), mirror.stop.clone());
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || neighbor_loop(shared, mon, table, by_ifindex, stop, stats))
+        .map_err(|e| format!("spawn {name}: {e}"))
+}
+
+/// Every FIB the FPM feed writes: the default VRF's, then each VRF's, with
+/// its table id and its namespace's interface indexes (they repeat
+/// across namespaces); each VRF's labelled (imported VPN) routes resolve
+/// through the default VRF's ports, next hops and NHLFEs (docs/vrf.md).
+fn build_feeds(
+    fib: &Arc<Mutex<Fib>>,
+    ports: &[RoutedPort],
+    vrfs: &[Option<Arc<RouterVrf>>],
+) -> Vec<VrfFeed> {
+    let map = |slot: usize| -> HashMap<u32, u16> {
+        ports
+            .iter()
+            .filter(|r| r.vrf == slot)
+            .map(|r| (r.tap_ifindex, r.port))
+            .collect()
+    };
+    let mut feeds: Vec<VrfFeed> = std::iter::once(VrfFeed {
+        table: RT_TABLE_MAIN_U32,
+        fib: fib.clone(),
+        by_ifindex: map(0),
+        leaked: HashMap::new(),
+    })
+    .chain(vrfs.iter().enumerate().filter_map(|(k, v)| {
+        let v = v.as_ref()?;
+        Some(VrfFeed {
+            table: v.table,
+            fib: v.fib.clone(),
+            by_ifindex: map(k + 1),
+            leaked: HashMap::new(),
+        })
+    }))
+    .collect();
+    set_leak_maps(&mut feeds);
+    for f in &feeds[1..] {
+        f.fib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_core(feeds[0].fib.clone(), feeds[0].by_ifindex.clone());
+    }
+    feeds
+}
+
+/// Label interface index → VRF (1-based) for the default VRF's FIB.
+fn label_map(vrfs: &[Option<Arc<RouterVrf>>]) -> HashMap<u32, u16> {
+    vrfs.iter()
+        .enumerate()
+        .filter_map(|(k, v)| Some((v.as_ref()?.label?, k as u16 + 1)))
+        .collect()
+}
+
+/// The configuration's index (k + 1) of the VRF in `slot`, 0 for the
+/// default VRF.
+fn cfg_vrf_of_slot(cfg: &Config, vrfs: &[Option<Arc<RouterVrf>>], slot: usize) -> Option<usize> {
+    if slot == 0 {
+        return Some(0);
+    }
+    let v = vrfs.get(slot - 1)?.as_ref()?;
+    cfg.vrf_index(Some(&v.name))
+}
+
+/// Program the configuration's routes of one VRF and take away the ones
+/// it held before and no longer has (`old`): a route kept is replaced in
+/// place, never withdrawn in between. Returns what it holds now.
+fn reprogram_routes(
+    cfg: &Config,
+    ports: &[RoutedPort],
+    slot: usize,
+    cfg_vrf: usize,
+    fib: &Mutex<Fib>,
+    rtnl: &mut Rtnl,
+    old: &[(Prefix, Source)],
+) -> Result<Vec<(Prefix, Source)>, String> {
+    let now = program_config_routes(cfg, ports, slot, cfg_vrf, fib, rtnl)?;
+    let mut f = fib.lock().unwrap_or_else(|e| e.into_inner());
+    for (p, s) in old {
+        if !now.contains(&(*p, *s)) {
+            f.remove(*p, *s);
+            if *s == Source::Static {
+                let _ = rtnl.del_route(p.addr, p.len);
+            }
+        }
+    }
+    Ok(now)
+}
+
 impl Router {
     /// Set up every routed port of `cfg` (TAPs, addresses, kernel
     /// settings), program connected and static routes, publish the layer-3
@@ -254,250 +729,50 @@ impl Router {
         sysctl::set("ipv4/ip_forward", "1").map_err(|e| format!("ip_forward: {e}"))?;
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
-        // Each VRF's namespace (docs/vrf.md): its NSID in ours is its table
-        // id, which is how the patched FPM module names its routes.
-        let mut vrf_ns = Vec::new();
-        for (k, v) in cfg.vrfs.iter().enumerate() {
-            let table = v.table_id(k);
-            let (ns, created) = crate::netns::ensure(v.netns())
-                .map_err(|e| format!("VRF {} namespace {}: {e}", v.name, v.netns()))?;
-            if let Err(e) = rtnl.set_nsid(std::os::fd::AsRawFd::as_raw_fd(&ns), table) {
-                if !crate::kernel::is_exists(&e) {
-                    return Err(format!("VRF {} namespace id {table}: {e}", v.name));
-                }
-            }
-            let vrtnl = crate::netns::run_in(&ns, || {
-                let _ = io::link::set_up("lo");
-                let _ = sysctl::set("ipv4/ip_forward", "1");
-                let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
-                // A packet popped from the VRF's VPN label and waiting for
-                // its CE comes to a twin from a source only a labelled
-                // route (not in this kernel) reaches: reverse-path
-                // filtering would drop it. The twins turn it off, but
-                // `all` wins when higher, and a new namespace inherits
-                // the host's (often strict). Lanyard's own uRPF applies.
-                let _ = sysctl::set("ipv4/conf/all/rp_filter", "0");
-                Rtnl::open()
-            })
-            .and_then(|r| r)
-            .map_err(|e| format!("VRF {} rtnetlink: {e}", v.name))?;
-            tracing::info!(
-                "VRF {} table {table} in namespace {}{}",
-                v.name,
-                v.netns(),
-                if created { " (created)" } else { "" }
-            );
-            vrf_ns.push((ns, vrtnl));
-        }
-        // Each VRF's label interface (docs/vrf.md, "L3VPN"): bgpd's per-VRF
-        // label becomes a zebra LSP popping to the interface named like the
-        // VRF, in the VRF (zapi_msg.c zread_vrf_label), which zebra only
-        // activates when that ifindex is also an operative interface of
-        // its own namespace (zebra_mpls.c nhlfe_nexthop_active). A veth
-        // with the same index at both ends gives both; the FPM entry then
-        // names the index, which says which VRF to pop into.
-        let mut label_ifindex: HashMap<u32, u16> = HashMap::new();
-        for (k, v) in cfg.vrfs.iter().enumerate() {
-            match vrf_label_interface(&mut rtnl, &vrf_ns[k].0, &v.name, v.table_id(k), k) {
-                Ok(index) => {
-                    label_ifindex.insert(index, k as u16 + 1);
-                }
-                Err(e) => tracing::warn!(
-                    "VRF {}: no label interface ({e}); its BGP VPN label will not be installed",
-                    v.name
-                ),
-            }
-        }
-        let mut taps = Vec::new();
-        let mut carrier = Vec::new();
-        let mut ports = Vec::new();
-        for p in &routed {
-            let index = p.port as usize;
-            let mac = router_mac(cfg, p);
-            let tap = tap_name(&p.name, index);
-            // Validation keeps routed MTUs within what a TAP carries
-            // (config::MAX_L3_MTU): the port and its twin agree.
-            let mtu = p.mtu.min(TAP_MAX_MTU);
-            let dev = TapPort::create(
-                &tap,
-                &TapOptions {
-                    mac: Some(mac),
-                    mtu: Some(mtu),
-                    up: false,
-                    persist: false,
-                    tx_slots: 256,
-                    // ospfd floods a table to every neighbour in bursts of
-                    // thousands of packets; the kernel drops what exceeds
-                    // the TAP's queue before the punt thread reads it.
-                    tx_queue_len: Some(TAP_TX_QUEUE_LEN),
-                },
-            )
-            .map_err(|e| format!("TAP {tap} for {}: {e}", p.name))?;
-            // Before the link comes up, so the first announcements follow
-            // these settings.
-            let gateway = pair_gateway(cfg, p);
-            let settle = move |tap: String| -> Result<(), String> {
-                if gateway {
-                    // The peer node has the same addresses and MAC: no
-                    // duplicate-address detection against it. Replies to
-                    // the shared MAC that answer the peer's ARP/ND land
-                    // on whichever node the host reaches: taken here
-                    // unsolicited, they reach the peer by neighbour sync.
-                    let _ = sysctl::set_if(&tap, "ipv6", "accept_dad", "0");
-                    let _ = sysctl::set_if(&tap, "ipv6", "dad_transmits", "0");
-                    let _ = sysctl::set_if(&tap, "ipv4", "arp_accept", "1");
-                    let _ = sysctl::set_if(&tap, "ipv6", "accept_untracked_na", "1");
-                }
-                // Namespaces may default to IPv6 off; the TAP needs it.
-                let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
-                let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
-                let _ = sysctl::set_if(&tap, "ipv4", "send_redirects", "0");
-                let _ = sysctl::set_if(&tap, "ipv4", "arp_notify", "1");
-                let _ = sysctl::set_if(&tap, "ipv6", "accept_ra", "0");
-                let _ = sysctl::set_if(&tap, "ipv6", "autoconf", "0");
-                io::link::set_up(&tap).map_err(|e| format!("TAP {tap} up: {e}"))
-            };
-            let (ifindex, link_rtnl) = if p.vrf == 0 {
-                settle(tap.clone())?;
-                (dev.ifindex(), &mut rtnl)
-            } else {
-                // A VRF's twin lives in the VRF's namespace; the TAP's
-                // descriptor keeps working across the move.
-                let (ns, vrtnl) = &mut vrf_ns[p.vrf - 1];
-                rtnl.move_link(dev.ifindex(), std::os::fd::AsRawFd::as_raw_fd(&*ns))
-                    .map_err(|e| format!("TAP {tap} into namespace: {e}"))?;
-                let t = tap.clone();
-                crate::netns::run_in(ns, move || settle(t))
-                    .map_err(|e| format!("TAP {tap}: {e}"))??;
-                let ifindex = vrtnl
-                    .link_index(&tap)
-                    .map_err(|e| format!("TAP {tap} in its namespace: {e}"))?;
-                (ifindex, vrtnl)
-            };
-            if p.vlan.is_none() {
-                // Down until the port is attached and up (a subinterface
-                // follows its physical port).
-                let carrier_port = p.subinterface.map_or(p.port, |s| s.0);
-                if let Some(fd) = dev.rx_fd() {
-                    // SAFETY: dup(2) of a descriptor we own; checked.
-                    let d = unsafe { libc::dup(fd) };
-                    if d >= 0 {
-                        // SAFETY: `d` is a fresh descriptor owned by nobody else.
-                        let owned = unsafe { std::os::fd::FromRawFd::from_raw_fd(d) };
-                        carrier.push((carrier_port, owned));
-                    }
-                }
-            }
-            for a in p.addresses {
-                if let Err(e) = link_rtnl.add_address(ifindex, a.addr, a.len) {
-                    if !crate::kernel::is_exists(&e) {
-                        return Err(format!("address {a} on {tap}: {e}"));
-                    }
-                }
-            }
-            ports.push(RoutedPort {
-                port: p.port,
-                name: p.name.clone(),
-                vlan: p.vlan,
-                tap: tap.clone(),
-                tap_ifindex: ifindex,
-                mac,
-                addresses: p.addresses.to_vec(),
-                mtu,
-                urpf: p.urpf,
-                vrf: p.vrf,
-                subinterface: p.subinterface,
-            });
-            taps.push(dev);
-        }
-
         // An update that finds the LPM pool used up reclaims at once, after
         // the workers have passed a quiescent point.
         let quiesce: QuiesceFn = {
             let shared = shared.clone();
             Arc::new(move || shared.quiesce(Duration::from_secs(1)))
         };
+        // Each VRF's namespace, label interface and tables (docs/vrf.md).
+        let mut vrfs: Vec<Option<Arc<RouterVrf>>> = Vec::new();
+        for (k, v) in cfg.vrfs.iter().enumerate() {
+            vrfs.push(Some(Arc::new(create_vrf(
+                &mut rtnl,
+                v,
+                v.table_id(k),
+                k,
+                &quiesce,
+            )?)));
+        }
+        let carrier = CarrierMirror::default();
+        let mut set = PuntSet {
+            taps: Vec::new(),
+            names: Vec::new(),
+            version: 0,
+        };
+        let mut ports = Vec::new();
+        for p in &routed {
+            let vrf = match p.vrf {
+                0 => None,
+                k => vrfs.get(k - 1).cloned().flatten(),
+            };
+            let (r, dev) = make_twin(cfg, p, p.vrf, &mut rtnl, vrf.as_deref())?;
+            if r.vlan.is_none() {
+                // Down until the port is attached and up (a subinterface
+                // follows its physical port).
+                carrier.add(r.subinterface.map_or(r.port, |s| s.0), r.port, &dev);
+            }
+            set.names.push(punt_name(cfg, &r));
+            set.taps.push(dev);
+            ports.push(r);
+        }
+
         let mut fib = Fib::new();
         fib.set_quiesce(quiesce.clone());
-        fib.set_vrf_label_interfaces(label_ifindex);
+        fib.set_vrf_label_interfaces(label_map(&vrfs));
         let neighbors = Arc::new(NeighborTable::new(NEIGHBOR_CAPACITY));
-        let interfaces = ports
-            .iter()
-            .map(|r| RouterInterface {
-                port: r.port,
-                mac: r.mac,
-                v4: r
-                    .addresses
-                    .iter()
-                    .filter_map(|a| match a.addr {
-                        IpAddr::V4(v4) => Some((u32::from(v4), a.len)),
-                        IpAddr::V6(_) => None,
-                    })
-                    .collect(),
-                v6: r
-                    .addresses
-                    .iter()
-                    .filter_map(|a| match a.addr {
-                        IpAddr::V6(v6) => Some((u128::from(v6), a.len)),
-                        IpAddr::V4(_) => None,
-                    })
-                    .chain(std::iter::once((u128::from(link_local(r.mac)), 64)))
-                    .collect(),
-                mtu: r.mtu.min(u16::MAX as u32) as u16,
-                urpf: match r.urpf {
-                    UrpfMode::Off => Urpf::Off,
-                    UrpfMode::Loose => Urpf::Loose,
-                    UrpfMode::Strict => Urpf::Strict,
-                },
-                vlan: r.vlan,
-                vrf: r.vrf as u16,
-            })
-            .collect();
-        let vrfs: Vec<RouterVrf> = cfg
-            .vrfs
-            .iter()
-            .enumerate()
-            .map(|(k, v)| RouterVrf {
-                name: v.name.clone(),
-                table: v.table_id(k),
-                rd: v.rd.clone(),
-                netns: v.netns().to_string(),
-                fib: Arc::new(Mutex::new({
-                    let mut f = Fib::with_config(FibConfig::for_vrf(v.table_id(k), VRF_ROUTES));
-                    f.set_quiesce(quiesce.clone());
-                    f
-                })),
-                neighbors: Arc::new(NeighborTable::new(VRF_NEIGHBORS)),
-            })
-            .collect();
-        let vrf_tables = vrfs
-            .iter()
-            .map(|v| {
-                let f = v.fib.lock().unwrap_or_else(|e| e.into_inner());
-                pipeline::l3::VrfTables {
-                    fib4: f.fib4(),
-                    fib6: f.fib6(),
-                    nexthops: f.nexthops(),
-                    neighbors: v.neighbors.clone(),
-                }
-            })
-            .collect();
-        let subinterfaces: Vec<(u16, u16, u16)> = ports
-            .iter()
-            .filter_map(|r| r.subinterface.map(|(parent, tag)| (r.port, parent, tag)))
-            .collect();
-        shared.l3.store(Some(Arc::new(
-            L3Tables::new(
-                fib.fib4(),
-                fib.fib6(),
-                fib.nexthops(),
-                neighbors.clone(),
-                interfaces,
-            )
-            .with_vrfs(vrf_tables)
-            .with_subinterfaces(&subinterfaces)
-            .with_lfib(fib.lfib()),
-        )));
         // Labels from zebra switch on routed ports (docs/mpls.md).
         shared.mpls.store(Some(Arc::new(datapath::mpls::MplsPlane {
             lfib: fib.lfib(),
@@ -505,9 +780,26 @@ impl Router {
         })));
         let (lfib, fib4, nexthops) = (fib.lfib(), fib.fib4(), fib.nexthops());
         let fib = Arc::new(Mutex::new(fib));
-        program_config_routes(cfg, &ports, 0, &fib, &mut rtnl)?;
+        let empty = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(
+            u32::MAX,
+            16,
+        ))));
+        let empty_neighbors = Arc::new(NeighborTable::new(16));
+        publish_tables(
+            shared,
+            &fib,
+            &neighbors,
+            &ports,
+            &vrfs,
+            &empty,
+            &empty_neighbors,
+        );
+        let default_routes = program_config_routes(cfg, &ports, 0, 0, &fib, &mut rtnl)?;
         for (k, v) in vrfs.iter().enumerate() {
-            program_config_routes(cfg, &ports, k + 1, &v.fib, &mut vrf_ns[k].1)?;
+            let Some(v) = v else { continue };
+            let mut vr = v.rtnl()?;
+            *v.config_routes.lock().unwrap_or_else(|e| e.into_inner()) =
+                program_config_routes(cfg, &ports, k + 1, k + 1, &v.fib, &mut vr)?;
         }
 
         // Bypasses are in the LFIB before any failure (docs/mpls.md).
@@ -526,56 +818,56 @@ impl Router {
                 .spawn(f)
                 .map_err(|e| format!("spawn {name}: {e}"))
         };
+        let punt = Arc::new(Mutex::new(set));
         {
-            let shared = shared.clone();
-            let stats = stats.clone();
-            // VLAN interfaces have no port to inject on: their frames go
-            // back to the workers' layer-2 stage (None here). A
-            // subinterface's go out of its physical port, tagged.
-            let names: Vec<(u16, Option<String>, u16)> = ports
-                .iter()
-                .map(|r| match r.subinterface {
-                    Some((parent, tag)) => {
-                        (r.port, Some(cfg.ports[parent as usize].name.clone()), tag)
-                    }
-                    None => (r.port, r.vlan.is_none().then(|| r.name.clone()), 0),
-                })
-                .collect();
+            let (shared, stats, punt) = (shared.clone(), stats.clone(), punt.clone());
             threads.push(spawn(
                 "punt",
-                Box::new(move || punt_loop(shared, taps, names, stats)),
+                Box::new(move || punt_loop(shared, punt, stats)),
             )?);
         }
         // One neighbour mirror per namespace: the default VRF's, then each
         // VRF's (its TAP twins resolve in their own kernel stack).
-        for k in 0..=vrfs.len() {
-            let shared = shared.clone();
-            let stats = stats.clone();
-            let neighbors = match k {
-                0 => neighbors.clone(),
-                _ => vrfs[k - 1].neighbors.clone(),
-            };
-            let by_ifindex: HashMap<u32, u16> = ports
+        let default_mirror = Mirror {
+            by_ifindex: Arc::new(Mutex::new(
+                ports
+                    .iter()
+                    .filter(|r| r.vrf == 0)
+                    .map(|r| (r.tap_ifindex, r.port))
+                    .collect(),
+            )),
+            stop: Arc::default(),
+            handle: Mutex::new(None),
+        };
+        threads.push(start_mirror(
+            shared,
+            &stats,
+            None,
+            neighbors.clone(),
+            &default_mirror,
+            "neighbors".into(),
+        )?);
+        for (k, v) in vrfs.iter().enumerate() {
+            let Some(v) = v else { continue };
+            *v.mirror
+                .by_ifindex
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = ports
                 .iter()
-                .filter(|r| r.vrf == k)
+                .filter(|r| r.vrf == k + 1)
                 .map(|r| (r.tap_ifindex, r.port))
                 .collect();
-            let mon = match k {
-                0 => NeighborMonitor::open(),
-                _ => crate::netns::run_in(&vrf_ns[k - 1].0, NeighborMonitor::open).and_then(|m| m),
-            }
-            .map_err(|e| format!("neighbour monitor: {e}"))?;
-            let name = if k == 0 {
-                "neighbors".to_string()
-            } else {
-                format!("neighbors-v{k}")
-            };
-            threads.push(spawn(
-                &name,
-                Box::new(move || neighbor_loop(shared, mon, neighbors, by_ifindex, stats)),
+            threads.push(start_mirror(
+                shared,
+                &stats,
+                Some(&v.ns),
+                v.neighbors.clone(),
+                &v.mirror,
+                format!("neighbors-v{}", k + 1),
             )?);
         }
         let mut fpm_stats = None;
+        let feeds = Arc::new(Mutex::new(build_feeds(&fib, &ports, &vrfs)));
         {
             let server = match &cfg.routing.fpm {
                 Some(addr) => {
@@ -586,69 +878,488 @@ impl Router {
                 }
                 None => None,
             };
-            let shared = shared.clone();
-            // Every VRF's FIB with its table id and its namespace's
-            // interface indexes (they repeat across namespaces).
-            let mut fibs: Vec<VrfFeed> = std::iter::once((RT_TABLE_MAIN_U32, fib.clone()))
-                .chain(vrfs.iter().map(|v| (v.table, v.fib.clone())))
-                .enumerate()
-                .map(|(k, (table, fib))| VrfFeed {
-                    table,
-                    fib,
-                    by_ifindex: ports
-                        .iter()
-                        .filter(|r| r.vrf == k)
-                        .map(|r| (r.tap_ifindex, r.port))
-                        .collect(),
-                    leaked: HashMap::new(),
-                })
-                .collect();
-            set_leak_maps(&mut fibs);
-            // Each VRF's labelled (imported VPN) routes resolve through the
-            // default VRF: its ports, next hops and NHLFEs (docs/vrf.md).
-            for f in &fibs[1..] {
-                f.fib
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .set_core(fibs[0].fib.clone(), fibs[0].by_ifindex.clone());
-            }
+            let (shared, feeds) = (shared.clone(), feeds.clone());
             threads.push(spawn(
                 "fib",
-                Box::new(move || fib_loop(shared, server, fibs)),
+                Box::new(move || fib_loop(shared, server, feeds)),
             )?);
         }
         for r in &ports {
-            tracing::info!(
-                "routed port {} via {} (mac {}, {})",
-                r.name,
-                r.tap,
-                config::MacAddr(r.mac),
-                r.addresses
-                    .iter()
-                    .map(|a| a.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+            log_port(r);
         }
         let pseudowires = crate::pseudowire::PseudowireManager::start(
             cfg, shared, lfib, fib4, nexthops, threads,
         )?;
-        let carrier = CarrierMirror { taps: carrier };
-        for (p, _) in &carrier.taps {
-            carrier.set(*p, false);
-        }
         Ok(Some(Router {
-            ports,
             pseudowires,
             fast_reroute,
             fib,
-            vrfs,
             neighbors,
             stats,
             fpm: fpm_stats,
-            carrier: Some(carrier),
+            carrier: Some(carrier.clone()),
+            live: Mutex::new(Live {
+                ports,
+                vrfs,
+                rtnl,
+                default_mirror: default_mirror.by_ifindex,
+                default_routes,
+            }),
+            shared: shared.clone(),
+            quiesce,
+            carrier_ctl: carrier,
+            punt,
+            feeds,
+            empty,
+            empty_neighbors,
         }))
     }
+
+    /// The routed interfaces now.
+    pub fn ports(&self) -> Vec<RoutedPort> {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ports
+            .clone()
+    }
+
+    /// The VRFs now, with their data-plane index (k + 1).
+    pub fn vrfs(&self) -> Vec<(usize, Arc<RouterVrf>)> {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .vrfs
+            .iter()
+            .enumerate()
+            .filter_map(|(k, v)| Some((k + 1, v.clone()?)))
+            .collect()
+    }
+
+    /// The name of VRF `k` (data-plane index, 1-based).
+    pub fn vrf_name(&self, k: u16) -> Option<String> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let v = live.vrfs.get((k as usize).checked_sub(1)?)?.as_ref()?;
+        Some(v.name.clone())
+    }
+
+    /// Bring VRFs and layer-3 interfaces to what `cfg` says, at run time
+    /// (`config apply`, docs/vrf.md "VRFs at run time"): VRFs deleted
+    /// (their twins, routes, label interface, neighbour mirror, FPM table
+    /// and the namespace Lanyard made), VRFs added (the same, created),
+    /// interfaces that left, came or moved to another VRF (their twins
+    /// re-made), and every VRF's configured routes. The other VRFs' tables
+    /// stay the same objects: their traffic does not notice. Returns one
+    /// line per change.
+    pub fn reconfigure(&self, cfg: &Config) -> Result<Vec<String>, String> {
+        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let live = &mut *guard;
+        let mut said = Vec::new();
+        // VRFs kept (same name, table and namespace) or made anew.
+        let mut kept: Vec<Option<usize>> = Vec::new();
+        for (k, v) in cfg.vrfs.iter().enumerate() {
+            let t = v.table_id(k);
+            let s = live.vrfs.iter().position(|x| {
+                x.as_ref()
+                    .is_some_and(|x| x.name == v.name && x.table == t && x.netns == v.netns())
+            });
+            if let Some(x) = s.and_then(|s| live.vrfs[s].as_ref()) {
+                *x.rd.lock().unwrap_or_else(|e| e.into_inner()) = v.rd.clone();
+            }
+            kept.push(s.map(|s| s + 1));
+        }
+        let gone: Vec<usize> = (1..=live.vrfs.len())
+            .filter(|s| live.vrfs[s - 1].is_some() && !kept.contains(&Some(*s)))
+            .collect();
+        // New VRFs take new slots: a slot is never reused in a run.
+        let mut next = live.vrfs.len();
+        let slots: Vec<usize> = kept
+            .iter()
+            .map(|s| {
+                s.unwrap_or_else(|| {
+                    next += 1;
+                    next
+                })
+            })
+            .collect();
+        let want: Vec<(L3Interface, usize)> = cfg
+            .l3_interfaces()
+            .into_iter()
+            .map(|p| {
+                let s = if p.vrf == 0 { 0 } else { slots[p.vrf - 1] };
+                (p, s)
+            })
+            .collect();
+        let same = |r: &RoutedPort, p: &L3Interface, s: usize| {
+            r.name == p.name
+                && r.port == p.port
+                && r.vlan == p.vlan
+                && r.subinterface == p.subinterface
+                && r.addresses == p.addresses
+                && r.mtu == p.mtu.min(TAP_MAX_MTU)
+                && r.mac == router_mac(cfg, p)
+                && r.urpf == p.urpf
+                && r.vrf == s
+        };
+        // 1. Twins that go: removed, changed or moved to another VRF.
+        let (keep, leave): (Vec<RoutedPort>, Vec<RoutedPort>) = std::mem::take(&mut live.ports)
+            .into_iter()
+            .partition(|r| want.iter().any(|(p, s)| same(r, p, *s)));
+        live.ports = keep;
+        for r in &leave {
+            self.remove_twin(live, r);
+            said.push(format!("- interface {}", r.name));
+        }
+        if !leave.is_empty() {
+            // Out of poll(2), which holds the closed twins' files.
+            self.shared.punts.wake();
+        }
+        // 2. VRFs that go.
+        for s in gone {
+            if let Some(v) = live.vrfs[s - 1].take() {
+                self.remove_vrf(&mut live.rtnl, &v);
+                said.push(format!("- vrf {}", v.name));
+            }
+        }
+        // 3. New VRFs.
+        let mut new_slots = Vec::new();
+        for (k, v) in cfg.vrfs.iter().enumerate() {
+            if kept[k].is_some() {
+                continue;
+            }
+            let s = slots[k];
+            while live.vrfs.len() < s {
+                live.vrfs.push(None);
+            }
+            let vrf = create_vrf(&mut live.rtnl, v, v.table_id(k), s - 1, &self.quiesce)?;
+            said.push(format!(
+                "+ vrf {} table {} namespace {}",
+                vrf.name, vrf.table, vrf.netns
+            ));
+            live.vrfs[s - 1] = Some(Arc::new(vrf));
+            new_slots.push(s);
+        }
+        // 4. New twins.
+        for (p, s) in &want {
+            if live.ports.iter().any(|r| r.name == p.name) {
+                continue;
+            }
+            let vrf = match *s {
+                0 => None,
+                s => live.vrfs.get(s - 1).cloned().flatten(),
+            };
+            let (r, dev) = make_twin(cfg, p, *s, &mut live.rtnl, vrf.as_deref())?;
+            if r.vlan.is_none() {
+                self.carrier_ctl
+                    .add(r.subinterface.map_or(r.port, |x| x.0), r.port, &dev);
+            }
+            {
+                let mut set = self.punt.lock().unwrap_or_else(|e| e.into_inner());
+                set.names.push(punt_name(cfg, &r));
+                set.taps.push(dev);
+                set.version += 1;
+            }
+            log_port(&r);
+            said.push(format!("+ interface {}", r.name));
+            live.ports.push(r);
+        }
+        live.ports.sort_by_key(|r| r.port);
+        // 5. Neighbour mirrors see their namespace's twins; a new VRF's
+        // starts.
+        let map = |slot: usize| -> HashMap<u32, u16> {
+            live.ports
+                .iter()
+                .filter(|r| r.vrf == slot)
+                .map(|r| (r.tap_ifindex, r.port))
+                .collect()
+        };
+        *live
+            .default_mirror
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = map(0);
+        for (k, v) in live.vrfs.iter().enumerate() {
+            let Some(v) = v else { continue };
+            *v.mirror
+                .by_ifindex
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = map(k + 1);
+            if new_slots.contains(&(k + 1)) {
+                let h = start_mirror(
+                    &self.shared,
+                    &self.stats,
+                    Some(&v.ns),
+                    v.neighbors.clone(),
+                    &v.mirror,
+                    format!("neighbors-v{}", k + 1),
+                )?;
+                *v.mirror.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+            }
+        }
+        // 6. The FPM feed: a new VRF's table id joins, a deleted one's has
+        // left (its late routes are counted as `other_table` by the
+        // default FIB); FIBs whose interfaces changed re-map their routes.
+        {
+            let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+            let new = build_feeds(&self.fib, &live.ports, &live.vrfs);
+            for f in &new {
+                let before = feeds.iter().find(|o| Arc::ptr_eq(&o.fib, &f.fib));
+                if before.is_some_and(|o| o.by_ifindex != f.by_ifindex || o.leaked != f.leaked) {
+                    let port_of =
+                        |i: u32| f.by_ifindex.get(&i).or_else(|| f.leaked.get(&i)).copied();
+                    f.fib
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .refresh_ports(&port_of);
+                }
+            }
+            *feeds = new;
+        }
+        self.fib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_vrf_label_interfaces(label_map(&live.vrfs));
+        // 7. The configuration's routes of every VRF.
+        live.default_routes = reprogram_routes(
+            cfg,
+            &live.ports,
+            0,
+            0,
+            &self.fib,
+            &mut live.rtnl,
+            &live.default_routes,
+        )?;
+        for (k, v) in live.vrfs.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let Some(c) = cfg_vrf_of_slot(cfg, &live.vrfs, k + 1) else {
+                continue;
+            };
+            let mut vr = v.rtnl()?;
+            let mut held = v.config_routes.lock().unwrap_or_else(|e| e.into_inner());
+            *held = reprogram_routes(cfg, &live.ports, k + 1, c, &v.fib, &mut vr, &held)?;
+        }
+        // 8. The workers' tables.
+        publish_tables(
+            &self.shared,
+            &self.fib,
+            &self.neighbors,
+            &live.ports,
+            &live.vrfs,
+            &self.empty,
+            &self.empty_neighbors,
+        );
+        Ok(said)
+    }
+
+    /// Takes twin `r` away: the punt thread's TAP (closing it deletes the
+    /// interface), its carrier descriptor and its neighbours.
+    fn remove_twin(&self, live: &Live, r: &RoutedPort) {
+        {
+            let mut set = self.punt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = set.names.iter().position(|n| n.0 == r.port) {
+                set.names.remove(i);
+                set.taps.remove(i);
+                set.version += 1;
+            }
+        }
+        self.carrier_ctl.remove(r.port);
+        let table = match r.vrf {
+            0 => Some(self.neighbors.clone()),
+            k => live
+                .vrfs
+                .get(k - 1)
+                .and_then(|v| v.as_ref())
+                .map(|v| v.neighbors.clone()),
+        };
+        if let Some(t) = table {
+            let mut ips = Vec::new();
+            t.for_each(|ip, n| {
+                if n.port == r.port {
+                    ips.push(ip);
+                }
+            });
+            for ip in ips {
+                t.remove(ip);
+            }
+        }
+    }
+
+    /// Takes VRF `v` away (its twins are gone already): its mirror stops,
+    /// its table id leaves the FPM feed, its FIB gives what its imported
+    /// VPN routes held back to the default VRF's pool, its label
+    /// interface goes, and the namespace if Lanyard made it.
+    fn remove_vrf(&self, rtnl: &mut Rtnl, v: &RouterVrf) {
+        v.mirror.end();
+        self.feeds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|f| !Arc::ptr_eq(&f.fib, &v.fib));
+        {
+            // A sweep with nothing replayed withdraws every FRR route
+            // (NHLFEs and next hops back to the default pool).
+            let mut f = v.fib.lock().unwrap_or_else(|e| e.into_inner());
+            let none = |_: u32| -> Option<u16> { None };
+            f.apply_frr(
+                &crate::frr::FpmEvent::Connected {
+                    peer: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+                },
+                &none,
+            );
+            f.apply_frr(&crate::frr::FpmEvent::Settled, &none);
+        }
+        remove_vrf_kernel(rtnl, v, true);
+    }
+
+    /// The VRF namespaces Lanyard made (for [`NETNS_MADE_ENV`]).
+    pub fn namespaces_made(&self) -> Vec<String> {
+        self.vrfs()
+            .into_iter()
+            .filter(|(_, v)| v.created)
+            .map(|(_, v)| v.netns.clone())
+            .collect()
+    }
+
+    /// When the switch stops (after its threads): the namespaces Lanyard
+    /// made go, then the twins are closed. Returns the namespaces removed.
+    ///
+    /// Each interface the kernel deletes one at a time costs it an RCU
+    /// barrier (`netdev_run_todo`), tens of milliseconds on a busy host:
+    /// closed one after the other, 192 VRFs' twins kept a stopping switch
+    /// for seconds. A namespace that goes takes its interfaces (twin,
+    /// label interface's peer) in one batch with the others, and the
+    /// twins left (the default VRF's, those in namespaces Lanyard did not
+    /// make) are closed from many threads at once, so their barriers
+    /// overlap.
+    pub fn remove_namespaces(&self) -> Vec<String> {
+        self.carrier_ctl
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .taps
+            .clear();
+        let mut out = Vec::new();
+        {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = &mut *live;
+            for v in live.vrfs.iter_mut() {
+                if let Some(v) = v.take() {
+                    // Its label interface goes with the namespace's end;
+                    // one in a namespace Lanyard did not make stays, as
+                    // before (made again at the next start).
+                    if remove_vrf_kernel(&mut live.rtnl, &v, false) {
+                        out.push(v.netns.clone());
+                    }
+                }
+            }
+        }
+        let taps = std::mem::take(&mut self.punt.lock().unwrap_or_else(|e| e.into_inner()).taps);
+        close_in_parallel(taps);
+        out
+    }
+}
+
+/// Drops `taps` from up to 64 threads at once (see
+/// [`Router::remove_namespaces`]).
+fn close_in_parallel(mut taps: Vec<TapPort>) {
+    let per = taps.len().div_ceil(64).max(1);
+    let mut handles = Vec::new();
+    while !taps.is_empty() {
+        let chunk: Vec<TapPort> = taps.drain(..per.min(taps.len())).collect();
+        // A failed spawn drops its chunk here, one at a time.
+        if let Ok(h) = std::thread::Builder::new()
+            .name("close-twins".into())
+            .spawn(move || drop(chunk))
+        {
+            handles.push(h);
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// A VRF's namespace when Lanyard made it, and with `label` its label
+/// interface (a VRF deleted at run time; at stop the
+/// namespace's end takes it, or it stays for the next start). Returns
+/// whether the namespace was removed.
+fn remove_vrf_kernel(rtnl: &mut Rtnl, v: &RouterVrf, label: bool) -> bool {
+    if label && v.label.is_some() {
+        if let Ok(i) = rtnl.link_index(&format!("lyvrf{}", v.table)) {
+            let _ = rtnl.del_link(i);
+        }
+    }
+    if !v.created {
+        return false;
+    }
+    match crate::netns::remove(&v.netns) {
+        Ok(()) => {
+            tracing::info!("VRF {}: namespace {} removed", v.name, v.netns);
+            true
+        }
+        Err(e) => {
+            tracing::warn!("VRF {}: namespace {} not removed: {e}", v.name, v.netns);
+            false
+        }
+    }
+}
+
+fn log_port(r: &RoutedPort) {
+    tracing::info!(
+        "routed port {} via {} (mac {}, {})",
+        r.name,
+        r.tap,
+        config::MacAddr(r.mac),
+        r.addresses
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
+/// Publish the layer-3 tables: interfaces, every VRF slot's tables (an
+/// empty slot's route nothing), subinterfaces, the label FIB.
+fn publish_tables(
+    shared: &Shared,
+    fib: &Mutex<Fib>,
+    neighbors: &Arc<NeighborTable>,
+    ports: &[RoutedPort],
+    vrfs: &[Option<Arc<RouterVrf>>],
+    empty: &Mutex<Fib>,
+    empty_neighbors: &Arc<NeighborTable>,
+) {
+    let vrf_tables = vrfs
+        .iter()
+        .map(|v| {
+            let (f, n) = match v {
+                Some(v) => (&*v.fib, &v.neighbors),
+                None => (empty, empty_neighbors),
+            };
+            let f = f.lock().unwrap_or_else(|e| e.into_inner());
+            pipeline::l3::VrfTables {
+                fib4: f.fib4(),
+                fib6: f.fib6(),
+                nexthops: f.nexthops(),
+                neighbors: n.clone(),
+            }
+        })
+        .collect();
+    let subinterfaces: Vec<(u16, u16, u16)> = ports
+        .iter()
+        .filter_map(|r| r.subinterface.map(|(parent, tag)| (r.port, parent, tag)))
+        .collect();
+    let f = fib.lock().unwrap_or_else(|e| e.into_inner());
+    shared.l3.store(Some(Arc::new(
+        L3Tables::new(
+            f.fib4(),
+            f.fib6(),
+            f.nexthops(),
+            neighbors.clone(),
+            ports.iter().map(router_interface).collect(),
+        )
+        .with_vrfs(vrf_tables)
+        .with_subinterfaces(&subinterfaces)
+        .with_lfib(f.lfib()),
+    )));
 }
 
 /// Connected subnets and static routes of the configuration, into the FIB
@@ -674,14 +1385,18 @@ pub fn mpls_plane_config(m: &config::mpls::MplsConfig) -> pipeline::mpls::MplsCo
     }
 }
 
+/// `vrf` is the VRF's slot (`RoutedPort::vrf`), `cfg_vrf` its index in
+/// the configuration (static routes name it). Returns the routes set.
 fn program_config_routes(
     cfg: &Config,
     all_ports: &[RoutedPort],
     vrf: usize,
+    cfg_vrf: usize,
     fib: &Mutex<Fib>,
     rtnl: &mut Rtnl,
-) -> Result<(), String> {
+) -> Result<Vec<(Prefix, Source)>, String> {
     let mut fib = fib.lock().unwrap_or_else(|e| e.into_inner());
+    let mut set = Vec::new();
     let ports: Vec<&RoutedPort> = all_ports.iter().filter(|r| r.vrf == vrf).collect();
     for r in &ports {
         for a in &r.addresses {
@@ -699,11 +1414,12 @@ fn program_config_routes(
                 }],
             )
             .map_err(|e| format!("connected route {a}: {e:?}"))?;
+            set.push((p, Source::Connected));
         }
     }
     let port_of = |name: &str| ports.iter().find(|r| r.name == name).copied();
     for s in &cfg.routing.static_routes {
-        if cfg.vrf_index(s.vrf.as_deref()) != Some(vrf) {
+        if cfg.vrf_index(s.vrf.as_deref()) != Some(cfg_vrf) {
             continue;
         }
         let Some(p) = prefix_of(&s.prefix) else {
@@ -712,6 +1428,7 @@ fn program_config_routes(
         if s.blackhole {
             fib.set_blackhole(p, Source::Static)
                 .map_err(|e| format!("static route {}: {e:?}", s.prefix))?;
+            set.push((p, Source::Static));
             continue;
         }
         let egress = match (&s.interface, s.next_hop) {
@@ -739,6 +1456,7 @@ fn program_config_routes(
             }],
         )
         .map_err(|e| format!("static route {}: {e:?}", s.prefix))?;
+        set.push((p, Source::Static));
         if let Err(e) = rtnl.replace_route(
             p.addr,
             p.len,
@@ -749,17 +1467,12 @@ fn program_config_routes(
             tracing::warn!("static route {} not installed in the kernel: {e}", s.prefix);
         }
     }
-    Ok(())
+    Ok(set)
 }
 
 /// The punt/inject thread: punted frames to the TAPs, TAP frames to the
 /// ports.
-fn punt_loop(
-    shared: Arc<Shared>,
-    mut taps: Vec<TapPort>,
-    names: Vec<(u16, Option<String>, u16)>,
-    stats: Arc<RouterStats>,
-) {
+fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterStats>) {
     // The kernel's own receive path runs in softirq context, ahead of
     // every user thread; this thread *is* Lanyard's receive path to the
     // kernel, and a table flooded by eight neighbours at once must not pile
@@ -776,24 +1489,64 @@ fn punt_loop(
         tracing::info!("punt: real-time priority unavailable; punts at normal priority");
     }
     let mut tap_of: HashMap<u16, usize> = HashMap::new();
-    for (k, (port, _, _)) in names.iter().enumerate() {
-        tap_of.insert(*port, k);
-    }
-    let mut inject: Vec<Option<InjectSocket>> = names.iter().map(|_| None).collect();
+    // One inject socket per port, shared by its subinterfaces' twins:
+    // closing an AF_PACKET socket waits for an RCU grace period, and one
+    // per twin (192 VRFs on one port) held the stop for seconds.
+    let mut sockets: Vec<(String, Option<InjectSocket>)> = Vec::new();
+    // Per twin: its port's entry in `sockets` (usize::MAX: none).
+    let mut socket_of: Vec<usize> = Vec::new();
     let mut batch = FrameBatch::new();
     // A subinterface's frames, tagged (the slow path's one buffer).
     let mut tagged = vec![0u8; io::MAX_FRAME_LEN + 4];
     let q = &shared.punts;
-    let mut pollfds: Vec<libc::pollfd> = std::iter::once(q.event_fd())
-        .chain(taps.iter().filter_map(|t| t.rx_fd()))
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pollfds: Vec<libc::pollfd> = Vec::new();
+    let mut version = u64::MAX;
     while !shared.stop.load(Ordering::Relaxed) {
         let mut busy = false;
+        // Held for one turn (not while sleeping): a `config apply` adding
+        // or removing twins waits at most that long.
+        let mut guard = set.lock().unwrap_or_else(|e| e.into_inner());
+        let PuntSet {
+            taps,
+            names,
+            version: v,
+        } = &mut *guard;
+        if *v != version {
+            version = *v;
+            tap_of = names
+                .iter()
+                .enumerate()
+                .map(|(k, (port, _, _))| (*port, k))
+                .collect();
+            let mut kept: Vec<(String, Option<InjectSocket>)> = Vec::new();
+            for port in names.iter().filter_map(|n| n.1.as_ref()) {
+                if kept.iter().any(|(p, _)| p == port) {
+                    continue;
+                }
+                let open = sockets
+                    .iter_mut()
+                    .find(|(p, _)| p == port)
+                    .and_then(|(_, s)| s.take());
+                kept.push((port.clone(), open));
+            }
+            sockets = kept;
+            socket_of = names
+                .iter()
+                .map(|n| {
+                    n.1.as_ref()
+                        .and_then(|port| sockets.iter().position(|(p, _)| p == port))
+                        .unwrap_or(usize::MAX)
+                })
+                .collect();
+            pollfds = std::iter::once(q.event_fd())
+                .chain(taps.iter().filter_map(|t| t.rx_fd()))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+        }
         // Punts → TAPs.
         let mut dirty = vec![false; taps.len()];
         while let Some(b) = q.pop() {
@@ -835,9 +1588,9 @@ fn punt_loop(
                 let ok = match &names[k].1 {
                     Some(port) if names[k].2 != 0 => {
                         let n = push_vlan_tag(batch.frame(i), names[k].2, &mut tagged);
-                        n > 0 && send_inject(&mut inject[k], port, &tagged[..n])
+                        n > 0 && send_inject(&mut sockets[socket_of[k]].1, port, &tagged[..n])
                     }
-                    Some(port) => send_inject(&mut inject[k], port, batch.frame(i)),
+                    Some(port) => send_inject(&mut sockets[socket_of[k]].1, port, batch.frame(i)),
                     None => shared.to_vlan.push(names[k].0, 0, batch.frame(i)),
                 };
                 let c = if ok {
@@ -851,6 +1604,7 @@ fn punt_loop(
                 shared.to_vlan.kick();
             }
         }
+        drop(guard);
         if busy || !q.prepare_sleep() {
             continue;
         }
@@ -860,6 +1614,8 @@ fn punt_loop(
         }
         q.clear_wake();
     }
+    // The twins stay open until `Router::remove_namespaces` closes them
+    // (in parallel), or the router is dropped.
 }
 
 /// `frame` with an 802.1Q tag (`tag`, priority 0) after its MAC
@@ -904,13 +1660,14 @@ fn neighbor_loop(
     shared: Arc<Shared>,
     mut mon: NeighborMonitor,
     table: Arc<NeighborTable>,
-    by_ifindex: HashMap<u32, u16>,
+    by_ifindex: Arc<Mutex<HashMap<u32, u16>>>,
+    stop: Arc<AtomicBool>,
     stats: Arc<RouterStats>,
 ) {
     if let Err(e) = mon.request_dump() {
         tracing::warn!("neighbour dump: {e}");
     }
-    while !shared.stop.load(Ordering::Relaxed) {
+    while !shared.stop.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         let events = match mon.recv(Duration::from_millis(200)) {
             Ok(ev) => ev,
             Err(e) => {
@@ -925,6 +1682,7 @@ fn neighbor_loop(
             }
         };
         let now = shared.now();
+        let by_ifindex = by_ifindex.lock().unwrap_or_else(|e| e.into_inner());
         for ev in events {
             let Some(&port) = by_ifindex.get(&ev.ifindex) else {
                 continue;
@@ -1088,7 +1846,7 @@ fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
 }
 
 /// Feed the FIBs from zebra, and reclaim LPM memory after grace periods.
-fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>) {
+fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Arc<Mutex<Vec<VrfFeed>>>) {
     let (handle, rx) = match server.map(|s| s.spawn_channel()) {
         Some(Ok((h, rx))) => (Some(h), Some(rx)),
         Some(Err(e)) => {
@@ -1102,6 +1860,8 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>)
         match &rx {
             Some(rx) => {
                 if let Ok(ev) = rx.recv_timeout(Duration::from_millis(200)) {
+                    // VRFs added or deleted at run time change the feeds.
+                    let feeds = feeds.lock().unwrap_or_else(|e| e.into_inner());
                     dispatch(&feeds, &ev);
                     while let Ok(ev) = rx.try_recv() {
                         dispatch(&feeds, &ev);
@@ -1112,7 +1872,7 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Vec<VrfFeed>)
         }
         if last_maintain.elapsed() >= Duration::from_secs(1) {
             last_maintain = Instant::now();
-            for feed in &feeds {
+            for feed in feeds.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                 let mut f = feed.fib.lock().unwrap_or_else(|e| e.into_inner());
                 if f.needs_maintenance() {
                     f.maintain(&|| shared.quiesce(Duration::from_secs(1)));
@@ -1647,6 +2407,40 @@ virtual-switch:
         // A configured router MAC wins.
         assert_eq!(router_mac(&cfg, get("vlan30")), [2, 0, 0, 0, 0, 0x33]);
         assert!(!pair_gateway(&cfg, get("ka")));
+    }
+
+    /// A VRF deleted at run time leaves the FPM feed: zebra's late routes
+    /// for its table reach the default FIB, which counts them and installs
+    /// nothing (no panic, nothing in another VRF).
+    #[test]
+    fn late_routes_of_a_deleted_vrf_are_counted_not_installed() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let mut feeds: Vec<VrfFeed> = [(254u32, 0u16), (1001, 1), (1002, 2)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: Arc::new(Mutex::new(match table {
+                    254 => Fib::new(),
+                    t => Fib::with_config(FibConfig::for_vrf(t, 64)),
+                })),
+                by_ifindex: [(3u32, port)].into_iter().collect(),
+                leaked: HashMap::new(),
+            })
+            .collect();
+        set_leak_maps(&mut feeds);
+        let gone = feeds.remove(2);
+        set_leak_maps(&mut feeds);
+        let mut us = Vec::new();
+        for t in [1002u32, 1001] {
+            us.extend(decode(&frr_route(RTM_NEWROUTE, "192.0.2.0/24", t, "10.1.0.2", 3)).unwrap());
+        }
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let lookup = |f: &Arc<Mutex<Fib>>| f.lock().unwrap().lookup("192.0.2.1".parse().unwrap());
+        assert_eq!(feeds[0].fib.lock().unwrap().counters().other_table, 1);
+        assert!(lookup(&feeds[0].fib).is_none());
+        assert!(lookup(&gone.fib).is_none());
+        assert_eq!(lookup(&feeds[1].fib).map(|r| r.hops[0].port), Some(1));
     }
 
     #[test]
