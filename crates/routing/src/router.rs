@@ -253,6 +253,10 @@ impl Router {
         // not to forward when attached.
         sysctl::set("ipv4/ip_forward", "1").map_err(|e| format!("ip_forward: {e}"))?;
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+        let groups = sysctl::igmp_memberships_for(routed.len());
+        if let Err(e) = sysctl::raise("ipv4/igmp_max_memberships", groups) {
+            tracing::warn!("igmp_max_memberships (OSPF on more than 20 twins needs {groups}): {e}");
+        }
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
         // Each VRF's namespace (docs/vrf.md): its NSID in ours is its table
         // id, which is how the patched FPM module names its routes.
@@ -266,10 +270,11 @@ impl Router {
                     return Err(format!("VRF {} namespace id {table}: {e}", v.name));
                 }
             }
-            let vrtnl = crate::netns::run_in(&ns, || {
+            let vrtnl = crate::netns::run_in(&ns, move || {
                 let _ = io::link::set_up("lo");
                 let _ = sysctl::set("ipv4/ip_forward", "1");
                 let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+                let _ = sysctl::raise("ipv4/igmp_max_memberships", groups);
                 // A packet popped from the VRF's VPN label and waiting for
                 // its CE comes to a twin from a source only a labelled
                 // route (not in this kernel) reaches: reverse-path
@@ -784,18 +789,28 @@ fn punt_loop(
     // A subinterface's frames, tagged (the slow path's one buffer).
     let mut tagged = vec![0u8; io::MAX_FRAME_LEN + 4];
     let q = &shared.punts;
+    // A pass reads the twins that have frames, not all of them (410 twins
+    // cost 410 reads a pass and a 411-entry poll per sleep): see tap_ready.
+    let fds: Vec<std::os::fd::RawFd> = taps.iter().filter_map(|t| t.rx_fd()).collect();
+    let mut readiness = if fds.len() == taps.len() {
+        Some(crate::tap_ready::TapReadiness::new(q.event_fd(), &fds))
+    } else {
+        None
+    };
     let mut pollfds: Vec<libc::pollfd> = std::iter::once(q.event_fd())
-        .chain(taps.iter().filter_map(|t| t.rx_fd()))
+        .chain(fds.iter().copied())
         .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
+    // The first pass reads every twin.
+    let mut ready: Vec<usize> = (0..taps.len()).collect();
+    let mut dirty = vec![false; taps.len()];
     while !shared.stop.load(Ordering::Relaxed) {
         let mut busy = false;
         // Punts → TAPs.
-        let mut dirty = vec![false; taps.len()];
         while let Some(b) = q.pop() {
             busy = true;
             if let Some(&k) = tap_of.get(&b.port) {
@@ -819,13 +834,14 @@ fn punt_loop(
             }
             q.recycle(b);
         }
-        for (k, d) in dirty.iter().enumerate() {
-            if *d && taps[k].flush().is_err() {
+        for (k, d) in dirty.iter_mut().enumerate() {
+            if std::mem::take(d) && taps[k].flush().is_err() {
                 stats.punt_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
         // TAPs → ports.
-        for (k, t) in taps.iter_mut().enumerate() {
+        for &k in &ready {
+            let t = &mut taps[k];
             batch.clear();
             if t.recv(&mut batch, names[k].0).is_err() || batch.is_empty() {
                 continue;
@@ -851,14 +867,21 @@ fn punt_loop(
                 shared.to_vlan.kick();
             }
         }
-        if busy || !q.prepare_sleep() {
-            continue;
+        let sleep = !busy && q.prepare_sleep();
+        match &mut readiness {
+            Some(r) => r.wait(if sleep { 100 } else { 0 }, &mut ready),
+            None => {
+                if sleep {
+                    // SAFETY: pollfds is a valid array of pollfd of the given length.
+                    unsafe {
+                        libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100);
+                    }
+                }
+            }
         }
-        // SAFETY: pollfds is a valid array of pollfd of the given length.
-        unsafe {
-            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100);
+        if sleep {
+            q.clear_wake();
         }
-        q.clear_wake();
     }
 }
 
