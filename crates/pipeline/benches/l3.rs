@@ -3,7 +3,9 @@
 //! synthetic IPv6 routes (the prefix mixes of `tables/benches/lpm.rs`),
 //! over 14 gateways on 7 ports and two 2-way ECMP groups, all neighbours
 //! resolved. Each batch is restored from a pristine copy between timed
-//! calls (untimed), so every call forwards every frame.
+//! calls (untimed), so every call forwards every frame. The
+//! `urpf_off_410_interfaces` case adds 402 idle routed interfaces (the
+//! chassis scale, issue 21): the per-packet cost must not grow with them.
 //! `cargo bench -p pipeline --bench l3`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -31,7 +33,9 @@ fn mac(port: u16) -> [u8; 6] {
 /// family plus two ECMP groups.
 type Prefixes = (Vec<(u32, u8)>, Vec<(u128, u8)>);
 
-fn tables(urpf: Urpf) -> (L3Tables, Prefixes) {
+/// `interfaces` routed interfaces: ports 0–7 as above, the rest idle
+/// with an address each (the own-address lookup sees them all).
+fn tables(urpf: Urpf, interfaces: u16) -> (L3Tables, Prefixes) {
     let nh = NextHopTable::new(64, 4);
     let nb = NeighborTable::new(256);
     let fib4 = Lpm4::new();
@@ -45,6 +49,19 @@ fn tables(urpf: Urpf) -> (L3Tables, Prefixes) {
             v6: vec![((0x2001_0db8u128 << 96) | (u128::from(p) << 80) | 0xfe, 64)],
             mtu: 1500,
             urpf: if p == 0 { urpf } else { Urpf::Off },
+            vlan: None,
+            vrf: 0,
+        });
+    }
+    for p in PORTS..interfaces {
+        ifaces.push(RouterInterface {
+            port: p,
+            mac: [0x02, 1, 0, 0, (p >> 8) as u8, p as u8],
+            // Outside the benched prefixes (class E, ULA).
+            v4: vec![(0xf000_0000 + u32::from(p), 30)],
+            v6: vec![((0xfd00u128 << 112) | (u128::from(p) << 64) | 1, 64)],
+            mtu: 1500,
+            urpf: Urpf::Off,
             vlan: None,
             vrf: 0,
         });
@@ -204,8 +221,12 @@ fn batches(v6: bool, p4: &[(u32, u8)], p6: &[(u128, u8)]) -> Vec<(FrameBatch, Ve
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("l3_pipeline");
     g.throughput(Throughput::Elements(BATCH_MAX as u64));
-    for (urpf, uname) in [(Urpf::Off, "urpf_off"), (Urpf::Strict, "urpf_strict")] {
-        let (t, (p4, p6)) = tables(urpf);
+    for (urpf, interfaces, uname) in [
+        (Urpf::Off, PORTS, "urpf_off"),
+        (Urpf::Strict, PORTS, "urpf_strict"),
+        (Urpf::Off, 410, "urpf_off_410_interfaces"),
+    ] {
+        let (t, (p4, p6)) = tables(urpf, interfaces);
         for (v6, name) in [(false, "ipv4_240k"), (true, "ipv6_118k")] {
             let mut bs = batches(v6, &p4, &p6);
             let counters = L3Counters::default();

@@ -106,7 +106,7 @@ pub struct L3Tables {
     interfaces: Vec<RouterInterface>,
     /// port → index in `interfaces` (`NO_IFACE`: not a routed port).
     by_port: Vec<u16>,
-    /// Own addresses with their VRF.
+    /// The router's own addresses with their VRF, sorted (binary search).
     own4: Vec<(u32, u16)>,
     own6: Vec<(u128, u16)>,
     /// The label FIB, when MPLS is on: LPM targets may then be labelled
@@ -133,14 +133,20 @@ impl L3Tables {
         for (k, i) in interfaces.iter().enumerate() {
             by_port[i.port as usize] = k as u16;
         }
-        let own4 = interfaces
+        // Sorted: every routed packet looks its destination up here, and
+        // a linear scan grows with the routed ports (410 at chassis scale).
+        let mut own4: Vec<(u32, u16)> = interfaces
             .iter()
             .flat_map(|i| i.v4.iter().map(|a| (a.0, i.vrf)))
             .collect();
-        let own6 = interfaces
+        own4.sort_unstable();
+        own4.dedup();
+        let mut own6: Vec<(u128, u16)> = interfaces
             .iter()
             .flat_map(|i| i.v6.iter().map(|a| (a.0, i.vrf)))
             .collect();
+        own6.sort_unstable();
+        own6.dedup();
         let default = VrfTables {
             fib4: fib4.clone(),
             fib6: fib6.clone(),
@@ -637,7 +643,7 @@ fn classify(
             if proto == PROTO_OSPF {
                 return Some(L3Verdict::Punt(Punt::RoutingProtocol));
             }
-            if t.own4.contains(&(dst, vrf)) {
+            if t.own4.binary_search(&(dst, vrf)).is_ok() {
                 return Some(L3Verdict::Punt(Punt::OwnAddress));
             }
             if dst >> 28 == 0xe || dst == u32::MAX {
@@ -680,7 +686,7 @@ fn classify(
             if nh == PROTO_ICMPV6 && payload.first().is_some_and(|&ty| (133..=137).contains(&ty)) {
                 return Some(L3Verdict::Punt(Punt::Nd));
             }
-            if t.own6.contains(&(dst, vrf)) {
+            if t.own6.binary_search(&(dst, vrf)).is_ok() {
                 return Some(L3Verdict::Punt(Punt::OwnAddress));
             }
             if dst >> 120 == 0xff {

@@ -490,6 +490,89 @@ fn own_address_punt_comes_before_ttl() {
     assert_eq!(verdict(&t, 0, f), L3Verdict::Punt(Punt::OwnAddress));
 }
 
+/// 410 routed interfaces given in no particular order (the stage keeps
+/// its own addresses sorted, to look one up in log time instead of
+/// scanning them all per packet): each interface's address is punted as
+/// the router's own, from any port, and the address next to it is not.
+#[test]
+fn own_addresses_of_410_interfaces() {
+    let n: u16 = 410;
+    let v4_of = |k: u16| {
+        u32::from(Ipv4Addr::new(
+            10,
+            64 + (k / 64) as u8,
+            (k % 64) as u8 * 4,
+            1,
+        ))
+    };
+    let v6_of = |k: u16| (0x2001_0db8_ffffu128 << 80) | (u128::from(k) << 64) | 1;
+    let mac_of = |k: u16| [0x02, 0x01, 0, 0, (k >> 8) as u8, k as u8];
+    let interfaces: Vec<RouterInterface> = (0..n)
+        .map(|j| (j * 7 + 3) % n) // every port once, scrambled
+        .map(|k| RouterInterface {
+            port: k,
+            mac: mac_of(k),
+            v4: vec![(v4_of(k), 30)],
+            v6: vec![(v6_of(k), 64)],
+            mtu: 1500,
+            urpf: Urpf::Off,
+            vlan: None,
+            vrf: 0,
+        })
+        .collect();
+    let t = L3Tables::new(
+        Arc::new(Lpm4::with_nodes(16)),
+        Arc::new(Lpm6::with_nodes(16)),
+        Arc::new(NextHopTable::new(4, 2)),
+        Arc::new(NeighborTable::new(4)),
+        interfaces,
+    );
+    let addr4 = |a: u32| Ipv4Addr::from(a).to_string().leak() as &'static str;
+    let addr6 = |a: u128| Ipv6Addr::from(a).to_string().leak() as &'static str;
+    for k in [0, 1, 63, 64, 204, 205, 408, 409] {
+        let own = frame4(&P4 {
+            dst_mac: mac_of(0),
+            dst: addr4(v4_of(k)),
+            ..P4::default()
+        });
+        assert_eq!(
+            verdict(&t, 0, own),
+            L3Verdict::Punt(Punt::OwnAddress),
+            "{k}"
+        );
+        let other = frame4(&P4 {
+            dst_mac: mac_of(0),
+            dst: addr4(v4_of(k) + 1),
+            ..P4::default()
+        });
+        assert_ne!(
+            verdict(&t, 0, other),
+            L3Verdict::Punt(Punt::OwnAddress),
+            "{k}+1"
+        );
+        let own6 = frame6(&P6 {
+            dst_mac: mac_of(0),
+            dst: addr6(v6_of(k)),
+            ..P6::default()
+        });
+        assert_eq!(
+            verdict(&t, 0, own6),
+            L3Verdict::Punt(Punt::OwnAddress),
+            "v6 {k}"
+        );
+        let other6 = frame6(&P6 {
+            dst_mac: mac_of(0),
+            dst: addr6(v6_of(k) + 1),
+            ..P6::default()
+        });
+        assert_ne!(
+            verdict(&t, 0, other6),
+            L3Verdict::Punt(Punt::OwnAddress),
+            "v6 {k}+1"
+        );
+    }
+}
+
 #[test]
 fn malformed() {
     let t = tables(true);

@@ -17,3 +17,4 @@ pub mod netns;
 pub mod pseudowire;
 pub mod router;
 pub mod sysctl;
+mod tap_ready;

@@ -373,6 +373,13 @@ fn open_vrf_ns(
         let _ = io::link::set_up("lo");
         let _ = sysctl::set("ipv4/ip_forward", "1");
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+        // ospfd joins its multicast groups on every twin with one socket:
+        // the namespace's limit (20 by default) must cover them. Twins
+        // may be added live, so room for as many as a switch has ports.
+        let _ = sysctl::raise(
+            "ipv4/igmp_max_memberships",
+            sysctl::igmp_memberships_for(tables::MAX_PORTS),
+        );
         // A packet popped from the VRF's VPN label and waiting for its CE
         // comes to a twin from a source only a labelled route (not in
         // this kernel) reaches: reverse-path filtering would drop it. The
@@ -728,6 +735,10 @@ impl Router {
         // not to forward when attached.
         sysctl::set("ipv4/ip_forward", "1").map_err(|e| format!("ip_forward: {e}"))?;
         let _ = sysctl::set("ipv6/conf/all/forwarding", "1");
+        let groups = sysctl::igmp_memberships_for(routed.len());
+        if let Err(e) = sysctl::raise("ipv4/igmp_max_memberships", groups) {
+            tracing::warn!("igmp_max_memberships (OSPF on more than 20 twins needs {groups}): {e}");
+        }
         let mut rtnl = Rtnl::open().map_err(|e| format!("rtnetlink: {e}"))?;
         // An update that finds the LPM pool used up reclaims at once, after
         // the workers have passed a quiescent point.
@@ -1501,6 +1512,13 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
     let q = &shared.punts;
     let mut pollfds: Vec<libc::pollfd> = Vec::new();
     let mut version = u64::MAX;
+    // A pass reads the twins that have frames, not all of them (410 twins
+    // cost 410 reads a pass and a 411-entry poll per sleep): see
+    // tap_ready. Rebuilt, with every twin read once, whenever the set of
+    // twins changes (`config apply`).
+    let mut readiness: Option<crate::tap_ready::TapReadiness> = None;
+    let mut ready: Vec<usize> = Vec::new();
+    let mut dirty: Vec<bool> = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let mut busy = false;
         // Held for one turn (not while sleeping): a `config apply` adding
@@ -1538,17 +1556,21 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                         .unwrap_or(usize::MAX)
                 })
                 .collect();
+            let fds: Vec<std::os::fd::RawFd> = taps.iter().filter_map(|t| t.rx_fd()).collect();
+            readiness = (fds.len() == taps.len())
+                .then(|| crate::tap_ready::TapReadiness::new(q.event_fd(), &fds));
             pollfds = std::iter::once(q.event_fd())
-                .chain(taps.iter().filter_map(|t| t.rx_fd()))
+                .chain(fds.iter().copied())
                 .map(|fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,
                     revents: 0,
                 })
                 .collect();
+            ready = (0..taps.len()).collect();
+            dirty = vec![false; taps.len()];
         }
         // Punts → TAPs.
-        let mut dirty = vec![false; taps.len()];
         while let Some(b) = q.pop() {
             busy = true;
             if let Some(&k) = tap_of.get(&b.port) {
@@ -1572,13 +1594,16 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
             }
             q.recycle(b);
         }
-        for (k, d) in dirty.iter().enumerate() {
-            if *d && taps[k].flush().is_err() {
+        for (k, d) in dirty.iter_mut().enumerate() {
+            if std::mem::take(d) && taps[k].flush().is_err() {
                 stats.punt_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
         // TAPs → ports.
-        for (k, t) in taps.iter_mut().enumerate() {
+        for &k in &ready {
+            let Some(t) = taps.get_mut(k) else {
+                continue;
+            };
             batch.clear();
             if t.recv(&mut batch, names[k].0).is_err() || batch.is_empty() {
                 continue;
@@ -1605,14 +1630,23 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
             }
         }
         drop(guard);
-        if busy || !q.prepare_sleep() {
-            continue;
+        let sleep = !busy && q.prepare_sleep();
+        match &mut readiness {
+            Some(r) => r.wait(if sleep { 100 } else { 0 }, &mut ready),
+            // Without epoll every twin is read every pass (`ready` stays
+            // all of them).
+            None => {
+                if sleep {
+                    // SAFETY: pollfds is a valid array of pollfd of the given length.
+                    unsafe {
+                        libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100);
+                    }
+                }
+            }
         }
-        // SAFETY: pollfds is a valid array of pollfd of the given length.
-        unsafe {
-            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 100);
+        if sleep {
+            q.clear_wake();
         }
-        q.clear_wake();
     }
     // The twins stay open until `Router::remove_namespaces` closes them
     // (in parallel), or the router is dropped.

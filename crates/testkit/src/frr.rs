@@ -633,6 +633,13 @@ impl FrrInstance {
             .unwrap_or(0)
     }
 
+    /// OSPFv2 neighbours in state Full over every VRF of this instance
+    /// (`show ip ospf vrf all neighbor json`; netns VRFs, one OSPF
+    /// instance each).
+    pub fn ospf_full_neighbors_all_vrfs(&self) -> usize {
+        count_full(&self.vtysh_json("show ip ospf vrf all neighbor json"))
+    }
+
     /// OSPFv3 neighbours in state Full.
     pub fn ospf6_full_neighbors(&self) -> usize {
         let j = self.vtysh_json("show ipv6 ospf6 neighbor json");
@@ -718,6 +725,25 @@ impl Drop for FrrInstance {
         } else {
             eprintln!("kept {}", self.dir.display());
         }
+    }
+}
+
+/// Neighbour objects in `v` (any nesting: per VRF, per router id) whose
+/// `nbrState` (or, in later FRR, `state`) is Full.
+pub fn count_full(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Object(m) => {
+            let state = m
+                .get("nbrState")
+                .or_else(|| m.get("state"))
+                .and_then(|s| s.as_str());
+            match state {
+                Some(s) => usize::from(s.starts_with("Full")),
+                None => m.values().map(count_full).sum(),
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().map(count_full).sum(),
+        _ => 0,
     }
 }
 
@@ -1350,6 +1376,18 @@ pub fn enable_ipv6(ns: &Netns, ifname: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_neighbours_counted_in_any_nesting() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"v1": {"vrfName": "v1", "neighbors": {"10.254.0.1": [{"nbrState": "Full/-"}]}},
+                "v2": {"neighbors": {"10.254.0.2": [{"nbrState": "ExStart/-"}]}},
+                "v3": {"neighbors": {"10.254.0.3": [{"state": "Full"}, {"nbrState": "Init/-"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(count_full(&v), 2);
+        assert_eq!(count_full(&serde_json::Value::Null), 0);
+    }
 
     #[test]
     fn pid_in_names() {

@@ -47,6 +47,37 @@ impl Netns {
         Ok(ns)
     }
 
+    /// `n` namespaces made as [`Netns::new`] does, by up to `threads`
+    /// threads at once (each costs a few process starts; hundreds of
+    /// tester routers one after another take seconds). In order: element
+    /// `k` is the `k`-th made. On error the ones made are removed.
+    pub fn new_many(prefix: &str, n: usize, threads: usize) -> io::Result<Vec<Netns>> {
+        let threads = threads.clamp(1, n.max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<Mutex<Option<io::Result<Netns>>>> =
+            (0..n).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= n {
+                        break;
+                    }
+                    *slots[k].lock().unwrap() = Some(Netns::new(prefix));
+                });
+            }
+        });
+        // Dropping the vector on the first error removes those made.
+        slots
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .unwrap()
+                    .unwrap_or_else(|| Err(io::Error::other("namespace not made")))
+            })
+            .collect()
+    }
+
     /// The namespace's name (as in `ip netns list`).
     pub fn name(&self) -> &str {
         &self.name
