@@ -51,19 +51,7 @@ fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
 
 /// Every IP frame `port` receives until it has been quiet for `quiet`.
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    while start.elapsed() < max {
-        match port.recv_timeout(quiet).expect("recv") {
-            Some(f) => {
-                if let Some(p) = ip::parse(&f) {
-                    out.push(p);
-                }
-            }
-            None => break,
-        }
-    }
-    out
+    port.recv_ip(quiet, max).expect("recv")
 }
 
 fn send(port: &RawPort, frames: &[Vec<u8>]) {

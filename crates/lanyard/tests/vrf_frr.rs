@@ -46,19 +46,7 @@ fn mac_of(ns: &Netns, ifname: &str) -> Mac {
 }
 
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    while start.elapsed() < max {
-        match port.recv_timeout(quiet).expect("recv") {
-            Some(f) => {
-                if let Some(p) = ip::parse(&f) {
-                    out.push(p);
-                }
-            }
-            None => break,
-        }
-    }
-    out
+    port.recv_ip(quiet, max).expect("recv")
 }
 
 fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {

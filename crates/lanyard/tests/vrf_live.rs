@@ -56,19 +56,7 @@ fn tag(f: &[u8], vid: u16) -> Vec<u8> {
 }
 
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    while start.elapsed() < max {
-        match port.recv_timeout(quiet).expect("recv") {
-            Some(f) => {
-                if let Some(p) = ip::parse(&f) {
-                    out.push(p);
-                }
-            }
-            None => break,
-        }
-    }
-    out
+    port.recv_ip(quiet, max).expect("recv")
 }
 
 /// Removes what Lanyard may leave if the test fails half-way (the file

@@ -6,7 +6,7 @@
 //! `show vrf` and `show ip route vrf NAME`.
 
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testkit::frame::{parse_mac, Mac};
 use testkit::ip::{self, IpInfo};
@@ -26,19 +26,7 @@ fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
 }
 
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
-    let start = Instant::now();
-    let mut out = Vec::new();
-    while start.elapsed() < max {
-        match port.recv_timeout(quiet).expect("recv") {
-            Some(f) => {
-                if let Some(p) = ip::parse(&f) {
-                    out.push(p);
-                }
-            }
-            None => break,
-        }
-    }
-    out
+    port.recv_ip(quiet, max).expect("recv")
 }
 
 /// Removes the VRF namespaces Lanyard created (it runs in a mount

@@ -290,6 +290,21 @@ impl RawPort {
         Ok(out)
     }
 
+    /// Collects every IPv4/IPv6 frame (parsed, checksums verified by
+    /// [`crate::ip::parse`]) arriving until none has arrived for `quiet`,
+    /// or for `max` in all; other frames are ignored.
+    pub fn recv_ip(&self, quiet: Duration, max: Duration) -> io::Result<Vec<crate::ip::IpInfo>> {
+        let start = Instant::now();
+        let mut out = Vec::new();
+        while start.elapsed() < max {
+            match self.recv_timeout(quiet)? {
+                Some(f) => out.extend(crate::ip::parse(&f)),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// Discards every frame already queued on the socket; returns how many.
     pub fn drain(&self) -> usize {
         let mut buf = vec![0u8; MAX_FRAME + 4];
