@@ -64,6 +64,31 @@ impl Rig {
         ))));
     }
 
+    /// [`Rig::pseudowire_circuit`] on switch port `id` toward the remote
+    /// PE 10.99.0.9, routed in the FIB via next hop `via`, programmed as
+    /// pseudowire 0 (Ethernet, remote label 500, `control_word`).
+    /// Returns the remote PE.
+    fn pseudowire_via(&mut self, id: u16, via: u32, control_word: bool) -> Ipv4Addr {
+        use tables::mpls::{Pseudowire, PwType};
+        let remote_pe = a4("10.99.0.9");
+        self.pseudowire_circuit(id, remote_pe);
+        let l3 = self.shared.l3.load_full().unwrap();
+        l3.fib4.insert(u32::from(remote_pe), 32, via).unwrap();
+        let lfib = self.shared.mpls.load_full().unwrap().lfib.clone();
+        lfib.set_pseudowire(
+            0,
+            &Pseudowire {
+                ac: 0,
+                pw_type: PwType::Ethernet,
+                control_word,
+                remote_label: 500,
+                transport: via,
+            },
+        )
+        .unwrap();
+        remote_pe
+    }
+
     /// Routed ports 0, 1, 2 (10.0.k.1/24, MTU 1500). Next hops: id 1 =
     /// 10.0.1.2 on port 1, id 2 = 10.0.2.2 on port 2, id 3 = port 0's
     /// subnet. LFIB: 100 swap → 200 via id 1; 101 PHP via id 2; 102 pop
@@ -684,25 +709,10 @@ fn input_policy(set_dscp: Option<u8>, set_pcp: Option<u8>) -> pipeline::services
 /// after a grace period that counts only the workers).
 #[test]
 fn pseudowire_transport_follows_the_fib_not_the_cached_id() {
-    use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::new();
-    let remote_pe = a4("10.99.0.9");
-    rig.pseudowire_circuit(3, remote_pe);
     let l3 = rig.shared.l3.load_full().unwrap();
-    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
     // The remote PE via next hop 1 (port 1); the slot copies that id.
-    l3.fib4.insert(u32::from(remote_pe), 32, 1).unwrap();
-    lfib.set_pseudowire(
-        0,
-        &Pseudowire {
-            ac: 0,
-            pw_type: PwType::Ethernet,
-            control_word: false,
-            remote_label: 500,
-            transport: 1,
-        },
-    )
-    .unwrap();
+    let remote_pe = rig.pseudowire_via(3, 1, false);
     let customer = {
         let mut f = vec![0u8; 100];
         f[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
@@ -805,24 +815,8 @@ fn labelled_out_of_vlan_interfaces_is_tagged() {
 /// encapsulated with the subinterface's tag on its port.
 #[test]
 fn pseudowire_over_a_subinterface_is_tagged() {
-    use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::build(true);
-    let remote_pe = a4("10.99.0.9");
-    rig.pseudowire_circuit(6, remote_pe);
-    let l3 = rig.shared.l3.load_full().unwrap();
-    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
-    l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
-    lfib.set_pseudowire(
-        0,
-        &Pseudowire {
-            ac: 0,
-            pw_type: PwType::Ethernet,
-            control_word: false,
-            remote_label: 500,
-            transport: 5,
-        },
-    )
-    .unwrap();
+    rig.pseudowire_via(6, 5, false);
     let mut customer = vec![0u8; 100];
     customer[..6].copy_from_slice(&[2, 0, 0, 0, 9, 1]);
     customer[6..12].copy_from_slice(&[2, 0, 0, 0, 9, 2]);
@@ -845,25 +839,10 @@ fn pseudowire_over_a_subinterface_is_tagged() {
 #[test]
 fn pseudowire_over_a_vlan_interface_is_tagged() {
     use datapath::mpls::circuits::PW_DROP_NAMES;
-    use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::build(true);
-    let remote_pe = a4("10.99.0.9");
-    rig.pseudowire_circuit(6, remote_pe);
-    let l3 = rig.shared.l3.load_full().unwrap();
     let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
     // The remote PE through next hop 4 (10.0.4.2 on the SVI of VLAN 10).
-    l3.fib4.insert(u32::from(remote_pe), 32, 4).unwrap();
-    lfib.set_pseudowire(
-        0,
-        &Pseudowire {
-            ac: 0,
-            pw_type: PwType::Ethernet,
-            control_word: true,
-            remote_label: 500,
-            transport: 4,
-        },
-    )
-    .unwrap();
+    rig.pseudowire_via(6, 4, true);
     lfib.set_ilm(600, IlmAction::PopToPseudowire { pw: 0 })
         .unwrap();
     let mut customer = vec![0u8; 100];
@@ -923,26 +902,11 @@ fn subinterface_traffic_takes_its_ports_output_policy_not_its_acl() {
         ClassSpec, Direction, Policy, Services,
     };
     use tables::acl::{Classifier, Match};
-    use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::build(true);
     let l3 = rig.shared.l3.load_full().unwrap();
     // A pseudowire from circuit port 6 whose remote PE is behind the
     // subinterface.
-    let remote_pe = a4("10.99.0.9");
-    rig.pseudowire_circuit(6, remote_pe);
-    l3.fib4.insert(u32::from(remote_pe), 32, 5).unwrap();
-    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
-    lfib.set_pseudowire(
-        0,
-        &Pseudowire {
-            ac: 0,
-            pw_type: PwType::Ethernet,
-            control_word: false,
-            remote_label: 500,
-            transport: 5,
-        },
-    )
-    .unwrap();
+    rig.pseudowire_via(6, 5, false);
     // Behind the subinterface (5 = port 1, tag 30), and behind port 1's
     // own interface.
     l3.fib4.insert(u32::from(a4("100.64.9.0")), 24, 5).unwrap();
@@ -1085,24 +1049,8 @@ fn pseudowire_circuit_takes_its_ports_input_services() {
     };
     use pipeline::DropReason;
     use tables::acl::{Classifier, Match};
-    use tables::mpls::{Pseudowire, PwType};
     let mut rig = Rig::new();
-    let remote_pe = a4("10.99.0.9");
-    rig.pseudowire_circuit(3, remote_pe);
-    let l3 = rig.shared.l3.load_full().unwrap();
-    let lfib = rig.shared.mpls.load_full().unwrap().lfib.clone();
-    l3.fib4.insert(u32::from(remote_pe), 32, 1).unwrap();
-    lfib.set_pseudowire(
-        0,
-        &Pseudowire {
-            ac: 0,
-            pw_type: PwType::Ethernet,
-            control_word: false,
-            remote_label: 500,
-            transport: 1,
-        },
-    )
-    .unwrap();
+    rig.pseudowire_via(3, 1, false);
     // Port 3 (the circuit): deny IPv4 to 203.0.113.66, permit the rest;
     // a policy that re-marks everything AF11 (and 802.1p `pcp`); flows.
     let acl = Arc::new(AclList {
