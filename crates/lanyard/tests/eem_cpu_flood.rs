@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use testkit::flood::{is_icmp4, FloodSpec, Flooder, RxCounter};
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::switch::port_counter;
 use testkit::{l2, require_root, Switch, TestBed};
 
@@ -64,14 +64,6 @@ event-manager:
         - log: "ttl flood: switch cpu {{value}}%, policing TTL-expired and ICMP punts to 100/s"
 "#
     )
-}
-
-fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
-    let out = bed
-        .tester
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read tester MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
 }
 
 fn ttl_class(sw: &Switch, k: &str) -> u64 {
@@ -196,7 +188,7 @@ fn ttl_flood_raises_cpu_and_the_policy_polices_icmp_errors() {
     )
     .expect("start lanyard");
     let r1 = sw.router_mac("sw1");
-    let m1 = tester_mac(&bed, "t1");
+    let m1 = bed.tester_mac("t1");
 
     // Resolve 10.2.0.2 (the first packets are gleaned), then check the
     // path forwards everything.

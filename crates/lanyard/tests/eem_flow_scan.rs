@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use testkit::flood::RxCounter;
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::{l2, require_root, Switch, TestBed};
 
 const FLOWS: u16 = 300;
@@ -54,14 +54,6 @@ event-manager:
               ports:
                 - {name: "{interface}", policy-in: scan-police}
 "#;
-
-fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
-    let out = bed
-        .tester
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read tester MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
-}
 
 /// A UDP packet from `src` to 10.2.0.2, destination port `dport`.
 fn pkt(r1: &Mac, m1: &Mac, src: Ipv4Addr, dport: u16) -> Vec<u8> {
@@ -134,7 +126,7 @@ fn a_scan_is_logged_and_policed_and_urpf_drops_the_spoofed_part() {
     )
     .expect("start lanyard");
     let r1 = sw.router_mac("sw1");
-    let m1 = tester_mac(&bed, "t1");
+    let m1 = bed.tester_mac("t1");
     let scanner = Ipv4Addr::new(10, 1, 0, 2);
     let other = Ipv4Addr::new(10, 1, 0, 3);
 

@@ -297,20 +297,7 @@ fn copp_class(sw: &Switch, class: &str) -> (u64, u64) {
 
 /// Lanyard's OSPF routes (zebra labels both versions `ospf`).
 fn lanyard_fib(sw: &Switch) -> (u64, u64) {
-    let count = |fam: &str| {
-        sw.try_show_json(&["show", fam, "route", "summary"])
-            .ok()
-            .and_then(|v| {
-                v["sources"].as_array().map(|a| {
-                    a.iter()
-                        .filter(|s| s["source"] == "ospf")
-                        .map(|s| s["installed"].as_u64().unwrap_or(0))
-                        .sum::<u64>()
-                })
-            })
-            .unwrap_or(0)
-    };
-    (count("ip"), count("ipv6"))
+    (sw.fib_routes("ip", "ospf"), sw.fib_routes("ipv6", "ospf"))
 }
 
 /// Item 9: see the module documentation.

@@ -17,7 +17,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use testkit::acl::{self, Packet, Rule};
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::l2;
 use testkit::{require_root, RawPort, Switch, TestBed};
 
@@ -342,14 +342,6 @@ fn compare(
     errs
 }
 
-fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
-    let out = bed
-        .tester
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read tester MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
-}
-
 /// Class lines of a two-class input policy: (class, lines, DSCP set).
 fn classes(r: &mut Rng) -> Vec<(String, Vec<Rule>, u8)> {
     (0..2)
@@ -460,9 +452,9 @@ routing:
     .expect("start lanyard");
     let ports = bed.open_all().expect("tester sockets");
     let (m1, m2, m3) = (
-        tester_mac(&bed, "t1"),
-        tester_mac(&bed, "t2"),
-        tester_mac(&bed, "t3"),
+        bed.tester_mac("t1"),
+        bed.tester_mac("t2"),
+        bed.tester_mac("t3"),
     );
     let r3 = sw.router_mac("sw3");
     // The router resolves t4 (the next hop of both static routes): t4
@@ -595,7 +587,7 @@ vlans:
     )
     .expect("start lanyard");
     let ports = bed.open_all().expect("tester sockets");
-    let m3 = tester_mac(&bed, "t3");
+    let m3 = bed.tester_mac("t3");
     let udp = |src: &Mac, dport: u16, tag: u32| {
         let pl = acl::l4_payload(17, 1000, dport, 40);
         acl::datagram(
@@ -611,7 +603,7 @@ vlans:
         )
         .remove(0)
     };
-    let (m1, m2) = (tester_mac(&bed, "t1"), tester_mac(&bed, "t2"));
+    let (m1, m2) = (bed.tester_mac("t1"), bed.tester_mac("t2"));
     for k in 0..10 {
         ports[0].send(&udp(&m1, 53, k)).unwrap();
     }

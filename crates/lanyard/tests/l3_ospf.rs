@@ -53,20 +53,7 @@ fn config() -> String {
 /// Routes from OSPF in Lanyard's FIB: (IPv4, IPv6) — zebra labels both
 /// OSPF versions with protocol 188.
 fn lanyard_ospf_routes(sw: &Switch) -> (u64, u64) {
-    let count = |fam: &str| {
-        sw.try_show_json(&["show", fam, "route", "summary"])
-            .ok()
-            .and_then(|v| {
-                v["sources"].as_array().map(|a| {
-                    a.iter()
-                        .filter(|s| s["source"] == "ospf")
-                        .map(|s| s["installed"].as_u64().unwrap_or(0))
-                        .sum::<u64>()
-                })
-            })
-            .unwrap_or(0)
-    };
-    (count("ip"), count("ipv6"))
+    (sw.fib_routes("ip", "ospf"), sw.fib_routes("ipv6", "ospf"))
 }
 
 fn wait_lanyard(sw: &Switch, what: &str, want: (u64, u64), timeout: Duration) -> Duration {

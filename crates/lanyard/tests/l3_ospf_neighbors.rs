@@ -252,17 +252,7 @@ fn ospf_interfaces_up(frr: &FrrInstance) -> usize {
 
 /// OSPF routes in Lanyard's FIB (`show ip route summary`).
 fn lanyard_ospf_routes(sw: &Switch) -> u64 {
-    sw.try_show_json(&["show", "ip", "route", "summary"])
-        .ok()
-        .and_then(|v| {
-            v["sources"].as_array().map(|a| {
-                a.iter()
-                    .filter(|s| s["source"] == "ospf")
-                    .map(|s| s["installed"].as_u64().unwrap_or(0))
-                    .sum::<u64>()
-            })
-        })
-        .unwrap_or(0)
+    sw.fib_routes("ip", "ospf")
 }
 
 /// CPU seconds (user + system) and resident / peak memory (KiB) of `pid`.

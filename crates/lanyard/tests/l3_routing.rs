@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::ip::{self, IpInfo};
 use testkit::l2;
 use testkit::{require_root, RawPort, Switch, TestBed};
@@ -39,14 +39,6 @@ routing:
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
-    let out = bed
-        .tester
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read tester MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
 }
 
 /// Every IP frame `port` receives until it has been quiet for `quiet`.
@@ -107,8 +99,8 @@ fn routes_between_ports_with_ttl_icmp_urpf_and_blackhole() {
 
     let r1 = sw.router_mac("sw1");
     let r2 = sw.router_mac("sw2");
-    let m1 = tester_mac(&bed, "t1");
-    let m2 = tester_mac(&bed, "t2");
+    let m1 = bed.tester_mac("t1");
+    let m2 = bed.tester_mac("t2");
     let p1 = bed.open(1).unwrap();
     let p2 = bed.open(2).unwrap();
     let p3 = bed.open(3).unwrap();
@@ -390,9 +382,9 @@ fn routes_through_vlan_interfaces() {
     let s10 = svi_mac(&sw, 10);
     let s20 = svi_mac(&sw, 20);
     let r3 = sw.router_mac("sw3");
-    let m2 = tester_mac(&bed, "t2");
-    let m3 = tester_mac(&bed, "t3");
-    let m4 = tester_mac(&bed, "t4");
+    let m2 = bed.tester_mac("t2");
+    let m3 = bed.tester_mac("t3");
+    let m4 = bed.tester_mac("t4");
     let p1 = bed.open(1).unwrap();
     let p2 = bed.open(2).unwrap();
     let p3 = bed.open(3).unwrap();

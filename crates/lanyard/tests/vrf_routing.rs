@@ -8,21 +8,12 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use testkit::frame::{parse_mac, Mac};
 use testkit::ip::{self, IpInfo};
 use testkit::l2;
 use testkit::{require_root, RawPort, Switch, TestBed};
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn tester_mac(bed: &TestBed, ifname: &str) -> Mac {
-    let out = bed
-        .tester
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read tester MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
 }
 
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
@@ -110,8 +101,8 @@ routing:
 
     let (r1, r2) = (sw.router_mac("sw1"), sw.router_mac("sw2"));
     let (r3, r4) = (sw.router_mac("sw3"), sw.router_mac("sw4"));
-    let (m1, m2) = (tester_mac(&bed, "t1"), tester_mac(&bed, "t2"));
-    let (m3, m4) = (tester_mac(&bed, "t3"), tester_mac(&bed, "t4"));
+    let (m1, m2) = (bed.tester_mac("t1"), bed.tester_mac("t2"));
+    let (m3, m4) = (bed.tester_mac("t3"), bed.tester_mac("t4"));
     let ports = bed.open_all().unwrap();
     let (p1, p2, p3, p4) = (&ports[0], &ports[1], &ports[2], &ports[3]);
 

@@ -183,6 +183,23 @@ impl Switch {
     }
 
     /// Runs a CLI command, appending `--json`, and parses its output.
+    /// Routes of `source` (e.g. `ospf`) installed in the FIB of `family`
+    /// (`ip` or `ipv6`), from `show … route summary`; 0 while the API is
+    /// not answering.
+    pub fn fib_routes(&self, family: &str, source: &str) -> u64 {
+        self.try_show_json(&["show", family, "route", "summary"])
+            .ok()
+            .and_then(|v| {
+                v["sources"].as_array().map(|a| {
+                    a.iter()
+                        .filter(|s| s["source"] == source)
+                        .map(|s| s["installed"].as_u64().unwrap_or(0))
+                        .sum::<u64>()
+                })
+            })
+            .unwrap_or(0)
+    }
+
     pub fn try_show_json(&self, args: &[&str]) -> Result<Value, String> {
         let mut all = args.to_vec();
         if !all.contains(&"--json") {
