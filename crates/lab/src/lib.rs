@@ -301,14 +301,8 @@ fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
     ) || (t.kind == TestKind::FullMesh);
     if matches!(driver, Driver::LanyardPair | Driver::LanyardRstp) {
         // Ports 1 and 2 through the pair, layer 2 only.
-        let ok = matches!(
-            t.kind,
-            TestKind::Throughput
-                | TestKind::Latency
-                | TestKind::BackToBack
-                | TestKind::FrameLoss
-                | TestKind::Disruption
-        ) && t.layer != Some(3)
+        let ok = t.kind.is_port_pair_rate()
+            && t.layer != Some(3)
             && t.routes.is_none()
             && t.routes6.is_none()
             && t.mirror_sessions == 0;
@@ -318,14 +312,8 @@ fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
     }
     if driver == Driver::LanyardPe {
         // Port 1 on PE1, port 2 on PE2, layer 2.
-        let ok = matches!(
-            t.kind,
-            TestKind::Throughput
-                | TestKind::Latency
-                | TestKind::BackToBack
-                | TestKind::FrameLoss
-                | TestKind::Disruption
-        ) && t.layer != Some(3)
+        let ok = t.kind.is_port_pair_rate()
+            && t.layer != Some(3)
             && t.routes.is_none()
             && t.routes6.is_none()
             && t.mirror_sessions == 0

@@ -377,6 +377,21 @@ pub enum TestKind {
     Disruption,
 }
 
+impl TestKind {
+    /// A rate, latency or loss test between a pair of ports (the kinds
+    /// the two-node DUTs and tagged frames take).
+    pub fn is_port_pair_rate(self) -> bool {
+        matches!(
+            self,
+            TestKind::Throughput
+                | TestKind::Latency
+                | TestKind::BackToBack
+                | TestKind::FrameLoss
+                | TestKind::Disruption
+        )
+    }
+}
+
 /// A rate in a plan: frames/s, or (convergence) `max` / `"N%"` of the
 /// highest rate the DUT forwards without loss.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -1223,25 +1238,17 @@ impl Plan {
         };
         let vlans = match t.vlans {
             None => 0,
-            Some(_)
-                if !matches!(
-                    t.kind,
-                    TestKind::Throughput
-                        | TestKind::Latency
-                        | TestKind::BackToBack
-                        | TestKind::FrameLoss
-                        | TestKind::Disruption
-                ) =>
-            {
-                return Err(bad(
-                    f("vlans"),
-                    "only throughput, latency, back-to-back, frame-loss and disruption tests take it",
-                ))
-            }
+            Some(_) if !t.kind.is_port_pair_rate() => return Err(bad(
+                f("vlans"),
+                "only throughput, latency, back-to-back, frame-loss and disruption tests take it",
+            )),
             Some(n) if n == 0 || n > 4094 - FIRST_VLAN + 1 => {
                 return Err(bad(
                     f("vlans"),
-                    format!("must be 1..{} (VLANs {FIRST_VLAN}..4094)", 4094 - FIRST_VLAN + 1),
+                    format!(
+                        "must be 1..{} (VLANs {FIRST_VLAN}..4094)",
+                        4094 - FIRST_VLAN + 1
+                    ),
                 ))
             }
             Some(_) if layer == Some(3) || t.family.is_some() => {
