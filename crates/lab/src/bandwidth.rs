@@ -134,7 +134,7 @@ pub fn csv(rows: &[Row]) -> String {
 }
 
 /// A CSV field, quoted when it holds a comma, quote or line break.
-fn field(s: &str) -> String {
+pub(crate) fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -206,6 +206,7 @@ pub fn render(s: &Summary) -> String {
         o.push_str(&trial_log(&rows, test));
     }
     o.push_str(&bandwidth_section(&s.bandwidth));
+    o.push_str(&sessions_section(&s.sessions));
     o.push_str("</body></html>\n");
     o
 }
@@ -689,27 +690,135 @@ fn bandwidth_section(rows: &[crate::bandwidth::Row]) -> String {
 
 fn bandwidth_plot(dut: &str, sub: &str, rows: &[&crate::bandwidth::Row]) -> String {
     let t0 = rows.iter().map(|r| r.start_ms).min().unwrap_or(0);
-    let t1 = rows
-        .iter()
-        .map(|r| r.start_ms + r.length_ms)
-        .max()
-        .unwrap_or(t0 + 1);
-    let xmax = ((t1 - t0) as f64 / 1e3).max(1.0);
-    let ymax = rows
-        .iter()
-        .map(|r| (r.up_bps + r.down_bps).max(r.dropped_up_bps + r.dropped_down_bps))
-        .fold(0.0f64, f64::max)
-        / 1e6;
-    let ymax = nice_ceiling(ymax.max(1e-3));
-    let mut o = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" data-plot=\"bandwidth\" data-dut=\"{}\" \
-         data-subscriber=\"{}\" width=\"{PW}\" height=\"{PH}\" font-family=\"sans-serif\" \
-         font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>\
-         <text x=\"{L}\" y=\"16\" font-weight=\"bold\">{} {}: Mbit/s per service</text>\n",
-        esc(dut),
-        esc(sub),
+    let mut services: Vec<&str> = rows.iter().map(|r| r.service.as_str()).collect();
+    services.sort();
+    services.dedup();
+    let mut lines = Vec::new();
+    for (si, svc) in services.iter().enumerate() {
+        let mut pts: Vec<&&crate::bandwidth::Row> =
+            rows.iter().filter(|r| r.service == *svc).collect();
+        pts.sort_by_key(|r| r.start_ms);
+        let series = |f: &dyn Fn(&crate::bandwidth::Row) -> f64| -> Vec<(f64, f64)> {
+            pts.iter()
+                .map(|r| (mid_s(t0, r.start_ms, r.length_ms), f(r) / 1e6))
+                .collect()
+        };
+        lines.push(TimeLine {
+            service: svc,
+            color: si,
+            dashed: None,
+            pts: series(&|r| r.up_bps + r.down_bps),
+        });
+        if pts
+            .iter()
+            .any(|r| r.dropped_up_bps + r.dropped_down_bps > 0.0)
+        {
+            lines.push(TimeLine {
+                service: svc,
+                color: si,
+                dashed: Some("data-dropped"),
+                pts: series(&|r| r.dropped_up_bps + r.dropped_down_bps),
+            });
+        }
+    }
+    let head = format!(
+        "data-plot=\"bandwidth\" data-dut=\"{}\" data-subscriber=\"{}\"",
         esc(dut),
         esc(sub)
+    );
+    time_plot(&head, &format!("{dut} {sub}: Mbit/s per service"), &lines)
+}
+
+/// Inline-engine DUTs: concurrent sessions per service over time
+/// (`sessions.csv`), one plot per DUT: the mean of each interval, solid;
+/// its most, dashed.
+fn sessions_section(rows: &[crate::sessions::Row]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "<h2 id=\"sessions\">Concurrent sessions per service</h2>\n<p class=\"note\">\
+         From the inline engine's service history (<code>show service-control history \
+         --json</code>) after every trial; every interval in <code>sessions.csv</code> / \
+         <code>sessions.json</code>. Mean over each interval, solid; most, dashed.</p>\n\
+         <div class=\"plots\">",
+    );
+    let mut duts: Vec<&str> = rows.iter().map(|r| r.dut.as_str()).collect();
+    duts.sort();
+    duts.dedup();
+    for dut in duts {
+        let mine: Vec<&crate::sessions::Row> = rows.iter().filter(|r| r.dut == dut).collect();
+        let t0 = mine.iter().map(|r| r.start_ms).min().unwrap_or(0);
+        let mut services: Vec<&str> = mine.iter().map(|r| r.service.as_str()).collect();
+        services.sort();
+        services.dedup();
+        let mut lines = Vec::new();
+        for (si, svc) in services.iter().enumerate() {
+            let mut pts: Vec<&&crate::sessions::Row> =
+                mine.iter().filter(|r| r.service == *svc).collect();
+            pts.sort_by_key(|r| r.start_ms);
+            let at = |r: &crate::sessions::Row| mid_s(t0, r.start_ms, r.length_ms);
+            lines.push(TimeLine {
+                service: svc,
+                color: si,
+                dashed: None,
+                pts: pts.iter().map(|r| (at(r), r.sessions_avg)).collect(),
+            });
+            lines.push(TimeLine {
+                service: svc,
+                color: si,
+                dashed: Some("data-max"),
+                pts: pts.iter().map(|r| (at(r), r.sessions_max as f64)).collect(),
+            });
+        }
+        let head = format!("data-plot=\"sessions\" data-dut=\"{}\"", esc(dut));
+        o.push_str(&time_plot(
+            &head,
+            &format!("{dut}: concurrent sessions per service"),
+            &lines,
+        ));
+    }
+    o.push_str("</div>\n");
+    o
+}
+
+/// An interval's middle, seconds after `t0_ms`.
+fn mid_s(t0_ms: u64, start_ms: u64, length_ms: u64) -> f64 {
+    (start_ms.saturating_sub(t0_ms) as f64 + length_ms as f64 / 2.0) / 1e3
+}
+
+/// One line of a [`time_plot`].
+struct TimeLine<'a> {
+    /// The service it belongs to (`data-service`; solid lines are in the
+    /// legend).
+    service: &'a str,
+    /// Index into [`COLORS`].
+    color: usize,
+    /// Dashed, marked with this attribute (`="1"`); None: solid.
+    dashed: Option<&'static str>,
+    /// (seconds, value in the plot's unit).
+    pts: Vec<(f64, f64)>,
+}
+
+/// A plot over time (seconds from 0) in the page's SVG style: `head` is
+/// the `<svg>` element's data attributes, the y axis from 0 to a round
+/// ceiling above every point.
+fn time_plot(head: &str, title: &str, lines: &[TimeLine]) -> String {
+    let xmax = lines
+        .iter()
+        .flat_map(|l| l.pts.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.pts.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    let ymax = nice_ceiling(ymax.max(1e-3));
+    let mut o = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" {head} width=\"{PW}\" height=\"{PH}\" \
+         font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" \
+         fill=\"white\"/><text x=\"{L}\" y=\"16\" font-weight=\"bold\">{}</text>\n",
+        esc(title)
     );
     for k in 0..=4 {
         let y = T + H - H * k as f64 / 4.0;
@@ -738,59 +847,41 @@ fn bandwidth_plot(dut: &str, sub: &str, rows: &[&crate::bandwidth::Row]) -> Stri
         L + W / 2.0,
         T + H + 30.0
     );
-    let mut services: Vec<&str> = rows.iter().map(|r| r.service.as_str()).collect();
-    services.sort();
-    services.dedup();
     let mut ly = T + 10.0;
-    for (si, svc) in services.iter().enumerate() {
-        let c = COLORS[si % COLORS.len()];
-        let mut pts: Vec<&&crate::bandwidth::Row> =
-            rows.iter().filter(|r| r.service == *svc).collect();
-        pts.sort_by_key(|r| r.start_ms);
-        // Each interval at its middle.
-        let xy = |r: &crate::bandwidth::Row, v: f64| {
-            let x = ((r.start_ms - t0) as f64 + r.length_ms as f64 / 2.0) / 1e3;
-            (L + W * x / xmax, T + H - H * (v / 1e6) / ymax)
-        };
-        let line = |f: &dyn Fn(&crate::bandwidth::Row) -> f64| -> String {
-            pts.iter()
-                .map(|r| {
-                    let (x, y) = xy(r, f(r));
-                    format!("{x:.1},{y:.1}")
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
+    for l in lines {
+        let c = COLORS[l.color % COLORS.len()];
+        let points: Vec<String> = l
+            .pts
+            .iter()
+            .map(|(x, v)| format!("{:.1},{:.1}", L + W * x / xmax, T + H - H * v / ymax))
+            .collect();
+        let (mark, style) = match l.dashed {
+            Some(a) => (
+                format!(" {a}=\"1\""),
+                "stroke-width=\"1.5\" stroke-dasharray=\"5,3\"",
+            ),
+            None => (String::new(), "stroke-width=\"2\""),
         };
         let _ = writeln!(
             o,
-            "<polyline data-service=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"/>",
-            esc(svc),
-            line(&|r| r.up_bps + r.down_bps)
+            "<polyline data-service=\"{}\"{mark} points=\"{}\" fill=\"none\" stroke=\"{c}\" {style}/>",
+            esc(l.service),
+            points.join(" ")
         );
-        if pts
-            .iter()
-            .any(|r| r.dropped_up_bps + r.dropped_down_bps > 0.0)
-        {
+        if l.dashed.is_none() {
             let _ = writeln!(
                 o,
-                "<polyline data-service=\"{}\" data-dropped=\"1\" points=\"{}\" fill=\"none\" \
-                 stroke=\"{c}\" stroke-width=\"1.5\" stroke-dasharray=\"5,3\"/>",
-                esc(svc),
-                line(&|r| r.dropped_up_bps + r.dropped_down_bps)
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{c}\" stroke-width=\"2\"/>\
+                 <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+                L + W + 10.0,
+                ly - 4.0,
+                L + W + 30.0,
+                ly - 4.0,
+                L + W + 34.0,
+                esc(l.service)
             );
+            ly += 15.0;
         }
-        let _ = writeln!(
-            o,
-            "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{c}\" stroke-width=\"2\"/>\
-             <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
-            L + W + 10.0,
-            ly - 4.0,
-            L + W + 30.0,
-            ly - 4.0,
-            L + W + 34.0,
-            esc(svc)
-        );
-        ly += 15.0;
     }
     o.push_str("</svg>\n");
     o
@@ -837,6 +928,37 @@ mod tests {
         // lab-a's `lab`: passed (two points) and dropped (dashed).
         assert_eq!(h.matches("data-service=\"lab\"").count(), 3);
         assert_eq!(h.matches("data-dropped=\"1\"").count(), 1);
+    }
+
+    #[test]
+    fn sessions_plot_per_dut() {
+        let mut s = crate::tables::tests::five_duts();
+        assert!(!render(&s).contains("data-plot=\"sessions\""));
+        let row = |dut: &str, svc: &str, start: u64, avg: f64, max: u64| crate::sessions::Row {
+            dut: dut.into(),
+            test: "t".into(),
+            service: svc.into(),
+            start_ms: start,
+            length_ms: 1000,
+            sessions_min: 0,
+            sessions_avg: avg,
+            sessions_max: max,
+            up_bps: 0.0,
+            down_bps: 0.0,
+        };
+        s.sessions = vec![
+            row("engine-a", "lab", 1000, 250.0, 300),
+            row("engine-a", "lab", 2000, 300.0, 300),
+            row("engine-a", "web", 1000, 2.0, 3),
+            row("engine-b", "lab", 5000, 10.0, 12),
+        ];
+        let h = render(&s);
+        assert_eq!(h.matches("data-plot=\"sessions\"").count(), 2);
+        assert!(h.contains("data-dut=\"engine-b\""));
+        // Each service: the mean (solid) and the most (dashed).
+        assert_eq!(h.matches("data-service=\"lab\"").count(), 4);
+        assert_eq!(h.matches("data-max=\"1\"").count(), 3);
+        assert!(h.contains("engine-a: concurrent sessions per service"));
     }
 
     #[test]

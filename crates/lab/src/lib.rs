@@ -33,6 +33,7 @@ pub mod procs;
 pub mod report;
 pub mod routes;
 pub mod search;
+pub mod sessions;
 pub mod sig;
 pub mod tables;
 
@@ -258,6 +259,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<Summary, LabError> {
             })
             .collect(),
         bandwidth: Vec::new(),
+        sessions: Vec::new(),
     };
     let outcome = if plan.interleave {
         run_interleaved(plan, &tests, opts, &mut progress, &mut summary)
@@ -592,6 +594,17 @@ impl<'a> DutRun<'a> {
                     }
                 }
             }
+            // And the concurrent sessions per service.
+            match d.lanyard_show(&["service-control", "history"]) {
+                Ok(v) => {
+                    sessions::merge(&mut summary.sessions, &spec.name, &t.name, &v);
+                }
+                Err(e) => {
+                    if let Some(r) = summary.results.last_mut() {
+                        r.notes.push(format!("service history: {e}"));
+                    }
+                }
+            }
         }
         if interrupted {
             return Err(LabError::Interrupted);
@@ -743,6 +756,12 @@ fn write_outputs(summary: &mut Summary, dir: &Path) -> Result<(), LabError> {
         let json = serde_json::to_string_pretty(&summary.bandwidth)
             .map_err(|e| LabError::Output(e.to_string()))?;
         w("bandwidth.json", json)?;
+    }
+    if !summary.sessions.is_empty() {
+        w("sessions.csv", sessions::csv(&summary.sessions))?;
+        let json = serde_json::to_string_pretty(&summary.sessions)
+            .map_err(|e| LabError::Output(e.to_string()))?;
+        w("sessions.json", json)?;
     }
     w("report.html", summary.html())?;
     Ok(())

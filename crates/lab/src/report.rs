@@ -145,6 +145,9 @@ pub struct Summary {
     /// Inline-engine DUTs: bandwidth per subscriber per service over time
     /// (`bandwidth.csv`).
     pub bandwidth: Vec<crate::bandwidth::Row>,
+    /// Inline-engine DUTs: concurrent sessions per service over time
+    /// (`sessions.csv`).
+    pub sessions: Vec<crate::sessions::Row>,
 }
 
 /// A published report's figure (defined with the plan that names it).
@@ -620,6 +623,7 @@ mod tests {
             plan_text: None,
             references: vec![],
             bandwidth: vec![],
+            sessions: vec![],
         }
     }
 

@@ -348,6 +348,26 @@ pub fn render(s: &Summary) -> String {
         }
         o.push_str(&test_table(s, &rows, kind));
     }
+    if !s.sessions.is_empty() {
+        // Inline engines: the most concurrent sessions per service over
+        // the run (every interval in sessions.csv).
+        let _ = writeln!(o, "\n== concurrent sessions per service (inline engine) ==");
+        let mut t = Table::new(&[
+            ("DUT", Align::Left),
+            ("service", Align::Left),
+            ("most sessions", Align::Right),
+            ("intervals", Align::Right),
+        ]);
+        for (dut, service, max) in crate::sessions::peaks(&s.sessions) {
+            let n = s
+                .sessions
+                .iter()
+                .filter(|r| r.dut == dut && r.service == service)
+                .count();
+            t.row(vec![dut, service, max.to_string(), n.to_string()]);
+        }
+        o.push_str(&t.render());
+    }
     o
 }
 
@@ -1014,6 +1034,7 @@ pub(crate) mod tests {
             plan_text: Some("name: quick\nduts: [{name: ceiling, driver: wire}]\n".into()),
             references: vec![],
             bandwidth: vec![],
+            sessions: vec![],
         }
     }
 
@@ -1080,6 +1101,27 @@ pub(crate) mod tests {
         // Latency max in µs, right-aligned under its header.
         assert!(t.contains("98765"), "{t}");
         assert!(t.contains("goal < 1 ms") && t.contains("% LR"), "{t}");
+    }
+
+    #[test]
+    fn inline_sessions_peak_per_dut_and_service() {
+        let mut s = five_duts();
+        assert!(!s.tables().contains("concurrent sessions"));
+        let v = serde_json::json!({"intervals": [
+            {"start-ms": 1000, "length-ms": 1000, "services": [
+                {"name": "lab", "sessions-min": 1, "sessions-avg": 200.0, "sessions-max": 300}]},
+            {"start-ms": 2000, "length-ms": 1000, "services": [
+                {"name": "lab", "sessions-min": 290, "sessions-avg": 295.0, "sessions-max": 299}]}]});
+        crate::sessions::merge(&mut s.sessions, "inline-engine", "t", &v);
+        let t = s.tables();
+        let tail = t
+            .split("== concurrent sessions per service")
+            .nth(1)
+            .unwrap();
+        let line = tail.lines().find(|l| l.contains("inline-engine")).unwrap();
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells, ["inline-engine", "lab", "300", "2"], "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 100));
     }
 
     #[test]

@@ -1,0 +1,82 @@
+//! An inline-engine DUT end to end through the lab: a short layer-3
+//! latency test through the bump in the wire, then the run's files —
+//! bandwidth per subscriber per service (`bandwidth.csv`) and concurrent
+//! sessions per service (`sessions.csv`) — as the inline engine report
+//! plots them (root; skipped without a `lanyard` binary).
+
+mod common;
+use common::{lanyard_bin, measuring, root, run_plan_text};
+
+#[test]
+fn inline_engine_run_writes_sessions_and_bandwidth_per_service() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let Some(bin) = lanyard_bin() else {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+        return;
+    };
+    // 600 routes, gateways alternating over the two ports: the stream from
+    // the subscriber port samples the 300 behind the network port, one
+    // flow each, all of the `lab` service (its signature is the test
+    // frames' UDP port), for 3.5 s: at least two closed 1 s history
+    // intervals with every flow live.
+    let (routes, flows) = (600, 300);
+    let (s, out) = run_plan_text(
+        bin,
+        "inline",
+        &format!(
+            "name: inline-sessions
+duts: [{{name: engine, driver: lanyard, workers: 1, inline: engine}}]
+tests:
+  - {{name: through-engine, type: latency, layer: 3, routes: {routes}, rate: 3000,
+     frame-sizes: [128], trial-duration: 3.5, drain: 0.3, learn-wait: 0.2}}
+"
+        ),
+    );
+    let r = &s.results[0];
+    assert_eq!(r.status, "ok", "{r:?}");
+    let res = &r.trials[0].result;
+    assert!(res.sent > 9000, "{res:?}");
+    assert_eq!(res.received, res.sent, "{res:?}");
+
+    // Sessions: the `lab` service held every flow in at least one
+    // interval; nothing else had sessions.
+    let lab: Vec<_> = s.sessions.iter().filter(|r| r.service == "lab").collect();
+    assert!(!lab.is_empty(), "no sessions: {:?}", s.sessions);
+    let most = lab.iter().map(|r| r.sessions_max).max().unwrap();
+    assert_eq!(most, flows, "{lab:?}");
+    assert!(
+        lab.iter()
+            .all(|r| r.dut == "engine" && r.test == "through-engine"),
+        "{lab:?}"
+    );
+    assert!(lab.iter().any(|r| r.up_bps > 0.0), "{lab:?}");
+    assert!(
+        s.sessions
+            .iter()
+            .all(|r| r.service == "lab" || r.sessions_max == 0),
+        "{:?}",
+        s.sessions
+    );
+    let csv = std::fs::read_to_string(out.join("sessions.csv")).unwrap();
+    assert!(csv.starts_with(lab::sessions::CSV_HEADER), "{csv}");
+    assert_eq!(csv.lines().count(), s.sessions.len() + 1, "{csv}");
+    assert!(csv.contains(",lab,"), "{csv}");
+
+    // Bandwidth per subscriber: the generator's frames leave the
+    // subscriber port from lab-b's half of the addresses.
+    let bw = std::fs::read_to_string(out.join("bandwidth.csv")).unwrap();
+    assert!(
+        bw.lines()
+            .any(|l| l.starts_with("engine,through-engine,lab-b,lab,")),
+        "{bw}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("data-plot=\"sessions\""));
+    assert!(html.contains("data-plot=\"bandwidth\""));
+    let text = std::fs::read_to_string(out.join("tables.txt")).unwrap();
+    assert!(text.contains("concurrent sessions per service"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
