@@ -1410,7 +1410,7 @@ impl Dut {
         }
         c.push_str(&crate::mirror_setup::lanyard_yaml(self.setup.mirrors));
         if s.inline.is_some() {
-            c.push_str(INLINE_YAML);
+            c.push_str(&inline_yaml(s.inline_flows));
         }
         c
     }
@@ -2253,6 +2253,15 @@ pub const INLINE_YAML: &str = "service-control:
     - {name: lab-udp, service: lab, protocol: udp, ports: \"19545\"}
 ";
 
+/// [`INLINE_YAML`] with a flow-table capacity of `flows` (the DUT's
+/// `inline-flows`; None: the default 65,536).
+pub fn inline_yaml(flows: Option<u32>) -> String {
+    match flows {
+        Some(n) => INLINE_YAML.replace("flows: 65536", &format!("flows: {n}")),
+        None => INLINE_YAML.to_string(),
+    }
+}
+
 /// `after − before` for every numeric leaf of two counter snapshots,
 /// keeping only the ones that changed (nested objects as in the input).
 pub fn counter_delta(before: &serde_json::Value, after: &serde_json::Value) -> serde_json::Value {
@@ -2368,6 +2377,14 @@ mod tests {
             INLINE_YAML
         );
         config::parse(&inline, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{inline}"));
+        let big = format!(
+            "{base}  - name: sw1\n  - name: sw2\n{}",
+            inline_yaml(Some(2_097_152))
+        );
+        let c = config::parse(&big, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{big}"));
+        assert!(big.contains("flows: 2097152\n"), "{big}");
+        assert_eq!(inline_yaml(None), INLINE_YAML);
+        drop(c);
     }
 
     #[test]

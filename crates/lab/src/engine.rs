@@ -295,6 +295,13 @@ pub struct Tester {
     /// DUT converges, and the frames due then go out late, after it
     /// converged, hiding the loss. Costs latency accuracy (≤ 100 µs).
     pub gentle: bool,
+    /// Every layer-3 frame a new flow: its UDP source port is derived from
+    /// the frame's sequence number and the trial's nonce (the destination
+    /// port, which the analyzer and the inline engine's `lab` signature
+    /// key on, stays [`crate::sig::UDP_PORT`]). Distinct within a trial for
+    /// `addresses × 64,512` frames, and shifted per trial. For new-flow
+    /// rates through a flow-keyed DUT (`new-flows: true`, docs/lab.md).
+    pub new_flows: bool,
     /// CPUs the transmit and receive threads run on (the CPU plan's tester
     /// share); `None`: `LAB_PIN_CPUS` or the scheduler.
     pub pin: Option<crate::cpuplan::CpuSet>,
@@ -379,6 +386,7 @@ impl Tester {
             .collect();
         Ok(Tester {
             gentle: false,
+            new_flows: false,
             pin: None,
             hosts,
             tx: socks.0,
@@ -546,6 +554,7 @@ impl Tester {
         let streams = &spec.streams;
         let hosts = &self.hosts;
         let gentle = self.gentle;
+        let new_flows = self.new_flows;
         let pin = self.pin;
         let pin_thread = move |which: usize| match pin {
             Some(set) => {
@@ -575,7 +584,15 @@ impl Tester {
                     // SAFETY: prctl on the calling thread only.
                     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
                 }
-                tx_loop(tx_socks, spec, &port_streams, nonce, &ctl, gentle)
+                tx_loop(
+                    tx_socks,
+                    spec,
+                    &port_streams,
+                    nonce,
+                    &ctl,
+                    gentle,
+                    new_flows,
+                )
             });
             let during_out = during(&ctl, &RawTx { socks: tx_socks });
             let tx_out = txh.join();
@@ -827,6 +844,7 @@ fn tx_loop(
     nonce: u16,
     ctl: &TrialControl,
     gentle: bool,
+    new_flows: bool,
 ) -> Result<TxOut, LabError> {
     let (sleep_over, sleep_margin) = if gentle {
         (30_000.0, 8_000.0)
@@ -949,6 +967,11 @@ fn tx_loop(
                 }
                 _ => build_headers(buf, size, dst, src, l3),
             };
+            if new_flows {
+                if let Some(v) = &s.l3 {
+                    new_flow_port(buf, off, q / v.len() as u32, nonce);
+                }
+            }
             Signature {
                 nonce,
                 stream: si as u16,
@@ -1019,6 +1042,17 @@ fn tx_loop(
         refused: socks.iter().map(|s| s.take_refused()).sum(),
         usage: ThreadUsage::now().since(usage0),
     })
+}
+
+/// The UDP source port of a new-flow frame (`Tester::new_flows`): `round`
+/// counts the passes over the stream's addresses, so (address, port) is
+/// new for 64,512 passes; the nonce shifts each trial's sequence. The
+/// UDP header is the 8 bytes before the signature (`off`); an IPv6 frame's
+/// checksum is computed afterwards by `finish`, IPv4's is zero.
+#[inline]
+fn new_flow_port(buf: &mut [u8], off: usize, round: u32, nonce: u16) {
+    let port = 1024 + (round.wrapping_add(u32::from(nonce).wrapping_mul(7919)) % 64_512) as u16;
+    buf[off - 8..off - 6].copy_from_slice(&port.to_be_bytes());
 }
 
 #[allow(clippy::too_many_arguments)]

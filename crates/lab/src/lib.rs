@@ -531,6 +531,7 @@ impl<'a> DutRun<'a> {
             t.frame_sizes[fi].clone()
         };
         let before = d.l3_counters();
+        tester.new_flows = t.new_flows;
         let mut ctx = procs::Ctx {
             dut: d,
             tester,

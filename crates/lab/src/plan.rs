@@ -206,6 +206,11 @@ pub struct DutSpec {
     /// (`engine`) or bypassed (`bypass`: `lanyard bypass on` after start).
     #[serde(default)]
     pub inline: Option<InlineMode>,
+    /// lanyard with `inline:`: the engine's flow-table capacity
+    /// (`service-control.flows`, default 65,536; 128 bytes each). New-flow
+    /// tests need room for every flow of a trial.
+    #[serde(default)]
+    pub inline_flows: Option<u32>,
     /// lanyard-pe: pseudowires (default) or plain layer-2 switching.
     #[serde(default)]
     pub pe_mode: Option<PeMode>,
@@ -299,6 +304,7 @@ impl DutSpec {
             igmp_querier: None,
             fast_leave: None,
             inline: None,
+            inline_flows: None,
             pe_mode: None,
             circuits: None,
             uplinks: None,
@@ -689,6 +695,11 @@ pub struct TestSpec {
     /// stream per VLAN, each with its own outage).
     #[serde(default)]
     pub vlans: Option<u16>,
+    /// Layer-3 rate tests: every frame a new flow (UDP source port from
+    /// the frame's sequence number; docs/lab.md "New-flow rate"), so the
+    /// zero-loss rate through a flow-keyed DUT is its new-flow rate.
+    #[serde(default)]
+    pub new_flows: Option<bool>,
 }
 
 /// Which receivers join a group.
@@ -828,6 +839,8 @@ pub struct Test {
     /// 802.1Q-tagged frames over this many VLANs from [`FIRST_VLAN`]
     /// (0: untagged).
     pub vlans: u16,
+    /// Every frame a new flow (layer 3 only; `Tester::new_flows`).
+    pub new_flows: bool,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -1037,6 +1050,21 @@ impl Plan {
                     format!("duts[{i}].inline"),
                     "only the lanyard driver runs inline",
                 ));
+            }
+            match d.inline_flows {
+                Some(_) if d.inline.is_none() => {
+                    return Err(bad(
+                        format!("duts[{i}].inline-flows"),
+                        "only for an inline DUT (inline: engine | bypass)",
+                    ))
+                }
+                Some(n) if !(1024..=1 << 25).contains(&n) => {
+                    return Err(bad(
+                        format!("duts[{i}].inline-flows"),
+                        "must be 1024..33554432 (128 bytes per flow)",
+                    ))
+                }
+                _ => {}
             }
             if d.driver == Driver::Lossy && d.rate_kbit.is_none() {
                 return Err(bad(
@@ -1259,6 +1287,22 @@ impl Plan {
             }
             Some(n) => n,
         };
+        let new_flows = t.new_flows.unwrap_or(false);
+        if new_flows {
+            if !t.kind.is_port_pair_rate() || t.kind == TestKind::Disruption {
+                return Err(bad(
+                    f("new-flows"),
+                    "only throughput, latency, back-to-back and frame-loss tests take it",
+                ));
+            }
+            let l3 = layer == Some(3) || t.routes.is_some() || t.routes6.is_some();
+            if !l3 {
+                return Err(bad(
+                    f("new-flows"),
+                    "needs layer-3 frames (layer: 3, family: ipv6 or routes: N): flows are UDP",
+                ));
+            }
+        }
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -1422,6 +1466,7 @@ impl Plan {
             before_trial: t.before_trial.clone().unwrap_or_default(),
             tiers,
             vlans,
+            new_flows,
         })
     }
 
@@ -1742,6 +1787,34 @@ tests:
         assert!(e.contains("rate-kbit"), "{e}");
         let e = err("- just a list");
         assert!(!e.is_empty());
+    }
+
+    #[test]
+    fn new_flows_option() {
+        let p = Plan::parse(
+            "
+name: t
+duts: [{name: l, driver: lanyard, inline: engine}]
+tests:
+  - {type: throughput, layer: 3, routes: 100, new-flows: true, frame-sizes: [64]}
+  - {type: latency, rate: 10, family: ipv6, frame-sizes: [128], new-flows: true}
+  - {type: throughput, layer: 3}
+",
+        )
+        .unwrap();
+        assert!(p.test(0).unwrap().new_flows);
+        assert!(p.test(1).unwrap().new_flows);
+        assert!(!p.test(2).unwrap().new_flows);
+        let head = "name: t\nduts: [{name: l, driver: lanyard}]\ntests: ";
+        for test in [
+            "[{type: throughput, new-flows: true}]",
+            "[{type: throughput, layer: 2, new-flows: true}]",
+            "[{type: multicast, new-flows: true}]",
+            "[{type: disruption, layer: 3, rate: 10, new-flows: true, commands: [{at: 1, run: x}]}]",
+        ] {
+            let e = err(&format!("{head}{test}"));
+            assert!(e.contains("tests[0].new-flows"), "{test}: {e}");
+        }
     }
 
     #[test]
