@@ -802,3 +802,57 @@ fn subscriber_caps_and_the_classifying_limit_hold_unclassified_flows() {
     assert!(svc_a >= 3, "{bronze:#}");
     assert!(text.contains("Bandwidth per interval"), "{text}");
 }
+
+/// One subscriber spread over two workers: `split-1` owns the first two
+/// lab addresses, which sit behind different inline pairs and so are
+/// served by different workers ([`bed_pairs`]). Its 800 kbit/s cap holds
+/// for the two together — each worker sees 1.2 Mbit/s offered, and a
+/// per-worker cap would pass 1.6 — while an uncapped subscriber on the
+/// second worker passes everything it offers. (Before, the cross-worker
+/// share of a cap was covered by unit-level logic only.)
+#[test]
+fn one_subscriber_over_two_workers_keeps_one_cap() {
+    require_root!();
+    let _g = l2::heavy();
+    let k = scale();
+    let cap = 8e5 * k;
+    let subs = format!(
+        "add split-1 package=gold addr={},{} cap-up={}\n\
+         add bronze-1 package=bronze addr={}\n\
+         add idle-1 package=silver addr=10.78.0.99\n",
+        SUBS[0].1, SUBS[1].1, cap as u64, SUBS[2].1
+    );
+    let b = bed_pairs("2", "", &subs, 2);
+    // Lab addresses 0 (pair 0, worker 0) and 1 (pair 1, worker 1) are
+    // split-1's; address 2 (pair 1) is bronze-1's. svc-a classifies at
+    // the first datagram (its signature), so only the cap limits.
+    let offers = vec![
+        vec![(5001u16, 1.2e6 * k)],
+        vec![(5001u16, 1.2e6 * k)],
+        vec![(5001u16, 1.0e6 * k)],
+    ];
+    let (got, mid) = run_show(&b, &offers, 6.0, &[5001]);
+    let rate = |sub: usize| {
+        got.get(&format!("{}:5001", SUBS[sub].1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (w0, w1, other) = (rate(0), rate(1), rate(2));
+    let report = format!(
+        "split-1 cap {cap:.0}: worker 0 {w0:.0} + worker 1 {w1:.0} = {:.0}; bronze-1 {other:.0} of {:.0}",
+        w0 + w1,
+        1.0e6 * k
+    );
+    eprintln!("{report}");
+    assert!(within(w0 + w1, cap, 0.03), "{report}\n{mid:#}");
+    // Both workers carried part of it (neither was starved to zero).
+    assert!(w0 > cap / 4.0 && w1 > cap / 4.0, "{report}");
+    assert!(within(other, 1.0e6 * k, 0.03), "{report}");
+    assert!(
+        mid["cap-dropped-packets"].as_u64().unwrap() > 100,
+        "{mid:#}"
+    );
+    let v = b.sw.show_json(&["show", "subscriber", "split-1"]);
+    assert_eq!(v["cap-up-bps"].as_u64(), Some(cap as u64), "{v:#}");
+    assert!(v["total"]["dropped-up"].as_u64().unwrap() > 100, "{v:#}");
+}
