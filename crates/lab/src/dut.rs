@@ -989,7 +989,44 @@ impl Dut {
         } else {
             "Linux IPv4 + IPv6 forwarding, static neighbours".into()
         });
+        if self.spec.conntrack == Some(true) {
+            let f = self.topo.tmp.join("conntrack.nft");
+            std::fs::write(&f, CONNTRACK_NFT)
+                .map_err(|e| LabError::Dut(format!("{}: {e}", f.display())))?;
+            run_in(&ns, "nft", &["-f", &f.to_string_lossy()]).map_err(|e| {
+                LabError::Unsupported(format!(
+                    "conntrack needs nftables (apt-get install nftables): {e}"
+                ))
+            })?;
+            let max = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            self.info.push(format!(
+                "conntrack on every forwarded packet (an nftables forward chain); \
+                 nf_conntrack_max {max} (host-wide), unreplied entries dropped early when full"
+            ));
+        }
         Ok(())
+    }
+
+    /// linux-router with `conntrack: true`: the connections in the DUT's
+    /// conntrack table (`nf_conntrack_count` of its namespace). Across a
+    /// test the growth is the connections it created: UDP entries live
+    /// 30 s, and the rule's `ct state new` counter counts packets, not
+    /// connections (an unreplied UDP flow stays `new`).
+    pub fn conntrack_entries(&self) -> Option<u64> {
+        if self.spec.conntrack != Some(true) {
+            return None;
+        }
+        run_in(
+            &self.topo.dut,
+            "cat",
+            &["/proc/sys/net/netfilter/nf_conntrack_count"],
+        )
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
     }
 
     fn start_ovs(&mut self) -> Result<(), LabError> {
@@ -2251,6 +2288,17 @@ pub const INLINE_YAML: &str = "service-control:
     - {name: lab}
   signatures:
     - {name: lab-udp, service: lab, protocol: udp, ports: \"19545\"}
+";
+
+/// A linux-router DUT's connection tracking (`conntrack: true`): every
+/// forwarded packet goes through conntrack (a `ct` rule in the forward
+/// hook is what makes the namespace track connections).
+pub const CONNTRACK_NFT: &str = "table inet lab {
+  chain forward_ct {
+    type filter hook forward priority filter; policy accept;
+    ct state new counter
+  }
+}
 ";
 
 /// [`INLINE_YAML`] with a flow-table capacity of `flows` (the DUT's

@@ -531,6 +531,7 @@ impl<'a> DutRun<'a> {
             t.frame_sizes[fi].clone()
         };
         let before = d.l3_counters();
+        let ct_before = d.conntrack_entries();
         tester.new_flows = t.new_flows;
         let mut ctx = procs::Ctx {
             dut: d,
@@ -566,6 +567,15 @@ impl<'a> DutRun<'a> {
                 ));
             }
             detail_insert(&mut row.detail, "lanyard", delta);
+        }
+        // Linux conntrack: connections created during the test (the
+        // table's growth; entries outlive a test).
+        if let (Some(b), Some(a)) = (ct_before, d.conntrack_entries()) {
+            detail_insert(
+                &mut row.detail,
+                "conntrack_added",
+                a.saturating_sub(b).into(),
+            );
         }
         if let Some(l) = loadavg() {
             detail_insert(&mut row.detail, "loadavg_1min", l.into());

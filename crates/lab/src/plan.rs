@@ -211,6 +211,11 @@ pub struct DutSpec {
     /// tests need room for every flow of a trial.
     #[serde(default)]
     pub inline_flows: Option<u32>,
+    /// linux-router: connection tracking on every forwarded packet (an
+    /// nftables forward chain counting `ct state new`), the kernel's
+    /// counterpart of a flow-keyed engine for new-flow tests.
+    #[serde(default)]
+    pub conntrack: Option<bool>,
     /// lanyard-pe: pseudowires (default) or plain layer-2 switching.
     #[serde(default)]
     pub pe_mode: Option<PeMode>,
@@ -305,6 +310,7 @@ impl DutSpec {
             fast_leave: None,
             inline: None,
             inline_flows: None,
+            conntrack: None,
             pe_mode: None,
             circuits: None,
             uplinks: None,
@@ -1049,6 +1055,12 @@ impl Plan {
                 return Err(bad(
                     format!("duts[{i}].inline"),
                     "only the lanyard driver runs inline",
+                ));
+            }
+            if d.conntrack.is_some() && d.driver != Driver::LinuxRouter {
+                return Err(bad(
+                    format!("duts[{i}].conntrack"),
+                    "only the linux-router driver tracks connections",
                 ));
             }
             match d.inline_flows {

@@ -104,3 +104,62 @@ tests:
     assert!(text.contains("concurrent sessions per service"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Linux conntrack as a lab DUT (`linux-router` with `conntrack: true`):
+/// every forwarded packet goes through connection tracking, and the run
+/// reports the connections created per test. The same 300 flows again
+/// and again create 300; with `new-flows: true` every frame is one.
+#[test]
+fn linux_conntrack_counts_one_connection_per_new_flow() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    if std::process::Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no nft (apt-get install nftables; scripts/setup.sh does)");
+        return;
+    }
+    let (s, out) = run_plan_text(
+        std::path::PathBuf::from("/nonexistent"),
+        "conntrack",
+        "name: conntrack
+duts: [{name: ct, driver: linux-router, conntrack: true}]
+tests:
+  - {name: same-flows, type: latency, layer: 3, routes: 600, rate: 3000,
+     frame-sizes: [128], trial-duration: 1.5, drain: 0.3, learn-wait: 0.2}
+  - {name: new-flows, type: latency, layer: 3, routes: 600, rate: 3000, new-flows: true,
+     frame-sizes: [128], trial-duration: 1.5, drain: 0.3, learn-wait: 0.2}
+",
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        s.duts[0]
+            .info
+            .iter()
+            .any(|i| i.contains("conntrack on every forwarded packet")),
+        "{:?}",
+        s.duts[0]
+    );
+    let created = |i: usize| {
+        let r = &s.results[i];
+        assert_eq!(r.status, "ok", "{r:?}");
+        let res = &r.trials[0].result;
+        assert_eq!(res.received, res.sent, "{res:?}");
+        (
+            r.detail["conntrack_added"].as_u64().unwrap_or(u64::MAX),
+            res.sent,
+        )
+    };
+    let (same, _) = created(0);
+    assert_eq!(same, 300, "{:?}", s.results[0].detail);
+    let (new, sent) = created(1);
+    assert!(
+        new >= sent && new <= sent + 300,
+        "{new} connections for {sent} new-flow frames: {:?}",
+        s.results[1].detail
+    );
+}
