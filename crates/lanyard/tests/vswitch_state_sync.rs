@@ -1238,7 +1238,11 @@ fn one_gateway_in_a_vrf_on_both_nodes() {
     let r6: IpAddr = "2001:db8:30::10".parse().unwrap();
     let pkt = |i: u64| {
         // Even sequence numbers IPv4, odd IPv6.
-        let (src, dst) = if i % 2 == 0 { (p4, r4) } else { (p6, r6) };
+        let (src, dst) = if i.is_multiple_of(2) {
+            (p4, r4)
+        } else {
+            (p6, r6)
+        };
         ip::udp(&system, &p_mac, src, dst, 64, i, 128)
     };
     // The first of each family may wait for R's resolution on dist-a.
