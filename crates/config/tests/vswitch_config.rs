@@ -207,6 +207,13 @@ fn gateways() {
     );
     let ok = config::parse(&format!("{base}{VS}  gateways: [10]\n"), "t.yaml").unwrap();
     assert_eq!(ok.virtual_switch.unwrap().gateways, vec![10]);
+    // An SVI of a VRF serves as gateway too (twins in the VRF's namespace,
+    // docs/virtual-switch.md "One gateway"); refused before.
+    let vrf =
+        format!("{base}vrfs:\n  - {{name: red, interfaces: [vlan10]}}\n{VS}  gateways: [10]\n");
+    let ok = config::parse(&vrf, "t.yaml").unwrap();
+    assert_eq!(ok.vrf_of_interface("vlan10"), 1);
+    assert_eq!(ok.virtual_switch.unwrap().gateways, vec![10]);
     let text = format!("{base}{VS}  gateways: [10, 20, 30, 10]\n");
     let e = errors(&text);
     let line = text.lines().count();

@@ -52,6 +52,9 @@ const RESTART_SECTIONS: &[&str] = &[
     "backup-pairs",
     "port-channels",
     "spanning-tree",
+    // The pair's thread (peer link, channels, gateways, neighbour sync)
+    // is set up from the start's configuration.
+    "virtual-switch",
 ];
 
 /// Compare `old` (running) and `new`.
@@ -93,7 +96,42 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
         d.restart.push("spanning-tree ports".into());
     }
     diff_subinterfaces(old, new, &mut d);
+    diff_pair_svis(old, new, &mut d);
     d
+}
+
+/// With a virtual-switch pair, a VLAN interface stays in its VRF until a
+/// restart: the pair's neighbour sync follows each SVI in the kernel (the
+/// VRF's namespace) it started in, so a moved SVI's neighbours, and a
+/// moved gateway's answers taken for the peer, would stop crossing.
+fn diff_pair_svis(old: &Config, new: &Config, d: &mut Diff) {
+    let (Some(vs), Some(_)) = (&old.virtual_switch, &new.virtual_switch) else {
+        return;
+    };
+    let vrf = |c: &Config, ifc: &str| match c.vrf_of_interface(ifc) {
+        0 => "the default VRF".to_string(),
+        k => c
+            .vrfs
+            .get(k - 1)
+            .map_or_else(|| format!("VRF {k}"), |v| format!("VRF {}", v.name)),
+    };
+    for (v, _) in old.svis() {
+        if new.vlan_config(v.id).is_none_or(|w| w.router.is_none()) {
+            continue; // removed: `vlans` says so
+        }
+        let ifc = format!("vlan{}", v.id);
+        let (from, to) = (vrf(old, &ifc), vrf(new, &ifc));
+        if from != to {
+            let what = match vs.gateways.iter().position(|g| *g == v.id) {
+                Some(i) => format!("gateway {ifc} (virtual-switch.gateways[{i}])"),
+                None => format!("SVI {ifc}"),
+            };
+            d.restart.push(format!(
+                "vrfs: {what} would move from {from} to {to}: the virtual-switch pair follows \
+                 its SVIs in the VRF they started in"
+            ));
+        }
+    }
 }
 
 /// `routing:` without the VRFs' static routes.
@@ -782,6 +820,53 @@ mod tests {
             d.restart.len() == 1 && d.restart[0].starts_with("routed port u added"),
             "{d:?}"
         );
+    }
+
+    /// A virtual-switch pair's SVI, gateway or not, moving to another VRF
+    /// (a VRF added live with it) is refused naming the key: the pair's
+    /// neighbour sync would still look for it in its old namespace. A
+    /// changed `virtual-switch:` section (gateways added) needs a restart
+    /// too: it was taken as live and changed nothing.
+    #[test]
+    fn pair_svis_stay_in_their_vrf_until_a_restart() {
+        let base = "vlans: [{id: 10, router: {addresses: [10.0.10.1/24]}}, \
+                    {id: 20, router: {addresses: [10.0.20.1/24]}}]\n\
+                    ports: [{name: pl, mode: trunk}, \
+                    {name: ka, mode: routed, addresses: [192.0.2.1/30]}]\n";
+        let vs = |gw: &str| {
+            format!(
+                "virtual-switch: {{domain-id: 7, system-mac: 02:00:00:00:07:00, peer-link: [pl], \
+                 keepalive: {{source: 192.0.2.1, peer: 192.0.2.2}}, gateways: [{gw}]}}\n"
+            )
+        };
+        let start = cfg(&format!("{base}{}", vs("10")));
+        let red = cfg(&format!(
+            "{base}vrfs: [{{name: red, table: 1001, interfaces: [vlan10, vlan20]}}]\n{}",
+            vs("10")
+        ));
+        let d = diff(&start, &red);
+        assert_eq!(d.restart.len(), 2, "{d:?}");
+        assert_eq!(
+            d.restart[0],
+            "vrfs: gateway vlan10 (virtual-switch.gateways[0]) would move from the default VRF \
+             to VRF red: the virtual-switch pair follows its SVIs in the VRF they started in"
+        );
+        assert!(
+            d.restart[1].starts_with("vrfs: SVI vlan20 would move from the default VRF to VRF red"),
+            "{d:?}"
+        );
+        assert_eq!(diff(&red, &start).restart.len(), 2);
+        // A VRF's other changes stay live with the pair.
+        let red2 = cfg(&format!(
+            "{base}vrfs: [{{name: red, table: 1001, interfaces: [vlan10, vlan20], rd: \"65000:2\"}}]\n{}",
+            vs("10")
+        ));
+        let d = diff(&red, &red2);
+        assert!(d.restart.is_empty(), "{d:?}");
+        assert!(d.router);
+        // Gateways changed: restart.
+        let more = cfg(&format!("{base}{}", vs("10, 20")));
+        assert_eq!(diff(&start, &more).restart, vec!["virtual-switch"]);
     }
 
     /// Pseudowires change live, one line per pseudowire by name.

@@ -1043,3 +1043,284 @@ fn neighbors_of_vrf_svis_cross_the_peer_link() {
     );
     assert_eq!(arp, 0, "dist-b sent ARP for a neighbour the peer resolved");
 }
+
+/// Node `node` of the VRF gateway bed: VLANs 20 and 30 are SVIs of VRF
+/// `red` (namespace `netns`) on both nodes, dual-stack, both in
+/// `gateways`; the channel po1 (m1) in VLAN 20; dist-a has H on `h`
+/// (VLAN 20), dist-b has R on `r` (VLAN 30) and S on `s` (VLAN 20).
+fn gw_vrf_config(name: &str, node: usize, netns: &str) -> String {
+    let ports = if node == 0 {
+        "  - {name: h, vlan: 20}\n"
+    } else {
+        "  - {name: r, vlan: 30}\n  - {name: s, vlan: 20}\n"
+    };
+    format!(
+        "switch:
+  name: {name}
+vlans:
+  - id: 20
+    router:
+      addresses: [10.0.20.1/24, 2001:db8:20::1/64]
+  - id: 30
+    router:
+      addresses: [10.0.30.1/24, 2001:db8:30::1/64]
+vrfs:
+  - {{name: red, interfaces: [vlan20, vlan30], rd: '65000:1', namespace: {netns}}}
+ports:
+  - {{name: pl, mode: trunk}}
+  - {{name: m1, vlan: 20}}
+{ports}port-channels:
+  - {{name: po1, members: [m1], lacp: static}}
+{}",
+        vswitch::section(18, node, &["pl"], 0, true, "  gateways: [20, 30]\n")
+    )
+}
+
+/// `ping` (or `ping -6`) from `ns` to `dst`: the replies received of `n`.
+fn ping(ns: &Netns, dst: &str, n: u32) -> u32 {
+    let out = ns
+        .exec(&["ping", "-c", &n.to_string(), "-i", "0.2", "-W", "2", dst])
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(", ")
+        .find_map(|p| p.strip_suffix(" received")?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Packets R receives until quiet, by sequence number (TTL/hop limit 63,
+/// checksums good).
+fn received_at(cap: &RawPort) -> HashMap<u64, u32> {
+    let mut seen = HashMap::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let Some(f) = cap.recv_timeout(Duration::from_millis(500)).unwrap() else {
+            break;
+        };
+        if let Some(p) = ip::parse(&f) {
+            if let (Some(seq), 63, true) = (p.seq, p.ttl, p.l4_ok) {
+                *seen.entry(seq).or_insert(0u32) += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Issue 19 item 4 in a VRF: both nodes serve VLANs 20 and 30 of VRF
+/// `red` (TAP twins in each node's VRF namespace) as one gateway, IPv4
+/// and IPv6. P, behind the channel (frames put by hand on either node's
+/// member, as a partner's hash would), gets ARP and ND answers for the
+/// gateway from both nodes with the system MAC; kernel hosts H (behind
+/// dist-a) and R (behind dist-b) reach each other through it (dist-a
+/// resolves R through R's answer, which reaches dist-b and comes back by
+/// neighbour sync: the gateway set-up inside the VRF's namespace); P's
+/// packets are routed in the VRF by whichever node gets them. dist-a is
+/// killed: P's packets on dist-b's member and S ↔ R behind dist-b are
+/// still routed, by dist-b. Before, the configuration refused a VRF's SVI
+/// in `gateways` (and a VRF's SVI kept its own router MAC).
+#[test]
+fn one_gateway_in_a_vrf_on_both_nodes() {
+    require_root!();
+    let _g = l2::heavy();
+    let nt = Netns::new("lygvT").unwrap();
+    let na = Netns::new("lygvA").unwrap();
+    let nb = Netns::new("lygvB").unwrap();
+    let nh = Netns::new("lygvH").unwrap();
+    let nr = Netns::new("lygvR").unwrap();
+    let ns = Netns::new("lygvS").unwrap();
+    let (vrf_a, vrf_b) = ("lygvA-red", "lygvB-red");
+    let _vrf_ns = VrfNsCleanup(vec![vrf_a.into(), vrf_b.into()]);
+    vswitch::link_nodes(&na, &nb, &["pl"]).unwrap();
+    veth(&na, "m1", &nt, "xa", 1500).unwrap();
+    veth(&nb, "m1", &nt, "xb", 1500).unwrap();
+    veth(&na, "h", &nh, "eth0", 1500).unwrap();
+    veth(&nb, "r", &nr, "eth0", 1500).unwrap();
+    veth(&nb, "s", &ns, "eth0", 1500).unwrap();
+    for (host, v4, v6) in [
+        (&nh, "10.0.20.10", "2001:db8:20::10"),
+        (&nr, "10.0.30.10", "2001:db8:30::10"),
+        (&ns, "10.0.20.11", "2001:db8:20::11"),
+    ] {
+        let net = if v4.starts_with("10.0.20.") { 20 } else { 30 };
+        host.exec(&["sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=0"])
+            .unwrap();
+        let (a4, a6) = (format!("{v4}/24"), format!("{v6}/64"));
+        let (g4, g6) = (format!("10.0.{net}.1"), format!("2001:db8:{net}::1"));
+        for cmd in [
+            vec!["ip", "addr", "add", a4.as_str(), "dev", "eth0"],
+            vec!["ip", "addr", "add", a6.as_str(), "dev", "eth0", "nodad"],
+            vec!["ip", "route", "add", "default", "via", g4.as_str()],
+            vec!["ip", "-6", "route", "add", "default", "via", g6.as_str()],
+        ] {
+            let out = host.exec(&cmd).unwrap();
+            assert!(out.status.success(), "{cmd:?}: {out:?}");
+        }
+    }
+    let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
+    let mut a = Switch::start(
+        &bin,
+        &na,
+        &gw_vrf_config("gv-a", 0, vrf_a),
+        &["pl", "m1", "h"],
+    )
+    .unwrap();
+    let b = Switch::start(
+        &bin,
+        &nb,
+        &gw_vrf_config("gv-b", 1, vrf_b),
+        &["pl", "m1", "r", "s"],
+    )
+    .unwrap();
+    vswitch::wait_paired(&[&a, &b], 10);
+    let system = [2, 0, 0, 0, 0x12, 0];
+    let system_text = "02:00:00:00:12:00";
+
+    // P, behind the channel: both nodes answer ARP and ND for the gateway
+    // with the pair's MAC (IPv6: as a router).
+    let xa = RawPort::open(nt.name(), "xa").unwrap();
+    let xb = RawPort::open(nt.name(), "xb").unwrap();
+    let p_mac = mac(0x2077);
+    let (p4, p6): (IpAddr, IpAddr) = (
+        "10.0.20.20".parse().unwrap(),
+        "2001:db8:20::20".parse().unwrap(),
+    );
+    let IpAddr::V6(p6_addr) = p6 else {
+        unreachable!()
+    };
+    for (port, who) in [(&xa, "dist-a"), (&xb, "dist-b")] {
+        let mut answer = None;
+        let t0 = Instant::now();
+        // The twin's addresses may still be settling right after the start.
+        while answer.is_none() && t0.elapsed() < Duration::from_secs(5) {
+            answer = arp_reply(port, p_mac, [10, 0, 20, 20], [10, 0, 20, 1]);
+        }
+        assert_eq!(answer, Some(system), "{who}'s ARP answer");
+        let mut answer = None;
+        while answer.is_none() && t0.elapsed() < Duration::from_secs(5) {
+            answer = nd_answer(port, p_mac, p6_addr, "2001:db8:20::1".parse().unwrap());
+        }
+        assert_eq!(answer, Some((system, system, true)), "{who}'s ND answer");
+    }
+
+    // H (behind dist-a) and R (behind dist-b) through the gateway: each
+    // node routes what its host sends; dist-a reaches R through R's
+    // answer, taken by dist-b's VRF kernel and synchronised.
+    let t0 = Instant::now();
+    for dst in ["10.0.30.10", "2001:db8:30::10"] {
+        let got = ping(&nh, dst, 3);
+        assert!(
+            got >= 2,
+            "H → R {dst}: {got} of 3 replies; dist-a {:#}\ndist-b {:#}",
+            a.show_json(&["show", "virtual-switch"])["peer_link"]["messages"]["neighbors"],
+            b.show_json(&["show", "virtual-switch"])["peer_link"]["messages"]["neighbors"]
+        );
+    }
+    eprintln!("H ↔ R over both nodes, IPv4 and IPv6: {:?}", t0.elapsed());
+    for (host, gw) in [
+        (&nh, "10.0.20.1"),
+        (&nh, "2001:db8:20::1"),
+        (&nr, "10.0.30.1"),
+    ] {
+        let out = host.exec(&["ip", "neigh", "show", gw]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains(system_text), "{gw} on a host: {text}");
+    }
+    let from_peer = |sw: &Switch| {
+        sw.show_json(&["show", "virtual-switch"])["peer_link"]["messages"]["neighbors"]["installed"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert!(from_peer(&a) >= 1, "dist-a installed nothing from dist-b");
+
+    // P's packets to R, IPv4 and IPv6, put on each node's member: routed
+    // in the VRF by the node that got them, each delivered once.
+    let cap = RawPort::open(nr.name(), "eth0").unwrap();
+    let r4: IpAddr = "10.0.30.10".parse().unwrap();
+    let r6: IpAddr = "2001:db8:30::10".parse().unwrap();
+    let pkt = |i: u64| {
+        // Even sequence numbers IPv4, odd IPv6.
+        let (src, dst) = if i.is_multiple_of(2) {
+            (p4, r4)
+        } else {
+            (p6, r6)
+        };
+        ip::udp(&system, &p_mac, src, dst, 64, i, 128)
+    };
+    // The first of each family may wait for R's resolution on dist-a.
+    let t0 = Instant::now();
+    loop {
+        for (port, base) in [(&xa, 10u64), (&xb, 20)] {
+            port.send(&pkt(base)).unwrap();
+            port.send(&pkt(base + 1)).unwrap();
+        }
+        let seen = received_at(&cap);
+        if [10, 11, 20, 21].iter().all(|s| seen.contains_key(s)) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "P → R not routed by both nodes: {seen:?}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    cap.drain();
+    let n = 400u64;
+    let (fa, fb) = (forwarded(&a), forwarded(&b));
+    xa.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(1000 + i as u64))
+        .unwrap();
+    xb.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(2000 + i as u64))
+        .unwrap();
+    let seen = received_at(&cap);
+    let (da, db) = (forwarded(&a) - fa, forwarded(&b) - fb);
+    eprintln!(
+        "P → R: routed by dist-a {da}, dist-b {db}; R received {} distinct",
+        seen.len()
+    );
+    assert_eq!(
+        seen.len() as u64,
+        2 * n,
+        "R received {} of {}",
+        seen.len(),
+        2 * n
+    );
+    assert!(seen.values().all(|c| *c == 1), "duplicates at R");
+    assert!(da >= n, "dist-a routed {da} of the {n} that reached it");
+    assert!(db >= n, "dist-b routed {db} of the {n} that reached it");
+
+    // dist-a dies: what reaches dist-b (P, now on dist-b's member, with
+    // the gateway MAC it had; S and R behind dist-b) is still routed.
+    a.kill9().unwrap();
+    let t0 = Instant::now();
+    let alone = wait_for("dist-b alone", 5, || {
+        b.try_show_json(&["show", "virtual-switch"])
+            .is_ok_and(|v| v["status"] == "peer-down")
+    });
+    eprintln!("dist-b peer-down {alone:?} after the kill");
+    let fb = forwarded(&b);
+    xb.send_paced(n as usize, 5_000, |i, buf| *buf = pkt(3000 + i as u64))
+        .unwrap();
+    let seen = received_at(&cap);
+    let db = forwarded(&b) - fb;
+    eprintln!(
+        "dist-a killed: dist-b routed {db}, R received {} distinct",
+        seen.len()
+    );
+    assert_eq!(
+        seen.len() as u64,
+        n,
+        "after dist-a's death R received {} of {n}",
+        seen.len()
+    );
+    assert!(seen.values().all(|c| *c == 1), "duplicates at R");
+    assert!(db >= n, "dist-b routed {db} of {n}");
+    for (from, dst) in [
+        (&ns, "10.0.30.10"),
+        (&ns, "2001:db8:30::10"),
+        (&nr, "10.0.20.11"),
+        (&nr, "2001:db8:20::11"),
+    ] {
+        let got = ping(from, dst, 3);
+        assert!(got >= 2, "{dst} after dist-a's death: {got} of 3 replies");
+    }
+    eprintln!("behind dist-b, routed without dist-a: {:?}", t0.elapsed());
+    drop(a);
+}

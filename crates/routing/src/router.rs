@@ -296,10 +296,12 @@ pub fn router_mac(cfg: &Config, ifc: &L3Interface) -> [u8; 6] {
 }
 
 /// Whether `ifc` is an SVI both nodes of a virtual-switch pair serve as
-/// one gateway (`virtual-switch.gateways`, docs/virtual-switch.md).
+/// one gateway (`virtual-switch.gateways`, docs/virtual-switch.md), in
+/// the default VRF or a VRF (its twin is then set up in the VRF's
+/// namespace, [`make_twin`]).
 pub fn pair_gateway(cfg: &Config, ifc: &L3Interface) -> bool {
     match (&cfg.virtual_switch, ifc.vlan) {
-        (Some(vs), Some(v)) => ifc.vrf == 0 && vs.gateways.contains(&v),
+        (Some(vs), Some(v)) => vs.gateways.contains(&v),
         _ => false,
     }
 }
@@ -492,7 +494,9 @@ fn make_twin(
         }
     };
     // Before the link comes up, so the first announcements follow these
-    // settings.
+    // settings. A VRF's twin is settled inside the VRF's namespace (below):
+    // its `/proc/sys/net` is that namespace's, and a twin moved there
+    // starts from the namespace's defaults, not what was set here.
     let gateway = pair_gateway(cfg, p);
     let settle = move |tap: String| -> Result<(), String> {
         if gateway {
@@ -500,11 +504,21 @@ fn make_twin(
             // duplicate-address detection against it. Replies to the
             // shared MAC that answer the peer's ARP/ND land on whichever
             // node the host reaches: taken here unsolicited, they reach
-            // the peer by neighbour sync.
-            let _ = sysctl::set_if(&tap, "ipv6", "accept_dad", "0");
-            let _ = sysctl::set_if(&tap, "ipv6", "dad_transmits", "0");
-            let _ = sysctl::set_if(&tap, "ipv4", "arp_accept", "1");
-            let _ = sysctl::set_if(&tap, "ipv6", "accept_untracked_na", "1");
+            // the peer by neighbour sync (an untracked NA is taken only
+            // on an interface that forwards: the namespace's `all`, set
+            // when it is readied). Without these the gateway half works
+            // (answers, but misses hosts the peer's kernel reaches), so
+            // a refusal is said.
+            for (family, key, value) in [
+                ("ipv6", "accept_dad", "0"),
+                ("ipv6", "dad_transmits", "0"),
+                ("ipv4", "arp_accept", "1"),
+                ("ipv6", "accept_untracked_na", "1"),
+            ] {
+                if let Err(e) = sysctl::set_if(&tap, family, key, value) {
+                    tracing::warn!("virtual-switch gateway {tap}: {family} {key}={value}: {e}");
+                }
+            }
         }
         // Namespaces may default to IPv6 off; the TAP needs it.
         let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
@@ -2418,15 +2432,18 @@ mod tests {
   - {id: 10, router: {addresses: [10.0.10.1/24]}}
   - {id: 20, router: {addresses: [10.0.20.1/24]}}
   - {id: 30, router: {addresses: [10.0.30.1/24], router-mac: 02:00:00:00:00:33}}
+  - {id: 40, router: {addresses: [10.0.40.1/24, 2001:db8:40::1/64]}}
 ports:
   - {name: pl, mode: trunk}
   - {name: ka, mode: routed, addresses: [192.0.2.1/30]}
+vrfs:
+  - {name: red, interfaces: [vlan40]}
 virtual-switch:
   domain-id: 7
   system-mac: 02:00:00:00:07:00
   peer-link: [pl]
   keepalive: {source: 192.0.2.1, peer: 192.0.2.2}
-  gateways: [10, 30]
+  gateways: [10, 30, 40]
 ",
             "t.yaml",
         )
@@ -2441,6 +2458,10 @@ virtual-switch:
         // A configured router MAC wins.
         assert_eq!(router_mac(&cfg, get("vlan30")), [2, 0, 0, 0, 0, 0x33]);
         assert!(!pair_gateway(&cfg, get("ka")));
+        // A VRF's SVI serves as gateway too, with the system MAC.
+        assert_eq!(get("vlan40").vrf, 1);
+        assert!(pair_gateway(&cfg, get("vlan40")));
+        assert_eq!(router_mac(&cfg, get("vlan40")), [2, 0, 0, 0, 7, 0]);
     }
 
     /// A VRF deleted at run time leaves the FPM feed: zebra's late routes

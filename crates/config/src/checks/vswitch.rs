@@ -286,10 +286,6 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
                 p,
                 format!("VLAN {v} has no router section (an SVI) to serve as gateway"),
             ),
-            Some(_) if cfg.vrf_of_interface(&format!("vlan{v}")) != 0 => err(
-                p,
-                format!("the SVI of VLAN {v} is in a VRF: gateways are in the default VRF only"),
-            ),
             Some(_) => {
                 if peer_vlans.as_ref().is_some_and(|pv| !pv.contains(*v)) {
                     err(p, format!("the peer link does not carry VLAN {v}"));
