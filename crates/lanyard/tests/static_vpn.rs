@@ -27,8 +27,9 @@
 //! and carries exactly [far PE's VPN label of its VRF] (S, label TTL 63)
 //! on the wire; then a live `config apply` on both PEs moves CUSTB to a
 //! new label and CUSTA's frames keep flowing. Fails without static VPN
-//! routes (the configuration is refused). A few seconds. Needs root, else
-//! SKIPPED.
+//! routes (the configuration is refused). About 9 s. Needs root, else
+//! SKIPPED. `LANYARD_SVPN_RATE=1` adds a one-run rate: 64-byte frames
+//! from CUSTA's CE across both PEs for 2 s.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -273,6 +274,58 @@ fn check_wire(frames: &[Vec<u8>], vpn: &[u32; 2], what: &str) -> Result<[u64; 2]
         per[i] += 1;
     }
     Ok(per)
+}
+
+/// `LANYARD_SVPN_RATE=1`: frames per second CUSTA's CE on pe1 gets
+/// across to its CE on pe2 (64-byte IPv4 UDP, 2 s, as fast as the
+/// sender can; one run).
+fn rate(from: &Netns, to: &Netns, pe_mac: &Mac, ce_mac: &Mac) {
+    use testkit::flood::{FloodSpec, Flooder, RxCounter};
+    let frames: Vec<Vec<u8>> = (0..64u64)
+        .map(|k| {
+            ip::udp(
+                pe_mac,
+                ce_mac,
+                a("10.1.0.2"),
+                a("10.2.0.2"),
+                64,
+                700_000 + k,
+                std::env::var("LANYARD_SVPN_RATE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(64),
+            )
+        })
+        .collect();
+    // By the bytes: `ip::parse` finds no sequence number in a frame this
+    // short (its signature and number end 6 bytes before the frame).
+    let rx = RxCounter::start(to.name(), "c", |f| {
+        f.len() >= 58
+            && f[12..14] == [0x08, 0x00]
+            && f[42..50] == *b"LYROUTE1"
+            && (700_000..700_064).contains(&u64::from_be_bytes(f[50..58].try_into().unwrap()))
+    })
+    .unwrap();
+    let tx = Flooder::start(
+        from.name(),
+        "c",
+        frames,
+        FloodSpec {
+            duration: Some(Duration::from_secs(2)),
+            ..FloodSpec::default()
+        },
+    )
+    .unwrap();
+    let sent = tx.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let got = rx.stop().unwrap();
+    eprintln!(
+        "  L3VPN rate (one run, 2 shared cores): sent {} ({:.0}/s), delivered {} ({:.0}/s)",
+        sent.sent,
+        sent.pps(),
+        got.matched,
+        got.matched as f64 / sent.elapsed.as_secs_f64()
+    );
 }
 
 fn route<'a>(v: &'a Value, prefix: &str) -> Option<&'a Value> {
@@ -547,6 +600,14 @@ fn static_vpn_routes_between_two_lanyard_pes() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(per, [N, N]);
+    if std::env::var_os("LANYARD_SVPN_RATE").is_some() {
+        rate(&ce1[0], &ce2[0], &s1.pe_macs[0], &m1[0]);
+        // Where frames went (one line each): the egress PE's MPLS drops.
+        for (name, sw) in [("pe1", &sw1), ("pe2", &sw2)] {
+            let f = sw.show_json(&["show", "mpls", "forwarding"]);
+            eprintln!("  {name}: data path {}", f["data_path"]);
+        }
+    }
     eprintln!(
         "  live label change applied; whole test {:.1} s",
         t0.elapsed().as_secs_f64()
