@@ -193,6 +193,22 @@ pub struct StaticRoute {
     /// `interface` and `next-hop` are in that VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<String>,
+    /// Static L3VPN route (with `vrf` and `vpn-label`, instead of
+    /// `next-hop`/`interface`): the remote PE the prefix is behind. Frames
+    /// get `vpn-label` pushed, then the transport toward this address as
+    /// the default VRF routes it (docs/vrf.md, "Static VPN routes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_pe: Option<std::net::Ipv4Addr>,
+    /// The remote PE's VPN label of the VRF (its `vrfs[].vpn-label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpn_label: Option<u32>,
+}
+
+impl StaticRoute {
+    /// A static L3VPN route: remote PE and its VPN label.
+    pub fn vpn(&self) -> Option<(std::net::Ipv4Addr, u32)> {
+        Some((self.remote_pe?, self.vpn_label?))
+    }
 }
 
 /// How Lanyard moves a port's frames (docs/io.md, "Port backends").

@@ -607,6 +607,10 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
         } else {
             seen.insert((vrf, net), i);
         }
+        if s.remote_pe.is_some() || s.vpn_label.is_some() {
+            // A static VPN route: checked by checks::vrf.
+            continue;
+        }
         let port = match &s.interface {
             None => None,
             Some(name) => match ifs.iter().find(|i| &i.name == name) {

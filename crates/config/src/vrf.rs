@@ -11,6 +11,13 @@ use serde::{Deserialize, Serialize};
 pub const FIRST_AUTO_TABLE: u32 = 1001;
 /// Largest VRF table id (FPM's `RTA_TABLE`, a kernel NSID: non-negative i32).
 pub const MAX_TABLE: u32 = i32::MAX as u32;
+/// Labels a static VPN label may take (0-15 are reserved).
+pub const VPN_LABELS: std::ops::RangeInclusive<u32> = 16..=1_048_575;
+/// With FRR feeding labels (`routing.fpm`), the lowest static local VPN
+/// label: zebra's label manager hands ldpd and bgpd labels from 16 upward
+/// (FRR 8.4 cannot move that range, docs/frr.md "Label ranges"), so a
+/// static label below this would sooner or later be one of theirs.
+pub const STATIC_LABEL_FLOOR: u32 = 100_000;
 /// Longest VRF name: a namespace name Lanyard creates and FRR's VRF name
 /// (`VRF_NAMSIZ` 36, minus the terminator).
 pub const MAX_VRF_NAME: usize = 35;
@@ -37,6 +44,13 @@ pub struct VrfConfig {
     /// names the VRF after it). Default: the VRF's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// Static L3VPN (docs/vrf.md, "Static VPN routes"): the VPN label this
+    /// PE pops into this VRF (frames arriving with it as the bottom label
+    /// are routed in this VRF's table). The far PEs push it through their
+    /// `remote-pe` static routes. 16..1048575, unique across VRFs and
+    /// pseudowires' static local labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpn_label: Option<u32>,
 }
 
 impl VrfConfig {

@@ -743,20 +743,30 @@ impl ApiState {
                     let hops: Vec<Value> = ri
                         .hops
                         .iter()
-                        .map(|h| {
-                            json!({"interface": name(h.port),
+                        .enumerate()
+                        .map(|(k, h)| {
+                            let mut v = json!({"interface": name(h.port),
                                    "gateway": h.gateway.map(|g| g.to_string()),
-                                   "weight": h.weight})
+                                   "weight": h.weight});
+                            if let Some(l) = ri.labels.get(k) {
+                                v["labels"] = json!(l);
+                            }
+                            v
                         })
                         .collect();
-                    json!({
+                    let mut v = json!({
                         "prefix": ri.prefix.to_string(),
                         "source": ri.source.name(),
                         "installed": ri.installed,
                         "blackhole": ri.blackhole,
                         "unresolvable": ri.unresolvable,
                         "nexthops": hops,
-                    })
+                    });
+                    if let Some(vpn) = ri.vpn {
+                        v["vpn"] = json!({"remote_pe": vpn.remote_pe.to_string(),
+                                          "label": vpn.label});
+                    }
+                    v
                 })
                 .collect(),
         ))

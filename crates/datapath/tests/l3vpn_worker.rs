@@ -517,3 +517,35 @@ fn leaked_route_leaves_by_the_source_vrf_and_resolves_there() {
     assert_eq!(b.port, 1, "the ingress port, not the core's twin");
     assert!(rig.shared.punts.pop().is_none(), "one punt");
 }
+
+/// Egress PE under load: receive batches full of labelled frames (as a
+/// busy uplink gives) still route every popped packet. The popped packet
+/// used to be appended to the batch before the labelled frames left it,
+/// so a full batch had no room and lost it (`batch-full`: 85 % of a
+/// 64-byte flood between two PEs, `lanyard/tests/static_vpn.rs`).
+#[test]
+fn full_batches_of_vpn_frames_lose_nothing() {
+    let rig = Rig::new();
+    let up = &rig.peers[0];
+    let n = 3000;
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|k| {
+            labelled(
+                &[(500 + (k % 2) as u32, 20)],
+                &ipv4(REMOTE, "192.0.2.9", 64),
+            )
+        })
+        .collect();
+    for f in &frames {
+        up.inject(f);
+    }
+    let out = rig.sent(n);
+    assert_eq!(rig.mpls_drop("batch-full"), 0);
+    assert_eq!(
+        (out[0].len(), out[1].len(), out[2].len()),
+        (0, n / 2, n / 2),
+        "each VRF's CE gets its own, nothing goes back up"
+    );
+    assert!(out[1].iter().all(|f| f[0..6] == CE[0] && f[14 + 8] == 19));
+    assert!(out[2].iter().all(|f| f[0..6] == CE[1]));
+}

@@ -166,6 +166,21 @@ impl FrameBatch {
         self.port[i] = port;
     }
 
+    /// Overwrite frame `i` with `data` where it is, when `data` is no
+    /// longer than the frame (a labelled frame replaced by the packet
+    /// popped from it: it needs no room, so a full batch still takes it).
+    /// Returns false, changing nothing, when `data` is longer.
+    #[inline]
+    pub fn replace(&mut self, i: usize, data: &[u8]) -> bool {
+        if i >= self.count || data.len() > self.len[i] as usize {
+            return false;
+        }
+        let o = self.off[i] as usize;
+        self.arena[o..o + data.len()].copy_from_slice(data);
+        self.len[i] = data.len() as u32;
+        true
+    }
+
     /// Copy `data` in as a new frame. Returns false if full or too long.
     pub fn push(&mut self, port: u16, data: &[u8]) -> bool {
         if data.len() > MAX_FRAME_LEN {
@@ -185,6 +200,20 @@ impl FrameBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replace_shrinks_a_frame_in_place_even_when_full() {
+        let mut b = FrameBatch::new();
+        while b.push(7, &[1; 64]) {}
+        assert!(b.is_full());
+        let n = b.len();
+        assert!(b.replace(3, &[2; 60]));
+        assert_eq!((b.len(), b.frame(3), b.port(3)), (n, &[2u8; 60][..], 7));
+        assert_eq!(b.frame(4), &[1u8; 64][..], "its neighbour untouched");
+        assert!(!b.replace(3, &[3; 61]), "longer than the frame now");
+        assert!(!b.replace(n, &[3; 10]), "no such frame");
+        assert_eq!(b.frame(3), &[2u8; 60][..]);
+    }
 
     #[test]
     fn retain_keeps_order_and_room() {

@@ -1145,20 +1145,38 @@ pub fn routes(v: &Value) -> String {
             continue;
         }
         let hops = rows_at(r, "nexthops");
+        // A static VPN route: the remote PE and its label, then the
+        // transport as the default VRF resolved it (or why not).
+        let vpn = r
+            .get("vpn")
+            .map(|v| format!("VPN to {} label {}", s(v, "remote_pe"), u(v, "label")));
         if hops.is_empty() {
-            let _ = writeln!(o, "{lead}  [{src}] no next hop");
+            match &vpn {
+                Some(vpn) => {
+                    let _ = writeln!(o, "{lead}  [{src}] {vpn}: inactive, remote PE unreachable");
+                }
+                None => {
+                    let _ = writeln!(o, "{lead}  [{src}] no next hop");
+                }
+            }
+        } else if let Some(vpn) = &vpn {
+            let _ = writeln!(o, "{lead}  [{src}] {vpn}");
         }
         for (k, h) in hops.iter().enumerate() {
-            let via = match h.get("gateway").and_then(Value::as_str) {
+            let mut via = match h.get("gateway").and_then(Value::as_str) {
                 Some(g) => format!("via {g}, {}", s(h, "interface")),
                 None => format!("is directly connected, {}", s(h, "interface")),
             };
+            if let Some(l) = h.get("labels").and_then(Value::as_array) {
+                let l: Vec<String> = l.iter().map(|x| x.to_string()).collect();
+                via.push_str(&format!(", label {}", l.join("/")));
+            }
             let w = if hops.len() > 1 {
                 format!(", weight {}", u(h, "weight").max(1))
             } else {
                 String::new()
             };
-            if k == 0 {
+            if k == 0 && vpn.is_none() {
                 let _ = writeln!(o, "{lead}  [{src}] {via}{w}");
             } else {
                 let pad = 3 + width + 2 + src.chars().count() + 3;

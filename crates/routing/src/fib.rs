@@ -458,6 +458,11 @@ pub struct RouteInfo {
     pub frr_object: Option<u32>,
     /// The LPM target id (next-hop id or `GROUP_BIT | group`).
     pub target: Option<u32>,
+    /// The labels each hop pushes (same order as `hops`), for labelled
+    /// routes (FTN, imported or static VPN routes); empty otherwise.
+    pub labels: Vec<Vec<u32>>,
+    /// A static VPN route: the remote PE and its VPN label.
+    pub vpn: Option<VpnRoute>,
 }
 
 fn display<T: fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -479,6 +484,12 @@ enum Spec {
     Obj(u32),
     /// zebra's inline list with labels per path (FTN; docs/mpls.md).
     Labelled(Vec<labelfeed::LabelPath>),
+    /// A static VPN route (a VRF's, docs/vrf.md "Static VPN routes"):
+    /// push `label`, then whatever the default VRF pushes toward `pe`.
+    Vpn {
+        pe: Ipv4Addr,
+        label: u32,
+    },
 }
 
 /// FIB references a slot holds itself (content-shared, refcounted).
@@ -1150,6 +1161,9 @@ pub struct Fib {
     /// A VRF's link to the default VRF (L3VPN): its labelled routes are
     /// imported VPN routes resolved there ([`Fib::set_core`]).
     core: Option<CoreLink>,
+    /// Static VPN routes by remote PE, and the transport they were last
+    /// resolved with ([`Fib::refresh_vpn`]).
+    vpn: vpn::VpnState,
 }
 
 /// The default VRF as a VRF's FIB sees it.
@@ -1227,6 +1241,7 @@ impl Fib {
             labels: mpls::LabelState::default(),
             quiesce: None,
             core: None,
+            vpn: vpn::VpnState::default(),
         }
     }
 
@@ -1301,10 +1316,13 @@ impl Fib {
     /// `Source::Frr`); the next best source's route, if any, takes over.
     /// Returns whether there was one.
     pub fn remove(&mut self, prefix: Prefix, source: Source) -> bool {
-        match Prefix::new(prefix.addr, prefix.len) {
+        let r = match Prefix::new(prefix.addr, prefix.len) {
             Some(p) => self.remove_slot(p, source.rank()),
             None => false,
-        }
+        };
+        // A VPN route's NHLFE goes back to the default VRF's pool.
+        self.flush_core();
+        r
     }
 
     // ---- FRR ----------------------------------------------------------------
@@ -1667,15 +1685,33 @@ impl Fib {
 
     fn info(&self, p: &Prefix, e: &Entry, s: &Slot) -> RouteInfo {
         let target = slot_id(&self.objs, s);
-        let (hops, blackhole) = match (target, &self.core) {
-            (Some(t), Some(c)) if t & VIA_DEFAULT_BIT != 0 => c
-                .fib
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pool
-                .describe(t & !VIA_DEFAULT_BIT),
-            (Some(t), _) => self.pool.describe(t),
-            (None, _) => (Vec::new(), false),
+        let labelled = |pool: &Pool, t: u32| {
+            if t & NHLFE_BIT == 0 && t & GROUP_BIT == 0 {
+                return Vec::new();
+            }
+            let l: Vec<Vec<u32>> = pool
+                .label_hops(t)
+                .into_iter()
+                .map(|h| h.out_labels)
+                .collect();
+            if l.iter().all(Vec::is_empty) {
+                Vec::new()
+            } else {
+                l
+            }
+        };
+        let (hops, blackhole, labels) = match (target, &self.core) {
+            (Some(t), Some(c)) if t & VIA_DEFAULT_BIT != 0 => {
+                let core = c.fib.lock().unwrap_or_else(|e| e.into_inner());
+                let t = t & !VIA_DEFAULT_BIT;
+                let (h, b) = core.pool.describe(t);
+                (h, b, labelled(&core.pool, t))
+            }
+            (Some(t), _) => {
+                let (h, b) = self.pool.describe(t);
+                (h, b, labelled(&self.pool, t))
+            }
+            (None, _) => (Vec::new(), false, Vec::new()),
         };
         RouteInfo {
             prefix: *p,
@@ -1689,6 +1725,14 @@ impl Fib {
                 _ => None,
             },
             target,
+            labels,
+            vpn: match s.spec {
+                Spec::Vpn { pe, label } => Some(VpnRoute {
+                    remote_pe: pe,
+                    label,
+                }),
+                _ => None,
+            },
         }
     }
 
@@ -1748,6 +1792,7 @@ impl Fib {
                 }
                 None => self.pool.acquire_labelled(paths, map),
             },
+            Spec::Vpn { pe, label } => self.acquire_vpn(*pe, *label),
             Spec::Frr(list) => {
                 let l: Vec<(NextHop, u64)> = list
                     .iter()
@@ -1800,6 +1845,10 @@ impl Fib {
             Spec::Obj(z) => Some(z),
             _ => None,
         };
+        let vpn_pe = match spec {
+            Spec::Vpn { pe, .. } => Some(pe),
+            _ => None,
+        };
         let slot = Slot {
             source,
             spec,
@@ -1846,6 +1895,12 @@ impl Fib {
                 }
                 if let Some(z) = obj {
                     self.obj_routes.insert((z, p));
+                }
+                if let Some(Spec::Vpn { pe, .. }) = old.as_ref().map(|o| &o.spec) {
+                    self.vpn.forget(*pe, p);
+                }
+                if let Some(pe) = vpn_pe {
+                    self.vpn.note(pe, p);
                 }
                 if let Some(o) = old {
                     // After the LPM moved away from it.
@@ -1910,6 +1965,9 @@ impl Fib {
         }
         if let Spec::Obj(z) = old.spec {
             self.obj_routes.remove(&(z, p));
+        }
+        if let Spec::Vpn { pe, .. } = old.spec {
+            self.vpn.forget(pe, p);
         }
         if held {
             // The LPM still points at the old target: never reuse its id.
@@ -2172,6 +2230,9 @@ impl Fib {
 #[path = "fib_mpls.rs"]
 mod mpls;
 pub use mpls::{FtnInfo, LabelHop, LabelInfo, MplsFibCounters, MplsFibSummary};
+#[path = "fib_vpn.rs"]
+mod vpn;
+pub use vpn::{Transport, VpnRoute};
 
 /// A usable port for a zebra ifindex.
 fn map_port(map: &dyn Fn(u32) -> Option<u16>, ifindex: u32) -> Option<u16> {

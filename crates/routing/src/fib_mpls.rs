@@ -61,6 +61,9 @@ pub struct MplsFibCounters {
     pub unresolvable: u64,
     /// Label entries removed by a resync sweep.
     pub swept: u64,
+    /// Label entries from zebra for a label the configuration holds (a
+    /// VRF's static VPN label): not installed, the configuration's wins.
+    pub static_held: u64,
 }
 
 #[derive(Default)]
@@ -70,6 +73,9 @@ pub(super) struct LabelState {
     /// VRF label interfaces: ifindex → VRF (1-based, the data plane's
     /// index). A pop entry toward one pops into that VRF (docs/vrf.md).
     vrf_label: HashMap<u32, u16>,
+    /// The VRFs' static VPN labels (`vrfs[].vpn-label`): label → VRF
+    /// (1-based), popped into it (docs/vrf.md, "Static VPN routes").
+    statics: BTreeMap<u32, u16>,
 }
 
 /// One way out of a label entry or labelled route, as installed.
@@ -308,7 +314,7 @@ impl Pool {
 
     /// The ways out of a target id as installed (members of a group with
     /// their slot counts).
-    fn label_hops(&self, target: u32) -> Vec<LabelHop> {
+    pub(super) fn label_hops(&self, target: u32) -> Vec<LabelHop> {
         let one = |id: u32, weight: u16| -> Option<LabelHop> {
             let (hop, labels) = if id & NHLFE_BIT != 0 {
                 let n = self.lfib.nhlfe(id & !NHLFE_BIT)?;
@@ -441,6 +447,10 @@ impl Fib {
         if !(FIRST_UNRESERVED..=MAX_LABEL).contains(&label) {
             return Err(self.note(FibError::BadLabel));
         }
+        if self.labels.statics.contains_key(&label) {
+            self.labels.counters.static_held += 1;
+            return Ok(());
+        }
         if !force {
             if let Some(e) = self.labels.ilm.get_mut(&label) {
                 if e.protocol == protocol && e.paths == paths {
@@ -543,9 +553,69 @@ impl Fib {
         }
     }
 
-    /// Every label entry from zebra, by in-label.
+    /// Make the VRFs' static VPN labels what `want` says (label → VRF,
+    /// 1-based): each a pop into its VRF. A label that leaves is cleared;
+    /// a label zebra had installed before the configuration took it is
+    /// replaced (the configuration wins; zebra's later entries for it are
+    /// counted `static_held`). Returns one line per change.
+    pub fn set_static_vpn_labels(&mut self, want: &BTreeMap<u32, u16>) -> Vec<String> {
+        let mut said = Vec::new();
+        let gone: Vec<u32> = self
+            .labels
+            .statics
+            .keys()
+            .filter(|l| !want.contains_key(l))
+            .copied()
+            .collect();
+        for l in gone {
+            self.labels.statics.remove(&l);
+            self.pool.lfib.clear_ilm(l);
+            said.push(format!("- vpn label {l}"));
+        }
+        for (&l, &vrf) in want {
+            if self.labels.statics.get(&l) == Some(&vrf) {
+                continue;
+            }
+            if !(FIRST_UNRESERVED..=MAX_LABEL).contains(&l) {
+                self.note(FibError::BadLabel);
+                continue;
+            }
+            // zebra's entry for it, if any, goes (after the ILM moved).
+            let old = self.labels.ilm.remove(&l);
+            let pop = IlmAction::PopLookup {
+                af: PopAf::Any,
+                table: vrf,
+            };
+            if self.pool.lfib.set_ilm(l, pop).is_err() {
+                self.note(FibError::BadLabel);
+                if let Some(o) = old {
+                    self.labels.ilm.insert(l, o);
+                }
+                continue;
+            }
+            if let Some(o) = old {
+                self.pool.release(o.owned);
+                self.labels.counters.static_held += 1;
+            }
+            self.labels.statics.insert(l, vrf);
+            said.push(format!("+ vpn label {l} vrf {vrf}"));
+        }
+        said
+    }
+
+    /// Every label entry, by in-label: zebra's and the VRFs' static VPN
+    /// labels (owner `static`).
     pub fn mpls_table(&self) -> Vec<LabelInfo> {
-        self.labels
+        let statics = self.labels.statics.iter().map(|(&l, &vrf)| LabelInfo {
+            in_label: l,
+            protocol: "static".into(),
+            action: "pop-lookup".into(),
+            installed: true,
+            vrf,
+            hops: Vec::new(),
+        });
+        let mut all: Vec<LabelInfo> = self
+            .labels
             .ilm
             .iter()
             .map(|(l, e)| {
@@ -570,7 +640,10 @@ impl Fib {
                     hops,
                 }
             })
-            .collect()
+            .collect();
+        all.extend(statics);
+        all.sort_by_key(|e| e.in_label);
+        all
     }
 
     /// The label side in numbers, with the installed labelled routes.

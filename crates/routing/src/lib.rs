@@ -16,5 +16,6 @@ pub mod kernel;
 pub mod netns;
 pub mod pseudowire;
 pub mod router;
+pub mod static_vpn;
 pub mod sysctl;
 mod tap_ready;

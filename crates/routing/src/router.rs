@@ -695,6 +695,24 @@ fn label_map(vrfs: &[Option<Arc<RouterVrf>>]) -> HashMap<u32, u16> {
         .collect()
 }
 
+/// The VRFs' static VPN labels (`vrfs[].vpn-label`) into the default
+/// VRF's LFIB, each popping into its VRF's slot (docs/vrf.md).
+fn program_vpn_labels(
+    cfg: &Config,
+    vrfs: &[Option<Arc<RouterVrf>>],
+    fib: &Mutex<Fib>,
+) -> Vec<String> {
+    let slot_of = |name: &str| {
+        vrfs.iter()
+            .position(|v| v.as_ref().is_some_and(|v| v.name == name))
+            .map(|k| k + 1)
+    };
+    let want = crate::static_vpn::labels(cfg, &slot_of);
+    fib.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_static_vpn_labels(&want)
+}
+
 /// The configuration's index (k + 1) of the VRF in `slot`, 0 for the
 /// default VRF.
 fn cfg_vrf_of_slot(cfg: &Config, vrfs: &[Option<Arc<RouterVrf>>], slot: usize) -> Option<usize> {
@@ -826,6 +844,7 @@ impl Router {
             *v.config_routes.lock().unwrap_or_else(|e| e.into_inner()) =
                 program_config_routes(cfg, &ports, k + 1, k + 1, &v.fib, &mut vr)?;
         }
+        program_vpn_labels(cfg, &vrfs, &fib);
 
         // Bypasses are in the LFIB before any failure (docs/mpls.md).
         let routed: Vec<(String, u16)> = ports
@@ -1161,7 +1180,13 @@ impl Router {
             let mut vr = v.rtnl()?;
             let mut held = v.config_routes.lock().unwrap_or_else(|e| e.into_inner());
             *held = reprogram_routes(cfg, &live.ports, k + 1, c, &v.fib, &mut vr, &held)?;
+            // Kept static VPN routes follow default routes changed above.
+            v.fib
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refresh_vpn();
         }
+        said.extend(program_vpn_labels(cfg, &live.vrfs, &self.fib));
         // 8. The workers' tables.
         publish_tables(
             &self.shared,
@@ -1450,6 +1475,14 @@ fn program_config_routes(
         let Some(p) = prefix_of(&s.prefix) else {
             continue;
         };
+        if let Some((pe, label)) = s.vpn() {
+            // Resolved through the default VRF (docs/vrf.md, "Static VPN
+            // routes"); the VRF's kernel has no way to the remote PE.
+            fib.set_vpn(p, pe, label)
+                .map_err(|e| format!("static VPN route {}: {e:?}", s.prefix))?;
+            set.push((p, Source::Static));
+            continue;
+        }
         if s.blackhole {
             fib.set_blackhole(p, Source::Static)
                 .map_err(|e| format!("static route {}: {e:?}", s.prefix))?;
@@ -1904,6 +1937,7 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Arc<Mutex<Vec
         None => (None, None),
     };
     let mut last_maintain = Instant::now();
+    let mut vpn = crate::static_vpn::Upkeep::default();
     while !shared.stop.load(Ordering::Relaxed) {
         match &rx {
             Some(rx) => {
@@ -1917,6 +1951,11 @@ fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Arc<Mutex<Vec
                 }
             }
             None => std::thread::sleep(Duration::from_millis(200)),
+        }
+        // Static VPN routes follow the default VRF's way to their PEs.
+        {
+            let feeds = feeds.lock().unwrap_or_else(|e| e.into_inner());
+            vpn.pass(feeds.iter().skip(1).map(|f| &*f.fib), &shared);
         }
         if last_maintain.elapsed() >= Duration::from_secs(1) {
             last_maintain = Instant::now();

@@ -135,5 +135,103 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
             }
         }
     }
+    out.extend(check_static_vpn(cfg));
+    out
+}
+
+/// Static L3VPN: the VRFs' local VPN labels (in range, unique, clear of
+/// the pseudowires' static labels and, with FRR, of zebra's dynamic
+/// labels) and the `remote-pe` routes (in a VRF, both keys, nothing else
+/// of a next hop). A remote PE the default VRF cannot reach is not an
+/// error: the route stays inactive until it can (docs/vrf.md).
+fn check_static_vpn(cfg: &crate::Config) -> Vec<crate::error::Issue> {
+    use crate::vrf::{STATIC_LABEL_FLOOR, VPN_LABELS};
+    let mut out = Vec::new();
+    let mut err = |path: String, message: String| out.push(crate::error::Issue { path, message });
+    let pw_labels: HashMap<u32, usize> = cfg
+        .pseudowires
+        .iter()
+        .enumerate()
+        .filter_map(|(j, w)| Some((w.static_labels?.local, j)))
+        .collect();
+    let mut labels: HashMap<u32, usize> = HashMap::new();
+    for (i, v) in cfg.vrfs.iter().enumerate() {
+        let Some(l) = v.vpn_label else { continue };
+        let at = format!("vrfs[{i}].vpn-label");
+        if !VPN_LABELS.contains(&l) {
+            err(at, format!("label {l} is out of range 16..1048575"));
+        } else if let Some(first) = labels.insert(l, i) {
+            err(
+                at,
+                format!(
+                    "label {l} is already VRF {:?}'s (vrfs[{first}].vpn-label)",
+                    cfg.vrfs[first].name
+                ),
+            );
+        } else if let Some(j) = pw_labels.get(&l) {
+            err(
+                at,
+                format!("label {l} is already the local label of pseudowires[{j}] (static-labels.local)"),
+            );
+        } else if cfg.routing.fpm.is_some() && l < STATIC_LABEL_FLOOR {
+            err(
+                at,
+                format!(
+                    "label {l} is in the range zebra hands ldpd and bgpd (16 upward) and routing.fpm is set: \
+                     use {STATIC_LABEL_FLOOR}..1048575"
+                ),
+            );
+        }
+    }
+    for (i, s) in cfg.routing.static_routes.iter().enumerate() {
+        if s.remote_pe.is_none() && s.vpn_label.is_none() {
+            continue;
+        }
+        let at = format!("routing.static-routes[{i}]");
+        match (s.remote_pe, s.vpn_label) {
+            (None, _) => err(
+                format!("{at}.vpn-label"),
+                "a VPN route needs remote-pe too (the PE the prefix is behind)".into(),
+            ),
+            (_, None) => err(
+                format!("{at}.remote-pe"),
+                "a VPN route needs vpn-label too (the remote PE's label of the VRF)".into(),
+            ),
+            (Some(pe), Some(l)) => {
+                if pe.is_unspecified() || pe.is_multicast() || pe.is_broadcast() || pe.is_loopback()
+                {
+                    err(
+                        format!("{at}.remote-pe"),
+                        format!("{pe} is not a PE address"),
+                    );
+                }
+                if !VPN_LABELS.contains(&l) {
+                    err(
+                        format!("{at}.vpn-label"),
+                        format!("label {l} is out of range 16..1048575"),
+                    );
+                }
+            }
+        }
+        if s.vrf.is_none() {
+            err(
+                format!("{at}.remote-pe"),
+                "a VPN route belongs to a VRF (give vrf:); the default VRF reaches the remote PE itself".into(),
+            );
+        }
+        if s.next_hop.is_some() || s.interface.is_some() || s.blackhole {
+            let key = if s.next_hop.is_some() {
+                "next-hop"
+            } else if s.interface.is_some() {
+                "interface"
+            } else {
+                "blackhole"
+            };
+            err(
+                format!("{at}.{key}"),
+                "a VPN route's next hop is its remote-pe (through the default VRF): no next-hop, interface or blackhole".into(),
+            );
+        }
+    }
     out
 }

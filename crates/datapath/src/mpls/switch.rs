@@ -106,8 +106,10 @@ impl Worker {
             cfg: &plane.cfg,
         };
         let mut taken = [false; BATCH_MAX];
-        // VRF (PopLookup table) of each frame appended to the batch.
+        // VRF (PopLookup table) of each frame appended to the batch, and
+        // of each popped in place (by its index before the retain).
         let mut vrf_of = [0u16; BATCH_MAX];
+        let mut vrf_at = [0u16; BATCH_MAX];
         let mut dirty = PortSet::EMPTY;
         let pws = self.shared.pseudowires.load_full();
         // Swapped frames out of a routed subinterface take its port's
@@ -162,7 +164,16 @@ impl Worker {
                     // table 0: the ingress interface's VRF (the global
                     // table on an uplink); else the VRF a VPN label
                     // names, whatever the ingress interface.
-                    if batch.push(ingress, &buf[span.start..span.start + span.len]) {
+                    // In place of its labelled frame (popping shortens
+                    // it): a batch full of labelled frames, as an egress
+                    // PE under load receives, had no room to append to,
+                    // and lost every popped packet as `batch-full`.
+                    let popped = &buf[span.start..span.start + span.len];
+                    if batch.replace(i, popped) {
+                        *took = false;
+                        vrf_at[i] = table;
+                        bump(&stats.popped);
+                    } else if batch.push(ingress, popped) {
                         // Its index moves when the taken frames go (below).
                         vrf_of[batch.len() - 1 - n] = table;
                         bump(&stats.popped);
@@ -195,6 +206,17 @@ impl Worker {
         self.flush(dirty);
         let appended = batch.len() - n;
         batch.retain(|i| i >= n || !taken[i]);
+        // Popped in place: their index after the retain.
+        let mut w = 0;
+        for i in 0..n {
+            if taken[i] {
+                continue;
+            }
+            if vrf_at[i] != 0 {
+                out.route_in_vrf(w, vrf_at[i]);
+            }
+            w += 1;
+        }
         // Every taken frame was before the appended ones.
         let first = batch.len() - appended;
         for (p, &table) in vrf_of.iter().enumerate().take(appended) {
