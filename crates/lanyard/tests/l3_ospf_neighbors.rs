@@ -866,6 +866,23 @@ fn run(n: usize, timeout: Duration) {
     drop(ports);
     drop(testers);
     drop(dut);
+    // The stop of a switch with N routed ports (docs/scale.md, "Start and
+    // stop"): the harness kills it after 5 s.
+    let mut sw = sw;
+    let t = Instant::now();
+    let st = sw.stop();
+    let log = sw.log();
+    let phases: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("stopping:") || l.contains("stopped:"))
+        .map(|l| l.split_once("control::daemon: ").map_or(l, |x| x.1))
+        .collect();
+    eprintln!(
+        "  Lanyard stopped in {:.1} s ({st:?}, load {}): {}",
+        t.elapsed().as_secs_f64(),
+        loadavg(),
+        phases.join("; ")
+    );
     drop(sw);
     drop(bed);
 }
