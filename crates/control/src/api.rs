@@ -544,6 +544,16 @@ impl ApiState {
             "neighbor_updates": ld(&st.neighbor_updates),
             "neighbor_resyncs": ld(&st.neighbor_resyncs),
             "neighbor_table_full": ld(&st.neighbor_table_full),
+            "managed_neighbors": {
+                "supported": st.managed.supported.load(Ordering::Relaxed),
+                "held": ld(&st.managed.held),
+                "left_alone": ld(&st.managed.left_alone),
+                "over_limit": ld(&st.managed.over_limit),
+                "added": ld(&st.managed.added),
+                "released": ld(&st.managed.released),
+                "readded": ld(&st.managed.readded),
+                "errors": ld(&st.managed.errors),
+            },
         })
     }
 

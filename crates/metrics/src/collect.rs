@@ -429,6 +429,28 @@ fn counters(q: &Query, o: &mut Out) {
         ] {
             o.counter(name, help, false, &[], u(l3, k));
         }
+        if let Some(m) = l3.get("managed_neighbors") {
+            o.gauge(
+                "l3_managed_neighbors",
+                "next hops held as managed neighbours",
+                &[],
+                u(m, "held") as i64,
+            );
+            for (k, name, help) in [
+                (
+                    "readded",
+                    "l3_managed_neighbors_readded",
+                    "managed next hops the kernel removed, made again",
+                ),
+                (
+                    "errors",
+                    "l3_managed_neighbors_errors",
+                    "managed-neighbour requests the kernel refused",
+                ),
+            ] {
+                o.counter(name, help, false, &[], u(m, k));
+            }
+        }
     }
 }
 

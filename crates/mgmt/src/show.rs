@@ -987,8 +987,36 @@ pub fn counters(v: &Value) -> String {
             u(l3, "neighbor_resyncs"),
             u(l3, "neighbor_table_full")
         );
+        if let Some(m) = l3.get("managed_neighbors").filter(|m| m.is_object()) {
+            para(&mut o, &format!("  {}", managed_line(m)), 4);
+        }
     }
     o
+}
+
+/// The next hops held as managed neighbours (docs/routing.md).
+fn managed_line(m: &Value) -> String {
+    if m.get("supported").and_then(Value::as_bool) == Some(false) {
+        return "Managed next hops: off (Linux before 5.16, or LANYARD_MANAGED_NEIGHBORS=off)"
+            .into();
+    }
+    let mut s = format!(
+        "Managed next hops: {} held, {} added, {} released, {} re-added (dropped by the kernel)",
+        u(m, "held"),
+        u(m, "added"),
+        u(m, "released"),
+        u(m, "readded")
+    );
+    for (k, what) in [
+        ("left_alone", "left alone (static/peer)"),
+        ("over_limit", "over the limit"),
+        ("errors", "refused"),
+    ] {
+        if u(m, k) > 0 {
+            s.push_str(&format!(", {} {what}", u(m, k)));
+        }
+    }
+    s
 }
 
 /// `show ip interface`.

@@ -689,6 +689,9 @@ struct Pool {
     /// `Owned::Core` keys released here, to give back to the default
     /// VRF's pool ([`Fib::flush_core`]).
     core_release: Vec<u32>,
+    /// Bumped whenever a next hop is made, rewritten or freed (the
+    /// managed neighbours follow it: [`Fib::gateways`]).
+    hops_changed: u64,
 }
 
 impl Pool {
@@ -730,6 +733,7 @@ impl Pool {
         if let Some(s) = self.hop_info.get_mut(id as usize) {
             *s = Some(nh);
         }
+        self.hops_changed += 1;
         Ok(id)
     }
 
@@ -739,6 +743,7 @@ impl Pool {
             if let Some(s) = self.hop_info.get_mut(id as usize) {
                 *s = Some(nh);
             }
+            self.hops_changed += 1;
         }
     }
 
@@ -746,6 +751,7 @@ impl Pool {
         if let Some(s) = self.hop_info.get_mut(id as usize) {
             *s = None;
         }
+        self.hops_changed += 1;
         // The slot keeps its content until reused: in-flight readers still
         // forward the old way. `maintain` clears it.
         self.hop_ids.release(id);
@@ -1227,6 +1233,7 @@ impl Fib {
                 labelled: HashMap::new(),
                 next_key: 0,
                 core_release: Vec::new(),
+                hops_changed: 0,
             },
             routes: BTreeMap::new(),
             objs: HashMap::new(),
@@ -1273,6 +1280,32 @@ impl Fib {
     /// Next hops and groups, for `L3Tables::nexthops`.
     pub fn nexthops(&self) -> Arc<NextHopTable> {
         self.pool.nht.clone()
+    }
+
+    /// Changes whenever a next hop is made, rewritten or freed: a caller
+    /// that saw the same value last time has the same [`gateways`](Self::gateways).
+    pub fn next_hop_generation(&self) -> u64 {
+        self.pool.hops_changed
+    }
+
+    /// Every (port, gateway) a live next hop of this FIB forwards to,
+    /// into `out` (cleared first; no particular order, no repeats): what
+    /// Lanyard keeps resolved as managed neighbours. Blackholes and
+    /// next hops without a gateway (connected routes) are left out; so
+    /// are a VRF's imported VPN routes, whose next hops live in the
+    /// default VRF's FIB. O(next-hop ids ever used).
+    pub fn gateways(&self, out: &mut Vec<(u16, IpAddr)>) {
+        out.clear();
+        let used = (self.pool.hop_ids.next as usize).min(self.pool.hop_info.len());
+        for nh in self.pool.hop_info[..used].iter().flatten() {
+            if let (Some(gw), true) = (nh.gateway, nh.port != BLACKHOLE_PORT) {
+                out.push((nh.port, gw));
+            }
+        }
+        // Content-shared hops are distinct, but a zebra object's dedicated
+        // hop may repeat one.
+        out.sort_unstable();
+        out.dedup();
     }
 
     // ---- configured routes ------------------------------------------------
@@ -2286,6 +2319,61 @@ mod tests {
         assert_eq!(a.rotate(), vec![1]);
         assert_eq!(a.alloc(), Some(1));
         assert_eq!(a.live, 2);
+    }
+
+    #[test]
+    fn gateways_follow_the_next_hops_in_use() {
+        let mut f = Fib::with_config(FibConfig::for_vrf(254, 64));
+        let p = |s: &str| {
+            let (a, l) = s.split_once('/').unwrap();
+            Prefix::new(a.parse().unwrap(), l.parse().unwrap()).unwrap()
+        };
+        let gw = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let mut out = vec![(9, gw("10.9.9.9"))];
+        f.gateways(&mut out);
+        assert!(out.is_empty(), "blackhole only: {out:?}");
+        let g0 = f.next_hop_generation();
+        f.set(p("10.1.0.0/24"), Source::Connected, vec![Hop::connected(1)])
+            .unwrap();
+        f.set(
+            p("198.51.100.0/24"),
+            Source::Static,
+            vec![Hop::via(2, gw("10.2.0.2"))],
+        )
+        .unwrap();
+        // The same gateway twice (shared), and an ECMP pair.
+        f.set(
+            p("198.51.101.0/24"),
+            Source::Static,
+            vec![Hop::via(2, gw("10.2.0.2"))],
+        )
+        .unwrap();
+        f.set(
+            p("2001:db8:99::/48"),
+            Source::Static,
+            vec![Hop::via(3, gw("fe80::2")), Hop::via(2, gw("2001:db8:2::2"))],
+        )
+        .unwrap();
+        f.set_blackhole(p("203.0.113.0/24"), Source::Static)
+            .unwrap();
+        let g1 = f.next_hop_generation();
+        assert_ne!(g0, g1);
+        f.gateways(&mut out);
+        assert_eq!(
+            out,
+            vec![
+                (2, gw("10.2.0.2")),
+                (2, gw("2001:db8:2::2")),
+                (3, gw("fe80::2"))
+            ]
+        );
+        // Unchanged next hops: the same generation.
+        f.remove(p("198.51.101.0/24"), Source::Static);
+        assert_eq!(f.next_hop_generation(), g1);
+        f.remove(p("198.51.100.0/24"), Source::Static);
+        assert_ne!(f.next_hop_generation(), g1);
+        f.gateways(&mut out);
+        assert_eq!(out, vec![(2, gw("2001:db8:2::2")), (3, gw("fe80::2"))]);
     }
 
     #[test]

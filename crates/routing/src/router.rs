@@ -148,6 +148,8 @@ pub struct RouterStats {
     pub neighbor_resyncs: AtomicU64,
     /// Neighbours the table had no room for.
     pub neighbor_table_full: AtomicU64,
+    /// Next hops held as managed neighbours (`crate::managed`).
+    pub managed: crate::managed::ManagedStats,
 }
 
 /// `TUNSETCARRIER` (`<linux/if_tun.h>`, Linux ≥ 5.0): a TAP's carrier.
@@ -623,12 +625,13 @@ fn router_interface(r: &RoutedPort) -> RouterInterface {
     }
 }
 
-/// Starts a neighbour mirror (in namespace `ns`, or ours) feeding `table`.
+/// Starts a neighbour mirror (in namespace `ns`, or ours) feeding `table`
+/// and holding `fib`'s next hops as managed neighbours.
 fn start_mirror(
     shared: &Arc<Shared>,
     stats: &Arc<RouterStats>,
     ns: Option<&std::fs::File>,
-    table: Arc<NeighborTable>,
+    (table, fib): (Arc<NeighborTable>, Arc<Mutex<Fib>>),
     mirror: &Mirror,
     name: String,
 ) -> Result<JoinHandle<()>, String> {
@@ -637,11 +640,27 @@ fn start_mirror(
         Some(ns) => crate::netns::run_in(ns, NeighborMonitor::open).and_then(|m| m),
     }
     .map_err(|e| format!("neighbour monitor: {e}"))?;
+    // Its requests go to the same namespace; without one (or on a kernel
+    // before 5.16) the mirror only mirrors.
+    let managed = crate::managed::supported()
+        .then(|| match ns {
+            None => Rtnl::open(),
+            Some(ns) => crate::netns::run_in(ns, Rtnl::open).and_then(|r| r),
+        })
+        .and_then(|r| {
+            r.map_err(|e| tracing::warn!("{name}: no managed neighbours: {e}"))
+                .ok()
+        })
+        .map(|r| (r, fib));
+    stats
+        .managed
+        .supported
+        .store(managed.is_some(), Ordering::Relaxed);
     let (shared, stats) = (shared.clone(), stats.clone());
     let (by_ifindex, stop) = (mirror.by_ifindex.clone(), mirror.stop.clone());
     std::thread::Builder::new()
         .name(name.clone())
-        .spawn(move || neighbor_loop(shared, mon, table, by_ifindex, stop, stats))
+        .spawn(move || neighbor_loop(shared, mon, table, by_ifindex, stop, stats, managed))
         .map_err(|e| format!("spawn {name}: {e}"))
 }
 
@@ -887,7 +906,7 @@ impl Router {
             shared,
             &stats,
             None,
-            neighbors.clone(),
+            (neighbors.clone(), fib.clone()),
             &default_mirror,
             "neighbors".into(),
         )?);
@@ -905,7 +924,7 @@ impl Router {
                 shared,
                 &stats,
                 Some(&v.ns),
-                v.neighbors.clone(),
+                (v.neighbors.clone(), v.fib.clone()),
                 &v.mirror,
                 format!("neighbors-v{}", k + 1),
             )?);
@@ -1132,7 +1151,7 @@ impl Router {
                     &self.shared,
                     &self.stats,
                     Some(&v.ns),
-                    v.neighbors.clone(),
+                    (v.neighbors.clone(), v.fib.clone()),
                     &v.mirror,
                     format!("neighbors-v{}", k + 1),
                 )?;
@@ -1594,7 +1613,9 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                     .and_then(|(_, s)| s.take());
                 kept.push((port.clone(), open));
             }
-            sockets = kept;
+            // Those of ports that left, closed together (see the end).
+            let left = std::mem::replace(&mut sockets, kept);
+            io::in_parallel(left.into_iter().filter_map(|(_, s)| s).collect(), drop);
             socket_of = names
                 .iter()
                 .map(|n| {
@@ -1695,6 +1716,10 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
             q.clear_wake();
         }
     }
+    // Each inject socket's close waits for an RCU grace period
+    // (`packet_release`): one after another, 410 ports' sockets held the
+    // stop for seconds. Closed together, their waits overlap.
+    io::in_parallel(sockets.into_iter().filter_map(|(_, s)| s).collect(), drop);
     // The twins stay open until `Router::remove_namespaces` closes them
     // (in parallel), or the router is dropped.
 }
@@ -1736,7 +1761,9 @@ fn send_inject(sock: &mut Option<InjectSocket>, name: &str, frame: &[u8]) -> boo
     }
 }
 
-/// Mirror the kernel's neighbours on the TAPs into the forwarding table.
+/// Mirror the kernel's neighbours on the TAPs into the forwarding table,
+/// and hold the FIB's next hops as managed neighbours (`managed`: a
+/// request socket in the same namespace and the FIB).
 fn neighbor_loop(
     shared: Arc<Shared>,
     mut mon: NeighborMonitor,
@@ -1744,7 +1771,9 @@ fn neighbor_loop(
     by_ifindex: Arc<Mutex<HashMap<u32, u16>>>,
     stop: Arc<AtomicBool>,
     stats: Arc<RouterStats>,
+    mut managed: Option<(Rtnl, Arc<Mutex<Fib>>)>,
 ) {
+    let mut held = crate::managed::ManagedNeighbors::new();
     if let Err(e) = mon.request_dump() {
         tracing::warn!("neighbour dump: {e}");
     }
@@ -1763,11 +1792,12 @@ fn neighbor_loop(
             }
         };
         let now = shared.now();
-        let by_ifindex = by_ifindex.lock().unwrap_or_else(|e| e.into_inner());
+        let map = by_ifindex.lock().unwrap_or_else(|e| e.into_inner());
         for ev in events {
-            let Some(&port) = by_ifindex.get(&ev.ifindex) else {
+            let Some(&port) = map.get(&ev.ifindex) else {
                 continue;
             };
+            held.observe(&ev);
             stats.neighbor_updates.fetch_add(1, Ordering::Relaxed);
             match (ev.usable(), ev.mac) {
                 (true, Some(mac)) => {
@@ -1793,7 +1823,16 @@ fn neighbor_loop(
                 }
             }
         }
+        // Bounded, and only when the next hops or the kernel's entries
+        // changed (crate::managed).
+        if let Some((rtnl, fib)) = managed.as_mut() {
+            let t = Instant::now();
+            held.refresh(fib, &map, t);
+            drop(map);
+            held.reconcile(rtnl, &stats.managed, t);
+        }
     }
+    held.retire(&stats.managed);
 }
 
 /// First interface index of the VRF label interfaces (one per VRF, by

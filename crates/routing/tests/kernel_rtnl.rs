@@ -405,6 +405,94 @@ fn kernel_neighbor_monitor_live_dump_and_delete() {
     assert_eq!(live.decode_errors(), 0);
 }
 
+/// Managed neighbours (Linux >= 5.16), as `routing::managed` relies on
+/// them: a managed entry is resolved with no traffic; making a resolved
+/// entry managed keeps its state and address (no unresolved moment the
+/// mirror would punt for); handing it back keeps them too; a new entry is
+/// never made over an existing one; `get_neigh` reads one entry.
+#[test]
+fn kernel_managed_neighbors_resolve_keep_state_and_hand_back() {
+    require_root!();
+    if !routing::managed::supported() {
+        eprintln!("SKIPPED: the kernel has no managed neighbours (before 5.16)");
+        return;
+    }
+    let pair = Pair::new();
+    let a = &pair.a;
+    let mut rt = Pair::rtnl(a);
+    pair.addresses(&mut rt);
+    let b3 = "10.77.0.3";
+    Pair::ip_out(&pair.b, &["addr", "add", &format!("{b3}/24"), "dev", B_IF]);
+    let idx = rt.link_index(A_IF).unwrap();
+    let peer_mac = mac_of(&pair.b, B_IF);
+    let mut mon = Pair::monitor(a);
+    let mut log = Vec::new();
+
+    // Nothing sent: the kernel resolves a managed entry by itself.
+    for peer in [B4, B6] {
+        rt.manage_neigh(idx, addr(peer), true).unwrap();
+        let ev = wait_for(&mut mon, Duration::from_secs(5), &mut log, |e| {
+            e.ip == addr(peer) && e.usable()
+        });
+        assert!(ev.managed(), "{ev:?}");
+        assert_eq!(ev.mac, Some(peer_mac));
+        // Exclusive: never over an existing entry.
+        let e = rt.manage_neigh(idx, addr(peer), true).unwrap_err();
+        assert!(is_exists(&e), "{e}");
+    }
+    let shown = Pair::ip_out(a, &["-d", "neigh", "show", "dev", A_IF]);
+    eprintln!("ip -d neigh:\n{shown}");
+    for peer in [B4, B6] {
+        let line = shown
+            .lines()
+            .find(|l| l.starts_with(&format!("{peer} ")))
+            .unwrap_or("");
+        assert!(line.contains("managed"), "{peer}: {shown}");
+    }
+
+    // A neighbour the kernel resolved itself gains the flag, nothing else.
+    poke(a, addr(b3));
+    wait_for(&mut mon, Duration::from_secs(5), &mut log, |e| {
+        e.ip == addr(b3) && e.usable()
+    });
+    let before = log.len();
+    rt.manage_neigh(idx, addr(b3), false).unwrap();
+    let ev = wait_for(&mut mon, Duration::from_secs(5), &mut log, |e| {
+        e.ip == addr(b3) && e.managed()
+    });
+    assert!(ev.usable() && ev.mac == Some(peer_mac), "{ev:?}");
+    assert!(
+        log[before..]
+            .iter()
+            .filter(|e| e.ip == addr(b3))
+            .all(|e| e.usable()),
+        "{b3} went unresolved on the way: {:?}",
+        states(&log[before..], addr(b3))
+    );
+
+    // Handed back: the flag goes, the state and address stay.
+    let before = log.len();
+    rt.unmanage_neigh(idx, addr(B4)).unwrap();
+    let ev = wait_for(&mut mon, Duration::from_secs(5), &mut log, |e| {
+        e.ip == addr(B4) && !e.managed()
+    });
+    assert!(ev.usable() && ev.mac == Some(peer_mac), "{ev:?}");
+    assert!(log[before..]
+        .iter()
+        .filter(|e| e.ip == addr(B4))
+        .all(|e| e.usable()));
+    let got = rt.get_neigh(idx, addr(B4)).unwrap().expect("B4 entry");
+    assert!(got.usable() && !got.managed(), "{got:?}");
+    assert!(rt
+        .get_neigh(idx, addr(B6))
+        .unwrap()
+        .is_some_and(|e| e.managed()));
+    assert_eq!(rt.get_neigh(idx, addr("10.77.0.99")).unwrap(), None);
+    let e = rt.unmanage_neigh(idx, addr("10.77.0.99")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    assert_eq!(mon.decode_errors(), 0);
+}
+
 #[test]
 fn kernel_neighbor_monitor_overrun_then_redump() {
     require_root!();

@@ -24,11 +24,27 @@ pub const RTNLGRP_NEIGH: u32 = 3;
 // Neighbour attributes (linux/neighbour.h).
 pub const NDA_DST: u16 = 1;
 pub const NDA_LLADDR: u16 = 2;
+/// `u32` of extended flags (`NTF_EXT_*`, Linux >= 5.16).
+pub const NDA_FLAGS_EXT: u16 = 15;
+
+/// `ndm_flags` in a request: treat the entry as used (resolve it if it
+/// is not; with no `NTF_MANAGED`, an admin update clears that flag and
+/// leaves state and address as they are).
+pub const NTF_USE: u8 = 0x01;
 
 /// `ndm_flags`: a proxy-ARP/ND entry (answers for others, resolves nothing).
 pub const NTF_PROXY: u8 = 0x08;
 /// Entry installed by an external control plane (not aged, not probed).
 pub const NTF_EXT_LEARNED: u8 = 0x10;
+/// `NDA_FLAGS_EXT`: a managed entry. The kernel resolves it without
+/// traffic, keeps re-confirming it (every `interval_probe_time_ms`, 5 s by
+/// default) and so keeps it out of the ageing collection (Linux >= 5.16).
+pub const NTF_EXT_MANAGED: u32 = 0x1;
+/// Extended flags sit above the 8 bits of `ndm_flags` in
+/// [`NeighborEvent::flags`] (the kernel's own `NTF_EXT_SHIFT`).
+pub const NTF_EXT_SHIFT: u32 = 8;
+/// [`NeighborEvent::flags`] bit of a managed entry.
+pub const NTF_MANAGED: u32 = NTF_EXT_MANAGED << NTF_EXT_SHIFT;
 
 /// `sizeof(struct ndmsg)`.
 pub const NDMSG_LEN: usize = 12;
@@ -62,6 +78,9 @@ pub struct NeighborEvent {
     pub mac: Option<[u8; 6]>,
     /// `NUD_*` bits.
     pub state: u16,
+    /// `ndm_flags` (`NTF_*`) and, shifted by [`NTF_EXT_SHIFT`], the
+    /// extended flags of `NDA_FLAGS_EXT` ([`NTF_MANAGED`]).
+    pub flags: u32,
     /// `RTM_DELNEIGH`: the entry is gone.
     pub deleted: bool,
 }
@@ -73,6 +92,11 @@ impl NeighborEvent {
     /// which will resolve it).
     pub fn usable(&self) -> bool {
         !self.deleted && self.mac.is_some() && self.state & NUD_USABLE != 0
+    }
+
+    /// The kernel holds the entry as managed ([`NTF_MANAGED`]).
+    pub fn managed(&self) -> bool {
+        self.flags & NTF_MANAGED != 0
     }
 }
 
@@ -119,6 +143,7 @@ pub fn decode_neigh(msg: &[u8]) -> Result<Option<NeighborEvent>, DecodeError> {
 
     let mut ip = None;
     let mut mac = None;
+    let mut ext = 0u32;
     for attr in Attrs::new(&body[NDMSG_LEN..]) {
         let (t, p) = attr?;
         match t {
@@ -140,6 +165,14 @@ pub fn decode_neigh(msg: &[u8]) -> Result<Option<NeighborEvent>, DecodeError> {
             }
             // Other lengths are legal (tunnels, InfiniBand) but not Ethernet.
             NDA_LLADDR => mac = <[u8; 6]>::try_from(p).ok(),
+            // Only the bits that fit above ndm_flags; a bad length is
+            // ignored like an unknown attribute (nothing depends on it to
+            // forward).
+            NDA_FLAGS_EXT => {
+                if let Ok(b) = <[u8; 4]>::try_from(p) {
+                    ext = u32::from_ne_bytes(b) & (u32::MAX >> NTF_EXT_SHIFT);
+                }
+            }
             _ => {}
         }
     }
@@ -152,6 +185,7 @@ pub fn decode_neigh(msg: &[u8]) -> Result<Option<NeighborEvent>, DecodeError> {
         ip,
         mac,
         state,
+        flags: u32::from(flags) | (ext << NTF_EXT_SHIFT),
         deleted: msg_type == RTM_DELNEIGH,
     }))
 }
@@ -412,10 +446,13 @@ pub mod build {
         } else {
             RTM_NEWNEIGH
         };
-        let mut m =
-            Msg::new(t, 0, &ndmsg(family, ev.ifindex, ev.state, 0)).attr_addr(NDA_DST, ev.ip);
+        let mut m = Msg::new(t, 0, &ndmsg(family, ev.ifindex, ev.state, ev.flags as u8))
+            .attr_addr(NDA_DST, ev.ip);
         if let Some(mac) = ev.mac {
             m = m.attr(NDA_LLADDR, &mac);
+        }
+        if ev.flags >> NTF_EXT_SHIFT != 0 {
+            m = m.attr_u32(NDA_FLAGS_EXT, ev.flags >> NTF_EXT_SHIFT);
         }
         // NDA_CACHEINFO and NDA_PROBES, as the kernel appends them.
         m.attr(3, &[0u8; 16]).attr_u32(4, 1).finish()
@@ -435,6 +472,7 @@ mod tests {
             ip: ip.parse().unwrap(),
             mac,
             state,
+            flags: 0,
             deleted,
         }
     }
@@ -476,6 +514,35 @@ mod tests {
             assert!(ev("192.0.2.12", Some(MAC), s, false).usable(), "{s:#x}");
         }
         assert!(!ev("192.0.2.12", Some(MAC), NUD_NONE, false).usable());
+    }
+
+    #[test]
+    fn flags_and_the_managed_flag_are_decoded() {
+        let mut e = ev("192.0.2.10", Some(MAC), NUD_REACHABLE, false);
+        e.flags = u32::from(NTF_EXT_LEARNED) | NTF_MANAGED;
+        assert_eq!(decode_neigh(&neigh(&e)), Ok(Some(e)));
+        assert!(e.managed());
+        // The kernel's own bytes: ndm_flags in the header, NDA_FLAGS_EXT.
+        let m = Msg::new(RTM_NEWNEIGH, 0, &ndmsg(AF_INET, 3, NUD_STALE, 0x80))
+            .attr(NDA_DST, &[192, 0, 2, 1])
+            .attr(NDA_LLADDR, &MAC)
+            .attr_u32(NDA_FLAGS_EXT, NTF_EXT_MANAGED)
+            .finish();
+        let got = decode_neigh(&m).unwrap().unwrap();
+        assert_eq!(got.flags, 0x80 | NTF_MANAGED);
+        assert!(got.managed() && got.usable());
+        // No NDA_FLAGS_EXT, or one of the wrong length: not managed.
+        assert!(
+            !decode_neigh(&neigh(&ev("192.0.2.10", Some(MAC), NUD_STALE, false)))
+                .unwrap()
+                .unwrap()
+                .managed()
+        );
+        let m = Msg::new(RTM_NEWNEIGH, 0, &ndmsg(AF_INET, 3, NUD_STALE, 0))
+            .attr(NDA_DST, &[192, 0, 2, 1])
+            .attr(NDA_FLAGS_EXT, &[1, 0])
+            .finish();
+        assert!(!decode_neigh(&m).unwrap().unwrap().managed());
     }
 
     #[test]

@@ -300,6 +300,75 @@ impl Rtnl {
         self.request(msg).map(|_| ())
     }
 
+    /// Makes the neighbour `ip` of interface `ifindex` a managed entry
+    /// (`NTF_MANAGED`, Linux >= 5.16): the kernel resolves it now, with no
+    /// packet waiting, keeps re-confirming it and so never ages it out.
+    ///
+    /// The request carries no address and no state: for a managed update
+    /// the kernel keeps an existing entry's state and address as they are
+    /// (a resolved entry stays resolved) and only adds the flag. Being an
+    /// admin update it also clears `NTF_EXT_LEARNED`, and it would take
+    /// `NUD_PERMANENT` away: callers leave static (`PERMANENT`, `NOARP`)
+    /// and externally learned entries alone. With `exclusive` the entry
+    /// must not exist yet (`NLM_F_EXCL`: `EEXIST` if something installed
+    /// it meanwhile), so a new entry can never overwrite someone else's.
+    pub fn manage_neigh(&mut self, ifindex: u32, ip: IpAddr, exclusive: bool) -> io::Result<()> {
+        use super::neigh::{NDA_DST, NDA_FLAGS_EXT, NTF_EXT_MANAGED, NUD_NONE, RTM_NEWNEIGH};
+        let nd = super::neigh::build::ndmsg(family_of(&ip), ifindex, NUD_NONE, 0);
+        let how = if exclusive {
+            nl::NLM_F_EXCL
+        } else {
+            nl::NLM_F_REPLACE
+        };
+        let msg = Msg::new(RTM_NEWNEIGH, nl::NLM_F_CREATE | how, &nd)
+            .attr_addr(NDA_DST, ip)
+            .attr_u32(NDA_FLAGS_EXT, NTF_EXT_MANAGED)
+            .finish();
+        self.request(msg).map(|_| ())
+    }
+
+    /// Hands a managed neighbour back to the kernel's ordinary care: the
+    /// flag goes, state and address stay (`NTF_USE` without
+    /// `NTF_MANAGED`: counted as one use, then aged like any other).
+    /// `ENOENT` if there is no such entry. Like
+    /// [`manage_neigh`](Self::manage_neigh), not for static or externally
+    /// learned entries.
+    pub fn unmanage_neigh(&mut self, ifindex: u32, ip: IpAddr) -> io::Result<()> {
+        use super::neigh::{NDA_DST, NTF_USE, NUD_NONE, RTM_NEWNEIGH};
+        let nd = super::neigh::build::ndmsg(family_of(&ip), ifindex, NUD_NONE, NTF_USE);
+        let msg = Msg::new(RTM_NEWNEIGH, nl::NLM_F_REPLACE, &nd)
+            .attr_addr(NDA_DST, ip)
+            .finish();
+        self.request(msg).map(|_| ())
+    }
+
+    /// The kernel's entry for `ip` on interface `ifindex` (`None`: there
+    /// is none).
+    pub fn get_neigh(
+        &mut self,
+        ifindex: u32,
+        ip: IpAddr,
+    ) -> io::Result<Option<super::neigh::NeighborEvent>> {
+        use super::neigh::{decode_neigh, NDA_DST, RTM_GETNEIGH};
+        let nd = super::neigh::build::ndmsg(family_of(&ip), ifindex, 0, 0);
+        let msg = Msg::new(RTM_GETNEIGH, 0, &nd)
+            .attr_addr(NDA_DST, ip)
+            .finish();
+        let replies = match self.request(msg) {
+            Ok(r) => r,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for r in replies {
+            if let Ok(Some(ev)) = decode_neigh(&r) {
+                if ev.ifindex == ifindex && ev.ip == ip {
+                    return Ok(Some(ev));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Removes the neighbour `ip` of interface `ifindex` (`ENOENT` if
     /// there is none).
     pub fn del_neigh(&mut self, ifindex: u32, ip: IpAddr) -> io::Result<()> {
