@@ -221,9 +221,9 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
         match new.port_index(&p.name) {
             None => {
                 d.lines.push(format!("- port {}", p.name));
-                if p.mode == PortMode::Routed && i >= new.ports.len() {
-                    routed_port_at_end(old, new, &p.name, "removed", d);
-                } else if i < new.ports.len() {
+                if i >= new.ports.len() {
+                    port_at_end(old, new, p, "removed", d);
+                } else {
                     d.restart.push(format!(
                         "port {} removed before other ports (ports keep their position: remove from the end)",
                         p.name
@@ -267,9 +267,9 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
     for (j, q) in new.ports.iter().enumerate() {
         if old.port_index(&q.name).is_none() {
             d.lines.push(format!("+ port {}", q.name));
-            if q.mode == PortMode::Routed && j >= old.ports.len() {
-                routed_port_at_end(old, new, &q.name, "added", d);
-            } else if j < old.ports.len() {
+            if j >= old.ports.len() {
+                port_at_end(old, new, q, "added", d);
+            } else {
                 d.restart.push(format!(
                     "port {} added before other ports (add new ports at the end)",
                     q.name
@@ -279,18 +279,27 @@ fn diff_ports(old: &Config, new: &Config, d: &mut Diff) {
     }
 }
 
-/// A routed port added at the end of `ports` or removed from it: its
-/// twin comes or goes with the router (`Router::reconfigure`). The ids of
+/// A port added at the end of `ports` or removed from it. The ids of
 /// VLAN interfaces and port channels follow the ports (subinterfaces'
-/// are checked by `diff_subinterfaces`): with any of them, a restart.
-fn routed_port_at_end(old: &Config, new: &Config, name: &str, what: &str, d: &mut Diff) {
+/// are checked by `diff_subinterfaces`), and the tables that name them
+/// (the router MAC's static entry, learned addresses, the layer-3
+/// interfaces) would point at the wrong port: with any of them, a
+/// restart. Otherwise a routed port's twin comes or goes with the router
+/// (`Router::reconfigure`), a switched port with the next snapshot.
+fn port_at_end(old: &Config, new: &Config, port: &config::PortConfig, what: &str, d: &mut Diff) {
     let after = |c: &Config| c.svis().count() + c.port_channels.len();
+    let kind = if port.mode == PortMode::Routed {
+        "routed port"
+    } else {
+        "port"
+    };
     if after(old) + after(new) > 0 {
         d.restart.push(format!(
-            "routed port {name} {what}: the port ids of VLAN interfaces and port channels \
-             would move"
+            "{kind} {} {what}: the port ids of VLAN interfaces and port channels \
+             would move",
+            port.name
         ));
-    } else {
+    } else if port.mode == PortMode::Routed {
         d.router = true;
     }
 }
@@ -695,6 +704,45 @@ mod tests {
         );
         assert_eq!(diff(&a, &g).restart, vec!["switch"]);
         assert!(diff(&a, &a).lines.is_empty());
+    }
+
+    /// A port added at the end or removed from it moves the port ids of
+    /// VLAN interfaces and port channels, which follow the ports: with
+    /// either, a restart, for switched ports as for routed ones. Before,
+    /// a switched port was added live and the router MAC's static entry
+    /// then named the new port (the VLAN interface unreachable).
+    #[test]
+    fn ports_at_the_end_keep_vlan_interfaces_and_channels_in_place() {
+        let svi = "vlans: [{id: 10, router: {addresses: [10.0.10.1/24]}}]
+";
+        let a = cfg(&format!(
+            "{svi}ports: [{{name: a, vlan: 10}}, {{name: b, vlan: 10}}]
+"
+        ));
+        let b = cfg(&format!(
+            "{svi}ports: [{{name: a, vlan: 10}}, {{name: b, vlan: 10}}, {{name: c, vlan: 10}}]
+"
+        ));
+        let want = |what: &str| {
+            vec![format!(
+                "port c {what}: the port ids of VLAN interfaces and port channels would move"
+            )]
+        };
+        assert_eq!(diff(&a, &b).restart, want("added"));
+        assert_eq!(diff(&b, &a).restart, want("removed"));
+        let po = "vlans: [{id: 10}]
+port-channels: [{name: po1, members: [b]}]
+";
+        let c = cfg(&format!(
+            "{po}ports: [{{name: a, vlan: 10}}, {{name: b, vlan: 10}}]
+"
+        ));
+        let d = cfg(&format!(
+            "{po}ports: [{{name: a, vlan: 10}}, {{name: b, vlan: 10}}, {{name: c, vlan: 10}}]
+"
+        ));
+        assert_eq!(diff(&c, &d).restart, want("added"));
+        // Without either, live (live_and_restart_changes above).
     }
 
     /// A routed port's access lists and QoS policies change live (the
