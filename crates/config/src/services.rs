@@ -276,6 +276,11 @@ pub struct FlowExport {
     /// Observation domain / source id (default 0).
     #[serde(default)]
     pub domain_id: u32,
+    /// Most records sent per second (absent: as fast as the collector's
+    /// socket takes them). Records wait in the caches meanwhile, none is
+    /// lost: for collectors that cannot take a burst of millions.
+    #[serde(default)]
+    pub rate_limit: Option<u32>,
 }
 
 fn default_active() -> u32 {
@@ -807,7 +812,7 @@ ports:
 
     #[test]
     fn services_errors_name_the_field() {
-        let cases: [(&str, &str, &str); 10] = [
+        let cases: [(&str, &str, &str); 11] = [
             (
                 "destination-port: 23,",
                 "destination-port: 90-80,",
@@ -840,6 +845,11 @@ ports:
                 "collector: 127.0.0.1:2055",
                 "collector: nowhere",
                 "flow-export.collector",
+            ),
+            (
+                "collector: 127.0.0.1:2055",
+                "collector: 127.0.0.1:2055\n  rate-limit: 50",
+                "flow-export.rate-limit",
             ),
             (
                 "queue: {priority: true}",

@@ -823,6 +823,7 @@ fn start_exporter(
     let mut cfg = ExportConfig::new(collector, version);
     cfg.template_refresh = Duration::from_secs(fe.template_refresh as u64);
     cfg.domain_id = fe.domain_id;
+    cfg.rate_limit = fe.rate_limit;
     FlowExporter::start(cfg, shared.flow_queues(), shared.epoch)
         .map_err(|e| format!("flow export to {collector}: {e}"))
 }

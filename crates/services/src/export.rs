@@ -71,6 +71,11 @@ pub struct ExportConfig {
     pub domain_id: u32,
     /// Largest datagram payload (default 1400).
     pub mtu: usize,
+    /// Most records sent per second (`None`: no limit). The thread waits
+    /// before a datagram that would exceed it; the queues fill meanwhile
+    /// and the caches keep their flows (a full queue ends a sweep), so
+    /// nothing is lost — what a collector that drops bursts needs.
+    pub rate_limit: Option<u32>,
 }
 
 impl ExportConfig {
@@ -84,6 +89,7 @@ impl ExportConfig {
             template_refresh_packets: 20,
             domain_id: 0,
             mtu: netflow::DEFAULT_MTU,
+            rate_limit: None,
         }
     }
 }
@@ -209,6 +215,7 @@ impl FlowExporter {
             since_templates: 0,
             counters: counters.clone(),
             error_logged: false,
+            next_send: None,
         };
         let st = stop.clone();
         let thread = std::thread::Builder::new()
@@ -281,6 +288,8 @@ struct Exporter {
     since_templates: u32,
     counters: Arc<Counters>,
     error_logged: bool,
+    /// `rate_limit`: when the next datagram may go.
+    next_send: Option<Instant>,
 }
 
 impl Exporter {
@@ -349,6 +358,21 @@ impl Exporter {
         }
     }
 
+    /// `rate_limit`: waits until `records` more are within the rate.
+    /// Datagrams are spaced evenly (an idle spell earns no burst: a burst
+    /// is what overflows a collector's socket buffer).
+    fn pace(&mut self, records: u32) {
+        let Some(rate) = self.cfg.rate_limit.filter(|r| *r > 0) else {
+            return;
+        };
+        let now = Instant::now();
+        let at = self.next_send.filter(|t| *t > now).unwrap_or(now);
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        self.next_send = Some(at + Duration::from_secs_f64(f64::from(records) / f64::from(rate)));
+    }
+
     /// Fewest records that can fill a datagram (all IPv6, after the
     /// template set): below it, `pump(false)` is pointless.
     fn fill_threshold(&self) -> usize {
@@ -405,6 +429,7 @@ impl Exporter {
     }
 
     fn transmit(&mut self, len: usize, records: u32, templates: bool) {
+        self.pace(records);
         let c = &self.counters;
         match self.sock.send(&self.buf[..len]) {
             Ok(_) => {

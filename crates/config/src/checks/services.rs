@@ -242,6 +242,14 @@ pub(crate) fn check(cfg: &crate::Config) -> Vec<crate::error::Issue> {
                 format!("{} is out of range 1024..67108864", f.cache_size),
             );
         }
+        if let Some(r) = f.rate_limit {
+            if !(100..=100_000_000).contains(&r) {
+                err(
+                    format!("{p}.rate-limit"),
+                    format!("{r} is out of range 100..100000000 records/s"),
+                );
+            }
+        }
         if f.template_refresh == 0 {
             err(
                 format!("{p}.template-refresh"),
