@@ -48,6 +48,7 @@ use serde_json::Value;
 use testkit::flood::{is_icmp4, FloodReport, FloodSpec, Flooder, RxCounter, RxReport};
 use testkit::frame::{parse_mac, Mac};
 use testkit::frr::{link_addrs, Daemon, FrrInstance, FrrOptions, OspfRouter, RouterBed};
+use testkit::netns::mac_of;
 use testkit::{ip, l2, Switch};
 
 /// Routed ports (one tester router each).
@@ -125,20 +126,6 @@ fn config(ports: usize, policing: bool) -> String {
         y.push_str("control-plane-policing: {enabled: false}\n");
     }
     y
-}
-
-fn mac_of(ns: &str, ifname: &str) -> Mac {
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{ifname}/address"),
-        ])
-        .output()
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 /// The pid of the `lanyard` process running in namespace `ns`.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use testkit::frame::{parse_mac, Mac};
 use testkit::frr::{link_addrs, Daemon, FrrInstance, FrrOptions, OspfRouter, RouterBed};
 use testkit::ip;
+use testkit::netns::mac_of;
 use testkit::routes::RouterPrefixes;
 use testkit::{l2, RawPort, Switch};
 
@@ -181,20 +182,6 @@ fn send_samples(
         }
     }
     (arrived, bad)
-}
-
-fn mac_of(ns: &str, ifname: &str) -> Mac {
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{ifname}/address"),
-        ])
-        .output()
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 fn l3_counter(sw: &Switch, key: &str) -> u64 {

@@ -31,6 +31,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use testkit::frame::{parse_mac, Mac};
 use testkit::frr::{link_addrs, Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::netns::mac_of;
 use testkit::{ip, l2, Switch};
 
 const FPM_PORT: u16 = 2620;
@@ -72,20 +73,6 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 /// tshark's view of one frame: each field's values (comma-joined).
 fn tshark(frame: &[u8], fields: &[&str]) -> Vec<String> {
     testkit::tshark::fields(frame, fields, &[]).expect("tshark")
-}
-
-fn mac_of(ns: &str, ifname: &str) -> Mac {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "cat",
-            &format!("/sys/class/net/{ifname}/address"),
-        ])
-        .output()
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 /// A labelled frame: `labels` (label, TTL), S on the last, over `ip`

@@ -50,6 +50,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use testkit::frame::{mac, test_frame, test_info, Tag};
+use testkit::frame::{mpls_labels, Lse};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions};
 use testkit::netns::veth;
 use testkit::pseudowire::{pseudowires as pws, row, wait_through};
@@ -289,33 +290,12 @@ fn signalled_up(
     (la == rb && ra == lb && la >= 16 && ra >= 16).then_some((la, ra))
 }
 
-/// One label stack entry: label, bottom of stack, TTL.
-type Lse = (u32, bool, u8);
-
-/// The label stack of an MPLS frame and what follows it.
-fn labels(f: &[u8]) -> Option<(Vec<Lse>, &[u8])> {
-    if f.len() < 18 || f[12..14] != [0x88, 0x47] {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut at = 14;
-    loop {
-        let w = u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?);
-        let s = w >> 8 & 1 == 1;
-        out.push((w >> 12, s, (w & 0xff) as u8));
-        at += 4;
-        if s {
-            return Some((out, &f[at..]));
-        }
-    }
-}
-
 /// The labelled frames on a core port carrying a test frame of `phase`:
 /// (label stack, payload after the stack).
 fn pw_frames(port: &RawPort, phase: u32) -> Vec<(Vec<Lse>, Vec<u8>)> {
     let mut out = Vec::new();
     while let Ok(Some(f)) = port.recv_timeout(Duration::from_millis(150)) {
-        let Some((stack, payload)) = labels(&f) else {
+        let Some((stack, payload)) = mpls_labels(&f) else {
             continue;
         };
         // The customer frame: after the control word, or at once.

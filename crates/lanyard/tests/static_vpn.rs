@@ -36,7 +36,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::mpls_labels;
+use testkit::frame::Mac;
 use testkit::netns::{veth, Netns};
 use testkit::{ip, l2, RawPort, Switch};
 
@@ -46,13 +47,6 @@ const N: u64 = 50;
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 /// The VPN label PE `k` pops into customer `i` (the far PE pushes it);
@@ -128,27 +122,6 @@ fn apply(sw: &Switch, dir: &Path, name: &str, yaml: &str) -> Result<String, Stri
         Ok(out)
     } else {
         Err(out)
-    }
-}
-
-/// One label stack entry: label, bottom of stack, TTL.
-type Lse = (u32, bool, u8);
-
-/// The label stack of an MPLS frame and the packet under it.
-fn labels(f: &[u8]) -> Option<(Vec<Lse>, &[u8])> {
-    if f.len() < 18 || f[12..14] != [0x88, 0x47] {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut at = 14;
-    loop {
-        let w = u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?);
-        let s = w >> 8 & 1 == 1;
-        out.push((w >> 12, s, (w & 0xff) as u8));
-        at += 4;
-        if s {
-            return Some((out, &f[at..]));
-        }
     }
 }
 
@@ -259,7 +232,7 @@ fn flow(from: &Side, to: &Side, v6: bool, base: u64, custs: &[usize]) -> Result<
 fn check_wire(frames: &[Vec<u8>], vpn: &[u32; 2], what: &str) -> Result<[u64; 2], String> {
     let mut per = [0u64; 2];
     for f in frames {
-        let Some((stack, ipp)) = labels(f) else {
+        let Some((stack, ipp)) = mpls_labels(f) else {
             continue;
         };
         let Some(p) = inner(ipp) else { continue };
@@ -501,8 +474,8 @@ fn static_vpn_routes_between_two_lanyard_pes() {
     let open = |n: &Netns, i: &str| RawPort::open(n.name(), i).unwrap();
     let c1: Vec<RawPort> = ce1.iter().map(|n| open(n, "c")).collect();
     let c2: Vec<RawPort> = ce2.iter().map(|n| open(n, "c")).collect();
-    let m1: Vec<Mac> = ce1.iter().map(|n| mac_of(n, "c")).collect();
-    let m2: Vec<Mac> = ce2.iter().map(|n| mac_of(n, "c")).collect();
+    let m1: Vec<Mac> = ce1.iter().map(|n| n.mac("c")).collect();
+    let m2: Vec<Mac> = ce2.iter().map(|n| n.mac("c")).collect();
     let wire = [open(&core, "x"), open(&core, "y")];
     let s1 = Side {
         pe_macs: [sw1.router_mac("ca"), sw1.router_mac("cb")],

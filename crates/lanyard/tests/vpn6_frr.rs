@@ -27,7 +27,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testkit::frame::{parse_mac, Mac};
+
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
@@ -41,13 +41,6 @@ const REMOTE_PREFIX: &str = "2001:db8:b::/48";
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
@@ -296,8 +289,8 @@ routing:
     let p2 = bed.open(2).unwrap();
     let r1 = sw.router_mac("sw1");
     let r2 = sw.router_mac("sw2");
-    let m1 = mac_of(t1, "t1");
-    let m2 = mac_of(t2, "t2");
+    let m1 = t1.mac("t1");
+    let m2 = t2.mac("t2");
     let mut got = None;
     for seq in 0..20u64 {
         p2.drain();

@@ -16,7 +16,6 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use testkit::frame::{parse_mac, Mac};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
@@ -29,13 +28,6 @@ const VPN_LABEL: u32 = 555;
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
@@ -207,7 +199,7 @@ routing:
     let p1 = bed.open(1).unwrap();
     let p2 = bed.open(2).unwrap();
     let r1 = sw.router_mac("sw1");
-    let m1 = mac_of(t1, "t1");
+    let m1 = t1.mac("t1");
     let mut got = None;
     // The first packets may wait for the core neighbour's ARP.
     for seq in 0..20u64 {

@@ -43,7 +43,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::mpls_labels;
+use testkit::frame::Mac;
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions};
 use testkit::netns::{veth, Netns};
 use testkit::{ip, l2, RawPort, Switch};
@@ -55,13 +56,6 @@ const CUSTS: [&str; 2] = ["CUSTA", "CUSTB"];
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -228,28 +222,6 @@ fn swap_to(sw: &Switch, out: u32) -> Vec<(u32, u64)> {
         .collect()
 }
 
-/// The label stack of an MPLS frame (label, S, TTL per entry) and the IP
-/// packet under it (`None`: not MPLS unicast).
-/// One label stack entry: label, bottom of stack, TTL.
-type Lse = (u32, bool, u8);
-
-fn labels(f: &[u8]) -> Option<(Vec<Lse>, &[u8])> {
-    if f.len() < 18 || f[12..14] != [0x88, 0x47] {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut at = 14;
-    loop {
-        let w = u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?);
-        let s = w >> 8 & 1 == 1;
-        out.push((w >> 12, s, (w & 0xff) as u8));
-        at += 4;
-        if s {
-            return Some((out, &f[at..]));
-        }
-    }
-}
-
 /// Test-frame sequence number of an IPv4 packet (no Ethernet header).
 fn seq_of(ipp: &[u8]) -> Option<u64> {
     let mut f = vec![0u8; 12];
@@ -339,7 +311,7 @@ fn check_stacks(frames: &[Vec<u8>], vpn: &[u32], top: Option<u32>, what: &str) -
     let mut per = [0u64; 2];
     let mut tops = Vec::new();
     for f in frames {
-        let Some((stack, ipp)) = labels(f) else {
+        let Some((stack, ipp)) = mpls_labels(f) else {
             continue;
         };
         let Some(seq) = seq_of(ipp) else { continue };
@@ -357,7 +329,7 @@ fn check_stacks(frames: &[Vec<u8>], vpn: &[u32], top: Option<u32>, what: &str) -
     }
     assert_eq!(per, [N, N], "{what}: labelled test frames per VRF");
     tops.dedup();
-    let first = frames.iter().find_map(|f| labels(f)).map(|l| l.0);
+    let first = frames.iter().find_map(|f| mpls_labels(f)).map(|l| l.0);
     eprintln!("  {what}: {N} + {N} frames with [{tops:?}, VPN {vpn:?}], e.g. {first:?}");
     tops
 }
@@ -576,8 +548,8 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
         .collect();
     let c1: Vec<RawPort> = ce1.iter().map(|n| open(n, "c")).collect();
     let c2: Vec<RawPort> = ce2.iter().map(|n| open(n, "c")).collect();
-    let m1: Vec<Mac> = ce1.iter().map(|n| mac_of(n, "c")).collect();
-    let m2: Vec<Mac> = ce2.iter().map(|n| mac_of(n, "c")).collect();
+    let m1: Vec<Mac> = ce1.iter().map(|n| n.mac("c")).collect();
+    let m2: Vec<Mac> = ce2.iter().map(|n| n.mac("c")).collect();
     let east = Flow {
         name: "pe1→pe2",
         from: &c1,
@@ -625,14 +597,14 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
                     "{dir}: P's swap {t} → 0: {swaps:?}"
                 );
                 // An independent dissector agrees on one frame.
-                if let Some(f) = frames.iter().find(|f| labels(f).is_some()) {
+                if let Some(f) = frames.iter().find(|f| mpls_labels(f).is_some()) {
                     if let Some(fs) = tshark(
                         f,
                         &["mpls.label", "mpls.bottom", "ip.dst", "ip.checksum.status"],
                     ) {
                         assert_eq!(
                             fs[0],
-                            format!("{t},{}", labels(f).unwrap().0[1].0),
+                            format!("{t},{}", mpls_labels(f).unwrap().0[1].0),
                             "{fs:?}"
                         );
                         assert_eq!(fs[1], "0,1", "{fs:?}");

@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip::{self, IpInfo};
 use testkit::netns::Netns;
@@ -36,13 +36,6 @@ const FPM_PORT: u16 = 2620;
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 fn collect(port: &RawPort, quiet: Duration, max: Duration) -> Vec<IpInfo> {
@@ -418,7 +411,7 @@ fn frr_routes_reach_the_fib_of_their_vrf() {
     let ps: Vec<RawPort> = (1..=5).map(|i| bed.open(i).unwrap()).collect();
     let ports = Ports {
         r: [sw.router_mac("sw1"), sw.router_mac("sw2")],
-        t: [1, 2, 3, 4, 5].map(|i| mac_of(bed.tester(i), &format!("t{i}"))),
+        t: [1, 2, 3, 4, 5].map(|i| bed.tester(i).mac(&format!("t{i}"))),
         r5: sw.router_mac("sw5"),
         p: ps,
     };

@@ -29,7 +29,6 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use testkit::frame::{parse_mac, Mac};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip::{self, IpInfo};
 use testkit::netns::Netns;
@@ -41,13 +40,6 @@ const FPM_PORT: u16 = 2623;
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn mac_of(ns: &Netns, ifname: &str) -> Mac {
-    let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-        .expect("read MAC");
-    parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("MAC")
 }
 
 /// (gateway, port) of each next hop of the installed route `prefix`.
@@ -318,8 +310,8 @@ routing:
     let p1 = bed.open(1).unwrap();
     let p2 = bed.open(2).unwrap();
     let r1 = sw.router_mac("sw1");
-    let m1 = mac_of(t1, "t1");
-    let m2 = mac_of(t2, "t2");
+    let m1 = t1.mac("t1");
+    let m2 = t2.mac("t2");
     p2.drain();
     for seq in 0..50u64 {
         let f = ip::udp(&r1, &m1, a("10.1.0.2"), a("198.51.100.7"), 64, seq, 128);

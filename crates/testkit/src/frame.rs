@@ -262,6 +262,28 @@ pub fn hex(f: &[u8], max: usize) -> String {
     s
 }
 
+/// One MPLS label stack entry: label, bottom of stack, TTL.
+pub type Lse = (u32, bool, u8);
+
+/// The label stack of an untagged MPLS unicast frame and what follows it
+/// (`None`: not MPLS unicast, or the stack runs past the frame).
+pub fn mpls_labels(f: &[u8]) -> Option<(Vec<Lse>, &[u8])> {
+    if f.len() < 18 || f[12..14] != [0x88, 0x47] {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut at = 14;
+    loop {
+        let w = u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?);
+        let s = w >> 8 & 1 == 1;
+        out.push((w >> 12, s, (w & 0xff) as u8));
+        at += 4;
+        if s {
+            return Some((out, &f[at..]));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

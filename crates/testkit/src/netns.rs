@@ -91,6 +91,11 @@ impl Netns {
         ip(&all)
     }
 
+    /// The MAC address of interface `ifname` inside the namespace.
+    pub fn mac(&self, ifname: &str) -> crate::frame::Mac {
+        mac_of(&self.name, ifname)
+    }
+
     /// Sets a sysctl inside the namespace (only `net.*` keys are per namespace).
     pub fn sysctl(&self, key: &str, value: &str) -> io::Result<()> {
         let path = format!("/proc/sys/{}", key.replace('.', "/"));
@@ -322,4 +327,19 @@ pub fn in_netns<T: Send + 'static>(
         Ok(r) => r,
         Err(p) => std::panic::resume_unwind(p),
     }
+}
+
+/// The MAC address of interface `ifname` in namespace `ns` (by name: for
+/// namespaces this process did not create). Panics if it cannot be read.
+pub fn mac_of(ns: &str, ifname: &str) -> crate::frame::Mac {
+    let out = ip(&[
+        "netns",
+        "exec",
+        ns,
+        "cat",
+        &format!("/sys/class/net/{ifname}/address"),
+    ])
+    .unwrap_or_else(|e| panic!("read the MAC of {ifname} in {ns}: {e}"));
+    crate::frame::parse_mac(String::from_utf8_lossy(&out.stdout).trim())
+        .unwrap_or_else(|| panic!("no MAC for {ifname} in {ns}"))
 }

@@ -22,11 +22,7 @@ pub struct TestBed {
 impl TestBed {
     /// The MAC address of the tester's interface `ifname`.
     pub fn tester_mac(&self, ifname: &str) -> crate::frame::Mac {
-        let out = self
-            .tester
-            .exec(&["cat", &format!("/sys/class/net/{ifname}/address")])
-            .expect("read tester MAC");
-        crate::frame::parse_mac(String::from_utf8_lossy(&out.stdout).trim()).expect("tester MAC")
+        self.tester.mac(ifname)
     }
 
     /// Creates both namespaces (names start with `prefix`, keep it ≤ 6
