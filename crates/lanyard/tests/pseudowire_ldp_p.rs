@@ -342,32 +342,6 @@ fn lfib_has(sw: &Switch, label: u64) -> bool {
         .any(|e| e["in_label"].as_u64() == Some(label))
 }
 
-/// Writes `yaml` beside the switch's socket (same backend and socket) for
-/// `config apply`.
-fn apply(sw: &Switch, tag: &str, yaml: &str) -> Result<String, String> {
-    let p = sw.socket().with_file_name(format!("{tag}.yaml"));
-    std::fs::write(
-        &p,
-        testkit::switch::with_test_backend(&format!(
-            "{}\nmanagement:\n  socket: {}\n",
-            yaml.trim_end(),
-            sw.socket().display()
-        )),
-    )
-    .unwrap();
-    let o = sw.cli(&["config", "apply", p.to_str().unwrap()]).unwrap();
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    if o.status.success() {
-        Ok(out)
-    } else {
-        Err(out)
-    }
-}
-
 #[test]
 fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd]);
@@ -727,7 +701,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
     });
     std::thread::sleep(Duration::from_millis(300));
     let t_change = Instant::now();
-    let out_b = apply(&b, "after-b", &yb).unwrap_or_else(|e| panic!("apply pe-b: {e}"));
+    let out_b = b
+        .apply_config("after-b", &yb)
+        .unwrap_or_else(|e| panic!("apply pe-b: {e}"));
     let del_down = wait_for("DEL down in ldpd", Duration::from_secs(10), || {
         let i = ifname(&DEL);
         (vc_state(&fa, &i).as_deref() != Some("UP") && vc_state(&fb, &i).as_deref() != Some("UP"))
@@ -751,7 +727,9 @@ fn signalled_pseudowires_across_a_lanyard_p_and_changed_live() {
         "NEW up before pe-a has its circuit"
     );
     let t_a = Instant::now();
-    let out_a = apply(&a, "after-a", &ya).unwrap_or_else(|e| panic!("apply pe-a: {e}"));
+    let out_a = a
+        .apply_config("after-a", &ya)
+        .unwrap_or_else(|e| panic!("apply pe-a: {e}"));
     eprintln!(
         "  apply pe-b: {}; DEL down in ldpd (both PEs) {:.2} s later\n  apply pe-a: {}",
         out_b.trim_end(),

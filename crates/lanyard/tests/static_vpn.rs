@@ -32,7 +32,6 @@
 //! from CUSTA's CE across both PEs for 2 s.
 
 use std::net::IpAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -96,33 +95,6 @@ vrfs:
         "    - {prefix: 198.51.100.0/24, vrf: CUSTA, remote-pe: 10.255.9.9, vpn-label: 900099}\n",
     );
     y
-}
-
-/// `lanyard config apply` of `yaml` on a running switch.
-fn apply(sw: &Switch, dir: &Path, name: &str, yaml: &str) -> Result<String, String> {
-    let path = dir.join(name);
-    std::fs::write(
-        &path,
-        testkit::switch::with_test_backend(&format!(
-            "{}\nmanagement:\n  socket: {}\n",
-            yaml.trim_end(),
-            sw.socket().display()
-        )),
-    )
-    .unwrap();
-    let o = sw
-        .cli(&["config", "apply", path.to_str().unwrap()])
-        .expect("run lanyard config apply");
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    if o.status.success() {
-        Ok(out)
-    } else {
-        Err(out)
-    }
 }
 
 /// The test frame under a label stack, parsed as if it came unlabelled.
@@ -354,8 +326,6 @@ fn static_vpn_routes_between_two_lanyard_pes() {
             .unwrap();
         }
     }
-    let tmp_guard = testkit::TempDir::new("static-vpn");
-    let tmp = tmp_guard.path().to_path_buf();
     let bin = l2::bin(env!("CARGO_BIN_EXE_lanyard"));
     let ports = ["ca", "cb", "up"];
     let (sw1, sw2) = std::thread::scope(|s| {
@@ -546,7 +516,8 @@ fn static_vpn_routes_between_two_lanyard_pes() {
     // 4. Live: CUSTB moves to new labels on both PEs (`config apply`);
     // the routes follow and CUSTB's frames carry the new label.
     for (sw, k, vrfs) in [(&sw2, 2u8, &vrf2), (&sw1, 1u8, &vrf1)] {
-        let out = apply(sw, &tmp, &format!("pe{k}-b.yaml"), &pe_yaml(k, vrfs, 1))
+        let out = sw
+            .apply_config(&format!("pe{k}-b"), &pe_yaml(k, vrfs, 1))
             .unwrap_or_else(|e| panic!("config apply on pe{k}: {e}"));
         assert!(out.contains("applied: 2 change(s)"), "{out}");
     }

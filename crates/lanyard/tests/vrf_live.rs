@@ -60,33 +60,6 @@ impl Drop for NsCleanup {
     }
 }
 
-fn apply(sw: &Switch, dir: &Path, name: &str, yaml: &str) -> Result<String, String> {
-    let path = dir.join(name);
-    // The same backend and socket as the running switch: else the diff
-    // has `switch` / `management` changes that need a restart.
-    std::fs::write(
-        &path,
-        testkit::switch::with_test_backend(&format!(
-            "{}\nmanagement:\n  socket: {}\n",
-            yaml.trim_end(),
-            sw.socket().display()
-        )),
-    )
-    .unwrap();
-    let o = sw
-        .cli(&["config", "apply", path.to_str().unwrap()])
-        .expect("run lanyard config apply");
-    let (out, err) = (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    );
-    if o.status.success() {
-        Ok(out)
-    } else {
-        Err(format!("{out}{err}"))
-    }
-}
-
 /// The VRFs of `show vrf`: name → interfaces.
 fn vrfs(sw: &Switch) -> Vec<(String, Vec<String>)> {
     let v = sw.show_json(&["show", "vrf"]);
@@ -219,8 +192,6 @@ ROUTEB
         &["sw1", "sw2", "sw3", "sw4"],
     )
     .expect("start lanyard");
-    let tmp = testkit::TempDir::new("vrf-live");
-    let dir = tmp.path();
     let ns_b_file = Path::new("/run/netns").join(&ns_b);
     assert!(!ns_b_file.exists());
 
@@ -290,7 +261,7 @@ ROUTEB
 
         // Add CUSTB.
         let t_add = Instant::now();
-        if let Err(e) = apply(&sw, dir, "with_b.yaml", &with_b) {
+        if let Err(e) = sw.apply_config("with_b", &with_b) {
             stop.store(true, Ordering::Relaxed);
             panic!("config apply adding CUSTB: {e}");
         }
@@ -381,7 +352,7 @@ ROUTEB
 
         // Delete CUSTB.
         let t_del = Instant::now();
-        if let Err(e) = apply(&sw, dir, "without_b.yaml", &without_b) {
+        if let Err(e) = sw.apply_config("without_b", &without_b) {
             failures.push(format!("config apply deleting CUSTB: {e}"));
         }
         let del_ms = t_del.elapsed().as_millis();
@@ -429,7 +400,7 @@ ROUTEB
     }
 
     // Added again, then the switch stops: the namespace it made goes.
-    if let Err(e) = apply(&sw, dir, "with_b.yaml", &with_b) {
+    if let Err(e) = sw.apply_config("with_b", &with_b) {
         failures.push(format!("config apply re-adding CUSTB: {e}"));
     }
     if !ns_b_file.exists() {

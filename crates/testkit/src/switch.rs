@@ -172,6 +172,36 @@ impl Switch {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// `lanyard config apply` of `yaml`, written as `NAME.yaml` beside the
+    /// switch's socket with the same port backend and socket (else the
+    /// diff has `switch` / `management` changes that need a restart).
+    /// Ok or Err with the command's stdout and stderr.
+    pub fn apply_config(&self, name: &str, yaml: &str) -> Result<String, String> {
+        let path = self.socket.with_file_name(format!("{name}.yaml"));
+        std::fs::write(
+            &path,
+            with_test_backend(&format!(
+                "{}\nmanagement:\n  socket: {}\n",
+                yaml.trim_end(),
+                self.socket.display()
+            )),
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        let o = self
+            .cli(&["config", "apply", &path.to_string_lossy()])
+            .map_err(|e| format!("run lanyard config apply: {e}"))?;
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if o.status.success() {
+            Ok(out)
+        } else {
+            Err(out)
+        }
+    }
+
     /// Runs `lanyard --socket PATH <args>` (from the root namespace).
     pub fn cli(&self, args: &[&str]) -> io::Result<Output> {
         Command::new(&self.bin)
