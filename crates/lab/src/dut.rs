@@ -40,6 +40,9 @@ pub struct Setup {
     /// lanyard-pe: the test's tagged VLANs where the PEs' configuration
     /// depends on them (VLAN circuits, the layer-2 baseline); else 0.
     pub vlans: u16,
+    /// Inline engine: the test's subscribers (`flows: N`), provisioned
+    /// at start beside the lab's two ([`crate::flowset::provisioning`]).
+    pub subscribers: u32,
 }
 
 /// What a multicast test needs from the DUT.
@@ -68,6 +71,7 @@ impl Setup {
             mirrors: 0,
             cpus: Default::default(),
             vlans: 0,
+            subscribers: 0,
         }
     }
 
@@ -126,6 +130,10 @@ impl Setup {
                 }
                 _ => 0,
             },
+            subscribers: match (spec.driver, spec.inline) {
+                (Driver::Lanyard, Some(crate::plan::InlineMode::Engine)) => test.subscribers,
+                _ => 0,
+            },
         }
     }
 
@@ -154,6 +162,9 @@ impl Setup {
         }
         if self.vlans > 0 {
             v.push(format!("{} VLANs", self.vlans));
+        }
+        if self.subscribers > 0 {
+            v.push(format!("{} subscribers", self.subscribers));
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -1253,8 +1264,11 @@ impl Dut {
             // The lab's subscribers: the engine keeps their bandwidth per
             // service over time, which the lab reads after every trial.
             let f = self.topo.tmp.join("subscribers.txt");
-            std::fs::write(&f, crate::bandwidth::provisioning())
+            let mut records = crate::bandwidth::provisioning();
+            records.push_str(&crate::flowset::provisioning(self.setup.subscribers));
+            std::fs::write(&f, records)
                 .map_err(|e| LabError::Dut(format!("{}: {e}", f.display())))?;
+            let t0 = Instant::now();
             run_in(
                 &ns,
                 &bin.to_string_lossy(),
@@ -1266,6 +1280,13 @@ impl Dut {
                     &f.to_string_lossy(),
                 ],
             )?;
+            if self.setup.subscribers > 0 {
+                self.info.push(format!(
+                    "{} subscribers provisioned in {:.2} s (lanyard subscribers load)",
+                    self.setup.subscribers,
+                    t0.elapsed().as_secs_f64()
+                ));
+            }
             if m == crate::plan::InlineMode::Bypass {
                 run_in(
                     &ns,
@@ -2278,11 +2299,15 @@ done
 /// pair, flow table and classification sized for the lab's streams, two
 /// services (the test frames are UDP to port 0x4C59: `lab` by signature).
 /// History per second (`bandwidth::INTERVAL_S`): trials last seconds.
+/// UDP flows idle for 10 minutes, not 30 / 120 s: `flows: N` at scale
+/// revisits each flow only every few trials (a full table still evicts
+/// flows idle ≥ 1 s first, as new-flow tests need).
 pub const INLINE_YAML: &str = "service-control:
   inline: [{subscriber-port: sw1, network-port: sw2}]
   flows: 65536
   classify-slots: 4096
   report-interval-s: 1
+  timeouts: {udp-unreplied: 600, udp-replied: 600}
   services:
     - {name: web, applications: [HTTP, TLS]}
     - {name: lab}

@@ -302,6 +302,12 @@ pub struct Tester {
     /// `addresses × 64,512` frames, and shifted per trial. For new-flow
     /// rates through a flow-keyed DUT (`new-flows: true`, docs/lab.md).
     pub new_flows: bool,
+    /// Where in its layer-3 address list each stream starts (frame `seq`
+    /// uses entry `(l3_offset + seq) % len`); advanced by every trial
+    /// while set, so that trials shorter than the list (`flows: N`,
+    /// `crate::flowset`) still visit every flow in turn. None: from the
+    /// start each trial.
+    pub l3_offset: Option<u64>,
     /// CPUs the transmit and receive threads run on (the CPU plan's tester
     /// share); `None`: `LAB_PIN_CPUS` or the scheduler.
     pub pin: Option<crate::cpuplan::CpuSet>,
@@ -387,6 +393,7 @@ impl Tester {
         Ok(Tester {
             gentle: false,
             new_flows: false,
+            l3_offset: None,
             pin: None,
             hosts,
             tx: socks.0,
@@ -555,6 +562,7 @@ impl Tester {
         let hosts = &self.hosts;
         let gentle = self.gentle;
         let new_flows = self.new_flows;
+        let l3_offset = self.l3_offset.unwrap_or(0);
         let pin = self.pin;
         let pin_thread = move |which: usize| match pin {
             Some(set) => {
@@ -592,6 +600,7 @@ impl Tester {
                     &ctl,
                     gentle,
                     new_flows,
+                    l3_offset,
                 )
             });
             let during_out = during(&ctl, &RawTx { socks: tx_socks });
@@ -606,6 +615,9 @@ impl Tester {
             (tx_out, rx_res, during_out)
         });
         let tx_out = tx_out.map_err(|_| LabError::Other("tx thread panicked".into()))??;
+        if let Some(o) = self.l3_offset.as_mut() {
+            *o = o.wrapping_add(tx_out.stream_sent.iter().copied().max().unwrap_or(0));
+        }
         rx_res.map_err(|_| LabError::Other("rx thread panicked".into()))??;
         crate::netns::check_interrupt()?;
         let tester_rx_drops: u64 = self.rx.iter().map(|r| r.take_drops()).sum();
@@ -837,6 +849,7 @@ struct PortTx {
     done: bool,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn tx_loop(
     socks: &[PacketSocket],
     spec: &TrialSpec,
@@ -845,6 +858,7 @@ fn tx_loop(
     ctl: &TrialControl,
     gentle: bool,
     new_flows: bool,
+    l3_offset: u64,
 ) -> Result<TxOut, LabError> {
     let (sleep_over, sleep_margin) = if gentle {
         (30_000.0, 8_000.0)
@@ -960,7 +974,9 @@ fn tx_loop(
             let size = s.sizes[q as usize % s.sizes.len()];
             let dst = mac_add(s.dst, q % s.dst_count.max(1));
             let src = mac_add(s.src, q % s.src_count.max(1));
-            let l3 = s.l3.as_ref().map(|v| &v[q as usize % v.len()]);
+            let l3 =
+                s.l3.as_ref()
+                    .map(|v| &v[((l3_offset + u64::from(q)) % v.len() as u64) as usize]);
             let (len, off) = match s.vlan {
                 Some((first, n)) if l3.is_none() => {
                     build_l2_tagged(buf, size, dst, src, first + (q % n.max(1) as u32) as u16)

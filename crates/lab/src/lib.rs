@@ -17,6 +17,7 @@ pub mod cpuplan;
 pub mod disruption;
 pub mod dut;
 pub mod engine;
+pub mod flowset;
 pub mod hist;
 pub mod html;
 pub mod lanyard_pair;
@@ -533,13 +534,26 @@ impl<'a> DutRun<'a> {
         let before = d.l3_counters();
         let ct_before = d.conntrack_entries();
         tester.new_flows = t.new_flows;
+        // `flows: N`: trials go on through the flow list where the last
+        // one (of any frame size) stopped.
+        if t.flows == 0 {
+            tester.l3_offset = None;
+        } else if fi == 0 || tester.l3_offset.is_none() {
+            tester.l3_offset = Some(0);
+        }
         let mut ctx = procs::Ctx {
             dut: d,
             tester,
             progress,
             salt: self.salt,
         };
-        let res = ctx.run_test(t, &fs, &mut row);
+        let engine = spec.inline == Some(plan::InlineMode::Engine);
+        let primed = if fi == 0 && t.flows > 0 && engine {
+            ctx.prime_flows(t, &fs).map(|note| row.notes.push(note))
+        } else {
+            Ok(())
+        };
+        let res = primed.and_then(|()| ctx.run_test(t, &fs, &mut row));
         self.salt = ctx.salt;
         // What Lanyard's data path did during the test (forwarded,
         // punted to the kernel, drops by reason and port): where frames
@@ -576,6 +590,22 @@ impl<'a> DutRun<'a> {
                 "conntrack_added",
                 a.saturating_sub(b).into(),
             );
+        }
+        // Flows at scale: what the engine held (and what it refused).
+        if t.flows > 0 && engine {
+            if let Ok(v) = d.lanyard_show(&["service-control"]) {
+                let f = &v["flows"];
+                let n = |k: &str| f[k].as_u64().unwrap_or(0);
+                row.notes.push(format!(
+                    "engine: {} flows live of {} ({} MiB), {} evicted idle, {} refused (table full)",
+                    n("live"),
+                    n("capacity"),
+                    n("memory-bytes") >> 20,
+                    n("evicted-idle"),
+                    n("refused-full")
+                ));
+                detail_insert(&mut row.detail, "inline_flows", f.clone());
+            }
         }
         if let Some(l) = loadavg() {
             detail_insert(&mut row.detail, "loadavg_1min", l.into());

@@ -706,6 +706,22 @@ pub struct TestSpec {
     /// zero-loss rate through a flow-keyed DUT is its new-flow rate.
     #[serde(default)]
     pub new_flows: Option<bool>,
+    /// Layer-3 rate tests through DUTs that do not route (inline, bridge,
+    /// wire): frames cycle over this many bidirectional flows between
+    /// subscriber and server addresses (docs/lab.md "Flows and
+    /// subscribers at scale"); an inline engine gets them all before the
+    /// first trial.
+    #[serde(default)]
+    pub flows: Option<u32>,
+    /// With `flows`: the subscriber addresses the flows are spread over
+    /// (default: one per flow, at most 1,000,000); an inline-engine DUT
+    /// gets each provisioned as a subscriber.
+    #[serde(default)]
+    pub subscribers: Option<u32>,
+    /// With `flows`: frames per second that create the flows in an
+    /// inline engine before the first trial (default 100,000).
+    #[serde(default)]
+    pub prime_rate: Option<f64>,
 }
 
 /// Which receivers join a group.
@@ -847,6 +863,13 @@ pub struct Test {
     pub vlans: u16,
     /// Every frame a new flow (layer 3 only; `Tester::new_flows`).
     pub new_flows: bool,
+    /// Bidirectional flows the frames cycle over (0: the route-sampled
+    /// addresses; `crate::flowset`).
+    pub flows: u32,
+    /// Subscriber addresses of those flows (0 when `flows` is 0).
+    pub subscribers: u32,
+    /// Frames per second that create the flows before the first trial.
+    pub prime_rate: f64,
 }
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
@@ -1315,6 +1338,7 @@ impl Plan {
                 ));
             }
         }
+        let (flows, subscribers, prime_rate) = self.flow_set(i, t, layer, new_flows)?;
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -1479,7 +1503,112 @@ impl Plan {
             tiers,
             vlans,
             new_flows,
+            flows,
+            subscribers,
+            prime_rate,
         })
+    }
+
+    /// `flows`, `subscribers` and `prime-rate` of test `i`, checked:
+    /// layer-3 rate tests on DUTs that do not route (the flows' addresses
+    /// are in no route).
+    fn flow_set(
+        &self,
+        i: usize,
+        t: &TestSpec,
+        layer: Option<u8>,
+        new_flows: bool,
+    ) -> Result<(u32, u32, f64), LabError> {
+        let f = |n: &str| format!("tests[{i}].{n}");
+        let Some(flows) = t.flows else {
+            for (k, set) in [
+                ("subscribers", t.subscribers.is_some()),
+                ("prime-rate", t.prime_rate.is_some()),
+            ] {
+                if set {
+                    return Err(bad(f(k), "only with flows: N"));
+                }
+            }
+            return Ok((0, 0, 0.0));
+        };
+        if !t.kind.is_port_pair_rate() || t.kind == TestKind::Disruption {
+            return Err(bad(
+                f("flows"),
+                "only throughput, latency, back-to-back and frame-loss tests take it",
+            ));
+        }
+        if layer != Some(3) {
+            return Err(bad(
+                f("flows"),
+                "needs layer-3 frames (layer: 3 or family: ipv6): flows are UDP",
+            ));
+        }
+        if new_flows {
+            return Err(bad(
+                f("flows"),
+                "not with new-flows (every frame its own flow)",
+            ));
+        }
+        if t.routes.is_some() || t.routes6.is_some() {
+            return Err(bad(
+                f("flows"),
+                "not with routes: the flows' addresses replace the route-sampled ones",
+            ));
+        }
+        if !(1..=crate::flowset::MAX_FLOWS).contains(&flows) {
+            return Err(bad(
+                f("flows"),
+                format!("must be 1..{}", crate::flowset::MAX_FLOWS),
+            ));
+        }
+        let subscribers = t
+            .subscribers
+            .unwrap_or(flows.min(crate::flowset::MAX_SUBSCRIBERS));
+        if !(1..=flows.min(crate::flowset::MAX_SUBSCRIBERS)).contains(&subscribers) {
+            return Err(bad(
+                f("subscribers"),
+                format!(
+                    "must be 1..{} (at most one per flow)",
+                    flows.min(crate::flowset::MAX_SUBSCRIBERS)
+                ),
+            ));
+        }
+        let prime_rate = t.prime_rate.unwrap_or(100_000.0);
+        if !(1000.0..=10_000_000.0).contains(&prime_rate) {
+            return Err(bad(f("prime-rate"), "must be 1000..10000000 frames/s"));
+        }
+        // A router drops them: no route covers the flows' addresses.
+        for d in &self.duts {
+            if t.duts.as_ref().is_some_and(|ds| !ds.contains(&d.name)) {
+                continue;
+            }
+            let passes = match d.driver {
+                Driver::Wire | Driver::LinuxBridge | Driver::Lossy | Driver::Ovs => true,
+                Driver::Lanyard => d.inline.is_some(),
+                _ => false,
+            };
+            if d.inline == Some(InlineMode::Engine) && d.inline_flows.unwrap_or(65_536) < flows {
+                return Err(bad(
+                    f("flows"),
+                    format!(
+                        "DUT {:?} holds {} flows (inline-flows); set inline-flows to at least {flows}",
+                        d.name,
+                        d.inline_flows.unwrap_or(65_536)
+                    ),
+                ));
+            }
+            if !passes {
+                return Err(bad(
+                    f("flows"),
+                    format!(
+                        "DUT {:?} ({}) routes or tunnels the frames; flows: N needs DUTs that pass them as they are (inline lanyard, linux-bridge, ovs, wire); list the others in duts:",
+                        d.name,
+                        d.driver.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok((flows, subscribers, prime_rate))
     }
 
     /// The multicast parameters of test `i` (None for other types, whose
@@ -1826,6 +1955,101 @@ tests:
         ] {
             let e = err(&format!("{head}{test}"));
             assert!(e.contains("tests[0].new-flows"), "{test}: {e}");
+        }
+    }
+
+    #[test]
+    fn flows_and_subscribers_option() {
+        let p = Plan::parse(
+            "
+name: t
+duts:
+  - {name: w, driver: wire}
+  - {name: e, driver: lanyard, inline: engine, inline-flows: 2097152}
+  - {name: b, driver: lanyard, inline: bypass}
+  - {name: r, driver: linux-router}
+tests:
+  - {type: throughput, layer: 3, flows: 1000000, subscribers: 250000, duts: [w, e, b]}
+  - {type: latency, rate: 10, family: ipv6, flows: 5000, prime-rate: 50000, frame-sizes: [128], duts: [e]}
+  - {type: throughput, layer: 3}
+",
+        )
+        .unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!(
+            (t.flows, t.subscribers, t.prime_rate),
+            (1_000_000, 250_000, 100_000.0)
+        );
+        let t = p.test(1).unwrap();
+        assert_eq!(
+            (t.flows, t.subscribers, t.prime_rate),
+            (5000, 5000, 50_000.0)
+        );
+        let t = p.test(2).unwrap();
+        assert_eq!((t.flows, t.subscribers), (0, 0));
+        // Only the inline engine provisions the test's subscribers.
+        let t0 = p.test(0).unwrap();
+        let sub = |d: usize| crate::dut::Setup::for_test(&p.duts[d], &t0).subscribers;
+        assert_eq!((sub(0), sub(1), sub(2)), (0, 250_000, 0));
+        let head = "name: t\nduts: [{name: l, driver: lanyard, inline: engine, inline-flows: 1048576}, {name: r, driver: linux-router}]\ntests: ";
+        for (test, key, why) in [
+            (
+                "[{type: throughput, layer: 3, flows: 10}]",
+                "flows",
+                "\"r\" (linux-router)",
+            ),
+            (
+                "[{type: throughput, flows: 10, duts: [l]}]",
+                "flows",
+                "layer-3",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 0, duts: [l]}]",
+                "flows",
+                "must be",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 20000000, duts: [l]}]",
+                "flows",
+                "must be",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 2000000, duts: [l]}]",
+                "flows",
+                "inline-flows",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 10, new-flows: true, duts: [l]}]",
+                "flows",
+                "new-flows",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 10, routes: 5, duts: [l]}]",
+                "flows",
+                "routes",
+            ),
+            ("[{type: multicast, flows: 10, duts: [l]}]", "flows", "only"),
+            (
+                "[{type: throughput, layer: 3, flows: 10, subscribers: 11, duts: [l]}]",
+                "subscribers",
+                "one per flow",
+            ),
+            (
+                "[{type: throughput, layer: 3, subscribers: 11, duts: [l]}]",
+                "subscribers",
+                "only with",
+            ),
+            (
+                "[{type: throughput, layer: 3, flows: 10, prime-rate: 5, duts: [l]}]",
+                "prime-rate",
+                "frames/s",
+            ),
+        ] {
+            let e = err(&format!("{head}{test}"));
+            assert!(
+                e.contains(&format!("tests[0].{key}")) && e.contains(why),
+                "{test}: {e}"
+            );
         }
     }
 

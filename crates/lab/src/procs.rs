@@ -153,6 +153,16 @@ impl Progress {
 
 /// Estimated seconds a test takes on one DUT.
 pub fn estimate(t: &Test) -> f64 {
+    // `flows: N`: an inline engine's flows are created first.
+    let prime = if t.flows > 0 {
+        f64::from(t.flows) / t.prime_rate + t.drain
+    } else {
+        0.0
+    };
+    prime + estimate_trials(t)
+}
+
+fn estimate_trials(t: &Test) -> f64 {
     let per = t.trial_duration + t.drain + t.learn_wait + 0.1;
     let n = t.frame_sizes.len() as f64;
     let search = 1.0 + (t.max_trials - 1).min(trials_needed(t.resolution)) as f64;
@@ -247,6 +257,11 @@ impl Ctx<'_> {
     /// frames hit different prefixes all over the table); without, the
     /// host on `rx` itself.
     fn l3_addrs(&self, t: &Test, tx: usize, rx: usize) -> Arc<[L3]> {
+        if t.flows > 0 {
+            // Port 1 is the subscriber side (an inline pair's sw1).
+            let _ = rx;
+            return crate::flowset::addrs(t.family, t.flows, t.subscribers, tx == 0);
+        }
         let v: Vec<L3> = match t.family {
             Family::Ipv4 => {
                 let src = host_ip(tx);
@@ -321,6 +336,39 @@ impl Ctx<'_> {
             vlan: (t.vlans > 0 && !l3).then_some((crate::plan::FIRST_VLAN, t.vlans)),
             receivers: None,
         }
+    }
+
+    /// `flows: N` through an inline engine, before the test's first
+    /// trial: every flow's first frame both ways at `prime-rate`, so the
+    /// trials measure the engine holding N established flows (the inline
+    /// report's concurrent flows), not creating them. Losses here only
+    /// leave a flow to be created by a trial. Returns a note for the row.
+    pub(crate) fn prime_flows(&mut self, t: &Test, fs: &FrameSize) -> Result<String, LabError> {
+        let streams = vec![self.stream(t, fs, 0, 1), self.stream(t, fs, 1, 0)];
+        let spec = TrialSpec {
+            streams,
+            rates: vec![Some(t.prime_rate), Some(t.prime_rate)],
+            limit: Limit::Frames(u64::from(t.flows)),
+            drain: t.drain,
+            burst: None,
+        };
+        self.tester.l3_offset = Some(0);
+        let t0 = Instant::now();
+        let r = self.tester.run(&spec);
+        // The trials start again from the first flow.
+        self.tester.l3_offset = Some(0);
+        let r = r?;
+        self.progress
+            .advance(f64::from(t.flows) / t.prime_rate + t.drain);
+        Ok(format!(
+            "{} flows of {} subscribers created first ({} frames each way at {:.0} frames/s, {:.1} s; {} lost)",
+            t.flows,
+            t.subscribers,
+            t.flows,
+            t.prime_rate,
+            t0.elapsed().as_secs_f64(),
+            r.lost.max(0)
+        ))
     }
 
     /// The learning phase and `learn-wait` pause of a trial (procedures

@@ -163,3 +163,71 @@ tests:
         s.results[1].detail
     );
 }
+
+/// Flows and subscribers at scale (`flows: N`, `subscribers: M`): the
+/// inline engine gets the test's subscribers at start and every flow
+/// before the first trial, so a trial shorter than the flow list still
+/// finds all of them live; both directions of a flow are one entry.
+#[test]
+fn flows_at_scale_are_created_first_and_held() {
+    let _serial = measuring();
+    if !root() {
+        return;
+    }
+    let Some(bin) = lanyard_bin() else {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+        return;
+    };
+    // 1,000 frames/s for 2 s (a latency test sends from the subscriber
+    // side only) visit 2,000 of the 6,000 flows: the other 4,000 are live
+    // only because they were created first.
+    let (flows, subscribers) = (6000u64, 2000u64);
+    let (s, out) = run_plan_text(
+        bin,
+        "inline-scale",
+        &format!(
+            "name: inline-scale
+duts: [{{name: engine, driver: lanyard, workers: 1, inline: engine}}]
+tests:
+  - {{name: held, type: latency, layer: 3, flows: {flows}, subscribers: {subscribers}, rate: 1000,
+     frame-sizes: [128], trial-duration: 2, drain: 0.3, learn-wait: 0.2}}
+"
+        ),
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        s.duts[0]
+            .info
+            .iter()
+            .any(|i| i.contains(&format!("{subscribers} subscribers provisioned"))),
+        "{:?}",
+        s.duts[0]
+    );
+    let r = &s.results[0];
+    assert_eq!(r.status, "ok", "{r:?}");
+    let res = &r.trials[0].result;
+    assert!(res.sent >= 1900 && res.sent < 3000, "{res:?}");
+    assert_eq!(res.received, res.sent, "{res:?}");
+    assert!(
+        r.notes.iter().any(|n| n.starts_with(&format!(
+            "{flows} flows of {subscribers} subscribers created first"
+        ))),
+        "{:?}",
+        r.notes
+    );
+    let live = r.detail["inline_flows"]["live"].as_u64().unwrap_or(0);
+    assert!(
+        (flows..flows + 10).contains(&live),
+        "{live} live flows: {:?}",
+        r.detail["inline_flows"]
+    );
+    assert_eq!(r.detail["inline_flows"]["refused-full"].as_u64(), Some(0));
+    let most = s
+        .sessions
+        .iter()
+        .filter(|x| x.service == "lab")
+        .map(|x| x.sessions_max)
+        .max()
+        .unwrap_or(0);
+    assert_eq!(most, flows, "{:?}", s.sessions);
+}
