@@ -5,16 +5,12 @@
 //! plots them (root; skipped without a `lanyard` binary).
 
 mod common;
-use common::{lanyard_bin, measuring, root, run_plan_text};
+use common::{measuring, root, root_and_lanyard, run_plan_text};
 
 #[test]
 fn inline_engine_run_writes_sessions_and_bandwidth_per_service() {
     let _serial = measuring();
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     // 600 routes, gateways alternating over the two ports: the stream from
@@ -171,11 +167,7 @@ tests:
 #[test]
 fn flows_at_scale_are_created_first_and_held() {
     let _serial = measuring();
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     // 1,000 frames/s for 2 s (a latency test sends from the subscriber

@@ -13,15 +13,11 @@
 //!   spread with the report's figure, in the text and the HTML.
 
 mod common;
-use common::{lanyard_bin, measuring, root, run_plan_text};
+use common::{measuring, root_and_lanyard, run_plan_text};
 
 #[test]
 fn pseudowires_carry_tagged_and_port_traffic_and_survive_an_uplink_cut() {
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     let _m = measuring();

@@ -6,7 +6,7 @@ use lab::plan::{Driver, DutSpec, Plan};
 use lab::sig::{host_ip6, Arrival, L3, TTL};
 use std::path::PathBuf;
 mod common;
-use common::{lanyard_bin, measuring, root};
+use common::{measuring, root, root_and_lanyard};
 
 fn spec(driver: Driver) -> DutSpec {
     DutSpec::new(driver.as_str(), driver)
@@ -330,11 +330,7 @@ fn stale_namespaces_are_swept() {
 #[test]
 fn lanyard_routes_to_the_right_port_with_ttl_decremented() {
     let _serial = measuring();
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     let plan = Plan::parse(

@@ -4,18 +4,14 @@
 //! RSTP design beside it (`lanyard-rstp`). About 50 s.
 
 mod common;
-use common::{lanyard_bin, root, run_plan_text};
+use common::{root_and_lanyard, run_plan_text};
 
 /// Traffic hashed over both nodes; a node powered off under traffic: the
 /// survivor carries the rest, nothing duplicated; before the next trial
 /// the lab has the node back with all partner members distributing.
 #[test]
 fn pair_spreads_traffic_and_survives_a_node_loss() {
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     let (s, out) = run_plan_text(
@@ -157,11 +153,7 @@ tests:
 /// the tree back on A before the next trial.
 #[test]
 fn rstp_design_takes_the_alternate_when_the_root_goes() {
-    if !root() {
-        return;
-    }
-    let Some(bin) = lanyard_bin() else {
-        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    let Some(bin) = root_and_lanyard() else {
         return;
     };
     let (s, out) = run_plan_text(

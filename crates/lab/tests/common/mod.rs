@@ -32,6 +32,19 @@ pub fn lanyard_bin() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// Root and a `lanyard` binary, or None after saying which is missing
+/// (the test is skipped).
+pub fn root_and_lanyard() -> Option<PathBuf> {
+    if !root() {
+        return None;
+    }
+    let bin = lanyard_bin();
+    if bin.is_none() {
+        eprintln!("skipped: no lanyard binary (build it, or set LANYARD_BIN)");
+    }
+    bin
+}
+
 /// Runs the plan `yaml` quietly with the `lanyard` at `bin`, its outputs
 /// in a fresh temporary directory named after `tag`; returns the summary
 /// and that directory (the caller removes it when done with it).
