@@ -145,6 +145,18 @@ pub fn run_plan_file(plan: &Path, opts: &LabOptions) -> Result<Summary, LabError
 /// `DIR` is the output directory (default `lab-results/<UTC time>/`). An
 /// interruption stops the runs; the cells of the finished ones are still
 /// written.
+/// The plan as run `k` (1-based) of a `--repeat` runs it: the DUTs in
+/// the plan's order on odd runs and reversed on even ones, so that no DUT
+/// always runs first (on this shared VM the first tended to measure
+/// higher; docs/performance.md, issue 15's A/B).
+pub fn plan_for_run(plan: &Plan, k: usize) -> Plan {
+    let mut p = plan.clone();
+    if k % 2 == 0 {
+        p.duts.reverse();
+    }
+    p
+}
+
 pub fn run_plan_repeated(
     plan: &Plan,
     opts: &LabOptions,
@@ -160,14 +172,16 @@ pub fn run_plan_repeated(
     let mut done = Vec::new();
     let mut outcome = Ok(());
     for k in 1..=n {
+        let p = plan_for_run(plan, k);
         if !opts.quiet {
-            eprintln!("[lab] run {k} of {n}");
+            let order: Vec<&str> = p.duts.iter().map(|d| d.name.as_str()).collect();
+            eprintln!("[lab] run {k} of {n}: DUTs in order {}", order.join(", "));
         }
         let o = LabOptions {
             out_dir: Some(dir.join(format!("run-{k}"))),
             ..opts.clone()
         };
-        match run_plan(plan, &o) {
+        match run_plan(&p, &o) {
             Ok(s) => done.push(s),
             Err(e) => {
                 outcome = Err(e);
@@ -1047,6 +1061,25 @@ pub fn calibrate(opts: &LabOptions) -> Result<Calibration, LabError> {
 
 #[cfg(test)]
 mod tests {
+    use super::{plan_for_run, Plan};
+
+    #[test]
+    fn repeats_alternate_the_dut_order() {
+        let p = Plan::parse(
+            "name: t\nduts: [{name: a, driver: wire}, {name: b, driver: linux-bridge}, {name: c, driver: lanyard}]\ntests: [{type: throughput}]",
+        )
+        .unwrap();
+        let names = |k| -> Vec<String> {
+            plan_for_run(&p, k)
+                .duts
+                .iter()
+                .map(|d| d.name.clone())
+                .collect()
+        };
+        assert_eq!(names(1), ["a", "b", "c"]);
+        assert_eq!(names(2), ["c", "b", "a"]);
+        assert_eq!(names(3), ["a", "b", "c"]);
+    }
     #[test]
     fn timestamp_format() {
         assert_eq!(super::timestamp(0), "19700101-000000");

@@ -208,8 +208,7 @@ enum LabCmd {
         /// Print nothing (no progress, no tables): results go to the files only.
         #[arg(long, short)]
         quiet: bool,
-        /// Run the plan N times; min / median / max per cell in DIR/repeat.txt
-        /// and repeat.json.
+        /// Run N times (DUTs reversed on even runs); min/median/max per cell in DIR/repeat.txt
         #[arg(long, value_name = "N", default_value_t = 1)]
         repeat: usize,
     },
