@@ -151,7 +151,7 @@ pub fn run_plan_file(plan: &Path, opts: &LabOptions) -> Result<Summary, LabError
 /// higher; docs/performance.md, issue 15's A/B).
 pub fn plan_for_run(plan: &Plan, k: usize) -> Plan {
     let mut p = plan.clone();
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         p.duts.reverse();
     }
     p
