@@ -52,14 +52,32 @@ impl ApiState {
             .zip(t.drops)
             .map(|(n, c)| (n.to_string(), json!(c)))
             .collect();
-        let ftn: Vec<Value> = s
-            .ftn
-            .iter()
-            .map(|f| {
-                json!({
-                    "prefix": f.prefix.to_string(),
-                    "hops": f.hops.iter().map(|h| self.label_hop(h)).collect::<Vec<_>>(),
+        let ftn_json = |ftn: &[routing::fib::FtnInfo]| -> Vec<Value> {
+            ftn.iter()
+                .map(|f| {
+                    json!({
+                        "prefix": f.prefix.to_string(),
+                        "hops": f.hops.iter().map(|h| self.label_hop(h)).collect::<Vec<_>>(),
+                    })
                 })
+                .collect()
+        };
+        let ftn = ftn_json(&s.ftn);
+        // The VRFs' label-pushing routes (VPN routes from bgpd or static),
+        // after the default table's lock is released: a VRF's summary
+        // reads the default table's NHLFEs.
+        let vpn: Vec<Value> = r
+            .vrfs()
+            .into_iter()
+            .filter_map(|(_, v)| {
+                let f = v
+                    .fib
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .mpls_summary()
+                    .ftn;
+                (!f.is_empty())
+                    .then(|| json!({ "vrf": v.name, "routes": f.len(), "ftn": ftn_json(&f) }))
             })
             .collect();
         Ok(json!({
@@ -71,6 +89,7 @@ impl ApiState {
             "quarantined_nhlfes": s.quarantined_nhlfes,
             "counters": s.counters,
             "ftn": ftn,
+            "vpn": vpn,
             "data_path": {
                 "rx": t.rx,
                 "forwarded": t.forwarded,

@@ -439,6 +439,27 @@ fn static_vpn_routes_between_two_lanyard_pes() {
             text.contains("(IP lookup, VRF CUSTB)") && text.contains("static"),
             "{text}"
         );
+        // `show mpls forwarding` lists each VRF's label-pushing routes:
+        // the two installed ones (the unreachable PE's is not).
+        let f = sw.show_json(&["show", "mpls", "forwarding"]);
+        for (i, v) in CUSTS.iter().enumerate() {
+            let e = f["vpn"]
+                .as_array()
+                .and_then(|a| a.iter().find(|e| e["vrf"] == *v))
+                .unwrap_or_else(|| panic!("pe{k}: {v} in {f}"));
+            assert_eq!(e["routes"], 2, "{e}");
+            let r = e["ftn"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["prefix"] == format!("10.{far}.0.0/24"))
+                .unwrap_or_else(|| panic!("{e}"));
+            assert_eq!(
+                r["hops"][0]["out_labels"],
+                serde_json::json!([label(far, i, 0)]),
+                "{r}"
+            );
+        }
     }
 
     let open = |n: &Netns, i: &str| RawPort::open(n.name(), i).unwrap();

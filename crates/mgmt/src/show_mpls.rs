@@ -97,6 +97,31 @@ pub fn mpls_table(v: &Value) -> String {
     o
 }
 
+/// Labelled routes with their stacks: one row per path.
+fn ftn_table(o: &mut String, ftn: &[Value]) {
+    if ftn.is_empty() {
+        return;
+    }
+    let _ = writeln!(o);
+    let mut t = Table::new(&["Prefix", "Out-label", "Next hop", "Interface"]);
+    for r in ftn {
+        for (k, h) in rows_at(r, "hops").iter().enumerate() {
+            let p = if k == 0 {
+                s(r, "prefix")
+            } else {
+                String::new()
+            };
+            // An unlabelled member of a labelled route pushes nothing.
+            let l = match out_labels(h).as_str() {
+                "pop" => "-".to_string(),
+                x => x.to_string(),
+            };
+            t.row(vec![p, l, s(h, "gateway"), s(h, "interface")]);
+        }
+    }
+    t.render(o);
+}
+
 /// `show mpls forwarding`: the label plane in numbers, the labelled
 /// routes (FTN), what the data path did and what was refused.
 pub fn mpls_forwarding(v: &Value) -> String {
@@ -115,26 +140,15 @@ pub fn mpls_forwarding(v: &Value) -> String {
         u(v, "nhlfe_capacity"),
         u(v, "quarantined_nhlfes")
     );
-    let ftn = rows_at(v, "ftn");
-    if !ftn.is_empty() {
-        let _ = writeln!(o);
-        let mut t = Table::new(&["Prefix", "Out-label", "Next hop", "Interface"]);
-        for r in ftn {
-            for (k, h) in rows_at(r, "hops").iter().enumerate() {
-                let p = if k == 0 {
-                    s(r, "prefix")
-                } else {
-                    String::new()
-                };
-                // An unlabelled member of a labelled route pushes nothing.
-                let l = match out_labels(h).as_str() {
-                    "pop" => "-".to_string(),
-                    x => x.to_string(),
-                };
-                t.row(vec![p, l, s(h, "gateway"), s(h, "interface")]);
-            }
-        }
-        t.render(&mut o);
+    ftn_table(&mut o, rows_at(v, "ftn"));
+    for x in rows_at(v, "vpn") {
+        let _ = writeln!(
+            o,
+            "\nVRF {}: {} label-pushing routes (VPN label under the transport's)",
+            s(x, "vrf"),
+            u(x, "routes")
+        );
+        ftn_table(&mut o, rows_at(x, "ftn"));
     }
     let d = v.get("data_path").unwrap_or(&Value::Null);
     let _ = writeln!(o);

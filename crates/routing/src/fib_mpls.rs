@@ -654,7 +654,9 @@ impl Fib {
             .filter_map(|(p, e)| {
                 let (id, src) = e.installed?;
                 let s = e.slots.iter().find(|s| s.source == src)?;
-                matches!(s.spec, Spec::Labelled(_)).then(|| FtnInfo {
+                // A VRF's static VPN routes push labels too (its VPN
+                // label under the transport's).
+                matches!(s.spec, Spec::Labelled(_) | Spec::Vpn { .. }).then(|| FtnInfo {
                     prefix: *p,
                     hops: match &self.core {
                         // An imported VPN route: its stack is the core's.
