@@ -3,7 +3,7 @@
 # (run as root). Idempotent: skips packages already present.
 set -euo pipefail
 pkgs=(iproute2 iputils-ping ethtool tcpdump tshark python3-scapy netsniff-ng openvswitch-switch frr nfdump
-  chromium prometheus python3-aiosmtpd libndpi-dev snmpd snmp snmptrapd aria2 nftables)
+  chromium prometheus python3-aiosmtpd libndpi-dev snmpd snmp snmptrapd aria2 nftables amule-daemon)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -693,6 +693,155 @@ fn bittorrent_between_real_clients_is_recognised_inline() {
     );
 }
 
+/// aMule's configuration for a peer of the eMule test: ED2K only (no
+/// Kad), no server list from the network, LAN addresses not filtered, no
+/// protocol obfuscation (its first try at a server is otherwise
+/// encrypted), external connections on (amuled refuses to run without
+/// them).
+fn amule_conf(dir: &std::path::Path, nick: &str) -> String {
+    format!(
+        "[eMule]\nAppVersion=2.3.3\nNick={nick}\nPort=4662\nUDPPort=4672\nUDPEnable=1\n\
+         Autoconnect=1\nReconnect=1\nConnectToED2K=1\nConnectToKad=0\n\
+         TempDir={d}/Temp\nIncomingDir={d}/Incoming\nAddServersFromServer=0\n\
+         AddServersFromClient=0\nFilterLanIPs=0\nIPFilterClients=0\nIPFilterServers=0\n\
+         IsClientCryptLayerSupported=0\nIsCryptLayerRequested=0\nIsClientCryptLayerRequired=0\n\
+         [ExternalConnect]\nAcceptExternalConnections=1\n\
+         ECPassword=7b7bc2512ee1fedcd76bdc68926d4f7b\nECPort=4712\n",
+        d = dir.display()
+    )
+}
+
+/// Issue 22, peer-to-peer beyond BitTorrent: two real eMule clients
+/// (amuled, Debian `amule-daemon`) through Lanyard inline, recognised by
+/// an operator signature. nDPI 4.2 (Debian's) cannot name an eDonkey TCP
+/// session whose handshake it sees: its eDonkey dissector excludes itself
+/// at the first packet without payload (the SYN); `ndpiReader` on a
+/// capture of this very exchange says "Azure, match by IP" (docs/inline.md).
+/// So the operator's signature `emule` (TCP, port 4662, eDonkey's 0xE3
+/// marker first) names it: the subscriber side's amuled has the other in
+/// its server list and logs in to it on TCP 4662; the session is counted
+/// under `emule` in the `p2p` service and for the subscriber. The hosts
+/// use addresses outside the private ranges (aMule takes no LAN address
+/// as a server).
+#[test]
+fn emule_between_real_clients_is_recognised_inline() {
+    require_root!();
+    if std::process::Command::new("amuled")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("amuled is missing: run scripts/setup.sh (amule-daemon)");
+    }
+    let _g = l2::heavy();
+    let (dut, cli, srv) = bed("em");
+    let (a, b) = ("20.77.0.1", "20.77.0.2");
+    cli.exec(&["ip", "addr", "add", &format!("{a}/24"), "dev", "c0"])
+        .unwrap();
+    srv.exec(&["ip", "addr", "add", &format!("{b}/24"), "dev", "s0"])
+        .unwrap();
+    let yaml = "switch:\n  name: em\nports:\n  - {name: sw1}\n  - {name: sw2}\n\
+        service-control:\n  inline: [{subscriber-port: sw1, network-port: sw2}]\n\
+        \x20 flows: 4096\n  classify-slots: 256\n  usage-entries: 4096\n\
+        \x20 services:\n\
+        \x20   - {name: p2p, applications: [eDonkey, BitTorrent]}\n\
+        \x20 signatures:\n\
+        \x20   - {name: emule, service: p2p, protocol: tcp, ports: \"4662\", payload: \"hex:e3\", offset: 0}\n";
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &dut,
+        yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let dir_guard = testkit::TempDir::new("emule");
+    let dir = dir_guard.path().to_path_buf();
+    let subs = dir.join("subs.txt");
+    std::fs::write(&subs, format!("add mule package=bronze addr={a}\n")).unwrap();
+    ok(
+        sw.cli(&["subscribers", "load", subs.to_str().unwrap()]),
+        "subscribers load",
+    );
+    let (da, db) = (dir.join("a"), dir.join("b"));
+    for (d, nick) in [(&da, "lab-a"), (&db, "lab-b")] {
+        for sub in ["Temp", "Incoming"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        std::fs::write(d.join("amule.conf"), amule_conf(d, nick)).unwrap();
+    }
+    // server.met (version 0x0E, one server, no tags): the far peer.
+    let mut met = vec![0x0e];
+    met.extend_from_slice(&1u32.to_le_bytes());
+    met.extend_from_slice(&[20, 77, 0, 2]);
+    met.extend_from_slice(&4662u16.to_le_bytes());
+    met.extend_from_slice(&0u32.to_le_bytes());
+    std::fs::write(da.join("server.met"), met).unwrap();
+    let n = Stdio::null;
+    srv.spawn(&["amuled", "-c", db.to_str().unwrap()], n(), n())
+        .unwrap();
+    // The far peer listens before the near one dials.
+    let listening = (0..100).any(|_| {
+        let o = srv.exec(&["ss", "-ltn", "sport = :4662"]).unwrap();
+        let up = String::from_utf8_lossy(&o.stdout).contains("4662");
+        if !up {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        up
+    });
+    assert!(listening, "amuled did not listen on 4662");
+    cli.spawn(&["amuled", "-c", da.to_str().unwrap()], n(), n())
+        .unwrap();
+    let t0 = Instant::now();
+    let app = |apps: &Value| -> Option<Value> {
+        apps["applications"]
+            .as_array()?
+            .iter()
+            .find(|x| x["name"] == "emule")
+            .cloned()
+    };
+    let found = loop {
+        let apps = sw.show_json(&["show", "service-control", "applications"]);
+        if let Some(x) = app(&apps) {
+            break Some(x);
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let v = sw.show_json(&["show", "service-control"]);
+    let Some(x) = found else {
+        panic!(
+            "no emule flow after {:?}: {v:#}\n{:#}\n{}",
+            t0.elapsed(),
+            sw.show_json(&["show", "service-control", "applications"]),
+            std::fs::read_to_string(da.join("logfile")).unwrap_or_default()
+        );
+    };
+    assert_eq!(x["service"], "p2p", "{x}");
+    assert!(
+        x["flows"].as_u64() >= Some(1) && x["bytes-up"].as_u64() > Some(0),
+        "{x}"
+    );
+    let p2p = service(&v, "p2p");
+    assert!(p2p["flows"].as_u64().unwrap() >= 1, "{v:#}");
+    assert!(
+        v["classification"]["by-signature"].as_u64() >= Some(1),
+        "{v:#}"
+    );
+    let mule = sw.show_json(&["show", "subscriber", "mule"]);
+    assert!(
+        mule["services"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|s| s["name"] == "p2p" && s["flows"].as_u64() >= Some(1))),
+        "{mule:#}"
+    );
+    eprintln!(
+        "  eMule login recognised {:?} after the client started",
+        t0.elapsed()
+    );
+}
+
 /// Issue 22, usage records: ended flows leave as IPFIX records, one per
 /// direction, with the application, service and subscriber as
 /// applicationName, applicationCategoryName and userName. nfcapd/nfdump
