@@ -1051,7 +1051,7 @@ fn catch_all_rule_is_the_default() {
 /// IPv4, IPv6, family-less and L2 rules, catch-alls anywhere) with
 /// copies of rules that differ only in unhashed bits (TCP flags, a
 /// range's low bits: long buckets), compiled with bins sized for 1 to 64
-/// buckets (64: most probes walk past full bins), against the linear
+/// buckets (64: the fewest bins that can hold them), against the linear
 /// scan, `lookup` and both batch paths.
 #[test]
 fn random_lists_with_twins_and_catch_alls_match_linear_scan() {
