@@ -248,10 +248,11 @@ fn compile(name: &str, rules: &[Match]) -> Classifier {
     let dt = t.elapsed();
     let s = c.stats();
     eprintln!(
-        "acl {name}: {} rules compiled in {:.1} ms; {} tables, {} buckets, largest bucket {}, overflow {}; {:.2} MiB",
+        "acl {name}: {} rules compiled in {:.1} ms; {} tables (default rule {:?}), {} buckets, largest bucket {}, overflow {}; {:.2} MiB",
         rules.len(),
         dt.as_secs_f64() * 1e3,
         s.tables,
+        s.default_rule,
         s.buckets,
         s.largest_bucket,
         s.overflow_rules,

@@ -217,6 +217,39 @@ pub(crate) struct Cold {
 }
 
 impl CRule {
+    /// A record no key matches (an L4 value bit outside its mask).
+    fn never() -> CRule {
+        CRule {
+            src_v: 0,
+            src_m: 0,
+            dst_v: 0,
+            dst_m: 0,
+            l2_v: 0,
+            l2_m: 0,
+            l4_v: 1 << 32,
+            l4_m: 0,
+            prio: u32::MAX,
+            sport_lo: 0,
+            sport_span: u16::MAX,
+            dport_lo: 0,
+            dport_span: u16::MAX,
+            vlan_lo: 0,
+            vlan_span: u16::MAX,
+        }
+    }
+
+    /// Whether the rule matches every key.
+    fn is_catch_all(&self) -> bool {
+        self.src_m == 0
+            && self.dst_m == 0
+            && self.l2_m == 0
+            && self.l4_m == 0
+            && self.l4_v == 0
+            && (self.sport_lo, self.sport_span) == (0, u16::MAX)
+            && (self.dport_lo, self.dport_span) == (0, u16::MAX)
+            && (self.vlan_lo, self.vlan_span) == (0, u16::MAX)
+    }
+
     /// Whether the rule has L2 conditions (needs its [`Cold`] record).
     fn needs_cold(&self) -> bool {
         self.l2_m != 0 || self.vlan_lo != 0 || self.vlan_span != u16::MAX
@@ -447,23 +480,93 @@ impl Masks {
     }
 }
 
-/// One open-addressing slot: a bucket's 32-bit hash and where its rules
-/// start (`start == EMPTY`: free). The bucket's last rule carries
-/// [`LAST`]. Buckets are formed by this same 32-bit hash, so a tag match
-/// is the key's only possible bucket in the table.
+/// Bucket starts one [`Bin`] holds.
+const BIN_LANES: usize = 8;
+
+/// One cache line of a table's bucket index: the 32-bit hashes (tags)
+/// of up to 8 buckets and where their rules start. Lookup compares all 8
+/// tags at once (no probe loop, no branch on which lane): a table is
+/// sized for about 3 buckets a bin, so a full bin is rare, and a bucket
+/// whose home bin is full goes to the next bin with room, the full bins
+/// on the way flagged ([`OVERFLOW`] in `starts[0]`). Free lanes hold tag
+/// 0 and start [`DUMMY`]: a key whose tag is 0 may "find" one, and
+/// verifies the never-matching record. Buckets are formed by the same
+/// 32-bit hash, so a matching tag is the key's only possible bucket in
+/// the table (lanes fill from 0, so a real bucket wins over free lanes).
 #[derive(Clone, Copy)]
-struct Slot {
-    tag: u32,
-    start: u32,
-    /// Priority of the bucket's best (first) rule: buckets that cannot
-    /// beat the best match so far are skipped without touching rules.
-    first: u32,
+#[repr(C, align(64))]
+struct Bin {
+    tags: [u32; BIN_LANES],
+    starts: [u32; BIN_LANES],
 }
 
-const EMPTY: u32 = u32::MAX;
+const _: () = assert!(std::mem::size_of::<Bin>() == 64);
+
+/// Flag in a bin's `starts[0]`: some bucket whose home is this bin (or
+/// an earlier full one) lives in a later bin.
+const OVERFLOW: u32 = 1 << 31;
+
+/// Record index of the never-matching record every table's rules begin
+/// with (the start of "no bucket").
+pub(crate) const DUMMY: u32 = 0;
+
+/// Buckets per bin a table is sized for.
+const BIN_LOAD: usize = 3;
+
+#[cfg(test)]
+thread_local! {
+    /// [`BIN_LOAD`] for this thread's compiles: tests raise it to fill
+    /// bins and take the overflow path.
+    pub(crate) static TEST_BIN_LOAD: std::cell::Cell<usize> = const { std::cell::Cell::new(BIN_LOAD) };
+}
+
+fn bin_load() -> usize {
+    #[cfg(test)]
+    return TEST_BIN_LOAD.with(|c| c.get());
+    #[cfg(not(test))]
+    BIN_LOAD
+}
 
 /// Bit of [`Hot::prio`] marking the last rule of a bucket.
 pub(crate) const LAST: u32 = 1 << 31;
+
+/// The lanes of `tags` equal to `h`, as a bit mask whose first set bit
+/// [`lane_of`] reads: on x86_64 two SSE2 compares and a byte move-mask
+/// (two bits a lane), elsewhere a bit a lane.
+#[inline(always)]
+fn lanes_eq(tags: &[u32; BIN_LANES], h: u32) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::*;
+        // SAFETY: SSE2 is baseline on x86_64; the two unaligned loads
+        // read the 32 bytes of `tags`.
+        unsafe {
+            let k = _mm_set1_epi32(h as i32);
+            let a = _mm_loadu_si128(tags.as_ptr() as *const __m128i);
+            let b = _mm_loadu_si128(tags.as_ptr().add(4) as *const __m128i);
+            let e = _mm_packs_epi32(_mm_cmpeq_epi32(a, k), _mm_cmpeq_epi32(b, k));
+            _mm_movemask_epi8(e) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u32;
+        for (j, &t) in tags.iter().enumerate() {
+            m |= ((t == h) as u32) << j;
+        }
+        m
+    }
+}
+
+/// The first lane set in a [`lanes_eq`] mask (0 if none).
+#[inline(always)]
+fn lane_of(m: u32) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    let j = m.trailing_zeros() as usize / 2;
+    #[cfg(not(target_arch = "x86_64"))]
+    let j = m.trailing_zeros() as usize;
+    j & (BIN_LANES - 1)
+}
 
 /// A compiled table, as lookup reads it.
 pub(crate) struct Table {
@@ -475,10 +578,11 @@ pub(crate) struct Table {
     /// Address width 128 (IPv6 rules), else 32.
     pub(super) v6: bool,
     masks: Masks,
-    slot_mask: usize,
-    slots: Box<[Slot]>,
-    /// Bucket after bucket, each in priority order: IPv6 tables' rules
-    /// in `rules`, the others' in `rules4` (the other one is empty).
+    bin_mask: usize,
+    bins: Box<[Bin]>,
+    /// The [`DUMMY`] record, then bucket after bucket (each in priority
+    /// order): IPv6 tables' rules in `rules`, the others' in `rules4`
+    /// (the other one is empty).
     rules: Box<[Hot]>,
     rules4: Box<[Hot4]>,
     /// Parallel to the rules; empty when no rule of the table has L2
@@ -487,17 +591,17 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The bucket hash of `w` and its home slot.
+    /// The bucket hash of `w` and its home bin.
     #[inline]
     pub(super) fn home(&self, w: &Words) -> (u32, usize) {
         let h = (self.masks.hash(w) >> 32) as u32;
-        (h, h as usize & self.slot_mask)
+        (h, h as usize & self.bin_mask)
     }
 
-    /// Hint the cache to fetch home slot `i`.
+    /// Hint the cache to fetch home bin `i`.
     #[inline]
     pub(super) fn prefetch_slot(&self, i: usize) {
-        prefetch(&self.slots[i]);
+        prefetch(&self.bins[i]);
     }
 
     /// Hint the cache to fetch the first rule at `start`.
@@ -512,32 +616,52 @@ impl Table {
         }
     }
 
-    /// Where the rules of bucket `h` (home slot `i`) start, and the
-    /// priority of its best rule; `None` if the bucket is empty.
+    /// Where the rules of bucket `h` (home bin `i`) start; [`DUMMY`] if
+    /// the table has no such bucket. No branch unless the home bin
+    /// overflowed and does not hold the bucket.
     #[inline]
-    pub(super) fn find(&self, h: u32, mut i: usize) -> Option<(u32, u32)> {
-        loop {
-            let s = self.slots[i];
-            if s.start == EMPTY {
-                return None;
-            }
-            if s.tag == h {
-                return Some((s.start, s.first));
-            }
-            i = (i + 1) & self.slot_mask;
+    pub(super) fn find(&self, h: u32, i: usize) -> u32 {
+        let b = &self.bins[i];
+        let m = lanes_eq(&b.tags, h);
+        // `&`, not `&&`: no branch on whether the key has a bucket here.
+        if (m == 0) & (b.starts[0] & OVERFLOW != 0) {
+            return self.find_overflow(h, i);
+        }
+        let s = b.starts[lane_of(m)] & !OVERFLOW;
+        if m != 0 {
+            s
+        } else {
+            DUMMY
         }
     }
 
-    /// Where the rules of the bucket `w` hashes to start, and the
-    /// priority of its best rule; `None` if the bucket is empty.
-    #[inline]
-    pub(super) fn probe(&self, w: &Words) -> Option<(u32, u32)> {
-        let (h, i) = self.home(w);
-        self.find(h, i)
+    /// Bins flagged [`OVERFLOW`].
+    #[cfg(test)]
+    pub(super) fn overflowed_bins(&self) -> usize {
+        self.bins
+            .iter()
+            .filter(|b| b.starts[0] & OVERFLOW != 0)
+            .count()
+    }
+
+    /// [`find`](Self::find) past a full home bin.
+    #[cold]
+    fn find_overflow(&self, h: u32, mut i: usize) -> u32 {
+        loop {
+            i = (i + 1) & self.bin_mask;
+            let b = &self.bins[i];
+            let m = lanes_eq(&b.tags, h);
+            if m != 0 {
+                return b.starts[lane_of(m)] & !OVERFLOW;
+            }
+            if b.starts[0] & OVERFLOW == 0 {
+                return DUMMY;
+            }
+        }
     }
 
     /// The first match better than `best` in the bucket starting at
-    /// `start`, else `best`.
+    /// `start` ([`DUMMY`]: none), else `best`.
     #[inline]
     pub(super) fn scan(&self, start: u32, w: &Words, best: u32) -> u32 {
         if self.v6 {
@@ -596,31 +720,43 @@ impl Builder {
         }
         // Best bucket first: deterministic layout.
         buckets.sort_unstable_by_key(|b| b.1[0]);
-        let cap = (buckets.len() * 2).next_power_of_two().max(2);
-        let mut slots = vec![
-            Slot {
-                tag: 0,
-                start: EMPTY,
-                first: u32::MAX,
+        // About 3 buckets a bin: a full bin (8) is rare. At least one
+        // free lane in all: the overflow walk ends at a bin not flagged.
+        let n_bins = buckets
+            .len()
+            .div_ceil(bin_load())
+            .max((buckets.len() + 1).div_ceil(BIN_LANES))
+            .next_power_of_two();
+        let mut bins = vec![
+            Bin {
+                tags: [0; BIN_LANES],
+                starts: [DUMMY; BIN_LANES],
             };
-            cap
+            n_bins
         ];
-        let n_rules = buckets.iter().map(|b| b.1.len()).sum();
-        let mut crules: Vec<Hot> = Vec::with_capacity(n_rules);
+        let mut used = vec![0u8; n_bins];
+        let n_rules: usize = buckets.iter().map(|b| b.1.len()).sum();
         let v6 = ip_width(self.tuple.family) == 128;
-        let mut colds: Vec<Cold> = Vec::with_capacity(n_rules);
+        // The dummy first: never matches (an L4 value bit outside its
+        // mask), last of its one-record "bucket".
+        let (mut dummy, dummy_cold) = CRule::never().split();
+        dummy.prio = LAST | !LAST;
+        let mut crules: Vec<Hot> = Vec::with_capacity(n_rules + 1);
+        let mut colds: Vec<Cold> = Vec::with_capacity(n_rules + 1);
+        crules.push(dummy);
+        colds.push(dummy_cold);
         let mut best = u32::MAX;
         let mut largest = 0;
         for (h, ids) in &buckets {
-            let mut i = *h as usize & (cap - 1);
-            while slots[i].start != EMPTY {
-                i = (i + 1) & (cap - 1);
+            let mut i = *h as usize & (n_bins - 1);
+            while used[i] as usize == BIN_LANES {
+                bins[i].starts[0] |= OVERFLOW;
+                i = (i + 1) & (n_bins - 1);
             }
-            slots[i] = Slot {
-                tag: *h,
-                start: crules.len() as u32,
-                first: rules[ids[0] as usize].c.prio,
-            };
+            let lane = used[i] as usize;
+            used[i] += 1;
+            bins[i].tags[lane] = *h;
+            bins[i].starts[lane] = crules.len() as u32 | (bins[i].starts[lane] & OVERFLOW);
             largest = largest.max(ids.len());
             for &id in ids {
                 best = best.min(rules[id as usize].c.prio);
@@ -644,7 +780,7 @@ impl Builder {
             src_mac: l[SMAC],
             ethertype: l[ETH],
             vlan: l[VLAN],
-            rules: crules.len(),
+            rules: n_rules,
             buckets: buckets.len(),
             largest_bucket: largest,
             best_rule: best,
@@ -654,8 +790,8 @@ impl Builder {
             family_check: self.tuple.family.is_some(),
             family: self.tuple.family.unwrap_or(0),
             masks: self.masks,
-            slot_mask: cap - 1,
-            slots: slots.into_boxed_slice(),
+            bin_mask: n_bins - 1,
+            bins: bins.into_boxed_slice(),
             v6,
             rules4: if v6 {
                 Box::default()
@@ -746,11 +882,20 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
     // match, so it is left out. Catches repeated rules cheaply.
     type Group = (Tuple, u128, u128, u128, u64);
     let mut groups: HashMap<Group, Vec<u32>> = HashMap::new();
+    // The first rule that matches every key (`permit any` closing a
+    // list): no table, it is lookup's starting answer, and the rules
+    // after it can never be the first match.
+    let mut default_rule = None;
     for (i, m) in list.iter().enumerate() {
         let Some(r) = normalise(i as u32, m) else {
             unmatchable += 1;
             continue;
         };
+        if r.c.is_catch_all() {
+            default_rule = Some(i as u32);
+            shadowed += list.len() - i - 1;
+            break;
+        }
         let g = groups
             .entry((r.tuple, r.hv.src, r.hv.dst, r.hv.l2, r.hv.l4))
             .or_default();
@@ -893,6 +1038,7 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
     let mut stats = ClassifierStats {
         unmatchable,
         shadowed,
+        default_rule,
         overflow_rules,
         tables: done.len(),
         ..Default::default()
@@ -913,7 +1059,7 @@ pub(crate) fn heap_bytes(tables: &[Table]) -> usize {
         + tables
             .iter()
             .map(|t| {
-                std::mem::size_of_val(&*t.slots)
+                std::mem::size_of_val(&*t.bins)
                     + std::mem::size_of_val(&*t.rules)
                     + std::mem::size_of_val(&*t.rules4)
                     + std::mem::size_of_val(&*t.cold)

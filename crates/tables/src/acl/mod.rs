@@ -9,11 +9,15 @@
 //! all specify at least their tuple's bits, keyed on those bits; a
 //! *bucket* is the rules of one table whose masked fields hash alike.
 //!
-//! Lookup masks the key with each table's tuple, hashes it, and verifies
-//! the (at most [`BUCKET_CAP`], in practice) rules of the one bucket it
-//! lands in, best priority first. Tables are sorted by their best rule, so
-//! the scan stops as soon as the best match found beats the next table's
-//! best rule. Cost is one hash probe per table, whatever the rule count;
+//! Lookup masks the key with each table's tuple, hashes it, finds the
+//! one bucket it can be in (one 64-byte bin of eight bucket tags compared
+//! at once) and verifies the (at most [`BUCKET_CAP`], in practice) rules
+//! of that bucket, best priority first — the first two without a branch,
+//! so the out-of-order core overlaps the tables. Tables are sorted by
+//! their best rule, so the scan stops as soon as the best match found
+//! beats the next table's best rule; a rule that matches every key (a
+//! closing `permit any`) is no table but the answer lookup starts from.
+//! Cost is one hash probe per table, whatever the rule count;
 //! the compiler's job is to keep the table count low (greedy: the tuple
 //! that places the most rules into buckets of at most [`BUCKET_CAP`]
 //! first, from coarse candidate tuples) and bounded ([`MAX_TABLES`]).
@@ -39,12 +43,12 @@ pub const BUCKET_CAP: usize = 8;
 /// and rules fitting none share one last table per family class.
 pub const MAX_TABLES: usize = 32;
 
-/// Tables whose probes one lookup issues together.
+/// Tables [`Classifier::lookup_batch`] probes for a group of keys
+/// before verifying (tables past it: per key).
 const LANES: usize = 16;
 
-/// Below this size the compiled structure stays in cache: lookups do not
-/// prefetch rules and [`Classifier::lookup_batch`] looks keys up one by
-/// one.
+/// Below this size the compiled structure stays in cache:
+/// [`Classifier::lookup_batch`] looks keys up one by one.
 const BATCH_MIN_BYTES: usize = 256 << 10;
 
 /// Keys [`Classifier::lookup_batch`] interleaves.
@@ -303,24 +307,6 @@ impl Words {
     }
 }
 
-/// Verify the buckets `found` (per table of `tables`: where its rules
-/// start, its best priority) in table order, skipping every bucket whose
-/// best rule cannot beat the best match so far and stopping once no
-/// later table can. Returns the best of `best` and the buckets' first
-/// match.
-#[inline]
-fn scan_found(tables: &[Table], found: &[(u32, u32); LANES], w: &Words, mut best: u32) -> u32 {
-    for (t, &(start, first)) in tables.iter().zip(found.iter()) {
-        if t.best >= best {
-            break;
-        }
-        if first < best {
-            best = t.scan(start, w, best);
-        }
-    }
-    best
-}
-
 /// One table's shape, for `show access-lists`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableStats {
@@ -362,6 +348,10 @@ pub struct ClassifierStats {
     /// Rules left out because an earlier rule of the same shape and
     /// hashed values matches everything they match (repeated rules).
     pub shadowed: usize,
+    /// The first rule that matches every key (a closing `permit any`),
+    /// if any: lookup's answer when no earlier rule matches, kept in no
+    /// table; the rules after it count as shadowed.
+    pub default_rule: Option<u32>,
     /// Hash tables, i.e. hash probes of a lookup that matches nothing.
     pub tables: usize,
     /// Non-empty buckets over all tables.
@@ -380,10 +370,13 @@ pub struct ClassifierStats {
 /// A compiled, immutable ACL: first match over the rule list.
 pub struct Classifier {
     tables: Box<[Table]>,
+    /// [`ClassifierStats::default_rule`], `u32::MAX` if none: where every
+    /// lookup starts.
+    default: u32,
     rules: usize,
     stats: ClassifierStats,
     /// Whether the structure outgrows the cache ([`BATCH_MIN_BYTES`]):
-    /// then lookups prefetch and `lookup_batch` interleaves keys.
+    /// then `lookup_batch` interleaves keys.
     big: bool,
 }
 
@@ -399,6 +392,7 @@ impl Classifier {
         stats.memory_bytes = compile::heap_bytes(&tables);
         Classifier {
             tables: tables.into_boxed_slice(),
+            default: stats.default_rule.unwrap_or(u32::MAX),
             rules: rules.len(),
             big: stats.memory_bytes >= BATCH_MIN_BYTES,
             stats,
@@ -408,14 +402,14 @@ impl Classifier {
     /// Index of the first rule that matches, or None.
     #[inline]
     pub fn lookup(&self, k: &AclKey) -> Option<u32> {
-        let best = self.lookup_from(&Words::of(k), k.family, u32::MAX, 0);
+        let best = self.lookup_from(&Words::of(k), k.family, self.default, 0);
         (best != u32::MAX).then_some(best)
     }
 
     /// [`lookup`](Self::lookup) of every key: `out[i]` is the answer for
     /// `keys[i]`, for `i` below the shorter length. Past a few hundred KiB
     /// of tables, works on groups of [`BATCH`] keys, first hashing every key for every table and
-    /// prefetching the slots, then finding the buckets and prefetching
+    /// prefetching the bins, then finding the buckets and prefetching
     /// their first rules, then verifying: the cache misses of different
     /// keys overlap instead of following one another. Same answers as
     /// `lookup`; no allocation.
@@ -448,16 +442,14 @@ impl Classifier {
                     }
                 }
             }
-            let mut found = [[(0u32, u32::MAX); LANES]; BATCH];
+            let mut found = [[compile::DUMMY; LANES]; BATCH];
             for ((k, hs), fs) in ks.iter().zip(home.iter()).zip(found.iter_mut()) {
                 for ((t, &(h, i)), f) in head.iter().zip(hs.iter()).zip(fs.iter_mut()) {
                     if skip(t, k) {
                         continue;
                     }
-                    if let Some(x) = t.find(h, i) {
-                        t.prefetch_rule(x.0);
-                        *f = x;
-                    }
+                    *f = t.find(h, i);
+                    t.prefetch_rule(*f);
                 }
             }
             for (((k, w), fs), o) in ks
@@ -466,7 +458,13 @@ impl Classifier {
                 .zip(found.iter())
                 .zip(os.iter_mut())
             {
-                let mut best = scan_found(head, fs, w, u32::MAX);
+                let mut best = self.default;
+                for (t, &start) in head.iter().zip(fs.iter()) {
+                    if t.best >= best {
+                        break;
+                    }
+                    best = t.scan(start, w, best);
+                }
                 if n < self.tables.len() {
                     best = self.lookup_from(w, k.family, best, n);
                 }
@@ -479,29 +477,30 @@ impl Classifier {
     #[inline]
     fn lookup_from(&self, w: &Words, family: u8, mut best: u32, from: usize) -> u32 {
         // Two passes over up to LANES tables: first every probe (hash,
-        // slot, the bucket's best rule), independent of each other so
-        // their cache misses overlap; then the buckets in table order,
+        // bin), without a branch on whether a bucket is found, so the
+        // probes' cache misses overlap; then the buckets in table order,
         // stopping once the best match beats the next table's best rule.
         for chunk in self.tables[from..].chunks(LANES) {
             if chunk[0].best >= best {
                 break;
             }
-            let mut found = [(0u32, u32::MAX); LANES];
+            let mut found = [compile::DUMMY; LANES];
             for (t, f) in chunk.iter().zip(found.iter_mut()) {
-                if t.best >= best {
-                    break;
-                }
                 if t.family_check && t.family != family {
                     continue;
                 }
-                if let Some(x) = t.probe(w) {
-                    if self.big {
-                        t.prefetch_rule(x.0);
-                    }
-                    *f = x;
+                let (h, i) = t.home(w);
+                *f = t.find(h, i);
+                if self.big {
+                    t.prefetch_rule(*f);
                 }
             }
-            best = scan_found(chunk, &found, w, best);
+            for (t, &start) in chunk.iter().zip(found.iter()) {
+                if t.best >= best {
+                    break;
+                }
+                best = t.scan(start, w, best);
+            }
         }
         best
     }
@@ -531,6 +530,7 @@ impl std::fmt::Debug for Classifier {
         f.debug_struct("Classifier")
             .field("rules", &self.rules)
             .field("tables", &self.tables.len())
+            .field("default_rule", &self.stats.default_rule)
             .field("memory_bytes", &self.stats.memory_bytes)
             .finish()
     }

@@ -464,6 +464,9 @@ struct Gen {
     v6: Vec<u128>,
     macs: Vec<[u8; 6]>,
     ports: Vec<u16>,
+    /// Whether `rule` may return a rule with no field (a catch-all,
+    /// which shadows every later rule).
+    catch_alls: bool,
 }
 
 impl Gen {
@@ -483,6 +486,7 @@ impl Gen {
             v6,
             macs,
             ports,
+            catch_alls: true,
         }
     }
 
@@ -556,6 +560,9 @@ impl Gen {
             }
             if self.r.gen_bool(0.1) {
                 m.family = Some([0, 4, 6][self.r.gen_range(0..3)]);
+            }
+            if !self.catch_alls && m == Match::default() {
+                m.ethertype = Some(0x0806);
             }
             return m;
         }
@@ -706,7 +713,12 @@ impl Gen {
 }
 
 fn random_round(seed: u64, n_rules: usize, n_keys: usize) -> Classifier {
+    random_round_with(seed, n_rules, n_keys, true)
+}
+
+fn random_round_with(seed: u64, n_rules: usize, n_keys: usize, catch_alls: bool) -> Classifier {
     let mut g = Gen::new(seed);
+    g.catch_alls = catch_alls;
     let mut rules: Vec<Match> = (0..n_rules).map(|_| g.rule()).collect();
     if g.r.gen_bool(0.3) {
         rules.push(Match::default());
@@ -738,7 +750,8 @@ fn random_lists_match_linear_scan() {
 fn random_large_lists_match_linear_scan() {
     let mut overflowed = false;
     for seed in 0..5u64 {
-        let c = random_round(1000 + seed, 2000 + 1000 * seed as usize, 2500);
+        // No catch-all before the end: it would shadow the rest.
+        let c = random_round_with(1000 + seed, 2000 + 1000 * seed as usize, 2500, false);
         let s = c.stats();
         overflowed |= s.overflow_rules > 0;
         assert!(s.tables <= MAX_TABLES + 4, "{s:?}");
@@ -975,4 +988,194 @@ fn issue13_random_lists_follow_the_fragment_policy() {
             assert_eq!(got, linear_policy(&rules, &k), "seed {seed}, key {k:?}");
         }
     }
+}
+
+// ---- the default rule, bins and fixed-width verification ----
+
+/// The first rule that matches every key is the default answer: kept in
+/// no table, the rules after it shadowed; rules that merely look wide
+/// (a fragment condition, a family) are not it.
+#[test]
+fn catch_all_rule_is_the_default() {
+    let any = Match::default();
+    let wide = Match {
+        src_port: Some((0, 65535)),
+        dst_port: Some((0, 65535)),
+        tcp_flags: Some((0, 0)),
+        ..Default::default()
+    };
+    let not_fragments = Match {
+        fragment: Some(false),
+        ..Default::default()
+    };
+    let v4_only = Match {
+        family: Some(4),
+        ..Default::default()
+    };
+    let mut keys: Vec<AclKey> = Vec::new();
+    for (i, fam) in [(0u32, 4u8), (1, 6), (2, 0), (3, 4)] {
+        let mut k = key4(7, 0x0a00_0001 + i, 6, 1000, 80 + i as u16);
+        k.family = fam;
+        keys.push(k);
+        keys.push(AclKey {
+            fragment: true,
+            ..k
+        });
+        keys.push(AclKey { proto: 17, ..k });
+    }
+    let rules = vec![
+        tcp4(0x0a00_0001, 32, 80),
+        not_fragments.clone(),
+        v4_only.clone(),
+        any.clone(),
+        tcp4(0x0a00_0002, 32, 81),
+        any.clone(),
+    ];
+    let in_tables = |s: &ClassifierStats| s.per_table.iter().map(|t| t.rules).sum::<usize>();
+    let s = check(&rules, &keys).stats();
+    assert_eq!((s.default_rule, s.shadowed, in_tables(&s)), (Some(3), 2, 3));
+    // Explicit full ranges and an empty flag mask match everything too.
+    let rules = vec![v4_only.clone(), tcp4(0x0a00_0002, 32, 81), wide, any];
+    let s = check(&rules, &keys).stats();
+    assert_eq!((s.default_rule, s.shadowed, in_tables(&s)), (Some(2), 1, 2));
+    // First: every key answers 0, no table at all.
+    let s = check(&[Match::default(), not_fragments], &keys).stats();
+    assert_eq!((s.default_rule, s.shadowed, s.tables), (Some(0), 1, 0));
+    // None: a family-only and a fragment-only rule are not catch-alls.
+    let s = check(&[v4_only, tcp4(0x0a00_0002, 32, 81)], &keys).stats();
+    assert_eq!(s.default_rule, None);
+}
+
+/// Randomized, quickcheck style: random lists (nested and overlapping
+/// prefixes, overlapping port ranges, any/exact ports, protocol any,
+/// IPv4, IPv6, family-less and L2 rules, catch-alls anywhere) with
+/// copies of rules that differ only in unhashed bits (TCP flags, a
+/// range's low bits: long buckets), compiled with bins sized for 1 to 64
+/// buckets (64: the fewest bins that can hold them), against the linear
+/// scan, `lookup` and both batch paths.
+#[test]
+fn random_lists_with_twins_and_catch_alls_match_linear_scan() {
+    let mut long_bucket = false;
+    let mut defaulted = false;
+    let mut overflowed = false;
+    for seed in 0..160u64 {
+        compile::TEST_BIN_LOAD.with(|c| c.set([1, 3, 8, 64][seed as usize / 4 % 4]));
+        let mut g = Gen::new(5000 + seed);
+        let n = [20, 60, 200, 700][seed as usize % 4];
+        let mut rules: Vec<Match> = Vec::with_capacity(n + 40);
+        for _ in 0..n {
+            let m = g.rule();
+            // Twins: same hashed bits, other flags or port low bits.
+            if g.r.gen_bool(0.15) {
+                for _ in 0..g.r.gen_range(1..6) {
+                    let mut t = m.clone();
+                    if g.r.gen_bool(0.5) {
+                        let mask = g.r.gen::<u8>();
+                        t.tcp_flags = Some((g.r.gen::<u8>() & mask, mask));
+                    } else if let Some((lo, hi)) = t.dst_port {
+                        t.dst_port = Some((lo, hi.saturating_add(g.r.gen_range(0..3))));
+                    }
+                    rules.push(t);
+                }
+            }
+            rules.push(m);
+        }
+        if g.r.gen_bool(0.3) {
+            let at = g.r.gen_range(0..=rules.len());
+            rules.insert(at, Match::default());
+        }
+        let keys: Vec<AclKey> = (0..300)
+            .map(|i| {
+                if i % 6 == 0 {
+                    g.random_key()
+                } else {
+                    let m = rules[g.r.gen_range(0..rules.len())].clone();
+                    g.key_for(&m)
+                }
+            })
+            .collect();
+        let c = check(&rules, &keys);
+        let s = c.stats();
+        long_bucket |= s.largest_bucket > 2;
+        defaulted |= s
+            .default_rule
+            .is_some_and(|d| (d as usize) < rules.len() - 1);
+        overflowed |= c.tables.iter().any(|t| t.overflowed_bins() > 0);
+    }
+    compile::TEST_BIN_LOAD.with(|c| c.set(3));
+    assert!(long_bucket && defaulted && overflowed);
+}
+
+/// Tables of thousands of buckets compiled into as few bins as can hold
+/// them (most bins full, buckets far from their home bin): every rule's
+/// own traffic still finds it, and misses (next address, next port, other
+/// protocol) find nothing or a later rule; IPv4 and IPv6.
+#[test]
+fn full_bins_are_walked_to_the_bucket() {
+    let mut r = StdRng::seed_from_u64(77);
+    for load in [64, 8, 3] {
+        compile::TEST_BIN_LOAD.with(|c| c.set(load));
+        for fam in [4u8, 6] {
+            let mut rules: Vec<Match> = (0..3000)
+                .map(|_| {
+                    let (a, len) = if fam == 6 {
+                        (
+                            (0x2001_0db8u128 << 96) | r.gen::<u128>() >> 32,
+                            [128, 64][r.gen_range(0..2)],
+                        )
+                    } else {
+                        (r.gen::<u32>() as u128, [32, 24][r.gen_range(0..2)])
+                    };
+                    Match {
+                        family: Some(fam),
+                        dst_ip: Some((a, len)),
+                        proto: Some([6, 17][r.gen_range(0..2)]),
+                        dst_port: Some({
+                            let p = r.gen_range(1..60000);
+                            (p, p + r.gen_range(0..2))
+                        }),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            rules.push(Match {
+                family: Some(fam),
+                proto: Some(17),
+                ..Default::default()
+            });
+            let mut keys = Vec::new();
+            for m in &rules[..3000] {
+                let (a, _) = m.dst_ip.unwrap();
+                let (p, _) = m.dst_port.unwrap();
+                let k = AclKey {
+                    family: fam,
+                    src_ip: 9,
+                    dst_ip: a,
+                    proto: m.proto.unwrap(),
+                    src_port: 1000,
+                    dst_port: p,
+                    ..Default::default()
+                };
+                keys.push(k);
+                keys.push(AclKey {
+                    dst_ip: a ^ 1 << 70 ^ 1 << 20,
+                    ..k
+                });
+                keys.push(AclKey {
+                    dst_port: p.wrapping_sub(1),
+                    ..k
+                });
+                keys.push(AclKey {
+                    proto: 23 - k.proto,
+                    ..k
+                });
+            }
+            let c = check(&rules, &keys);
+            if load == 64 {
+                let full: usize = c.tables.iter().map(|t| t.overflowed_bins()).sum();
+                assert!(full > 10, "{full} full bins");
+            }
+        }
+    }
+    compile::TEST_BIN_LOAD.with(|c| c.set(3));
 }
