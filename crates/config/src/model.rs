@@ -21,6 +21,14 @@ pub const DEFAULT_MAC_AGING: u32 = 300;
 pub const DEFAULT_MAC_TABLE_SIZE: u32 = 1 << 20;
 /// Default `switch.poll-idle-us`.
 pub const DEFAULT_POLL_IDLE_US: u32 = 50;
+/// Default `switch.af-xdp-busy-poll-budget` (frames per busy poll).
+pub const DEFAULT_BUSY_POLL_BUDGET: u32 = 64;
+/// Default `switch.af-xdp-busy-poll-us` (`SO_BUSY_POLL`).
+pub const DEFAULT_BUSY_POLL_US: u32 = 20;
+/// Default `switch.af-xdp-napi-timeout-us` (the device's
+/// `gro_flush_timeout` while busy polling; the kernel's AF_XDP
+/// documentation uses 200 µs).
+pub const DEFAULT_NAPI_TIMEOUT_US: u32 = 200;
 /// Default `switch.worker-nice`: forwarding threads win the CPU over
 /// ordinary processes, as the kernel's own forwarding (softirq) does.
 pub const DEFAULT_WORKER_NICE: i32 = -10;
@@ -73,6 +81,12 @@ pub mod limits {
     pub const RX_RING: std::ops::RangeInclusive<u32> = 64..=65_536;
     /// Frames per transmit ring (`switch.tx-ring`).
     pub const TX_RING: std::ops::RangeInclusive<u32> = 16..=4096;
+    /// `switch.af-xdp-busy-poll-budget`.
+    pub const BUSY_POLL_BUDGET: std::ops::RangeInclusive<u32> = 1..=1024;
+    /// `switch.af-xdp-busy-poll-us`.
+    pub const BUSY_POLL_US: std::ops::RangeInclusive<u32> = 1..=1000;
+    /// `switch.af-xdp-napi-timeout-us`.
+    pub const NAPI_TIMEOUT_US: std::ops::RangeInclusive<u32> = 10..=10_000;
 }
 
 /// The whole switch configuration (one YAML file).
@@ -265,6 +279,41 @@ impl AfPacketRing {
     }
 }
 
+/// AF_XDP busy polling (docs/io.md "Busy polling").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BusyPollMode {
+    /// The kernel's NAPI poll (softirq or NAPI thread) fills the socket's
+    /// ring and wakes the worker.
+    #[default]
+    Off,
+    /// The worker runs the device's NAPI poll itself (`recvfrom` per
+    /// receive call), and the kernel leaves the device to it.
+    On,
+}
+
+impl BusyPollMode {
+    pub fn is_off(&self) -> bool {
+        *self == BusyPollMode::Off
+    }
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BusyPollMode::Off => "off",
+            BusyPollMode::On => "on",
+        }
+    }
+}
+
+fn is_default_budget(v: &u32) -> bool {
+    *v == DEFAULT_BUSY_POLL_BUDGET
+}
+fn is_default_busy_poll_us(v: &u32) -> bool {
+    *v == DEFAULT_BUSY_POLL_US
+}
+fn is_default_napi_timeout(v: &u32) -> bool {
+    *v == DEFAULT_NAPI_TIMEOUT_US
+}
+
 /// Reverse-path check of a routed port (RFC 3704).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -310,6 +359,19 @@ pub struct SwitchSettings {
     /// port count, as `rx-ring`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tx_ring: Option<u32>,
+    /// AF_XDP ports busy poll (ports that name none). Default off.
+    #[serde(skip_serializing_if = "BusyPollMode::is_off")]
+    pub af_xdp_busy_poll: BusyPollMode,
+    /// Frames one busy poll takes from the driver (`SO_BUSY_POLL_BUDGET`).
+    #[serde(skip_serializing_if = "is_default_budget")]
+    pub af_xdp_busy_poll_budget: u32,
+    /// `SO_BUSY_POLL` in µs.
+    #[serde(skip_serializing_if = "is_default_busy_poll_us")]
+    pub af_xdp_busy_poll_us: u32,
+    /// The device's NAPI watchdog while busy polling (`gro_flush_timeout`),
+    /// µs; the worker keeps polling twice this long after its last frame.
+    #[serde(skip_serializing_if = "is_default_napi_timeout")]
+    pub af_xdp_napi_timeout_us: u32,
 }
 
 impl Default for SwitchSettings {
@@ -325,6 +387,10 @@ impl Default for SwitchSettings {
             af_packet_ring: AfPacketRing::Dual,
             rx_ring: None,
             tx_ring: None,
+            af_xdp_busy_poll: BusyPollMode::Off,
+            af_xdp_busy_poll_budget: DEFAULT_BUSY_POLL_BUDGET,
+            af_xdp_busy_poll_us: DEFAULT_BUSY_POLL_US,
+            af_xdp_napi_timeout_us: DEFAULT_NAPI_TIMEOUT_US,
         }
     }
 }
@@ -678,6 +744,9 @@ pub struct PortConfig {
     /// Port backend; `None`: the switch's `port-backend` (auto).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<PortBackend>,
+    /// AF_XDP busy polling; `None`: the switch's `af-xdp-busy-poll`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub af_xdp_busy_poll: Option<BusyPollMode>,
     /// Routed only: routed 802.1Q subinterfaces, one per VLAN tag
     /// (`NAME.VLAN`, docs/vrf.md "Subinterfaces").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -767,6 +836,7 @@ impl PortConfig {
             storm_control: None,
             loop_detect: true,
             backend: None,
+            af_xdp_busy_poll: None,
             subinterfaces: Vec::new(),
         }
     }
@@ -1044,6 +1114,15 @@ impl Config {
             .get(index)
             .and_then(|p| p.backend)
             .unwrap_or(self.switch.port_backend)
+    }
+
+    /// Whether port `index` busy polls on AF_XDP: its own
+    /// `af-xdp-busy-poll`, else the switch's.
+    pub fn busy_poll_of(&self, index: usize) -> BusyPollMode {
+        self.ports
+            .get(index)
+            .and_then(|p| p.af_xdp_busy_poll)
+            .unwrap_or(self.switch.af_xdp_busy_poll)
     }
 
     /// The port channel port `index` is a member of, if any.

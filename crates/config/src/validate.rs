@@ -85,6 +85,47 @@ fn check_switch(cfg: &Config, c: &mut Checker) {
             format!("{n} frames is out of range 16..4096"),
         );
     }
+    for (key, v, r, unit) in [
+        (
+            "switch.af-xdp-busy-poll-budget",
+            s.af_xdp_busy_poll_budget,
+            limits::BUSY_POLL_BUDGET,
+            "frames",
+        ),
+        (
+            "switch.af-xdp-busy-poll-us",
+            s.af_xdp_busy_poll_us,
+            limits::BUSY_POLL_US,
+            "µs",
+        ),
+        (
+            "switch.af-xdp-napi-timeout-us",
+            s.af_xdp_napi_timeout_us,
+            limits::NAPI_TIMEOUT_US,
+            "µs",
+        ),
+    ] {
+        if !r.contains(&v) {
+            c.err(
+                key,
+                format!("{v} {unit} is out of range {}..{}", r.start(), r.end()),
+            );
+        }
+    }
+    // Busy polling asked of a port that will not be on AF_XDP.
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if p.af_xdp_busy_poll == Some(crate::BusyPollMode::On)
+            && cfg.backend_of(i) == crate::PortBackend::AfPacket
+        {
+            c.err(
+                format!("ports[{i}].af-xdp-busy-poll"),
+                format!(
+                    "port {}: busy polling needs an AF_XDP port, and its backend is af-packet",
+                    p.name
+                ),
+            );
+        }
+    }
     let sock = &cfg.management.socket;
     if sock.as_os_str().is_empty() {
         c.err("management.socket", "must not be empty");

@@ -102,6 +102,7 @@ fn full_example_parses_to_expected_model() {
             af_packet_ring: config::AfPacketRing::Dual,
             rx_ring: Some(2048),
             tx_ring: Some(256),
+            ..SwitchSettings::default()
         },
         management: Management {
             socket: "/tmp/lanyard.sock".into(),
@@ -1306,6 +1307,75 @@ fn af_packet_ring_defaults_to_dual_and_rejects_unknown_with_line() {
         2,
         "switch.af-packet-ring",
         "unknown variant `v2`",
+    );
+}
+
+#[test]
+fn af_xdp_busy_poll_parses_inherits_and_rejects_bad_values_with_line() {
+    let cfg = ok("ports:\n  - name: a\n");
+    assert_eq!(cfg.switch.af_xdp_busy_poll, config::BusyPollMode::Off);
+    assert_eq!(cfg.switch.af_xdp_busy_poll_budget, 64);
+    assert_eq!(cfg.switch.af_xdp_busy_poll_us, 20);
+    assert_eq!(cfg.switch.af_xdp_napi_timeout_us, 200);
+    let cfg = ok(
+        "switch:\n  af-xdp-busy-poll: on\n  af-xdp-busy-poll-budget: 16\n  \
+         af-xdp-napi-timeout-us: 50\nports:\n  - name: a\n  - name: b\n    \
+         af-xdp-busy-poll: off\n  - name: c\n    backend: af-packet\n",
+    );
+    assert_eq!(cfg.switch.af_xdp_busy_poll_budget, 16);
+    assert_eq!(cfg.switch.af_xdp_napi_timeout_us, 50);
+    assert_eq!(cfg.busy_poll_of(0), config::BusyPollMode::On);
+    assert_eq!(cfg.busy_poll_of(1), config::BusyPollMode::Off);
+    // Inherited by an AF_PACKET port: nothing to do there, not an error.
+    assert_eq!(cfg.busy_poll_of(2), config::BusyPollMode::On);
+    // Written back only where it differs from the default.
+    let text = serde_yaml_ng::to_string(&cfg).unwrap();
+    assert!(text.contains("af-xdp-busy-poll: on"), "{text}");
+    assert!(!text.contains("af-xdp-busy-poll-us"), "{text}");
+    one_error(
+        "switch:\n  af-xdp-busy-poll: yes\n",
+        2,
+        "switch.af-xdp-busy-poll",
+        "unknown variant `yes`",
+    );
+    one_error(
+        "switch:\n  af-xdp-busy-poll: true\n",
+        2,
+        "switch.af-xdp-busy-poll",
+        "expected",
+    );
+    one_error(
+        "switch:\n  af-xdp-busy-poll-budget: 0\nports:\n  - name: a\n",
+        2,
+        "switch.af-xdp-busy-poll-budget",
+        "0 frames is out of range 1..1024",
+    );
+    one_error(
+        "switch:\n  af-xdp-busy-poll-us: 5000\nports:\n  - name: a\n",
+        2,
+        "switch.af-xdp-busy-poll-us",
+        "out of range 1..1000",
+    );
+    one_error(
+        "switch:\n  af-xdp-napi-timeout-us: 5\nports:\n  - name: a\n",
+        2,
+        "switch.af-xdp-napi-timeout-us",
+        "5 µs is out of range 10..10000",
+    );
+    // Asked of a port that will be on AF_PACKET (its own backend or the
+    // switch's).
+    one_error(
+        "ports:\n  - name: a\n    backend: af-packet\n    af-xdp-busy-poll: on\n",
+        4,
+        "ports[0].af-xdp-busy-poll",
+        "needs an AF_XDP port",
+    );
+    one_error(
+        "switch:\n  port-backend: af-packet\nports:\n  - name: a\n  - name: b\n    \
+         af-xdp-busy-poll: on\n",
+        6,
+        "ports[1].af-xdp-busy-poll",
+        "port b: busy polling needs an AF_XDP port",
     );
 }
 

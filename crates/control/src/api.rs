@@ -227,6 +227,7 @@ impl ApiState {
                     "attaches": s.attaches,
                     "backend": s.backend,
                     "backend_mode": s.backend_mode,
+                    "busy_poll_refused": s.busy_poll_refused,
                     "rx_ring": s.rings.0,
                     "tx_ring": s.rings.1,
                     "error": s.error,

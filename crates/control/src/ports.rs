@@ -69,6 +69,9 @@ pub struct PortStatus {
     /// Frames the receiving socket's receive and transmit rings hold
     /// (`switch.rx-ring`/`tx-ring`, or sized by the port count).
     pub rings: (u32, u32),
+    /// What the kernel refused when busy polling was set up (AF_XDP
+    /// `busy-poll` ports; empty: nothing).
+    pub busy_poll_refused: Vec<String>,
 }
 
 pub struct Supervisor {
@@ -79,8 +82,13 @@ pub struct Supervisor {
     mtus: Vec<u32>,
     routed: Vec<bool>,
     backends: Vec<PortBackend>,
+    /// Per port: AF_XDP busy polling (`af-xdp-busy-poll`), `None` if off.
+    busy_poll: Vec<Option<io::af_xdp::BusyPoll>>,
     /// Receive rings of AF_PACKET ports (`switch.af-packet-ring`).
     af_packet_ring: AfPacketRing,
+    /// What the kernel refused of the last attach's busy polling (for
+    /// its `PortStatus`).
+    last_busy_refused: Vec<String>,
     /// Configured ring sizes in frames (`switch.rx-ring`, `tx-ring`; the
     /// `switch` section changes only with a restart).
     ring_frames: (Option<u32>, Option<u32>),
@@ -125,6 +133,20 @@ fn protection_ids(cfg: &Config) -> Vec<Option<u32>> {
         }
     }
     v
+}
+
+/// Per port: its AF_XDP busy-poll settings, `None` where it is off.
+fn busy_poll_settings(cfg: &Config) -> Vec<Option<io::af_xdp::BusyPoll>> {
+    let s = &cfg.switch;
+    (0..cfg.ports.len())
+        .map(|i| {
+            (cfg.busy_poll_of(i) == config::BusyPollMode::On).then_some(io::af_xdp::BusyPoll {
+                budget: s.af_xdp_busy_poll_budget.min(u16::MAX as u32) as u16,
+                usecs: s.af_xdp_busy_poll_us,
+                napi_timeout_us: s.af_xdp_napi_timeout_us,
+            })
+        })
+        .collect()
 }
 
 /// A port just attached (and set up by us) takes a moment to report its
@@ -282,6 +304,7 @@ impl Supervisor {
                 backend: "",
                 backend_mode: String::new(),
                 rings: (0, 0),
+                busy_poll_refused: Vec::new(),
             })
             .collect();
         Supervisor {
@@ -296,7 +319,9 @@ impl Supervisor {
                 .map(|p| p.mode == config::PortMode::Routed)
                 .collect(),
             backends: (0..cfg.ports.len()).map(|i| cfg.backend_of(i)).collect(),
+            busy_poll: busy_poll_settings(cfg),
             af_packet_ring: cfg.switch.af_packet_ring,
+            last_busy_refused: Vec::new(),
             ring_frames: (cfg.switch.rx_ring, cfg.switch.tx_ring),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
@@ -369,6 +394,18 @@ impl Supervisor {
             }
         }
         self.backends = (0..n).map(|i| cfg.backend_of(i)).collect();
+        // Busy polling is set up when the socket opens.
+        let busy = busy_poll_settings(cfg);
+        for (id, b) in busy.iter().enumerate().take(self.names.len()) {
+            if self.busy_poll.get(id).is_some_and(|old| old != b) && self.attached[id].is_some() {
+                tracing::info!(
+                    "port {}: af-xdp-busy-poll changed: re-attaching",
+                    self.names[id]
+                );
+                self.detach(id);
+            }
+        }
+        self.busy_poll = busy;
         if cfg.switch.af_packet_ring != self.af_packet_ring {
             self.af_packet_ring = cfg.switch.af_packet_ring;
             let st = self
@@ -413,6 +450,7 @@ impl Supervisor {
                 backend: "",
                 backend_mode: String::new(),
                 rings: (0, 0),
+                busy_poll_refused: Vec::new(),
             });
         }
     }
@@ -509,6 +547,7 @@ impl Supervisor {
         let opts = AfXdpOptions {
             rx_frames: r.xdp_rx_frames,
             tx_slots: r.xdp_tx_slots,
+            busy_poll: self.busy_poll.get(id).copied().flatten(),
             ..AfXdpOptions::default()
         };
         match AfXdpPort::open(name, &opts) {
@@ -556,7 +595,21 @@ impl Supervisor {
                         "port {name}: AF_XDP in generic (skb) mode: the driver refused native XDP"
                     );
                 }
-                ("af-xdp", m.to_string())
+                match p.busy_poll_refused() {
+                    None => ("af-xdp", m.to_string()),
+                    Some(refused) => {
+                        if !refused.is_empty() {
+                            // Never fatal: the port forwards, and the
+                            // kernel's NAPI poll does what it refused.
+                            tracing::warn!(
+                                "port {name}: busy polling not in effect: {}",
+                                refused.join("; ")
+                            );
+                        }
+                        self.last_busy_refused = refused.to_vec();
+                        ("af-xdp", format!("{m} busy-poll"))
+                    }
+                }
             }
             None if self.af_packet_ring == AfPacketRing::Dual => {
                 ("af-packet", "tpacket-v2+v3".to_string())
@@ -786,10 +839,13 @@ impl Supervisor {
                         if self.attached[id].is_some() {
                             self.detach(id);
                         }
+                        self.last_busy_refused.clear();
                         match self.attach(id, i.ifindex) {
                             Ok((backend, mode, rings)) => {
                                 next.backend = backend;
                                 next.backend_mode = mode;
+                                next.busy_poll_refused =
+                                    std::mem::take(&mut self.last_busy_refused);
                                 next.rings = rings;
                                 next.error = None;
                                 next.attaches += 1;

@@ -131,6 +131,11 @@ impl Worker {
             return;
         }
         self.idle.reset(self.rx.len());
+        self.idle_spin = self
+            .rx
+            .iter()
+            .filter_map(|id| self.ports[*id as usize].as_ref()?.busy_poll_spin())
+            .fold(self.opts.idle_spin, Duration::max);
         self.rx_switched = self
             .rx
             .iter()

@@ -39,6 +39,10 @@ pub struct Worker {
     pub(crate) mailbox: Arc<Mailbox>,
     pub(crate) counters: Arc<WorkerCounters>,
     pub(crate) opts: WorkerOptions,
+    /// How long to keep polling after the last frame: `opts.idle_spin`,
+    /// or longer while a receive port busy polls (until the kernel gives
+    /// its device's NAPI back: `io::Port::busy_poll_spin`).
+    pub(crate) idle_spin: Duration,
     pub(crate) ports: Vec<Option<Box<dyn Port>>>,
     /// Ring counters already charged, per port (ports report totals).
     pub(crate) seen_stats: Vec<io::PortStats>,
@@ -180,6 +184,7 @@ impl Worker {
             mailbox,
             counters,
             opts,
+            idle_spin: opts.idle_spin,
             ports: (0..MAX_PORTS).map(|_| None).collect(),
             seen_stats: vec![io::PortStats::default(); MAX_PORTS],
             rx: Vec::new(),
@@ -243,7 +248,7 @@ impl Worker {
             self.receive_from_vlan_taps(&mut b.l2);
             self.flush_queued();
             if b.l2.is_empty() && b.l3.is_empty() && b.from_router.is_empty() {
-                if self.queued.is_empty() && last_rx.elapsed() >= self.opts.idle_spin {
+                if self.queued.is_empty() && last_rx.elapsed() >= self.idle_spin {
                     self.sleep();
                 }
                 continue;

@@ -151,6 +151,11 @@ pub trait Port: Send {
     fn rx_ready_per_frame(&self) -> bool {
         false
     }
+    /// A port that busy polls (AF_XDP, docs/io.md "Busy polling"): how long
+    /// its worker keeps polling after the last frame before it sleeps.
+    fn busy_poll_spin(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Ring-level counters (no lookups of the interface: a worker calls
     /// this for each of its ports every 200 ms).
     fn stats(&mut self) -> PortStats;

@@ -498,14 +498,26 @@ pub fn interfaces(v: &Value) -> String {
             u(r, "drops").to_string(),
         ]);
         if let Some(e) = r.get("error").and_then(Value::as_str) {
-            errors.push(format!("{}: {e}", s(r, "name")));
+            errors.push(format!("Last error on {}: {e}", s(r, "name")));
+        }
+        let refused: Vec<&str> = r
+            .get("busy_poll_refused")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !refused.is_empty() {
+            errors.push(format!(
+                "Busy polling on {} not in effect: {}",
+                s(r, "name"),
+                refused.join("; ")
+            ));
         }
     }
     t.render(&mut o);
     if !errors.is_empty() {
         let _ = writeln!(o);
         for e in errors {
-            para(&mut o, &format!("Last error on {e}"), 4);
+            para(&mut o, &e, 4);
         }
     }
     o

@@ -29,11 +29,15 @@
 //!   one chunk and [`AfXdpPort::open`] fails for an MTU above it (the
 //!   caller falls back to AF_PACKET and says why).
 //!
+//! - **Busy polling** (optional, [`busy_poll`]): the worker runs the
+//!   device's NAPI poll itself, a `recvfrom` per receive call, and the
+//!   kernel leaves the device's NAPI to it.
+//!
 //! Not done: a UMEM shared between the ports of a worker
 //! (`XDP_SHARED_UMEM`) — each port has its own, and the data path copies
 //! frames through its batch as with AF_PACKET; sockets on more than one
 //! receive queue (an interface with several is refused: its other queues'
-//! frames would bypass Lanyard); busy-poll options.
+//! frames would bypass Lanyard).
 //!
 //! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
 //!   UMEM lives in a memfd, not in private memory, so a successor image
@@ -44,10 +48,12 @@
 //!   memfd and the four rings again (descriptors hold UMEM offsets, not
 //!   addresses) and carries on from the ring indices the kernel keeps.
 
+pub mod busy_poll;
 pub mod prog;
 
 use crate::link;
 use crate::{FrameBatch, Port, PortError, PortStats, MAX_FRAME_LEN};
+pub use busy_poll::BusyPoll;
 use prog::XdpMode;
 use std::io;
 use std::mem::size_of;
@@ -156,6 +162,8 @@ pub struct AfXdpOptions {
     pub rx_frames: u32,
     /// Transmit slots (a power of two).
     pub tx_slots: u32,
+    /// Busy polling ([`busy_poll`]); `None`: off.
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl Default for AfXdpOptions {
@@ -166,6 +174,7 @@ impl Default for AfXdpOptions {
             // ~10 ms at 1.5 Mfps, like the AF_PACKET ring's 16 MiB.
             rx_frames: 16384,
             tx_slots: 512,
+            busy_poll: None,
         }
     }
 }
@@ -308,6 +317,11 @@ pub struct AfXdpPort {
     /// A veth: complete TCP/UDP checksums a local sender left to offload
     /// (see [`crate::complete_checksums`]).
     complete_csum: bool,
+    /// Busy polling: its settings and what the kernel refused.
+    busy: Option<Box<busy_poll::BusyState>>,
+    /// Busy poll the socket in every `recv` (busy polling is on and the
+    /// socket has a NAPI id).
+    kick: bool,
     /// The memfd behind the UMEM mapping (handed over on restart).
     umem_fd: OwnedFd,
     // Dropped in this order: the link detaches the program, then the
@@ -390,6 +404,40 @@ impl AfXdpPort {
     /// Open a port on `ifname`: load and attach the steering program
     /// (replacing a stale one of ours), create the socket and its UMEM.
     pub fn open(ifname: &str, opts: &AfXdpOptions) -> Result<AfXdpPort, PortError> {
+        let mut p = Self::open_port(ifname, opts)?;
+        if let Some(bp) = opts.busy_poll {
+            p.start_busy_poll(bp);
+        }
+        Ok(p)
+    }
+
+    /// Busy polling on: the socket options, and where the socket has a
+    /// NAPI id (see [`busy_poll`]) the device's NAPI settings.
+    fn start_busy_poll(&mut self, bp: BusyPoll) {
+        let Some(x) = self.xsk.as_ref() else { return };
+        let mut refused = busy_poll::set_sockopts(&x.fd, &bp);
+        let sockopts = refused.is_empty();
+        let napi = if busy_poll::napi_id(&x.fd) != 0 {
+            busy_poll::set_device(&self.name, self.ifindex, &bp, &mut refused)
+        } else {
+            refused.push(format!(
+                "no NAPI id for the socket ({}): the kernel takes it at bind from the NAPI the driver \
+                 registered for the queue, and veth registers none (some kernels: zero-copy only); \
+                 the kernel's NAPI poll does the receive work, as without busy polling",
+                self.mode
+            ));
+            None
+        };
+        self.kick = sockopts && napi.is_some();
+        self.busy = Some(Box::new(busy_poll::BusyState {
+            opts: bp,
+            sockopts,
+            saved: busy_poll::Saved { napi },
+            refused,
+        }));
+    }
+
+    fn open_port(ifname: &str, opts: &AfXdpOptions) -> Result<AfXdpPort, PortError> {
         if !opts.rx_frames.is_power_of_two()
             || !opts.tx_slots.is_power_of_two()
             || opts.rx_frames < 64
@@ -461,6 +509,8 @@ impl AfXdpPort {
             base: PortStats::default(),
             stats: PortStats::default(),
             complete_csum: link::is_veth(ifname),
+            busy: None,
+            kick: false,
             umem_fd,
             _link: link_fd,
             _prog: prog_fd,
@@ -498,7 +548,8 @@ impl AfXdpPort {
             .map(|x| x.parse::<u64>())
             .collect::<Result<_, _>>()
             .map_err(|_| bad())?;
-        if f.len() != 13 || f[..5].iter().any(|&fd| fd > i32::MAX as u64) {
+        // 13 fields, and 7 more when the port busy polls.
+        if (f.len() != 13 && f.len() != 20) || f[..5].iter().any(|&fd| fd > i32::MAX as u64) {
             return Err(bad());
         }
         // SAFETY: the predecessor left these descriptors open for us; from
@@ -555,11 +606,30 @@ impl AfXdpPort {
             base: PortStats::default(),
             stats: PortStats::default(),
             complete_csum: link::is_veth(ifname),
+            busy: None,
+            kick: false,
             umem_fd,
             _link: link_fd,
             _prog: prog_fd,
             map,
         };
+        // Busy polling carries on: the socket keeps its options, the
+        // device its settings, and we put back what the predecessor found.
+        if let Some(b) = f.get(13..20) {
+            port.busy = Some(Box::new(busy_poll::BusyState {
+                opts: BusyPoll {
+                    budget: b[0].min(u16::MAX as u64) as u16,
+                    usecs: b[1] as u32,
+                    napi_timeout_us: b[2] as u32,
+                },
+                sockopts: b[3] != 0,
+                saved: busy_poll::Saved {
+                    napi: (b[4] != 0).then_some((b[5] as u32, b[6])),
+                },
+                refused: Vec::new(),
+            }));
+            port.kick = b[3] != 0 && b[4] != 0;
+        }
         // Completions of the predecessor's last frames (none are in flight:
         // it waited for them) must not free slots twice.
         if let Some(x) = port.xsk.as_mut() {
@@ -602,8 +672,21 @@ impl AfXdpPort {
             return None;
         }
         let m = self.mode;
+        let busy = match &self.busy {
+            Some(b) => {
+                let (has, (defer, timeout)) = match b.saved.napi {
+                    Some(n) => (1, n),
+                    None => (0, (0, 0)),
+                };
+                format!(
+                    ",{},{},{},{},{has},{defer},{timeout}",
+                    b.opts.budget, b.opts.usecs, b.opts.napi_timeout_us, b.sockopts as u8,
+                )
+            }
+            None => String::new(),
+        };
         Some(format!(
-            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}{busy}",
             fds[0],
             fds[1],
             fds[2],
@@ -618,6 +701,23 @@ impl AfXdpPort {
             m.multi_buffer as u8,
             self.umem_len
         ))
+    }
+
+    /// Busy polling: `None` if off, else what the kernel refused (empty:
+    /// everything took).
+    pub fn busy_poll_refused(&self) -> Option<&[String]> {
+        self.busy.as_ref().map(|b| b.refused.as_slice())
+    }
+
+    /// The socket's NAPI id (0 until a frame came through a NAPI poll
+    /// that has one; see [`busy_poll`]).
+    pub fn napi_id(&self) -> u32 {
+        self.xsk.as_ref().map_or(0, |x| busy_poll::napi_id(&x.fd))
+    }
+
+    /// Whether `recv` busy polls now (on, and the socket has a NAPI id).
+    pub fn busy_polling(&self) -> bool {
+        self.kick
     }
 
     /// Receive chunks and transmit slots of the rings.
@@ -735,6 +835,11 @@ impl AfXdpPort {
             &self.map,
             Some(self.bind_flags),
         )?;
+        // A fresh socket: busy-poll options again, and a NAPI id to learn.
+        if let Some(b) = self.busy.as_mut() {
+            b.sockopts = busy_poll::set_sockopts(&xsk.fd, &b.opts).is_empty();
+        }
+        self.kick = false;
         self.xsk = Some(xsk);
         self.bind_flags = flags;
         self.tx_free = (0..self.tx_slots).rev().collect();
@@ -1043,6 +1148,11 @@ impl AfXdpPort {
                 err: io::Error::other("socket lost (a reset failed)"),
             });
         };
+        if self.kick {
+            // Busy polling: this thread runs the device's NAPI poll, which
+            // fills the receive ring (one system call per receive call).
+            busy_poll::kick(x.fd.as_raw_fd());
+        }
         let prod = x.rx.producer().load(Ordering::Acquire);
         let mut n = 0;
         let umem = self.umem;
@@ -1236,6 +1346,12 @@ impl Port for AfXdpPort {
         true
     }
 
+    fn busy_poll_spin(&self) -> Option<std::time::Duration> {
+        // Only a masked device makes a sleeping worker's frames wait.
+        let b = self.busy.as_ref()?;
+        b.saved.napi.map(|_| b.opts.idle_spin())
+    }
+
     fn handover(&mut self) -> Option<String> {
         self.handover_state()
     }
@@ -1282,6 +1398,11 @@ impl Port for AfXdpPort {
     }
 
     fn stats(&mut self) -> PortStats {
+        // A socket that had no NAPI id at bind and gets one later (a kernel
+        // that marks copy-mode sockets on receive) busy polls from then on.
+        if !self.kick && self.busy.as_ref().is_some_and(|b| b.sockopts) && self.napi_id() != 0 {
+            self.kick = true;
+        }
         let s = self.sock_stats();
         PortStats {
             rx_ring_drops: self.base.rx_ring_drops + s.rx_ring_drops,
@@ -1301,5 +1422,8 @@ impl Drop for AfXdpPort {
         // safe either way.
         // SAFETY: the mapping made in `open`; nothing borrows it past `self`.
         unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+        if let Some(b) = &self.busy {
+            busy_poll::restore(&self.name, self.ifindex, &b.saved);
+        }
     }
 }
