@@ -2,7 +2,7 @@
 //! static VPN routes between them) and its global-table baseline
 //! `pe-mode: l3` end to end, a small version of
 //! `plans/reports/metro-t6-l3vpn.yaml` (skipped when not root or when no
-//! `lanyard` binary is built). About 20 s.
+//! `lanyard` binary is built). About 15 s.
 //!
 //! Tagged IPv4 and IPv6 frames both ways over 4 VRFs with the same
 //! customer addresses and the same 20 + 20 synthetic prefixes in every
