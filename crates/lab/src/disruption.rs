@@ -252,9 +252,10 @@ impl Ctx<'_> {
             // port 1 to 2, each with its own sequence numbers and outage.
             (0..t.vlans)
                 .map(|i| {
-                    let mut s = self.stream(t, fs, 0, 1);
-                    s.vlan = Some((crate::plan::FIRST_VLAN + i, 1));
-                    (s, vlan_stream(crate::plan::FIRST_VLAN + i))
+                    (
+                        self.vlan_stream(t, fs, 0, 1, i),
+                        vlan_stream(crate::plan::FIRST_VLAN + i),
+                    )
                 })
                 .unzip()
         } else {

@@ -123,8 +123,10 @@ impl Setup {
             cpus: Default::default(),
             vlans: match spec.driver {
                 Driver::LanyardPe
-                    if spec.pe_mode == Some(crate::plan::PeMode::L2)
-                        || spec.circuits == Some(crate::plan::Circuits::Vlan) =>
+                    if matches!(
+                        spec.pe_mode,
+                        Some(crate::plan::PeMode::L2 | crate::plan::PeMode::L3vpn)
+                    ) || spec.circuits == Some(crate::plan::Circuits::Vlan) =>
                 {
                     test.vlans
                 }
@@ -191,6 +193,10 @@ pub struct Dut {
     /// MACs of the DUT ports (linux-router, lanyard in layer 3: next-hop
     /// (router) MACs).
     pub port_macs: Vec<Mac>,
+    /// lanyard-pe in `l3vpn` mode: per tester port, the router MAC of each
+    /// VLAN's subinterface (the gateway of that VLAN's VRF), in VLAN order
+    /// from [`crate::plan::FIRST_VLAN`]; empty otherwise.
+    pub vlan_macs: Vec<Vec<Mac>>,
     /// IPv4 routes (installed on routing DUTs; the generator sends to
     /// addresses in them on every DUT).
     pub routes4: Arc<Vec<Route4>>,
@@ -365,10 +371,18 @@ impl Dut {
     /// True if the DUT routes test frames (decrements the TTL, rewrites
     /// the MACs): linux-router, and lanyard with routed ports.
     pub fn routes_packets(&self) -> bool {
+        self.routers() > 0
+    }
+
+    /// Routers a routed test frame crosses (each decrements its TTL):
+    /// two on a `lanyard-pe` in `l3` or `l3vpn` mode (ingress and egress
+    /// PE), one on a router, none on a switch or the wire.
+    pub fn routers(&self) -> u8 {
         match self.spec.driver {
-            Driver::LinuxRouter => true,
-            Driver::Lanyard => self.setup.layer3,
-            _ => false,
+            Driver::LinuxRouter => 1,
+            Driver::Lanyard => self.setup.layer3 as u8,
+            Driver::LanyardPe if self.spec.pe_mode.is_some_and(|m| m.routed()) => 2,
+            _ => 0,
         }
     }
 
@@ -401,6 +415,7 @@ impl Dut {
             setup,
             info: Vec::new(),
             port_macs: Vec::new(),
+            vlan_macs: Vec::new(),
             routes4: Arc::new(crate::routes::v4(setup.routes, ports)),
             routes6: Arc::new(crate::routes::v6(setup.routes6, ports)),
             start_seconds: 0.0,
@@ -1821,6 +1836,29 @@ impl Dut {
                 "VLAN-mode circuits need a test with vlans: N".into(),
             ));
         }
+        if bed.mode == crate::plan::PeMode::L3vpn && bed.vlans == 0 {
+            return Err(LabError::Unsupported(
+                "an L3VPN PE has one VRF per VLAN: the test needs vlans: N".into(),
+            ));
+        }
+        // L3VPN: each VRF's namespace, made here (IPv6 on, visible to the
+        // lab for the static neighbours and removed with the topology:
+        // one Lanyard makes inside `ip netns exec` would be in its own
+        // mount namespace only); Lanyard readies the namespaces it finds.
+        let vrf_suffix = |side: usize, v: u16| format!("{}v{v}", side + 1);
+        if bed.mode == crate::plan::PeMode::L3vpn {
+            let suffixes: Vec<String> = (0..2)
+                .flat_map(|side| {
+                    (0..bed.vlans).map(move |i| vrf_suffix(side, crate::plan::FIRST_VLAN + i))
+                })
+                .collect();
+            self.topo.add_plain_namespaces(&suffixes)?;
+        }
+        let id = self.topo.id.clone();
+        let vrf_ns = |side: usize| {
+            let id = id.clone();
+            move |v: u16| format!("{id}-{}", vrf_suffix(side, v))
+        };
         let dut = self.topo.dut.clone();
         let pe2 = self.topo.add_namespace(lp::PE2_SUFFIX)?;
         run("ip", &["-n", &dut, "link", "set", "sw2", "netns", &pe2])?;
@@ -1846,11 +1884,13 @@ impl Dut {
         } else {
             (String::new(), "")
         };
+        let routes = (self.routes4.clone(), self.routes6.clone());
+        let routes = (&routes.0[..], &routes.1[..]);
         let sock2 = self.start_instance("pe2", &pe2, bin, |s| {
-            lp::pe_config(1, &bed, s, &extra, &svc, attach)
+            lp::pe_config(1, &bed, s, &extra, &svc, attach, &vrf_ns(1), routes)
         })?;
         let sock1 = self.start_instance("lanyard", &dut, bin, |s| {
-            lp::pe_config(0, &bed, s, &extra, &svc, attach)
+            lp::pe_config(0, &bed, s, &extra, &svc, attach, &vrf_ns(0), routes)
         })?;
         self.lanyard = Some((bin.to_path_buf(), sock1));
         let script = self.topo.tmp.join("pe-control.sh");
@@ -1867,13 +1907,239 @@ impl Dut {
         });
         let t0 = Instant::now();
         // Services compile a 10,000-line ACL per PE first.
-        self.wait_pe(if bed.services { 90.0 } else { 30.0 })?;
+        // As the lanyard driver: a second per 4,000 routes (in every VRF).
+        let n = (self.routes4.len() + self.routes6.len()) * bed.vlans.max(1) as usize;
+        let secs =
+            (if bed.services { 90.0 } else { 30.0 }) + bed.vlans as f64 * 0.1 + n as f64 / 4000.0;
+        if bed.mode.routed() {
+            self.pe_routed(secs, &|side, v| vrf_ns(side)(v))?;
+        }
+        self.wait_pe(secs)?;
         self.info.push(lanyard_version(bin));
         self.info.push(format!(
             "{}; ready {:.1} s after start",
             bed.describe(),
             t0.elapsed().as_secs_f64()
         ));
+        let n = self.routes4.len() + self.routes6.len();
+        if bed.mode == crate::plan::PeMode::L3vpn && n > 0 {
+            let far = self.routes4.iter().filter(|r| r.port == 1).count()
+                + self.routes6.iter().filter(|r| r.port == 1).count();
+            self.info.push(format!(
+                "the same {} IPv4 + {} IPv6 prefixes in every VRF of both PEs ({} routes per PE): on PE1 {far} are VPN routes to PE2, {} via the local customer host (PE2 the other way)",
+                self.routes4.len(),
+                self.routes6.len(),
+                n * bed.vlans as usize,
+                n - far
+            ));
+        }
+        Ok(())
+    }
+
+    /// lanyard-pe in `l3` / `l3vpn` mode, once both PEs run: the gateway
+    /// MACs for the generator from `show ip interface` (per tester port,
+    /// or per VLAN's subinterface), and as permanent neighbours on the TAP
+    /// twins (Lanyard mirrors each namespace's table, as for the lanyard
+    /// driver's hosts): the tester's hosts — per VLAN in that VLAN's VRF
+    /// namespace (`vrf_ns(side, vlan)`), each with its own MAC — and each
+    /// PE's uplink neighbour (the other PE's router MAC on `up`).
+    fn pe_routed(
+        &mut self,
+        secs: f64,
+        vrf_ns: &dyn Fn(usize, u16) -> String,
+    ) -> Result<(), LabError> {
+        use crate::lanyard_pe as lp;
+        use crate::plan::{PeMode, FIRST_VLAN};
+        use crate::sig::{mac_str, vlan_host_mac};
+        let (Some(pe2), Some((_, sock1))) = (&self.pe2, &self.lanyard) else {
+            return Ok(());
+        };
+        let bed = pe2.bed;
+        let socks = [sock1.clone(), pe2.sock.clone()];
+        let nss = [self.topo.dut.clone(), pe2.ns.clone()];
+        let names = |side: usize| -> Vec<String> {
+            let mut v = vec!["up".to_string()];
+            match bed.mode {
+                PeMode::L3vpn => {
+                    v.extend((0..bed.vlans).map(|i| format!("sw{}.{}", side + 1, FIRST_VLAN + i)))
+                }
+                _ => v.push(format!("sw{}", side + 1)),
+            }
+            v
+        };
+        // (MAC, TAP) of each routed interface in `names(side)` order, once
+        // every one is up in Lanyard (the twins exist).
+        let mut ifs: [Vec<(Mac, String)>; 2] = [Vec::new(), Vec::new()];
+        let mut last = String::new();
+        let res = wait_for("the PEs' routed interfaces", secs, || {
+            for side in 0..2 {
+                let Ok(v) = self.lanyard_show_at(&socks[side], &["ip", "interface"]) else {
+                    last = format!("{} not answering", lp::PES[side]);
+                    return false;
+                };
+                let rows = v.as_array().cloned().unwrap_or_default();
+                let mut got = Vec::new();
+                for n in names(side) {
+                    let r = rows.iter().find(|r| r["name"] == n.as_str());
+                    match (
+                        r.and_then(|r| r["mac"].as_str()).and_then(parse_mac),
+                        r.and_then(|r| r["tap"].as_str()),
+                    ) {
+                        (Some(m), Some(t)) => got.push((m, t.to_string())),
+                        _ => {
+                            last = format!("{}: no {n} in show ip interface", lp::PES[side]);
+                            return false;
+                        }
+                    }
+                }
+                ifs[side] = got;
+            }
+            true
+        });
+        res.map_err(|e| LabError::Dut(format!("{e}: {last}")))?;
+        self.port_macs = ifs.iter().map(|v| v[1].0).collect();
+        if bed.mode == PeMode::L3vpn {
+            self.vlan_macs = ifs
+                .iter()
+                .map(|v| v[1..].iter().map(|x| x.0).collect())
+                .collect();
+        }
+        // (namespace, batch name, batch): retried below until every twin
+        // is in its namespace (Lanyard moves them there as it starts).
+        let mut jobs: Vec<(String, String, String)> = Vec::new();
+        for side in 0..2 {
+            let peer = 1 - side;
+            let (me, up_tap) = (side + 1, &ifs[side][0].1);
+            // The uplink neighbour, in the PE's own namespace.
+            let peer_up = mac_str(&ifs[peer][0].0);
+            let mut b = format!(
+                "neigh replace 10.94.1.{} lladdr {peer_up} dev {up_tap} nud permanent\n",
+                peer + 1
+            );
+            if bed.mode == PeMode::L3 {
+                b.push_str(&format!(
+                    "neigh replace fd00:94:1::{} lladdr {peer_up} dev {up_tap} nud permanent\n",
+                    peer + 1
+                ));
+                let host = mac_str(&host_mac(side));
+                for ip in [host_ip_str(side), host_ip6_str(side)] {
+                    b.push_str(&format!(
+                        "neigh replace {ip} lladdr {host} dev {} nud permanent\n",
+                        ifs[side][1].1
+                    ));
+                }
+            }
+            jobs.push((nss[side].clone(), format!("neigh-{me}"), b));
+            if bed.mode == PeMode::L3vpn {
+                for i in 0..bed.vlans {
+                    let v = FIRST_VLAN + i;
+                    let host = mac_str(&vlan_host_mac(side, v));
+                    let tap = &ifs[side][1 + i as usize].1;
+                    let b: String = [host_ip_str(side), host_ip6_str(side)]
+                        .iter()
+                        .map(|ip| {
+                            format!("neigh replace {ip} lladdr {host} dev {tap} nud permanent\n")
+                        })
+                        .collect();
+                    jobs.push((vrf_ns(side, v), format!("neigh-{me}-{v}"), b));
+                }
+            }
+        }
+        let mut err = String::new();
+        let res = wait_for("the PEs' twins for the static neighbours", secs, || {
+            jobs.retain(|(ns, name, b)| match self.ip_batch(ns, name, b) {
+                Ok(()) => false,
+                Err(e) => {
+                    err = format!("{ns}: {e}");
+                    true
+                }
+            });
+            jobs.is_empty()
+        });
+        res.map_err(|e| LabError::Dut(format!("{e}: {} left, last: {err}", jobs.len())))
+    }
+
+    /// lanyard-pe in a routed mode: whether PE `side` (socket `sock`) has
+    /// its neighbours (the uplink's, the tester's hosts: in every VRF
+    /// with `l3vpn`) and its routes to the far customer subnet installed
+    /// (with `l3vpn`, the VPN routes of the first and the last VRF, both
+    /// families: they resolve through the same far PE), and a line saying
+    /// what is missing.
+    fn pe_routes_ready(
+        &self,
+        side: usize,
+        sock: &Path,
+        bed: &crate::lanyard_pe::PeBed,
+    ) -> (bool, String) {
+        use crate::lanyard_pe::{arp_has, vrf_name};
+        use crate::plan::{PeMode, FIRST_VLAN};
+        let peer = 2 - side;
+        let show = |w: &[&str]| self.lanyard_show_at(sock, w).unwrap_or_default();
+        let arp = show(&["arp"]);
+        let uplink = arp_has(&arp, &format!("10.94.1.{peer}"));
+        let (n4, n6) = (self.routes4.len() as u64, self.routes6.len() as u64);
+        if bed.mode == PeMode::L3 {
+            let nd = show(&["ipv6", "neighbors"]);
+            let hosts = arp_has(&arp, &host_ip_str(side)) && arp_has(&nd, &host_ip6_str(side));
+            let up6 = arp_has(&nd, &format!("fd00:94:1::{peer}"));
+            // The synthetic routes and the far subnet (connected ones too).
+            let fib = |fam: &str| {
+                show(&[fam, "route", "summary"])["installed"]
+                    .as_u64()
+                    .unwrap_or(0)
+            };
+            let (f4, f6) = (fib("ip"), fib("ipv6"));
+            return (
+                uplink && up6 && hosts && f4 > n4 && f6 > n6,
+                format!(
+                    "uplink neighbours {uplink}/{up6}, tester host neighbours {hosts}, FIB {f4}/{} IPv4 {f6}/{} IPv6",
+                    n4 + 1,
+                    n6 + 1
+                ),
+            );
+        }
+        let vrfs = show(&["vrf"]);
+        let with_hosts = vrfs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["name"].as_str().is_some_and(|n| n != "default"))
+            .filter(|v| v["neighbors"].as_u64() >= Some(2))
+            // Its connected subnet, the far one and the synthetic routes.
+            .filter(|v| v["routes_v4"].as_u64() >= Some(n4 + 2))
+            .filter(|v| v["routes_v6"].as_u64() >= Some(n6 + 2))
+            .count();
+        let installed = |fam: &str, vid: u16, prefix: &str| {
+            show(&[fam, "route", "vrf", &vrf_name(vid)])["routes"]
+                .as_array()
+                .is_some_and(|rs| {
+                    rs.iter()
+                        .any(|r| r["prefix"] == prefix && r["installed"] == true)
+                })
+        };
+        let ends = [FIRST_VLAN, FIRST_VLAN + bed.vlans - 1];
+        let vpn = ends.iter().all(|&v| {
+            installed("ip", v, &format!("198.18.{peer}.0/24"))
+                && installed("ipv6", v, &format!("2001:2:0:{peer}::/64"))
+        });
+        (
+            uplink && vpn && with_hosts == bed.vlans as usize,
+            format!(
+                "uplink neighbour {uplink}, {with_hosts}/{} VRFs with their host and {} + {} routes, VPN routes of the first and last VRF installed {vpn}",
+                bed.vlans,
+                n4 + 2,
+                n6 + 2
+            ),
+        )
+    }
+
+    /// `ip -n NS -batch` of `body` (kept as `<name>.batch` in the run's
+    /// directory).
+    fn ip_batch(&self, ns: &str, name: &str, body: &str) -> Result<(), LabError> {
+        let f = self.topo.tmp.join(format!("{name}.batch"));
+        std::fs::write(&f, body)
+            .map_err(|e| LabError::Dut(format!("write {}: {e}", f.display())))?;
+        run("ip", &["-n", ns, "-batch", &f.to_string_lossy()])?;
         Ok(())
     }
 
@@ -1900,6 +2166,12 @@ impl Dut {
                     continue;
                 };
                 if bed.mode == crate::plan::PeMode::L2 {
+                    continue;
+                }
+                if bed.mode.routed() {
+                    let (ready, line) = self.pe_routes_ready(side, sock, &bed);
+                    ok &= ready;
+                    state.push(format!("{}: {line}", lp::PES[side]));
                     continue;
                 }
                 let up = self
@@ -2482,6 +2754,8 @@ mod tests {
             "",
             &services_yaml(),
             attach,
+            &|v| format!("ns{v}"),
+            (&[], &[]),
         );
         config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
         assert_eq!(c.matches("policy-in: lab-qos").count(), 3);
@@ -2496,7 +2770,31 @@ mod tests {
             "",
             &services_yaml(),
             attach,
+            &|v| format!("ns{v}"),
+            (&[], &[]),
         );
         config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+        // Routed modes: the customer interfaces (every L3VPN subinterface)
+        // and the uplink.
+        for (mode, vlans, n) in [(PeMode::L3, 0, 2), (PeMode::L3vpn, 4, 5)] {
+            let r = crate::lanyard_pe::PeBed {
+                mode,
+                vlans,
+                uplinks: 1,
+                ..b
+            };
+            let c = crate::lanyard_pe::pe_config(
+                0,
+                &r,
+                Path::new("/tmp/x.sock"),
+                "",
+                &services_yaml(),
+                attach,
+                &|v| format!("ns{v}"),
+                (&[], &[]),
+            );
+            config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+            assert_eq!(c.matches("policy-in: lab-qos").count(), n, "{c}");
+        }
     }
 }

@@ -12,8 +12,8 @@ use crate::hist::{Histogram, LatencyStats};
 use crate::netns::{in_netns, interrupted};
 use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
 use crate::sig::{
-    build_headers, build_l2_tagged, finish, locate, mac_add, mono_ns, neighbour_reply, Arrival,
-    Mac, Signature, L3, MIN_FRAME_V6, SIG_LEN,
+    build_headers, build_l2_tagged, build_l3_tagged, finish, finish_tagged, locate, mac_add,
+    mono_ns, neighbour_reply, Arrival, Mac, Signature, L3, MIN_FRAME_V6, SIG_LEN,
 };
 use crate::LabError;
 use serde::Serialize;
@@ -51,9 +51,10 @@ pub struct Stream {
     /// counted per port (unique, duplicates, first and last arrival);
     /// `expect` and `also` must be None. Expected deliveries = sent × len.
     pub receivers: Option<Arc<[usize]>>,
-    /// Layer-2 frames: an 802.1Q tag after the MAC addresses, VLAN id
-    /// `first + seq % count` (`(first, count)`; the tag is inside the frame
-    /// size); None: untagged. Layer-3 frames are never tagged.
+    /// An 802.1Q tag after the MAC addresses, VLAN id `first + seq %
+    /// count` (`(first, count)`; the tag is inside the frame size), on
+    /// layer-2 and layer-3 frames (L3VPN: one stream per VLAN, count 1);
+    /// None: untagged.
     pub vlan: Option<(u16, u16)>,
 }
 
@@ -977,11 +978,13 @@ fn tx_loop(
             let l3 =
                 s.l3.as_ref()
                     .map(|v| &v[((l3_offset + u64::from(q)) % v.len() as u64) as usize]);
-            let (len, off) = match s.vlan {
-                Some((first, n)) if l3.is_none() => {
-                    build_l2_tagged(buf, size, dst, src, first + (q % n.max(1) as u32) as u16)
-                }
-                _ => build_headers(buf, size, dst, src, l3),
+            let vid = s
+                .vlan
+                .map(|(first, n)| first + (q % n.max(1) as u32) as u16);
+            let (len, off) = match (vid, l3) {
+                (Some(v), None) => build_l2_tagged(buf, size, dst, src, v),
+                (Some(v), Some(a)) => build_l3_tagged(buf, size, dst, src, a, v),
+                (None, _) => build_headers(buf, size, dst, src, l3),
             };
             if new_flows {
                 if let Some(v) = &s.l3 {
@@ -995,7 +998,11 @@ fn tx_loop(
                 ts,
             }
             .encode(&mut buf[off..off + SIG_LEN]);
-            finish(buf, l3);
+            if vid.is_some() {
+                finish_tagged(buf, l3);
+            } else {
+                finish(buf, l3);
+            }
             lens[k] = len;
         }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];

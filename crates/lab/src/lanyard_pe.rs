@@ -19,15 +19,23 @@
 //! configured facility backup (`mpls.fast-reroute: protect up, bypass via
 //! up2`) on both PEs. `pe-mode: l2` is the baseline on the same bed: the
 //! tester ports and the uplink (a trunk) in the same VLANs, plain layer-2
-//! switching on both PEs. `services: true` attaches the lab's services
+//! switching on both PEs. `pe-mode: l3vpn` is the metro report's table 6
+//! with static VPN routes (docs/vrf.md "Static VPN routes"): one VRF per
+//! VLAN of the test's `vlans: N`, each on a routed 802.1Q subinterface
+//! `sw<i>.<vlan>` with the SAME customer subnets (198.18.<i>.1/24,
+//! 2001:2:0:<i>::1/64) in every VRF, a VPN label per VRF and PE, static
+//! VPN routes to the far customer subnets over the far PE's loopback;
+//! `pe-mode: l3` is its baseline, plain routing in the global table over
+//! the uplink (untagged). `services: true` attaches the lab's services
 //! (10,000-line ACLs in and out, the QoS policy, flow export) to every
-//! port that takes them.
+//! port (and L3VPN subinterface) that takes them.
 //!
 //! The control script (`$LAB_PE` in commands): `cut` takes PE2's end of
 //! `up` down (PE1 sees carrier loss, as `mpls_frr.rs` does it), `restore`
 //! brings it up again.
 
 use crate::plan::{Circuits, PeMode, FIRST_VLAN};
+use crate::routes::{Route4, Route6};
 
 /// The PEs' names in reports (PE1 in the DUT namespace, PE2 in `…-b`).
 pub const PES: [&str; 2] = ["pe1", "pe2"];
@@ -45,6 +53,30 @@ pub const UPLINK_MTU: u32 = 9206;
 /// Local label base of PE `side`'s pseudowires (outside ldpd's range).
 fn label_base(side: usize) -> u32 {
     [100_000, 200_000][side]
+}
+
+/// The VPN label PE `side` pops into the VRF of VLAN `FIRST_VLAN + i`
+/// (the other PE pushes it): outside ldpd's range and the pseudowires'.
+pub fn vpn_label(side: usize, i: u16) -> u32 {
+    [300_000, 400_000][side] + i as u32
+}
+
+/// MTU of the customer ports (and subinterfaces) of the routed modes:
+/// room for a 9,000-byte packet under the VPN label on the 9,206 uplink.
+pub const CUSTOMER_MTU: u32 = 9000;
+
+/// The VRF of VLAN `vid` (`pe-mode: l3vpn`).
+pub fn vrf_name(vid: u16) -> String {
+    format!("V{vid}")
+}
+
+/// The VLAN ids of a bed's tagged frames (VLAN 10 when untagged).
+fn vlan_ids(bed: &PeBed) -> Vec<u16> {
+    if bed.vlans > 0 {
+        (FIRST_VLAN..FIRST_VLAN + bed.vlans).collect()
+    } else {
+        vec![10]
+    }
 }
 
 /// What a PE's configuration depends on.
@@ -66,7 +98,7 @@ impl PeBed {
     /// Pseudowires this bed configures per PE.
     pub fn pseudowires(&self) -> usize {
         match (self.mode, self.circuits) {
-            (PeMode::L2, _) => 0,
+            (PeMode::L2 | PeMode::L3 | PeMode::L3vpn, _) => 0,
             (PeMode::Pseudowire, Circuits::Port) => 1,
             (PeMode::Pseudowire, Circuits::Vlan) => self.vlans as usize,
         }
@@ -94,6 +126,20 @@ impl PeBed {
                 FIRST_VLAN,
                 FIRST_VLAN + self.vlans.max(1) - 1
             ),
+            (PeMode::L3, _) => {
+                "plain IPv4/IPv6 routing in the global table: tester ports routed (untagged), \
+                 static routes to the far customer subnet over the uplink, no labels"
+                    .to_string()
+            }
+            (PeMode::L3vpn, _) => format!(
+                "static L3VPN: {} VRFs per PE, each on a routed subinterface sw<i>.<vlan> (VLANs \
+                 {}..{}) with the same customer subnets (198.18.<i>.1/24, 2001:2:0:<i>::1/64), a \
+                 VPN label per VRF, static VPN routes (IPv4 + IPv6) to the far PE's customer \
+                 subnets over its loopback",
+                self.vlans,
+                FIRST_VLAN,
+                FIRST_VLAN + self.vlans.max(1) - 1
+            ),
         };
         let frr = if self.uplinks > 1 {
             "; uplinks up + up2, fast reroute: up protected by a bypass via up2 on both PEs"
@@ -114,10 +160,13 @@ impl PeBed {
 }
 
 /// The configuration of PE `side` (0 = PE1, 1 = PE2): its tester port
-/// `sw<side+1>`, the uplink(s), and the pseudowires or VLANs. `switch`
-/// holds extra `switch:` lines (workers, backend); `services` the
+/// `sw<side+1>`, the uplink(s), and the pseudowires, VLANs or VRFs.
+/// `switch` holds extra `switch:` lines (workers, backend); `services` the
 /// services sections and `attach` a port's attachment lines (both empty
-/// without services).
+/// without services); `vrf_ns(vlan)` names the namespace of a VRF
+/// (`pe-mode: l3vpn`); `routes` are the test's synthetic routes (routed
+/// modes: see [`routed_config`]).
+#[allow(clippy::too_many_arguments)]
 pub fn pe_config(
     side: usize,
     bed: &PeBed,
@@ -125,6 +174,8 @@ pub fn pe_config(
     switch: &str,
     services: &str,
     attach: &str,
+    vrf_ns: &dyn Fn(u16) -> String,
+    routes: (&[Route4], &[Route6]),
 ) -> String {
     let (me, peer) = (side + 1, 2 - side);
     let port = format!("sw{me}");
@@ -133,11 +184,12 @@ pub fn pe_config(
         PES[side],
         sock.display()
     );
-    let vlan_ids: Vec<u16> = if bed.vlans > 0 {
-        (FIRST_VLAN..FIRST_VLAN + bed.vlans).collect()
-    } else {
-        vec![10]
-    };
+    let vlan_ids = vlan_ids(bed);
+    if bed.mode.routed() {
+        c.push_str(&routed_config(side, bed, attach, vrf_ns, routes));
+        c.push_str(services);
+        return c;
+    }
     if bed.mode == PeMode::L2 {
         c.push_str("vlans:\n");
         for v in &vlan_ids {
@@ -156,6 +208,7 @@ pub fn pe_config(
             }
             c.push_str(&format!("  - name: up\n    mode: trunk\n{attach}"));
         }
+        PeMode::L3 | PeMode::L3vpn => unreachable!("routed_config"),
         PeMode::Pseudowire => {
             // The circuit port: no VLAN settings (config refuses them).
             c.push_str(&format!("  - name: {port}\n{attach}"));
@@ -197,6 +250,134 @@ pub fn pe_config(
         }
     }
     c.push_str(services);
+    c
+}
+
+/// The ports, VRFs and routes of PE `side` in `pe-mode: l3` / `l3vpn`.
+/// The customer port carries 198.18.<me>.1/24 and 2001:2:0:<me>::1/64
+/// (the lab's routed-port addresses), on the port itself (`l3`) or on
+/// each VLAN's subinterface in that VLAN's VRF (`l3vpn`, the same
+/// addresses in every VRF). The synthetic `routes` (`routes: N`, gateways
+/// the tester hosts of both ports) go into the global table (`l3`) or
+/// into every VRF (`l3vpn`, the same prefixes in every VRF): those whose
+/// gateway is this PE's tester host via that host, the others via the
+/// far PE (over the uplink, or as VPN routes with the VRF's label there).
+fn routed_config(
+    side: usize,
+    bed: &PeBed,
+    attach: &str,
+    vrf_ns: &dyn Fn(u16) -> String,
+    (routes4, routes6): (&[Route4], &[Route6]),
+) -> String {
+    use std::fmt::Write as _;
+    let (me, peer) = (side + 1, 2 - side);
+    let port = format!("sw{me}");
+    let subnet = format!("[198.18.{me}.1/24, \"2001:2:0:{me}::1/64\"]");
+    let far = [
+        format!("198.18.{peer}.0/24"),
+        format!("\"2001:2:0:{peer}::/64\""),
+    ];
+    let vlans = vlan_ids(bed);
+    let n = routes4.len() + routes6.len();
+    let mut c = String::with_capacity(1024 + 256 * vlans.len() + 96 * n * vlans.len());
+    c.push_str("ports:\n");
+    let _ = writeln!(
+        c,
+        "  - name: {port}\n    mode: routed\n    mtu: {CUSTOMER_MTU}"
+    );
+    // (prefix, the local host as next hop) of each synthetic route that
+    // the tester host of this side is the gateway of, or None for one
+    // behind the far PE.
+    let synthetic: Vec<(String, Option<String>)> = routes4
+        .iter()
+        .map(|r| {
+            let local = (r.port == side).then(|| format!("198.18.{me}.2"));
+            (format!("{}/{}", r.addr, r.len), local)
+        })
+        .chain(routes6.iter().map(|r| {
+            let local = (r.port == side).then(|| format!("\"2001:2:0:{me}::2\""));
+            (format!("\"{}/{}\"", r.addr, r.len), local)
+        }))
+        .collect();
+    if bed.mode == PeMode::L3 {
+        let _ = writeln!(c, "    addresses: {subnet}");
+        c.push_str(attach);
+    } else {
+        // Each subinterface takes the services (its own ACLs and input
+        // policy: the customer's interface).
+        let sub_attach: String = attach.lines().map(|l| format!("    {l}\n")).collect();
+        c.push_str("    subinterfaces:\n");
+        for v in &vlans {
+            let _ = writeln!(c, "      - vlan: {v}\n        addresses: {subnet}");
+            c.push_str(&sub_attach);
+        }
+    }
+    // The core is IPv4 (static VPN routes resolve their PE there); the
+    // global-table baseline routes IPv6 over the uplink too.
+    let v6 = if bed.mode == PeMode::L3 {
+        format!(", \"fd00:94:1::{me}/64\"")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        c,
+        "  - name: up\n    mode: routed\n    mtu: {UPLINK_MTU}\n    addresses: [10.94.1.{me}/30{v6}]"
+    );
+    c.push_str(attach);
+    if bed.mode == PeMode::L3vpn {
+        c.push_str("vrfs:\n");
+        for (i, v) in vlans.iter().enumerate() {
+            let _ = writeln!(
+                c,
+                "  - {{name: {}, interfaces: [{port}.{v}], namespace: {}, vpn-label: {}}}",
+                vrf_name(*v),
+                vrf_ns(*v),
+                vpn_label(side, i as u16)
+            );
+        }
+    }
+    c.push_str("routing:\n  static-routes:\n");
+    if bed.mode == PeMode::L3 {
+        let _ = writeln!(c, "    - {{prefix: {}, next-hop: 10.94.1.{peer}}}", far[0]);
+        let _ = writeln!(
+            c,
+            "    - {{prefix: {}, next-hop: \"fd00:94:1::{peer}\"}}",
+            far[1]
+        );
+        for (k, (prefix, local)) in synthetic.iter().enumerate() {
+            let via = match local {
+                Some(h) => h.clone(),
+                None if k < routes4.len() => format!("10.94.1.{peer}"),
+                None => format!("\"fd00:94:1::{peer}\""),
+            };
+            let _ = writeln!(c, "    - {{prefix: {prefix}, next-hop: {via}}}");
+        }
+        return c;
+    }
+    // The far PE's loopback over the uplink: the VPN routes' transport
+    // (directly connected: [VPN label] only, no transport label).
+    let _ = writeln!(
+        c,
+        "    - {{prefix: 10.255.0.{peer}/32, next-hop: 10.94.1.{peer}}}"
+    );
+    for (i, v) in vlans.iter().enumerate() {
+        let (vrf, label) = (vrf_name(*v), vpn_label(1 - side, i as u16));
+        for p in &far {
+            let _ = writeln!(
+                c,
+                "    - {{prefix: {p}, vrf: {vrf}, remote-pe: 10.255.0.{peer}, vpn-label: {label}}}"
+            );
+        }
+        for (prefix, local) in &synthetic {
+            let _ = match local {
+                Some(h) => writeln!(c, "    - {{prefix: {prefix}, vrf: {vrf}, next-hop: {h}}}"),
+                None => writeln!(
+                    c,
+                    "    - {{prefix: {prefix}, vrf: {vrf}, remote-pe: 10.255.0.{peer}, vpn-label: {label}}}"
+                ),
+            };
+        }
+    }
     c
 }
 
@@ -322,6 +503,12 @@ mod tests {
         }
     }
 
+    const NONE: (&[Route4], &[Route6]) = (&[], &[]);
+
+    fn ns(v: u16) -> String {
+        format!("lab-1-0-v{v}")
+    }
+
     fn parse(c: &str) -> config::Config {
         config::parse(c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"))
     }
@@ -336,10 +523,13 @@ mod tests {
             bed(PeMode::Pseudowire, Circuits::Vlan, 1, 128),
             bed(PeMode::L2, Circuits::Port, 1, 0),
             bed(PeMode::L2, Circuits::Port, 1, 128),
+            bed(PeMode::L3, Circuits::Port, 1, 0),
+            bed(PeMode::L3vpn, Circuits::Port, 1, 3),
+            bed(PeMode::L3vpn, Circuits::Port, 1, 192),
         ];
         for b in beds {
             for side in 0..2 {
-                let c = pe_config(side, &b, sock, "  workers: 1\n", "", "");
+                let c = pe_config(side, &b, sock, "  workers: 1\n", "", "", &ns, NONE);
                 parse(&c);
                 assert_eq!(c.matches("static-labels").count(), b.pseudowires(), "{c}");
                 assert_eq!(
@@ -355,8 +545,8 @@ mod tests {
         let b = bed(PeMode::Pseudowire, Circuits::Vlan, 2, 3);
         let sock = Path::new("/tmp/x.sock");
         let (a, z) = (
-            pe_config(0, &b, sock, "", "", ""),
-            pe_config(1, &b, sock, "", "", ""),
+            pe_config(0, &b, sock, "", "", "", &ns, NONE),
+            pe_config(1, &b, sock, "", "", "", &ns, NONE),
         );
         assert!(a.contains(
             "{name: v101, port: sw1, vlan: 101, neighbor: 10.255.0.2, pw-id: 1001, mtu: 9000, static-labels: {local: 100002, remote: 200002}}"
@@ -367,6 +557,139 @@ mod tests {
         assert!(a.contains("{prefix: 10.255.0.2/32, next-hop: 10.94.1.2}"));
         assert!(a.contains("{protect: up, backup: {port: up2, next-hop: 10.94.2.2}}"));
         assert!(z.contains("addresses: [10.94.2.2/30]"));
+    }
+
+    #[test]
+    fn l3vpn_pes_have_a_vrf_per_vlan_with_the_same_subnets_and_mirrored_labels() {
+        let b = bed(PeMode::L3vpn, Circuits::Port, 1, 3);
+        let sock = Path::new("/tmp/x.sock");
+        let attach = "    acl-in: [lab-v4, lab-v6]\n    policy-in: lab-qos\n";
+        let svc = crate::dut::services_yaml();
+        let (a, z) = (
+            pe_config(0, &b, sock, "", &svc, attach, &ns, NONE),
+            pe_config(1, &b, sock, "", &svc, attach, &ns, NONE),
+        );
+        let (ca, cz) = (parse(&a), parse(&z));
+        assert_eq!((ca.vrfs.len(), cz.vrfs.len()), (3, 3));
+        for (i, v) in [100u16, 101, 102].into_iter().enumerate() {
+            // The same customer subnet on every subinterface (its own VRF).
+            assert!(
+                a.contains(&format!(
+                    "      - vlan: {v}\n        addresses: [198.18.1.1/24, \"2001:2:0:1::1/64\"]\n        acl-in: [lab-v4, lab-v6]\n"
+                )),
+                "{a}"
+            );
+            assert!(a.contains(&format!(
+                "  - {{name: V{v}, interfaces: [sw1.{v}], namespace: lab-1-0-v{v}, vpn-label: {}}}",
+                300_000 + i
+            )));
+            // PE1 pushes the label PE2 pops into the same VRF, both families.
+            for p in ["198.18.2.0/24", "\"2001:2:0:2::/64\""] {
+                assert!(
+                    a.contains(&format!(
+                        "    - {{prefix: {p}, vrf: V{v}, remote-pe: 10.255.0.2, vpn-label: {}}}",
+                        400_000 + i
+                    )),
+                    "{a}"
+                );
+            }
+            assert!(z.contains(&format!(
+                "  - {{name: V{v}, interfaces: [sw2.{v}], namespace: lab-1-0-v{v}, vpn-label: {}}}",
+                400_000 + i
+            )));
+            assert!(z.contains(&format!(
+                "    - {{prefix: 198.18.1.0/24, vrf: V{v}, remote-pe: 10.255.0.1, vpn-label: {}}}",
+                300_000 + i
+            )));
+        }
+        assert!(a.contains("{prefix: 10.255.0.2/32, next-hop: 10.94.1.2}"));
+        assert!(!a.contains("pseudowires:"));
+        let d = b.describe();
+        assert!(
+            d.contains("3 VRFs per PE") && d.contains("VLANs 100..102"),
+            "{d}"
+        );
+        // The global-table baseline: the far subnet over the uplink.
+        let l3 = pe_config(
+            1,
+            &bed(PeMode::L3, Circuits::Port, 1, 0),
+            sock,
+            "",
+            "",
+            "",
+            &ns,
+            NONE,
+        );
+        parse(&l3);
+        assert!(
+            l3.contains("{prefix: 198.18.1.0/24, next-hop: 10.94.1.1}"),
+            "{l3}"
+        );
+        assert!(l3.contains("{prefix: \"2001:2:0:1::/64\", next-hop: \"fd00:94:1::1\"}"));
+        assert!(!l3.contains("vrfs:") && !l3.contains("subinterfaces"));
+    }
+
+    #[test]
+    fn synthetic_routes_go_into_every_vrf_via_the_host_or_the_far_pe() {
+        let (r4, r6) = (crate::routes::v4(10, 2), crate::routes::v6(4, 2));
+        let sock = Path::new("/tmp/x.sock");
+        for side in 0..2 {
+            let me = side + 1;
+            let vpn = bed(PeMode::L3vpn, Circuits::Port, 1, 3);
+            let c = pe_config(side, &vpn, sock, "", "", "", &ns, (&r4, &r6));
+            let cfg = parse(&c);
+            drop(cfg);
+            for v in [100u16, 101, 102] {
+                let label = vpn_label(1 - side, v - 100);
+                for r in &r4 {
+                    let line = if r.port == side {
+                        format!(
+                            "{{prefix: {}/{}, vrf: V{v}, next-hop: 198.18.{me}.2}}",
+                            r.addr, r.len
+                        )
+                    } else {
+                        format!(
+                            "{{prefix: {}/{}, vrf: V{v}, remote-pe: 10.255.0.{}, vpn-label: {label}}}",
+                            r.addr,
+                            r.len,
+                            3 - me
+                        )
+                    };
+                    assert!(c.contains(&line), "{line}\n{c}");
+                }
+                for r in r6.iter().filter(|r| r.port == side) {
+                    let line = format!(
+                        "{{prefix: \"{}/{}\", vrf: V{v}, next-hop: \"2001:2:0:{me}::2\"}}",
+                        r.addr, r.len
+                    );
+                    assert!(c.contains(&line), "{line}\n{c}");
+                }
+            }
+            // 14 synthetic routes + 2 far subnets per VRF, + the far loopback.
+            assert_eq!(c.matches("    - {prefix: ").count(), 3 * 16 + 1, "{c}");
+            let l3 = pe_config(
+                side,
+                &bed(PeMode::L3, Circuits::Port, 1, 0),
+                sock,
+                "",
+                "",
+                "",
+                &ns,
+                (&r4, &r6),
+            );
+            parse(&l3);
+            for r in &r4 {
+                let via = if r.port == side {
+                    format!("198.18.{me}.2")
+                } else {
+                    format!("10.94.1.{}", 3 - me)
+                };
+                assert!(l3.contains(&format!(
+                    "{{prefix: {}/{}, next-hop: {via}}}",
+                    r.addr, r.len
+                )));
+            }
+        }
     }
 
     #[test]

@@ -328,21 +328,43 @@ fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
         }
     }
     if driver == Driver::LanyardPe {
-        // Port 1 on PE1, port 2 on PE2, layer 2.
-        let ok = t.kind.is_port_pair_rate()
-            && t.layer != Some(3)
-            && t.routes.is_none()
-            && t.routes6.is_none()
-            && t.mirror_sessions == 0
-            && t.tiers == 0;
+        // Port 1 on PE1, port 2 on PE2.
+        let mode = spec.pe_mode.unwrap_or(plan::PeMode::Pseudowire);
+        let ok = t.kind.is_port_pair_rate() && t.mirror_sessions == 0 && t.tiers == 0;
         if !ok {
             return Some(
-                "lanyard-pe runs layer-2 rate, latency and disruption tests between ports 1 and 2",
+                "lanyard-pe runs rate, latency and disruption tests between ports 1 and 2",
             );
+        }
+        if !mode.routed() && (t.routes.is_some() || t.routes6.is_some()) {
+            return Some("routes: N on lanyard-pe: only pe-mode l3 and l3vpn route");
+        }
+        match mode {
+            plan::PeMode::Pseudowire | plan::PeMode::L2 if t.layer == Some(3) => {
+                return Some(
+                    "pseudowire and l2 PEs carry layer-2 tests (pe-mode: l3 / l3vpn route)",
+                )
+            }
+            plan::PeMode::L3 | plan::PeMode::L3vpn if t.layer != Some(3) => {
+                return Some("pe-mode: l3 / l3vpn route layer-3 tests only (layer: 3 or family)")
+            }
+            plan::PeMode::L3 | plan::PeMode::L3vpn if t.kind == TestKind::Disruption => {
+                return Some("disruption tests run on pseudowire and l2 PEs (the bypass is theirs)")
+            }
+            plan::PeMode::L3 if t.vlans > 0 => {
+                return Some("pe-mode: l3 routes untagged frames (one routed port per PE)")
+            }
+            plan::PeMode::L3vpn if t.vlans == 0 => {
+                return Some("an L3VPN PE has one VRF per VLAN: the test needs vlans: N")
+            }
+            _ => {}
         }
         if t.vlans == 0 && spec.circuits == Some(plan::Circuits::Vlan) {
             return Some("VLAN-mode circuits carry tagged frames only: the test needs vlans: N");
         }
+    }
+    if t.vlans > 0 && driver == Driver::LinuxRouter {
+        return Some("tagged layer-3 frames: the kernel here has no 802.1Q (a Linux router cannot route them)");
     }
     if t.vlans > 0
         && matches!(
@@ -1083,5 +1105,39 @@ mod tests {
     #[test]
     fn timestamp_format() {
         assert_eq!(super::timestamp(0), "19700101-000000");
+    }
+
+    #[test]
+    fn provider_edge_modes_take_their_own_tests() {
+        let p = crate::plan::Plan::parse(
+            "
+name: pe
+duts:
+  - {name: vpn, driver: lanyard-pe, pe-mode: l3vpn}
+  - {name: l3, driver: lanyard-pe, pe-mode: l3}
+  - {name: pw, driver: lanyard-pe}
+  - {name: ceiling, driver: wire}
+  - {name: router, driver: linux-router}
+tests:
+  - {type: throughput, layer: 3, vlans: 8, frame-sizes: [68]}
+  - {type: throughput, layer: 3, frame-sizes: [64]}
+  - {type: throughput, vlans: 8, frame-sizes: [68]}
+  - {type: disruption, layer: 3, vlans: 8, rate: 100, frame-sizes: [68], commands: [{at: 1, run: 'true'}]}
+",
+        )
+        .unwrap();
+        let na = |d: usize, t: usize| super::applicable(&p.duts[d], &p.test(t).unwrap());
+        // Tagged layer 3: the L3VPN PEs and the wire (the ceiling).
+        assert_eq!((na(0, 0), na(3, 0)), (None, None));
+        assert!(na(1, 0).unwrap().contains("untagged"));
+        assert!(na(2, 0).unwrap().contains("layer-2 tests"));
+        assert!(na(4, 0).unwrap().contains("no 802.1Q"));
+        // Untagged layer 3: the global-table baseline.
+        assert_eq!(na(1, 1), None);
+        assert!(na(0, 1).unwrap().contains("vlans: N"));
+        // Layer 2 stays the pseudowires'.
+        assert_eq!(na(2, 2), None);
+        assert!(na(0, 2).unwrap().contains("layer-3 tests only"));
+        assert!(na(0, 3).unwrap().contains("disruption"));
     }
 }

@@ -372,6 +372,7 @@ impl Ctx<'_> {
                     arrival: Some(Arrival {
                         dst_mac: group_mac(ga),
                         ttl,
+                        vlan: None,
                     }),
                     vlan: None,
                     receivers: Some(rx.into()),

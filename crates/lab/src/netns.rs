@@ -173,6 +173,9 @@ pub struct Topology {
     /// Temporary directory of this run.
     pub tmp: PathBuf,
     created: Vec<String>,
+    /// Namespaces made by [`Topology::add_plain_namespaces`], deleted in
+    /// one batch after the others.
+    plain: Vec<String>,
 }
 
 impl Topology {
@@ -193,6 +196,7 @@ impl Topology {
             ports,
             tmp,
             created: Vec::new(),
+            plain: Vec::new(),
         };
         for ns in [t.tester.clone(), t.dut.clone()] {
             run("ip", &["netns", "add", &ns])?;
@@ -260,6 +264,27 @@ impl Topology {
         Ok(ns)
     }
 
+    /// Create namespaces `<id>-<suffix>` as they are (IPv6 on, nothing
+    /// set: for a DUT to ready, e.g. the VRF namespaces of an L3VPN PE),
+    /// with one `ip -batch`; removed on drop. Returns their names.
+    pub fn add_plain_namespaces(&mut self, suffixes: &[String]) -> Result<Vec<String>, LabError> {
+        let names: Vec<String> = suffixes
+            .iter()
+            .map(|s| format!("{}-{s}", self.id))
+            .collect();
+        let mut b = String::new();
+        for n in &names {
+            b.push_str(&format!("netns add {n}\n"));
+        }
+        let f = self.tmp.join("netns-add.batch");
+        std::fs::write(&f, b)
+            .map_err(|e| LabError::Other(format!("write {}: {e}", f.display())))?;
+        // Listed before the batch runs: a partial batch is cleaned up too.
+        self.plain.extend(names.iter().cloned());
+        run("ip", &["-batch", &f.to_string_lossy()])?;
+        Ok(names)
+    }
+
     /// Tester interface names `t1..tN`.
     pub fn tester_ports(&self) -> Vec<String> {
         (1..=self.ports).map(|i| format!("t{i}")).collect()
@@ -271,6 +296,17 @@ impl Drop for Topology {
         for ns in self.created.iter().rev() {
             kill_ns_pids(ns);
             let _ = run("ip", &["netns", "del", ns]);
+        }
+        if !self.plain.is_empty() {
+            let b: String = self
+                .plain
+                .iter()
+                .map(|n| format!("netns del {n}\n"))
+                .collect();
+            let f = self.tmp.join("netns-del.batch");
+            if std::fs::write(&f, b).is_ok() {
+                let _ = run("ip", &["-force", "-batch", &f.to_string_lossy()]);
+            }
         }
         let _ = std::fs::remove_dir_all(&self.tmp);
     }

@@ -14,6 +14,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_AUXDATA: libc::c_int = 8;
+/// `tpacket_auxdata.tp_status`: the frame had an 802.1Q/802.1ad tag that
+/// the kernel took off into `tp_vlan_tci` (it does for every tagged frame
+/// it receives, 802.1Q driver or not); and `tp_vlan_tpid` is set.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// Room for one `cmsghdr` with a `tpacket_auxdata` (20 bytes), aligned.
+const CMSG_ROOM: usize = 64;
+/// Bytes kept free in front of each receive buffer for a tag put back.
+const TAG_ROOM: usize = 4;
 
 /// Largest frame a receive buffer holds.
 pub const RX_BUF: usize = 9216 + 64;
@@ -91,6 +101,9 @@ impl PacketSocket {
         let raw = fd.as_raw_fd();
         if rx {
             let _ = setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
+            // The VLAN tag the kernel takes off every tagged frame comes
+            // back in a control message: `RxBufs::recv` puts it back.
+            setopt(raw, libc::SOL_PACKET, PACKET_AUXDATA, 1)?;
             if setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20).is_err() {
                 setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, 64 << 20)?;
             }
@@ -229,12 +242,17 @@ impl PacketSocket {
     }
 }
 
-/// Receive buffers for `recvmmsg`, allocated once.
+/// Receive buffers for `recvmmsg`, allocated once. Frames come back as
+/// they were on the wire: a VLAN tag the kernel took off (into the
+/// packet's metadata, `PACKET_AUXDATA`) is put back after the MAC
+/// addresses, so a tagged test frame is seen with its tag.
 pub struct RxBufs {
     bufs: Vec<u8>,
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
+    ctl: Vec<u8>,
     lens: [usize; BATCH],
+    starts: [usize; BATCH],
 }
 
 // SAFETY: the raw pointers inside iov/msgs point only into `bufs`, owned by
@@ -255,8 +273,9 @@ impl RxBufs {
         for i in 0..BATCH {
             iov.push(libc::iovec {
                 // SAFETY: offset stays inside `bufs`.
-                iov_base: unsafe { bufs.as_mut_ptr().add(i * RX_BUF) } as *mut libc::c_void,
-                iov_len: RX_BUF,
+                iov_base: unsafe { bufs.as_mut_ptr().add(i * RX_BUF + TAG_ROOM) }
+                    as *mut libc::c_void,
+                iov_len: RX_BUF - TAG_ROOM,
             });
         }
         // SAFETY: mmsghdr is plain data; zeroed is valid.
@@ -270,7 +289,9 @@ impl RxBufs {
             bufs,
             iov,
             msgs,
+            ctl: vec![0u8; BATCH * CMSG_ROOM],
             lens: [0; BATCH],
+            starts: [TAG_ROOM; BATCH],
         }
     }
 
@@ -280,6 +301,10 @@ impl RxBufs {
             self.msgs[i].msg_hdr.msg_iov = &mut self.iov[i];
             self.msgs[i].msg_hdr.msg_iovlen = 1;
             self.msgs[i].msg_len = 0;
+            // SAFETY: offset stays inside `ctl`.
+            self.msgs[i].msg_hdr.msg_control =
+                unsafe { self.ctl.as_mut_ptr().add(i * CMSG_ROOM) } as *mut libc::c_void;
+            self.msgs[i].msg_hdr.msg_controllen = CMSG_ROOM as _;
         }
         // SAFETY: msgs point at iovecs over `bufs`, all owned by self.
         let r = unsafe {
@@ -302,16 +327,68 @@ impl RxBufs {
         }
         let n = r as usize;
         for i in 0..n {
-            self.lens[i] = (self.msgs[i].msg_len as usize).min(RX_BUF);
+            let len = (self.msgs[i].msg_len as usize).min(RX_BUF - TAG_ROOM);
+            self.lens[i] = len;
+            self.starts[i] = TAG_ROOM;
+            let Some((tpid, tci)) = vlan_of(&self.msgs[i].msg_hdr) else {
+                continue;
+            };
+            if len < 12 {
+                continue;
+            }
+            // Put the tag back: the MAC addresses move 4 bytes forward
+            // into the room left for it.
+            let b = &mut self.bufs[i * RX_BUF..i * RX_BUF + TAG_ROOM + len];
+            b.copy_within(TAG_ROOM..TAG_ROOM + 12, 0);
+            b[12..14].copy_from_slice(&tpid.to_be_bytes());
+            b[14..16].copy_from_slice(&tci.to_be_bytes());
+            self.starts[i] = 0;
+            self.lens[i] = len + TAG_ROOM;
         }
         Ok(n)
     }
 
-    /// Frame `i` of the last `recv`.
+    /// Frame `i` of the last `recv` (with its VLAN tag, if it had one).
     #[inline]
     pub fn frame(&self, i: usize) -> &[u8] {
-        &self.bufs[i * RX_BUF..i * RX_BUF + self.lens[i]]
+        let at = i * RX_BUF + self.starts[i];
+        &self.bufs[at..at + self.lens[i]]
     }
+}
+
+/// The VLAN tag (TPID, TCI) the kernel took off a received frame, from
+/// its `PACKET_AUXDATA` control message.
+fn vlan_of(h: &libc::msghdr) -> Option<(u16, u16)> {
+    // SAFETY: `h` was filled by recvmmsg with a control buffer we own;
+    // CMSG_FIRSTHDR / CMSG_NXTHDR stay within msg_controllen.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(h) };
+    while !c.is_null() {
+        // SAFETY: `c` points at a complete cmsghdr inside the buffer.
+        let ch = unsafe { &*c };
+        if ch.cmsg_level == libc::SOL_PACKET
+            && ch.cmsg_type == PACKET_AUXDATA
+            && ch.cmsg_len as usize >= unsafe { libc::CMSG_LEN(20) } as usize
+        {
+            // tpacket_auxdata: tp_status u32, tp_len u32, tp_snaplen u32,
+            // tp_mac u16, tp_net u16, tp_vlan_tci u16, tp_vlan_tpid u16.
+            let mut a = [0u8; 20];
+            // SAFETY: the data holds at least 20 bytes (checked above).
+            unsafe { std::ptr::copy_nonoverlapping(libc::CMSG_DATA(c), a.as_mut_ptr(), 20) };
+            let status = u32::from_ne_bytes([a[0], a[1], a[2], a[3]]);
+            if status & TP_STATUS_VLAN_VALID == 0 {
+                return None;
+            }
+            let tci = u16::from_ne_bytes([a[16], a[17]]);
+            let tpid = match u16::from_ne_bytes([a[18], a[19]]) {
+                t if status & TP_STATUS_VLAN_TPID_VALID != 0 && t != 0 => t,
+                _ => 0x8100,
+            };
+            return Some((tpid, tci));
+        }
+        // SAFETY: as above.
+        c = unsafe { libc::CMSG_NXTHDR(h, c) };
+    }
+    None
 }
 
 /// Wait until one of `fds` is readable or `timeout_ms` passes.

@@ -95,6 +95,32 @@ pub enum PeMode {
     /// Plain layer-2 switching: the tester ports and the uplink in the
     /// same VLANs on both PEs (the uplink a trunk): the baseline.
     L2,
+    /// Plain IPv4 / IPv6 routing in the global table over the uplink (no
+    /// labels): the tester ports routed, untagged frames; the layer-3
+    /// baseline of `l3vpn`.
+    L3,
+    /// Static L3VPN (docs/vrf.md "Static VPN routes"): one VRF per VLAN of
+    /// the test's `vlans: N`, each on a routed 802.1Q subinterface of the
+    /// tester port, the same customer subnets in every VRF, static VPN
+    /// routes with a VPN label per VRF toward the other PE.
+    L3vpn,
+}
+
+impl PeMode {
+    /// Name as written in plans.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeMode::Pseudowire => "pseudowire",
+            PeMode::L2 => "l2",
+            PeMode::L3 => "l3",
+            PeMode::L3vpn => "l3vpn",
+        }
+    }
+
+    /// The PEs route the tester's frames (two routers on the path).
+    pub fn routed(self) -> bool {
+        matches!(self, PeMode::L3 | PeMode::L3vpn)
+    }
 }
 
 /// Attachment circuits of a `lanyard-pe` DUT in pseudowire mode.
@@ -1035,11 +1061,22 @@ impl Plan {
                     ));
                 }
             }
-            if d.circuits.is_some() && d.pe_mode == Some(PeMode::L2) {
-                return Err(bad(
-                    format!("duts[{i}].circuits"),
-                    "pe-mode: l2 has no attachment circuits",
-                ));
+            if let Some(m) = d.pe_mode.filter(|&m| m != PeMode::Pseudowire) {
+                if d.circuits.is_some() {
+                    return Err(bad(
+                        format!("duts[{i}].circuits"),
+                        format!("pe-mode: {} has no attachment circuits", m.as_str()),
+                    ));
+                }
+                if m.routed() && d.uplinks.is_some_and(|u| u > 1) {
+                    return Err(bad(
+                        format!("duts[{i}].uplinks"),
+                        format!(
+                            "pe-mode: {} runs on one uplink (the fast-reroute bypass is built for pseudowires)",
+                            m.as_str()
+                        ),
+                    ));
+                }
             }
             if let Some(u) = d.uplinks {
                 if !(1..=2).contains(&u) {
@@ -1315,7 +1352,32 @@ impl Plan {
                 ))
             }
             Some(_) if layer == Some(3) || t.family.is_some() => {
-                return Err(bad(f("vlans"), "tagged frames are layer 2"))
+                // Tagged layer-3 frames (L3VPN): the tag is inside the
+                // frame size, so the smallest frame grows by 4 bytes.
+                let min = match family {
+                    Family::Ipv4 => crate::sig::MIN_FRAME + 4,
+                    Family::Ipv6 => crate::sig::MIN_FRAME_V6 + 4,
+                };
+                if let Some((fs, z)) = frame_sizes
+                    .iter()
+                    .find_map(|fs| fs.sizes.iter().find(|&&z| z < min).map(|&z| (fs, z)))
+                {
+                    return Err(bad(
+                        f("frame-sizes"),
+                        format!(
+                            "{}: tagged {} frames (vlans: N, layer 3) need at least {min} bytes, not {z}",
+                            fs.label,
+                            match family {
+                                Family::Ipv4 => "IPv4/UDP",
+                                Family::Ipv6 => "IPv6/UDP",
+                            }
+                        ),
+                    ));
+                }
+                if tiers > 0 || mirror_sessions > 0 {
+                    return Err(bad(f("vlans"), "not with tiers or mirror sessions"));
+                }
+                t.vlans.unwrap_or(0)
             }
             Some(_) if tiers > 0 || mirror_sessions > 0 => {
                 return Err(bad(f("vlans"), "not with tiers or mirror sessions"))
@@ -2283,6 +2345,28 @@ tests:
         );
         let (t0, t1) = (p.test(0).unwrap(), p.test(1).unwrap());
         assert_eq!((t0.vlans, t0.ports, t1.vlans, t1.ports), (128, 2, 100, 2));
+        // L3VPN: tagged layer-3 frames, IPv4 from 68 bytes, IPv6 from 88.
+        let p = Plan::parse(
+            "
+name: vpn
+duts:
+  - {name: vpn, driver: lanyard-pe, pe-mode: l3vpn, services: true}
+  - {name: l3, driver: lanyard-pe, pe-mode: l3}
+tests:
+  - {type: throughput, layer: 3, vlans: 192, bidirectional: true, frame-sizes: [68, 1518]}
+  - {type: latency, rate: 100, family: ipv6, vlans: 4, frame-sizes: [88]}
+",
+        )
+        .unwrap();
+        assert_eq!(
+            (p.duts[0].pe_mode, p.duts[1].pe_mode),
+            (Some(PeMode::L3vpn), Some(PeMode::L3))
+        );
+        let (t0, t1) = (p.test(0).unwrap(), p.test(1).unwrap());
+        assert_eq!(
+            (t0.vlans, t0.layer, t1.vlans, t1.layer),
+            (192, Some(3), 4, Some(3))
+        );
         for (bad_test, want) in [
             (
                 "{type: throughput, vlans: 0}",
@@ -2294,7 +2378,15 @@ tests:
             ),
             (
                 "{type: throughput, vlans: 2, layer: 3}",
-                "tests[0].vlans: tagged frames are layer 2",
+                "tests[0].frame-sizes: 64: tagged IPv4/UDP frames (vlans: N, layer 3) need at least 68 bytes",
+            ),
+            (
+                "{type: latency, rate: 10, vlans: 2, family: ipv6, frame-sizes: [84]}",
+                "tests[0].frame-sizes: 84: tagged IPv6/UDP frames (vlans: N, layer 3) need at least 88 bytes",
+            ),
+            (
+                "{type: throughput, vlans: 2, layer: 3, frame-sizes: [imix]}",
+                "tests[0].frame-sizes: imix: tagged IPv4/UDP",
             ),
             (
                 "{type: full-mesh, vlans: 2}",
@@ -2332,6 +2424,18 @@ tests:
             (
                 "{name: p, driver: lanyard-pe, pe-mode: l2, circuits: vlan}",
                 "pe-mode: l2 has no",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, pe-mode: l3vpn, circuits: vlan}",
+                "duts[0].circuits: pe-mode: l3vpn has no attachment circuits",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, pe-mode: l3, uplinks: 2}",
+                "duts[0].uplinks: pe-mode: l3 runs on one uplink",
+            ),
+            (
+                "{name: p, driver: lanyard-pe, pe-mode: l3-vpn}",
+                "duts[0].pe-mode",
             ),
             (
                 "{name: p, driver: lanyard-pe, circuits: both}",

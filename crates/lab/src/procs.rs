@@ -6,7 +6,7 @@ use crate::netns::sleep_checked;
 use crate::plan::{Driver, Family, FrameSize, Test, TestKind};
 use crate::report::{ResultRow, TrialRecord};
 use crate::search::{bisect, gallop, trials_needed};
-use crate::sig::{host_ip6, Arrival, Mac, L3, TTL};
+use crate::sig::{host_ip6, vlan_host_mac, Arrival, Mac, L3, TTL};
 use crate::LabError;
 use serde_json::json;
 use std::sync::Arc;
@@ -312,14 +312,12 @@ impl Ctx<'_> {
         } else {
             host_mac(rx)
         };
-        // A routing DUT delivers to the host's MAC with the TTL decremented.
+        // A routing DUT delivers to the host's MAC with the TTL decremented
+        // once per router.
         let arrival = l3.then(|| Arrival {
             dst_mac: host_mac(rx),
-            ttl: if self.dut.routes_packets() {
-                TTL - 1
-            } else {
-                TTL
-            },
+            ttl: TTL - self.dut.routers(),
+            vlan: None,
         });
         Stream {
             tx,
@@ -369,6 +367,55 @@ impl Ctx<'_> {
             t0.elapsed().as_secs_f64(),
             r.lost.max(0)
         ))
+    }
+
+    /// The streams of a test from port `tx` to port `rx`: one
+    /// ([`Ctx::stream`]), or with tagged layer-3 frames (`vlans: N`, the
+    /// L3VPN customers) one per VLAN ([`Ctx::vlan_stream`]).
+    pub(crate) fn streams(&self, t: &Test, fs: &FrameSize, tx: usize, rx: usize) -> Vec<Stream> {
+        if t.vlans > 0 && self.layer3(t) {
+            (0..t.vlans)
+                .map(|i| self.vlan_stream(t, fs, tx, rx, i))
+                .collect()
+        } else {
+            vec![self.stream(t, fs, tx, rx)]
+        }
+    }
+
+    /// A stream from port `tx` to port `rx` in VLAN `FIRST_VLAN + i`: on
+    /// layer 3, from and to that VLAN's customer hosts (one per VRF, the
+    /// same addresses in every VRF, their own MACs), through the gateway
+    /// MAC of that VLAN's subinterface on an L3VPN PE, expected to arrive
+    /// in the same VLAN (a frame in another VLAN leaked into another VRF:
+    /// malformed, so lost).
+    pub(crate) fn vlan_stream(
+        &self,
+        t: &Test,
+        fs: &FrameSize,
+        tx: usize,
+        rx: usize,
+        i: u16,
+    ) -> Stream {
+        let vid = crate::plan::FIRST_VLAN + i;
+        let mut s = self.stream(t, fs, tx, rx);
+        s.vlan = Some((vid, 1));
+        if !self.layer3(t) {
+            return s;
+        }
+        s.src = vlan_host_mac(tx, vid);
+        s.dst = self
+            .dut
+            .vlan_macs
+            .get(tx)
+            .and_then(|m| m.get(i as usize))
+            .copied()
+            .unwrap_or_else(|| vlan_host_mac(rx, vid));
+        s.arrival = s.arrival.map(|a| Arrival {
+            dst_mac: vlan_host_mac(rx, vid),
+            vlan: Some(vid),
+            ..a
+        });
+        s
     }
 
     /// The learning phase and `learn-wait` pause of a trial (procedures
@@ -447,9 +494,9 @@ impl Ctx<'_> {
         match t.kind {
             TestKind::Throughput if t.mirror_sessions > 0 => self.mirror_throughput(t, fs, row),
             TestKind::Throughput => {
-                let mut streams = vec![self.stream(t, fs, 0, 1)];
+                let mut streams = self.streams(t, fs, 0, 1);
                 if t.bidirectional {
-                    streams.push(self.stream(t, fs, 1, 0));
+                    streams.extend(self.streams(t, fs, 1, 0));
                 }
                 self.throughput(t, &streams, 2, row)
             }
@@ -715,7 +762,10 @@ impl Ctx<'_> {
     }
 
     fn latency(&mut self, t: &Test, fs: &FrameSize, row: &mut ResultRow) -> Result<(), LabError> {
-        let streams = vec![self.stream(t, fs, 0, 1)];
+        let mut streams = self.streams(t, fs, 0, 1);
+        if t.bidirectional {
+            streams.extend(self.streams(t, fs, 1, 0));
+        }
         let rate = match t.load {
             // Line rate: 20 B of preamble and gap per frame on the wire.
             Some(f) => Some(f * t.line_rate_mbps * 1e6 / ((fs.average() + 20.0) * 8.0)),
@@ -734,7 +784,7 @@ impl Ctx<'_> {
             let r = self.trial(
                 t,
                 &streams,
-                vec![rate, None],
+                vec![rate, if t.bidirectional { rate } else { None }],
                 Limit::Duration(t.trial_duration),
                 2,
             )?;
@@ -758,7 +808,7 @@ impl Ctx<'_> {
         fs: &FrameSize,
         row: &mut ResultRow,
     ) -> Result<(), LabError> {
-        let streams = vec![self.stream(t, fs, 0, 1)];
+        let streams = self.streams(t, fs, 0, 1);
         let probe = self.trial(
             t,
             &streams,
@@ -807,7 +857,7 @@ impl Ctx<'_> {
         fs: &FrameSize,
         row: &mut ResultRow,
     ) -> Result<(), LabError> {
-        let streams = vec![self.stream(t, fs, 0, 1)];
+        let streams = self.streams(t, fs, 0, 1);
         let dur = Limit::Duration(t.trial_duration);
         let r0 = self.trial(t, &streams, vec![None, None], dur, 2)?;
         let max = r0.offered_fps;

@@ -111,13 +111,17 @@ pub fn locate(frame: &[u8]) -> Option<(Signature, usize)> {
 
 /// What a routed test frame must look like when it arrives: destination
 /// MAC (the receiving host's), TTL / hop limit, and for IPv4 a valid header
-/// checksum (a router that decrements the TTL must update it).
+/// checksum (a router that decrements the TTL must update it); with
+/// `vlan`, exactly one 802.1Q tag of that VLAN (an L3VPN frame must leave
+/// in its own VRF's VLAN: one in another VLAN leaked between VRFs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arrival {
     /// Destination MAC address.
     pub dst_mac: Mac,
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    /// The one 802.1Q tag the frame must carry (None: as sent).
+    pub vlan: Option<u16>,
 }
 
 impl Arrival {
@@ -127,6 +131,14 @@ impl Arrival {
     pub fn check(&self, frame: &[u8], ip: usize) -> bool {
         if ip == 0 || frame.len() < ip + 20 || frame[0..6] != self.dst_mac {
             return false;
+        }
+        if let Some(v) = self.vlan {
+            if ip != 18
+                || frame[12..14] != [0x81, 0x00]
+                || u16::from_be_bytes([frame[14], frame[15]]) & 0x0fff != v
+            {
+                return false;
+            }
         }
         match frame[ip] >> 4 {
             4 => {
@@ -274,6 +286,48 @@ pub fn build_l2_tagged(buf: &mut [u8], size: u16, dst: Mac, src: Mac, vid: u16) 
     (len, 18)
 }
 
+/// Like [`build_headers`] for a layer-3 frame carrying an 802.1Q tag
+/// (VLAN `vid`, priority 0) between the MAC addresses and the IP
+/// EtherType; the tag counts in `size` (a "68-byte" tagged IPv4 frame is
+/// a 64-byte one with the tag). Complete it with [`finish_tagged`].
+pub fn build_l3_tagged(
+    buf: &mut [u8],
+    size: u16,
+    dst: Mac,
+    src: Mac,
+    l3: &L3,
+    vid: u16,
+) -> (usize, usize) {
+    // The untagged frame 4 bytes shorter, 4 bytes in; then the addresses
+    // and the tag in front of its EtherType.
+    let (len, off) = build_headers(
+        &mut buf[4..],
+        size.max(MIN_FRAME + 4) - 4,
+        dst,
+        src,
+        Some(l3),
+    );
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+    buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+    buf[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    (len + 4, off + 4)
+}
+
+/// [`finish`] for a frame from [`build_l3_tagged`].
+#[inline]
+pub fn finish_tagged(buf: &mut [u8], l3: Option<&L3>) {
+    finish(&mut buf[4..], l3)
+}
+
+/// MAC of the emulated host on tester port `p` in VLAN `vid` (an L3VPN
+/// customer: one per VRF, the same addresses in every VRF):
+/// `02:4c:<p+1>:01:<vid>`.
+pub fn vlan_host_mac(p: usize, vid: u16) -> Mac {
+    let v = vid.to_be_bytes();
+    [0x02, 0x4c, (p + 1) as u8, 0x01, v[0], v[1]]
+}
+
 /// Complete a frame after its signature was written: the UDP checksum of
 /// IPv6 frames (mandatory there). Summed over the pseudo-header, the UDP
 /// header and the signature only: the rest of the payload must be zeros,
@@ -385,6 +439,7 @@ mod tests {
         let ok = Arrival {
             dst_mac: [2; 6],
             ttl: TTL,
+            vlan: None,
         };
         assert!(ok.check(&f[..len], 14));
         assert!(!Arrival { ttl: TTL - 1, ..ok }.check(&f[..len], 14));
@@ -409,6 +464,86 @@ mod tests {
         s.encode(&mut tagged[off + 4..]);
         assert_eq!(find_signature(&tagged), Some(s));
         assert_eq!(find_signature(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn tagged_layer3_frames_and_their_arrival_check() {
+        let s = Signature {
+            nonce: 5,
+            stream: 2,
+            seq: 77,
+            ts: 9,
+        };
+        let v4 = L3::V4 {
+            src: host_ip(0),
+            dst: host_ip(1),
+        };
+        let v6 = L3::V6 {
+            src: host_ip6(0),
+            dst: host_ip6(1),
+        };
+        // 68 bytes: the smallest tagged IPv4 frame, 88 the IPv6 one.
+        for (l3, size) in [(v4, 68u16), (v4, 1518), (v6, 88), (v6, 1518)] {
+            let mut buf = vec![0u8; 9216];
+            let (len, off) = build_l3_tagged(&mut buf, size, [2; 6], [4; 6], &l3, 4095 + 101);
+            assert_eq!(len, size as usize - 4);
+            assert_eq!(buf[12..16], [0x81, 0x00, 0x00, 100]);
+            s.encode(&mut buf[off..off + SIG_LEN]);
+            finish_tagged(&mut buf, Some(&l3));
+            assert_eq!(locate(&buf[..len]), Some((s, 18)), "{l3:?} {size}");
+            let f = &buf[..len];
+            match l3 {
+                L3::V4 { .. } => {
+                    assert_eq!(f[16..18], [0x08, 0x00]);
+                    assert_eq!(ip_checksum(&f[18..38]), 0);
+                    assert_eq!(u16::from_be_bytes([f[20], f[21]]) as usize, len - 18);
+                }
+                L3::V6 { .. } => {
+                    assert_eq!(f[16..18], [0x86, 0xdd]);
+                    // The UDP checksum over the whole datagram verifies.
+                    let ulen = (len - 58) as u32;
+                    let mut c = csum_add(0, &f[26..58]);
+                    c = csum_add(c, &ulen.to_be_bytes());
+                    c = csum_add(c, &[0, 0, 0, 17]);
+                    c = csum_add(c, &f[58..len]);
+                    assert_eq!(csum_fold(c), 0, "size {size}");
+                }
+            }
+            let ok = Arrival {
+                dst_mac: [2; 6],
+                ttl: TTL,
+                vlan: Some(100),
+            };
+            assert!(ok.check(f, 18));
+            // Another VLAN (a leak into another VRF), no tag expected, the
+            // wrong TTL: not received.
+            assert!(!Arrival {
+                vlan: Some(101),
+                ..ok
+            }
+            .check(f, 18));
+            assert!(!Arrival { ttl: TTL - 2, ..ok }.check(f, 18));
+            assert!(Arrival { vlan: None, ..ok }.check(f, 18));
+        }
+        // Two routers: TTL 62 and the checksum updated, in VLAN 100 only.
+        let mut buf = vec![0u8; 128];
+        let (len, off) = build_l3_tagged(&mut buf, 68, [2; 6], [4; 6], &v4, 100);
+        s.encode(&mut buf[off..off + SIG_LEN]);
+        buf[26] = TTL - 2;
+        buf[28..30].fill(0);
+        let c = ip_checksum(&buf[18..38]);
+        buf[28..30].copy_from_slice(&c.to_be_bytes());
+        let two = Arrival {
+            dst_mac: [2; 6],
+            ttl: TTL - 2,
+            vlan: Some(100),
+        };
+        assert!(two.check(&buf[..len], 18));
+        // The same frame untagged is not in its VLAN.
+        let mut untagged = buf[..12].to_vec();
+        untagged.extend_from_slice(&buf[16..len]);
+        assert!(!two.check(&untagged, 14));
+        assert_eq!(vlan_host_mac(1, 300), [2, 0x4c, 2, 1, 1, 44]);
     }
 
     #[test]

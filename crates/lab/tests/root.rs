@@ -440,6 +440,7 @@ fn analyzer_counts_frames_without_ttl_decrement_as_malformed() {
                     arrival: Some(Arrival {
                         dst_mac: host_mac(1),
                         ttl,
+                        vlan: None,
                     }),
                     vlan: None,
                     receivers: None,
