@@ -19,12 +19,6 @@ use crate::sig::L3;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-/// Most flows a test may cycle over (the generator keeps one address
-/// pair per flow and direction: 10–34 bytes each).
-pub const MAX_FLOWS: u32 = 1 << 24;
-/// Most subscribers (the inline engine report's provisioning figure).
-pub const MAX_SUBSCRIBERS: u32 = 1_000_000;
-
 /// Subscriber `k`'s IPv4 address.
 pub fn subscriber4(k: u32) -> [u8; 4] {
     (u32::from_be_bytes([100, 64, 0, 0]) + k).to_be_bytes()

@@ -898,6 +898,13 @@ pub struct Test {
     pub prime_rate: f64,
 }
 
+/// Most flows a test may cycle over (`flows: N`, `crate::flowset`: the
+/// generator keeps one address pair per flow and direction, 10–34 bytes).
+pub const MAX_FLOWS: u32 = 1 << 24;
+/// Most subscribers of a test (the inline engine report's provisioning
+/// figure).
+pub const MAX_SUBSCRIBERS: u32 = 1_000_000;
+
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
     LabError::Plan(format!("{field}: {msg}"))
 }
@@ -1617,21 +1624,16 @@ impl Plan {
                 "not with routes: the flows' addresses replace the route-sampled ones",
             ));
         }
-        if !(1..=crate::flowset::MAX_FLOWS).contains(&flows) {
-            return Err(bad(
-                f("flows"),
-                format!("must be 1..{}", crate::flowset::MAX_FLOWS),
-            ));
+        if !(1..=MAX_FLOWS).contains(&flows) {
+            return Err(bad(f("flows"), format!("must be 1..{}", MAX_FLOWS)));
         }
-        let subscribers = t
-            .subscribers
-            .unwrap_or(flows.min(crate::flowset::MAX_SUBSCRIBERS));
-        if !(1..=flows.min(crate::flowset::MAX_SUBSCRIBERS)).contains(&subscribers) {
+        let subscribers = t.subscribers.unwrap_or(flows.min(MAX_SUBSCRIBERS));
+        if !(1..=flows.min(MAX_SUBSCRIBERS)).contains(&subscribers) {
             return Err(bad(
                 f("subscribers"),
                 format!(
                     "must be 1..{} (at most one per flow)",
-                    flows.min(crate::flowset::MAX_SUBSCRIBERS)
+                    flows.min(MAX_SUBSCRIBERS)
                 ),
             ));
         }
