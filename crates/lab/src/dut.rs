@@ -2747,33 +2747,28 @@ mod tests {
         };
         let attach =
             "    acl-in: [lab-v4, lab-v6]\n    acl-out: [lab-v4, lab-v6]\n    policy-in: lab-qos\n";
-        let c = crate::lanyard_pe::pe_config(
-            0,
-            &b,
-            Path::new("/tmp/x.sock"),
-            "",
-            &services_yaml(),
-            attach,
-            &|v| format!("ns{v}"),
-            (&[], &[]),
-        );
-        config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+        // PE `k`'s configuration of `bed`, checked by Lanyard's parser.
+        let parsed = |k: usize, bed: &crate::lanyard_pe::PeBed| -> String {
+            let c = crate::lanyard_pe::pe_config(
+                k,
+                bed,
+                Path::new("/tmp/x.sock"),
+                "",
+                &services_yaml(),
+                attach,
+                &|v| format!("ns{v}"),
+                (&[], &[]),
+            );
+            config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+            c
+        };
+        let c = parsed(0, &b);
         assert_eq!(c.matches("policy-in: lab-qos").count(), 3);
         let l2 = crate::lanyard_pe::PeBed {
             mode: PeMode::L2,
             ..b
         };
-        let c = crate::lanyard_pe::pe_config(
-            1,
-            &l2,
-            Path::new("/tmp/x.sock"),
-            "",
-            &services_yaml(),
-            attach,
-            &|v| format!("ns{v}"),
-            (&[], &[]),
-        );
-        config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+        parsed(1, &l2);
         // Routed modes: the customer interfaces (every L3VPN subinterface)
         // and the uplink.
         for (mode, vlans, n) in [(PeMode::L3, 0, 2), (PeMode::L3vpn, 4, 5)] {
@@ -2783,17 +2778,7 @@ mod tests {
                 uplinks: 1,
                 ..b
             };
-            let c = crate::lanyard_pe::pe_config(
-                0,
-                &r,
-                Path::new("/tmp/x.sock"),
-                "",
-                &services_yaml(),
-                attach,
-                &|v| format!("ns{v}"),
-                (&[], &[]),
-            );
-            config::parse(&c, "pe.yaml").unwrap_or_else(|e| panic!("{e}\n{c}"));
+            let c = parsed(0, &r);
             assert_eq!(c.matches("policy-in: lab-qos").count(), n, "{c}");
         }
     }

@@ -94,6 +94,17 @@ fn bed(tag: &str) -> (Netns, Netns, Netns) {
     (dut, cli, srv)
 }
 
+/// Lanyard in `dut` with the inline pair sw1 (subscribers) / sw2.
+fn inline_switch(dut: &Netns, yaml: &str) -> Switch {
+    Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        dut,
+        yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard")
+}
+
 fn service<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["services"]
         .as_array()
@@ -137,13 +148,7 @@ fn real_applications_are_recognised_and_counted_inline() {
         \x20   - {name: special}\n\
         \x20 signatures:\n\
         \x20   - {name: special-http, service: special, protocol: tcp, ports: \"8081\", payload: \"GET /special\"}\n";
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &dut,
-        yaml,
-        &["sw1", "sw2"],
-    )
-    .expect("start lanyard");
+    let sw = inline_switch(&dut, yaml);
 
     // Bulk provisioning through the streamed API: one bad line refuses
     // the whole atomic load, then the good file goes in.
@@ -566,13 +571,7 @@ fn bittorrent_between_real_clients_is_recognised_inline() {
         \x20 services:\n\
         \x20   - {name: p2p, applications: [BitTorrent]}\n\
         \x20   - {name: web, applications: [HTTP]}\n";
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &dut,
-        yaml,
-        &["sw1", "sw2"],
-    )
-    .expect("start lanyard");
+    let sw = inline_switch(&dut, yaml);
     let dir_guard = testkit::TempDir::new("bt");
     let dir = dir_guard.path().to_path_buf();
     let seed = dir.join("seed");
@@ -747,13 +746,7 @@ fn emule_between_real_clients_is_recognised_inline() {
         \x20   - {name: p2p, applications: [eDonkey, BitTorrent]}\n\
         \x20 signatures:\n\
         \x20   - {name: emule, service: p2p, protocol: tcp, ports: \"4662\", payload: \"hex:e3\", offset: 0}\n";
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &dut,
-        yaml,
-        &["sw1", "sw2"],
-    )
-    .expect("start lanyard");
+    let sw = inline_switch(&dut, yaml);
     let dir_guard = testkit::TempDir::new("emule");
     let dir = dir_guard.path().to_path_buf();
     let subs = dir.join("subs.txt");
@@ -896,13 +889,7 @@ fn usage_records_reach_an_ipfix_collector_with_names() {
         \x20 signatures:\n\
         \x20   - {{name: long-udp, service: bulk, protocol: udp, ports: \"9999\"}}\n"
     );
-    let sw = Switch::start(
-        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &dut,
-        &yaml,
-        &["sw1", "sw2"],
-    )
-    .expect("start lanyard");
+    let sw = inline_switch(&dut, &yaml);
     let dir = std::env::temp_dir().join(format!("lanyard-usage-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let subs = dir.join("subs.txt");
