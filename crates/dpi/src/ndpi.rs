@@ -152,10 +152,19 @@ pub struct Ndpi {
 // in it is tied to the thread that made it.
 unsafe impl Send for Ndpi {}
 
+/// nDPI 4.2 initialises libgcrypt inside `ndpi_init_detection_module`
+/// (`gcry_check_version` unless already finished), and libgcrypt aborts the
+/// process when two threads do that at once: workers and tests that build
+/// modules in parallel must take turns. Control path only.
+static MODULE_LIFECYCLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Ndpi {
     pub fn new() -> Result<Ndpi, NdpiError> {
+        let _turn = MODULE_LIFECYCLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // SAFETY: plain calls into the library in the documented order:
-        // init, bitmask, finalize.
+        // init, bitmask, finalize; one thread at a time (above).
         unsafe {
             let found = ndpi_get_api_version();
             if found != API_VERSION {
@@ -251,6 +260,9 @@ impl Ndpi {
 
 impl Drop for Ndpi {
     fn drop(&mut self) {
+        let _turn = MODULE_LIFECYCLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // SAFETY: the module was made by `ndpi_init_detection_module` and
         // is dropped once.
         unsafe { ndpi_exit_detection_module(self.m.as_ptr()) }

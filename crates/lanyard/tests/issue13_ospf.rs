@@ -16,6 +16,7 @@
 //! `LANYARD_OSPF_V6` (per router) override it. Needs root and FRR.
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use testkit::frr::{link_addrs, Daemon, FrrInstance, FrrOptions, OspfRouter, RouterBed};
@@ -24,6 +25,16 @@ use testkit::{l2, Switch};
 
 const FPM_PORT: u16 = 2621;
 const SEED: u64 = 0x13_0CF;
+
+/// The flood compares convergence times: the other test's FRR and switch
+/// must not share the two cores with it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn env_usize(key: &str) -> Option<usize> {
     std::env::var(key).ok().and_then(|s| s.parse().ok())
@@ -98,6 +109,7 @@ fn wait_full(dut: &FrrInstance, want: usize, timeout: Duration) -> Result<Durati
 #[test]
 fn issue13_routed_ports_default_to_an_mtu_ospf_neighbours_share() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ospf6d]);
+    let _turn = one_at_a_time();
     let ports = 2;
     let bed = RouterBed::new("i13mt", ports, 1500).expect("namespaces");
     bed.address_testers().expect("tester addresses");
@@ -210,7 +222,7 @@ fn flood(
     dut: &FrrInstance,
     injectors: &[OspfRouter],
     want: (u64, u64),
-    fib: &dyn Fn() -> (u64, u64),
+    fib: &(dyn Fn() -> (u64, u64) + Sync),
     zebra_is_fib: bool,
 ) -> (Flood, Vec<FrrInstance>) {
     let ports = injectors.len();
@@ -236,43 +248,60 @@ fn flood(
         min_full: (ports, ports),
         ..Flood::default()
     };
-    let mut last = Instant::now();
-    let mut polls = 0u64;
-    loop {
-        // Cheap checks often (convergence is timed by them); the adjacency
-        // sample once a second (the logs catch every change anyway).
-        polls += 1;
-        let got = fib();
-        if out.zebra.is_zero()
-            && !zebra_is_fib
-            && (dut.fib_routes(false, "ospf"), dut.fib_routes(true, "ospf6")) == want
-        {
-            out.zebra = t0.elapsed();
-        }
-        if got == want {
-            out.converge = t0.elapsed();
-            if out.zebra.is_zero() {
-                out.zebra = out.converge;
+    // Three samplers of their own, so that a slow `vtysh` on a loaded
+    // machine delays only its own clock: the FIB (what is timed), the DUT's
+    // zebra and, once a second, the adjacencies.
+    let done = AtomicBool::new(false);
+    let (converge, zebra, min_full) = std::thread::scope(|s| {
+        let zebra = s.spawn(|| {
+            while !zebra_is_fib && !done.load(Ordering::Relaxed) {
+                if (dut.fib_routes(false, "ospf"), dut.fib_routes(true, "ospf6")) == want {
+                    return Some(t0.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            break;
-        }
-        if polls.is_multiple_of(10) {
-            let full = (dut.ospf_full_neighbors(), dut.ospf6_full_neighbors());
-            out.min_full = (out.min_full.0.min(full.0), out.min_full.1.min(full.1));
+            None
+        });
+        let adjacencies = s.spawn(|| {
+            let mut min_full = (ports, ports);
+            while !done.load(Ordering::Relaxed) {
+                let full = (dut.ospf_full_neighbors(), dut.ospf6_full_neighbors());
+                min_full = (min_full.0.min(full.0), min_full.1.min(full.1));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            min_full
+        });
+        let mut last = Instant::now();
+        let converge = loop {
+            let got = fib();
+            if got == want {
+                break t0.elapsed();
+            }
             if last.elapsed() > Duration::from_secs(10) {
                 eprintln!(
-                    "  [{label}] {:>6.1}s FIB {got:?} of {want:?}, Full v2/v3 {full:?}",
+                    "  [{label}] {:>6.1}s FIB {got:?} of {want:?}",
                     t0.elapsed().as_secs_f64()
                 );
                 last = Instant::now();
             }
-        }
-        if t0.elapsed() > timeout {
-            dut.dump_logs();
-            panic!("{label}: FIB {got:?} of {want:?} after {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            if t0.elapsed() > timeout {
+                done.store(true, Ordering::Relaxed);
+                dut.dump_logs();
+                panic!("{label}: FIB {got:?} of {want:?} after {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        done.store(true, Ordering::Relaxed);
+        let zebra = zebra.join().expect("zebra sampler").unwrap_or(converge);
+        (
+            converge,
+            zebra,
+            adjacencies.join().expect("adjacency sampler"),
+        )
+    });
+    out.converge = converge;
+    out.zebra = zebra;
+    out.min_full = min_full;
     let full = (dut.ospf_full_neighbors(), dut.ospf6_full_neighbors());
     out.min_full = (out.min_full.0.min(full.0), out.min_full.1.min(full.1));
     out.adj_lost = lost_adjacencies(dut, &offsets);
@@ -304,6 +333,7 @@ fn lanyard_fib(sw: &Switch) -> (u64, u64) {
 #[test]
 fn issue13_ospf_full_table_flood_keeps_adjacencies_under_default_copp() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ospf6d]);
+    let _turn = one_at_a_time();
     let (ports, v4_each, v6_each) = scale();
     let want = ((v4_each * ports) as u64, (v6_each * ports) as u64);
     eprintln!("OSPF flood: {ports} routers x ({v4_each} v4 + {v6_each} v6), v4 and v6 at once");
