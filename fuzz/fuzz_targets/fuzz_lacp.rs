@@ -7,11 +7,13 @@
 //! then received by an active and a passive port on simulated time: the
 //! state machine must not panic either, must answer within the transmit
 //! limit, and must never distribute on a port that is not collecting.
+//! The input's text lines are also read as restart state lines
+//! (`SavedPort`): round trip, and a port resumed with one stays sane.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
-use protocols::lacp::{ActorConfig, LacpMode, LacpPort, LacpRate, TX_LIMIT};
+use protocols::lacp::{ActorConfig, LacpMode, LacpPort, LacpRate, SavedPort, TX_LIMIT};
 use wire::lacp::{build_frame, parse_frame, Lacpdu, FRAME_LEN, LACPDU_LEN};
 
 fn round_trip(pdu: &Lacpdu) {
@@ -90,6 +92,28 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         parsed.push(pdu);
     }
     let _ = wire::lacp::is_lacp_frame(data);
+    // The restart state file's lines: whatever parses prints back the same,
+    // and a port resumed with it keeps the state machine's invariants.
+    if let Ok(text) = std::str::from_utf8(data) {
+        for line in text.lines() {
+            if let Some(saved) = SavedPort::parse_line(line) {
+                assert_eq!(SavedPort::parse_line(&saved.to_line()), Some(saved.clone()));
+                let mut port = LacpPort::new(ActorConfig {
+                    system_priority: 32768,
+                    system: [0x02, 0, 0, 0, 0, 0x0a],
+                    key: 1,
+                    port_priority: 32768,
+                    port: 1,
+                    mode: LacpMode::Active,
+                    rate: LacpRate::Fast,
+                });
+                let t0 = Instant::now();
+                port.resume(saved.partner, t0);
+                assert!(!port.distributing() || port.collecting());
+                assert!(port.poll(t0).is_some(), "a resumed port speaks at once");
+            }
+        }
+    }
     if !parsed.is_empty() {
         drive(&parsed);
     }

@@ -201,6 +201,11 @@ fn restart(
         .unwrap_or_else(|e| e.into_inner())
         .join(";");
     let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
+    // LACP goes on from where it stands: partners keep every member.
+    let lacp = sw
+        .ha
+        .save_lacp(&protocols::ha::lacp_state_path(&sw.socket))
+        .unwrap_or(0);
     // The workers have stopped: their last bytes are counted and the
     // quota accounts written for the new image.
     sw.inline.final_quota_save(false);
@@ -211,7 +216,7 @@ fn restart(
         .or_else(|| std::env::current_exe().ok())
         .ok_or("restart: cannot find the binary")?;
     tracing::info!(
-        "restart: {n} addresses saved, {} sockets handed over, executing {}",
+        "restart: {n} addresses and {lacp} LACP members saved, {} sockets handed over, executing {}",
         handed.split(';').filter(|x| !x.is_empty()).count(),
         exe.display()
     );
@@ -256,6 +261,8 @@ pub struct Switch {
     inline: Arc<crate::inline::InlineControl>,
     /// The router: at stop, the VRF namespaces it made go.
     router: Option<Arc<routing::router::Router>>,
+    /// Link protection and LACP: a restart leaves the members' LACP state.
+    ha: Arc<protocols::ha::Ha>,
 }
 
 /// The quota state file unless `service-control.state-file` says: beside
@@ -478,9 +485,20 @@ impl Switch {
                 }
             }));
         }
+        // After a restart: the members' LACP state the predecessor left,
+        // so its partners see nothing change; in the first snapshot, before
+        // the supervisor attaches the handed-over ports.
+        let resume =
+            protocols::ha::load_lacp(&protocols::ha::lacp_state_path(&cfg.management.socket));
+        ha.resume_lacp(&resume);
         if protocols::ha::HaRunner::needed(&cfg) {
-            let r =
-                protocols::ha::HaRunner::new(&cfg, ha.clone(), shared.clone(), counters.clone());
+            let r = protocols::ha::HaRunner::new(
+                &cfg,
+                ha.clone(),
+                shared.clone(),
+                counters.clone(),
+                &resume,
+            );
             threads.push(spawn("ha".into(), Box::new(move || r.run()))?);
         }
         if let Some(r) = protocols::spanning_tree::StpRunner::new(&cfg, ha.clone(), shared.clone())
@@ -621,7 +639,7 @@ impl Switch {
             learn_stats: stats,
             router,
             mailboxes: worker_mailboxes,
-            ha,
+            ha: ha.clone(),
             mcast,
             guard,
             events: std::sync::OnceLock::new(),
@@ -672,6 +690,7 @@ impl Switch {
             }
         }
         let sw = Switch {
+            ha: ha.clone(),
             router: router_at_stop,
             exporter,
             shared: shared.clone(),

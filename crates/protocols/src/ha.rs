@@ -459,6 +459,9 @@ pub struct Ha {
     on_failover: Mutex<Option<FailoverHook>>,
     /// Per channel and member: LACP details for `show` (from the runner).
     pub lacp_info: Mutex<Vec<Vec<serde_json::Value>>>,
+    /// The distributing members' LACP state, as a restart leaves it for
+    /// the next image (from the runner; see [`Ha::save_lacp`]).
+    lacp_saved: Mutex<Vec<crate::lacp::SavedPort>>,
     /// Spanning tree for `show spanning-tree` (from its thread; null
     /// without spanning tree).
     pub stp_info: Mutex<serde_json::Value>,
@@ -478,9 +481,60 @@ impl Ha {
             nports: std::sync::atomic::AtomicUsize::new(cfg.ports.len()),
             on_failover: Mutex::new(None),
             lacp_info: Mutex::new(Vec::new()),
+            lacp_saved: Mutex::new(Vec::new()),
             stp_info: Mutex::new(serde_json::Value::Null),
             names: Mutex::new(cfg.ports.iter().map(|p| p.name.clone()).collect()),
         }
+    }
+
+    /// A restarted switch, before its ports attach: the members its
+    /// predecessor left distributing (`saved`, [`load_lacp`]) carry
+    /// traffic from the first snapshot, their links taken as up until the
+    /// supervisor says otherwise, so the frames that waited in the handed-
+    /// over rings during the restart are not dropped as arriving on (or
+    /// hashed to) a member that is not in the group yet. The LACP thread
+    /// then resumes those members with the saved partners
+    /// ([`HaRunner::new`]); one that does not resume is taken out by it.
+    pub fn resume_lacp(&self, saved: &[crate::lacp::SavedPort]) {
+        if saved.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let ids: Vec<(&str, u16)> = {
+            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            saved
+                .iter()
+                .filter_map(|s| {
+                    let id = names.iter().position(|n| *n == s.member)?;
+                    Some((s.channel.as_str(), id as u16))
+                })
+                .collect()
+        };
+        self.update(|st| {
+            for (channel, m) in ids {
+                let Some(c) = st.channels.iter().position(|c| c.name == channel) else {
+                    continue;
+                };
+                if let Some(k) = st.channels[c].members.iter().position(|&x| x == m) {
+                    // Members coming up: nothing to flush.
+                    let _ = st.set_link(m, true, now);
+                    let _ = st.set_distributing(c, k, true);
+                }
+            }
+            Changes::default()
+        });
+    }
+
+    /// Write the distributing members' LACP state for the next image of
+    /// a `lanyard restart` (one line each, [`SavedPort::to_line`]);
+    /// returns how many.
+    ///
+    /// [`SavedPort::to_line`]: crate::lacp::SavedPort::to_line
+    pub fn save_lacp(&self, path: &std::path::Path) -> std::io::Result<usize> {
+        let saved = self.lacp_saved.lock().unwrap_or_else(|e| e.into_inner());
+        let text: String = saved.iter().map(|p| p.to_line() + "\n").collect();
+        std::fs::write(path, text)?;
+        Ok(saved.len())
     }
 
     /// The name of port `id` (`port N` if unknown).
@@ -705,6 +759,29 @@ pub fn mac_move_frames(
     n
 }
 
+/// Where a restarting switch leaves its LACP state: next to the API
+/// socket, as the learned addresses.
+pub fn lacp_state_path(socket: &std::path::Path) -> std::path::PathBuf {
+    socket.with_extension("lacp")
+}
+
+/// Read what [`Ha::save_lacp`] wrote and remove the file; lines that do
+/// not parse are skipped (those members join afresh).
+pub fn load_lacp(path: &std::path::Path) -> Vec<crate::lacp::SavedPort> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let _ = std::fs::remove_file(path);
+    text.lines()
+        .filter_map(crate::lacp::SavedPort::parse_line)
+        .collect()
+}
+
+/// How long after start a restarted switch still resumes a member whose
+/// link it has not yet seen up (the supervisor reports links within
+/// milliseconds; LACP's short timeout is 3 s).
+const RESUME_WINDOW: Duration = Duration::from_secs(1);
+
 /// The LACP system id: a locally administered MAC derived from the
 /// switch name (stable across restarts, so partners keep the aggregate).
 pub fn system_mac(name: &str) -> [u8; 6] {
@@ -732,14 +809,24 @@ pub struct HaRunner {
     lacp: Vec<Option<crate::lacp::Aggregator>>,
     /// Per channel and member: the link state LACP was last told.
     lacp_link: Vec<Vec<bool>>,
+    /// Per channel and member: the partner a predecessor image recorded,
+    /// resumed when the link is first seen up (until `resume_until`).
+    resume: Vec<Vec<Option<wire::lacp::LacpInfo>>>,
+    resume_until: Instant,
+    /// Channel and member names, for the saved state and log lines.
+    channel_names: Vec<String>,
+    member_names: Vec<Vec<String>>,
 }
 
 impl HaRunner {
+    /// `resume`: what the image before a `lanyard restart` left
+    /// ([`load_lacp`]; empty on a normal start).
     pub fn new(
         cfg: &Config,
         ha: Arc<Ha>,
         shared: Arc<Shared>,
         counters: Vec<Arc<pipeline::WorkerCounters>>,
+        resume: &[crate::lacp::SavedPort],
     ) -> HaRunner {
         let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
         let now = Instant::now();
@@ -782,7 +869,40 @@ impl HaRunner {
                 Some(crate::lacp::Aggregator::new(ports))
             })
             .collect();
+        // A member resumes only under the same channel and member names
+        // and with the same identity as before (a changed configuration
+        // joins afresh).
+        let resume = cfg
+            .port_channels
+            .iter()
+            .zip(&lacp)
+            .map(|(c, agg)| {
+                c.members
+                    .iter()
+                    .enumerate()
+                    .map(|(k, m)| {
+                        let actor = agg.as_ref()?.port(k)?.actor();
+                        resume
+                            .iter()
+                            .find(|s| {
+                                s.channel == c.name
+                                    && &s.member == m
+                                    && crate::lacp::same_identity(&s.actor, &actor)
+                            })
+                            .map(|s| s.partner)
+                    })
+                    .collect()
+            })
+            .collect();
         HaRunner {
+            resume,
+            resume_until: now + RESUME_WINDOW,
+            channel_names: cfg.port_channels.iter().map(|c| c.name.clone()).collect(),
+            member_names: cfg
+                .port_channels
+                .iter()
+                .map(|c| c.members.clone())
+                .collect(),
             ha,
             shared,
             counters,
@@ -818,7 +938,15 @@ impl HaRunner {
                 let up = st.link_up[*m as usize];
                 if up != self.lacp_link[c][k] {
                     self.lacp_link[c][k] = up;
-                    if up {
+                    let resumed = self.resume[c][k].take().filter(|_| now < self.resume_until);
+                    if let (true, Some(partner)) = (up, resumed) {
+                        agg.resume(k, partner, now);
+                        tracing::info!(
+                            "port-channel {}: member {} LACP resumed from before the restart",
+                            self.channel_names[c],
+                            self.member_names[c][k]
+                        );
+                    } else if up {
                         agg.link_up(k, now);
                     } else {
                         agg.link_down(k, now);
@@ -915,6 +1043,21 @@ impl HaRunner {
             })
             .collect();
         *self.ha.lacp_info.lock().unwrap_or_else(|e| e.into_inner()) = info;
+        let mut saved = Vec::new();
+        for (c, agg) in self.lacp.iter().enumerate() {
+            let Some(agg) = agg else { continue };
+            for (k, p) in agg.ports().iter().enumerate() {
+                if let Some(partner) = p.partner().filter(|_| p.distributing()) {
+                    saved.push(crate::lacp::SavedPort {
+                        channel: self.channel_names[c].clone(),
+                        member: self.member_names[c][k].clone(),
+                        actor: p.actor(),
+                        partner,
+                    });
+                }
+            }
+        }
+        *self.ha.lacp_saved.lock().unwrap_or_else(|e| e.into_inner()) = saved;
     }
 
     /// Whether the switch needs this thread at all.

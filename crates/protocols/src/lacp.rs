@@ -279,6 +279,30 @@ impl LacpPort {
         self.settle(now);
     }
 
+    /// Carrier is up and the port carries on where a predecessor (the
+    /// image before a `lanyard restart`) left it: `partner` is what that
+    /// image last recorded (its SYNCHRONIZATION flag about us, since our
+    /// identity is unchanged), taken as if its LACPDU had just arrived, so
+    /// the port is selected and its mux state follows at once, and the
+    /// next LACPDU tells the partner nothing has changed. If the partner
+    /// did change meanwhile, its next LACPDU corrects everything as usual.
+    /// Ignored if the link is already up.
+    pub fn resume(&mut self, partner: LacpInfo, now: Instant) {
+        if self.link {
+            return;
+        }
+        self.link = true;
+        self.partner = partner;
+        self.partner_recorded = true;
+        self.heard = true;
+        self.rx = RxState::Current;
+        self.current_while = Some(now + self.timeout());
+        // One LACPDU at once: the partner's timer restarts from now.
+        self.periodic_at = Some(now + self.period());
+        self.need_to_transmit(now);
+        self.settle(now);
+    }
+
     /// Carrier went down: the port stops collecting and distributing at
     /// once, and nothing is sent. The partner information is kept (for
     /// `show`) but no longer current.
@@ -627,6 +651,94 @@ impl LacpPort {
     }
 }
 
+/// What a switch about to `exec` a new image (`lanyard restart`) leaves
+/// for it per distributing member: its identity as the partner knows it
+/// and the partner as last recorded. The new image resumes a member with
+/// it ([`Aggregator::resume`]) only if the member's own identity is still
+/// the same, so a changed configuration joins afresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedPort {
+    pub channel: String,
+    pub member: String,
+    pub actor: LacpInfo,
+    pub partner: LacpInfo,
+}
+
+impl SavedPort {
+    /// One line: `channel member` then actor and partner as
+    /// `system_priority system key port_priority port state` (state only
+    /// for the partner; hexadecimal).
+    pub fn to_line(&self) -> String {
+        let info = |i: &LacpInfo| {
+            let m = i.system;
+            format!(
+                "{:x} {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {:x} {:x} {:x}",
+                i.system_priority,
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                i.key,
+                i.port_priority,
+                i.port
+            )
+        };
+        format!(
+            "{} {} {} {} {:x}",
+            self.channel,
+            self.member,
+            info(&self.actor),
+            info(&self.partner),
+            self.partner.state.0
+        )
+    }
+
+    /// Parses [`to_line`](Self::to_line); `None` for anything else (the
+    /// member then joins afresh).
+    pub fn parse_line(line: &str) -> Option<SavedPort> {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.len() != 13 {
+            return None;
+        }
+        let num = |s: &str| u16::from_str_radix(s, 16).ok();
+        let mac = |s: &str| {
+            let mut m = [0u8; 6];
+            let mut parts = s.split(':');
+            for b in &mut m {
+                *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+            }
+            parts.next().is_none().then_some(m)
+        };
+        let info = |g: &[&str]| {
+            Some(LacpInfo {
+                system_priority: num(g[0])?,
+                system: mac(g[1])?,
+                key: num(g[2])?,
+                port_priority: num(g[3])?,
+                port: num(g[4])?,
+                state: LacpState::empty(),
+            })
+        };
+        let mut partner = info(&f[7..12])?;
+        partner.state = LacpState(u8::from_str_radix(f[12], 16).ok()?);
+        Some(SavedPort {
+            channel: f[0].to_string(),
+            member: f[1].to_string(),
+            actor: info(&f[2..7])?,
+            partner,
+        })
+    }
+}
+
+/// Whether `a` and `b` name the same port of the same system (the state
+/// flags aside).
+pub fn same_identity(a: &LacpInfo, b: &LacpInfo) -> bool {
+    (a.system_priority, a.system, a.key, a.port_priority, a.port)
+        == (b.system_priority, b.system, b.key, b.port_priority, b.port)
+}
+
 /// The ports of one link aggregation group and the choice of which of them
 /// carry traffic (Selection Logic, 802.1AX-2014 6.4.14, simplified to one
 /// aggregator).
@@ -678,6 +790,16 @@ impl Aggregator {
     pub fn link_up(&mut self, i: usize, now: Instant) {
         if let Some(p) = self.ports.get_mut(i) {
             p.link_up(now);
+            self.settle(now);
+        }
+    }
+
+    /// Carrier of port `i` is up and it resumes with a predecessor's
+    /// partner information (see [`LacpPort::resume`]; ignored out of
+    /// range).
+    pub fn resume(&mut self, i: usize, partner: LacpInfo, now: Instant) {
+        if let Some(p) = self.ports.get_mut(i) {
+            p.resume(partner, now);
             self.settle(now);
         }
     }
@@ -1350,6 +1472,97 @@ mod tests {
         n.exchange();
         assert_eq!(n.a.distributing_ports(), vec![0, 1]);
         assert_eq!(n.b.distributing_ports(), vec![0, 1]);
+    }
+
+    #[test]
+    fn lacp_saved_ports_round_trip_and_garbage_is_none() {
+        let info = |sys, port, state| LacpInfo {
+            system_priority: 32768,
+            system: sys,
+            key: 3,
+            port_priority: 255,
+            port,
+            state: LacpState(state),
+        };
+        let s = SavedPort {
+            channel: "po1".into(),
+            member: "sw2".into(),
+            actor: info(SYS_A, 7, 0),
+            partner: info(SYS_B, 0x1234, 0x3d),
+        };
+        let line = s.to_line();
+        assert_eq!(SavedPort::parse_line(&line), Some(s.clone()), "{line}");
+        for bad in [
+            "",
+            "po1 sw2",
+            &line.replace("02:00", "02:zz"),
+            &format!("{line} extra"),
+            &line.replace(" 3d", " 1ff"),
+            &line.replace(":0a", ":0a:01"),
+            "\u{0}\u{0} \u{ff}",
+        ] {
+            assert_eq!(SavedPort::parse_line(bad), None, "{bad:?}");
+        }
+        assert!(same_identity(&s.actor, &info(SYS_A, 7, 0x3f)));
+        assert!(!same_identity(&s.actor, &info(SYS_A, 8, 0)));
+    }
+
+    /// A restarts (a new image, new state machines): resuming each port
+    /// with the partner information the old image had recorded keeps both
+    /// ends distributing through every exchange, and A's first LACPDU
+    /// says in sync; joining afresh instead (link up with no partner)
+    /// makes B stop distributing until the group has formed again.
+    #[test]
+    fn lacp_resume_after_restart_keeps_both_ends_distributing() {
+        let ports = |sys| {
+            (1..=2)
+                .map(|k| LacpPort::new(cfg(sys, k, LacpMode::Active, LacpRate::Fast)))
+                .collect::<Vec<_>>()
+        };
+        for resume in [true, false] {
+            let mut n = Net::new(ports(SYS_A), ports(SYS_B), vec![(0, 0), (1, 1)]);
+            n.all_links_up();
+            n.run_for(Duration::from_secs(2));
+            assert_eq!(n.b.distributing_ports(), vec![0, 1]);
+            let saved: Vec<LacpInfo> = n.a.ports().iter().map(|p| p.partner().unwrap()).collect();
+
+            n.a = Aggregator::new(ports(SYS_A));
+            for (k, partner) in saved.iter().enumerate() {
+                if resume {
+                    n.a.resume(k, *partner, n.now);
+                } else {
+                    n.a.link_up(k, n.now);
+                }
+            }
+            if resume {
+                assert_eq!(n.a.distributing_ports(), vec![0, 1], "at once");
+                assert!(n.a.ports()[0].actor_state().synchronization());
+            }
+            // A's first LACPDUs reach B before anything else happens.
+            for (k, pdu) in n.a.poll(n.now) {
+                n.b.receive(k, &over_the_wire(&pdu), n.now);
+            }
+            let b_kept = n.b.distributing_ports() == vec![0, 1];
+            assert_eq!(
+                b_kept,
+                resume,
+                "resume {resume}: B {:?}",
+                n.b.distributing_ports()
+            );
+            for _ in 0..40 {
+                n.run_for(ms(50));
+                if resume {
+                    assert_eq!(n.a.distributing_ports(), vec![0, 1]);
+                    assert_eq!(n.b.distributing_ports(), vec![0, 1]);
+                }
+            }
+            assert_eq!(n.a.distributing_ports(), vec![0, 1]);
+            assert_eq!(n.b.distributing_ports(), vec![0, 1]);
+            if resume {
+                // Sent at once, so the partner's timer starts again.
+                assert!(n.a.ports()[0].counters().pdus_tx >= 1);
+            }
+        }
     }
 
     /// A and B joined by two links, plus a third link from A to another
