@@ -29,6 +29,9 @@ const LEARN_QUEUE: usize = 1 << 16;
 const RESTART_ENV: &str = "LANYARD_RESTARTED_AT_NS";
 /// Sockets handed over by the predecessor (`worker:port:rx:state;…`).
 const HANDOVER_ENV: &str = "LANYARD_HANDOVER";
+/// Set by a restarting virtual-switch node that was paired with its
+/// multichassis members up: the new image starts warm (keeps carrying).
+const VSWITCH_WARM_ENV: &str = "LANYARD_VSWITCH_WARM";
 
 fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into a valid timespec.
@@ -228,6 +231,14 @@ fn restart(
     if let Some(g) = guardian {
         g.handover();
     }
+    let warm = protocols::vswitch::PairRunner::restart_warm(
+        &sw.vswitch.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    if warm {
+        tracing::info!(
+            "restart: paired with the multichassis members up: the new image starts warm"
+        );
+    }
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env(RESTART_ENV, t0.to_string())
@@ -239,6 +250,7 @@ fn restart(
                 .unwrap_or_default(),
         )
         .env(HANDOVER_ENV, handed)
+        .env(VSWITCH_WARM_ENV, if warm { "1" } else { "" })
         .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();
     Err(format!("restart: exec {}: {err}", exe.display()))
@@ -263,6 +275,9 @@ pub struct Switch {
     router: Option<Arc<routing::router::Router>>,
     /// Link protection and LACP: a restart leaves the members' LACP state.
     ha: Arc<protocols::ha::Ha>,
+    /// The virtual-switch pair's published state (`Null` without one): a
+    /// restart of a paired node starts its successor warm.
+    vswitch: Arc<Mutex<serde_json::Value>>,
 }
 
 /// The quota state file unless `service-control.state-file` says: beside
@@ -491,6 +506,13 @@ impl Switch {
         let resume =
             protocols::ha::load_lacp(&protocols::ha::lacp_state_path(&cfg.management.socket));
         ha.resume_lacp(&resume);
+        // Read once: a later restart decides afresh.
+        let warm_pair =
+            std::env::var(VSWITCH_WARM_ENV).is_ok_and(|v| v == "1") && cfg.virtual_switch.is_some();
+        std::env::remove_var(VSWITCH_WARM_ENV);
+        if warm_pair {
+            ha.warm_pair_start();
+        }
         if protocols::ha::HaRunner::needed(&cfg) {
             let r = protocols::ha::HaRunner::new(
                 &cfg,
@@ -517,6 +539,7 @@ impl Switch {
             let stop = Box::new(move || sh.stop.load(std::sync::atomic::Ordering::Relaxed));
             match protocols::vswitch::PairRunner::new(&cfg, stop) {
                 Some(r) => {
+                    let r = if warm_pair { r.warm_start() } else { r };
                     let r = r.with_peer_link(protocols::vswitch::link::LinkIo {
                         shared: shared.clone(),
                         ha: ha.clone(),
@@ -643,7 +666,7 @@ impl Switch {
             mcast,
             guard,
             events: std::sync::OnceLock::new(),
-            vswitch: vswitch_info,
+            vswitch: vswitch_info.clone(),
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {
@@ -691,6 +714,7 @@ impl Switch {
         }
         let sw = Switch {
             ha: ha.clone(),
+            vswitch: vswitch_info,
             router: router_at_stop,
             exporter,
             shared: shared.clone(),

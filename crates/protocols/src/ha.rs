@@ -525,6 +525,20 @@ impl Ha {
         });
     }
 
+    /// A virtual-switch node's warm start (the new image of a planned
+    /// restart of a paired node, docs/virtual-switch.md): its multichassis
+    /// members are not held down in the first snapshot, so the LACP
+    /// members resumed with [`Ha::resume_lacp`] stay in sync with the
+    /// partner from the start. The pair's thread decides from then on.
+    pub fn warm_pair_start(&self) {
+        self.update(|st| {
+            if let Some(mc) = st.mc.as_mut() {
+                mc.hold_down = false;
+            }
+            Changes::default()
+        });
+    }
+
     /// Write the distributing members' LACP state for the next image of
     /// a `lanyard restart` (one line each, [`SavedPort::to_line`]);
     /// returns how many.

@@ -130,6 +130,28 @@ impl PairRunner {
         Some(r)
     }
 
+    /// The new image of a planned restart of a node that was paired with
+    /// its multichassis members up: keep carrying (see
+    /// [`PairState::warm_start`]); the peer's copy still comes when the
+    /// link is heard again.
+    pub fn warm_start(mut self) -> PairRunner {
+        self.pair.warm_start();
+        tracing::info!(
+            "virtual-switch: warm start after a restart: multichassis members stay up,              asking the peer for a full copy"
+        );
+        self.publish(Instant::now());
+        self
+    }
+
+    /// Whether this node should restart warm: paired, its members up (from
+    /// the published `show virtual-switch` state).
+    pub fn restart_warm(info: &Value) -> bool {
+        info["status"] == "paired"
+            && info["channels"]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|c| c["local_members_enabled"] == true))
+    }
+
     /// Runs the peer link too (the daemon; see [`link`]).
     pub fn with_peer_link(mut self, io: LinkIo) -> PairRunner {
         self.link = Some(PeerLink::new(io, self.vs.domain_id as u16));

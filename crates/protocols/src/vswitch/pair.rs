@@ -124,6 +124,11 @@ pub struct PairState {
     carrying: bool,
     /// A full copy of the peer's state arrived since the link came up.
     synced: bool,
+    /// A new image after `lanyard restart` of a node that was paired with
+    /// its members up: it carries on carrying (members up while it waits
+    /// for the first hello, and `carrying` when the link comes up) instead
+    /// of joining like a starting node. Cleared when the link comes up.
+    warm: bool,
     /// Counted refusals.
     pub wrong_domain: u64,
     pub system_mismatch: u64,
@@ -147,6 +152,7 @@ impl PairState {
             keepalive_since: None,
             carrying: false,
             synced: false,
+            warm: false,
             wrong_domain: 0,
             system_mismatch: 0,
             dual_active_events: 0,
@@ -156,6 +162,16 @@ impl PairState {
 
     pub fn config(&self) -> &PairConfig {
         &self.cfg
+    }
+
+    /// See `warm`: the predecessor image was paired with its members up.
+    pub fn warm_start(&mut self) {
+        self.warm = true;
+    }
+
+    /// Still waiting to hear the peer link after a warm start.
+    pub fn is_warm(&self) -> bool {
+        self.warm
     }
 
     /// Our own hello, for the peer link (`peer_link_up` false) or the
@@ -212,7 +228,8 @@ impl PairState {
 
     /// `carrying`: this node's members were up just before.
     fn link_came_up(&mut self, now: Instant, carrying: bool) {
-        self.carrying = carrying;
+        self.carrying = carrying || self.warm;
+        self.warm = false;
         self.link_up_since = Some(now);
         self.synced = false;
     }
@@ -410,7 +427,7 @@ impl PairState {
     /// Whether this node's multichassis members may carry traffic.
     pub fn members_enabled(&self, now: Instant) -> bool {
         match self.status(now) {
-            PairStatus::Init => false,
+            PairStatus::Init => self.warm,
             PairStatus::PeerDown => true,
             PairStatus::DualActive => self.role(now) == Role::Primary,
             PairStatus::Paired => {
@@ -472,6 +489,66 @@ mod tests {
             primary: false,
             seq: 1,
         }
+    }
+
+    /// A warm start (the new image of a planned restart of a paired node
+    /// whose members were up) keeps its members up from the first moment
+    /// and once paired, without waiting for the peer's copy or the restore
+    /// delay; a cold start of the same node waits for both. A warm node
+    /// that finds itself secondary in a split still takes its members
+    /// down.
+    #[test]
+    fn a_warm_start_keeps_carrying_and_a_cold_one_waits() {
+        let t0 = Instant::now();
+        let (a, b) = (node(200, 1), node(100, 2));
+        for warm in [true, false] {
+            let mut sa = PairState::new(a.clone(), t0);
+            if warm {
+                sa.warm_start();
+            }
+            assert_eq!(sa.update(t0), PairStatus::Init);
+            assert_eq!(
+                sa.members_enabled(t0),
+                warm,
+                "warm {warm}: before any hello"
+            );
+            let mut now = t0 + 50 * MS;
+            sa.keepalive(now, 7, hello_of(&b));
+            sa.peer_link_hello(now, 7, hello_of(&b));
+            assert_eq!(sa.update(now), PairStatus::Paired);
+            assert_eq!(sa.role(now), Role::Secondary);
+            assert_eq!(
+                sa.members_enabled(now),
+                warm,
+                "warm {warm}: paired, no copy yet"
+            );
+            assert!(!sa.is_warm(), "cleared once the link is up");
+            now += 100 * MS;
+            sa.synced(now);
+            sa.peer_link_hello(now, 7, hello_of(&b));
+            assert_eq!(
+                sa.members_enabled(now),
+                warm,
+                "warm {warm}: within the delay"
+            );
+            now += 2000 * MS;
+            sa.peer_link_hello(now, 7, hello_of(&b));
+            sa.keepalive(now, 7, hello_of(&b));
+            assert!(sa.members_enabled(now));
+        }
+        // Warm, secondary, and the peer link never comes: keepalives only.
+        let mut sw = PairState::new(a, t0);
+        sw.warm_start();
+        let mut unheard = hello_of(&b);
+        unheard.peer_link_up = false;
+        let mut now = t0 + 100 * MS;
+        while now < t0 + 3500 * MS {
+            sw.keepalive(now, 7, unheard);
+            sw.update(now);
+            now += 100 * MS;
+        }
+        assert_eq!(sw.status(now), PairStatus::DualActive);
+        assert!(!sw.members_enabled(now), "secondary in a split");
     }
 
     /// A node starting while its peer is alive hears keepalives before
