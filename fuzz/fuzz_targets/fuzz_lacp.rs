@@ -25,21 +25,25 @@ fn round_trip(pdu: &Lacpdu) {
     assert_eq!(parse_frame(&f[..n]).as_ref(), Ok(pdu), "frame round trip");
 }
 
+fn port(mode: LacpMode, rate: LacpRate) -> LacpPort {
+    LacpPort::new(ActorConfig {
+        system_priority: 32768,
+        system: [0x02, 0, 0, 0, 0, 0x0a],
+        key: 1,
+        port_priority: 32768,
+        port: 1,
+        mode,
+        rate,
+    })
+}
+
 fn drive(pdus: &[Lacpdu]) {
     let t0 = Instant::now();
     for (mode, rate) in [
         (LacpMode::Active, LacpRate::Fast),
         (LacpMode::Passive, LacpRate::Slow),
     ] {
-        let mut port = LacpPort::new(ActorConfig {
-            system_priority: 32768,
-            system: [0x02, 0, 0, 0, 0, 0x0a],
-            key: 1,
-            port_priority: 32768,
-            port: 1,
-            mode,
-            rate,
-        });
+        let mut port = port(mode, rate);
         port.link_up(t0);
         let mut sent = Vec::new();
         let mut now = t0;
@@ -98,15 +102,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         for line in text.lines() {
             if let Some(saved) = SavedPort::parse_line(line) {
                 assert_eq!(SavedPort::parse_line(&saved.to_line()), Some(saved.clone()));
-                let mut port = LacpPort::new(ActorConfig {
-                    system_priority: 32768,
-                    system: [0x02, 0, 0, 0, 0, 0x0a],
-                    key: 1,
-                    port_priority: 32768,
-                    port: 1,
-                    mode: LacpMode::Active,
-                    rate: LacpRate::Fast,
-                });
+                let mut port = port(LacpMode::Active, LacpRate::Fast);
                 let t0 = Instant::now();
                 port.resume(saved.partner, t0);
                 assert!(!port.distributing() || port.collecting());

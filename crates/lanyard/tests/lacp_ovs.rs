@@ -40,14 +40,7 @@ fn flow_src(i: u32) -> IpAddr {
 }
 
 fn distributing(sw: &Switch) -> Vec<bool> {
-    sw.try_show_json(&["show", "port-channel"])
-        .ok()
-        .and_then(|v| {
-            v[0]["members"]
-                .as_array()
-                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
-        })
-        .unwrap_or_default()
+    sw.channel_distributing()
 }
 
 fn member_tx(sw: &Switch) -> Vec<u64> {
@@ -157,10 +150,18 @@ fn ovs_enabled(ovs: &Ovs) -> usize {
         .max(show.matches(": enabled").count())
 }
 
-/// Each host announces itself so both switches learn it.
-fn hello(p: &RawPort, src: &Mac) {
-    let f = testkit::frame::test_frame(&BROADCAST, src, &[], 1, 0, 64);
-    p.send(&f).unwrap();
+/// The tester's two hosts, a on t1 and b on t6, each announced so both
+/// switches learn it: (port a, port b, MAC a, MAC b).
+fn hosts(tester: &Netns) -> (RawPort, RawPort, Mac, Mac) {
+    let p1 = RawPort::open(tester.name(), "t1").unwrap();
+    let p6 = RawPort::open(tester.name(), "t6").unwrap();
+    let (ha, hb) = (mac(0xa1), mac(0xb6));
+    for (p, src) in [(&p6, &hb), (&p1, &ha)] {
+        p.send(&testkit::frame::test_frame(&BROADCAST, src, &[], 1, 0, 64))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    (p1, p6, ha, hb)
 }
 
 #[test]
@@ -170,13 +171,7 @@ fn four_member_bundle_with_open_vswitch() {
     let Some(bed) = bed("lyla") else { return };
     let (sw, ovsns, tester) = (&bed.sw, &bed.ovsns, &bed.tester);
 
-    let p1 = RawPort::open(tester.name(), "t1").unwrap();
-    let p6 = RawPort::open(tester.name(), "t6").unwrap();
-    let (ha, hb) = (mac(0xa1), mac(0xb6));
-    hello(&p6, &hb);
-    std::thread::sleep(Duration::from_millis(200));
-    hello(&p1, &ha);
-    std::thread::sleep(Duration::from_millis(300));
+    let (p1, p6, ha, hb) = hosts(tester);
     let rx = SeqReceiver::start(p6.try_clone().unwrap(), ha);
 
     // Every member carries traffic; nothing lost or duplicated.
@@ -259,13 +254,7 @@ fn restart_keeps_the_bundle_with_open_vswitch() {
     let _g = l2::heavy();
     let Some(bed) = bed("lylr") else { return };
     let (sw, ovs, tester) = (&bed.sw, &bed.ovs, &bed.tester);
-    let p1 = RawPort::open(tester.name(), "t1").unwrap();
-    let p6 = RawPort::open(tester.name(), "t6").unwrap();
-    let (ha, hb) = (mac(0xa1), mac(0xb6));
-    hello(&p6, &hb);
-    std::thread::sleep(Duration::from_millis(200));
-    hello(&p1, &ha);
-    std::thread::sleep(Duration::from_millis(300));
+    let (p1, p6, ha, hb) = hosts(tester);
     let to_b = SeqReceiver::start(p6.try_clone().unwrap(), ha);
     let to_a = SeqReceiver::start(p1.try_clone().unwrap(), hb);
     let dst = |host: u8| IpAddr::V4(Ipv4Addr::new(10, 2, 0, host));

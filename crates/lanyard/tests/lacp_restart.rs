@@ -33,14 +33,7 @@ fn config(name: &str, p: &str) -> String {
 }
 
 fn distributing(sw: &Switch) -> Vec<bool> {
-    sw.try_show_json(&["show", "port-channel"])
-        .ok()
-        .and_then(|v| {
-            v[0]["members"]
-                .as_array()
-                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
-        })
-        .unwrap_or_default()
+    sw.channel_distributing()
 }
 
 fn wait(secs: f64, mut ok: impl FnMut() -> bool) -> bool {

@@ -88,14 +88,7 @@ fn vs(sw: &Switch) -> Value {
 }
 
 fn distributing(sw: &Switch) -> Vec<bool> {
-    sw.try_show_json(&["show", "port-channel"])
-        .ok()
-        .and_then(|v| {
-            v[0]["members"]
-                .as_array()
-                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
-        })
-        .unwrap_or_default()
+    sw.channel_distributing()
 }
 
 fn ovs_enabled(ovs: &Ovs) -> usize {

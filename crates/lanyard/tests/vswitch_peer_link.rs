@@ -265,14 +265,7 @@ port-channels:
 
 /// Which members of the access switch's channel distribute.
 fn access_members(sw: &Switch) -> Vec<bool> {
-    sw.try_show_json(&["show", "port-channel"])
-        .ok()
-        .and_then(|v| {
-            v[0]["members"]
-                .as_array()
-                .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
-        })
-        .unwrap_or_default()
+    sw.channel_distributing()
 }
 
 /// `n` frames over [`FLOWS`] flows from `from` (MAC `src`) to `dst`,

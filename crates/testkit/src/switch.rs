@@ -260,6 +260,19 @@ impl Switch {
         self.try_show_json(args).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Per member of the first port channel, whether it distributes (from
+    /// `show port-channel`; empty if the switch does not answer).
+    pub fn channel_distributing(&self) -> Vec<bool> {
+        self.try_show_json(&["show", "port-channel"])
+            .ok()
+            .and_then(|v| {
+                v[0]["members"]
+                    .as_array()
+                    .map(|ms| ms.iter().map(|m| m["distributing"] == true).collect())
+            })
+            .unwrap_or_default()
+    }
+
     /// The router MAC of routed port (or `vlanN` interface) `port`, from
     /// `show ip interface`.
     pub fn router_mac(&self, port: &str) -> crate::frame::Mac {
