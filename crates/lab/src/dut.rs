@@ -2569,7 +2569,9 @@ done
 
 /// Lanyard's `service-control` section for an inline DUT: sw1 / sw2 a
 /// pair, flow table and classification sized for the lab's streams, two
-/// services (the test frames are UDP to port 0x4C59: `lab` by signature).
+/// services (the test frames are UDP or TCP to port 0x4C59, or ICMP echo
+/// requests whose data starts with the signature's magic "LY": `lab` by
+/// signature, whatever their addresses).
 /// History per second (`bandwidth::INTERVAL_S`): trials last seconds.
 /// UDP flows idle for 10 minutes, not 30 / 120 s: `flows: N` at scale
 /// revisits each flow only every few trials (a full table still evicts
@@ -2585,6 +2587,9 @@ pub const INLINE_YAML: &str = "service-control:
     - {name: lab}
   signatures:
     - {name: lab-udp, service: lab, protocol: udp, ports: \"19545\"}
+    - {name: lab-tcp, service: lab, protocol: tcp, ports: \"19545\"}
+    - {name: lab-icmp, service: lab, protocol: \"1\", payload: LY}
+    - {name: lab-icmpv6, service: lab, protocol: \"58\", payload: LY}
 ";
 
 /// A linux-router DUT's connection tracking (`conntrack: true`): every
