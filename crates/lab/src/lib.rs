@@ -584,6 +584,18 @@ impl<'a> DutRun<'a> {
             salt: self.salt,
         };
         let engine = spec.inline == Some(plan::InlineMode::Engine);
+        // New flows: the engine's flows created over the test (beside
+        // Linux conntrack's `conntrack_added`).
+        let created = |d: &dut::Dut| {
+            d.lanyard_show(&["service-control"])
+                .ok()
+                .and_then(|v| v["flows"]["created"].as_u64())
+        };
+        let created_before = if engine && t.new_flows.on() {
+            created(d)
+        } else {
+            None
+        };
         let primed = if fi == 0 && t.flows > 0 && engine {
             ctx.prime_flows(t, &fs).map(|note| row.notes.push(note))
         } else {
@@ -624,6 +636,13 @@ impl<'a> DutRun<'a> {
             detail_insert(
                 &mut row.detail,
                 "conntrack_added",
+                a.saturating_sub(b).into(),
+            );
+        }
+        if let (Some(b), Some(a)) = (created_before, created(d)) {
+            detail_insert(
+                &mut row.detail,
+                "inline_flows_created",
                 a.saturating_sub(b).into(),
             );
         }
