@@ -569,6 +569,7 @@ impl<'a> DutRun<'a> {
         };
         let before = d.l3_counters();
         let ct_before = d.conntrack_entries();
+        let ct_stats_before = d.conntrack_stats();
         tester.new_flows = t.new_flows;
         // `flows: N`: trials go on through the flow list where the last
         // one (of any frame size) stopped.
@@ -645,6 +646,17 @@ impl<'a> DutRun<'a> {
                 "inline_flows_created",
                 a.saturating_sub(b).into(),
             );
+        }
+        // And what it did when full: unreplied entries evicted for new
+        // ones (early drops), new ones dropped, packets it could not track.
+        if let (Some(b), Some(a)) = (ct_stats_before, d.conntrack_stats()) {
+            for ((k, x), (_, y)) in a.iter().zip(b.iter()) {
+                detail_insert(
+                    &mut row.detail,
+                    &format!("conntrack_{k}"),
+                    x.saturating_sub(*y).into(),
+                );
+            }
         }
         // Flows at scale: what the engine held (and what it refused).
         if t.flows > 0 && engine {

@@ -278,6 +278,16 @@ tests:
             res.sent,
             r.detail
         );
+        if r.dut == "ct" {
+            // Room for all, and every frame trackable (valid checksums).
+            for k in [
+                "conntrack_early_drop",
+                "conntrack_drop",
+                "conntrack_invalid",
+            ] {
+                assert_eq!(r.detail[k].as_u64(), Some(0), "{k}: {:?}", r.detail);
+            }
+        }
         seen += 1;
     }
     assert_eq!(seen, 6);
