@@ -1220,7 +1220,7 @@ impl Plan {
                     return Err(bad(
                         f("frame-sizes"),
                         format!(
-                            "{}: IPv6/UDP with the 18-byte signature needs frames of at least {} bytes, not {z}",
+                            "{}: IPv6 test frames (UDP, TCP or ICMP with the signature) need at least {} bytes, not {z}",
                             fs.label,
                             crate::sig::MIN_FRAME_V6
                         ),
@@ -2063,6 +2063,15 @@ tests:
         ));
         assert!(
             e.contains("'sctp' is not true, false, udp, tcp, icmp or mix"),
+            "{e}"
+        );
+        // TCP and ICMP fit wherever UDP does (the same 26 bytes after the
+        // IP header), and not below.
+        let e = err(&format!(
+            "{head}[{{type: throughput, family: ipv6, new-flows: tcp, frame-sizes: [64]}}]"
+        ));
+        assert!(
+            e.contains("tests[0].frame-sizes: 64: IPv6 test frames (UDP, TCP or ICMP"),
             "{e}"
         );
         let e = err(&format!(
