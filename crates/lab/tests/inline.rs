@@ -279,7 +279,7 @@ tests:
             r.detail
         );
         if r.dut == "ct" {
-            // Room for all, and every frame trackable (valid checksums).
+            // Room for all, and every frame a connection it could track.
             for k in [
                 "conntrack_early_drop",
                 "conntrack_drop",
