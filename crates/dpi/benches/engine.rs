@@ -6,6 +6,9 @@
 //!   first nDPI call — in steady state: flows idle out after 1 ms of the
 //!   benchmark's own clock (1 µs per packet) and the sweep runs every 64
 //!   packets, as a worker's loop would;
+//! - `new_flow/tcp_syn`, `new_flow/icmp`: the same for a new TCP flow's
+//!   SYN (a connection attempt, no payload) and a new ICMP flow's echo
+//!   request (a new identifier each) — the lab's `new-flows: tcp | icmp`;
 //! - `tcp_connection`: a whole short TCP connection (SYN, SYN+ACK, ACK, an
 //!   HTTP request and response, FIN both ways: 7 packets) per element, the
 //!   report's "new connection" — nDPI names it HTTP on the request;
@@ -21,11 +24,14 @@
 //! time: on a shared machine a benchmark that waits for a core would
 //! otherwise count the wait. Cache and memory contention still show.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    black_box, criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput,
+};
 use dpi::engine::{Engine, EngineConfig, Policy, Side};
 use dpi::flow::Timeouts;
 use dpi::ndpi::Ndpi;
-use dpi::packet::{build, ACK, FIN, SYN, TCP, UDP};
+use dpi::packet::{build, ACK, FIN, ICMP, SYN, TCP, UDP};
 use dpi::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,6 +195,27 @@ fn bench(c: &mut Criterion) {
     );
     drop(e);
 
+    // New TCP flows (a SYN each) and new ICMP flows (an echo request with
+    // a new identifier each), from rotating subscribers.
+    let syns: Vec<Vec<u8>> = (0..65_536u32)
+        .map(|i| {
+            let sp = 1024 + (i % 60_000) as u16;
+            build::v4(TCP, sub_addr(i % SUBSCRIBERS), srv, sp, 80, SYN, b"")
+        })
+        .collect();
+    new_flows(&mut g, "new_flow/tcp_syn", &syns);
+    let echoes: Vec<Vec<u8>> = (0..65_536u32)
+        .map(|i| {
+            // Type 8, code 0 where `build::v4` puts the ports; the
+            // identifier and sequence after them (checksum not verified).
+            let mut f = build::v4(ICMP, sub_addr(i % SUBSCRIBERS), srv, 0x0800, 0, 0, &[0; 32]);
+            f[38..40].copy_from_slice(&(i as u16).to_be_bytes());
+            f[40..42].copy_from_slice(&1u16.to_be_bytes());
+            f
+        })
+        .collect();
+    new_flows(&mut g, "new_flow/icmp", &echoes);
+
     // Whole TCP connections.
     let (mut e, db) = engine(short(), 24);
     let view = db.published().load_full();
@@ -303,6 +330,39 @@ fn bench(c: &mut Criterion) {
         e.memory_bytes() >> 20
     );
     g.finish();
+}
+
+/// `name`: the first packet of a new flow from `frames` in turn, in steady
+/// state (flows idle out after 1 ms of the benchmark's clock), as
+/// `new_flow/udp`.
+fn new_flows(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, frames: &[Vec<u8>]) {
+    let (mut e, db) = engine(short(), 24);
+    let view = db.published().load_full();
+    let mut now_us = 10_000u64;
+    let mut k = 0usize;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                now_us += 1;
+                let f = &frames[k % frames.len()];
+                k += 1;
+                black_box(e.process_us(f, Side::Subscriber, &view, now_us));
+                if k.is_multiple_of(64) {
+                    e.sweep(now_us / 1000, 256);
+                }
+            })
+        })
+    });
+    let st = e.stats();
+    eprintln!(
+        "{name}: {} created, by nDPI {}, by guess {}, unknown {}, refused {}",
+        st.engine.flows_created.get(),
+        st.engine.by_ndpi.get(),
+        st.engine.by_guess.get(),
+        st.engine.unknown.get(),
+        st.engine.refused_full.get()
+    );
 }
 
 criterion_group!(benches, bench);

@@ -1055,6 +1055,21 @@ impl Dut {
         .ok()
     }
 
+    /// A conntrack DUT's connection-tracking statistics: `early_drop`
+    /// (unreplied entries dropped to make room for a new connection in a
+    /// full table), `drop` (new connections dropped: no room) and
+    /// `invalid` (packets it could not track), summed over CPUs; None for
+    /// other DUTs. The table's growth ([`Dut::conntrack_entries`]) stops
+    /// at `nf_conntrack_max`; early drops go on. (The `insert` column
+    /// stays 0 on this kernel.)
+    pub fn conntrack_stats(&self) -> Option<[(&'static str, u64); 3]> {
+        if self.spec.conntrack != Some(true) {
+            return None;
+        }
+        let text = run_in(&self.topo.dut, "cat", &["/proc/net/stat/nf_conntrack"]).ok()?;
+        parse_conntrack_stats(&text)
+    }
+
     fn start_ovs(&mut self) -> Result<(), LabError> {
         let ns = self.topo.dut.clone();
         let dir = self.topo.tmp.join("ovs");
@@ -2569,7 +2584,9 @@ done
 
 /// Lanyard's `service-control` section for an inline DUT: sw1 / sw2 a
 /// pair, flow table and classification sized for the lab's streams, two
-/// services (the test frames are UDP to port 0x4C59: `lab` by signature).
+/// services (the test frames are UDP or TCP to port 0x4C59, or ICMP echo
+/// requests whose data starts with the signature's magic "LY": `lab` by
+/// signature, whatever their addresses).
 /// History per second (`bandwidth::INTERVAL_S`): trials last seconds.
 /// UDP flows idle for 10 minutes, not 30 / 120 s: `flows: N` at scale
 /// revisits each flow only every few trials (a full table still evicts
@@ -2585,6 +2602,9 @@ pub const INLINE_YAML: &str = "service-control:
     - {name: lab}
   signatures:
     - {name: lab-udp, service: lab, protocol: udp, ports: \"19545\"}
+    - {name: lab-tcp, service: lab, protocol: tcp, ports: \"19545\"}
+    - {name: lab-icmp, service: lab, protocol: \"1\", payload: LY}
+    - {name: lab-icmpv6, service: lab, protocol: \"58\", payload: LY}
 ";
 
 /// A linux-router DUT's connection tracking (`conntrack: true`): every
@@ -2597,6 +2617,26 @@ pub const CONNTRACK_NFT: &str = "table inet lab {
   }
 }
 ";
+
+/// `early_drop`, `drop` and `invalid` of `/proc/net/stat/nf_conntrack`
+/// (a header line, then one line of hex counters per CPU), summed; None
+/// if a column is missing.
+pub fn parse_conntrack_stats(text: &str) -> Option<[(&'static str, u64); 3]> {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next()?.split_whitespace().collect();
+    let mut out = [("early_drop", 0), ("drop", 0), ("invalid", 0)];
+    let cols: Vec<usize> = out
+        .iter()
+        .map(|(k, _)| head.iter().position(|h| h == k))
+        .collect::<Option<_>>()?;
+    for l in lines {
+        let v: Vec<&str> = l.split_whitespace().collect();
+        for (o, &c) in out.iter_mut().zip(&cols) {
+            o.1 += u64::from_str_radix(v.get(c)?, 16).ok()?;
+        }
+    }
+    Some(out)
+}
 
 /// [`INLINE_YAML`] with a flow-table capacity of `flows` (the DUT's
 /// `inline-flows`; None: the default 65,536).
@@ -2713,6 +2753,24 @@ fn lanyard_backend(port_type: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conntrack_statistics_sum_over_cpus() {
+        let text = "entries  clashres found new invalid ignore delete chainlength insert insert_failed drop early_drop icmp_error  expect_new expect_create expect_delete search_restart
+00000010  00000000 00000000 00000000 00000003 00000000 00000000 00000000 000000ff 00000000 00000001 00000010 00000000  00000000 00000000 00000000 00000000
+00000000  00000000 00000000 00000000 00000001 00000000 00000000 00000000 00000101 00000000 00000000 00000002 00000000  00000000 00000000 00000000 00000000
+";
+        assert_eq!(
+            parse_conntrack_stats(text),
+            Some([("early_drop", 0x12), ("drop", 1), ("invalid", 4)])
+        );
+        assert_eq!(parse_conntrack_stats("entries insert\n0 1\n"), None);
+        assert_eq!(
+            parse_conntrack_stats("early_drop drop invalid\n0 1 zz\n"),
+            None
+        );
+        assert_eq!(parse_conntrack_stats(""), None);
+    }
 
     #[test]
     fn lanyard_accepts_the_inline_pair() {

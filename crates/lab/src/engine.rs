@@ -12,8 +12,9 @@ use crate::hist::{Histogram, LatencyStats};
 use crate::netns::{in_netns, interrupted};
 use crate::pktsock::{poll_any, PacketSocket, RxBufs, BATCH};
 use crate::sig::{
-    build_headers, build_l2_tagged, build_l3_tagged, finish, finish_tagged, locate, mac_add,
-    mono_ns, neighbour_reply, Arrival, Mac, Signature, L3, MIN_FRAME_V6, SIG_LEN,
+    build_headers, build_l2_tagged, build_l3_tagged, finish, finish_tagged, locate_at, mac_add,
+    mono_ns, neighbour_reply, write_transport, Arrival, FlowProto, Mac, NewFlows, Signature, L3,
+    MIN_FRAME_V6, SIG_LEN,
 };
 use crate::LabError;
 use serde::Serialize;
@@ -296,13 +297,16 @@ pub struct Tester {
     /// DUT converges, and the frames due then go out late, after it
     /// converged, hiding the loss. Costs latency accuracy (≤ 100 µs).
     pub gentle: bool,
-    /// Every layer-3 frame a new flow: its UDP source port is derived from
-    /// the frame's sequence number and the trial's nonce (the destination
-    /// port, which the analyzer and the inline engine's `lab` signature
-    /// key on, stays [`crate::sig::UDP_PORT`]). Distinct within a trial for
-    /// `addresses × 64,512` frames, and shifted per trial. For new-flow
-    /// rates through a flow-keyed DUT (`new-flows: true`, docs/lab.md).
-    pub new_flows: bool,
+    /// Every layer-3 frame a new flow of this transport (UDP, a TCP SYN,
+    /// an ICMP echo request, or the three in turn): its source port or
+    /// echo identifier is derived from the frame's sequence number and the
+    /// trial's nonce (a UDP / TCP destination port, which the analyzer and
+    /// the inline engine's `lab` signature key on, stays
+    /// [`crate::sig::UDP_PORT`]; layouts: [`crate::sig::write_transport`]).
+    /// Distinct within a trial for `addresses × 64,512` frames, and
+    /// shifted per trial. For new-flow rates through a flow-keyed DUT
+    /// (`new-flows:`, docs/lab.md).
+    pub new_flows: NewFlows,
     /// Where in its layer-3 address list each stream starts (frame `seq`
     /// uses entry `(l3_offset + seq) % len`); advanced by every trial
     /// while set, so that trials shorter than the list (`flows: N`,
@@ -393,7 +397,7 @@ impl Tester {
             .collect();
         Ok(Tester {
             gentle: false,
-            new_flows: false,
+            new_flows: NewFlows::Off,
             l3_offset: None,
             pin: None,
             hosts,
@@ -858,7 +862,7 @@ fn tx_loop(
     nonce: u16,
     ctl: &TrialControl,
     gentle: bool,
-    new_flows: bool,
+    new_flows: NewFlows,
     l3_offset: u64,
 ) -> Result<TxOut, LabError> {
     let (sleep_over, sleep_margin) = if gentle {
@@ -981,29 +985,17 @@ fn tx_loop(
             let vid = s
                 .vlan
                 .map(|(first, n)| first + (q % n.max(1) as u32) as u16);
-            let (len, off) = match (vid, l3) {
-                (Some(v), None) => build_l2_tagged(buf, size, dst, src, v),
-                (Some(v), Some(a)) => build_l3_tagged(buf, size, dst, src, a, v),
-                (None, _) => build_headers(buf, size, dst, src, l3),
+            let new_flow = match (new_flows.proto(q), &s.l3) {
+                (Some(proto), Some(v)) => Some((proto, new_flow_id(q / v.len() as u32, nonce))),
+                _ => None,
             };
-            if new_flows {
-                if let Some(v) = &s.l3 {
-                    new_flow_port(buf, off, q / v.len() as u32, nonce);
-                }
-            }
-            Signature {
+            let sg = Signature {
                 nonce,
                 stream: si as u16,
                 seq: q,
                 ts,
-            }
-            .encode(&mut buf[off..off + SIG_LEN]);
-            if vid.is_some() {
-                finish_tagged(buf, l3);
-            } else {
-                finish(buf, l3);
-            }
-            lens[k] = len;
+            };
+            lens[k] = build_frame(buf, size, dst, src, l3, vid, new_flow, &sg);
         }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
         for k in 0..burst {
@@ -1067,15 +1059,48 @@ fn tx_loop(
     })
 }
 
-/// The UDP source port of a new-flow frame (`Tester::new_flows`): `round`
-/// counts the passes over the stream's addresses, so (address, port) is
-/// new for 64,512 passes; the nonce shifts each trial's sequence. The
-/// UDP header is the 8 bytes before the signature (`off`); an IPv6 frame's
-/// checksum is computed afterwards by `finish`, IPv4's is zero.
+/// Write one test frame of `size` bytes carrying `sg` into `buf` and
+/// return its length: layer 2 without `l3`, tagged with `vid`; a layer-3
+/// frame is UDP unless `new_flow` gives its transport and flow id
+/// ([`write_transport`]).
 #[inline]
-fn new_flow_port(buf: &mut [u8], off: usize, round: u32, nonce: u16) {
-    let port = 1024 + (round.wrapping_add(u32::from(nonce).wrapping_mul(7919)) % 64_512) as u16;
-    buf[off - 8..off - 6].copy_from_slice(&port.to_be_bytes());
+#[allow(clippy::too_many_arguments)]
+fn build_frame(
+    buf: &mut [u8],
+    size: u16,
+    dst: Mac,
+    src: Mac,
+    l3: Option<&L3>,
+    vid: Option<u16>,
+    new_flow: Option<(FlowProto, u16)>,
+    sg: &Signature,
+) -> usize {
+    let (len, off) = match (vid, l3) {
+        (Some(v), None) => build_l2_tagged(buf, size, dst, src, v),
+        (Some(v), Some(a)) => build_l3_tagged(buf, size, dst, src, a, v),
+        (None, _) => build_headers(buf, size, dst, src, l3),
+    };
+    match (new_flow, l3) {
+        (Some((proto, flow)), Some(a)) => write_transport(buf, len, off, a, proto, flow, sg),
+        _ => {
+            sg.encode(&mut buf[off..off + SIG_LEN]);
+            if vid.is_some() {
+                finish_tagged(buf, l3);
+            } else {
+                finish(buf, l3);
+            }
+        }
+    }
+    len
+}
+
+/// The UDP / TCP source port or ICMP echo identifier of a new-flow frame
+/// (`Tester::new_flows`): `round` counts the passes over the stream's
+/// addresses, so (address, port) is new for 64,512 passes; the nonce
+/// shifts each trial's sequence.
+#[inline]
+fn new_flow_id(round: u32, nonce: u16) -> u16 {
+    1024 + (round.wrapping_add(u32::from(nonce).wrapping_mul(7919)) % 64_512) as u16
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1108,7 +1133,7 @@ fn rx_loop(
             let now = mono_ns();
             for i in 0..n {
                 let frame = bufs.frame(i);
-                let Some((sg, ip)) = locate(frame) else {
+                let Some((sg, ip)) = locate_at(frame, now) else {
                     if let Some(h) = hosts.get(p) {
                         if let Some(n) = neighbour_reply(frame, h.mac, h.ip, h.ip6, &mut reply) {
                             let _ = tx[p].send_batch(&[&reply[..n]]);
@@ -1201,4 +1226,109 @@ fn rx_loop(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sig::{host_ip, host_ip6};
+
+    /// The generator's new-flow frames through the inline engine, in
+    /// memory, with the lab DUT's own service-control section: every TCP
+    /// SYN, ICMP echo request and UDP frame is a new flow of the `lab`
+    /// service, decided by its signature at the first packet.
+    #[test]
+    fn each_new_flow_frame_is_one_lab_flow_in_the_engine() {
+        use dpi::engine::{Engine, EngineConfig, Side};
+        use dpi::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
+        let text = format!(
+            "switch:\n  name: lab\nports:\n  - name: sw1\n  - name: sw2\n{}",
+            crate::dut::INLINE_YAML
+        );
+        let cfg = config::parse(&text, "inline.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let sc = cfg.service_control.expect("service-control");
+        let ndpi = dpi::ndpi::Ndpi::new().unwrap();
+        let policy = Arc::new(sc.policy(&ndpi).unwrap());
+        drop(ndpi);
+        let lab = usize::from(policy.services.id("lab").unwrap());
+        let mut e = Engine::new(
+            EngineConfig {
+                flows: 8192,
+                timeouts: sc.timeouts(),
+                ..EngineConfig::default()
+            },
+            policy,
+        )
+        .unwrap();
+        let mut db = SubscriberDb::new(4);
+        for (id, p) in [("lab-4", "0.0.0.0/0"), ("lab-6", "::/0")] {
+            db.upsert(
+                Subscriber {
+                    id: id.into(),
+                    package: Package::Gold,
+                    quota_bytes: None,
+                    prefixes: vec![Prefix::parse(p).unwrap()],
+                    limits: Default::default(),
+                },
+                false,
+            )
+            .unwrap();
+        }
+        db.publish();
+        let view = db.published().load_full();
+        // Two addresses per stream, as a stream cycles over its routes:
+        // frame q goes to address q % 2 from port (or echo id) q / 2, so
+        // every frame is a new flow. Each round its own addresses.
+        let addr = |v6: bool, round: u8, k: u8| {
+            if v6 {
+                let mut d = host_ip6(1);
+                d[14] = round;
+                d[15] = k;
+                L3::V6 {
+                    src: host_ip6(0),
+                    dst: d,
+                }
+            } else {
+                L3::V4 {
+                    src: host_ip(0),
+                    dst: [198, 19, round, k],
+                }
+            }
+        };
+        let n = 600u32;
+        let mut buf = vec![0u8; 2048];
+        let mut now_us = 1_000_000;
+        let mut want = 0;
+        let mut round = 0;
+        for (v6, size) in [(false, 64u16), (true, 84), (false, 512)] {
+            for mode in [NewFlows::Tcp, NewFlows::Icmp, NewFlows::Mix, NewFlows::Udp] {
+                round += 1;
+                let addrs = [addr(v6, round, 1), addr(v6, round, 2)];
+                let before = e.stats().services[lab].flows.get();
+                for q in 0..n {
+                    let flow = mode
+                        .proto(q)
+                        .map(|p| (p, new_flow_id(q / addrs.len() as u32, 77)));
+                    let sg = Signature {
+                        nonce: 77,
+                        stream: 0,
+                        seq: q,
+                        ts: 5,
+                    };
+                    let a = Some(&addrs[q as usize % 2]);
+                    let len = build_frame(&mut buf, size, [2; 6], [4; 6], a, None, flow, &sg);
+                    now_us += 1;
+                    e.process_us(&buf[..len], Side::Subscriber, &view, now_us);
+                }
+                let created = e.stats().services[lab].flows.get() - before;
+                assert_eq!(created, u64::from(n), "v6 {v6} {size} {mode:?}");
+                want += u64::from(n);
+            }
+        }
+        let s = e.stats();
+        assert_eq!(s.engine.flows_created.get(), want);
+        assert_eq!(s.engine.by_signature.get(), want);
+        assert_eq!(s.engine.refused_full.get(), 0);
+        assert_eq!(s.engine.no_subscriber.get(), 0);
+    }
 }

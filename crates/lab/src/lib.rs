@@ -569,6 +569,7 @@ impl<'a> DutRun<'a> {
         };
         let before = d.l3_counters();
         let ct_before = d.conntrack_entries();
+        let ct_stats_before = d.conntrack_stats();
         tester.new_flows = t.new_flows;
         // `flows: N`: trials go on through the flow list where the last
         // one (of any frame size) stopped.
@@ -584,6 +585,18 @@ impl<'a> DutRun<'a> {
             salt: self.salt,
         };
         let engine = spec.inline == Some(plan::InlineMode::Engine);
+        // New flows: the engine's flows created over the test (beside
+        // Linux conntrack's `conntrack_added`).
+        let created = |d: &dut::Dut| {
+            d.lanyard_show(&["service-control"])
+                .ok()
+                .and_then(|v| v["flows"]["created"].as_u64())
+        };
+        let created_before = if engine && t.new_flows.on() {
+            created(d)
+        } else {
+            None
+        };
         let primed = if fi == 0 && t.flows > 0 && engine {
             ctx.prime_flows(t, &fs).map(|note| row.notes.push(note))
         } else {
@@ -626,6 +639,24 @@ impl<'a> DutRun<'a> {
                 "conntrack_added",
                 a.saturating_sub(b).into(),
             );
+        }
+        if let (Some(b), Some(a)) = (created_before, created(d)) {
+            detail_insert(
+                &mut row.detail,
+                "inline_flows_created",
+                a.saturating_sub(b).into(),
+            );
+        }
+        // And what it did when full: unreplied entries evicted for new
+        // ones (early drops), new ones dropped, packets it could not track.
+        if let (Some(b), Some(a)) = (ct_stats_before, d.conntrack_stats()) {
+            for ((k, x), (_, y)) in a.iter().zip(b.iter()) {
+                detail_insert(
+                    &mut row.detail,
+                    &format!("conntrack_{k}"),
+                    x.saturating_sub(*y).into(),
+                );
+            }
         }
         // Flows at scale: what the engine held (and what it refused).
         if t.flows > 0 && engine {

@@ -1,5 +1,6 @@
 //! Plan files (YAML): which DUTs, which tests. See `docs/lab.md`.
 
+use crate::sig::NewFlows;
 use crate::LabError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -727,11 +728,13 @@ pub struct TestSpec {
     /// stream per VLAN, each with its own outage).
     #[serde(default)]
     pub vlans: Option<u16>,
-    /// Layer-3 rate tests: every frame a new flow (UDP source port from
-    /// the frame's sequence number; docs/lab.md "New-flow rate"), so the
+    /// Layer-3 rate tests: every frame a new flow (`true` or `udp`: UDP
+    /// source port from the frame's sequence number; `tcp`: a SYN from a
+    /// new source port; `icmp`: an echo request with a new identifier;
+    /// `mix`: the three in turn; docs/lab.md "New-flow rate"), so the
     /// zero-loss rate through a flow-keyed DUT is its new-flow rate.
     #[serde(default)]
-    pub new_flows: Option<bool>,
+    pub new_flows: Option<NewFlowsSpec>,
     /// Layer-3 rate tests through DUTs that do not route (inline, bridge,
     /// wire): frames cycle over this many bidirectional flows between
     /// subscriber and server addresses (docs/lab.md "Flows and
@@ -804,6 +807,16 @@ pub struct Multicast {
     pub leave_wait: f64,
     /// Nominal port speed, Mbit/s.
     pub line_rate_mbps: f64,
+}
+
+/// `new-flows:` as written: a boolean (`true` = UDP) or a transport name.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum NewFlowsSpec {
+    /// `true` (UDP) or `false` (off).
+    On(bool),
+    /// `udp`, `tcp`, `icmp` or `mix`.
+    Proto(String),
 }
 
 /// A test with defaults applied and checked.
@@ -887,8 +900,9 @@ pub struct Test {
     /// 802.1Q-tagged frames over this many VLANs from [`FIRST_VLAN`]
     /// (0: untagged).
     pub vlans: u16,
-    /// Every frame a new flow (layer 3 only; `Tester::new_flows`).
-    pub new_flows: bool,
+    /// Every frame a new flow of this transport (layer 3 only;
+    /// `Tester::new_flows`).
+    pub new_flows: NewFlows,
     /// Bidirectional flows the frames cycle over (0: the route-sampled
     /// addresses; `crate::flowset`).
     pub flows: u32,
@@ -1206,7 +1220,7 @@ impl Plan {
                     return Err(bad(
                         f("frame-sizes"),
                         format!(
-                            "{}: IPv6/UDP with the 18-byte signature needs frames of at least {} bytes, not {z}",
+                            "{}: IPv6 test frames (UDP, TCP or ICMP with the signature) need at least {} bytes, not {z}",
                             fs.label,
                             crate::sig::MIN_FRAME_V6
                         ),
@@ -1391,8 +1405,17 @@ impl Plan {
             }
             Some(n) => n,
         };
-        let new_flows = t.new_flows.unwrap_or(false);
-        if new_flows {
+        let new_flows = match &t.new_flows {
+            None | Some(NewFlowsSpec::On(false)) => NewFlows::Off,
+            Some(NewFlowsSpec::On(true)) => NewFlows::Udp,
+            Some(NewFlowsSpec::Proto(p)) => NewFlows::parse(p).ok_or_else(|| {
+                bad(
+                    f("new-flows"),
+                    format!("'{p}' is not true, false, udp, tcp, icmp or mix"),
+                )
+            })?,
+        };
+        if new_flows.on() {
             if !t.kind.is_port_pair_rate() || t.kind == TestKind::Disruption {
                 return Err(bad(
                     f("new-flows"),
@@ -1403,11 +1426,11 @@ impl Plan {
             if !l3 {
                 return Err(bad(
                     f("new-flows"),
-                    "needs layer-3 frames (layer: 3, family: ipv6 or routes: N): flows are UDP",
+                    "needs layer-3 frames (layer: 3, family: ipv6 or routes: N)",
                 ));
             }
         }
-        let (flows, subscribers, prime_rate) = self.flow_set(i, t, layer, new_flows)?;
+        let (flows, subscribers, prime_rate) = self.flow_set(i, t, layer, new_flows.on())?;
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -2004,22 +2027,57 @@ tests:
   - {type: throughput, layer: 3, routes: 100, new-flows: true, frame-sizes: [64]}
   - {type: latency, rate: 10, family: ipv6, frame-sizes: [128], new-flows: true}
   - {type: throughput, layer: 3}
+  - {type: throughput, layer: 3, new-flows: tcp, frame-sizes: [64]}
+  - {type: frame-loss, family: ipv6, new-flows: icmp, frame-sizes: [84]}
+  - {type: back-to-back, layer: 3, new-flows: mix}
+  - {type: throughput, layer: 3, new-flows: udp}
+  - {type: throughput, layer: 3, new-flows: false}
 ",
         )
         .unwrap();
-        assert!(p.test(0).unwrap().new_flows);
-        assert!(p.test(1).unwrap().new_flows);
-        assert!(!p.test(2).unwrap().new_flows);
+        let nf = |i| p.test(i).unwrap().new_flows;
+        assert_eq!(nf(0), NewFlows::Udp);
+        assert_eq!(nf(1), NewFlows::Udp);
+        assert_eq!(nf(2), NewFlows::Off);
+        assert_eq!(nf(3), NewFlows::Tcp);
+        assert_eq!(nf(4), NewFlows::Icmp);
+        assert_eq!(nf(5), NewFlows::Mix);
+        assert_eq!(nf(6), NewFlows::Udp);
+        assert_eq!(nf(7), NewFlows::Off);
         let head = "name: t\nduts: [{name: l, driver: lanyard}]\ntests: ";
         for test in [
             "[{type: throughput, new-flows: true}]",
+            "[{type: throughput, new-flows: tcp}]",
             "[{type: throughput, layer: 2, new-flows: true}]",
+            "[{type: throughput, layer: 2, new-flows: icmp}]",
             "[{type: multicast, new-flows: true}]",
             "[{type: disruption, layer: 3, rate: 10, new-flows: true, commands: [{at: 1, run: x}]}]",
+            "[{type: throughput, layer: 3, new-flows: sctp}]",
+            "[{type: throughput, layer: 3, new-flows: TCP}]",
         ] {
             let e = err(&format!("{head}{test}"));
             assert!(e.contains("tests[0].new-flows"), "{test}: {e}");
         }
+        let e = err(&format!(
+            "{head}[{{type: throughput, layer: 3, new-flows: sctp}}]"
+        ));
+        assert!(
+            e.contains("'sctp' is not true, false, udp, tcp, icmp or mix"),
+            "{e}"
+        );
+        // TCP and ICMP fit wherever UDP does (the same 26 bytes after the
+        // IP header), and not below.
+        let e = err(&format!(
+            "{head}[{{type: throughput, family: ipv6, new-flows: tcp, frame-sizes: [64]}}]"
+        ));
+        assert!(
+            e.contains("tests[0].frame-sizes: 64: IPv6 test frames (UDP, TCP or ICMP"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{head}[{{type: throughput, layer: 3, new-flows: tcp, flows: 10}}]"
+        ));
+        assert!(e.contains("tests[0].flows: not with new-flows"), "{e}");
     }
 
     #[test]

@@ -62,8 +62,9 @@ impl Signature {
     }
 }
 
-/// Find and decode the signature of a received frame (layer-2 lab frame or
-/// IPv4/IPv6 UDP to the lab port, with up to two VLAN tags).
+/// Find and decode the signature of a received frame (layer-2 lab frame,
+/// IPv4/IPv6 UDP to the lab port, or a new-flow TCP SYN / ICMP echo
+/// request, with up to two VLAN tags).
 #[inline]
 pub fn find_signature(frame: &[u8]) -> Option<Signature> {
     locate(frame).map(|(s, _)| s)
@@ -73,6 +74,15 @@ pub fn find_signature(frame: &[u8]) -> Option<Signature> {
 /// (0 for a layer-2 lab frame).
 #[inline]
 pub fn locate(frame: &[u8]) -> Option<(Signature, usize)> {
+    locate_at(frame, mono_ns())
+}
+
+/// [`locate`] for a frame received at `now` (`CLOCK_MONOTONIC` ns): a
+/// TCP test frame carries only the low 48 bits of its transmit time
+/// ([`write_transport`]), completed from `now` (exact while the frame
+/// is younger than 78 hours).
+#[inline]
+pub fn locate_at(frame: &[u8], now: u64) -> Option<(Signature, usize)> {
     let mut off = 12;
     loop {
         if frame.len() < off + 2 {
@@ -87,17 +97,28 @@ pub fn locate(frame: &[u8]) -> Option<(Signature, usize)> {
             }
             ETHERTYPE_LAB => return Signature::decode(&frame[ip..]).map(|s| (s, 0)),
             0x0800 => {
-                if frame.len() < ip + 20 || frame[ip + 9] != 17 {
+                if frame.len() < ip + 20 {
                     return None;
                 }
-                ip + ((frame[ip] & 0x0f) as usize) * 4
+                let l4 = ip + ((frame[ip] & 0x0f) as usize) * 4;
+                match frame[ip + 9] {
+                    17 => l4,
+                    6 => return tcp_signature(frame, l4, now).map(|s| (s, ip)),
+                    1 => return icmp_signature(frame, l4, 8).map(|s| (s, ip)),
+                    _ => return None,
+                }
             }
             // No extension headers: UDP right after the fixed header.
             0x86dd => {
-                if frame.len() < ip + 40 || frame[ip + 6] != 17 {
+                if frame.len() < ip + 40 {
                     return None;
                 }
-                ip + 40
+                match frame[ip + 6] {
+                    17 => ip + 40,
+                    6 => return tcp_signature(frame, ip + 40, now).map(|s| (s, ip)),
+                    58 => return icmp_signature(frame, ip + 40, 128).map(|s| (s, ip)),
+                    _ => return None,
+                }
             }
             _ => return None,
         };
@@ -107,6 +128,37 @@ pub fn locate(frame: &[u8]) -> Option<(Signature, usize)> {
         }
         return Signature::decode(&frame[udp + 8..]).map(|s| (s, ip));
     }
+}
+
+/// The signature of a new-flow TCP SYN whose header starts at `tcp`
+/// (layout: [`write_transport`]).
+#[inline]
+fn tcp_signature(frame: &[u8], tcp: usize, now: u64) -> Option<Signature> {
+    let h = frame.get(tcp..tcp + TCP_LEN + TCP_TS_LEN)?;
+    let be16 = |i: usize| u16::from_be_bytes([h[i], h[i + 1]]);
+    // Destination port, a bare 20-byte header and SYN alone.
+    if be16(2) != UDP_PORT || h[12] != 0x50 || h[13] != TCP_SYN {
+        return None;
+    }
+    let mut ts = [0u8; 8];
+    ts[2..].copy_from_slice(&h[TCP_LEN..TCP_LEN + TCP_TS_LEN]);
+    let low = u64::from_be_bytes(ts);
+    Some(Signature {
+        nonce: be16(14),
+        stream: be16(18),
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ts: now.wrapping_sub(now.wrapping_sub(low) & TS48_MASK),
+    })
+}
+
+/// The signature of an ICMP (`echo` 8) or ICMPv6 (`echo` 128) echo
+/// request whose header starts at `icmp`: right after its 8-byte header.
+#[inline]
+fn icmp_signature(frame: &[u8], icmp: usize, echo: u8) -> Option<Signature> {
+    if frame.get(icmp) != Some(&echo) {
+        return None;
+    }
+    Signature::decode(frame.get(icmp + 8..)?)
 }
 
 /// What a routed test frame must look like when it arrives: destination
@@ -194,6 +246,168 @@ pub enum L3 {
 /// Smallest IPv6/UDP frame (with FCS) that carries the signature:
 /// 14 + 40 + 8 + 18 + 4 bytes.
 pub const MIN_FRAME_V6: u16 = 84;
+
+/// Transport of the frames of a new-flow test (`new-flows:` in a plan;
+/// docs/lab.md "New-flow rate"): every layer-3 frame a new flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NewFlows {
+    /// Off: the frames of a stream repeat its flows.
+    #[default]
+    Off,
+    /// UDP, a new source port per frame (`new-flows: true`).
+    Udp,
+    /// TCP SYNs (connection attempts), a new source port per frame.
+    Tcp,
+    /// ICMP / ICMPv6 echo requests, a new identifier per frame.
+    Icmp,
+    /// UDP, TCP and ICMP in turn, frame by frame.
+    Mix,
+}
+
+impl NewFlows {
+    /// The plan's spelling (`udp`, `tcp`, `icmp`, `mix`), or None.
+    pub fn parse(s: &str) -> Option<NewFlows> {
+        Some(match s {
+            "udp" => NewFlows::Udp,
+            "tcp" => NewFlows::Tcp,
+            "icmp" => NewFlows::Icmp,
+            "mix" => NewFlows::Mix,
+            _ => return None,
+        })
+    }
+
+    /// True unless [`NewFlows::Off`].
+    pub fn on(self) -> bool {
+        self != NewFlows::Off
+    }
+
+    /// The transport of frame `seq` of a stream (None: off).
+    #[inline]
+    pub fn proto(self, seq: u32) -> Option<FlowProto> {
+        match self {
+            NewFlows::Off => None,
+            NewFlows::Udp => Some(FlowProto::Udp),
+            NewFlows::Tcp => Some(FlowProto::Tcp),
+            NewFlows::Icmp => Some(FlowProto::Icmp),
+            NewFlows::Mix => {
+                Some([FlowProto::Udp, FlowProto::Tcp, FlowProto::Icmp][seq as usize % 3])
+            }
+        }
+    }
+}
+
+/// Transport of one layer-3 test frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowProto {
+    /// UDP to [`UDP_PORT`], the signature first in the payload.
+    Udp,
+    /// A TCP SYN to port [`UDP_PORT`] (layout: [`write_transport`]).
+    Tcp,
+    /// An ICMP / ICMPv6 echo request, the signature first in its data.
+    Icmp,
+}
+
+/// A TCP header without options.
+const TCP_LEN: usize = 20;
+/// The TCP test frame's payload: the low 48 bits of the transmit time.
+const TCP_TS_LEN: usize = 6;
+const TS48_MASK: u64 = (1 << 48) - 1;
+/// The TCP SYN flag.
+const TCP_SYN: u8 = 0x02;
+
+/// Turn the layer-3 UDP test frame `buf[..len]` (from [`build_headers`] or
+/// [`build_l3_tagged`]; signature at `off`) into `proto` carrying `sg`,
+/// with every checksum valid; `flow` is its UDP / TCP source port or ICMP
+/// echo identifier (the new-flow key). The frame keeps its length: each
+/// transport's header and signature take the 26 bytes after the IP
+/// header, so the smallest sizes (64 bytes IPv4, 84 IPv6) hold all three:
+///
+/// - UDP: source port `flow`, then as [`Signature::encode`] and [`finish`];
+/// - TCP: a SYN (no options) from port `flow` to [`UDP_PORT`] whose
+///   sequence number is the signature's, window its nonce, urgent pointer
+///   (ignored without URG) its stream, and 6 bytes of data the low 48
+///   bits of its transmit time (the magic is the destination port);
+/// - ICMP: an echo request (ICMPv6 for IPv6), identifier `flow`, sequence
+///   the low 16 bits of the signature's, data the signature.
+///
+/// Checksums are summed over those 26 bytes only: the rest of the payload
+/// must be zeros, as [`finish`] assumes too (the generator's buffers hold
+/// one family and layout per trial, and nothing is written past them).
+#[inline]
+pub fn write_transport(
+    buf: &mut [u8],
+    len: usize,
+    off: usize,
+    l3: &L3,
+    proto: FlowProto,
+    flow: u16,
+    sg: &Signature,
+) {
+    let l4 = off - 8;
+    let v6 = matches!(l3, L3::V6 { .. });
+    let ip = if v6 { l4 - 40 } else { l4 - 20 };
+    let l4_len = (len - l4) as u32;
+    let (num, pseudo) = match (proto, v6) {
+        (FlowProto::Udp, _) => {
+            buf[l4..l4 + 2].copy_from_slice(&flow.to_be_bytes());
+            sg.encode(&mut buf[off..off + SIG_LEN]);
+            // finish() works on the untagged layout (IP header at 14).
+            finish(&mut buf[ip - 14..], Some(l3));
+            return;
+        }
+        (FlowProto::Tcp, _) => (6u8, true),
+        (FlowProto::Icmp, false) => (1, false),
+        (FlowProto::Icmp, true) => (58, true),
+    };
+    if v6 {
+        buf[ip + 6] = num;
+    } else {
+        buf[ip + 9] = num;
+        buf[ip + 10..ip + 12].fill(0);
+        let c = ip_checksum(&buf[ip..ip + 20]);
+        buf[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    let h = &mut buf[l4..l4 + TCP_LEN + TCP_TS_LEN];
+    if proto == FlowProto::Tcp {
+        h[0..2].copy_from_slice(&flow.to_be_bytes());
+        h[2..4].copy_from_slice(&UDP_PORT.to_be_bytes());
+        h[4..8].copy_from_slice(&sg.seq.to_be_bytes());
+        h[8..12].fill(0);
+        h[12] = 0x50;
+        h[13] = TCP_SYN;
+        h[14..16].copy_from_slice(&sg.nonce.to_be_bytes());
+        h[16..18].fill(0);
+        h[18..20].copy_from_slice(&sg.stream.to_be_bytes());
+        h[20..26].copy_from_slice(&sg.ts.to_be_bytes()[2..]);
+    } else {
+        h[0] = if v6 { 128 } else { 8 };
+        h[1] = 0;
+        h[2..4].fill(0);
+        h[4..6].copy_from_slice(&flow.to_be_bytes());
+        h[6..8].copy_from_slice(&(sg.seq as u16).to_be_bytes());
+        sg.encode(&mut h[8..8 + SIG_LEN]);
+    }
+    let mut s = 0;
+    if pseudo {
+        let addrs = if v6 {
+            ip + 8..ip + 40
+        } else {
+            ip + 12..ip + 20
+        };
+        s = csum_add(s, &buf[addrs]);
+        s = csum_add(s, &l4_len.to_be_bytes());
+        s = csum_add(s, &[0, num]);
+    }
+    s = csum_add(s, &buf[l4..l4 + TCP_LEN + TCP_TS_LEN]);
+    let c = csum_fold(s);
+    let at = if proto == FlowProto::Tcp {
+        l4 + 16
+    } else {
+        l4 + 2
+    };
+    buf[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}
 
 /// TTL / hop limit of the frames the generator sends.
 pub const TTL: u8 = 64;
@@ -544,6 +758,149 @@ mod tests {
         untagged.extend_from_slice(&buf[16..len]);
         assert!(!two.check(&untagged, 14));
         assert_eq!(vlan_host_mac(1, 300), [2, 0x4c, 2, 1, 1, 44]);
+    }
+
+    /// TCP SYNs and ICMP echo requests of every family, tagged or not, at
+    /// the smallest sizes and larger: checksums valid (parsed back with
+    /// the `wire` crate), the engine's flow key is the new port or echo
+    /// identifier, and the analyzer reads the same signature back.
+    #[test]
+    fn new_flow_transports_parse_back_with_valid_checksums() {
+        use wire::ip::IpPair;
+        let sg = Signature {
+            nonce: 0xa1b2,
+            stream: 3,
+            seq: 0x0102_0304,
+            // High bits set: the TCP frame carries 48 of them.
+            ts: 0x00ab_cdef_0123_4567,
+        };
+        let v4 = L3::V4 {
+            src: host_ip(0),
+            dst: [198, 19, 7, 9],
+        };
+        let v6 = L3::V6 {
+            src: host_ip6(0),
+            dst: host_ip6(1),
+        };
+        let mut buf = vec![0u8; 9216];
+        // One buffer for all, as the generator reuses its own: mixed
+        // transports must not leave each other's bytes behind.
+        for (l3, sizes) in [(v4, [64u16, 512, 1518]), (v6, [84, 512, 1518])] {
+            for tagged in [false, true] {
+                for size in sizes {
+                    for proto in [FlowProto::Tcp, FlowProto::Icmp, FlowProto::Udp] {
+                        let size = if tagged { size + 4 } else { size };
+                        let (len, off) = if tagged {
+                            build_l3_tagged(&mut buf, size, [2; 6], [4; 6], &l3, 100)
+                        } else {
+                            build_headers(&mut buf, size, [2; 6], [4; 6], Some(&l3))
+                        };
+                        write_transport(&mut buf, len, off, &l3, proto, 4242, &sg);
+                        let f = &buf[..len];
+                        let what = format!("{l3:?} tagged {tagged} {size} {proto:?}");
+                        assert_eq!(len, size as usize - 4, "{what}");
+                        let ip = if tagged { 18 } else { 14 };
+                        let (pair, num, l4) = match l3 {
+                            L3::V4 { src, dst } => {
+                                let p = wire::ipv4::Packet::new_checked(&f[ip..]).unwrap();
+                                assert!(p.verify_checksum(), "{what}");
+                                let pair = IpPair::V4 {
+                                    src: src.into(),
+                                    dst: dst.into(),
+                                };
+                                (pair, u8::from(p.protocol()), p.payload().to_vec())
+                            }
+                            L3::V6 { src, dst } => {
+                                let p = wire::ipv6::Packet::new_checked(&f[ip..]).unwrap();
+                                let pair = IpPair::V6 {
+                                    src: src.into(),
+                                    dst: dst.into(),
+                                };
+                                (pair, u8::from(p.next_header()), p.payload().to_vec())
+                            }
+                        };
+                        let hl = if let L3::V4 { .. } = l3 { 20 } else { 40 };
+                        assert_eq!(l4.len(), len - ip - hl, "{what}");
+                        match (proto, l3) {
+                            (FlowProto::Tcp, _) => {
+                                assert_eq!(num, 6, "{what}");
+                                let t = wire::tcp::Packet::new_checked(&l4[..]).unwrap();
+                                assert!(t.verify_checksum(&pair), "{what}");
+                                assert_eq!((t.src_port(), t.dst_port()), (4242, UDP_PORT));
+                                assert_eq!(t.flags().0 & 0x3f, 0x02, "SYN alone: {what}");
+                                assert_eq!(t.header_len(), 20);
+                                assert_eq!(t.seq_number(), sg.seq);
+                            }
+                            (FlowProto::Icmp, L3::V4 { .. }) => {
+                                assert_eq!(num, 1, "{what}");
+                                let m = wire::icmp::Packet::new_checked(&l4[..]).unwrap();
+                                assert!(m.verify_checksum(), "{what}");
+                                assert_eq!(m.msg_type(), wire::icmp::Message::EchoRequest);
+                                assert_eq!(m.echo_ident(), 4242);
+                                assert_eq!(m.echo_seq_no(), 0x0304);
+                            }
+                            (FlowProto::Icmp, L3::V6 { .. }) => {
+                                assert_eq!(num, 58, "{what}");
+                                let m = wire::icmpv6::Packet::new_checked(&l4[..]).unwrap();
+                                assert!(m.verify_checksum(&pair), "{what}");
+                                assert_eq!(m.msg_type(), wire::icmpv6::Message::EchoRequest);
+                                assert_eq!(m.echo_ident(), 4242);
+                            }
+                            (FlowProto::Udp, _) => {
+                                assert_eq!(num, 17, "{what}");
+                                let u = wire::udp::Packet::new_checked(&l4[..]).unwrap();
+                                if let L3::V6 { .. } = l3 {
+                                    assert!(u.verify_checksum(&pair), "{what}");
+                                }
+                                assert_eq!(u.src_port(), 4242);
+                            }
+                        }
+                        // The flow the inline engine keys on.
+                        let d = dpi::packet::parse_ethernet(f).unwrap();
+                        assert_eq!(d.tuple.sport, 4242, "{what}");
+                        assert_eq!(d.tuple.proto, num);
+                        if proto == FlowProto::Tcp {
+                            assert_eq!(d.tcp_flags, dpi::packet::SYN);
+                            assert_eq!(d.tuple.dport, UDP_PORT);
+                        }
+                        // The analyzer: the same signature, received 3 µs
+                        // or 5 minutes later.
+                        for late in [3_000, 300_000_000_000] {
+                            assert_eq!(locate_at(f, sg.ts + late), Some((sg, ip)), "{what}");
+                        }
+                        let ok = Arrival {
+                            dst_mac: [2; 6],
+                            ttl: TTL,
+                            vlan: tagged.then_some(100),
+                        };
+                        assert!(ok.check(f, ip), "{what}");
+                    }
+                }
+            }
+        }
+        // Not the lab's: a SYN+ACK, another port, an echo reply.
+        let (len, off) = build_headers(&mut buf, 64, [2; 6], [4; 6], Some(&v4));
+        write_transport(&mut buf, len, off, &v4, FlowProto::Tcp, 7, &sg);
+        buf[47] |= 0x10;
+        assert_eq!(locate_at(&buf[..len], sg.ts), None);
+        buf[47] = 0x02;
+        buf[37] ^= 1;
+        assert_eq!(locate_at(&buf[..len], sg.ts), None);
+        write_transport(&mut buf, len, off, &v4, FlowProto::Icmp, 7, &sg);
+        buf[34] = 0;
+        assert_eq!(locate_at(&buf[..len], sg.ts), None);
+    }
+
+    #[test]
+    fn new_flows_transport_per_frame() {
+        assert_eq!(NewFlows::Off.proto(5), None);
+        assert_eq!(NewFlows::Tcp.proto(5), Some(FlowProto::Tcp));
+        let mix: Vec<_> = (0..4).map(|q| NewFlows::Mix.proto(q).unwrap()).collect();
+        use FlowProto::*;
+        assert_eq!(mix, [Udp, Tcp, Icmp, Udp]);
+        assert_eq!(NewFlows::parse("icmp"), Some(NewFlows::Icmp));
+        assert_eq!(NewFlows::parse("true"), None);
+        assert!(!NewFlows::Off.on() && NewFlows::Mix.on());
     }
 
     #[test]

@@ -223,3 +223,81 @@ tests:
         .unwrap_or(0);
     assert_eq!(most, flows, "{:?}", s.sessions);
 }
+
+/// TCP and ICMP new flows (`new-flows: tcp | icmp | mix`): every frame a
+/// TCP SYN from a new source port or an ICMP echo request with a new
+/// identifier. The analyzer counts them all (no frame lost), the inline
+/// engine creates one flow per frame and Linux conntrack one connection.
+#[test]
+fn tcp_and_icmp_new_flows_are_one_flow_and_one_connection_each() {
+    let _serial = measuring();
+    let Some(bin) = root_and_lanyard() else {
+        return;
+    };
+    if std::process::Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no nft (apt-get install nftables; scripts/setup.sh does)");
+        return;
+    }
+    let (s, out) = run_plan_text(
+        bin,
+        "new-flows-tcp-icmp",
+        "name: new-flows-tcp-icmp
+defaults: {trial-duration: 1.2, drain: 0.3, learn-wait: 0.2}
+duts:
+  - {name: engine, driver: lanyard, workers: 1, inline: engine}
+  - {name: ct, driver: linux-router, conntrack: true}
+tests:
+  - {name: tcp, type: latency, layer: 3, routes: 600, rate: 2000, new-flows: tcp, frame-sizes: [64]}
+  - {name: icmp, type: latency, layer: 3, routes: 600, rate: 2000, new-flows: icmp, frame-sizes: [64]}
+  - {name: mix6, type: latency, family: ipv6, rate: 2000, new-flows: mix, frame-sizes: [84]}
+",
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    let mut seen = 0;
+    for r in &s.results {
+        assert_eq!(r.status, "ok", "{r:?}");
+        let res = &r.trials[0].result;
+        assert!(res.sent > 2000, "{}/{}: {res:?}", r.dut, r.test);
+        assert_eq!(res.received, res.sent, "{}/{}: {res:?}", r.dut, r.test);
+        assert_eq!(res.malformed, 0, "{}/{}: {res:?}", r.dut, r.test);
+        let key = match r.dut.as_str() {
+            "engine" => "inline_flows_created",
+            _ => "conntrack_added",
+        };
+        let n = r.detail[key].as_u64().unwrap_or(u64::MAX);
+        // A few more for neighbour discovery (ICMPv6 flows / entries).
+        assert!(
+            n >= res.sent && n <= res.sent + 10,
+            "{}/{}: {key} {n} for {} new-flow frames: {:?}",
+            r.dut,
+            r.test,
+            res.sent,
+            r.detail
+        );
+        if r.dut == "ct" {
+            // Room for all, and every frame a connection it could track.
+            for k in [
+                "conntrack_early_drop",
+                "conntrack_drop",
+                "conntrack_invalid",
+            ] {
+                assert_eq!(r.detail[k].as_u64(), Some(0), "{k}: {:?}", r.detail);
+            }
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 6);
+    // Every engine flow of the three tests is the `lab` service's (its
+    // signatures: the TCP port, the ICMP data's magic).
+    let engine: Vec<_> = s.sessions.iter().filter(|x| x.dut == "engine").collect();
+    assert!(
+        engine
+            .iter()
+            .all(|x| x.service == "lab" || x.sessions_max == 0),
+        "{engine:?}"
+    );
+}
