@@ -204,6 +204,12 @@ fn restart(
         .unwrap_or_else(|e| e.into_inner())
         .join(";");
     let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
+    // The routed interfaces' twins stay: FRR sees no interface change.
+    let taps = sw
+        .router
+        .as_ref()
+        .map(|r| r.hand_over_taps())
+        .unwrap_or_default();
     // LACP goes on from where it stands: partners keep every member.
     let lacp = sw
         .ha
@@ -219,8 +225,9 @@ fn restart(
         .or_else(|| std::env::current_exe().ok())
         .ok_or("restart: cannot find the binary")?;
     tracing::info!(
-        "restart: {n} addresses and {lacp} LACP members saved, {} sockets handed over, executing {}",
+        "restart: {n} addresses and {lacp} LACP members saved, {} sockets and {} TAP twins handed over, executing {}",
         handed.split(';').filter(|x| !x.is_empty()).count(),
+        taps.split(';').filter(|x| !x.is_empty()).count(),
         exe.display()
     );
     let _ = std::fs::remove_file(&sw.socket);
@@ -250,6 +257,7 @@ fn restart(
                 .unwrap_or_default(),
         )
         .env(HANDOVER_ENV, handed)
+        .env(routing::router::TAP_HANDOVER_ENV, taps)
         .env(VSWITCH_WARM_ENV, if warm { "1" } else { "" })
         .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();

@@ -18,6 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 // these the `libc` version exports.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
+const TUNGETIFF: libc::c_ulong = 0x8004_54d2;
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_TUN_EXCL: libc::c_short = 0x8000_u16 as libc::c_short;
@@ -252,13 +253,72 @@ impl TapPort {
         Ok(port)
     }
 
+    /// Keep this port's descriptor open across `exec` (restart in place)
+    /// and return its number for [`TapPort::adopt`] in the new image: the
+    /// interface, its addresses and its carrier then stay as they are, so
+    /// the routing daemons on it see no change. After this the port must
+    /// not be used.
+    pub fn keep_across_exec(&self) -> Result<RawFd, PortError> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: F_GETFD/F_SETFD on a descriptor we own.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+            return Err(PortError::Os {
+                op: "fcntl(F_SETFD)",
+                err: io::Error::last_os_error(),
+            });
+        }
+        Ok(fd)
+    }
+
+    /// Take over descriptor `fd`, inherited across `exec` from a
+    /// predecessor's [`keep_across_exec`](Self::keep_across_exec): it must
+    /// be a TAP (`TUNGETIFF`, no packet information) named `name`, else it
+    /// is closed and an error says what it was. The descriptor is made
+    /// close-on-exec and non-blocking again. The interface's settings are
+    /// left as they are; [`Port::name`] and [`TapPort::ifindex`] are read
+    /// in the calling thread's namespace (0 if the TAP lives in another).
+    ///
+    /// # Safety
+    /// `fd` must be an open descriptor this process owns and nothing else
+    /// uses or closes.
+    pub unsafe fn adopt(fd: RawFd, name: &str, tx_slots: usize) -> Result<TapPort, PortError> {
+        if tx_slots == 0 {
+            return Err(invalid("tx_slots must be > 0"));
+        }
+        // SAFETY: the caller hands over ownership of an open descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut req = ifreq("");
+        ioctl_ifreq(fd.as_raw_fd(), TUNGETIFF, &mut req).map_err(os("TUNGETIFF"))?;
+        // SAFETY: TUNGETIFF filled the flags member.
+        let flags = unsafe { req.ifr_ifru.ifru_flags };
+        let got = name_of(&req);
+        if flags & (IFF_TAP | IFF_NO_PI) != IFF_TAP | IFF_NO_PI || got != name {
+            return Err(invalid("handed-over descriptor is not the expected TAP"));
+        }
+        // SAFETY: plain fcntl calls on a descriptor we now own.
+        unsafe {
+            let fdf = libc::fcntl(fd.as_raw_fd(), libc::F_GETFD);
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, fdf | libc::FD_CLOEXEC);
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        let mut port = Self::with_fd(fd, got, tx_slots);
+        port.ifindex = link::query(&port.name).map_or(0, |l| l.ifindex);
+        Ok(port)
+    }
+
     fn open(name: &str, extra_flags: libc::c_short, tx_slots: usize) -> Result<TapPort, PortError> {
         let fd = open_tun()?;
         let mut req = ifreq(name);
         req.ifr_ifru.ifru_flags = IFF_TAP | IFF_NO_PI | extra_flags;
         ioctl_ifreq(fd.as_raw_fd(), TUNSETIFF, &mut req).map_err(tunsetiff_err)?;
-        Ok(TapPort {
-            name: name_of(&req),
+        Ok(Self::with_fd(fd, name_of(&req), tx_slots))
+    }
+
+    fn with_fd(fd: OwnedFd, name: String, tx_slots: usize) -> TapPort {
+        TapPort {
+            name,
             ifindex: 0,
             fd,
             tx_buf: vec![0u8; tx_slots * MAX_FRAME_LEN].into_boxed_slice(),
@@ -269,7 +329,7 @@ impl TapPort {
             tx_lent: false,
             rx_spill: [0],
             stats: PortStats::default(),
-        })
+        }
     }
 
     /// Interface index of the TAP (0 if it could not be read at open).

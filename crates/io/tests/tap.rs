@@ -397,3 +397,47 @@ fn full_tx_queue_returns_none_and_bad_lengths_count_errors() {
         assert_eq!(p.recv(&mut b, 0).unwrap(), 0);
     });
 }
+
+/// A restart in place hands the TAP over: `keep_across_exec` clears
+/// close-on-exec, the new image `adopt`s the descriptor by name and the
+/// interface never goes away (same ifindex, addresses and frames still
+/// flow). A descriptor of another TAP, or a wrong name, is refused.
+#[test]
+fn a_tap_handed_over_is_adopted_and_never_goes_away() {
+    let Some(ns) = Netns::with_tun() else { return };
+    ns.enter(|| {
+        let p = ns.tap_with_address("lyt-hand");
+        let before = link::query("lyt-hand").unwrap().ifindex;
+        let fd = p.keep_across_exec().unwrap();
+        // SAFETY: plain F_GETFD on our descriptor.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0, "survives exec");
+        // The old image's port is forgotten, not closed (exec closes
+        // nothing it marked to keep).
+        std::mem::forget(p);
+
+        // A copy under the wrong name is refused (and closed).
+        // SAFETY: dup of our descriptor, handed to adopt which owns it.
+        let wrong = unsafe { TapPort::adopt(libc::dup(fd), "lyt-other", 8) };
+        assert!(wrong.is_err());
+        // SAFETY: `fd` is ours and nothing else uses it from here.
+        let mut q = unsafe { TapPort::adopt(fd, "lyt-hand", 8) }.expect("adopted");
+        assert_eq!(q.name(), "lyt-hand");
+        assert_eq!(q.ifindex(), before, "the same interface");
+        // SAFETY: plain F_GETFD.
+        let flags = unsafe { libc::fcntl(q.rx_fd().unwrap(), libc::F_GETFD) };
+        assert_ne!(flags & libc::FD_CLOEXEC, 0, "close-on-exec again");
+        // The kernel's frames still arrive on the adopted port.
+        let sock = UdpSocket::bind((Ipv4Addr::from(TAP_IP), 0)).unwrap();
+        sock.send_to(b"adopted", (Ipv4Addr::from(PEER_IP), 9999))
+            .unwrap();
+        let f = recv_match(&mut q, |f| ethertype(f) == 0x0800 && f[23] == 17)
+            .expect("UDP datagram through the adopted TAP");
+        assert_eq!(&f[42..49], b"adopted");
+        drop(q);
+        assert!(
+            gone("lyt-hand"),
+            "the last descriptor takes the TAP with it"
+        );
+    });
+}

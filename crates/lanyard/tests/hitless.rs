@@ -285,7 +285,10 @@ fn restart_hands_af_xdp_sockets_over() {
             .find(|l| l.contains("forwarding resumed"))
             .unwrap_or("(no gap logged)")
     );
-    assert!(log.contains("4 sockets handed over"), "{log}");
+    assert!(
+        log.contains("4 sockets and 0 TAP twins handed over"),
+        "{log}"
+    );
     assert!(!log.contains("handed-over AF_XDP socket refused"), "{log}");
     assert_eq!(got, sent, "frames lost across the restart");
     assert_eq!(backends(&sw), ["af-xdp", "af-xdp"], "still AF_XDP");

@@ -197,18 +197,27 @@ impl CarrierMirror {
         }
     }
 
-    /// A twin (`twin`'s TAP) following port `port`, set to its last state.
-    fn add(&self, port: u16, twin: u16, dev: &TapPort) {
+    /// A twin (`twin`'s TAP) following port `port`, set to its last state
+    /// — or, for a twin adopted from the image before a restart (`keep`),
+    /// left as it is until the port's state is next reported, so the
+    /// routing daemons on it see no carrier flap.
+    fn add(&self, port: u16, twin: u16, dev: &TapPort, keep: bool) {
         let Some(fd) = dev.rx_fd() else { return };
-        // SAFETY: dup(2) of a descriptor we own; checked.
-        let d = unsafe { libc::dup(fd) };
+        // SAFETY: a close-on-exec duplicate of a descriptor we own (a plain
+        // dup(2) would outlive a restart's exec and hold the TAP, so the
+        // new image could not make it again); checked.
+        let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
         if d < 0 {
             return;
         }
         // SAFETY: `d` is a fresh descriptor owned by nobody else.
         let owned: std::os::fd::OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(d) };
         let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        set_carrier(&owned, c.up.get(&port).copied().unwrap_or(false));
+        match c.up.get(&port).copied() {
+            Some(up) => set_carrier(&owned, up),
+            None if !keep => set_carrier(&owned, false),
+            None => {}
+        }
         c.taps.push((port, owned, twin));
     }
 
@@ -454,16 +463,74 @@ fn create_vrf(
     })
 }
 
+/// Environment of a restarted switch: the TAP twins its predecessor kept
+/// open across the `exec` (`name=fd` separated by `;`), adopted by name.
+pub const TAP_HANDOVER_ENV: &str = "LANYARD_TAP_HANDOVER";
+
+/// The twins handed over by the image before a restart, by name; read
+/// from [`TAP_HANDOVER_ENV`] once.
+fn handed_taps() -> &'static Mutex<HashMap<String, std::os::fd::RawFd>> {
+    static HANDED: std::sync::OnceLock<Mutex<HashMap<String, std::os::fd::RawFd>>> =
+        std::sync::OnceLock::new();
+    HANDED.get_or_init(|| {
+        let v = std::env::var(TAP_HANDOVER_ENV).unwrap_or_default();
+        std::env::remove_var(TAP_HANDOVER_ENV);
+        Mutex::new(
+            v.split(';')
+                .filter_map(|e| {
+                    let (name, fd) = e.split_once('=')?;
+                    Some((name.to_string(), fd.parse().ok().filter(|fd| *fd > 2)?))
+                })
+                .collect(),
+        )
+    })
+}
+
+/// Closes the handed-over twins nobody adopted (their interfaces go).
+fn close_unclaimed_taps() {
+    let mut h = handed_taps().lock().unwrap_or_else(|e| e.into_inner());
+    for (name, fd) in h.drain() {
+        tracing::info!("restart: TAP {name} from before the restart is no longer configured");
+        // SAFETY: handed to us across exec and claimed by nobody.
+        drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    }
+}
+
+/// Takes over the predecessor's twin `tap` if it handed one over and it
+/// still fits (`mac`); `None` otherwise (a twin that no longer fits is
+/// closed, so the interface goes and is made again).
+fn adopt_twin(tap: &str, mac: [u8; 6]) -> Option<TapPort> {
+    let fd = handed_taps()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(tap)?;
+    // SAFETY: the predecessor kept this descriptor open for us; nobody else
+    // has it (removed from the table above).
+    match unsafe { TapPort::adopt(fd, tap, 256) } {
+        Ok(dev) if dev.mac().is_ok_and(|m| m == mac) => Some(dev),
+        Ok(_) => {
+            tracing::info!("restart: TAP {tap} has another MAC now: made again");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("restart: TAP {tap} handed over but not adopted: {e}");
+            None
+        }
+    }
+}
+
 /// The TAP twin of layer-3 interface `p` in VRF slot `slot` (`vrf`, or
 /// the default VRF): created here, moved into the VRF's namespace,
-/// settled, up, with its addresses.
+/// settled, up, with its addresses. After `lanyard restart` the
+/// predecessor's twin is adopted instead (`true` in the result): the
+/// same interface, never down, so FRR sees nothing change.
 fn make_twin(
     cfg: &Config,
     p: &L3Interface,
     slot: usize,
     rtnl: &mut Rtnl,
     vrf: Option<&RouterVrf>,
-) -> Result<(RoutedPort, TapPort), String> {
+) -> Result<(RoutedPort, TapPort, bool), String> {
     let index = p.port as usize;
     let mac = router_mac(cfg, p);
     let tap = tap_name(&p.name, index);
@@ -484,16 +551,21 @@ fn make_twin(
     // A twin of the same name closed just before (an interface moving to
     // another VRF) is deleted only when the punt thread's poll(2), which
     // holds the file, returns (woken, or within its 100 ms).
+    let adopted = adopt_twin(&tap, mac);
+    let was_adopted = adopted.is_some();
     let mut tries = 0;
-    let dev = loop {
-        match TapPort::create(&tap, &opts) {
-            Ok(d) => break d,
-            Err(_) if tries < 50 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
+    let dev = match adopted {
+        Some(d) => d,
+        None => loop {
+            match TapPort::create(&tap, &opts) {
+                Ok(d) => break d,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("TAP {tap} for {}: {e}", p.name)),
             }
-            Err(e) => return Err(format!("TAP {tap} for {}: {e}", p.name)),
-        }
+        },
     };
     // Before the link comes up, so the first announcements follow these
     // settings. A VRF's twin is settled inside the VRF's namespace (below):
@@ -522,6 +594,10 @@ fn make_twin(
                 }
             }
         }
+        if was_adopted {
+            // The configuration may have changed the MTU across the restart.
+            let _ = io::link::set_mtu(&tap, mtu);
+        }
         // Namespaces may default to IPv6 off; the TAP needs it.
         let _ = sysctl::set_if(&tap, "ipv6", "disable_ipv6", "0");
         let _ = sysctl::set_if(&tap, "ipv4", "rp_filter", "0");
@@ -539,9 +615,12 @@ fn make_twin(
         }
         Some(v) => {
             // A VRF's twin lives in the VRF's namespace; the TAP's
-            // descriptor keeps working across the move.
-            rtnl.move_link(dev.ifindex(), std::os::fd::AsRawFd::as_raw_fd(&v.ns))
-                .map_err(|e| format!("TAP {tap} into namespace: {e}"))?;
+            // descriptor keeps working across the move. An adopted twin
+            // is there already.
+            if !was_adopted {
+                rtnl.move_link(dev.ifindex(), std::os::fd::AsRawFd::as_raw_fd(&v.ns))
+                    .map_err(|e| format!("TAP {tap} into namespace: {e}"))?;
+            }
             let t = tap.clone();
             crate::netns::run_in(&v.ns, move || settle(t))
                 .map_err(|e| format!("TAP {tap}: {e}"))??;
@@ -574,6 +653,7 @@ fn make_twin(
             subinterface: p.subinterface,
         },
         dev,
+        was_adopted,
     ))
 }
 
@@ -820,16 +900,23 @@ impl Router {
                 0 => None,
                 k => vrfs.get(k - 1).cloned().flatten(),
             };
-            let (r, dev) = make_twin(cfg, p, p.vrf, &mut rtnl, vrf.as_deref())?;
+            let (r, dev, adopted) = make_twin(cfg, p, p.vrf, &mut rtnl, vrf.as_deref())?;
             if r.vlan.is_none() {
                 // Down until the port is attached and up (a subinterface
                 // follows its physical port).
-                carrier.add(r.subinterface.map_or(r.port, |s| s.0), r.port, &dev);
+                carrier.add(
+                    r.subinterface.map_or(r.port, |s| s.0),
+                    r.port,
+                    &dev,
+                    adopted,
+                );
             }
             set.names.push(punt_name(cfg, &r));
             set.taps.push(dev);
             ports.push(r);
         }
+        // Twins of interfaces no longer configured go now.
+        close_unclaimed_taps();
 
         let mut fib = Fib::new();
         fib.set_quiesce(quiesce.clone());
@@ -1111,10 +1198,14 @@ impl Router {
                 0 => None,
                 s => live.vrfs.get(s - 1).cloned().flatten(),
             };
-            let (r, dev) = make_twin(cfg, p, *s, &mut live.rtnl, vrf.as_deref())?;
+            let (r, dev, adopted) = make_twin(cfg, p, *s, &mut live.rtnl, vrf.as_deref())?;
             if r.vlan.is_none() {
-                self.carrier_ctl
-                    .add(r.subinterface.map_or(r.port, |x| x.0), r.port, &dev);
+                self.carrier_ctl.add(
+                    r.subinterface.map_or(r.port, |x| x.0),
+                    r.port,
+                    &dev,
+                    adopted,
+                );
             }
             {
                 let mut set = self.punt.lock().unwrap_or_else(|e| e.into_inner());
@@ -1276,6 +1367,18 @@ impl Router {
             f.apply_frr(&crate::frr::FpmEvent::Settled, &none);
         }
         remove_vrf_kernel(rtnl, v, true);
+    }
+
+    /// Keeps every twin open across the `exec` of `lanyard restart`, for
+    /// the new image to adopt ([`TAP_HANDOVER_ENV`]): `name=fd;...`. What
+    /// the kernel sends meanwhile waits in each TAP's queue.
+    pub fn hand_over_taps(&self) -> String {
+        let set = self.punt.lock().unwrap_or_else(|e| e.into_inner());
+        set.taps
+            .iter()
+            .filter_map(|t| Some(format!("{}={}", t.name(), t.keep_across_exec().ok()?)))
+            .collect::<Vec<_>>()
+            .join(";")
     }
 
     /// The VRF namespaces Lanyard made (for [`NETNS_MADE_ENV`]).
