@@ -1979,14 +1979,24 @@ fn set_leak_maps(feeds: &mut [VrfFeed]) {
     }
 }
 
-/// A VRF namespace's own catch-all route (`install_catchall`), should
-/// zebra hand it on as a kernel route: never a route of the VRF's FIB
-/// (it would send the VRF's unknown destinations to Lanyard itself).
+/// A VRF namespace's own catch-all route (`install_catchall`), which
+/// zebra hands on as a kernel route (with its own metric, not the
+/// kernel's): never a route of the VRF's FIB (it would send the VRF's
+/// unknown destinations to Lanyard itself). Known by its gateway. Its
+/// withdrawal carries no next hop and passes: the FIB has no such route.
 fn is_catchall(u: &crate::frr::RouteUpdate) -> bool {
-    use crate::frr::RouteUpdate;
+    use crate::frr::{NextHops, RouteUpdate};
+    let gw4 = Some(IpAddr::V4(VRF_GATEWAY4));
+    let gw6 = Some(IpAddr::V6(VRF_GATEWAY6));
     match u {
-        RouteUpdate::Add { prefix, metric, .. } | RouteUpdate::Del { prefix, metric, .. } => {
-            prefix.len == 0 && *metric >= VRF_CATCHALL_METRIC
+        RouteUpdate::Add {
+            prefix,
+            nexthops: NextHops::List(hops),
+            ..
+        } => {
+            prefix.len == 0
+                && !hops.is_empty()
+                && hops.iter().all(|h| h.gateway == gw4 || h.gateway == gw6)
         }
         _ => false,
     }
@@ -2029,7 +2039,7 @@ fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
                 let k = update_table(u)
                     .and_then(|t| feeds.iter().position(|f| f.table == t))
                     .unwrap_or(0);
-                if k > 0 && is_catchall(u) {
+                if is_catchall(u) {
                     continue;
                 }
                 per[k].push(u.clone());
@@ -2196,6 +2206,46 @@ mod tests {
         assert_eq!(route_of(2, "10.1.0.9"), Some((1, "10.1.0.2".into())));
         assert_eq!(route_of(1, "203.0.113.1"), None);
         assert_eq!(route_of(0, "198.51.100.7"), None);
+    }
+
+    #[test]
+    fn a_vrf_namespaces_catch_all_route_never_reaches_its_fib() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let feeds: Vec<VrfFeed> = [(254, 0u16), (1001, 1)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: Arc::new(Mutex::new(if table == 254 {
+                    Fib::new()
+                } else {
+                    Fib::with_config(FibConfig::for_vrf(table, 64))
+                })),
+                by_ifindex: [(3u32, port)].into_iter().collect(),
+                leaked: HashMap::new(),
+            })
+            .collect();
+        let mut us = Vec::new();
+        for b in [
+            // zebra hands the kernel's catch-all on (metric 20, not ours).
+            frr_route(RTM_NEWROUTE, "0.0.0.0/0", 1001, "169.254.255.254", 3),
+            frr_route(RTM_NEWROUTE, "::/0", 1001, "fe80::169:254:255:254", 3),
+            // A real default route of the VRF still gets in.
+            frr_route(RTM_NEWROUTE, "::/0", 254, "fe80::1", 3),
+            frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1001, "10.1.0.2", 3),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        assert!(is_catchall(&us[0]) && is_catchall(&us[1]) && !is_catchall(&us[2]));
+        let peer = "127.0.0.1:1".parse().unwrap();
+        dispatch(&feeds, &FpmEvent::Connected { peer });
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let vrf = feeds[1].fib.lock().unwrap();
+        assert!(vrf.lookup("192.0.2.1".parse().unwrap()).is_some());
+        assert!(vrf.lookup("198.51.100.1".parse().unwrap()).is_none());
+        assert!(vrf.lookup("2001:db8::1".parse().unwrap()).is_none());
+        let default = feeds[0].fib.lock().unwrap();
+        assert!(default.lookup("2001:db8::1".parse().unwrap()).is_some());
     }
 
     #[test]
