@@ -542,6 +542,11 @@ impl ApiState {
             "punt_errors": ld(&st.punt_errors),
             "injected": ld(&st.injected),
             "inject_errors": ld(&st.inject_errors),
+            "vrf_kernel": {
+                "received": ld(&st.routed_from_kernel),
+                "routed": self.sum(|c| c.l3.kernel_routed.get()),
+                "no_route": self.sum(|c| c.l3.kernel_unrouted.get()),
+            },
             "neighbor_updates": ld(&st.neighbor_updates),
             "neighbor_resyncs": ld(&st.neighbor_resyncs),
             "neighbor_table_full": ld(&st.neighbor_table_full),

@@ -181,7 +181,7 @@ impl Worker {
                         self.transmit_raw(port, batch.frame(i), &mut dirty, egress);
                     }
                 }
-                L3Verdict::Punt(_)
+                L3Verdict::Punt(reason)
                     if out.routed_by_label(i) || out.resolution_in_other_vrf(i, &l3).is_some() =>
                 {
                     // Popped from a VPN label, or leaked from another
@@ -189,33 +189,17 @@ impl Worker {
                     // VRF's. A packet waiting for its neighbour goes to
                     // the egress interface's twin (in the label's or the
                     // leak's source VRF), whose kernel resolves it and
-                    // sends the packet on; the rest is dropped
-                    // (docs/vrf.md).
-                    let Some(egress) = out.resolution_port(i) else {
+                    // sends the packet on; one to the VRF's own address
+                    // to the twin of the interface holding it (an echo
+                    // over the L3VPN, BGP to the PE-CE address); the rest
+                    // is dropped (docs/vrf.md).
+                    let to = out.resolution_port(i).or_else(|| out.own_address_port(i));
+                    let Some(egress) = to else {
                         self.drop_label_routed_punt();
                         continue;
                     };
-                    let Some(ifc) = l3.interface(egress) else {
-                        self.drop_label_routed_punt();
-                        continue;
-                    };
-                    let class = copp::classify(batch.frame(i), Punt::NeedsResolution);
-                    if !self.copp.admit(class, now_ns) {
-                        c.copp.dropped[class as usize].add(1);
-                        continue;
-                    }
-                    c.copp.passed[class as usize].add(1);
-                    // Addressed to the twin, so its kernel takes it.
-                    let f = batch.frame(i);
-                    let n = f.len().min(self.scratch.len());
-                    self.scratch[..n].copy_from_slice(&f[..n]);
-                    self.scratch[0..6].copy_from_slice(&ifc.mac);
-                    let reason = Punt::NeedsResolution as u8;
-                    if self.shared.punts.push(egress, reason, &self.scratch[..n]) {
-                        c.l3.punted.add(1);
+                    if self.punt_to_twin(&l3, egress, batch.frame(i), reason, now_ns) {
                         punted = true;
-                    } else {
-                        c.l3.punt_queue_full.add(1);
                     }
                 }
                 L3Verdict::Punt(reason) => {
@@ -340,6 +324,112 @@ impl Worker {
 }
 
 impl Worker {
+    /// Frames a VRF namespace's kernel sent out of a twin to Lanyard's
+    /// gateway (its catch-all route: what FRR and the connected routes in
+    /// that kernel do not cover, e.g. the reply to a CE across the L3VPN):
+    /// routed in the twin's VRF like a received packet — label push for
+    /// VPN routes, rewrite, TTL — but with no uRPF, ingress services or
+    /// receive counts (it was not received), and no ICMP error (its source
+    /// is the kernel itself, which takes no packet from its own address):
+    /// what cannot be forwarded is counted `kernel_unrouted` and dropped.
+    pub(crate) fn route_from_kernel(
+        &mut self,
+        batch: &mut FrameBatch,
+        out: &mut L3Verdicts,
+        from_router: &mut FrameBatch,
+    ) {
+        let c = self.counters.clone();
+        let Some(l3) = self.shared.l3.load_full() else {
+            c.l3.kernel_unrouted.add(batch.len() as u64);
+            return;
+        };
+        for i in 0..batch.len() {
+            // The twin's VRF, as if popped from its VPN label: routed in
+            // that VRF's FIB whatever the interface's uRPF says.
+            // (A port with no interface is dropped `not-routed-port`.)
+            if let Some(ifc) = l3.interface(batch.port(i)) {
+                out.route_in_vrf(i, ifc.vrf);
+            }
+        }
+        process_l3(&l3, batch, out, &c.l3);
+        let now_ns = self.ns(Instant::now());
+        let mut dirty = PortSet::EMPTY;
+        let mut punted = false;
+        for i in 0..batch.len() {
+            match out.v[i] {
+                L3Verdict::Forward { port } if !out.labels[i].is_empty() => {
+                    let f = batch.frame(i);
+                    let class = pipeline::mpls::class_of_ip(f, ETH_L3, None);
+                    let labels = out.labels[i];
+                    self.send_labelled(&l3, port, f, labels, class, None, &mut dirty, from_router);
+                    c.l3.kernel_routed.add(1);
+                }
+                L3Verdict::Forward { port } => {
+                    self.send_from_router(&l3, port, batch.frame(i), &mut dirty, from_router, None);
+                    c.l3.kernel_routed.add(1);
+                }
+                L3Verdict::Punt(reason) => {
+                    // A neighbour to resolve out of another VRF's
+                    // interface (a leaked route): that VRF's twin, whose
+                    // kernel resolves it. Anything else would go back to
+                    // the kernel it came from.
+                    match out.resolution_in_other_vrf(i, &l3) {
+                        Some(egress) => {
+                            punted |=
+                                self.punt_to_twin(&l3, egress, batch.frame(i), reason, now_ns);
+                            c.l3.kernel_routed.add(1);
+                        }
+                        None => c.l3.kernel_unrouted.add(1),
+                    }
+                }
+                L3Verdict::IcmpError(_) | L3Verdict::Drop(_) => c.l3.kernel_unrouted.add(1),
+            }
+        }
+        self.flush(dirty);
+        if punted {
+            self.shared.punts.wake();
+        }
+    }
+
+    /// Punt `frame` to the twin of router interface `egress` (another
+    /// interface than the one it came in by, possibly in another VRF),
+    /// addressed to the twin so its kernel takes it: policed in the CoPP
+    /// class of `reason`, counted as any punt. True if queued.
+    pub(crate) fn punt_to_twin(
+        &mut self,
+        l3: &pipeline::l3::L3Tables,
+        egress: u16,
+        frame: &[u8],
+        reason: Punt,
+        now_ns: u64,
+    ) -> bool {
+        let c = &*self.counters;
+        let Some(ifc) = l3.interface(egress) else {
+            self.drop_label_routed_punt();
+            return false;
+        };
+        let class = copp::classify(frame, reason);
+        if !self.copp.admit(class, now_ns) {
+            c.copp.dropped[class as usize].add(1);
+            return false;
+        }
+        c.copp.passed[class as usize].add(1);
+        let n = frame.len().min(self.scratch.len());
+        self.scratch[..n].copy_from_slice(&frame[..n]);
+        self.scratch[0..6].copy_from_slice(&ifc.mac);
+        if self
+            .shared
+            .punts
+            .push(egress, reason as u8, &self.scratch[..n])
+        {
+            c.l3.punted.add(1);
+            true
+        } else {
+            c.l3.punt_queue_full.add(1);
+            false
+        }
+    }
+
     /// Frames tagged with a routed subinterface's VLAN on its port: the
     /// tag comes off and the frame is the subinterface's (its port id).
     /// Other frames stay the port's. Counted as received on both.

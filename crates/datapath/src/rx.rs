@@ -156,14 +156,23 @@ impl Worker {
     }
 
     /// What the kernel sends out of VLAN interfaces' TAPs joins the
-    /// switched batch.
+    /// switched batch; what a VRF's kernel sends to Lanyard's gateway
+    /// (`FROM_KERNEL_ROUTE`), the batch routed in the twin's VRF.
     #[inline]
-    pub(crate) fn receive_from_vlan_taps(&mut self, batch: &mut FrameBatch) {
-        while !batch.is_full() {
+    pub(crate) fn receive_from_vlan_taps(
+        &mut self,
+        batch: &mut FrameBatch,
+        kernel: &mut FrameBatch,
+    ) {
+        while !batch.is_full() && !kernel.is_full() {
             let Some(b) = self.shared.to_vlan.pop() else {
                 break;
             };
-            batch.push(b.port, b.frame());
+            if b.reason == crate::shared::FROM_KERNEL_ROUTE {
+                kernel.push(b.port, b.frame());
+            } else {
+                batch.push(b.port, b.frame());
+            }
             self.shared.to_vlan.recycle(b);
         }
     }

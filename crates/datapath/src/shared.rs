@@ -97,7 +97,9 @@ pub struct Shared {
     /// Frames for the control plane (the TAPs).
     pub punts: PuntQueue,
     /// Frames the control plane sends out of a VLAN interface's TAP: the
-    /// workers switch them in the VLAN, entering on the SVI's port.
+    /// workers switch them in the VLAN, entering on the SVI's port. Also,
+    /// with reason [`FROM_KERNEL_ROUTE`], frames a VRF's kernel sent to
+    /// Lanyard's gateway: the workers route them in the twin's VRF.
     pub to_vlan: PuntQueue,
     /// Per worker, a counter bumped at the top of every loop: a worker
     /// holds no reference into the tables between two bumps, which is
@@ -157,6 +159,12 @@ pub struct Shared {
     /// Attachment circuits of Ethernet pseudowires; `None`: none.
     pub pseudowires: ArcSwapOption<crate::mpls::circuits::PwPlane>,
 }
+
+/// `PuntBuf::reason` of a `to_vlan` frame a VRF namespace's kernel sent
+/// to Lanyard's gateway (its catch-all route, docs/vrf.md "Traffic of a
+/// VRF's own kernel"): routed in the VRF of the twin (`port`), not
+/// switched.
+pub const FROM_KERNEL_ROUTE: u8 = 1;
 
 /// `PuntBuf::port` of an `mc_out` frame for every port of its VLAN.
 pub const MC_OUT_FLOOD: u16 = u16::MAX;

@@ -145,6 +145,9 @@ pub(crate) struct Batches {
     pub(crate) to_router: FrameBatch,
     /// Frames routed out of a VLAN interface (into the layer-2 stage).
     pub(crate) from_router: FrameBatch,
+    /// Frames a VRF's kernel sent to Lanyard's gateway, to route in the
+    /// twin's VRF (`l3.rs`, `route_from_kernel`).
+    pub(crate) kernel: FrameBatch,
     pub(crate) verdicts: Verdicts,
     pub(crate) l3verdicts: Box<L3Verdicts>,
     pub(crate) keys: Box<Keys>,
@@ -157,6 +160,7 @@ impl Batches {
             l3: FrameBatch::new(),
             to_router: FrameBatch::new(),
             from_router: FrameBatch::new(),
+            kernel: FrameBatch::new(),
             verdicts: Verdicts::default(),
             l3verdicts: Box::<L3Verdicts>::default(),
             keys: Keys::new(),
@@ -245,9 +249,11 @@ impl Worker {
                 self.send_snooper_frames(&mut b.to_router);
                 b.to_router.clear();
             }
-            self.receive_from_vlan_taps(&mut b.l2);
+            b.kernel.clear();
+            self.receive_from_vlan_taps(&mut b.l2, &mut b.kernel);
             self.flush_queued();
-            if b.l2.is_empty() && b.l3.is_empty() && b.from_router.is_empty() {
+            if b.l2.is_empty() && b.l3.is_empty() && b.from_router.is_empty() && b.kernel.is_empty()
+            {
                 if self.queued.is_empty() && last_rx.elapsed() >= self.idle_spin {
                     self.sleep();
                 }
@@ -285,6 +291,9 @@ impl Worker {
                 &mut b.from_router,
                 &mut b.keys,
             );
+        }
+        if !b.kernel.is_empty() {
+            self.route_from_kernel(&mut b.kernel, &mut b.l3verdicts, &mut b.from_router);
         }
         if !b.to_router.is_empty() {
             self.route(

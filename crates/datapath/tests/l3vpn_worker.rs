@@ -549,3 +549,56 @@ fn full_batches_of_vpn_frames_lose_nothing() {
     assert!(out[1].iter().all(|f| f[0..6] == CE[0] && f[14 + 8] == 19));
     assert!(out[2].iter().all(|f| f[0..6] == CE[1]));
 }
+
+/// The far PE's own VRF address over its VPN label (docs/vrf.md,
+/// "Traffic of a VRF's own kernel"): delivered to the twin holding the
+/// address in the label's VRF, not dropped; what that VRF's kernel then
+/// sends to Lanyard's gateway (the `to_vlan` queue, `FROM_KERNEL_ROUTE`)
+/// is routed in the twin's VRF — VPN routes labelled — and what has no
+/// route, or no TTL left, is counted and dropped, with no ICMP error.
+#[test]
+fn own_vrf_address_by_label_is_delivered_and_the_kernels_answer_routed() {
+    let rig = Rig::new();
+    let up = &rig.peers[0];
+    let unsupported = rig.mpls_drop("unsupported");
+    let echo = ipv4(REMOTE, "10.1.0.1", 64);
+    up.inject(&labelled(&[(501, 20)], &echo));
+    let out = rig.sent(0);
+    assert!(out.iter().all(Vec::is_empty), "{out:?}");
+    assert_eq!(rig.mpls_drop("unsupported"), unsupported);
+    let b = rig.shared.punts.pop().expect("delivered");
+    assert_eq!(b.port, 2, "VRF 2's 10.1.0.1, not VRF 1's");
+    assert_eq!(b.reason, Punt::OwnAddress as u8);
+    assert_eq!(&b.frame()[0..6], &RMAC[2][..], "to the twin's MAC");
+    assert_eq!(&b.frame()[14 + 12..], &echo[12..]);
+    assert!(rig.shared.punts.pop().is_none(), "one punt");
+
+    // VRF 1's kernel answers toward a VPN destination via its catch-all.
+    let from_kernel = |dst: &str, ttl: u8| {
+        let f = eth(RMAC[1], RMAC[1], 0x0800, &ipv4("10.1.0.1", dst, ttl));
+        assert!(rig.shared.to_vlan.push(1, datapath::FROM_KERNEL_ROUTE, &f));
+        rig.shared.to_vlan.kick();
+    };
+    from_kernel("203.0.113.9", 64);
+    let out = rig.sent(1);
+    assert_eq!((out[0].len(), out[1].len(), out[2].len()), (1, 0, 0));
+    let f = &out[0][0];
+    assert_eq!((&f[0..6], &f[6..12]), (&P[..], &RMAC[0][..]));
+    assert_eq!(
+        [lse(f, 14), lse(f, 18)],
+        [(TRANSPORT, false, 63), (VPN_A, true, 63)]
+    );
+    assert_eq!(f[22 + 8], 63, "IP TTL");
+    assert_eq!(checksum(&f[22..42]), 0, "IPv4 checksum");
+    assert_eq!(rig.counters.l3.kernel_routed.get(), 1);
+
+    // No route in VRF 1 (the default VRF's 10.0.0.0/24 is not its), and
+    // no TTL left: counted, nothing sent, no ICMP error to the kernel.
+    from_kernel("10.0.0.7", 64);
+    from_kernel("203.0.113.9", 1);
+    let out = rig.sent(0);
+    assert!(out.iter().all(Vec::is_empty), "{out:?}");
+    assert!(rig.shared.punts.pop().is_none());
+    assert_eq!(rig.counters.l3.kernel_unrouted.get(), 2);
+    assert_eq!(rig.counters.l3.icmp_sent.get(), 0);
+}

@@ -992,6 +992,15 @@ pub fn counters(v: &Value) -> String {
             ),
             4,
         );
+        if let Some(k) = l3.get("vrf_kernel").filter(|k| k.is_object()) {
+            let _ = writeln!(
+                o,
+                "  From VRF kernels: {} to the gateway, {} routed, {} dropped (no route)",
+                u(k, "received"),
+                u(k, "routed"),
+                u(k, "no_route")
+            );
+        }
         let _ = writeln!(
             o,
             "  Neighbours: {} updates from the kernel, {} resyncs, {} refused (table full)",

@@ -106,9 +106,11 @@ pub struct L3Tables {
     interfaces: Vec<RouterInterface>,
     /// port → index in `interfaces` (`NO_IFACE`: not a routed port).
     by_port: Vec<u16>,
-    /// The router's own addresses with their VRF, sorted (binary search).
-    own4: Vec<(u32, u16)>,
-    own6: Vec<(u128, u16)>,
+    /// The router's own addresses with their VRF and the port whose
+    /// interface holds them, sorted (binary search on address and VRF;
+    /// the port is where a packet popped from a VPN label is delivered).
+    own4: Vec<(u32, u16, u16)>,
+    own6: Vec<(u128, u16, u16)>,
     /// The label FIB, when MPLS is on: LPM targets may then be labelled
     /// (FTN, docs/mpls.md) and resolve to a next hop plus labels to push.
     lfib: Option<Arc<Lfib>>,
@@ -135,18 +137,18 @@ impl L3Tables {
         }
         // Sorted: every routed packet looks its destination up here, and
         // a linear scan grows with the routed ports (410 at chassis scale).
-        let mut own4: Vec<(u32, u16)> = interfaces
+        let mut own4: Vec<(u32, u16, u16)> = interfaces
             .iter()
-            .flat_map(|i| i.v4.iter().map(|a| (a.0, i.vrf)))
+            .flat_map(|i| i.v4.iter().map(|a| (a.0, i.vrf, i.port)))
             .collect();
         own4.sort_unstable();
-        own4.dedup();
-        let mut own6: Vec<(u128, u16)> = interfaces
+        own4.dedup_by_key(|e| (e.0, e.1));
+        let mut own6: Vec<(u128, u16, u16)> = interfaces
             .iter()
-            .flat_map(|i| i.v6.iter().map(|a| (a.0, i.vrf)))
+            .flat_map(|i| i.v6.iter().map(|a| (a.0, i.vrf, i.port)))
             .collect();
         own6.sort_unstable();
-        own6.dedup();
+        own6.dedup_by_key(|e| (e.0, e.1));
         let default = VrfTables {
             fib4: fib4.clone(),
             fib6: fib6.clone(),
@@ -455,7 +457,9 @@ pub struct L3Verdicts {
     /// [`L3Verdicts::route_in_vrf`]); cleared by [`process_l3`].
     vrf_in: [u16; BATCH_MAX],
     /// For a `Punt(NeedsResolution)`: the egress interface whose
-    /// neighbour is missing ([`L3Verdicts::resolution_port`]).
+    /// neighbour is missing ([`L3Verdicts::resolution_port`]); for a
+    /// `Punt(OwnAddress)`: the interface holding the address
+    /// ([`L3Verdicts::own_address_port`]).
     resolve_on: [u16; BATCH_MAX],
 }
 
@@ -510,6 +514,18 @@ impl L3Verdicts {
             .then(|| self.resolve_on[i])
     }
 
+    /// For frame `i` of the last [`process_l3`] punted as `OwnAddress`:
+    /// the interface holding the address in the VRF it was routed in. A
+    /// packet popped from a VPN label is delivered to that interface's
+    /// twin (in the label's VRF), not the ingress interface's.
+    #[inline]
+    pub fn own_address_port(&self, i: usize) -> Option<u16> {
+        (i < self.len
+            && self.v[i] == L3Verdict::Punt(Punt::OwnAddress)
+            && self.resolve_on[i] != NO_RESOLUTION)
+            .then(|| self.resolve_on[i])
+    }
+
     /// For frame `i` of the last [`process_l3`] punted as
     /// `NeedsResolution` out of an interface of **another VRF** than the
     /// one it was routed in (a route leaked between VRFs, `import vrf`):
@@ -543,6 +559,12 @@ pub struct L3Counters {
     pub punt_queue_full: Counter,
     /// Frames the control plane injected on ports (from the TAPs).
     pub injected: Counter,
+    /// Frames a VRF namespace's kernel sent to Lanyard's gateway (its
+    /// catch-all route) that were routed in the VRF (docs/vrf.md).
+    pub kernel_routed: Counter,
+    /// Such frames dropped: no route in the VRF, or one the data path
+    /// cannot take (the stage's verdict is counted too).
+    pub kernel_unrouted: Counter,
 }
 
 impl L3Counters {
@@ -607,6 +629,7 @@ fn classify(
     port: u16,
     vrf_in: u16,
     key: &mut Key,
+    own_port: &mut u16,
 ) -> Option<L3Verdict> {
     let Some(&k) = t.by_port.get(port as usize) else {
         return Some(L3Verdict::Drop(L3Drop::NotRoutedPort));
@@ -643,7 +666,8 @@ fn classify(
             if proto == PROTO_OSPF {
                 return Some(L3Verdict::Punt(Punt::RoutingProtocol));
             }
-            if t.own4.binary_search(&(dst, vrf)).is_ok() {
+            if let Ok(at) = t.own4.binary_search_by(|e| (e.0, e.1).cmp(&(dst, vrf))) {
+                *own_port = t.own4[at].2;
                 return Some(L3Verdict::Punt(Punt::OwnAddress));
             }
             if dst >> 28 == 0xe || dst == u32::MAX {
@@ -686,7 +710,8 @@ fn classify(
             if nh == PROTO_ICMPV6 && payload.first().is_some_and(|&ty| (133..=137).contains(&ty)) {
                 return Some(L3Verdict::Punt(Punt::Nd));
             }
-            if t.own6.binary_search(&(dst, vrf)).is_ok() {
+            if let Ok(at) = t.own6.binary_search_by(|e| (e.0, e.1).cmp(&(dst, vrf))) {
+                *own_port = t.own6[at].2;
                 return Some(L3Verdict::Punt(Punt::OwnAddress));
             }
             if dst >> 120 == 0xff {
@@ -753,11 +778,20 @@ pub fn process_l3(t: &L3Tables, batch: &mut FrameBatch, out: &mut L3Verdicts, c:
         c.rx_frames.add(1);
         let mut key = Key::default();
         let vrf_in = std::mem::take(&mut out.vrf_in[i]);
-        match classify(t, batch.frame(i), batch.port(i), vrf_in, &mut key) {
+        let mut own_port = NO_RESOLUTION;
+        match classify(
+            t,
+            batch.frame(i),
+            batch.port(i),
+            vrf_in,
+            &mut key,
+            &mut own_port,
+        ) {
             Some(v) => {
                 out.v[i] = v;
                 out.live[i] = false;
                 out.keys[i].by_label = vrf_in != 0;
+                out.resolve_on[i] = own_port;
                 c.count(v);
             }
             None => {

@@ -357,3 +357,46 @@ fn an_interface_in_a_missing_vrf_routes_nothing() {
     );
     assert_eq!(v, [L3Verdict::Drop(L3Drop::NotRoutedPort); 2]);
 }
+
+#[test]
+fn a_packet_popped_into_a_vrf_for_its_own_address_names_the_interface_holding_it() {
+    // Popped from a VPN label on the default VRF's uplink (port 5):
+    // routed in A, where 10.1.0.1 is port 0's and 10.2.0.1 port 2's
+    // (the same addresses are B's on ports 1 and 3, and the default
+    // VRF's 10.2.0.1 on port 5).
+    let t = tables();
+    let mut b = FrameBatch::new();
+    for (dst, v6) in [
+        ("10.1.0.1", false),
+        ("10.2.0.1", false),
+        ("2001:db8:1::1", true),
+        ("192.0.2.9", false),
+    ] {
+        let f = if v6 {
+            frame6(5, "2001:db8:99::5", dst)
+        } else {
+            frame4(5, "198.51.100.5", dst)
+        };
+        assert!(b.push(5, &f));
+    }
+    b.push(5, &frame4(5, "198.51.100.5", "10.2.0.1"));
+    let mut out = L3Verdicts::default();
+    for i in 0..4 {
+        out.route_in_vrf(i, 1);
+    }
+    process_l3(&t, &mut b, &mut out, &L3Counters::default());
+    assert_eq!(out.v[0], L3Verdict::Punt(Punt::OwnAddress));
+    assert!(out.routed_by_label(0));
+    assert_eq!(out.own_address_port(0), Some(0), "A's 10.1.0.1, not B's");
+    assert_eq!(
+        out.own_address_port(1),
+        Some(2),
+        "A's 10.2.0.1, not the uplink's"
+    );
+    assert_eq!(out.own_address_port(2), Some(0), "IPv6 too");
+    assert_eq!(out.v[3], L3Verdict::Forward { port: 2 });
+    assert_eq!(out.own_address_port(3), None, "not a punt");
+    // Not by label: the ingress VRF's own address, its own interface.
+    assert!(!out.routed_by_label(4));
+    assert_eq!(out.own_address_port(4), Some(5));
+}

@@ -22,7 +22,7 @@ use crate::frr::{FpmServer, Prefix};
 use crate::kernel::{NeighborMonitor, Rtnl};
 use crate::sysctl;
 use config::{Config, IpNet, L3Interface, UrpfMode};
-use datapath::Shared;
+use datapath::{Shared, FROM_KERNEL_ROUTE};
 use io::tap::TAP_MAX_MTU;
 use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
 use pipeline::l3::{L3Tables, RouterInterface, Urpf};
@@ -46,6 +46,20 @@ pub const NEIGHBOR_CAPACITY: usize = 65_536;
 /// rtnetlink protocol number of the static routes Lanyard puts in the
 /// kernel (RTPROT_STATIC).
 const RTPROT_STATIC: u8 = 4;
+
+/// The gateway of a VRF namespace's catch-all routes (docs/vrf.md,
+/// "Traffic of a VRF's own kernel"): a link-local address nobody uses,
+/// a permanent neighbour on each of the VRF's twins whose MAC is the
+/// twin's (the router MAC), so what the VRF's kernel cannot route itself
+/// reaches the punt thread addressed to Lanyard, which routes it in the
+/// VRF's FIB (VPN routes live only there).
+pub const VRF_GATEWAY4: std::net::Ipv4Addr = std::net::Ipv4Addr::new(169, 254, 255, 254);
+pub const VRF_GATEWAY6: std::net::Ipv6Addr =
+    std::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0x169, 0x254, 0x255, 0x254);
+/// The catch-all routes' metrics: this plus the twin's port id, below
+/// every route FRR installs (zebra's metric is 20), one per twin (the
+/// kernel keeps one default route per metric).
+pub const VRF_CATCHALL_METRIC: u32 = 0xffff_0000;
 
 /// One layer-3 interface (routed port or VLAN interface) as the control
 /// plane knows it.
@@ -139,8 +153,12 @@ pub struct RouterStats {
     pub punt_errors: AtomicU64,
     /// Frames from a TAP injected on their port.
     pub injected: AtomicU64,
-    /// Frames from a TAP that could not be sent on the port.
+    /// Frames from a TAP that could not be sent on the port (or, from a
+    /// VRF's twin to the router MAC, handed to the workers).
     pub inject_errors: AtomicU64,
+    /// Frames a VRF's kernel sent to its catch-all gateway, handed to the
+    /// workers to route in the VRF (docs/vrf.md).
+    pub routed_from_kernel: AtomicU64,
     /// Neighbour changes applied from the kernel.
     pub neighbor_updates: AtomicU64,
     /// Times the kernel's neighbour notifications overran and the table
@@ -232,8 +250,9 @@ impl CarrierMirror {
 struct PuntSet {
     taps: Vec<TapPort>,
     /// Per TAP: (port id, port to inject on (`None`: a VLAN interface),
-    /// 802.1Q tag of a subinterface or 0).
-    names: Vec<(u16, Option<String>, u16)>,
+    /// 802.1Q tag of a subinterface or 0, the router MAC of a VRF's twin:
+    /// frames its kernel sends to it are routed in the VRF, not injected).
+    names: Vec<PuntName>,
     /// Bumped at every change (the thread rebuilds its poll set).
     version: u64,
 }
@@ -638,6 +657,9 @@ fn make_twin(
             }
         }
     }
+    if vrf.is_some() {
+        install_catchall(link_rtnl, ifindex, p.port, mac).map_err(|e| format!("TAP {tap}: {e}"))?;
+    }
     Ok((
         RoutedPort {
             port: p.port,
@@ -657,19 +679,41 @@ fn make_twin(
     ))
 }
 
+/// See [`PuntSet::names`].
+type PuntName = (u16, Option<String>, u16, Option<[u8; 6]>);
+
 /// The punt thread's entry of a twin: where its kernel's frames go.
 /// VLAN interfaces have no port to inject on: their frames go back to the
 /// workers' layer-2 stage (None). A subinterface's go out of its physical
-/// port, tagged.
-fn punt_name(cfg: &Config, r: &RoutedPort) -> (u16, Option<String>, u16) {
+/// port, tagged. A VRF's twin's frames to the router MAC (its kernel's
+/// catch-all route) go to the workers to be routed in the VRF.
+fn punt_name(cfg: &Config, r: &RoutedPort) -> PuntName {
+    let route = (r.vrf != 0).then_some(r.mac);
     match r.subinterface {
         Some((parent, tag)) => (
             r.port,
             cfg.ports.get(parent as usize).map(|p| p.name.clone()),
             tag,
+            route,
         ),
-        None => (r.port, r.vlan.is_none().then(|| r.name.clone()), 0),
+        None => (r.port, r.vlan.is_none().then(|| r.name.clone()), 0, route),
     }
+}
+
+/// The catch-all routes of a VRF's twin `ifindex` (port `port`, MAC
+/// `mac`) in its namespace (`rtnl`): the gateway as a permanent
+/// neighbour, then IPv4 and IPv6 default routes via it of the lowest
+/// priority. They go with the twin.
+fn install_catchall(rtnl: &mut Rtnl, ifindex: u32, port: u16, mac: [u8; 6]) -> Result<(), String> {
+    use crate::kernel::neigh::NUD_PERMANENT;
+    let metric = VRF_CATCHALL_METRIC + u32::from(port);
+    for gw in [IpAddr::V4(VRF_GATEWAY4), IpAddr::V6(VRF_GATEWAY6)] {
+        rtnl.replace_neigh(ifindex, gw, mac, NUD_PERMANENT, 0)
+            .map_err(|e| format!("gateway neighbour {gw}: {e}"))?;
+        rtnl.replace_default_via(gw, ifindex, metric, RTPROT_STATIC)
+            .map_err(|e| format!("catch-all route via {gw}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The data plane's view of a routed interface.
@@ -1703,7 +1747,7 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
             tap_of = names
                 .iter()
                 .enumerate()
-                .map(|(k, (port, _, _))| (*port, k))
+                .map(|(k, (port, _, _, _))| (*port, k))
                 .collect();
             let mut kept: Vec<(String, Option<InjectSocket>)> = Vec::new();
             for port in names.iter().filter_map(|n| n.1.as_ref()) {
@@ -1780,7 +1824,23 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                 continue;
             }
             busy = true;
+            let mut routed = false;
             for i in 0..batch.len() {
+                if let Some(mac) = names[k].3 {
+                    // A VRF's kernel's catch-all route: routed by the
+                    // workers in the VRF (docs/vrf.md).
+                    let f = batch.frame(i);
+                    if f.len() >= 14 && f[0..6] == mac {
+                        let c = if shared.to_vlan.push(names[k].0, FROM_KERNEL_ROUTE, f) {
+                            routed = true;
+                            &stats.routed_from_kernel
+                        } else {
+                            &stats.inject_errors
+                        };
+                        c.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
                 let ok = match &names[k].1 {
                     Some(port) if names[k].2 != 0 => {
                         let n = push_vlan_tag(batch.frame(i), names[k].2, &mut tagged);
@@ -1796,7 +1856,7 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                 };
                 c.fetch_add(1, Ordering::Relaxed);
             }
-            if names[k].1.is_none() {
+            if names[k].1.is_none() || routed {
                 shared.to_vlan.kick();
             }
         }
@@ -1900,6 +1960,10 @@ fn neighbor_loop(
             let Some(&port) = map.get(&ev.ifindex) else {
                 continue;
             };
+            // The VRF's catch-all gateway is Lanyard itself, no neighbour.
+            if ev.ip == IpAddr::V4(VRF_GATEWAY4) || ev.ip == IpAddr::V6(VRF_GATEWAY6) {
+                continue;
+            }
             held.observe(&ev);
             stats.neighbor_updates.fetch_add(1, Ordering::Relaxed);
             match (ev.usable(), ev.mac) {
@@ -2018,6 +2082,29 @@ fn set_leak_maps(feeds: &mut [VrfFeed]) {
     }
 }
 
+/// A VRF namespace's own catch-all route (`install_catchall`), which
+/// zebra hands on as a kernel route (with its own metric, not the
+/// kernel's): never a route of the VRF's FIB (it would send the VRF's
+/// unknown destinations to Lanyard itself). Known by its gateway. Its
+/// withdrawal carries no next hop and passes: the FIB has no such route.
+fn is_catchall(u: &crate::frr::RouteUpdate) -> bool {
+    use crate::frr::{NextHops, RouteUpdate};
+    let gw4 = Some(IpAddr::V4(VRF_GATEWAY4));
+    let gw6 = Some(IpAddr::V6(VRF_GATEWAY6));
+    match u {
+        RouteUpdate::Add {
+            prefix,
+            nexthops: NextHops::List(hops),
+            ..
+        } => {
+            prefix.len == 0
+                && !hops.is_empty()
+                && hops.iter().all(|h| h.gateway == gw4 || h.gateway == gw6)
+        }
+        _ => false,
+    }
+}
+
 /// The table id of an update (`None`: not a route; every FIB gets it).
 fn update_table(u: &crate::frr::RouteUpdate) -> Option<u32> {
     use crate::frr::RouteUpdate;
@@ -2055,6 +2142,9 @@ fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
                 let k = update_table(u)
                     .and_then(|t| feeds.iter().position(|f| f.table == t))
                     .unwrap_or(0);
+                if is_catchall(u) {
+                    continue;
+                }
                 per[k].push(u.clone());
             }
             for (k, us) in per.into_iter().enumerate() {
@@ -2219,6 +2309,46 @@ mod tests {
         assert_eq!(route_of(2, "10.1.0.9"), Some((1, "10.1.0.2".into())));
         assert_eq!(route_of(1, "203.0.113.1"), None);
         assert_eq!(route_of(0, "198.51.100.7"), None);
+    }
+
+    #[test]
+    fn a_vrf_namespaces_catch_all_route_never_reaches_its_fib() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let feeds: Vec<VrfFeed> = [(254, 0u16), (1001, 1)]
+            .into_iter()
+            .map(|(table, port)| VrfFeed {
+                table,
+                fib: Arc::new(Mutex::new(if table == 254 {
+                    Fib::new()
+                } else {
+                    Fib::with_config(FibConfig::for_vrf(table, 64))
+                })),
+                by_ifindex: [(3u32, port)].into_iter().collect(),
+                leaked: HashMap::new(),
+            })
+            .collect();
+        let mut us = Vec::new();
+        for b in [
+            // zebra hands the kernel's catch-all on (metric 20, not ours).
+            frr_route(RTM_NEWROUTE, "0.0.0.0/0", 1001, "169.254.255.254", 3),
+            frr_route(RTM_NEWROUTE, "::/0", 1001, "fe80::169:254:255:254", 3),
+            // A real default route of the VRF still gets in.
+            frr_route(RTM_NEWROUTE, "::/0", 254, "fe80::1", 3),
+            frr_route(RTM_NEWROUTE, "192.0.2.0/24", 1001, "10.1.0.2", 3),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        assert!(is_catchall(&us[0]) && is_catchall(&us[1]) && !is_catchall(&us[2]));
+        let peer = "127.0.0.1:1".parse().unwrap();
+        dispatch(&feeds, &FpmEvent::Connected { peer });
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let vrf = feeds[1].fib.lock().unwrap();
+        assert!(vrf.lookup("192.0.2.1".parse().unwrap()).is_some());
+        assert!(vrf.lookup("198.51.100.1".parse().unwrap()).is_none());
+        assert!(vrf.lookup("2001:db8::1".parse().unwrap()).is_none());
+        let default = feeds[0].fib.lock().unwrap();
+        assert!(default.lookup("2001:db8::1".parse().unwrap()).is_some());
     }
 
     #[test]

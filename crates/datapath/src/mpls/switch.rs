@@ -279,7 +279,7 @@ impl Worker {
     /// policy with `policy`: services, key, the IP header's offset in the
     /// untagged frame), a VLAN interface through the layer-2 stage.
     #[allow(clippy::too_many_arguments)]
-    fn send_from_router(
+    pub(crate) fn send_from_router(
         &mut self,
         l3: &L3Tables,
         port: u16,

@@ -189,6 +189,32 @@ impl Rtnl {
         self.request(m.finish()).map(|_| ())
     }
 
+    /// Installs or replaces a default route (IPv4 or IPv6, by `gateway`'s
+    /// family) via `gateway` out of interface `oif` with priority
+    /// (metric) `metric`, `onlink`: the gateway need not be in a
+    /// connected subnet (IPv4; an IPv6 link-local gateway is on-link
+    /// anyway). Other default routes of other metrics stay.
+    pub fn replace_default_via(
+        &mut self,
+        gateway: IpAddr,
+        oif: u32,
+        metric: u32,
+        protocol: u8,
+    ) -> io::Result<()> {
+        const RTNH_F_ONLINK: u32 = 4;
+        let family = family_of(&gateway);
+        let mut body = rtmsg(family, 0, RT_TABLE_MAIN, protocol, RTN_UNICAST);
+        body[6] = RT_SCOPE_UNIVERSE;
+        if gateway.is_ipv4() {
+            body[8..12].copy_from_slice(&RTNH_F_ONLINK.to_ne_bytes());
+        }
+        let m = Msg::new(RTM_NEWROUTE, nl::NLM_F_CREATE | nl::NLM_F_REPLACE, &body)
+            .attr_addr(RTA_GATEWAY, gateway)
+            .attr_u32(RTA_OIF, oif)
+            .attr_u32(crate::frr::netlink::RTA_PRIORITY, metric);
+        self.request(m.finish()).map(|_| ())
+    }
+
     /// Removes the route `prefix/len` from the main table, whatever its
     /// protocol, scope or next hop (the first match, as `ip route del`
     /// does). `ESRCH` if there is none.
