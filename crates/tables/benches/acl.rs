@@ -284,6 +284,12 @@ fn bench(c: &mut Criterion) {
                         rules.iter().position(|m| m.matches(k)).map(|i| i as u32)
                     );
                 }
+                let probed: usize = keys.iter().map(|k| cl.tables_for(k)).sum();
+                eprintln!(
+                    "acl {shape} v{fam} {n}: {:.2} tables a key after the first level {:?}",
+                    probed as f64 / keys.len() as f64,
+                    cl.stats().cuts
+                );
                 let mut out = vec![None; BATCH];
                 cl.lookup_batch(&keys[..BATCH], &mut out);
                 for (k, o) in keys[..BATCH].iter().zip(&out) {

@@ -1,6 +1,7 @@
 //! Compiling a rule list into tables: normalising rules, choosing tuples
 //! (greedy, lazy re-evaluation), bucketing and hashing.
 
+use super::cut::{self, Cut};
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
@@ -873,7 +874,7 @@ fn refinements(rules: &[NRule], left: &mut [(u32, u32)]) -> Vec<Tuple> {
 const REFINE: usize = 32;
 
 /// Compile `list` into tables in lookup order, with their statistics.
-pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
+pub(crate) fn build(list: &[Match]) -> (Vec<Table>, [Option<Cut>; 2], ClassifierStats) {
     let mut rules: Vec<NRule> = Vec::with_capacity(list.len());
     let mut unmatchable = 0;
     let mut shadowed = 0;
@@ -1032,9 +1033,27 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
         builders.push(b);
     }
 
-    let mut done: Vec<(Table, TableStats)> =
-        builders.into_iter().map(|b| b.finish(&rules)).collect();
+    let mut done: Vec<(Table, TableStats, Vec<u32>)> = builders
+        .into_iter()
+        .map(|b| {
+            let ids: Vec<u32> = b.buckets.values().flatten().copied().collect();
+            let (t, s) = b.finish(&rules);
+            (t, s, ids)
+        })
+        .collect();
     done.sort_by_key(|t| t.0.best);
+    // The first level, for the two IP families (docs/acl.md).
+    let members: Vec<(Option<u8>, Vec<&CRule>)> = done
+        .iter()
+        .map(|(_, s, ids)| {
+            (
+                s.family,
+                ids.iter().map(|&i| &rules[i as usize].c).collect(),
+            )
+        })
+        .collect();
+    let cuts = [cut::build(4, &members), cut::build(6, &members)];
+    drop(members);
     let mut stats = ClassifierStats {
         unmatchable,
         shadowed,
@@ -1044,13 +1063,13 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
         ..Default::default()
     };
     let mut tables = Vec::with_capacity(done.len());
-    for (t, s) in done {
+    for (t, s, _) in done {
         stats.buckets += s.buckets;
         stats.largest_bucket = stats.largest_bucket.max(s.largest_bucket);
         stats.per_table.push(s);
         tables.push(t);
     }
-    (tables, stats)
+    (tables, cuts, stats)
 }
 
 /// Heap bytes of compiled tables.
