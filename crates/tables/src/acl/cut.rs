@@ -210,24 +210,36 @@ pub(crate) fn build(family: u8, tables: &[(Option<u8>, Vec<&CRule>)]) -> Option<
     let width = if v6 { 128 } else { 32 };
     let len = |m: u128| m.count_ones();
 
-    let sstart = window_start(rules().map(|r| (r.src_v, len(r.src_m))), width, bits);
-    let sshift = width - sstart - bits;
-    let src = fill(tracked, n, cells, sshift, |t| {
-        tables[t]
-            .1
-            .iter()
-            .map(|r| prefix_cells(r.src_v, len(r.src_m), width, sshift, bits))
-            .collect()
-    });
-    let dstart = window_start(rules().map(|r| (r.dst_v, len(r.dst_m))), width, bits);
-    let dshift = width - dstart - bits;
-    let dst = fill(tracked, n, cells, dshift, |t| {
-        tables[t]
-            .1
-            .iter()
-            .map(|r| prefix_cells(r.dst_v, len(r.dst_m), width, dshift, bits))
-            .collect()
-    });
+    // Each address field's window: from the first bit the rules do not
+    // all share, then every 8 bits down; the one that leaves the rules'
+    // own cells the fewest tables (keys come from the rules' space).
+    let addr_dim = |field: fn(&CRule) -> (u128, u128)| -> Dim {
+        let first = window_start(rules().map(|r| (field(r).0, len(field(r).1))), width, bits);
+        let mut best: Option<(usize, Dim)> = None;
+        for start in (first..=width - bits).step_by(8) {
+            let shift = width - start - bits;
+            let dim = fill(tracked, n, cells, shift, |t| {
+                tables[t]
+                    .1
+                    .iter()
+                    .map(|r| prefix_cells(field(r).0, len(field(r).1), width, shift, bits))
+                    .collect()
+            });
+            let score: usize = rules()
+                .map(|r| dim.at((field(r).0 >> shift) as usize).count_ones() as usize)
+                .sum();
+            if best.as_ref().is_none_or(|b| score < b.0) {
+                best = Some((score, dim));
+            }
+            if best.as_ref().is_some_and(|b| b.1.mask == 0) {
+                // Filters nothing from here down either.
+                break;
+            }
+        }
+        best.map_or(Dim::all(tracked), |b| b.1)
+    };
+    let src = addr_dim(|r| (r.src_v, r.src_m));
+    let dst = addr_dim(|r| (r.dst_v, r.dst_m));
     let pshift = 16 - bits;
     let dport = fill(tracked, n, cells, pshift, |t| {
         tables[t]
