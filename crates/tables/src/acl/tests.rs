@@ -1450,3 +1450,46 @@ fn cut_keeps_priority_across_cells() {
         }
     }
 }
+
+/// Odd lists compile and stay exact: more than 64 tables (one per
+/// family value: no cut, every table probed), families without a cut
+/// beside IPv4/IPv6 ones, lengths past the width, empty ranges, full
+/// ranges, one rule.
+#[test]
+fn cut_odd_lists_compile_and_stay_exact() {
+    let mut r = StdRng::seed_from_u64(9);
+    let mut rules: Vec<Match> = (0..100u8)
+        .map(|f| Match {
+            family: Some(f),
+            dst_ip: Some((r.gen::<u32>() as u128, [8, 24, 40, 255][f as usize % 4])),
+            dst_port: Some(if f % 5 == 0 { (9, 3) } else { (0, u16::MAX) }),
+            ..Default::default()
+        })
+        .collect();
+    rules.push(Match {
+        family: Some(4),
+        src_ip: Some((!0, 255)),
+        ..Default::default()
+    });
+    let keys: Vec<AclKey> = (0..3000)
+        .map(|i| {
+            let m = &rules[i % rules.len()];
+            let mut k = key4(r.gen(), m.dst_ip.map_or(7, |d| d.0 as u32), 6, 1, r.gen());
+            k.family = m.family.unwrap_or(4);
+            if i % 3 == 0 {
+                k.dst_ip ^= 1 << r.gen_range(0..32);
+            }
+            k
+        })
+        .collect();
+    let c = check(&rules, &keys);
+    assert!(c.stats().tables > 64 && c.stats().cuts.is_empty());
+    // The same families, fewer of them: a cut for IPv4 and IPv6 beside
+    // tables of other families.
+    rules.retain(|m| m.family.is_some_and(|f| f < 12));
+    let c = check(&rules, &keys);
+    assert!(c.stats().tables <= 64, "{:?}", c.stats());
+    for one in rules.chunks(1) {
+        check(one, &keys[..50]);
+    }
+}
