@@ -272,12 +272,26 @@ pub(crate) fn build(family: u8, tables: &[(Option<u8>, Vec<&CRule>)]) -> Option<
             })
             .collect()
     });
-    Some(Cut {
+    let cut = Cut {
         v6,
         src,
         dst,
         dport,
         proto,
         always,
-    })
+    };
+    // Worth its reads only if it leaves the rules' own keys (bits of
+    // their values) clearly fewer tables than there are.
+    let left: usize = rules()
+        .map(|r| {
+            let w = Words {
+                src: r.src_v,
+                dst: r.dst_v,
+                l2: 0,
+                l4: (r.dport_lo as u64) << 16 | r.l4_v & (0xff << 32),
+            };
+            (cut.tables(&w) & tracked as u64).count_ones() as usize
+        })
+        .sum();
+    (left * 4 < count * 3 * tracked.count_ones() as usize).then_some(cut)
 }

@@ -421,7 +421,7 @@ impl Classifier {
     pub fn lookup(&self, k: &AclKey) -> Option<u32> {
         let w = Words::of(k);
         let best = match self.cut(k.family) {
-            Some(c) => self.lookup_in(&w, k.family, self.default, c.tables(&w)),
+            Some(c) => self.lookup_in(&w, self.default, c.tables(&w)),
             None => self.lookup_from(&w, k.family, self.default, 0),
         };
         (best != u32::MAX).then_some(best)
@@ -438,38 +438,33 @@ impl Classifier {
     }
 
     /// The best of `best` and the first match in the tables of `set`
-    /// (bit i = table i; at most 64 tables, as [`cut::build`] ensures).
+    /// (bit i = table i; at most 64 tables, as [`cut::build`] ensures;
+    /// the cut's sets hold no table of another family).
     #[inline]
-    fn lookup_in(&self, w: &Words, family: u8, mut best: u32, mut set: u64) -> u32 {
+    fn lookup_in(&self, w: &Words, mut best: u32, mut set: u64) -> u32 {
         // As `lookup_from`, over the tables of the set only: up to LANES
         // probes without a branch on their outcome, then the buckets in
         // table order.
         while set != 0 {
-            let mut found = [(compile::DUMMY, 0usize); LANES];
+            let mut found = [compile::DUMMY; LANES];
+            let mut index = [0u8; LANES];
             let mut n = 0;
             while set != 0 && n < LANES {
                 let i = set.trailing_zeros() as usize;
                 set &= set - 1;
                 let t = &self.tables[i];
-                if t.best >= best {
-                    // Tables are in order of their best rule.
-                    set = 0;
-                    break;
-                }
-                if t.family_check && t.family != family {
-                    continue;
-                }
                 let (h, b) = t.home(w);
-                let f = t.find(h, b);
+                found[n] = t.find(h, b);
+                index[n] = i as u8;
                 if self.big {
-                    t.prefetch_rule(f);
+                    t.prefetch_rule(found[n]);
                 }
-                found[n] = (f, i);
                 n += 1;
             }
-            for &(start, i) in &found[..n] {
-                let t = &self.tables[i];
+            for (&start, &i) in found[..n].iter().zip(&index[..n]) {
+                let t = &self.tables[i as usize];
                 if t.best >= best {
+                    // Tables are in order of their best rule.
                     return best;
                 }
                 best = t.scan(start, w, best);
@@ -560,7 +555,7 @@ impl Classifier {
                 }
                 if n < self.tables.len() {
                     best = match self.cut(k.family) {
-                        Some(_) => self.lookup_in(w, k.family, best, set & !0u64 << n),
+                        Some(_) => self.lookup_in(w, best, set & !0u64 << n),
                         None => self.lookup_from(w, k.family, best, n),
                     };
                 }

@@ -1315,7 +1315,7 @@ fn cut_list(seed: u64, n: usize, fams: &[u8]) -> (Vec<Match>, Vec<AclKey>) {
 
 /// The cut keeps first match exact on lists built to stress it (IPv4,
 /// IPv6, both in one list), with `lookup`, `lookup_batch` and the
-/// interleaved path, and it is built (the lists have several tables).
+/// interleaved path, and it is built (for at least one family).
 #[test]
 fn cut_lists_match_linear_scan() {
     for (seed, fams) in [
@@ -1330,9 +1330,8 @@ fn cut_lists_match_linear_scan() {
             let c = check(&rules, &keys);
             let s = c.stats();
             assert!(s.tables >= 3, "{s:?}");
-            for &f in fams {
-                assert!(s.cuts.iter().any(|c| c.0 == f), "no cut for {f}: {s:?}");
-            }
+            // A family's cut is left out when it would filter little.
+            assert!(!s.cuts.is_empty(), "no cut: {s:?}");
         }
     }
 }
