@@ -1,7 +1,6 @@
 //! Compiling a rule list into tables: normalising rules, choosing tuples
 //! (greedy, lazy re-evaluation), bucketing and hashing.
 
-use super::cut::{self, Cut};
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
@@ -905,7 +904,7 @@ fn refinements(rules: &[NRule], left: &mut [(u32, u32)]) -> Vec<Tuple> {
 const REFINE: usize = 32;
 
 /// Compile `list` into tables in lookup order, with their statistics.
-pub(crate) fn build(list: &[Match]) -> (Vec<Table>, [Option<Cut>; 2], ClassifierStats) {
+pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStats) {
     let mut rules: Vec<NRule> = Vec::with_capacity(list.len());
     let mut unmatchable = 0;
     let mut shadowed = 0;
@@ -1073,18 +1072,11 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, [Option<Cut>; 2], Classifier
         })
         .collect();
     done.sort_by_key(|t| t.0.best);
-    // The first level, for the two IP families (docs/acl.md).
-    let members: Vec<(Option<u8>, Vec<&CRule>)> = done
+    // What the first level is built from (`cut::build`, docs/acl.md).
+    let members: Vec<Members> = done
         .iter()
-        .map(|(_, s, ids)| {
-            (
-                s.family,
-                ids.iter().map(|&i| &rules[i as usize].c).collect(),
-            )
-        })
+        .map(|(_, s, ids)| (s.family, ids.iter().map(|&i| rules[i as usize].c).collect()))
         .collect();
-    let cuts = [cut::build(4, &members), cut::build(6, &members)];
-    drop(members);
     let mut stats = ClassifierStats {
         unmatchable,
         shadowed,
@@ -1100,8 +1092,12 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, [Option<Cut>; 2], Classifier
         stats.per_table.push(s);
         tables.push(t);
     }
-    (tables, cuts, stats)
+    (tables, members, stats)
 }
+
+/// A table's family and rules, in lookup order: what the first level is
+/// built from.
+pub(crate) type Members = (Option<u8>, Vec<CRule>);
 
 /// Heap bytes of compiled tables.
 pub(crate) fn heap_bytes(tables: &[Table]) -> usize {

@@ -12,7 +12,7 @@
 //! replicated, and memory is three arrays of at most 2^12 two-byte
 //! cells and one of 256 whatever the rules (24.5 KiB a family).
 
-use super::compile::CRule;
+use super::compile::{CRule, Members};
 use super::Words;
 
 /// Tables a cell tracks (bit i = table i); the tables past them are
@@ -181,7 +181,7 @@ fn fill(
 /// given families and rules; `None` when it would filter nothing (no
 /// table of the family among the first [`CUT_TABLES`], or more than 64
 /// tables in all).
-pub(crate) fn build(family: u8, tables: &[(Option<u8>, Vec<&CRule>)]) -> Option<Cut> {
+pub(crate) fn build(family: u8, tables: &[Members]) -> Option<Cut> {
     if tables.len() > 64 {
         return None;
     }
@@ -204,7 +204,7 @@ pub(crate) fn build(family: u8, tables: &[(Option<u8>, Vec<&CRule>)]) -> Option<
             .iter()
             .enumerate()
             .filter(move |(i, _)| tracked & (1 << i) != 0)
-            .flat_map(|(_, t)| t.1.iter().copied())
+            .flat_map(|(_, t)| t.1.iter())
     };
     // Two to four cells per rule, up to 2^MAX_BITS.
     let count = rules().count().max(1);

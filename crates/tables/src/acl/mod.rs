@@ -397,7 +397,10 @@ impl Classifier {
             rules.len() < compile::LAST as usize,
             "ACL longer than 2^31 - 1 rules"
         );
-        let (tables, cuts, mut stats) = compile::build(rules);
+        let (tables, members, mut stats) = compile::build(rules);
+        // The first level, for the two IP families (docs/acl.md).
+        let cuts = [cut::build(4, &members), cut::build(6, &members)];
+        drop(members);
         stats.rules = rules.len();
         stats.memory_bytes =
             compile::heap_bytes(&tables) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
