@@ -18,7 +18,8 @@
 //! `lookup` per key (`<n>`) and one `lookup_batch` per 256 keys
 //! (`batch/<n>`). Compile time,
 //! memory and table shape are printed when each set is compiled
-//! (`ACL_BENCH_TABLES=1` also prints every table). A last group times the
+//! (`ACL_BENCH_TABLES=1` also prints every table), and the tables the
+//! first level leaves a key, on average over the keys. A last group times the
 //! linear first-match scan on the 1,000-rule acceptance shape, for scale.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
@@ -284,6 +285,12 @@ fn bench(c: &mut Criterion) {
                         rules.iter().position(|m| m.matches(k)).map(|i| i as u32)
                     );
                 }
+                let probed: usize = keys.iter().map(|k| cl.tables_for(k)).sum();
+                eprintln!(
+                    "acl {shape} v{fam} {n}: {:.2} tables a key after the first level {:?}",
+                    probed as f64 / keys.len() as f64,
+                    cl.stats().cuts
+                );
                 let mut out = vec![None; BATCH];
                 cl.lookup_batch(&keys[..BATCH], &mut out);
                 for (k, o) in keys[..BATCH].iter().zip(&out) {

@@ -662,14 +662,45 @@ impl Table {
 
     /// The first match better than `best` in the bucket starting at
     /// `start` ([`DUMMY`]: none), else `best`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn scan(&self, start: u32, w: &Words, best: u32) -> u32 {
+        if !self.cold.is_empty() {
+            return self.scan_cold(start, w, best);
+        }
+        if self.v6 {
+            scan_l3(&self.rules, start, w, best)
+        } else {
+            scan_l3(&self.rules4, start, w, best)
+        }
+    }
+
+    /// [`scan`](Self::scan) for tables with L2 rules (rare): out of
+    /// line, so that the common scan inlines into lookup.
+    #[inline(never)]
+    fn scan_cold(&self, start: u32, w: &Words, best: u32) -> u32 {
         if self.v6 {
             scan_records(&self.rules, &self.cold, start, w, best)
         } else {
             scan_records(&self.rules4, &self.cold, start, w, best)
         }
     }
+}
+
+/// [`scan_records`] for tables without L2 fields (most): one branch per
+/// record, taken at a match, the bucket's end or a rule that cannot beat
+/// `best`, and the answer chosen without one (cachegrind, mixed IPv4 at
+/// 32,292 rules: 6 % fewer instructions and a fifth fewer mispredicts a
+/// lookup than the general scan).
+#[inline(always)]
+fn scan_l3<R: Record>(rules: &[R], start: u32, w: &Words, best: u32) -> u32 {
+    for r in &rules[start as usize..] {
+        let p = r.prio() & !LAST;
+        let hit = (p < best) & r.matches(w);
+        if hit | (r.prio() & LAST != 0) | (p >= best) {
+            return if hit { p } else { best };
+        }
+    }
+    best
 }
 
 /// The first match better than `best` in the bucket of `rules` starting
@@ -873,7 +904,7 @@ fn refinements(rules: &[NRule], left: &mut [(u32, u32)]) -> Vec<Tuple> {
 const REFINE: usize = 32;
 
 /// Compile `list` into tables in lookup order, with their statistics.
-pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
+pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStats) {
     let mut rules: Vec<NRule> = Vec::with_capacity(list.len());
     let mut unmatchable = 0;
     let mut shadowed = 0;
@@ -1032,9 +1063,20 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
         builders.push(b);
     }
 
-    let mut done: Vec<(Table, TableStats)> =
-        builders.into_iter().map(|b| b.finish(&rules)).collect();
+    let mut done: Vec<(Table, TableStats, Vec<u32>)> = builders
+        .into_iter()
+        .map(|b| {
+            let ids: Vec<u32> = b.buckets.values().flatten().copied().collect();
+            let (t, s) = b.finish(&rules);
+            (t, s, ids)
+        })
+        .collect();
     done.sort_by_key(|t| t.0.best);
+    // What the first level is built from (`cut::build`, docs/acl.md).
+    let members: Vec<Members> = done
+        .iter()
+        .map(|(_, s, ids)| (s.family, ids.iter().map(|&i| rules[i as usize].c).collect()))
+        .collect();
     let mut stats = ClassifierStats {
         unmatchable,
         shadowed,
@@ -1044,14 +1086,18 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, ClassifierStats) {
         ..Default::default()
     };
     let mut tables = Vec::with_capacity(done.len());
-    for (t, s) in done {
+    for (t, s, _) in done {
         stats.buckets += s.buckets;
         stats.largest_bucket = stats.largest_bucket.max(s.largest_bucket);
         stats.per_table.push(s);
         tables.push(t);
     }
-    (tables, stats)
+    (tables, members, stats)
 }
+
+/// A table's family and rules, in lookup order: what the first level is
+/// built from.
+pub(crate) type Members = (Option<u8>, Vec<CRule>);
 
 /// Heap bytes of compiled tables.
 pub(crate) fn heap_bytes(tables: &[Table]) -> usize {

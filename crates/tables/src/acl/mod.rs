@@ -28,10 +28,12 @@
 //! A changed list is compiled anew and published like any snapshot.
 
 mod compile;
+mod cut;
 #[cfg(test)]
 mod tests;
 
 use compile::{Cold, Hot, Hot4, Record, Table};
+use cut::Cut;
 
 /// Most rules a bucket holds when the compiler can choose (rules that
 /// agree on every hashable bit of the table's tuple may exceed it; see
@@ -361,8 +363,13 @@ pub struct ClassifierStats {
     /// Rules the greedy phase could not place within [`MAX_TABLES`] tables
     /// and [`BUCKET_CAP`] rules per bucket.
     pub overflow_rules: usize,
-    /// Heap bytes of the compiled structure.
+    /// Heap bytes of the compiled structure (the first level included).
     pub memory_bytes: usize,
+    /// The first level, per family it is built for (4, 6): cells of the
+    /// source address, destination address, destination port and
+    /// protocol cuts (1: the field filters nothing). Empty: every key
+    /// probes every table of its family.
+    pub cuts: Vec<(u8, [usize; 4])>,
     /// Per table, in lookup order (best rule first).
     pub per_table: Vec<TableStats>,
 }
@@ -370,6 +377,9 @@ pub struct ClassifierStats {
 /// A compiled, immutable ACL: first match over the rule list.
 pub struct Classifier {
     tables: Box<[Table]>,
+    /// The first level for IPv4 and IPv6 keys (docs/acl.md): which
+    /// tables a key can match in. `None`: probe them all.
+    cuts: [Option<Cut>; 2],
     /// [`ClassifierStats::default_rule`], `u32::MAX` if none: where every
     /// lookup starts.
     default: u32,
@@ -387,11 +397,21 @@ impl Classifier {
             rules.len() < compile::LAST as usize,
             "ACL longer than 2^31 - 1 rules"
         );
-        let (tables, mut stats) = compile::build(rules);
+        let (tables, members, mut stats) = compile::build(rules);
+        // The first level, for the two IP families (docs/acl.md).
+        let cuts = [cut::build(4, &members), cut::build(6, &members)];
+        drop(members);
         stats.rules = rules.len();
-        stats.memory_bytes = compile::heap_bytes(&tables);
+        stats.memory_bytes =
+            compile::heap_bytes(&tables) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
+        stats.cuts = [4, 6]
+            .into_iter()
+            .zip(&cuts)
+            .filter_map(|(f, c)| Some((f, c.as_ref()?.cells())))
+            .collect();
         Classifier {
             tables: tables.into_boxed_slice(),
+            cuts,
             default: stats.default_rule.unwrap_or(u32::MAX),
             rules: rules.len(),
             big: stats.memory_bytes >= BATCH_MIN_BYTES,
@@ -402,8 +422,58 @@ impl Classifier {
     /// Index of the first rule that matches, or None.
     #[inline]
     pub fn lookup(&self, k: &AclKey) -> Option<u32> {
-        let best = self.lookup_from(&Words::of(k), k.family, self.default, 0);
+        let w = Words::of(k);
+        let best = match self.cut(k.family) {
+            Some(c) => self.lookup_in(&w, self.default, c.tables(&w)),
+            None => self.lookup_from(&w, k.family, self.default, 0),
+        };
         (best != u32::MAX).then_some(best)
+    }
+
+    /// The first level for keys of `family`, if built.
+    #[inline]
+    fn cut(&self, family: u8) -> Option<&Cut> {
+        match family {
+            4 => self.cuts[0].as_ref(),
+            6 => self.cuts[1].as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The best of `best` and the first match in the tables of `set`
+    /// (bit i = table i; at most 64 tables, as [`cut::build`] ensures;
+    /// the cut's sets hold no table of another family).
+    #[inline]
+    fn lookup_in(&self, w: &Words, mut best: u32, mut set: u64) -> u32 {
+        // As `lookup_from`, over the tables of the set only: up to LANES
+        // probes without a branch on their outcome, then the buckets in
+        // table order.
+        while set != 0 {
+            let mut found = [compile::DUMMY; LANES];
+            let mut index = [0u8; LANES];
+            let mut n = 0;
+            while set != 0 && n < LANES {
+                let i = set.trailing_zeros() as usize;
+                set &= set - 1;
+                let t = &self.tables[i];
+                let (h, b) = t.home(w);
+                found[n] = t.find(h, b);
+                index[n] = i as u8;
+                if self.big {
+                    t.prefetch_rule(found[n]);
+                }
+                n += 1;
+            }
+            for (&start, &i) in found[..n].iter().zip(&index[..n]) {
+                let t = &self.tables[i as usize];
+                if t.best >= best {
+                    // Tables are in order of their best rule.
+                    return best;
+                }
+                best = t.scan(start, w, best);
+            }
+        }
+        best
     }
 
     /// [`lookup`](Self::lookup) of every key: `out[i]` is the answer for
@@ -429,34 +499,55 @@ impl Classifier {
     fn lookup_interleaved(&self, keys: &[AclKey], out: &mut [Option<u32>]) {
         let n = self.tables.len().min(LANES);
         let head = &self.tables[..n];
-        let skip = |t: &Table, k: &AclKey| t.family_check && t.family != k.family;
+        // Tables past 64 have no bit: only without a cut (`!0`), which
+        // probes them all anyway.
+        let skip = |i: usize, t: &Table, k: &AclKey, set: u64| {
+            (t.family_check && t.family != k.family) | (set >> i & 1 == 0)
+        };
         for (ks, os) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             let mut ws = [Words::ZERO; BATCH];
+            let mut sets = [!0u64; BATCH];
             let mut home = [[(0u32, 0usize); LANES]; BATCH];
-            for ((k, w), hs) in ks.iter().zip(ws.iter_mut()).zip(home.iter_mut()) {
+            for (((k, w), hs), set) in ks
+                .iter()
+                .zip(ws.iter_mut())
+                .zip(home.iter_mut())
+                .zip(sets.iter_mut())
+            {
                 *w = Words::of(k);
-                for (t, h) in head.iter().zip(hs.iter_mut()) {
-                    if !skip(t, k) {
+                if let Some(c) = self.cut(k.family) {
+                    *set = c.tables(w);
+                }
+                for (i, (t, h)) in head.iter().zip(hs.iter_mut()).enumerate() {
+                    if !skip(i, t, k, *set) {
                         *h = t.home(w);
                         t.prefetch_slot(h.1);
                     }
                 }
             }
             let mut found = [[compile::DUMMY; LANES]; BATCH];
-            for ((k, hs), fs) in ks.iter().zip(home.iter()).zip(found.iter_mut()) {
-                for ((t, &(h, i)), f) in head.iter().zip(hs.iter()).zip(fs.iter_mut()) {
-                    if skip(t, k) {
+            for (((k, hs), fs), &set) in ks
+                .iter()
+                .zip(home.iter())
+                .zip(found.iter_mut())
+                .zip(sets.iter())
+            {
+                for (j, ((t, &(h, i)), f)) in
+                    head.iter().zip(hs.iter()).zip(fs.iter_mut()).enumerate()
+                {
+                    if skip(j, t, k, set) {
                         continue;
                     }
                     *f = t.find(h, i);
                     t.prefetch_rule(*f);
                 }
             }
-            for (((k, w), fs), o) in ks
+            for ((((k, w), fs), o), &set) in ks
                 .iter()
                 .zip(ws.iter())
                 .zip(found.iter())
                 .zip(os.iter_mut())
+                .zip(sets.iter())
             {
                 let mut best = self.default;
                 for (t, &start) in head.iter().zip(fs.iter()) {
@@ -466,7 +557,10 @@ impl Classifier {
                     best = t.scan(start, w, best);
                 }
                 if n < self.tables.len() {
-                    best = self.lookup_from(w, k.family, best, n);
+                    best = match self.cut(k.family) {
+                        Some(_) => self.lookup_in(w, best, set & !0u64 << n),
+                        None => self.lookup_from(w, k.family, best, n),
+                    };
                 }
                 *o = (best != u32::MAX).then_some(best);
             }
@@ -503,6 +597,21 @@ impl Classifier {
             }
         }
         best
+    }
+
+    /// Tables the first level leaves `k` to probe (all of its family's
+    /// without a cut; lookup may stop earlier, once its match beats the
+    /// next table's best rule): what the cut saves, for tests and the
+    /// bench.
+    pub fn tables_for(&self, k: &AclKey) -> usize {
+        let set = self.cut(k.family).map_or(!0, |c| c.tables(&Words::of(k)));
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                (*i >= 64 || set >> i & 1 == 1) && !(t.family_check && t.family != k.family)
+            })
+            .count()
     }
 
     /// Rules in the list compiled (including unmatchable ones).

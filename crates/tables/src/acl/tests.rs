@@ -1179,3 +1179,316 @@ fn full_bins_are_walked_to_the_bucket() {
     }
     compile::TEST_BIN_LOAD.with(|c| c.set(3));
 }
+
+// ---- the first level (cut) ----
+
+/// A list that stresses the cut: for one family or both, many tables
+/// (prefixes of every length from a pool of networks that nest, some
+/// under one /32 for IPv6 so the window must skip it; wide and narrow
+/// port ranges; any-address rules; protocol-only rules), priorities
+/// interleaved across tables so that a wrongly skipped table changes
+/// answers.
+fn cut_list(seed: u64, n: usize, fams: &[u8]) -> (Vec<Match>, Vec<AclKey>) {
+    let mut r = StdRng::seed_from_u64(seed);
+    let nets4: Vec<u32> = (0..40).map(|_| r.gen()).collect();
+    let nets6: Vec<u128> = (0..40)
+        .map(|_| (0x2001_0db8u128 << 96) | r.gen::<u128>() >> 32)
+        .collect();
+    let mut rules = Vec::with_capacity(n + 1);
+    for _ in 0..n {
+        let fam = fams[r.gen_range(0..fams.len())];
+        let (width, net): (u32, u128) = if fam == 6 {
+            (128, nets6[r.gen_range(0..nets6.len())])
+        } else {
+            (32, nets4[r.gen_range(0..nets4.len())] as u128)
+        };
+        let pfx = |r: &mut StdRng| -> Option<(u128, u8)> {
+            let len = match r.gen_range(0..10) {
+                0..=2 => return None,
+                3 => r.gen_range(1..=8),
+                4 => r.gen_range(9..=16),
+                5 | 6 => r.gen_range(17..=24),
+                _ => r.gen_range(25..=32),
+            } * (width / 32);
+            let noise = r.gen::<u128>() & ((1u128 << (width - 8)) - 1);
+            Some((net ^ noise >> r.gen_range(0..8), len as u8))
+        };
+        let mut m = Match {
+            family: Some(fam),
+            src_ip: pfx(&mut r),
+            dst_ip: pfx(&mut r),
+            ..Default::default()
+        };
+        m.proto = match r.gen_range(0..10) {
+            0..=4 => Some(6),
+            5..=7 => Some(17),
+            8 => Some(if fam == 6 { 58 } else { 1 }),
+            _ => None,
+        };
+        let port = |r: &mut StdRng| -> Option<(u16, u16)> {
+            match r.gen_range(0..10) {
+                0..=3 => None,
+                4 | 5 => {
+                    let p = r.gen_range(0..200);
+                    Some((p, p))
+                }
+                6 => Some((0, 1023)),
+                7 => Some((1024, u16::MAX)),
+                8 => {
+                    let lo = r.gen();
+                    Some((lo, lo.saturating_add(r.gen_range(0..3000))))
+                }
+                _ => {
+                    // Unaligned wide range: spans many port cells.
+                    let lo = r.gen_range(0..30_000);
+                    Some((lo, lo + r.gen_range(1000..30_000)))
+                }
+            }
+        };
+        if m.proto != Some(1) && m.proto != Some(58) {
+            m.dst_port = port(&mut r);
+            if r.gen_bool(0.2) {
+                m.src_port = port(&mut r);
+            }
+        }
+        rules.push(m);
+    }
+    // Any-address, any-port rules of a protocol deep in the list, and
+    // the closing permit.
+    for (i, p) in [(n / 3, 47u8), (2 * n / 3, 17)] {
+        rules.insert(
+            i,
+            Match {
+                family: Some(fams[0]),
+                proto: Some(p),
+                ..Default::default()
+            },
+        );
+    }
+    rules.push(Match::default());
+    let keys = (0..3000)
+        .map(|i| {
+            let m = rules[r.gen_range(0..rules.len() - 1)].clone();
+            let fam = m.family.unwrap_or(4);
+            let width = if fam == 6 { 128 } else { 32 };
+            let ip = |r: &mut StdRng, p: Option<(u128, u8)>| {
+                let rnd = if fam == 6 {
+                    r.gen::<u128>()
+                } else {
+                    r.gen::<u32>() as u128
+                };
+                match p {
+                    Some((a, l)) => {
+                        let mk = ip_mask(width, l as u32);
+                        a & mk | rnd & !mk
+                    }
+                    None => rnd,
+                }
+            };
+            let port = |r: &mut StdRng, p: Option<(u16, u16)>| match p {
+                Some((lo, hi)) => [lo, hi, r.gen_range(lo..=hi)][r.gen_range(0..3)],
+                None => r.gen(),
+            };
+            let mut k = AclKey {
+                family: fam,
+                src_ip: ip(&mut r, m.src_ip),
+                dst_ip: ip(&mut r, m.dst_ip),
+                proto: m.proto.unwrap_or([6, 17, 47][r.gen_range(0..3)]),
+                src_port: port(&mut r, m.src_port),
+                dst_port: port(&mut r, m.dst_port),
+                ..Default::default()
+            };
+            // Near misses at cell edges: a flipped address bit, a port
+            // just past a range.
+            match i % 7 {
+                0 => k.dst_ip ^= 1 << r.gen_range(0..width),
+                1 => k.src_ip ^= 1 << r.gen_range(0..width),
+                2 => k.dst_port = k.dst_port.wrapping_add(1),
+                3 => k.dst_port = k.dst_port.wrapping_sub(1),
+                _ => {}
+            }
+            k
+        })
+        .collect();
+    (rules, keys)
+}
+
+/// The cut keeps first match exact on lists built to stress it (IPv4,
+/// IPv6, both in one list), with `lookup`, `lookup_batch` and the
+/// interleaved path, and it is built (for at least one family).
+#[test]
+fn cut_lists_match_linear_scan() {
+    for (seed, fams) in [
+        (1u64, &[4u8][..]),
+        (2, &[6]),
+        (3, &[4, 6]),
+        (4, &[4]),
+        (5, &[6, 4]),
+    ] {
+        for n in [300, 3000] {
+            let (rules, keys) = cut_list(seed * 100 + n as u64, n, fams);
+            let c = check(&rules, &keys);
+            let s = c.stats();
+            assert!(s.tables >= 3, "{s:?}");
+            // A family's cut is left out when it would filter little.
+            assert!(!s.cuts.is_empty(), "no cut: {s:?}");
+        }
+    }
+}
+
+/// Where the cut earns its keep: on a list whose rules are specific in
+/// different fields (destination, source, port), a key is left only
+/// the tables that can hold its match, and a key no rule's cells meet
+/// probes nothing.
+#[test]
+fn cut_leaves_few_tables_per_key() {
+    let mut r = StdRng::seed_from_u64(77);
+    let mut rules = Vec::new();
+    for i in 0..3000u32 {
+        let a = r.gen::<u32>() as u128;
+        let mut m = Match {
+            family: Some(4),
+            ..Default::default()
+        };
+        match i % 3 {
+            0 => m.dst_ip = Some((a, 24)),
+            1 => m.src_ip = Some((a, 16)),
+            _ => {
+                m.proto = Some(6);
+                let p = r.gen_range(1..u16::MAX);
+                m.dst_port = Some((p, p));
+            }
+        }
+        rules.push(m);
+    }
+    rules.push(Match::default());
+    let keys: Vec<AclKey> = (0..2000)
+        .map(|_| key4(r.gen(), r.gen(), 6, r.gen(), r.gen()))
+        .collect();
+    let c = check(&rules, &keys);
+    let s = c.stats();
+    assert!(s.tables >= 3, "{s:?}");
+    let probed: usize = keys.iter().map(|k| c.tables_for(k)).sum();
+    assert!(
+        probed * 4 < keys.len() * s.tables,
+        "{probed} probes for {} keys over {} tables",
+        keys.len(),
+        s.tables
+    );
+    // An IPv6 key meets no IPv4 table.
+    let mut k6 = key4(1, 2, 6, 3, 4);
+    k6.family = 6;
+    assert_eq!(c.tables_for(&k6), 0);
+}
+
+/// A broad rule early in the list and narrow ones after it, in other
+/// tables and cells: the broad one must still win in every cell it
+/// spans (a cut that kept only the cell of a range's ends, or of a
+/// prefix's first address, fails this).
+#[test]
+fn cut_keeps_priority_across_cells() {
+    for fam in [4u8, 6] {
+        // IPv6: the IPv4 layout under 2001:db8::/32.
+        let (base, sh, off) = if fam == 6 {
+            ((0x2001_0db8u128 << 96) | 0x0a00_0000 << 64, 64, 32)
+        } else {
+            (0x0a00_0000, 0, 0)
+        };
+        let mut rules = vec![
+            // 0: the broad destination prefix (a /12), any port.
+            Match {
+                family: Some(fam),
+                dst_ip: Some((base, 12 + off)),
+                proto: Some(6),
+                dst_port: Some((1000, 40_000)),
+                ..Default::default()
+            },
+        ];
+        let mut r = StdRng::seed_from_u64(fam as u64);
+        for i in 0..2000u32 {
+            let d = base | (r.gen::<u32>() as u128 & 0x000f_ffff) << sh;
+            rules.push(Match {
+                family: Some(fam),
+                dst_ip: Some((d, 24 + off)),
+                src_ip: (i % 2 == 0).then(|| (r.gen::<u128>(), 16 + off)),
+                proto: Some(6),
+                dst_port: Some((i as u16 * 20, i as u16 * 20 + 5)),
+                ..Default::default()
+            });
+        }
+        rules.push(Match::default());
+        let keys: Vec<AclKey> = rules[1..rules.len() - 1]
+            .iter()
+            .map(|m| {
+                let (d, _) = m.dst_ip.unwrap();
+                let s = m.src_ip.map_or(r.gen(), |s| s.0);
+                let lo = m.dst_port.unwrap().0;
+                AclKey {
+                    family: fam,
+                    src_ip: s,
+                    dst_ip: d | 7,
+                    proto: 6,
+                    dst_port: lo + 2,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let c = check(&rules, &keys);
+        let broad = keys
+            .iter()
+            .filter(|k| (1000..=40_000).contains(&k.dst_port))
+            .count();
+        assert!(broad > 1000);
+        for k in &keys {
+            let want = if (1000..=40_000).contains(&k.dst_port) {
+                0
+            } else {
+                1
+            };
+            assert_eq!(c.lookup(k).map(|i| i.min(1)), Some(want), "{k:?}");
+        }
+    }
+}
+
+/// Odd lists compile and stay exact: more than 64 tables (one per
+/// family value: no cut, every table probed), families without a cut
+/// beside IPv4/IPv6 ones, lengths past the width, empty ranges, full
+/// ranges, one rule.
+#[test]
+fn cut_odd_lists_compile_and_stay_exact() {
+    let mut r = StdRng::seed_from_u64(9);
+    let mut rules: Vec<Match> = (0..100u8)
+        .map(|f| Match {
+            family: Some(f),
+            dst_ip: Some((r.gen::<u32>() as u128, [8, 24, 40, 255][f as usize % 4])),
+            dst_port: Some(if f % 5 == 0 { (9, 3) } else { (0, u16::MAX) }),
+            ..Default::default()
+        })
+        .collect();
+    rules.push(Match {
+        family: Some(4),
+        src_ip: Some((!0, 255)),
+        ..Default::default()
+    });
+    let keys: Vec<AclKey> = (0..3000)
+        .map(|i| {
+            let m = &rules[i % rules.len()];
+            let mut k = key4(r.gen(), m.dst_ip.map_or(7, |d| d.0 as u32), 6, 1, r.gen());
+            k.family = m.family.unwrap_or(4);
+            if i % 3 == 0 {
+                k.dst_ip ^= 1 << r.gen_range(0..32);
+            }
+            k
+        })
+        .collect();
+    let c = check(&rules, &keys);
+    assert!(c.stats().tables > 64 && c.stats().cuts.is_empty());
+    // The same families, fewer of them: a cut for IPv4 and IPv6 beside
+    // tables of other families.
+    rules.retain(|m| m.family.is_some_and(|f| f < 12));
+    let c = check(&rules, &keys);
+    assert!(c.stats().tables <= 64, "{:?}", c.stats());
+    for one in rules.chunks(1) {
+        check(one, &keys[..50]);
+    }
+}
