@@ -116,3 +116,85 @@ fn restart_keeps_the_twins_and_ospf_adjacencies() {
     drop(testers);
     drop(dut);
 }
+
+/// A VRF's twin lives in the VRF's namespace: adopted there, not moved
+/// again, its address and the namespace's catch-all route (docs/vrf.md,
+/// "Traffic of a VRF's own kernel") still in place, and it answers pings
+/// in its VRF after the restart.
+#[test]
+fn restart_keeps_a_vrf_twin_in_its_namespace() {
+    testkit::require_root!();
+    let _g = l2::heavy();
+    let bed = testkit::TestBed::new("lyrsv", 2, 1500).expect("namespaces");
+    // The VRF's namespace, made here so `ip netns exec` reaches it.
+    let vrf = testkit::Netns::new("lyrsv-v").expect("VRF namespace");
+    let vrf_ns = vrf.name().to_string();
+    let yaml = format!(
+        "switch:\n  name: restart-vrf\nports:\n  - {{name: sw1, mode: routed, addresses: [10.61.0.1/24]}}\n  \
+         - {{name: sw2, mode: routed, addresses: [10.62.0.1/24]}}\n\
+         vrfs:\n  - {{name: CUST, interfaces: [sw2], rd: \"65000:7\", namespace: {vrf_ns}}}\n"
+    );
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let before = (
+        ifindex(bed.dut.name(), "ly-sw1"),
+        ifindex(&vrf_ns, "ly-sw2"),
+    );
+    let out = sw.cli(&["restart"]).expect("lanyard restart");
+    assert!(out.status.success(), "{out:?}\n{}", sw.log());
+    let t0 = Instant::now();
+    while !sw.log().contains("forwarding resumed") && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = (
+        ifindex(bed.dut.name(), "ly-sw1"),
+        ifindex(&vrf_ns, "ly-sw2"),
+    );
+    let log = sw.log();
+    assert!(log.contains("2 TAP twins handed over"), "{log}");
+    assert!(before.0 > 0 && before.1 > 0, "{before:?}");
+    assert_eq!(before, after, "twins made anew\n{log}");
+    let addr = std::process::Command::new("ip")
+        .args(["-n", &vrf_ns, "-o", "addr", "show", "dev", "ly-sw2"])
+        .output()
+        .expect("ip addr");
+    assert!(
+        String::from_utf8_lossy(&addr.stdout).contains("10.62.0.1/24"),
+        "{addr:?}"
+    );
+    let routes = std::process::Command::new("ip")
+        .args(["-n", &vrf_ns, "route", "show", "default"])
+        .output()
+        .expect("ip route");
+    assert!(
+        String::from_utf8_lossy(&routes.stdout).contains("via 169.254.255.254"),
+        "the VRF's catch-all route: {routes:?}"
+    );
+    // The VRF's port still routes to its twin: the tester on sw2 pings it.
+    bed.tester
+        .exec(&["ip", "addr", "add", "10.62.0.2/24", "dev", "t2"])
+        .expect("tester address");
+    let ping = bed.tester.exec(&[
+        "ping",
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "-I",
+        "t2",
+        "10.62.0.1",
+    ]);
+    assert!(
+        ping.as_ref().is_ok_and(|o| o.status.success()),
+        "ping in the VRF after the restart: {ping:?}\n{log}"
+    );
+    drop(sw);
+    drop(vrf);
+}

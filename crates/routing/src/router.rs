@@ -518,15 +518,25 @@ fn close_unclaimed_taps() {
 /// Takes over the predecessor's twin `tap` if it handed one over and it
 /// still fits (`mac`); `None` otherwise (a twin that no longer fits is
 /// closed, so the interface goes and is made again).
-fn adopt_twin(tap: &str, mac: [u8; 6]) -> Option<TapPort> {
+fn adopt_twin(tap: &str, mac: [u8; 6], vrf: Option<&RouterVrf>) -> Option<TapPort> {
     let fd = handed_taps()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(tap)?;
     // SAFETY: the predecessor kept this descriptor open for us; nobody else
     // has it (removed from the table above).
+    // A VRF's twin is in the VRF's namespace: its MAC is read there.
+    let now_mac = |name: &str| match vrf {
+        None => io::link::mac(name),
+        Some(v) => {
+            let name = name.to_string();
+            crate::netns::run_in(&v.ns, move || io::link::mac(&name))
+                .ok()
+                .flatten()
+        }
+    };
     match unsafe { TapPort::adopt(fd, tap, 256) } {
-        Ok(dev) if dev.mac().is_ok_and(|m| m == mac) => Some(dev),
+        Ok(dev) if now_mac(tap) == Some(mac) => Some(dev),
         Ok(_) => {
             tracing::info!("restart: TAP {tap} has another MAC now: made again");
             None
@@ -570,7 +580,7 @@ fn make_twin(
     // A twin of the same name closed just before (an interface moving to
     // another VRF) is deleted only when the punt thread's poll(2), which
     // holds the file, returns (woken, or within its 100 ms).
-    let adopted = adopt_twin(&tap, mac);
+    let adopted = adopt_twin(&tap, mac, vrf);
     let was_adopted = adopted.is_some();
     let mut tries = 0;
     let dev = match adopted {
