@@ -204,6 +204,13 @@ fn restart(
         .unwrap_or_else(|e| e.into_inner())
         .join(";");
     let n = crate::apply::save_macs(&sw.shared.tables.load(), macs).unwrap_or(0);
+    // zebra's routes stay installed until it reconnects and replays.
+    let fpm_journal = sw.socket.with_extension("fpm");
+    let routes = sw
+        .router
+        .as_ref()
+        .and_then(|r| r.save_fpm_journal(&fpm_journal).ok())
+        .unwrap_or(0);
     // The routed interfaces' twins stay: FRR sees no interface change.
     let taps = sw
         .router
@@ -225,7 +232,7 @@ fn restart(
         .or_else(|| std::env::current_exe().ok())
         .ok_or("restart: cannot find the binary")?;
     tracing::info!(
-        "restart: {n} addresses and {lacp} LACP members saved, {} sockets and {} TAP twins handed over, executing {}",
+        "restart: {n} addresses, {lacp} LACP members and {routes} routes from zebra saved, {} sockets and {} TAP twins handed over, executing {}",
         handed.split(';').filter(|x| !x.is_empty()).count(),
         taps.split(';').filter(|x| !x.is_empty()).count(),
         exe.display()
@@ -258,6 +265,7 @@ fn restart(
         )
         .env(HANDOVER_ENV, handed)
         .env(routing::router::TAP_HANDOVER_ENV, taps)
+        .env(routing::router::FPM_JOURNAL_ENV, &fpm_journal)
         .env(VSWITCH_WARM_ENV, if warm { "1" } else { "" })
         .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();

@@ -312,7 +312,7 @@ fn restart_keeps_the_bundle_with_open_vswitch() {
     );
     assert_eq!(fewest, 4, "OVS took members out during the restart");
     assert!(
-        log.contains("4 LACP members saved"),
+        log.contains("4 LACP members and"),
         "{}",
         log.lines()
             .filter(|l| l.contains("restart"))

@@ -154,7 +154,7 @@ fn restart_keeps_the_channel_and_loses_nothing() {
         missing(&to_a.seqs(), total as u64),
         restart_lines.join("\n")
     );
-    assert!(log.contains("2 LACP members saved"), "{log}");
+    assert!(log.contains("2 LACP members and"), "{log}");
     assert_eq!(
         log.matches("LACP resumed from before the restart").count(),
         2,

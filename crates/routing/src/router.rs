@@ -1423,6 +1423,17 @@ impl Router {
         remove_vrf_kernel(rtnl, v, true);
     }
 
+    /// Writes zebra's installed state (the FPM journal) for the image after
+    /// a restart; returns how many entries (0 without FPM).
+    pub fn save_fpm_journal(&self, path: &std::path::Path) -> std::io::Result<usize> {
+        let Some(stats) = &self.fpm else {
+            return Ok(0);
+        };
+        let j = stats.journal();
+        std::fs::write(path, j.frames())?;
+        Ok(j.len())
+    }
+
     /// Keeps every twin open across the `exec` of `lanyard restart`, for
     /// the new image to adopt ([`TAP_HANDOVER_ENV`]): `name=fd;...`. What
     /// the kernel sends meanwhile waits in each TAP's queue.
@@ -2168,8 +2179,50 @@ fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
     }
 }
 
+/// Environment of a restarted switch: where its predecessor left zebra's
+/// installed state ([`crate::frr::fpm::Journal`]).
+pub const FPM_JOURNAL_ENV: &str = "LANYARD_FPM_JOURNAL";
+
+/// After `lanyard restart`: the routes, next-hop objects and labels zebra
+/// had installed in the image before, applied as a connection of their
+/// own before zebra's comes (about 3 s later: its reconnect timer), so
+/// routed traffic keeps its routes across the restart. zebra's replay then
+/// refreshes them and its quiet point sweeps what it did not (the FIB's
+/// stale marking). They enter the journal too, for a restart before that.
+fn restore_fpm_journal(stats: &crate::frr::FpmStats, feeds: &[VrfFeed]) {
+    let Some(path) = std::env::var_os(FPM_JOURNAL_ENV) else {
+        return;
+    };
+    std::env::remove_var(FPM_JOURNAL_ENV);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return;
+    };
+    let _ = std::fs::remove_file(&path);
+    let mut reader = crate::frr::fpm::FrameReader::new();
+    reader.extend(&bytes);
+    let mut decoder = crate::frr::fpm::StreamDecoder::default();
+    let mut updates = Vec::new();
+    if let Err(e) = decoder.drain(&mut reader, stats, &mut updates) {
+        tracing::warn!("restart: zebra's routes from before the restart: {e}; the rest skipped");
+    }
+    let n = updates.len();
+    dispatch(
+        feeds,
+        &crate::frr::FpmEvent::Connected {
+            peer: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
+        },
+    );
+    dispatch(feeds, &crate::frr::FpmEvent::Updates(updates));
+    tracing::info!(
+        "restart: {n} routes, next hops and labels from zebra restored until it reconnects"
+    );
+}
+
 /// Feed the FIBs from zebra, and reclaim LPM memory after grace periods.
 fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Arc<Mutex<Vec<VrfFeed>>>) {
+    if let Some(s) = &server {
+        restore_fpm_journal(&s.stats(), &feeds.lock().unwrap_or_else(|e| e.into_inner()));
+    }
     let (handle, rx) = match server.map(|s| s.spawn_channel()) {
         Some(Ok((h, rx))) => (Some(h), Some(rx)),
         Some(Err(e)) => {

@@ -118,9 +118,109 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// What a journal entry is about: the last message for it is what counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum JournalKey {
+    Route(u32, netlink::Prefix),
+    NextHop(u32),
+    Label(u32),
+}
+
+/// The last netlink message zebra sent for each route, next-hop object
+/// and label entry still installed, so that `lanyard restart` can hand the
+/// new image the whole table (docs/ha.md): zebra only notices the restart
+/// when its connection closes, reconnects after about 3 s and replays,
+/// and until then the new image would route with connected routes only.
+/// Entries carry the connection generation they were last refreshed in;
+/// a new connection's quiet point ([`FpmEvent::Settled`]) drops the ones
+/// its replay did not refresh, as the FIB does.
+#[derive(Debug, Default)]
+pub struct Journal {
+    generation: u64,
+    entries: std::collections::HashMap<JournalKey, (u64, Vec<u8>)>,
+}
+
+impl Journal {
+    fn key(u: &RouteUpdate) -> Option<(JournalKey, bool)> {
+        use labelfeed::LabelMsg;
+        Some(match u {
+            RouteUpdate::Add { prefix, table, .. } => (JournalKey::Route(*table, *prefix), true),
+            RouteUpdate::Del { prefix, table, .. } => (JournalKey::Route(*table, *prefix), false),
+            RouteUpdate::NextHopAdd { id, .. } => (JournalKey::NextHop(*id), true),
+            RouteUpdate::NextHopDel { id } => (JournalKey::NextHop(*id), false),
+            RouteUpdate::Label(LabelMsg::LabelAdd(e)) => (JournalKey::Label(e.in_label), true),
+            RouteUpdate::Label(LabelMsg::LabelDel { in_label }) => {
+                (JournalKey::Label(*in_label), false)
+            }
+            RouteUpdate::Label(LabelMsg::RouteAdd(r)) => (
+                JournalKey::Route(r.table, netlink::Prefix::new(r.prefix, r.prefix_len)?),
+                true,
+            ),
+            RouteUpdate::Label(LabelMsg::RouteDel {
+                prefix,
+                prefix_len,
+                table,
+            }) => (
+                JournalKey::Route(*table, netlink::Prefix::new(*prefix, *prefix_len)?),
+                false,
+            ),
+            RouteUpdate::Ignored { .. } => return None,
+        })
+    }
+
+    /// One decoded message: kept for an add, forgotten for a delete.
+    fn record(&mut self, msg: &[u8], u: &RouteUpdate) {
+        match Self::key(u) {
+            Some((k, true)) => {
+                self.entries.insert(k, (self.generation, msg.to_vec()));
+            }
+            Some((k, false)) => {
+                self.entries.remove(&k);
+            }
+            None => {}
+        }
+    }
+
+    /// zebra connected: what follows is its replay.
+    fn connected(&mut self) {
+        self.generation += 1;
+    }
+
+    /// The replay is over: what it did not refresh is gone.
+    fn settled(&mut self) {
+        let g = self.generation;
+        self.entries.retain(|_, e| e.0 == g);
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every entry as an FPM frame, next-hop objects first (routes may
+    /// refer to them).
+    pub fn frames(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for first in [true, false] {
+            for (k, (_, msg)) in &self.entries {
+                if matches!(k, JournalKey::NextHop(_)) == first {
+                    out.extend(frame(msg));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Counters of one server, shared with its thread.
 #[derive(Debug, Default)]
 pub struct FpmStats {
+    /// The installed state as zebra's last messages (see [`Journal`]).
+    pub journal: std::sync::Mutex<Journal>,
     pub connections: AtomicU64,
     /// Connections that ended (zebra is connected while fewer than
     /// `connections`).
@@ -176,6 +276,11 @@ impl FpmStats {
             decode_errors: g(&self.decode_errors),
             frame_errors: g(&self.frame_errors),
         }
+    }
+
+    /// The journal, locked (the FPM thread and a restart take it).
+    pub fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn count(&self, u: &RouteUpdate) {
@@ -341,6 +446,7 @@ fn serve<F: FnMut(FpmEvent)>(server: FpmServer, stop: Arc<AtomicBool>, mut handl
         match listener.accept() {
             Ok((stream, peer)) => {
                 stats.connections.fetch_add(1, Ordering::Relaxed);
+                stats.journal().connected();
                 handler(FpmEvent::Connected { peer });
                 let reason = serve_conn(stream, &config, &stats, &stop, &mut handler);
                 stats.disconnections.fetch_add(1, Ordering::Relaxed);
@@ -406,6 +512,7 @@ fn serve_conn<F: FnMut(FpmEvent)>(
             {
                 if !settled && last_data.elapsed() >= config.settle {
                     settled = true;
+                    stats.journal().settled();
                     handler(FpmEvent::Settled);
                 }
             }
@@ -440,10 +547,18 @@ impl StreamDecoder {
                 stats.ignored.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            match netlink::decode(payload) {
+            // Message by message (as `netlink::decode`), so the journal
+            // keeps each message on its own; all or nothing per frame.
+            match netlink::split(payload).and_then(|msgs| {
+                msgs.into_iter()
+                    .map(|m| netlink::decode_one(m).map(|u| (m, u)))
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
                 Ok(updates) => {
-                    for u in updates {
+                    let mut journal = stats.journal();
+                    for (msg, u) in updates {
                         stats.count(&u);
+                        journal.record(msg, &u);
                         if !matches!(u, RouteUpdate::Ignored { .. }) {
                             out.push(u);
                         }
@@ -499,6 +614,77 @@ mod tests {
         assert_eq!(frames[0].1, add("10.0.0.0/24", "192.0.2.1"));
         assert_eq!(frames[2], (2, vec![]));
         assert_eq!(r.pending(), 0);
+    }
+
+    /// The journal keeps the last message per route, forgets deletes,
+    /// and after a new connection's quiet point only what its replay
+    /// refreshed; its frames decode back to the same routes.
+    #[test]
+    fn journal_keeps_installed_state_and_sweeps_after_a_replay() {
+        let stats = FpmStats::default();
+        let feed = |stats: &FpmStats, msgs: &[Vec<u8>]| {
+            let mut r = FrameReader::new();
+            for m in msgs {
+                r.extend(&frame(m));
+            }
+            let mut out = Vec::new();
+            StreamDecoder::default()
+                .drain(&mut r, stats, &mut out)
+                .unwrap();
+            out
+        };
+        let del = |pfx: &str| {
+            build::route(
+                RTM_DELROUTE,
+                pfx.parse().unwrap(),
+                254,
+                196,
+                20,
+                &NextHops::List(Vec::new()),
+            )
+        };
+        stats.journal().connected();
+        feed(
+            &stats,
+            &[
+                add("10.0.0.0/24", "192.0.2.1"),
+                add("10.0.1.0/24", "192.0.2.1"),
+                add("10.0.0.0/24", "192.0.2.9"),
+                add("10.0.2.0/24", "192.0.2.1"),
+                del("10.0.2.0/24"),
+            ],
+        );
+        assert_eq!(stats.journal().len(), 2);
+        // Its frames replay the installed state: the newer next hop wins.
+        let mut r = FrameReader::new();
+        r.extend(&stats.journal().frames());
+        let mut out = Vec::new();
+        StreamDecoder::default()
+            .drain(&mut r, &FpmStats::default(), &mut out)
+            .unwrap();
+        let mut rib = super::super::Rib::new();
+        out.iter().for_each(|u| rib.apply(u));
+        assert_eq!(rib.len(), 2);
+        let r0 = rib.get(254, &"10.0.0.0/24".parse().unwrap()).unwrap();
+        assert_eq!(
+            r0.nexthops,
+            NextHops::List(vec![NextHop {
+                gateway: Some("192.0.2.9".parse().unwrap()),
+                ifindex: 2,
+                weight: 1,
+            }])
+        );
+        // A new connection replays one of the two; its quiet point sweeps
+        // the other.
+        stats.journal().connected();
+        feed(&stats, &[add("10.0.1.0/24", "192.0.2.1")]);
+        assert_eq!(
+            stats.journal().len(),
+            2,
+            "nothing swept before the quiet point"
+        );
+        stats.journal().settled();
+        assert_eq!(stats.journal().len(), 1);
     }
 
     #[test]

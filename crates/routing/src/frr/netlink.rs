@@ -380,6 +380,12 @@ fn attr_via(p: &[u8]) -> Result<IpAddr, DecodeError> {
 
 /// Decodes every netlink message in `msg` (the payload of one FPM frame).
 pub fn decode(msg: &[u8]) -> Result<Vec<RouteUpdate>, DecodeError> {
+    split(msg)?.into_iter().map(decode_one).collect()
+}
+
+/// The netlink messages of `msg`, each exactly `nlmsg_len` bytes (what
+/// [`decode`] decodes one by one).
+pub fn split(msg: &[u8]) -> Result<Vec<&[u8]>, DecodeError> {
     let mut out = Vec::new();
     let mut off = 0usize;
     while msg.len() - off >= NLMSG_HDRLEN {
@@ -388,7 +394,7 @@ pub fn decode(msg: &[u8]) -> Result<Vec<RouteUpdate>, DecodeError> {
         if len < NLMSG_HDRLEN || len > rest.len() {
             return Err(DecodeError::BadMessageLength { offset: off, len });
         }
-        out.push(decode_one(&rest[..len])?);
+        out.push(&rest[..len]);
         off += align4(len).min(rest.len());
     }
     if off != msg.len() {
