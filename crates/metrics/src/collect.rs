@@ -429,6 +429,29 @@ fn counters(q: &Query, o: &mut Out) {
         ] {
             o.counter(name, help, false, &[], u(l3, k));
         }
+        // Traffic a VRF namespace's kernel hands Lanyard to route
+        // (docs/vrf.md, "Traffic of a VRF's own kernel").
+        if let Some(v) = l3.get("vrf_kernel") {
+            for (k, name, help) in [
+                (
+                    "received",
+                    "l3_vrf_kernel_received",
+                    "packets VRF kernels sent to Lanyard's gateway",
+                ),
+                (
+                    "routed",
+                    "l3_vrf_kernel_routed",
+                    "packets of VRF kernels routed in their VRF",
+                ),
+                (
+                    "no_route",
+                    "l3_vrf_kernel_no_route",
+                    "packets of VRF kernels dropped for want of a route",
+                ),
+            ] {
+                o.counter(name, help, false, &[], u(v, k));
+            }
+        }
         if let Some(m) = l3.get("managed_neighbors") {
             o.gauge(
                 "l3_managed_neighbors",
@@ -951,6 +974,23 @@ mod tests {
         }
         // Features that answer with an error (not configured) add nothing.
         assert!(!t.contains("lanyard_flow_cache"));
+    }
+
+    #[test]
+    fn vrf_kernel_counters_are_exported() {
+        let q = |req: &Value| match req["cmd"].as_str() {
+            Some("show-counters") => json!({"ok": true, "data": {"ports": [], "vlans": [],
+                "l3": {"vrf_kernel": {"received": 12, "routed": 10, "no_route": 2}}}}),
+            _ => json!({"ok": false}),
+        };
+        let t = collect(&q);
+        for line in [
+            "lanyard_l3_vrf_kernel_received_total{} 12",
+            "lanyard_l3_vrf_kernel_routed_total{} 10",
+            "lanyard_l3_vrf_kernel_no_route_total{} 2",
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+        }
     }
 
     #[test]
