@@ -23,7 +23,8 @@
 //!   port backend the switches use.
 //!
 //! Checked: the VPN routes in both PEs' VRFs via the P; the kernel CEs
-//! ping across both ways (each customer); UDP test frames from each CE
+//! ping across both ways (each customer), and each far PE's own address
+//! in their VRF (answered through its catch-all route); UDP test frames from each CE
 //! reach its own customer's far CE only (TTL, checksum), carrying
 //! [transport, VPN] on PE→P (the P's label for the far PE's loopback, then
 //! the far PE's VPN label of that VRF) and [explicit null, VPN] on P→PE,
@@ -536,6 +537,25 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
         "  CEs ping across {:.1} s after start",
         t0.elapsed().as_secs_f64()
     );
+    // And the far PE's own address in their VRF (routes from bgpd): the
+    // far PE's VRF kernel answers through its catch-all route, routed and
+    // labelled by Lanyard (docs/vrf.md, "Traffic of a VRF's own kernel").
+    for (i, v) in CUSTS.iter().enumerate() {
+        for (from, to) in [(&ce1[i], "10.2.0.1"), (&ce2[i], "10.1.0.1")] {
+            let ok = wait_for(
+                &format!("{v} ping to the far PE's {to}"),
+                Duration::from_secs(10),
+                || {
+                    from.exec(&["ping", "-c", "1", "-W", "1", to])
+                        .ok()
+                        .filter(|o| o.status.success())
+                },
+            );
+            if ok.is_none() {
+                panic!("{}", dump(&format!("{v}: no ping to the far PE's {to}")));
+            }
+        }
+    }
 
     // 3. UDP test frames from each CE: its own customer's far CE only,
     // [transport, VPN] on PE→P, [explicit null, VPN] on P→PE.
