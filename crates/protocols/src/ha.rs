@@ -461,7 +461,8 @@ pub struct Ha {
     pub lacp_info: Mutex<Vec<Vec<serde_json::Value>>>,
     /// The distributing members' LACP state, as a restart leaves it for
     /// the next image (from the runner; see [`Ha::save_lacp`]).
-    lacp_saved: Mutex<Vec<crate::lacp::SavedPort>>,
+    /// (channel, member index, our identity, partner).
+    lacp_saved: Mutex<Vec<(usize, usize, wire::lacp::LacpInfo, wire::lacp::LacpInfo)>>,
     /// Spanning tree for `show spanning-tree` (from its thread; null
     /// without spanning tree).
     pub stp_info: Mutex<serde_json::Value>,
@@ -546,7 +547,22 @@ impl Ha {
     /// [`SavedPort::to_line`]: crate::lacp::SavedPort::to_line
     pub fn save_lacp(&self, path: &std::path::Path) -> std::io::Result<usize> {
         let saved = self.lacp_saved.lock().unwrap_or_else(|e| e.into_inner());
-        let text: String = saved.iter().map(|p| p.to_line() + "\n").collect();
+        let st = self.snapshot();
+        let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let text: String = saved
+            .iter()
+            .filter_map(|&(c, k, actor, partner)| {
+                let ch = st.channels.get(c)?;
+                let member = names.get(*ch.members.get(k)? as usize)?;
+                let p = crate::lacp::SavedPort {
+                    channel: ch.name.clone(),
+                    member: member.clone(),
+                    actor,
+                    partner,
+                };
+                Some(p.to_line() + "\n")
+            })
+            .collect();
         std::fs::write(path, text)?;
         Ok(saved.len())
     }
@@ -1057,21 +1073,18 @@ impl HaRunner {
             })
             .collect();
         *self.ha.lacp_info.lock().unwrap_or_else(|e| e.into_inner()) = info;
-        let mut saved = Vec::new();
+        // Every turn (2 ms), so no strings here: the names are put in when
+        // a restart writes the state.
+        let mut saved = self.ha.lacp_saved.lock().unwrap_or_else(|e| e.into_inner());
+        saved.clear();
         for (c, agg) in self.lacp.iter().enumerate() {
             let Some(agg) = agg else { continue };
             for (k, p) in agg.ports().iter().enumerate() {
                 if let Some(partner) = p.partner().filter(|_| p.distributing()) {
-                    saved.push(crate::lacp::SavedPort {
-                        channel: self.channel_names[c].clone(),
-                        member: self.member_names[c][k].clone(),
-                        actor: p.actor(),
-                        partner,
-                    });
+                    saved.push((c, k, p.actor(), partner));
                 }
             }
         }
-        *self.ha.lacp_saved.lock().unwrap_or_else(|e| e.into_inner()) = saved;
     }
 
     /// Whether the switch needs this thread at all.
