@@ -519,8 +519,15 @@ impl Switch {
         // After a restart: the members' LACP state the predecessor left,
         // so its partners see nothing change; in the first snapshot, before
         // the supervisor attaches the handed-over ports.
-        let resume =
-            protocols::ha::load_lacp(&protocols::ha::lacp_state_path(&cfg.management.socket));
+        // Only across a restart: a file left by a restart that failed must
+        // not resume partners hours later.
+        let lacp_file = protocols::ha::lacp_state_path(&cfg.management.socket);
+        let resume = if std::env::var_os(RESTART_ENV).is_some() {
+            protocols::ha::load_lacp(&lacp_file)
+        } else {
+            let _ = std::fs::remove_file(&lacp_file);
+            Vec::new()
+        };
         ha.resume_lacp(&resume);
         // Read once: a later restart decides afresh.
         let warm_pair =
