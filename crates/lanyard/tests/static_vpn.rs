@@ -290,24 +290,8 @@ fn static_vpn_routes_between_two_lanyard_pes() {
     let ce2 = [ns("svc2a"), ns("svc2b")];
     let vrf1 = [ns("svv1a"), ns("svv1b")];
     let vrf2 = [ns("svv2a"), ns("svv2b")];
-    core.exec(&[
-        "ip",
-        "link",
-        "add",
-        "core0",
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-    ])
-    .expect("bridge");
-    veth(&pe1, "up", &core, "x", 1600).unwrap();
-    veth(&pe2, "up", &core, "y", 1600).unwrap();
-    for p in ["x", "y"] {
-        core.exec(&["ip", "link", "set", p, "master", "core0"])
-            .expect("bridge port");
-    }
-    core.exec(&["ip", "link", "set", "core0", "up"]).unwrap();
+    testkit::netns::bridged_segment(&core, &[(&pe1, "up", "x"), (&pe2, "up", "y")], 1600)
+        .expect("core segment");
     for (pe, ces, k) in [(&pe1, &ce1, 1u8), (&pe2, &ce2, 2u8)] {
         for (ce, port) in ces.iter().zip(PORTS) {
             veth(pe, port, ce, "c", 1500).unwrap();

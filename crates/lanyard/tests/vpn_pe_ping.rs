@@ -122,24 +122,8 @@ fn a_ce_pings_the_far_pe_in_its_vrf() {
     let (pe1, pe2, core) = (ns("vppe1"), ns("vppe2"), ns("vpcore"));
     let (ce1, ce2) = (ns("vpce1"), ns("vpce2"));
     let (vrf1, vrf2) = (ns("vpvrf1"), ns("vpvrf2"));
-    core.exec(&[
-        "ip",
-        "link",
-        "add",
-        "core0",
-        "type",
-        "bridge",
-        "stp_state",
-        "0",
-    ])
-    .expect("bridge");
-    veth(&pe1, "up", &core, "x", 1600).unwrap();
-    veth(&pe2, "up", &core, "y", 1600).unwrap();
-    for p in ["x", "y"] {
-        core.exec(&["ip", "link", "set", p, "master", "core0"])
-            .expect("bridge port");
-    }
-    core.exec(&["ip", "link", "set", "core0", "up"]).unwrap();
+    testkit::netns::bridged_segment(&core, &[(&pe1, "up", "x"), (&pe2, "up", "y")], 1600)
+        .expect("core segment");
     for (pe, ce, k) in [(&pe1, &ce1, 1u8), (&pe2, &ce2, 2u8)] {
         veth(pe, "ca", ce, "c", 1500).unwrap();
         ce.sysctl("net.ipv6.conf.c.disable_ipv6", "0").unwrap();

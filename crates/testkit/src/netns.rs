@@ -224,6 +224,29 @@ pub fn run_cmd(prog: &str, args: &[&str]) -> io::Result<Output> {
     Ok(out)
 }
 
+/// A shared segment: bridge `core0` (no STP) in namespace `core`, and for
+/// each `(ns, if_ns, if_core)` a veth `if_ns` in `ns` to `if_core` on the
+/// bridge, all with MTU `mtu` and up (a raw socket on a bridge port sees
+/// every frame on the wire, whatever the switches' port backends).
+pub fn bridged_segment(core: &Netns, links: &[(&Netns, &str, &str)], mtu: u32) -> io::Result<()> {
+    core.exec(&[
+        "ip",
+        "link",
+        "add",
+        "core0",
+        "type",
+        "bridge",
+        "stp_state",
+        "0",
+    ])?;
+    for (ns, ifname, port) in links {
+        veth(ns, ifname, core, port, mtu)?;
+        core.exec(&["ip", "link", "set", port, "master", "core0"])?;
+    }
+    core.exec(&["ip", "link", "set", "core0", "up"])?;
+    Ok(())
+}
+
 /// Creates a veth pair: `if_a` in namespace `ns_a`, `if_b` in `ns_b`, both
 /// with MTU `mtu` and up. IPv6 is off on both (inherited from the
 /// namespaces' `default` setting, and set explicitly again here).
