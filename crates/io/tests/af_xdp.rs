@@ -468,37 +468,62 @@ fn multi_queue_veth_opens_a_socket_per_queue() {
         };
         let mut p = AfPacketPort::open("b", &tx).unwrap();
         let frames: Vec<Vec<u8>> = (0..400u32).map(|i| udp_frame(i, 1000 + i as u16)).collect();
-        send_all(&mut p, &frames);
-        let mut seen = std::collections::BTreeSet::new();
-        let mut b = FrameBatch::new();
-        let t = Instant::now();
-        while seen.len() < frames.len() && t.elapsed() < Duration::from_secs(5) {
-            b.clear();
-            if x.recv(&mut b, 0).unwrap() == 0 {
-                // The port's one descriptor wakes for any queue.
-                poll_in(x.rx_fd().unwrap(), 5);
-            }
-            for i in 0..b.len() {
-                let f = b.frame(i);
-                if f.len() >= 46 && f[12..14] == [0x08, 0x00] && f[36..38] == [0x27, 0x0f] {
-                    seen.insert(u32::from_be_bytes([f[42], f[43], f[44], f[45]]));
-                }
-            }
-        }
-        let per_q = x.queue_rx_frames().to_vec();
-        assert_eq!(
-            seen.len(),
-            frames.len(),
-            "all frames arrive; per queue {per_q:?}"
-        );
-        eprintln!("frames per queue: {per_q:?}");
-        let used = per_q.iter().filter(|&&n| n > 0).count();
-        assert!(used > 1, "frames spread over queues: {per_q:?}");
+        spread_over_queues(&mut x, &mut p, &frames);
         // a -> b still works (queue 0's socket transmits).
         let back: Vec<Vec<u8>> = (0..50).map(|i| frame(i, 100)).collect();
         send_all(&mut x, &back);
         let got = recv_marked(&mut p, back.len(), Duration::from_secs(5));
         assert_eq!(got.len(), back.len());
         assert_eq!(x.stats().rx_ring_drops, 0);
+        // Restart hand-over carries every queue's socket: the successor
+        // (here, the same process) reads all four again.
+        let state = x.handover().expect("hand-over state");
+        assert_eq!(state.matches('+').count(), 3, "{state}");
+        std::mem::forget(x); // handed over: neither used nor dropped
+        let mut y = AfXdpPort::adopt("a", &state).expect("adopt");
+        assert_eq!(y.queues(), 4);
+        spread_over_queues(&mut y, &mut p, &frames);
+        send_all(&mut y, &back);
+        assert_eq!(
+            recv_marked(&mut p, back.len(), Duration::from_secs(5)).len(),
+            50
+        );
     });
+}
+
+/// Send `frames` (UDP, see `udp_frame`) on `p`; all arrive on `x`, more
+/// than one of its queues used.
+fn spread_over_queues(x: &mut AfXdpPort, p: &mut AfPacketPort, frames: &[Vec<u8>]) {
+    let before = x.queue_rx_frames().to_vec();
+    send_all(p, frames);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut b = FrameBatch::new();
+    let t = Instant::now();
+    while seen.len() < frames.len() && t.elapsed() < Duration::from_secs(5) {
+        b.clear();
+        if x.recv(&mut b, 0).unwrap() == 0 {
+            // The port's one descriptor wakes for any queue.
+            poll_in(x.rx_fd().unwrap(), 5);
+        }
+        for i in 0..b.len() {
+            let f = b.frame(i);
+            if f.len() >= 46 && f[12..14] == [0x08, 0x00] && f[36..38] == [0x27, 0x0f] {
+                seen.insert(u32::from_be_bytes([f[42], f[43], f[44], f[45]]));
+            }
+        }
+    }
+    let per_q: Vec<u64> = x
+        .queue_rx_frames()
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a - b)
+        .collect();
+    eprintln!("frames per queue: {per_q:?}");
+    assert_eq!(
+        seen.len(),
+        frames.len(),
+        "all frames arrive; per queue {per_q:?}"
+    );
+    let used = per_q.iter().filter(|&&n| n > 0).count();
+    assert!(used > 1, "frames spread over queues: {per_q:?}");
 }

@@ -717,7 +717,29 @@ impl AfXdpPort {
             op: "adopt",
             err: io::Error::new(io::ErrorKind::InvalidData, "AF_XDP hand-over state"),
         };
-        let f: Vec<u64> = state
+        let mut parts = state.split('+');
+        let head = parts.next().unwrap_or_default();
+        // Queues 1.. (`+SOCKET/UMEM` each), taken over below with the rest.
+        let queue_fds: Vec<[RawFd; 2]> = parts
+            .map(|p| {
+                let (x, u) = p.split_once('/')?;
+                Some([x.parse().ok()?, u.parse().ok()?])
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        if queue_fds.iter().flatten().any(|&fd| fd < 0) || queue_fds.len() >= MAX_QUEUES {
+            return Err(bad());
+        }
+        // SAFETY: the predecessor left these descriptors open for us; from
+        // here on we own them (they are closed if adopting fails).
+        let queue_fds: Vec<[OwnedFd; 2]> = queue_fds
+            .into_iter()
+            .map(|q| q.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
+            .collect();
+        for fd in queue_fds.iter().flatten() {
+            set_cloexec(fd.as_raw_fd(), true);
+        }
+        let f: Vec<u64> = head
             .strip_prefix(HANDOVER_TAG)
             .ok_or_else(bad)?
             .split(',')
@@ -810,6 +832,35 @@ impl AfXdpPort {
             }));
             port.kick = b[3] != 0 && b[4] != 0;
         }
+        // The other queues' sockets, unless the interface's queues changed
+        // meanwhile (then the port opens anew: a queue would go unread).
+        if rx_queues(ifname, ifindex) != 1 + queue_fds.len() {
+            return Err(PortError::Os {
+                op: "adopt",
+                err: io::Error::other("the interface's receive queues changed"),
+            });
+        }
+        for [xfd, ufd] in queue_fds {
+            let (fill, comp, rx, tx) = map_rings(&xfd, rx_frames, 2 * TX_DESCS_PER_SLOT)?;
+            let len = rx_frames as usize * CHUNK;
+            let umem = map_umem(&ufd, len).map_err(os("mmap(UMEM)"))?;
+            port.extra.push(RxQueue {
+                xsk: Xsk {
+                    fill,
+                    comp,
+                    rx,
+                    tx,
+                    fd: xfd,
+                },
+                umem,
+                umem_len: len,
+                _umem_fd: ufd,
+            });
+            port.queue_rx.push(0);
+        }
+        if !port.extra.is_empty() {
+            port.epoll = Some(port.epoll_set().map_err(os("epoll(AF_XDP queues)"))?);
+        }
         // Completions of the predecessor's last frames (none are in flight:
         // it waited for them) must not free slots twice.
         if let Some(x) = port.xsk.as_mut() {
@@ -824,10 +875,6 @@ impl AfXdpPort {
     /// to 50 ms) for every frame sent to complete; `None` if some did not
     /// or a descriptor cannot be kept open across `exec`.
     fn handover_state(&mut self) -> Option<String> {
-        if !self.extra.is_empty() {
-            // Not built for several queues: the successor opens anew.
-            return None;
-        }
         self.tx_lent = None;
         let _ = Port::flush(self);
         let t = std::time::Instant::now();
@@ -849,12 +896,21 @@ impl AfXdpPort {
             self._prog.as_raw_fd(),
             self.map.as_raw_fd(),
         ];
-        if !fds.iter().all(|&fd| set_cloexec(fd, false)) {
-            for fd in fds {
+        let queue_fds: Vec<[RawFd; 2]> = self
+            .extra
+            .iter()
+            .map(|q| [q.xsk.fd.as_raw_fd(), q._umem_fd.as_raw_fd()])
+            .collect();
+        let all = || fds.iter().chain(queue_fds.iter().flatten()).copied();
+        if !all().all(|fd| set_cloexec(fd, false)) {
+            for fd in all() {
                 set_cloexec(fd, true);
             }
             return None;
         }
+        // Queues 1..: `+SOCKET/UMEM` each (their rings are as queue 0's
+        // receive side; the successor maps them again).
+        let queues: String = queue_fds.iter().map(|[x, u]| format!("+{x}/{u}")).collect();
         let m = self.mode;
         let busy = match &self.busy {
             Some(b) => {
@@ -870,7 +926,7 @@ impl AfXdpPort {
             None => String::new(),
         };
         Some(format!(
-            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}{busy}",
+            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}{busy}{queues}",
             fds[0],
             fds[1],
             fds[2],
@@ -1342,11 +1398,10 @@ pub fn close_handover_state(state: &str) -> bool {
     let Some(rest) = state.strip_prefix(HANDOVER_TAG) else {
         return false;
     };
-    for fd in rest
-        .split(',')
-        .take(5)
-        .filter_map(|f| f.parse::<RawFd>().ok())
-    {
+    let mut parts = rest.split('+');
+    let head = parts.next().unwrap_or_default().split(',').take(5);
+    let queues = parts.flat_map(|p| p.split('/'));
+    for fd in head.chain(queues).filter_map(|f| f.parse::<RawFd>().ok()) {
         // SAFETY: the predecessor left these open for us; nobody adopted them.
         unsafe { libc::close(fd) };
     }
