@@ -1,6 +1,9 @@
-//! AF_XDP port: one XSK socket on queue 0 of an interface, its own UMEM,
-//! and the steering XDP program ([`prog`]) that sends the queue's frames to
-//! the socket.
+//! AF_XDP port: one XSK socket per receive queue of an interface (queue 0
+//! receives and transmits, the others only receive), each with its own
+//! UMEM, and the steering XDP program ([`prog`]) that sends each queue's
+//! frames to its socket. With several queues the receive chunks are split
+//! between them, so a port's memory does not grow with its queue count;
+//! receive reads every queue in turn (a different one first each call).
 //!
 //! - **UMEM**: `rx_frames` 2 KiB chunks for receive (all of them in the
 //!   fill ring or the kernel's hands at any time), then `tx_slots` transmit
@@ -34,10 +37,9 @@
 //!   kernel leaves the device's NAPI to it.
 //!
 //! Not done: a UMEM shared between the ports of a worker
-//! (`XDP_SHARED_UMEM`) — each port has its own, and the data path copies
-//! frames through its batch as with AF_PACKET; sockets on more than one
-//! receive queue (an interface with several is refused: its other queues'
-//! frames would bypass Lanyard).
+//! (`XDP_SHARED_UMEM`) — each socket has its own, and the data path copies
+//! frames through its batch as with AF_PACKET; busy polling on a port with
+//! several queues (refused, saying so).
 //!
 //! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
 //!   UMEM lives in a memfd, not in private memory, so a successor image
