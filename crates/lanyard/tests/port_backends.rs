@@ -3,7 +3,9 @@
 //! learned unicast, jumbo frames between AF_XDP and AF_PACKET); `show
 //! interfaces` says which backend and mode each port runs; a forced
 //! `af-xdp` port follows a link flap and an interface re-creation; and the
-//! steering program is gone from the interface after the switch stops.
+//! steering program is gone from the interface after the switch stops;
+//! multi-queue veths get a socket per queue under `auto` and forward, and
+//! an interface with more queues than the cap falls back to AF_PACKET.
 
 use std::time::{Duration, Instant};
 
@@ -342,9 +344,10 @@ fn forced_af_xdp_port_follows_flap_and_recreation_and_leaves_nothing() {
 #[test]
 fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
     require_root!();
-    // Two ports on veths with two receive queues each: the AF_XDP backend
-    // binds one socket on queue 0 and refuses such an interface, so
-    // `auto` falls back (logged) and `af-xdp` reports the reason.
+    // Two ports on veths with 17 receive queues each: the AF_XDP backend
+    // binds a socket per queue, at most 16 (`io::af_xdp::MAX_QUEUES`), and
+    // refuses such an interface, so `auto` falls back (logged) and
+    // `af-xdp` reports the reason.
     let tester = testkit::Netns::new("pbq-t").expect("ns");
     let dut = testkit::Netns::new("pbq-d").expect("ns");
     for i in 1..=2 {
@@ -358,9 +361,9 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
             "mtu",
             "9216",
             "numrxqueues",
-            "2",
+            "17",
             "numtxqueues",
-            "2",
+            "17",
             "type",
             "veth",
             "peer",
@@ -371,7 +374,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
             "netns",
             tester.name(),
         ])
-        .expect("veth with two queues");
+        .expect("veth with 17 queues");
         dut.link_up(&format!("sw{i}"), None).unwrap();
         tester.link_up(&format!("t{i}"), None).unwrap();
     }
@@ -389,7 +392,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
     let b = backend(&sw, "sw1");
     if b.0 != "af-packet" {
         f.push(format!(
-            "sw1 (auto, two queues): backend {b:?}, expected af-packet"
+            "sw1 (auto, 17 queues): backend {b:?}, expected af-packet"
         ));
     }
     let log = sw.log();
@@ -404,7 +407,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
         .unwrap_or_default();
     let err = sw2["error"].as_str().unwrap_or("");
     if sw2["state"] != "missing" || !err.contains("AF_XDP") || !err.contains("receive queues") {
-        f.push(format!("sw2 (af-xdp, two queues): {sw2}"));
+        f.push(format!("sw2 (af-xdp, 17 queues): {sw2}"));
     }
     // The fallen-back port forwards: sw1 floods to nobody else that is up,
     // so check its receive counter instead.
@@ -489,7 +492,7 @@ fn xdp_queue_packets(ns: &str, dev: &str) -> Vec<u64> {
 #[test]
 fn auto_picks_af_xdp_on_multi_queue_veths_and_forwards_both_ways() {
     require_root!();
-    let bed = TestBed::new("pbq", 0, 1500).expect("namespaces");
+    let bed = TestBed::new("pbm", 0, 1500).expect("namespaces");
     let q = ["numrxqueues", "4", "numtxqueues", "4"];
     for i in 1..=2 {
         let (t, s) = (format!("t{i}"), format!("sw{i}"));
