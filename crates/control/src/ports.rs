@@ -63,7 +63,8 @@ pub struct PortStatus {
     /// Backend of the receiving socket: `af-xdp` or `af-packet` (empty
     /// until attached).
     pub backend: &'static str,
-    /// How it runs: `native/copy`, `generic/zero-copy`, … for AF_XDP,
+    /// How it runs: `native/copy`, `generic/zero-copy`, … for AF_XDP
+    /// (`native/copy 4 queues`: a socket on each of 4 receive queues),
     /// `tpacket-v2+v3` (two rings) or `tpacket-v3` for AF_PACKET.
     pub backend_mode: String,
     /// Frames the receiving socket's receive and transmit rings hold
@@ -590,13 +591,18 @@ impl Supervisor {
         let (backend, mode) = match &xdp {
             Some(p) => {
                 let m = p.mode();
+                // A socket per receive queue: say how many.
+                let base = match p.queues() {
+                    1 => m.to_string(),
+                    q => format!("{m} {q} queues"),
+                };
                 if m.xdp == io::af_xdp::prog::XdpMode::Generic {
                     tracing::info!(
                         "port {name}: AF_XDP in generic (skb) mode: the driver refused native XDP"
                     );
                 }
                 match p.busy_poll_refused() {
-                    None => ("af-xdp", m.to_string()),
+                    None => ("af-xdp", base),
                     Some(refused) => {
                         if !refused.is_empty() {
                             // Never fatal: the port forwards, and the
@@ -607,7 +613,11 @@ impl Supervisor {
                             );
                         }
                         self.last_busy_refused = refused.to_vec();
-                        ("af-xdp", format!("{m} busy-poll"))
+                        if p.queues() > 1 {
+                            ("af-xdp", base) // refused outright
+                        } else {
+                            ("af-xdp", format!("{base} busy-poll"))
+                        }
                     }
                 }
             }

@@ -250,6 +250,40 @@ fn restart_hands_af_xdp_sockets_over() {
     require_root!();
     let _g = l2::heavy();
     let bed = TestBed::new("lyrx", 2, 1500).expect("namespaces");
+    let modes = restart_af_xdp(&bed);
+    assert!(modes.iter().all(|m| !m.contains("queues")), "{modes:?}");
+}
+
+/// The same on veths with four receive queues: every queue's socket is
+/// handed over (docs/io.md), and the ports come back with four queues.
+#[test]
+fn restart_hands_multi_queue_af_xdp_sockets_over() {
+    require_root!();
+    let _g = l2::heavy();
+    let mut bed = TestBed::new("lyrq", 0, 1500).expect("namespaces");
+    let q = ["numrxqueues", "4", "numtxqueues", "4"];
+    for i in 1..=2 {
+        let (t, s) = (format!("t{i}"), format!("sw{i}"));
+        let mut args = vec!["-n", bed.tester.name(), "link", "add", "name", &t];
+        args.extend_from_slice(&q);
+        args.extend_from_slice(&["type", "veth", "peer", "name", &s]);
+        args.extend_from_slice(&q);
+        args.extend_from_slice(&["netns", bed.dut.name()]);
+        testkit::netns::ip(&args).expect("veth add");
+        for (ns, dev) in [(&bed.tester, &t), (&bed.dut, &s)] {
+            ns.sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
+                .expect("sysctl");
+            ns.link_up(dev, None).expect("link up");
+        }
+    }
+    bed.ports = 2;
+    let modes = restart_af_xdp(&bed);
+    assert!(modes.iter().all(|m| m.ends_with(" 4 queues")), "{modes:?}");
+}
+
+/// Restart under a stream on AF_XDP ports `sw1`/`sw2` of `bed`: nothing
+/// lost, the same backends and modes after; returns the modes.
+fn restart_af_xdp(bed: &TestBed) -> Vec<String> {
     // Two workers: each receives one port on AF_XDP and sends on the
     // other's AF_PACKET transmit socket; all four are handed over.
     let yaml = "switch:\n  name: restart-xdp\n  port-backend: af-xdp\n  workers: 2\nports:\n  - {name: sw1}\n  - {name: sw2}\n";
@@ -270,7 +304,18 @@ fn restart_hands_af_xdp_sockets_over() {
             })
             .unwrap_or_default()
     };
+    let modes = |sw: &Switch| -> Vec<String> {
+        sw.show_json(&["show", "interfaces"])
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["backend_mode"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     assert_eq!(backends(&sw), ["af-xdp", "af-xdp"]);
+    let modes_before = modes(&sw);
     let ports = bed.open_all().unwrap();
     learn(&ports);
     let (sent, got) = stream_around(&ports, 0, 1, 3.0, || {
@@ -292,6 +337,7 @@ fn restart_hands_af_xdp_sockets_over() {
     assert!(!log.contains("handed-over AF_XDP socket refused"), "{log}");
     assert_eq!(got, sent, "frames lost across the restart");
     assert_eq!(backends(&sw), ["af-xdp", "af-xdp"], "still AF_XDP");
+    assert_eq!(modes(&sw), modes_before, "same modes (and queues)");
     // The other direction too: the adopted sockets send and receive.
     let frames: Vec<Vec<u8>> = (0..100)
         .map(|i| test_frame(&mac(1), &mac(2), &[], 6, i, 64))
@@ -304,4 +350,5 @@ fn restart_hands_af_xdp_sockets_over() {
         .filter(|f| f[6..12] == mac(2))
         .count();
     assert_eq!(back, 100, "after the restart, sw2 -> sw1");
+    modes_before
 }

@@ -3,7 +3,9 @@
 //! learned unicast, jumbo frames between AF_XDP and AF_PACKET); `show
 //! interfaces` says which backend and mode each port runs; a forced
 //! `af-xdp` port follows a link flap and an interface re-creation; and the
-//! steering program is gone from the interface after the switch stops.
+//! steering program is gone from the interface after the switch stops;
+//! multi-queue veths get a socket per queue under `auto` and forward, and
+//! an interface with more queues than the cap falls back to AF_PACKET.
 
 use std::time::{Duration, Instant};
 
@@ -342,9 +344,10 @@ fn forced_af_xdp_port_follows_flap_and_recreation_and_leaves_nothing() {
 #[test]
 fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
     require_root!();
-    // Two ports on veths with two receive queues each: the AF_XDP backend
-    // binds one socket on queue 0 and refuses such an interface, so
-    // `auto` falls back (logged) and `af-xdp` reports the reason.
+    // Two ports on veths with 17 receive queues each: the AF_XDP backend
+    // binds a socket per queue, at most 16 (`io::af_xdp::MAX_QUEUES`), and
+    // refuses such an interface, so `auto` falls back (logged) and
+    // `af-xdp` reports the reason.
     let tester = testkit::Netns::new("pbq-t").expect("ns");
     let dut = testkit::Netns::new("pbq-d").expect("ns");
     for i in 1..=2 {
@@ -358,9 +361,9 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
             "mtu",
             "9216",
             "numrxqueues",
-            "2",
+            "17",
             "numtxqueues",
-            "2",
+            "17",
             "type",
             "veth",
             "peer",
@@ -371,7 +374,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
             "netns",
             tester.name(),
         ])
-        .expect("veth with two queues");
+        .expect("veth with 17 queues");
         dut.link_up(&format!("sw{i}"), None).unwrap();
         tester.link_up(&format!("t{i}"), None).unwrap();
     }
@@ -389,7 +392,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
     let b = backend(&sw, "sw1");
     if b.0 != "af-packet" {
         f.push(format!(
-            "sw1 (auto, two queues): backend {b:?}, expected af-packet"
+            "sw1 (auto, 17 queues): backend {b:?}, expected af-packet"
         ));
     }
     let log = sw.log();
@@ -404,7 +407,7 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
         .unwrap_or_default();
     let err = sw2["error"].as_str().unwrap_or("");
     if sw2["state"] != "missing" || !err.contains("AF_XDP") || !err.contains("receive queues") {
-        f.push(format!("sw2 (af-xdp, two queues): {sw2}"));
+        f.push(format!("sw2 (af-xdp, 17 queues): {sw2}"));
     }
     // The fallen-back port forwards: sw1 floods to nobody else that is up,
     // so check its receive counter instead.
@@ -424,6 +427,135 @@ fn auto_falls_back_to_af_packet_with_a_log_line_and_af_xdp_says_why() {
     }
     if rx < 10 {
         f.push(format!("sw1 on AF_PACKET received {rx} of 10"));
+    }
+    assert!(f.is_empty(), "{} failure(s):\n{}", f.len(), f.join("\n"));
+}
+
+/// An IPv4/UDP frame `src` → `dst` from UDP port `sport`, carrying `seq`:
+/// the tester's flow hash picks the veth queue, so ports spread frames
+/// over the switch port's receive queues.
+fn udp_frame(dst: &[u8; 6], src: &[u8; 6], seq: u32, sport: u16) -> Vec<u8> {
+    let mut v = vec![0u8; 64];
+    v[0..6].copy_from_slice(dst);
+    v[6..12].copy_from_slice(src);
+    v[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut v[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&50u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 9, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 9, 0, 2]);
+    let mut sum = 0u32;
+    for w in ip.chunks(2) {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    v[34..36].copy_from_slice(&sport.to_be_bytes());
+    v[36..38].copy_from_slice(&9999u16.to_be_bytes());
+    v[38..40].copy_from_slice(&30u16.to_be_bytes());
+    v[42..46].copy_from_slice(&seq.to_be_bytes());
+    v
+}
+
+/// Sequence numbers of the UDP test frames `r` receives until quiet.
+fn recv_udp(r: &RawPort) -> std::collections::BTreeSet<u32> {
+    let mut seen = std::collections::BTreeSet::new();
+    while let Ok(Some(f)) = r.recv_timeout(Q) {
+        if f.len() >= 46 && f[12..14] == [0x08, 0x00] && f[36..38] == [0x27, 0x0f] {
+            seen.insert(u32::from_be_bytes([f[42], f[43], f[44], f[45]]));
+        }
+    }
+    seen
+}
+
+/// Frames the veth `dev` in `ns` received per queue through XDP
+/// (`ethtool -S`: `rx_queue_N_xdp_packets`).
+fn xdp_queue_packets(ns: &str, dev: &str) -> Vec<u64> {
+    let o = ip(&["netns", "exec", ns, "ethtool", "-S", dev]).map(|o| o.stdout);
+    let text = String::from_utf8_lossy(o.as_deref().unwrap_or_default()).to_string();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            (k.starts_with("rx_queue_") && k.ends_with("_xdp_packets"))
+                .then(|| v.trim().parse().ok())?
+        })
+        .collect()
+}
+
+/// `auto` picks AF_XDP on veths with four receive queues (a socket on
+/// each), and frames of many flows, spread over the queues, cross both
+/// ways.
+#[test]
+fn auto_picks_af_xdp_on_multi_queue_veths_and_forwards_both_ways() {
+    require_root!();
+    let bed = TestBed::new("pbm", 0, 1500).expect("namespaces");
+    let q = ["numrxqueues", "4", "numtxqueues", "4"];
+    for i in 1..=2 {
+        let (t, s) = (format!("t{i}"), format!("sw{i}"));
+        let mut args = vec!["-n", bed.tester.name(), "link", "add", "name", &t];
+        args.extend_from_slice(&q);
+        args.extend_from_slice(&["type", "veth", "peer", "name", &s]);
+        args.extend_from_slice(&q);
+        args.extend_from_slice(&["netns", bed.dut.name()]);
+        ip(&args).expect("veth add");
+        for (ns, dev) in [(&bed.tester, &t), (&bed.dut, &s)] {
+            ns.sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
+                .expect("sysctl");
+            ns.link_up(dev, None).expect("link up");
+        }
+    }
+    let yaml = "switch:\n  name: backends-mq\nvlans:\n  - id: 10\nports:\n\
+                \x20 - name: sw1\n    mode: access\n    vlan: 10\n\
+                \x20 - name: sw2\n    mode: access\n    vlan: 10\n";
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let mut f = Vec::new();
+    for p in ["sw1", "sw2"] {
+        let b = backend(&sw, p);
+        if b.0 != "af-xdp" || !b.1.ends_with(" 4 queues") {
+            f.push(format!("{p} backend {b:?}, expected af-xdp …/… 4 queues"));
+        }
+    }
+    let text = sw.cli(&["show", "interfaces"]).expect("cli");
+    let text = String::from_utf8_lossy(&text.stdout);
+    if !text.contains("af-xdp native/copy 4 queues") {
+        f.push(format!("show interfaces does not say the queues:\n{text}"));
+    }
+    let t = [bed.open(1).expect("t1"), bed.open(2).expect("t2")];
+    for r in &t {
+        r.drain();
+    }
+    for (i, j) in [(0usize, 1usize), (1, 0)] {
+        let before = xdp_queue_packets(bed.dut.name(), &format!("sw{}", i + 1));
+        let frames: Vec<Vec<u8>> = (0..200u32)
+            .map(|s| udp_frame(&mac(j as u32 + 1), &mac(i as u32 + 1), s, 2000 + s as u16))
+            .collect();
+        t[i].send_batch(&frames).expect("send");
+        let got = recv_udp(&t[j]);
+        if got.len() != frames.len() {
+            f.push(format!("t{} -> t{}: {} of 200", i + 1, j + 1, got.len()));
+        }
+        let after = xdp_queue_packets(bed.dut.name(), &format!("sw{}", i + 1));
+        let used = after
+            .iter()
+            .zip(before.iter().chain(std::iter::repeat(&0)))
+            .filter(|(a, b)| a > b)
+            .count();
+        if used < 2 {
+            f.push(format!(
+                "sw{}: frames on one receive queue only (XDP per queue {before:?} -> {after:?})",
+                i + 1
+            ));
+        }
     }
     assert!(f.is_empty(), "{} failure(s):\n{}", f.len(), f.join("\n"));
 }

@@ -1,6 +1,9 @@
-//! AF_XDP port: one XSK socket on queue 0 of an interface, its own UMEM,
-//! and the steering XDP program ([`prog`]) that sends the queue's frames to
-//! the socket.
+//! AF_XDP port: one XSK socket per receive queue of an interface (queue 0
+//! receives and transmits, the others only receive), each with its own
+//! UMEM, and the steering XDP program ([`prog`]) that sends each queue's
+//! frames to its socket. With several queues the receive chunks are split
+//! between them, so a port's memory does not grow with its queue count;
+//! receive reads every queue in turn (a different one first each call).
 //!
 //! - **UMEM**: `rx_frames` 2 KiB chunks for receive (all of them in the
 //!   fill ring or the kernel's hands at any time), then `tx_slots` transmit
@@ -34,10 +37,9 @@
 //!   kernel leaves the device's NAPI to it.
 //!
 //! Not done: a UMEM shared between the ports of a worker
-//! (`XDP_SHARED_UMEM`) — each port has its own, and the data path copies
-//! frames through its batch as with AF_PACKET; sockets on more than one
-//! receive queue (an interface with several is refused: its other queues'
-//! frames would bypass Lanyard).
+//! (`XDP_SHARED_UMEM`) — each socket has its own, and the data path copies
+//! frames through its batch as with AF_PACKET; busy polling on a port with
+//! several queues (refused, saying so).
 //!
 //! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
 //!   UMEM lives in a memfd, not in private memory, so a successor image
@@ -271,6 +273,28 @@ struct Xsk {
     fd: OwnedFd,
 }
 
+/// A receive-only socket on queue `queue` (1..) of a multi-queue port, with
+/// its own UMEM of `rx_frames` receive chunks (its completion and transmit
+/// rings exist because the kernel asks for them, and stay unused: the port
+/// sends on queue 0's socket).
+struct RxQueue {
+    xsk: Xsk,
+    umem: *mut u8,
+    umem_len: usize,
+    _umem_fd: OwnedFd,
+}
+
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open_queue`; nothing borrows it.
+        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+    }
+}
+
+/// Most sockets (receive queues) one port opens; an interface with more
+/// is refused (its other queues' frames would bypass Lanyard).
+pub const MAX_QUEUES: usize = 16;
+
 /// Where the port's program runs and how its socket moves frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpPortMode {
@@ -324,6 +348,14 @@ pub struct AfXdpPort {
     kick: bool,
     /// The memfd behind the UMEM mapping (handed over on restart).
     umem_fd: OwnedFd,
+    /// Receive-only sockets on queues 1.. of a multi-queue interface.
+    extra: Vec<RxQueue>,
+    /// Frames received per queue (queue 0 first).
+    queue_rx: Vec<u64>,
+    /// The queue whose socket is read first in the next `recv` (fairness).
+    next_q: usize,
+    /// With several queues: an epoll set of every queue's socket (`rx_fd`).
+    epoll: Option<OwnedFd>,
     // Dropped in this order: the link detaches the program, then the
     // program and map go.
     _link: OwnedFd,
@@ -377,11 +409,15 @@ fn getsockopt<T: Default>(fd: &OwnedFd, name: libc::c_int) -> io::Result<T> {
     }
 }
 
-/// Receive queues in use on an interface (`real_num_rx_queues`: the
-/// `rx-*` entries of `/sys/class/net/NAME/queues`; netlink only has the
-/// allocated count, which is the CPU count on a veth). 1 when this
-/// thread's `/sys` shows another namespace (the ifindex differs).
-fn rx_queues(name: &str, ifindex: u32) -> usize {
+/// Receive queues in use on an interface: its channels (`ETHTOOL_GCHANNELS`,
+/// asked in this thread's namespace: receive-only plus combined), else the
+/// `rx-*` entries of `/sys/class/net/NAME/queues` (`real_num_rx_queues`;
+/// netlink only has the allocated count). 1 when neither answers (this
+/// thread's `/sys` shows another namespace: the ifindex differs).
+pub fn rx_queues(name: &str, ifindex: u32) -> usize {
+    if let Some(n) = ethtool_rx_channels(name) {
+        return n;
+    }
     let dir = format!("/sys/class/net/{name}");
     let same = std::fs::read_to_string(format!("{dir}/ifindex"))
         .ok()
@@ -400,6 +436,50 @@ fn rx_queues(name: &str, ifindex: u32) -> usize {
         .unwrap_or(1)
 }
 
+/// `rx_count + combined_count` of `ETHTOOL_GCHANNELS`; `None` if the
+/// driver does not say (or says 0).
+fn ethtool_rx_channels(name: &str) -> Option<usize> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other,
+    // max_combined, rx_count, tx_count, other_count, combined_count.
+    let mut ch = [0u32; 9];
+    ch[0] = ETHTOOL_GCHANNELS;
+    #[repr(C)]
+    struct Ifreq {
+        name: [u8; 16],
+        data: *mut u32,
+        _pad: [u8; 16],
+    }
+    if name.len() >= 16 {
+        return None;
+    }
+    let mut ifr = Ifreq {
+        name: [0; 16],
+        data: ch.as_mut_ptr(),
+        _pad: [0; 16],
+    };
+    ifr.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: plain socket(2); checked and owned below.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor we own.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: an ifreq whose data points at a live ethtool_channels.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut Ifreq) };
+    let n = (ch[5] + ch[8]) as usize;
+    (r == 0 && n > 0).then_some(n)
+}
+
+/// Receive chunks per queue when `queues` share `rx_frames`: the total
+/// split evenly (rounded down to a power of two), at least 64.
+fn per_queue_frames(rx_frames: u32, queues: usize) -> u32 {
+    let share = (rx_frames / queues.max(1) as u32).max(64);
+    1 << (31 - share.leading_zeros())
+}
+
 impl AfXdpPort {
     /// Open a port on `ifname`: load and attach the steering program
     /// (replacing a stale one of ours), create the socket and its UMEM.
@@ -414,6 +494,19 @@ impl AfXdpPort {
     /// Busy polling on: the socket options, and where the socket has a
     /// NAPI id (see [`busy_poll`]) the device's NAPI settings.
     fn start_busy_poll(&mut self, bp: BusyPoll) {
+        if !self.extra.is_empty() {
+            self.busy = Some(Box::new(busy_poll::BusyState {
+                opts: bp,
+                sockopts: false,
+                saved: busy_poll::Saved { napi: None },
+                refused: vec![format!(
+                    "{} receive queues: busy polling is built for one-queue ports \
+                     (the kernel's NAPI poll does the receive work)",
+                    self.queues()
+                )],
+            }));
+            return;
+        }
         let Some(x) = self.xsk.as_ref() else { return };
         let mut refused = busy_poll::set_sockopts(&x.fd, &bp);
         let sockopts = refused.is_empty();
@@ -454,16 +547,21 @@ impl AfXdpPort {
         let info = link::query(ifname).ok_or_else(|| PortError::NoSuchInterface(ifname.into()))?;
         let ifindex = info.ifindex;
         let queues = rx_queues(ifname, ifindex);
-        if queues > 1 {
+        if queues > MAX_QUEUES {
             return Err(PortError::Os {
                 op: "AF_XDP",
                 err: io::Error::new(
                     io::ErrorKind::Unsupported,
-                    format!("{queues} receive queues (one socket per queue is not built yet)"),
+                    format!("{queues} receive queues (at most {MAX_QUEUES}: one socket each)"),
                 ),
             });
         }
-        let map = prog::create_xskmap(1).map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
+        // The receive chunks are split between the queues, so a port's
+        // memory does not grow with its queue count.
+        let mut opts = opts.clone();
+        opts.rx_frames = per_queue_frames(opts.rx_frames, queues);
+        let opts = &opts;
+        let map = prog::create_xskmap(queues as u32).map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
         let (link_fd, prog_fd, xdp) = attach_program(&map, ifindex, opts.mode)?;
 
         // UMEM: receive chunks, then transmit slots, in a memfd so that a
@@ -477,6 +575,7 @@ impl AfXdpPort {
             opts.rx_frames,
             opts.tx_slots,
             ifindex,
+            0,
             &map,
             None,
         ) {
@@ -512,6 +611,10 @@ impl AfXdpPort {
             busy: None,
             kick: false,
             umem_fd,
+            extra: Vec::new(),
+            queue_rx: vec![0],
+            next_q: 0,
+            epoll: None,
             _link: link_fd,
             _prog: prog_fd,
             map,
@@ -530,7 +633,82 @@ impl AfXdpPort {
             });
         }
         port.fill_all();
+        for q in 1..queues {
+            let rq = port.open_queue(q as u32)?;
+            port.extra.push(rq);
+            port.queue_rx.push(0);
+        }
+        if queues > 1 {
+            port.epoll = Some(port.epoll_set().map_err(os("epoll(AF_XDP queues)"))?);
+        }
         Ok(port)
+    }
+
+    /// A receive-only socket on `queue`, its UMEM full of receive chunks
+    /// in its fill ring, bound with queue 0's flags and in the map.
+    fn open_queue(&self, queue: u32) -> Result<RxQueue, PortError> {
+        let umem_len = self.rx_frames as usize * CHUNK;
+        let umem_fd = umem_memfd(umem_len).map_err(os("memfd(UMEM)"))?;
+        let umem = map_umem(&umem_fd, umem_len).map_err(os("mmap(UMEM)"))?;
+        let xsk = match new_xsk(
+            umem,
+            umem_len,
+            self.rx_frames,
+            2,
+            self.ifindex,
+            queue,
+            &self.map,
+            Some(self.bind_flags),
+        ) {
+            Ok((x, ..)) => x,
+            Err(e) => {
+                // SAFETY: the UMEM mapped above, used by nothing else.
+                unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
+                return Err(e);
+            }
+        };
+        let mut rq = RxQueue {
+            xsk,
+            umem,
+            umem_len,
+            _umem_fd: umem_fd,
+        };
+        let f = &mut rq.xsk.fill;
+        for i in 0..self.rx_frames {
+            // SAFETY: the fill ring has rx_frames entries, all ours now.
+            unsafe { *f.at(f.local.wrapping_add(i)) = i as u64 * CHUNK as u64 };
+        }
+        f.local = f.local.wrapping_add(self.rx_frames);
+        f.producer().store(f.local, Ordering::Release);
+        Ok(rq)
+    }
+
+    /// An epoll descriptor readable when any queue's socket has frames: the
+    /// one descriptor a worker waits on (`rx_fd`).
+    fn epoll_set(&self) -> io::Result<OwnedFd> {
+        // SAFETY: plain epoll_create1; checked.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+        let fds = self
+            .xsk
+            .iter()
+            .map(|x| x.fd.as_raw_fd())
+            .chain(self.extra.iter().map(|q| q.xsk.fd.as_raw_fd()));
+        for fd in fds {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: epoll_ctl with a live event and descriptors we hold.
+            if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(ep)
     }
 
     /// Take over a port a predecessor image handed over ([`Port::handover`]
@@ -541,7 +719,29 @@ impl AfXdpPort {
             op: "adopt",
             err: io::Error::new(io::ErrorKind::InvalidData, "AF_XDP hand-over state"),
         };
-        let f: Vec<u64> = state
+        let mut parts = state.split('+');
+        let head = parts.next().unwrap_or_default();
+        // Queues 1.. (`+SOCKET/UMEM` each), taken over below with the rest.
+        let queue_fds: Vec<[RawFd; 2]> = parts
+            .map(|p| {
+                let (x, u) = p.split_once('/')?;
+                Some([x.parse().ok()?, u.parse().ok()?])
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        if queue_fds.iter().flatten().any(|&fd| fd < 0) || queue_fds.len() >= MAX_QUEUES {
+            return Err(bad());
+        }
+        // SAFETY: the predecessor left these descriptors open for us; from
+        // here on we own them (they are closed if adopting fails).
+        let queue_fds: Vec<[OwnedFd; 2]> = queue_fds
+            .into_iter()
+            .map(|q| q.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }))
+            .collect();
+        for fd in queue_fds.iter().flatten() {
+            set_cloexec(fd.as_raw_fd(), true);
+        }
+        let f: Vec<u64> = head
             .strip_prefix(HANDOVER_TAG)
             .ok_or_else(bad)?
             .split(',')
@@ -609,6 +809,10 @@ impl AfXdpPort {
             busy: None,
             kick: false,
             umem_fd,
+            extra: Vec::new(),
+            queue_rx: vec![0],
+            next_q: 0,
+            epoll: None,
             _link: link_fd,
             _prog: prog_fd,
             map,
@@ -629,6 +833,35 @@ impl AfXdpPort {
                 refused: Vec::new(),
             }));
             port.kick = b[3] != 0 && b[4] != 0;
+        }
+        // The other queues' sockets, unless the interface's queues changed
+        // meanwhile (then the port opens anew: a queue would go unread).
+        if rx_queues(ifname, ifindex) != 1 + queue_fds.len() {
+            return Err(PortError::Os {
+                op: "adopt",
+                err: io::Error::other("the interface's receive queues changed"),
+            });
+        }
+        for [xfd, ufd] in queue_fds {
+            let (fill, comp, rx, tx) = map_rings(&xfd, rx_frames, 2 * TX_DESCS_PER_SLOT)?;
+            let len = rx_frames as usize * CHUNK;
+            let umem = map_umem(&ufd, len).map_err(os("mmap(UMEM)"))?;
+            port.extra.push(RxQueue {
+                xsk: Xsk {
+                    fill,
+                    comp,
+                    rx,
+                    tx,
+                    fd: xfd,
+                },
+                umem,
+                umem_len: len,
+                _umem_fd: ufd,
+            });
+            port.queue_rx.push(0);
+        }
+        if !port.extra.is_empty() {
+            port.epoll = Some(port.epoll_set().map_err(os("epoll(AF_XDP queues)"))?);
         }
         // Completions of the predecessor's last frames (none are in flight:
         // it waited for them) must not free slots twice.
@@ -665,12 +898,21 @@ impl AfXdpPort {
             self._prog.as_raw_fd(),
             self.map.as_raw_fd(),
         ];
-        if !fds.iter().all(|&fd| set_cloexec(fd, false)) {
-            for fd in fds {
+        let queue_fds: Vec<[RawFd; 2]> = self
+            .extra
+            .iter()
+            .map(|q| [q.xsk.fd.as_raw_fd(), q._umem_fd.as_raw_fd()])
+            .collect();
+        let all = || fds.iter().chain(queue_fds.iter().flatten()).copied();
+        if !all().all(|fd| set_cloexec(fd, false)) {
+            for fd in all() {
                 set_cloexec(fd, true);
             }
             return None;
         }
+        // Queues 1..: `+SOCKET/UMEM` each (their rings are as queue 0's
+        // receive side; the successor maps them again).
+        let queues: String = queue_fds.iter().map(|[x, u]| format!("+{x}/{u}")).collect();
         let m = self.mode;
         let busy = match &self.busy {
             Some(b) => {
@@ -686,7 +928,7 @@ impl AfXdpPort {
             None => String::new(),
         };
         Some(format!(
-            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}{busy}",
+            "{HANDOVER_TAG}{},{},{},{},{},{},{},{},{},{},{},{},{}{busy}{queues}",
             fds[0],
             fds[1],
             fds[2],
@@ -720,7 +962,17 @@ impl AfXdpPort {
         self.kick
     }
 
-    /// Receive chunks and transmit slots of the rings.
+    /// Receive queues the port has a socket on.
+    pub fn queues(&self) -> usize {
+        1 + self.extra.len()
+    }
+
+    /// Frames received on each queue (queue 0 first) since the port opened.
+    pub fn queue_rx_frames(&self) -> &[u64] {
+        &self.queue_rx
+    }
+
+    /// Receive chunks (per queue) and transmit slots of the rings.
     pub fn rings(&self) -> (u32, u32) {
         (self.rx_frames, self.tx_slots)
     }
@@ -819,7 +1071,7 @@ impl AfXdpPort {
     /// slot free, every receive chunk in the fill ring. How frames the
     /// kernel has not taken are withdrawn (published descriptors cannot be).
     fn reset(&mut self) -> Result<(), PortError> {
-        let st = self.sock_stats();
+        let st = self.xsk.as_ref().map(xsk_stats).unwrap_or_default();
         self.base.rx_ring_drops += st.rx_ring_drops;
         self.base.tx_errors += st.tx_errors;
         let opts_rx = self.rx_frames;
@@ -832,9 +1084,20 @@ impl AfXdpPort {
             opts_rx,
             self.tx_slots,
             self.ifindex,
+            0,
             &self.map,
             Some(self.bind_flags),
         )?;
+        if let Some(ep) = &self.epoll {
+            let fd = xsk.fd.as_raw_fd();
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: epoll_ctl with a live event and descriptors we hold
+            // (the old socket left the set when it closed).
+            unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        }
         // A fresh socket: busy-poll options again, and a NAPI id to learn.
         if let Some(b) = self.busy.as_mut() {
             b.sockopts = busy_poll::set_sockopts(&xsk.fd, &b.opts).is_empty();
@@ -862,19 +1125,30 @@ impl AfXdpPort {
     }
 
     fn sock_stats(&self) -> PortStats {
-        let Some(x) = &self.xsk else {
-            return PortStats::default();
+        let mut s = match &self.xsk {
+            Some(x) => xsk_stats(x),
+            None => PortStats::default(),
         };
-        match getsockopt::<XdpStatistics>(&x.fd, XDP_STATISTICS) {
-            Ok(s) => PortStats {
-                rx_ring_drops: s.rx_dropped + s.rx_ring_full,
-                rx_truncated: 0,
-                tx_ring_full: 0,
-                tx_errors: s.tx_invalid_descs,
-                rx_csum_completed: 0,
-            },
-            Err(_) => PortStats::default(),
+        for q in &self.extra {
+            let e = xsk_stats(&q.xsk);
+            s.rx_ring_drops += e.rx_ring_drops;
+            s.tx_errors += e.tx_errors;
         }
+        s
+    }
+}
+
+/// The kernel's counters of one socket.
+fn xsk_stats(x: &Xsk) -> PortStats {
+    match getsockopt::<XdpStatistics>(&x.fd, XDP_STATISTICS) {
+        Ok(s) => PortStats {
+            rx_ring_drops: s.rx_dropped + s.rx_ring_full,
+            rx_truncated: 0,
+            tx_ring_full: 0,
+            tx_errors: s.tx_invalid_descs,
+            rx_csum_completed: 0,
+        },
+        Err(_) => PortStats::default(),
     }
 }
 
@@ -947,16 +1221,17 @@ fn attach_program(
     })
 }
 
-/// A socket on `umem` bound to queue 0 of `ifindex`, in `map`. `flags`:
+/// A socket on `umem` bound to `queue` of `ifindex`, in `map`. `flags`:
 /// the bind flags to use (a reset), else zero-copy is tried before copy,
 /// multi-buffer before single.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn new_xsk(
     umem: *mut u8,
     umem_len: usize,
     rx_frames: u32,
     tx_slots: u32,
     ifindex: u32,
+    queue: u32,
     map: &OwnedFd,
     flags: Option<u16>,
 ) -> Result<(Xsk, u16, bool, bool), PortError> {
@@ -1007,7 +1282,7 @@ fn new_xsk(
                 family: AF_XDP as u16,
                 flags: f | XDP_USE_NEED_WAKEUP,
                 ifindex,
-                queue_id: 0,
+                queue_id: queue,
                 shared_umem_fd: 0,
             };
             // SAFETY: a valid sockaddr_xdp of the size passed.
@@ -1031,7 +1306,7 @@ fn new_xsk(
                 last = Some(e);
                 continue 'modes;
             }
-            prog::map_set(map, 0, fd.as_raw_fd()).map_err(os("XSKMAP update"))?;
+            prog::map_set(map, queue, fd.as_raw_fd()).map_err(os("XSKMAP update"))?;
             let x = Xsk {
                 fill,
                 comp,
@@ -1125,11 +1400,10 @@ pub fn close_handover_state(state: &str) -> bool {
     let Some(rest) = state.strip_prefix(HANDOVER_TAG) else {
         return false;
     };
-    for fd in rest
-        .split(',')
-        .take(5)
-        .filter_map(|f| f.parse::<RawFd>().ok())
-    {
+    let mut parts = rest.split('+');
+    let head = parts.next().unwrap_or_default().split(',').take(5);
+    let queues = parts.flat_map(|p| p.split('/'));
+    for fd in head.chain(queues).filter_map(|f| f.parse::<RawFd>().ok()) {
         // SAFETY: the predecessor left these open for us; nobody adopted them.
         unsafe { libc::close(fd) };
     }
@@ -1153,79 +1427,129 @@ impl AfXdpPort {
             // fills the receive ring (one system call per receive call).
             busy_poll::kick(x.fd.as_raw_fd());
         }
-        let prod = x.rx.producer().load(Ordering::Acquire);
+        // Every queue's socket in turn, a different one first each call,
+        // so that a busy queue does not keep the others' frames waiting.
+        let nq = 1 + self.extra.len();
+        let first = self.next_q;
+        self.next_q = if first + 1 >= nq { 0 } else { first + 1 };
         let mut n = 0;
-        let umem = self.umem;
-        let umem_len = self.umem_len;
-        let mut cons = x.rx.local;
-        let mut fill = x.fill.local;
-        while cons != prod {
-            let Some(slot) = batch.slot() else { break };
-            // One frame: a descriptor, or a chain ending without CONTD.
-            let mut len = 0usize;
-            let mut i = cons;
-            let mut ok = true;
-            let complete = loop {
-                if i == prod {
-                    break false; // chain not complete yet (never seen in practice)
-                }
-                // SAFETY: entries between our consumer and the producer are
-                // the kernel's writes, ours to read.
-                let d = unsafe { *x.rx.at(i) };
-                i = i.wrapping_add(1);
-                let a = d.addr as usize;
-                let l = d.len as usize;
-                if a + l > umem_len || len + l > slot.len() {
-                    ok = false;
-                } else if ok {
-                    // SAFETY: [a, a + l) lies inside the UMEM (checked), a
-                    // chunk the kernel handed us; the slot has room (checked).
-                    unsafe { ptr::copy_nonoverlapping(umem.add(a), slot.as_mut_ptr().add(len), l) };
-                    len += l;
-                }
-                // The chunk goes straight back to the kernel.
-                // SAFETY: the fill ring has room for every chunk we hold.
-                unsafe { *x.fill.at(fill) = d.addr & !(CHUNK as u64 - 1) };
-                fill = fill.wrapping_add(1);
-                if d.options & XDP_PKT_CONTD == 0 {
-                    break true;
-                }
-            };
-            if !complete {
-                // Leave the partial chain (and undo its fill entries) for next time.
-                fill = fill.wrapping_sub(i.wrapping_sub(cons));
+        for k in 0..nq {
+            if batch.is_full() {
                 break;
             }
-            cons = i;
-            if ok {
-                batch.commit(len, port_id);
-                n += 1;
+            let q = if first + k >= nq {
+                first + k - nq
             } else {
-                self.stats.rx_truncated += 1;
-            }
-        }
-        if cons != x.rx.local {
-            x.rx.local = cons;
-            x.rx.consumer().store(cons, Ordering::Release);
-            x.fill.local = fill;
-            x.fill.producer().store(fill, Ordering::Release);
-            if x.fill.needs_wakeup() {
-                // SAFETY: a non-blocking zero-length receive: the documented
-                // wake-up for the fill ring.
-                unsafe {
-                    libc::recvfrom(
-                        x.fd.as_raw_fd(),
-                        ptr::null_mut(),
-                        0,
-                        libc::MSG_DONTWAIT,
-                        ptr::null_mut(),
-                        ptr::null_mut(),
-                    )
-                };
-            }
+                first + k
+            };
+            let got = if q == 0 {
+                drain(
+                    x,
+                    self.umem,
+                    self.umem_len,
+                    batch,
+                    port_id,
+                    &mut self.stats.rx_truncated,
+                )
+            } else {
+                let e = &mut self.extra[q - 1];
+                drain(
+                    &mut e.xsk,
+                    e.umem,
+                    e.umem_len,
+                    batch,
+                    port_id,
+                    &mut self.stats.rx_truncated,
+                )
+            };
+            self.queue_rx[q] += got as u64;
+            n += got;
         }
         Ok(n)
     }
+}
+
+/// Frames of one socket's receive ring into `batch` (until it is full),
+/// their chunks straight back to the fill ring: one consumer and one
+/// producer update, no system call unless the fill ring asks for a wake-up.
+fn drain(
+    x: &mut Xsk,
+    umem: *mut u8,
+    umem_len: usize,
+    batch: &mut FrameBatch,
+    port_id: u16,
+    truncated: &mut u64,
+) -> usize {
+    let prod = x.rx.producer().load(Ordering::Acquire);
+    let mut n = 0;
+    let mut cons = x.rx.local;
+    let mut fill = x.fill.local;
+    while cons != prod {
+        let Some(slot) = batch.slot() else { break };
+        // One frame: a descriptor, or a chain ending without CONTD.
+        let mut len = 0usize;
+        let mut i = cons;
+        let mut ok = true;
+        let complete = loop {
+            if i == prod {
+                break false; // chain not complete yet (never seen in practice)
+            }
+            // SAFETY: entries between our consumer and the producer are
+            // the kernel's writes, ours to read.
+            let d = unsafe { *x.rx.at(i) };
+            i = i.wrapping_add(1);
+            let a = d.addr as usize;
+            let l = d.len as usize;
+            if a + l > umem_len || len + l > slot.len() {
+                ok = false;
+            } else if ok {
+                // SAFETY: [a, a + l) lies inside the UMEM (checked), a
+                // chunk the kernel handed us; the slot has room (checked).
+                unsafe { ptr::copy_nonoverlapping(umem.add(a), slot.as_mut_ptr().add(len), l) };
+                len += l;
+            }
+            // The chunk goes straight back to the kernel.
+            // SAFETY: the fill ring has room for every chunk we hold.
+            unsafe { *x.fill.at(fill) = d.addr & !(CHUNK as u64 - 1) };
+            fill = fill.wrapping_add(1);
+            if d.options & XDP_PKT_CONTD == 0 {
+                break true;
+            }
+        };
+        if !complete {
+            // Leave the partial chain (and undo its fill entries) for next time.
+            fill = fill.wrapping_sub(i.wrapping_sub(cons));
+            break;
+        }
+        cons = i;
+        if ok {
+            batch.commit(len, port_id);
+            n += 1;
+        } else {
+            *truncated += 1;
+        }
+    }
+    if cons != x.rx.local {
+        x.rx.local = cons;
+        x.rx.consumer().store(cons, Ordering::Release);
+        x.fill.local = fill;
+        x.fill.producer().store(fill, Ordering::Release);
+        if x.fill.needs_wakeup() {
+            // SAFETY: a non-blocking zero-length receive: the documented
+            // wake-up for the fill ring.
+            unsafe {
+                libc::recvfrom(
+                    x.fd.as_raw_fd(),
+                    ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                )
+            };
+        }
+    }
+    n
 }
 
 impl Port for AfXdpPort {
@@ -1337,6 +1661,9 @@ impl Port for AfXdpPort {
     }
 
     fn rx_fd(&self) -> Option<RawFd> {
+        if let Some(ep) = &self.epoll {
+            return self.xsk.as_ref().map(|_| ep.as_raw_fd());
+        }
         self.xsk.as_ref().map(|x| x.fd.as_raw_fd())
     }
 
