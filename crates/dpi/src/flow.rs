@@ -634,6 +634,23 @@ impl FlowTable {
     /// finds its flow (either direction) or creates it, advances the state.
     #[inline]
     pub fn track(&mut self, t: &Tuple, flags: u8, bytes: u32, now_ms: u64) -> Track {
+        self.track_or(t, flags, bytes, now_ms, || {})
+    }
+
+    /// [`FlowTable::track`], calling `absent` once the index shows `t` has
+    /// no flow yet, before the new entry is written: the engine starts
+    /// loading the new flow's subscriber there, so that cache miss
+    /// overlaps the entry's instead of following it. Not called for a
+    /// packet of a known flow.
+    #[inline]
+    pub fn track_or(
+        &mut self,
+        t: &Tuple,
+        flags: u8,
+        bytes: u32,
+        now_ms: u64,
+        absent: impl FnOnce(),
+    ) -> Track {
         let (k, src_is_a) = canonical(t);
         let tag = self.hash(&k);
         let mut pos = self.home(tag);
@@ -676,6 +693,7 @@ impl FlowTable {
                 break;
             }
         }
+        absent();
         self.create(k, tag, src_is_a, t.proto, flags, bytes, now_ms)
     }
 
@@ -965,6 +983,25 @@ mod tests {
         assert_eq!(f.packets, [1, 1]);
         assert_eq!(f.bytes, [60, 60]);
         assert_eq!(f.state, State::SynRecv);
+    }
+
+    #[test]
+    fn track_or_calls_absent_only_for_new_flows() {
+        let mut ft = FlowTable::new(64, Timeouts::default());
+        let mut calls = 0;
+        let flows: Vec<Tuple> = (0..40).map(|i| t(1, 1000 + i, 2, 53, UDP)).collect();
+        for (n, f) in flows.iter().enumerate() {
+            let (_, new, _) = hit(ft.track_or(f, 0, 60, 0, || calls += 1));
+            assert!(new);
+            assert_eq!(calls, n + 1);
+        }
+        // Known flows, either direction, among many: never.
+        for f in &flows {
+            let (_, new, _) = hit(ft.track_or(&rev(f), 0, 60, 1, || calls += 1));
+            assert!(!new);
+        }
+        assert_eq!(calls, flows.len());
+        assert_eq!(ft.len(), flows.len());
     }
 
     #[test]
