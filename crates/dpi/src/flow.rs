@@ -54,6 +54,10 @@ pub const EVICT_SAMPLE: usize = 32;
 /// Longest distance (in index slots) of a key from its home slot.
 pub const MAX_PROBE: usize = 128;
 
+/// How far ahead of its cursor the sweep announces expired flows
+/// ([`FlowTable::sweep_active`]'s `ahead`).
+const SWEEP_AHEAD: usize = 4;
+
 /// Smallest capacity [`FlowTable::new`] gives.
 pub const MIN_CAPACITY: usize = 16;
 
@@ -874,7 +878,7 @@ impl FlowTable {
     /// (wrapping) and removes those idle past their state's timeout,
     /// handing each to `gone`. Returns the number removed.
     pub fn sweep(&mut self, now_ms: u64, budget: usize, gone: &mut dyn FnMut(Flow)) -> usize {
-        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false)
+        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false, &mut |_| {})
     }
 
     /// [`FlowTable::sweep`], and each live flow looked at whose interval
@@ -889,6 +893,7 @@ impl FlowTable {
         active_ms: u64,
         gone: &mut dyn FnMut(Flow),
         interim: &mut dyn FnMut(Flow) -> bool,
+        ahead: &mut dyn FnMut(&Flow),
     ) -> usize {
         let mut removed = 0;
         let mut looked = 0;
@@ -898,6 +903,16 @@ impl FlowTable {
             }
             let i = self.cursor;
             looked += 1;
+            // An entry a few ahead that will be removed too: `ahead` may
+            // start loading what its `gone` reads (the engine's usage
+            // entries), so that miss overlaps the entries before it.
+            let j = i + SWEEP_AHEAD;
+            if looked + SWEEP_AHEAD <= budget && j < self.len {
+                let a = &self.entries[j];
+                if now_ms.saturating_sub(a.last_ms) >= self.timeouts.of(State::from_u8(a.state)) {
+                    ahead(&a.flow());
+                }
+            }
             let e = &self.entries[i];
             if now_ms.saturating_sub(e.last_ms) >= self.timeouts.of(State::from_u8(e.state)) {
                 self.counters.expired += 1;
@@ -1002,6 +1017,40 @@ mod tests {
         }
         assert_eq!(calls, flows.len());
         assert_eq!(ft.len(), flows.len());
+    }
+
+    #[test]
+    fn sweep_announces_expired_flows_ahead_and_only_those() {
+        let mut ft = FlowTable::new(64, Timeouts::default());
+        // Even ports idle since 0 (expired at 100 s), odd ones busy.
+        for i in 0..20u16 {
+            let f = t(1, 1000 + i, 2, 53, UDP);
+            ft.track(&f, 0, 60, 0);
+            if i % 2 == 1 {
+                ft.track(&f, 0, 60, 99_000);
+            }
+        }
+        let now = 100_000;
+        let mut ahead = Vec::new();
+        let mut gone = Vec::new();
+        let n = ft.sweep_active(
+            now,
+            64,
+            u64::MAX,
+            &mut |f| gone.push(f.opener.sport),
+            &mut |_| false,
+            &mut |f| {
+                assert!(now - f.last_ms >= Timeouts::default().of(f.state));
+                ahead.push(f.opener.sport);
+            },
+        );
+        assert_eq!(n, 10);
+        gone.sort_unstable();
+        assert_eq!(gone, (0..10).map(|i| 1000 + 2 * i).collect::<Vec<_>>());
+        // Every announced flow is one that went, announced before it went.
+        assert!(!ahead.is_empty());
+        assert!(ahead.iter().all(|p| gone.contains(p) && p % 2 == 0));
+        assert_eq!(ft.len(), 10);
     }
 
     #[test]
