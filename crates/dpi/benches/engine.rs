@@ -9,6 +9,9 @@
 //! - `new_flow/tcp_syn`, `new_flow/icmp`: the same for a new TCP flow's
 //!   SYN (a connection attempt, no payload) and a new ICMP flow's echo
 //!   request (a new identifier each) — the lab's `new-flows: tcp | icmp`;
+//! - `new_flow/ndpi_only/{udp,tcp_syn,icmp}`: nDPI alone on the same
+//!   first packets (fresh state, one `ndpi_detection_process_packet`,
+//!   state freed): the floor of the `new_flow/…` times above;
 //! - `tcp_connection`: a whole short TCP connection (SYN, SYN+ACK, ACK, an
 //!   HTTP request and response, FIN both ways: 7 packets) per element, the
 //!   report's "new connection" — nDPI names it HTTP on the request;
@@ -30,8 +33,8 @@ use criterion::{
 };
 use dpi::engine::{Engine, EngineConfig, Policy, Side};
 use dpi::flow::Timeouts;
-use dpi::ndpi::Ndpi;
-use dpi::packet::{build, ACK, FIN, ICMP, SYN, TCP, UDP};
+use dpi::ndpi::{FlowPool, Ndpi};
+use dpi::packet::{build, parse_ethernet, ACK, FIN, ICMP, SYN, TCP, UDP};
 use dpi::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,6 +218,10 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     new_flows(&mut g, "new_flow/icmp", &echoes);
+    // nDPI's own share of each: a fresh state, the first packet, freed.
+    ndpi_only(&mut g, "new_flow/ndpi_only/udp", &frames);
+    ndpi_only(&mut g, "new_flow/ndpi_only/tcp_syn", &syns);
+    ndpi_only(&mut g, "new_flow/ndpi_only/icmp", &echoes);
 
     // Whole TCP connections.
     let (mut e, db) = engine(short(), 24);
@@ -363,6 +370,36 @@ fn new_flows(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, frames: &[Vec<u8>
         st.engine.unknown.get(),
         st.engine.refused_full.get()
     );
+}
+
+/// `name`: nDPI alone on the first packet of a new flow from `frames` in
+/// turn — a zeroed state from the pool, `ndpi_detection_process_packet`,
+/// the state freed — the part of `new_flow/…` the engine cannot cut.
+fn ndpi_only(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, frames: &[Vec<u8>]) {
+    let mut n = Ndpi::new().unwrap();
+    let mut pool = FlowPool::new(1 << 16);
+    let l3: Vec<&[u8]> = frames
+        .iter()
+        .map(|f| &f[parse_ethernet(f).unwrap().l3..])
+        .collect();
+    let mut now_ms = 10u64;
+    let mut k = 0usize;
+    let mut named = 0u64;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let ip = l3[k % l3.len()];
+                k += 1;
+                now_ms += u64::from(k.is_multiple_of(1000));
+                let slot = pool.alloc().unwrap();
+                let p = n.process(&mut pool, slot, ip, now_ms);
+                named += u64::from(p.id() != dpi::ndpi::UNKNOWN);
+                pool.release(slot);
+            })
+        })
+    });
+    eprintln!("{name}: {k} first packets, {named} named");
 }
 
 criterion_group!(benches, bench);

@@ -57,6 +57,11 @@ const U_SIG_CANDIDATE: u8 = 2;
 /// Bits 2..4: the subscriber's package index + 1 (0 = no subscriber).
 const U_PKG_SHIFT: u8 = 2;
 
+/// A new flow's usage entries prefetched (services `0..` this): enough
+/// for a typical policy (`unknown`, `other` and a few services) without
+/// loading dozens of lines per new flow for a large one.
+const PREFETCH_SERVICES: usize = 8;
+
 /// Which side of the bump in the wire a frame came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -332,7 +337,18 @@ impl Engine {
             return Verdict::Pass;
         };
         let bytes = frame.len() as u32;
-        let (idx, new) = match self.flows.track(&p.tuple, p.tcp_flags, bytes, now_ms) {
+        let sub_addr = if side == Side::Subscriber {
+            p.tuple.src
+        } else {
+            p.tuple.dst
+        };
+        // A new flow looks its subscriber up next: start that load while
+        // the table writes the entry (one cache miss instead of two in a row).
+        let absent = || view.prefetch(sub_addr, p.tuple.v6);
+        let (idx, new) = match self
+            .flows
+            .track_or(&p.tuple, p.tcp_flags, bytes, now_ms, absent)
+        {
             Track::Full { removed } => {
                 if let Some(f) = removed {
                     let why = why_removed(self.flows.timeouts(), &f, now_ms);
@@ -459,6 +475,7 @@ impl Engine {
         };
         let export = ctx.export.clone();
         let stats = ctx.stats.clone();
+        let policy = ctx.policy.clone();
         let n = self.flows.sweep_active(
             now_ms,
             budget,
@@ -483,6 +500,23 @@ impl Engine {
                     stats.engine.interim_records.add(1);
                 }
                 ok
+            },
+            &mut |f| {
+                // Ending `f` soon: start loading the usage entries
+                // `ended` reads (a flow still classified is attributed
+                // then, usually to its nDPI answer's service or unknown).
+                let u = &stats.usage;
+                if f.service == PENDING {
+                    if f.sub != NONE {
+                        let s = policy.services.of(f.app);
+                        u.prefetch_key(UsageTable::key(f.sub, f.sub_gen, s));
+                    }
+                } else if f.class != NONE {
+                    u.prefetch(f.class);
+                }
+                if f.total != NONE {
+                    u.prefetch(f.total);
+                }
             },
         );
         self.sync_table_counters();
@@ -671,6 +705,16 @@ impl Ctx {
         let mut bits = 0;
         match view.lookup(addr, t.v6) {
             Some(l) => {
+                // Its subscriber × service entry is read when it is
+                // decided — often on this packet, right after nDPI's
+                // half microsecond: start loading each service's entry
+                // now, so that cache miss overlaps nDPI's work.
+                let n = self.policy.services.len().min(PREFETCH_SERVICES);
+                for s in 0..n as u16 {
+                    self.stats
+                        .usage
+                        .prefetch_key(UsageTable::key(l.slot, l.gen, s));
+                }
                 f.set_sub(l.slot, l.gen);
                 bits |= (l.package as u8 + 1) << U_PKG_SHIFT;
                 // The subscriber's total entry: every frame of this flow

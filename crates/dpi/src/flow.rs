@@ -54,6 +54,10 @@ pub const EVICT_SAMPLE: usize = 32;
 /// Longest distance (in index slots) of a key from its home slot.
 pub const MAX_PROBE: usize = 128;
 
+/// How far ahead of its cursor the sweep announces expired flows
+/// ([`FlowTable::sweep_active`]'s `ahead`).
+const SWEEP_AHEAD: usize = 4;
+
 /// Smallest capacity [`FlowTable::new`] gives.
 pub const MIN_CAPACITY: usize = 16;
 
@@ -634,6 +638,23 @@ impl FlowTable {
     /// finds its flow (either direction) or creates it, advances the state.
     #[inline]
     pub fn track(&mut self, t: &Tuple, flags: u8, bytes: u32, now_ms: u64) -> Track {
+        self.track_or(t, flags, bytes, now_ms, || {})
+    }
+
+    /// [`FlowTable::track`], calling `absent` once the index shows `t` has
+    /// no flow yet, before the new entry is written: the engine starts
+    /// loading the new flow's subscriber there, so that cache miss
+    /// overlaps the entry's instead of following it. Not called for a
+    /// packet of a known flow.
+    #[inline]
+    pub fn track_or(
+        &mut self,
+        t: &Tuple,
+        flags: u8,
+        bytes: u32,
+        now_ms: u64,
+        absent: impl FnOnce(),
+    ) -> Track {
         let (k, src_is_a) = canonical(t);
         let tag = self.hash(&k);
         let mut pos = self.home(tag);
@@ -676,6 +697,7 @@ impl FlowTable {
                 break;
             }
         }
+        absent();
         self.create(k, tag, src_is_a, t.proto, flags, bytes, now_ms)
     }
 
@@ -856,7 +878,7 @@ impl FlowTable {
     /// (wrapping) and removes those idle past their state's timeout,
     /// handing each to `gone`. Returns the number removed.
     pub fn sweep(&mut self, now_ms: u64, budget: usize, gone: &mut dyn FnMut(Flow)) -> usize {
-        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false)
+        self.sweep_active(now_ms, budget, u64::MAX, gone, &mut |_| false, &mut |_| {})
     }
 
     /// [`FlowTable::sweep`], and each live flow looked at whose interval
@@ -871,6 +893,7 @@ impl FlowTable {
         active_ms: u64,
         gone: &mut dyn FnMut(Flow),
         interim: &mut dyn FnMut(Flow) -> bool,
+        ahead: &mut dyn FnMut(&Flow),
     ) -> usize {
         let mut removed = 0;
         let mut looked = 0;
@@ -880,6 +903,16 @@ impl FlowTable {
             }
             let i = self.cursor;
             looked += 1;
+            // An entry a few ahead that will be removed too: `ahead` may
+            // start loading what its `gone` reads (the engine's usage
+            // entries), so that miss overlaps the entries before it.
+            let j = i + SWEEP_AHEAD;
+            if looked + SWEEP_AHEAD <= budget && j < self.len {
+                let a = &self.entries[j];
+                if now_ms.saturating_sub(a.last_ms) >= self.timeouts.of(State::from_u8(a.state)) {
+                    ahead(&a.flow());
+                }
+            }
             let e = &self.entries[i];
             if now_ms.saturating_sub(e.last_ms) >= self.timeouts.of(State::from_u8(e.state)) {
                 self.counters.expired += 1;
@@ -965,6 +998,59 @@ mod tests {
         assert_eq!(f.packets, [1, 1]);
         assert_eq!(f.bytes, [60, 60]);
         assert_eq!(f.state, State::SynRecv);
+    }
+
+    #[test]
+    fn track_or_calls_absent_only_for_new_flows() {
+        let mut ft = FlowTable::new(64, Timeouts::default());
+        let mut calls = 0;
+        let flows: Vec<Tuple> = (0..40).map(|i| t(1, 1000 + i, 2, 53, UDP)).collect();
+        for (n, f) in flows.iter().enumerate() {
+            let (_, new, _) = hit(ft.track_or(f, 0, 60, 0, || calls += 1));
+            assert!(new);
+            assert_eq!(calls, n + 1);
+        }
+        // Known flows, either direction, among many: never.
+        for f in &flows {
+            let (_, new, _) = hit(ft.track_or(&rev(f), 0, 60, 1, || calls += 1));
+            assert!(!new);
+        }
+        assert_eq!(calls, flows.len());
+        assert_eq!(ft.len(), flows.len());
+    }
+
+    #[test]
+    fn sweep_announces_expired_flows_ahead_and_only_those() {
+        let mut ft = FlowTable::new(64, Timeouts::default());
+        // Even ports idle since 0 (expired at 100 s), odd ones busy.
+        for i in 0..20u16 {
+            let f = t(1, 1000 + i, 2, 53, UDP);
+            ft.track(&f, 0, 60, 0);
+            if i % 2 == 1 {
+                ft.track(&f, 0, 60, 99_000);
+            }
+        }
+        let now = 100_000;
+        let mut ahead = Vec::new();
+        let mut gone = Vec::new();
+        let n = ft.sweep_active(
+            now,
+            64,
+            u64::MAX,
+            &mut |f| gone.push(f.opener.sport),
+            &mut |_| false,
+            &mut |f| {
+                assert!(now - f.last_ms >= Timeouts::default().of(f.state));
+                ahead.push(f.opener.sport);
+            },
+        );
+        assert_eq!(n, 10);
+        gone.sort_unstable();
+        assert_eq!(gone, (0..10).map(|i| 1000 + 2 * i).collect::<Vec<_>>());
+        // Every announced flow is one that went, announced before it went.
+        assert!(!ahead.is_empty());
+        assert!(ahead.iter().all(|p| gone.contains(p) && p % 2 == 0));
+        assert_eq!(ft.len(), 10);
     }
 
     #[test]

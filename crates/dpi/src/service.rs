@@ -310,6 +310,13 @@ impl UsageTable {
         None
     }
 
+    /// Starts loading the entry where `key` is looked up first (a hint:
+    /// usually `key`'s entry, or where it will be inserted).
+    #[inline]
+    pub fn prefetch_key(&self, key: u64) {
+        self.prefetch(self.home(key) as u32);
+    }
+
     /// Starts loading entry `i`'s counters and bucket (a hint).
     #[inline]
     pub fn prefetch(&self, i: u32) {
