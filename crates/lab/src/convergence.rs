@@ -751,6 +751,7 @@ mod tests {
             malformed: 0,
             latency: LatencyStats::default(),
             received_also: Some(on_backup),
+            bins: None,
             mark: Some(mark),
             receivers: None,
         }

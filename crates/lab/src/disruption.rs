@@ -449,6 +449,7 @@ mod tests {
             malformed: 0,
             latency: LatencyStats::default(),
             received_also: None,
+            bins: None,
             mark: None,
             receivers: None,
         }

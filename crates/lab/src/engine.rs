@@ -162,6 +162,10 @@ pub struct StreamResult {
     /// Unique frames received on the `also` port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received_also: Option<u64>,
+    /// Bytes received (unique, frame without FCS) per `Tester::bin_ns`
+    /// of transmit time, when the tester counted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bins: Option<Vec<u64>>,
     /// Counts split at the mark, when the trial had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mark: Option<MarkSplit>,
@@ -322,6 +326,11 @@ pub struct Tester {
     /// Emulated host per port (MAC, IPv4, IPv6) answering ARP and
     /// neighbour solicitations while a trial runs.
     pub hosts: Vec<Host>,
+    /// Count each stream's received bytes per interval of this many ns
+    /// of transmit time (from the trial's first transmission):
+    /// [`StreamResult::bins`], a rate over time per stream
+    /// (`type: bandwidth-share`). None: totals only.
+    pub bin_ns: Option<u64>,
 }
 
 /// An emulated host on a tester port.
@@ -348,6 +357,8 @@ struct StreamRx {
     max_seq: Option<u32>,
     bitmap: Vec<u64>,
     hist: Histogram,
+    /// Bytes received per `Tester::bin_ns` of transmit time (empty: off).
+    bins: Vec<u64>,
     /// Multicast: slot in `mc` per tester port (`NO_SLOT` = not a receiver).
     mc_slot: Vec<u16>,
     mc: Vec<McRx>,
@@ -401,6 +412,7 @@ impl Tester {
             l3_offset: None,
             pin: None,
             hosts,
+            bin_ns: None,
             tx: socks.0,
             rx: socks.1,
             nonce: (std::process::id() as u16).wrapping_mul(7919),
@@ -526,6 +538,13 @@ impl Tester {
                 max_seq: None,
                 bitmap: vec![0u64; bits_for(s).div_ceil(64)],
                 hist: Histogram::new(),
+                bins: match (self.bin_ns, spec.limit) {
+                    // Preallocated: the receive loop only indexes.
+                    (Some(b), Limit::Duration(d)) if b > 0 => {
+                        vec![0; (d * 1e9 / b as f64).ceil() as usize + 1]
+                    }
+                    _ => Vec::new(),
+                },
                 mc_slot: {
                     let mut v = vec![NO_SLOT; nports];
                     for (k, &p) in s.receivers.iter().flat_map(|r| r.iter()).enumerate() {
@@ -566,6 +585,7 @@ impl Tester {
         let streams = &spec.streams;
         let hosts = &self.hosts;
         let gentle = self.gentle;
+        let bin_ns = self.bin_ns;
         let new_flows = self.new_flows;
         let l3_offset = self.l3_offset.unwrap_or(0);
         let pin = self.pin;
@@ -589,6 +609,7 @@ impl Tester {
                     &stop,
                     &ctl,
                     gentle,
+                    bin_ns,
                 )
             });
             let txh = sc.spawn(|| {
@@ -718,6 +739,7 @@ impl Tester {
                 malformed: r.malformed,
                 latency: r.hist.stats(),
                 received_also: s.also.map(|_| r.received_also),
+                bins: (!r.bins.is_empty()).then(|| r.bins.clone()),
                 mark: (mark != 0).then(|| {
                     let rel = |v: u64| v.saturating_sub(t0);
                     MarkSplit {
@@ -1115,6 +1137,7 @@ fn rx_loop(
     stop: &AtomicBool,
     ctl: &TrialControl,
     gentle: bool,
+    bin_ns: Option<u64>,
 ) -> Result<(), LabError> {
     let mut bufs = RxBufs::new();
     let mut reply = [0u8; 128];
@@ -1206,6 +1229,13 @@ fn rx_loop(
                 let mark = ctl.mark.load(Ordering::Relaxed);
                 if mark == 0 || sg.ts < mark {
                     r.received_before += 1;
+                }
+                if let Some(b) = bin_ns {
+                    let t0 = ctl.t0.load(Ordering::Relaxed);
+                    let k = (sg.ts.saturating_sub(t0) / b) as usize;
+                    if let Some(c) = r.bins.get_mut(k) {
+                        *c += frame.len() as u64;
+                    }
                 }
                 r.first_ts[p] = r.first_ts[p].min(sg.ts);
                 r.last_ts[p] = r.last_ts[p].max(sg.ts);

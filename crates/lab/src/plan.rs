@@ -414,6 +414,12 @@ pub enum TestKind {
     /// in the DUT namespace at set times (bypass on / off, a reload):
     /// frames lost and outage = lost / rate. See `disruption.rs`.
     Disruption,
+    /// Inline engine bandwidth control: services with controllers, three
+    /// subscribers (gold, silver, bronze) each offering more than its
+    /// share; each one's rate per service over time, the split by
+    /// package weight and each service's total against its limit. See
+    /// `bwshare.rs`.
+    BandwidthShare,
 }
 
 impl TestKind {
@@ -751,6 +757,25 @@ pub struct TestSpec {
     /// inline engine before the first trial (default 100,000).
     #[serde(default)]
     pub prime_rate: Option<f64>,
+    /// Bandwidth-share: the services and their controllers' limits
+    /// (bits/s per direction, e.g. `{up: 5M, down: 7M}`), named A, B, …
+    #[serde(default)]
+    pub services: Option<Vec<crate::bwshare::ServiceSpec>>,
+    /// Bandwidth-share: bits/s each subscriber offers per service and
+    /// direction (default: 1.25 × the gold share of the largest limit).
+    #[serde(default)]
+    pub offered: Option<crate::bwshare::Bps>,
+    /// Bandwidth-share: package weights of gold, silver, bronze
+    /// (default the engine's 10, 5, 1).
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+    /// Bandwidth-share: seconds of each trial left out of the verdict
+    /// while the shares settle (default 3).
+    #[serde(default)]
+    pub settle: Option<f64>,
+    /// Bandwidth-share: seconds per measured interval (default 1).
+    #[serde(default)]
+    pub interval: Option<f64>,
 }
 
 /// Which receivers join a group.
@@ -910,6 +935,8 @@ pub struct Test {
     pub subscribers: u32,
     /// Frames per second that create the flows before the first trial.
     pub prime_rate: f64,
+    /// Bandwidth-share parameters (bandwidth-share tests only).
+    pub bw_share: Option<crate::bwshare::BwShare>,
 }
 
 /// Most flows a test may cycle over (`flows: N`, `crate::flowset`: the
@@ -1184,6 +1211,8 @@ impl Plan {
             .unwrap_or_else(|| {
                 let all: &[u16] = if t.kind == TestKind::Convergence {
                     &[64]
+                } else if t.kind == TestKind::BandwidthShare {
+                    &[512]
                 } else {
                     &[64, 128, 256, 512, 1024, 1280, 1518]
                 };
@@ -1342,7 +1371,7 @@ impl Plan {
             }
         }
         commands.sort_by(|a, b| a.at.total_cmp(&b.at));
-        let layer = if t.kind == TestKind::Copp {
+        let layer = if matches!(t.kind, TestKind::Copp | TestKind::BandwidthShare) {
             Some(3)
         } else {
             layer
@@ -1431,6 +1460,7 @@ impl Plan {
             }
         }
         let (flows, subscribers, prime_rate) = self.flow_set(i, t, layer, new_flows.on())?;
+        let bw_share = crate::bwshare::resolve(self, i, t, &frame_sizes)?;
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -1598,6 +1628,7 @@ impl Plan {
             flows,
             subscribers,
             prime_rate,
+            bw_share,
         })
     }
 

@@ -1,0 +1,795 @@
+//! Bandwidth shared by package inside per-service controllers
+//! (`type: bandwidth-share`): the inline engine report's figures 7–10.
+//!
+//! The lab configures an `inline: engine` DUT with N services (A, B, …),
+//! each recognised by a signature on its server's addresses
+//! (`20.255.K.0/24`, either end of the flow), a controller per service
+//! and direction at the plan's limits, and three subscribers — gold
+//! (`100.127.0.1`), silver (`.2`) and bronze (`.3`) — shared across the
+//! services, as the report did. Each subscriber sends to each service
+//! (up, port 1 → 2) and each service to each subscriber (down, 2 → 1):
+//! one stream per subscriber × service × direction, all at the same
+//! constant rate (`offered`, above every subscriber's share), so every
+//! controller is oversubscribed. The tester counts each stream's
+//! received bytes per interval of transmit time; after `settle` seconds
+//! the verdict is, per service and direction, each subscriber's share of
+//! the received total within 5 % of its weight's share (10:5:1 →
+//! 62.5 / 31.25 / 6.25 %) and the total within 2 % of the limit.
+
+use crate::engine::{Limit, Stream, TrialSpec};
+use crate::plan::{Driver, FrameSize, InlineMode, Plan, TestKind, TestSpec};
+use crate::procs::Ctx;
+use crate::report::{ResultRow, TrialRecord};
+use crate::sig::L3;
+use crate::LabError;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Most services of a test.
+pub const MAX_SERVICES: usize = 8;
+/// The subscribers: name and package (gold, silver, bronze).
+pub const SUBSCRIBERS: [&str; 3] = ["gold", "silver", "bronze"];
+/// Lowest and highest controller limit the lab accepts, bits/s: below
+/// 100 kbit/s a bronze share is a few frames per second; above 200
+/// Mbit/s the generator cannot offer the load on this bed.
+pub const LIMIT_RANGE: (u64, u64) = (100_000, 200_000_000);
+/// Highest frame rate per tester port a test may need.
+pub const MAX_PORT_FPS: f64 = 100_000.0;
+/// Tolerance of each subscriber's share against its ideal (relative).
+pub const SHARE_TOLERANCE: f64 = 0.05;
+/// Tolerance of each service's total against its limit (relative).
+pub const TOTAL_TOLERANCE: f64 = 0.02;
+
+/// A rate as written: bits/s, a number or `5M` (k/M/G, powers of 1000).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Bps {
+    /// Bits/s.
+    Num(f64),
+    /// `5M`, `800k`, `1.2G`.
+    Word(String),
+}
+
+impl Bps {
+    fn get(&self) -> Result<u64, String> {
+        match self {
+            Bps::Num(v) if v.is_finite() && *v >= 1.0 => Ok(*v as u64),
+            Bps::Num(v) => Err(format!("{v} is not a rate in bits/s")),
+            Bps::Word(w) => parse_bps(w),
+        }
+    }
+}
+
+/// `5M`, `800k`, `1.2G` or a plain number (powers of 1000, as Lanyard's
+/// `service-control` rates), at least 1 bit/s.
+pub fn parse_bps(w: &str) -> Result<u64, String> {
+    let w = w.trim();
+    let (num, mult) = match w.chars().last() {
+        Some('k' | 'K') => (&w[..w.len() - 1], 1e3),
+        Some('M') => (&w[..w.len() - 1], 1e6),
+        Some('G') => (&w[..w.len() - 1], 1e9),
+        _ => (w, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * mult >= 1.0 => Ok((v * mult).round() as u64),
+        _ => Err(format!("{w:?} is not a rate in bits/s (e.g. 5M, 800k)")),
+    }
+}
+
+/// One service of a bandwidth-share test: its controller's limits.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceSpec {
+    /// Bits/s from the subscribers.
+    #[serde(default)]
+    pub up: Option<Bps>,
+    /// Bits/s to the subscribers.
+    #[serde(default)]
+    pub down: Option<Bps>,
+}
+
+/// A bandwidth-share test's resolved parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BwShare {
+    /// The DUT's side: services, limits, weights.
+    pub controllers: Controllers,
+    /// Bits/s each subscriber offers per service and direction.
+    pub offered_bps: u64,
+    /// Seconds left out of the verdict at the start of a trial.
+    pub settle: f64,
+    /// Seconds per measured interval.
+    pub interval: f64,
+}
+
+/// What the DUT is configured with (part of `dut::Setup`: a test with
+/// other limits starts a fresh DUT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Controllers {
+    /// Services in use (`up` / `down` entries beyond are unused).
+    pub n: usize,
+    /// Limit up per service, bits/s (0: no controller).
+    pub up: [u64; MAX_SERVICES],
+    /// Limit down per service, bits/s (0: no controller).
+    pub down: [u64; MAX_SERVICES],
+    /// Weights of gold, silver, bronze.
+    pub weights: [u32; 3],
+}
+
+/// Service `k`'s name: A, B, …
+pub fn service_name(k: usize) -> String {
+    char::from(b'A' + k as u8).to_string()
+}
+
+/// Subscriber `j`'s address.
+pub fn subscriber_ip(j: usize) -> [u8; 4] {
+    [100, 127, 0, j as u8 + 1]
+}
+
+/// Service `k`'s server address (its signature covers `20.255.K.0/24`).
+pub fn server_ip(k: usize) -> [u8; 4] {
+    [20, 255, k as u8, 1]
+}
+
+impl Controllers {
+    /// The `service-control` lines the DUT needs: services, signatures
+    /// (before the lab's, which would claim the frames first), packages
+    /// and controllers, spliced into `dut::INLINE_YAML`.
+    pub fn splice(&self, yaml: &str) -> String {
+        let mut svcs = String::new();
+        let mut sigs = String::new();
+        let mut ctl = String::from("  controllers:\n");
+        for k in 0..self.n {
+            let n = service_name(k);
+            let _ = writeln!(svcs, "    - {{name: svc-{n}}}");
+            let _ = writeln!(
+                sigs,
+                "    - {{name: bw-{n}, service: svc-{n}, protocol: udp, addresses: 20.255.{k}.0/24}}"
+            );
+            let mut c = format!("    - {{service: svc-{n}");
+            if self.up[k] > 0 {
+                let _ = write!(c, ", up: {}", self.up[k]);
+            }
+            if self.down[k] > 0 {
+                let _ = write!(c, ", down: {}", self.down[k]);
+            }
+            ctl.push_str(&c);
+            ctl.push_str("}\n");
+        }
+        let mut pk = String::from("  packages:\n");
+        for (name, w) in SUBSCRIBERS.iter().zip(self.weights) {
+            let _ = writeln!(pk, "    - {{name: {name}, weight: {w}}}");
+        }
+        let out = yaml
+            .replacen(
+                "    - {name: lab}\n",
+                &format!("    - {{name: lab}}\n{svcs}"),
+                1,
+            )
+            .replacen("  signatures:\n", &format!("  signatures:\n{sigs}"), 1);
+        format!("{out}{pk}{ctl}")
+    }
+
+    /// Provisioning records of the three subscribers.
+    pub fn provisioning(&self) -> String {
+        SUBSCRIBERS
+            .iter()
+            .enumerate()
+            .map(|(j, p)| {
+                let a = subscriber_ip(j);
+                format!(
+                    "add bw-{p} package={p} addr={}.{}.{}.{}\n",
+                    a[0], a[1], a[2], a[3]
+                )
+            })
+            .collect()
+    }
+
+    /// Ideal shares (weight / sum of weights).
+    pub fn ideal(&self) -> [f64; 3] {
+        let sum: u32 = self.weights.iter().sum();
+        self.weights.map(|w| w as f64 / sum.max(1) as f64)
+    }
+}
+
+/// Bandwidth-share parameters of test `i` (None for other kinds, which
+/// must not set them), checked against the plan's DUTs.
+pub fn resolve(
+    plan: &Plan,
+    i: usize,
+    t: &TestSpec,
+    sizes: &[FrameSize],
+) -> Result<Option<BwShare>, LabError> {
+    let f = |n: &str| format!("tests[{i}].{n}");
+    let bad = |field: String, msg: String| LabError::Plan(format!("{field}: {msg}"));
+    if t.kind != TestKind::BandwidthShare {
+        for (k, set) in [
+            ("services", t.services.is_some()),
+            ("offered", t.offered.is_some()),
+            ("weights", t.weights.is_some()),
+            ("settle", t.settle.is_some()),
+            ("interval", t.interval.is_some()),
+        ] {
+            if set {
+                return Err(bad(f(k), "only bandwidth-share tests take it".into()));
+            }
+        }
+        return Ok(None);
+    }
+    for (k, set) in [
+        ("layer", t.layer == Some(2)),
+        ("family", t.family == Some(crate::plan::Family::Ipv6)),
+        ("routes", t.routes.is_some() || t.routes6.is_some()),
+        ("flows", t.flows.is_some()),
+        ("new-flows", t.new_flows.is_some()),
+        ("bidirectional", t.bidirectional.is_some()),
+        ("hosts", t.hosts.is_some()),
+        ("rate", t.rate.is_some()),
+        ("vlans", t.vlans.is_some()),
+    ] {
+        if set {
+            return Err(bad(
+                f(k),
+                "not a bandwidth-share option (IPv4/UDP both ways between three \
+                 subscribers and the services' servers, at `offered` bits/s per stream)"
+                    .into(),
+            ));
+        }
+    }
+    let specs = t.services.as_deref().unwrap_or_default();
+    if specs.is_empty() || specs.len() > MAX_SERVICES {
+        return Err(bad(
+            f("services"),
+            format!("list 1..{MAX_SERVICES} services, each {{up: RATE, down: RATE}} (bits/s, e.g. 5M)"),
+        ));
+    }
+    let mut c = Controllers {
+        n: specs.len(),
+        weights: [10, 5, 1],
+        ..Default::default()
+    };
+    let (lo, hi) = LIMIT_RANGE;
+    for (k, s) in specs.iter().enumerate() {
+        if s.up.is_none() && s.down.is_none() {
+            return Err(bad(
+                format!("{}[{k}]", f("services")),
+                "give a limit up, down or both".into(),
+            ));
+        }
+        for (dir, v, out) in [("up", &s.up, &mut c.up[k]), ("down", &s.down, &mut c.down[k])] {
+            let Some(v) = v else { continue };
+            let at = format!("{}[{k}].{dir}", f("services"));
+            let r = v.get().map_err(|e| bad(at.clone(), e))?;
+            if !(lo..=hi).contains(&r) {
+                return Err(bad(
+                    at,
+                    format!("{r} bits/s is outside {lo}..{hi} (scale the report's limits to the bed)"),
+                ));
+            }
+            *out = r;
+        }
+    }
+    if let Some(w) = &t.weights {
+        if w.len() != 3 || w.iter().any(|&x| !(1..=1000).contains(&x)) {
+            return Err(bad(
+                f("weights"),
+                "three weights 1..1000: gold, silver, bronze".into(),
+            ));
+        }
+        c.weights = [w[0], w[1], w[2]];
+    }
+    let ideal = c.ideal();
+    let top = ideal.iter().copied().fold(0.0, f64::max);
+    let largest = c.up.iter().chain(&c.down).copied().max().unwrap_or(0);
+    let offered_bps = match &t.offered {
+        Some(o) => o.get().map_err(|e| bad(f("offered"), e))?,
+        None => (1.25 * top * largest as f64).ceil() as u64,
+    };
+    // Weighted max-min gives the weights' split only when everyone wants
+    // more than its share: the largest share of the largest limit.
+    let need = top * largest as f64 * 1.05;
+    if (offered_bps as f64) < need {
+        return Err(bad(
+            f("offered"),
+            format!(
+                "{offered_bps} bits/s is below 1.05 × the largest share ({:.0} % of {largest} bits/s): \
+                 every subscriber must offer more than its share, at least {need:.0}",
+                top * 100.0
+            ),
+        ));
+    }
+    if sizes.len() != 1 || sizes[0].sizes.len() != 1 {
+        return Err(bad(
+            f("frame-sizes"),
+            "one fixed frame size (rates are counted in frames of that size)".into(),
+        ));
+    }
+    let size = sizes[0].sizes[0];
+    let streams_up = (0..c.n).filter(|&k| c.up[k] > 0).count() * 3;
+    let streams_down = (0..c.n).filter(|&k| c.down[k] > 0).count() * 3;
+    let fps = streams_up.max(streams_down) as f64 * offered_bps as f64 / frame_bits(size);
+    if fps > MAX_PORT_FPS {
+        return Err(bad(
+            f("offered"),
+            format!(
+                "needs {fps:.0} frames/s per port at {size} bytes (at most {MAX_PORT_FPS:.0}): \
+                 lower the limits or use larger frames"
+            ),
+        ));
+    }
+    let dur = t
+        .trial_duration
+        .or(plan.defaults.trial_duration)
+        .unwrap_or(2.0);
+    let interval = t.interval.unwrap_or(1.0);
+    if !(0.1..=10.0).contains(&interval) {
+        return Err(bad(f("interval"), "must be 0.1..10 seconds".into()));
+    }
+    let settle = t.settle.unwrap_or(3.0);
+    if !(settle >= 0.0 && settle + 2.0 * interval <= dur) {
+        return Err(bad(
+            f("settle"),
+            format!(
+                "{settle} s of settling leaves fewer than two {interval} s intervals of the {dur} s trial"
+            ),
+        ));
+    }
+    for d in &plan.duts {
+        if t.duts.as_ref().is_some_and(|ds| !ds.contains(&d.name)) {
+            continue;
+        }
+        if !(d.driver == Driver::Lanyard && d.inline == Some(InlineMode::Engine)) {
+            return Err(bad(
+                f("duts"),
+                format!(
+                    "DUT {:?} ({}) has no inline engine: bandwidth-share needs `driver: lanyard, \
+                     inline: engine`; list the DUTs it runs on in duts:",
+                    d.name,
+                    d.driver.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(Some(BwShare {
+        controllers: c,
+        offered_bps,
+        settle,
+        interval,
+    }))
+}
+
+/// Bits the controllers count for one frame of `size` bytes (with FCS):
+/// the Ethernet frame without FCS.
+pub fn frame_bits(size: u16) -> f64 {
+    (size.saturating_sub(4) as f64) * 8.0
+}
+
+/// One service × direction of a trial, measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Share {
+    /// Service name (A, B, …).
+    pub service: String,
+    /// `up` or `down`.
+    pub dir: &'static str,
+    /// The controller's limit, bits/s.
+    pub limit_bps: u64,
+    /// Each subscriber's mean received rate after the settle time, bits/s.
+    pub rate_bps: [f64; 3],
+    /// Each one's share of the total.
+    pub share: [f64; 3],
+    /// Each one's share / ideal share − 1.
+    pub share_error: [f64; 3],
+    /// Sum of the rates.
+    pub total_bps: f64,
+    /// total / limit − 1.
+    pub total_error: f64,
+    /// Within both tolerances.
+    pub pass: bool,
+    /// Rate per interval per subscriber, bits/s (the whole trial).
+    pub series_bps: [Vec<f64>; 3],
+}
+
+/// Measures one service × direction from its three streams' byte bins
+/// (`bins[j]`: subscriber j), `interval` seconds each, leaving out the
+/// first `settle` seconds and the last (partial) interval.
+pub fn measure(
+    service: String,
+    dir: &'static str,
+    limit_bps: u64,
+    ideal: [f64; 3],
+    bins: [&[u64]; 3],
+    interval: f64,
+    duration: f64,
+    settle: f64,
+) -> Share {
+    let full = (duration / interval + 1e-9).floor() as usize;
+    let first = (settle / interval - 1e-9).ceil().max(0.0) as usize;
+    let series_bps = bins.map(|b| {
+        b.iter()
+            .take(full)
+            .map(|&x| x as f64 * 8.0 / interval)
+            .collect::<Vec<f64>>()
+    });
+    let rate_bps = series_bps.clone().map(|s| {
+        let w: Vec<f64> = s.iter().skip(first).copied().collect();
+        if w.is_empty() {
+            0.0
+        } else {
+            w.iter().sum::<f64>() / w.len() as f64
+        }
+    });
+    let total_bps: f64 = rate_bps.iter().sum();
+    let share = rate_bps.map(|r| if total_bps > 0.0 { r / total_bps } else { 0.0 });
+    let mut share_error = [0.0; 3];
+    for j in 0..3 {
+        share_error[j] = share[j] / ideal[j] - 1.0;
+    }
+    let total_error = total_bps / limit_bps as f64 - 1.0;
+    let pass = share_error.iter().all(|e| e.abs() <= SHARE_TOLERANCE)
+        && total_error.abs() <= TOTAL_TOLERANCE;
+    Share {
+        service,
+        dir,
+        limit_bps,
+        rate_bps,
+        share,
+        share_error,
+        total_bps,
+        total_error,
+        pass,
+        series_bps,
+    }
+}
+
+fn mbps(v: f64) -> String {
+    format!("{:.3}", v / 1e6)
+}
+
+/// One line per service × direction (the terminal table's detail).
+pub fn line(v: &Value) -> String {
+    let mut parts = Vec::new();
+    for s in v["shares"].as_array().into_iter().flatten() {
+        let r = |j: usize| s["rate_bps"][j].as_f64().unwrap_or(0.0);
+        let sh = |j: usize| s["share"][j].as_f64().unwrap_or(0.0) * 100.0;
+        parts.push(format!(
+            "{} {}: {} of {} Mbit/s ({:+.1} %), gold/silver/bronze {}/{}/{} = {:.1}/{:.1}/{:.1} % {}",
+            s["service"].as_str().unwrap_or("?"),
+            s["dir"].as_str().unwrap_or("?"),
+            mbps(s["total_bps"].as_f64().unwrap_or(0.0)),
+            mbps(s["limit_bps"].as_f64().unwrap_or(0.0)),
+            s["total_error"].as_f64().unwrap_or(0.0) * 100.0,
+            mbps(r(0)),
+            mbps(r(1)),
+            mbps(r(2)),
+            sh(0),
+            sh(1),
+            sh(2),
+            if s["pass"].as_bool() == Some(true) {
+                "ok"
+            } else {
+                "FAIL"
+            }
+        ));
+    }
+    parts.join("; ")
+}
+
+/// CSV header of `bandwidth-share.csv` (units in the names).
+pub const CSV_HEADER: &str =
+    "dut,test,trial,service,direction,subscriber,weight,interval_start_s,interval_s,rate_bps";
+
+/// Every interval of every bandwidth-share row as CSV (header first).
+pub fn csv(rows: &[ResultRow]) -> String {
+    let mut o = format!("{CSV_HEADER}\n");
+    for r in rows.iter().filter(|r| r.kind == TestKind::BandwidthShare) {
+        let v = &r.detail["bandwidth_share"];
+        let iv = v["interval_s"].as_f64().unwrap_or(1.0);
+        for (k, tr) in v["trials"].as_array().into_iter().flatten().enumerate() {
+            for s in tr["shares"].as_array().into_iter().flatten() {
+                for (j, sub) in SUBSCRIBERS.iter().enumerate() {
+                    let w = v["weights"][j].as_u64().unwrap_or(0);
+                    for (n, x) in s["series_bps"][j].as_array().into_iter().flatten().enumerate() {
+                        let _ = writeln!(
+                            o,
+                            "{},{},{},{},{},{sub},{w},{},{iv},{:.0}",
+                            crate::bandwidth::field(&r.dut),
+                            crate::bandwidth::field(&r.test),
+                            k + 1,
+                            s["service"].as_str().unwrap_or(""),
+                            s["dir"].as_str().unwrap_or(""),
+                            n as f64 * iv,
+                            x.as_f64().unwrap_or(0.0)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    o
+}
+
+impl Ctx<'_> {
+    /// The bandwidth-share procedure at frame size `fs` (module comment).
+    pub(crate) fn bandwidth_share(
+        &mut self,
+        t: &crate::plan::Test,
+        fs: &FrameSize,
+        row: &mut ResultRow,
+    ) -> Result<(), LabError> {
+        let b = t
+            .bw_share
+            .as_ref()
+            .ok_or_else(|| LabError::Other("bandwidth-share without parameters".into()))?;
+        let c = &b.controllers;
+        let size = fs.sizes[0];
+        // Stream order: (service, direction, subscriber).
+        let mut keys = Vec::new();
+        let mut streams = Vec::new();
+        for k in 0..c.n {
+            for (dir, limit) in [("up", c.up[k]), ("down", c.down[k])] {
+                if limit == 0 {
+                    continue;
+                }
+                for j in 0..3 {
+                    let (tx, rx, src, dst) = if dir == "up" {
+                        (0, 1, subscriber_ip(j), server_ip(k))
+                    } else {
+                        (1, 0, server_ip(k), subscriber_ip(j))
+                    };
+                    keys.push((k, dir, limit, j));
+                    streams.push(Stream {
+                        tx,
+                        expect: Some(rx),
+                        also: None,
+                        src: crate::dut::host_mac(tx),
+                        src_count: 1,
+                        dst: crate::dut::host_mac(rx),
+                        dst_count: 1,
+                        sizes: vec![size],
+                        l3: Some(Arc::new([L3::V4 { src, dst }])),
+                        arrival: None,
+                        receivers: None,
+                        vlan: None,
+                    });
+                }
+            }
+        }
+        let per_port = |p: usize| {
+            let n = streams.iter().filter(|s| s.tx == p).count();
+            (n > 0).then(|| n as f64 * b.offered_bps as f64 / frame_bits(size))
+        };
+        let spec = TrialSpec {
+            rates: (0..self.tester.ports()).map(per_port).collect(),
+            streams,
+            limit: Limit::Duration(t.trial_duration),
+            drain: t.drain,
+            burst: t.burst,
+        };
+        let ideal = c.ideal();
+        let mut all_ok = true;
+        let mut trials = Vec::new();
+        for k in 0..t.trials {
+            self.progress.label(format!(
+                "{} {} {} trial {}",
+                self.dut.spec.name,
+                row.test,
+                row.frame_size,
+                k + 1
+            ));
+            crate::netns::sleep_checked(t.learn_wait)?;
+            self.tester.bin_ns = Some((b.interval * 1e9) as u64);
+            let r = self.tester.run(&spec);
+            self.tester.bin_ns = None;
+            let r = r?;
+            self.progress
+                .advance(t.trial_duration + t.drain + t.learn_wait);
+            let mut shares = Vec::new();
+            for (si, chunk) in keys.chunks(3).enumerate() {
+                let (svc, dir, limit, _) = chunk[0];
+                let empty: &[u64] = &[];
+                let bins = [0, 1, 2].map(|j| {
+                    r.streams[si * 3 + j]
+                        .bins
+                        .as_deref()
+                        .unwrap_or(empty)
+                });
+                shares.push(measure(
+                    service_name(svc),
+                    dir,
+                    limit,
+                    ideal,
+                    bins,
+                    b.interval,
+                    t.trial_duration,
+                    b.settle,
+                ));
+            }
+            let ok = shares.iter().all(|s| s.pass) && r.tester_rx_drops == 0;
+            if r.tester_rx_drops > 0 {
+                row.notes.push(format!(
+                    "trial {}: the tester dropped {} frames on receive (rates undercounted)",
+                    k + 1,
+                    r.tester_rx_drops
+                ));
+            }
+            if r.generator_limited {
+                row.generator_limited = true;
+            }
+            for s in shares.iter().filter(|s| !s.pass) {
+                row.notes.push(format!(
+                    "trial {}: service {} {}: shares {:.1}/{:.1}/{:.1} % (ideal {:.1}/{:.1}/{:.1}), \
+                     total {:+.1} % of the limit",
+                    k + 1,
+                    s.service,
+                    s.dir,
+                    s.share[0] * 100.0,
+                    s.share[1] * 100.0,
+                    s.share[2] * 100.0,
+                    ideal[0] * 100.0,
+                    ideal[1] * 100.0,
+                    ideal[2] * 100.0,
+                    s.total_error * 100.0
+                ));
+            }
+            all_ok &= ok;
+            row.trials
+                .push(TrialRecord::new("bandwidth-share", None, &r, ok));
+            row.throughput_fps = Some(r.offered_fps);
+            row.loss_ratio = Some(r.loss_ratio);
+            trials.push(json!({ "shares": shares, "offered_fps": r.offered_fps }));
+        }
+        let last = trials.last().cloned().unwrap_or(Value::Null);
+        crate::procs::merge(
+            &mut row.detail,
+            json!({ "bandwidth_share": {
+                "interval_s": b.interval,
+                "settle_s": b.settle,
+                "offered_bps": b.offered_bps,
+                "weights": c.weights,
+                "ideal": ideal,
+                "shares": last["shares"],
+                "trials": trials,
+            }}),
+        );
+        row.pass = Some(all_ok);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(tests: &str) -> Result<Plan, LabError> {
+        Plan::parse(&format!(
+            "name: p\nduts:\n  - {{name: e, driver: lanyard, inline: engine}}\ntests:\n{tests}"
+        ))
+    }
+
+    #[test]
+    fn parses_limits_defaults_and_the_offered_load() {
+        let p = plan(
+            "  - {type: bandwidth-share, trial-duration: 8, services: [{up: 500k, down: 700k}, {up: 1.8M}]}\n",
+        )
+        .unwrap();
+        let t = p.test(0).unwrap();
+        assert_eq!((t.layer, t.ports), (Some(3), 2));
+        assert_eq!(t.frame_sizes[0].sizes, vec![512]);
+        let b = t.bw_share.unwrap();
+        let c = b.controllers;
+        assert_eq!((c.n, c.up[0], c.down[0], c.up[1], c.down[1]), (2, 500_000, 700_000, 1_800_000, 0));
+        assert_eq!(c.weights, [10, 5, 1]);
+        // 1.25 × gold's 10/16 of the largest limit.
+        assert_eq!(b.offered_bps, 1_406_250);
+        assert_eq!((b.settle, b.interval), (3.0, 1.0));
+    }
+
+    #[test]
+    fn bad_plans_name_the_field() {
+        for (tests, want) in [
+            ("[{type: bandwidth-share}]", "tests[0].services: list 1..8"),
+            ("[{type: bandwidth-share, services: [{}]}]", "tests[0].services[0]: give a limit"),
+            (
+                "[{type: bandwidth-share, services: [{up: 10k}]}]",
+                "tests[0].services[0].up: 10000 bits/s is outside",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 1G}]}]",
+                "tests[0].services[0].up: 1000000000 bits/s is outside",
+            ),
+            ("[{type: bandwidth-share, services: [{up: fast}]}]", "tests[0].services[0].up"),
+            (
+                "[{type: bandwidth-share, services: [{up: 1M}], offered: 600k}]",
+                "tests[0].offered: 600000 bits/s is below",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 1M}], weights: [10, 5]}]",
+                "tests[0].weights",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 1M}], frame-sizes: [imix]}]",
+                "tests[0].frame-sizes: one fixed",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 100M}], frame-sizes: [64], trial-duration: 8}]",
+                "tests[0].offered: needs",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 1M}], trial-duration: 4}]",
+                "tests[0].settle",
+            ),
+            (
+                "[{type: bandwidth-share, services: [{up: 1M}], routes: 10}]",
+                "tests[0].routes: not a bandwidth-share option",
+            ),
+            ("[{type: throughput, services: [{up: 1M}]}]", "tests[0].services: only bandwidth-share"),
+            ("[{type: latency, offered: 1M}]", "tests[0].offered: only bandwidth-share"),
+        ] {
+            let e = plan(&format!("  - {}\n", tests.trim_start_matches('[').trim_end_matches(']')))
+                .map(|p| p.test(0).map(|_| ()))
+                .and_then(|r| r)
+                .expect_err(tests)
+                .to_string();
+            assert!(e.contains(want), "{tests}: {e}");
+        }
+    }
+
+    #[test]
+    fn refused_on_duts_without_an_inline_engine() {
+        let text = "name: p\nduts:\n  - {name: e, driver: lanyard, inline: engine}\n  - {name: b, driver: lanyard, inline: bypass}\n  - {name: w, driver: wire}\ntests:\n  - {type: bandwidth-share, trial-duration: 8, services: [{up: 1M}]}\n";
+        let e = Plan::parse(text).map(|p| p.test(0).map(|_| ())).and_then(|r| r);
+        let e = e.expect_err("bypass DUT").to_string();
+        assert!(e.contains("DUT \"b\" (lanyard) has no inline engine"), "{e}");
+        let ok = text.replace("services:", "duts: [e], services:");
+        assert!(Plan::parse(&ok).unwrap().test(0).is_ok());
+    }
+
+    #[test]
+    fn the_dut_section_names_services_signatures_and_controllers() {
+        let mut c = Controllers {
+            n: 2,
+            weights: [10, 5, 1],
+            ..Default::default()
+        };
+        c.up[0] = 500_000;
+        c.down[0] = 700_000;
+        c.down[1] = 1_000_000;
+        let y = c.splice(crate::dut::INLINE_YAML);
+        let text = format!("switch:\n  name: lab\nports:\n  - name: sw1\n  - name: sw2\n{y}");
+        let cfg = config::parse(&text, "inline.yaml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let sc = cfg.service_control.expect("service-control");
+        assert_eq!(sc.controllers.len(), 2);
+        let first = y.find("name: bw-A").unwrap();
+        assert!(first < y.find("name: lab-udp").unwrap(), "{y}");
+        assert!(y.contains("- {service: svc-A, up: 500000, down: 700000}"), "{y}");
+        assert!(y.contains("- {service: svc-B, down: 1000000}"), "{y}");
+        assert_eq!(
+            c.provisioning(),
+            "add bw-gold package=gold addr=100.127.0.1\nadd bw-silver package=silver addr=100.127.0.2\n\
+             add bw-bronze package=bronze addr=100.127.0.3\n"
+        );
+    }
+
+    #[test]
+    fn measure_splits_after_settling_and_judges_both_tolerances() {
+        let ideal = [10.0 / 16.0, 5.0 / 16.0, 1.0 / 16.0];
+        // 4 s in 1 s bins (+ a partial one), first second ramping: 1 Mbit/s split 10:5:1.
+        let g = [10_000u64, 78_125, 78_125, 78_125, 999];
+        let s = [90_000u64, 39_062, 39_063, 39_062, 999];
+        let b = [90_000u64, 7_813, 7_812, 7_813, 999];
+        let m = measure("A".into(), "up", 1_000_000, ideal, [&g, &s, &b], 1.0, 4.0, 1.0);
+        assert!(m.pass, "{m:?}");
+        assert_eq!(m.series_bps[0].len(), 4);
+        assert!((m.total_bps - 1_000_000.0).abs() < 10.0, "{m:?}");
+        assert!(m.share_error.iter().all(|e| e.abs() < 1e-3), "{m:?}");
+        // Without the settle time the ramp fails the split.
+        assert!(!measure("A".into(), "up", 1_000_000, ideal, [&g, &s, &b], 1.0, 4.0, 0.0).pass);
+        // Equal rates (priorities ignored) fail; so does a total 3 % off.
+        let e = [41_667u64; 4];
+        assert!(!measure("A".into(), "up", 1_000_000, ideal, [&e, &e, &e], 1.0, 4.0, 1.0).pass);
+        let lo = [g.map(|x| x * 97 / 100), s.map(|x| x * 97 / 100), b.map(|x| x * 97 / 100)];
+        let m = measure("A".into(), "up", 1_000_000, ideal, [&lo[0], &lo[1], &lo[2]], 1.0, 4.0, 1.0);
+        assert!(!m.pass && (m.total_error + 0.03).abs() < 1e-3, "{m:?}");
+    }
+}
