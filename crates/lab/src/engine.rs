@@ -236,6 +236,11 @@ pub struct TrialResult {
     /// The transmit thread's CPU time and context switches.
     #[serde(default)]
     pub tx_usage: ThreadUsage,
+    /// With `Tester::bin_ns`: per interval, how far (ns) the paced
+    /// transmit thread fell behind its schedule at most (held off the
+    /// CPU; it then sends the frames due at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_late_ns: Option<Vec<u64>>,
     /// Latency over all streams.
     pub latency: LatencyStats,
     /// Per-stream detail.
@@ -627,6 +632,7 @@ impl Tester {
                     gentle,
                     new_flows,
                     l3_offset,
+                    bin_ns,
                 )
             });
             let during_out = during(&ctl, &RawTx { socks: tx_socks });
@@ -667,6 +673,7 @@ impl Tester {
             generator_limited: false,
             tx_refused: tx_out.refused,
             tx_usage: tx_out.usage,
+            tx_late_ns: (!tx_out.late.is_empty()).then(|| tx_out.late.clone()),
             latency: LatencyStats::default(),
             streams: Vec::new(),
             mark_ns: None,
@@ -829,6 +836,9 @@ struct TxOut {
     refused: u64,
     /// The transmit thread's own resource use over the trial.
     usage: ThreadUsage,
+    /// Per `Tester::bin_ns` of the trial: how late the paced transmit
+    /// thread sent, at most, behind its schedule (ns).
+    late: Vec<u64>,
 }
 
 /// What the transmit thread spent: CPU time and how often it slept
@@ -886,7 +896,14 @@ fn tx_loop(
     gentle: bool,
     new_flows: NewFlows,
     l3_offset: u64,
+    bin_ns: Option<u64>,
 ) -> Result<TxOut, LabError> {
+    let mut late = match (bin_ns, spec.limit) {
+        (Some(b), Limit::Duration(d)) if b > 0 => {
+            vec![0u64; (d * 1e9 / b as f64).ceil() as usize + 1]
+        }
+        _ => Vec::new(),
+    };
     let (sleep_over, sleep_margin) = if gentle {
         (30_000.0, 8_000.0)
     } else {
@@ -977,6 +994,13 @@ fn tx_loop(
                     std::hint::spin_loop();
                 }
                 now = mono_ns() as f64;
+            }
+            if let (Some(b), true) = (bin_ns, now > pt.next) {
+                // Behind schedule: the catch-up burst that follows is
+                // not the load the plan asked for.
+                if let Some(l) = late.get_mut(((now - t0) as u64 / b) as usize) {
+                    *l = (*l).max((now - pt.next) as u64);
+                }
             }
         }
         let mut burst = if paced {
@@ -1078,6 +1102,7 @@ fn tx_loop(
         stall,
         refused: socks.iter().map(|s| s.take_refused()).sum(),
         usage: ThreadUsage::now().since(usage0),
+        late,
     })
 }
 

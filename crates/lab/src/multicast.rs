@@ -859,6 +859,7 @@ mod tests {
             generator_limited: false,
             tx_refused: 0,
             tx_usage: Default::default(),
+            tx_late_ns: None,
             latency: LatencyStats::default(),
             streams,
             mark_ns: None,

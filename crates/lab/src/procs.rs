@@ -1226,6 +1226,7 @@ mod tests {
                 voluntary,
                 involuntary: 0,
             },
+            tx_late_ns: None,
             latency: LatencyStats::default(),
             streams: Vec::new(),
             mark_ns: None,
