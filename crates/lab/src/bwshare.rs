@@ -249,7 +249,9 @@ pub fn resolve(
     if specs.is_empty() || specs.len() > MAX_SERVICES {
         return Err(bad(
             f("services"),
-            format!("list 1..{MAX_SERVICES} services, each {{up: RATE, down: RATE}} (bits/s, e.g. 5M)"),
+            format!(
+                "list 1..{MAX_SERVICES} services, each {{up: RATE, down: RATE}} (bits/s, e.g. 5M)"
+            ),
         ));
     }
     let mut c = Controllers {
@@ -265,14 +267,19 @@ pub fn resolve(
                 "give a limit up, down or both".into(),
             ));
         }
-        for (dir, v, out) in [("up", &s.up, &mut c.up[k]), ("down", &s.down, &mut c.down[k])] {
+        for (dir, v, out) in [
+            ("up", &s.up, &mut c.up[k]),
+            ("down", &s.down, &mut c.down[k]),
+        ] {
             let Some(v) = v else { continue };
             let at = format!("{}[{k}].{dir}", f("services"));
             let r = v.get().map_err(|e| bad(at.clone(), e))?;
             if !(lo..=hi).contains(&r) {
                 return Err(bad(
                     at,
-                    format!("{r} bits/s is outside {lo}..{hi} (scale the report's limits to the bed)"),
+                    format!(
+                        "{r} bits/s is outside {lo}..{hi} (scale the report's limits to the bed)"
+                    ),
                 ));
             }
             *out = r;
@@ -529,7 +536,12 @@ pub fn csv(rows: &[ResultRow]) -> String {
             for s in tr["shares"].as_array().into_iter().flatten() {
                 for (j, sub) in SUBSCRIBERS.iter().enumerate() {
                     let w = v["weights"][j].as_u64().unwrap_or(0);
-                    for (n, x) in s["series_bps"][j].as_array().into_iter().flatten().enumerate() {
+                    for (n, x) in s["series_bps"][j]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .enumerate()
+                    {
                         let _ = writeln!(
                             o,
                             "{},{},{},{},{},{sub},{w},{},{iv},{:.0}",
@@ -628,12 +640,8 @@ impl Ctx<'_> {
             for (si, chunk) in keys.chunks(3).enumerate() {
                 let (svc, dir, limit, _) = chunk[0];
                 let empty: &[u64] = &[];
-                let bins = [0, 1, 2].map(|j| {
-                    r.streams[si * 3 + j]
-                        .bins
-                        .as_deref()
-                        .unwrap_or(empty)
-                });
+                let bins =
+                    [0, 1, 2].map(|j| r.streams[si * 3 + j].bins.as_deref().unwrap_or(empty));
                 let w = Window {
                     interval: b.interval,
                     duration: t.trial_duration,
@@ -724,7 +732,10 @@ mod tests {
         assert_eq!(t.frame_sizes[0].sizes, vec![512]);
         let b = t.bw_share.unwrap();
         let c = b.controllers;
-        assert_eq!((c.n, c.up[0], c.down[0], c.up[1], c.down[1]), (2, 500_000, 700_000, 1_800_000, 0));
+        assert_eq!(
+            (c.n, c.up[0], c.down[0], c.up[1], c.down[1]),
+            (2, 500_000, 700_000, 1_800_000, 0)
+        );
         assert_eq!(c.weights, [10, 5, 1]);
         // 1.25 × gold's 10/16 of the largest limit.
         assert_eq!(b.offered_bps, 1_406_250);
@@ -784,9 +795,14 @@ mod tests {
     #[test]
     fn refused_on_duts_without_an_inline_engine() {
         let text = "name: p\nduts:\n  - {name: e, driver: lanyard, inline: engine}\n  - {name: b, driver: lanyard, inline: bypass}\n  - {name: w, driver: wire}\ntests:\n  - {type: bandwidth-share, trial-duration: 8, services: [{up: 1M}]}\n";
-        let e = Plan::parse(text).map(|p| p.test(0).map(|_| ())).and_then(|r| r);
+        let e = Plan::parse(text)
+            .map(|p| p.test(0).map(|_| ()))
+            .and_then(|r| r);
         let e = e.expect_err("bypass DUT").to_string();
-        assert!(e.contains("DUT \"b\" (lanyard) has no inline engine"), "{e}");
+        assert!(
+            e.contains("DUT \"b\" (lanyard) has no inline engine"),
+            "{e}"
+        );
         let ok = text.replace("services:", "duts: [e], services:");
         assert!(Plan::parse(&ok).unwrap().test(0).is_ok());
     }
@@ -808,7 +824,10 @@ mod tests {
         assert_eq!(sc.controllers.len(), 2);
         let first = y.find("name: bw-A").unwrap();
         assert!(first < y.find("name: lab-udp").unwrap(), "{y}");
-        assert!(y.contains("- {service: svc-A, up: 500000, down: 700000}"), "{y}");
+        assert!(
+            y.contains("- {service: svc-A, up: 500000, down: 700000}"),
+            "{y}"
+        );
         assert!(y.contains("- {service: svc-B, down: 1000000}"), "{y}");
         assert_eq!(
             c.provisioning(),
@@ -840,8 +859,19 @@ mod tests {
         // Equal rates (priorities ignored) fail; so does a total 3 % off.
         let e = [41_667u64; 4];
         assert!(!measure("A".into(), "up", 1_000_000, ideal, [&e, &e, &e], w(1.0)).pass);
-        let lo = [g.map(|x| x * 97 / 100), s.map(|x| x * 97 / 100), b.map(|x| x * 97 / 100)];
-        let m = measure("A".into(), "up", 1_000_000, ideal, [&lo[0], &lo[1], &lo[2]], w(1.0));
+        let lo = [
+            g.map(|x| x * 97 / 100),
+            s.map(|x| x * 97 / 100),
+            b.map(|x| x * 97 / 100),
+        ];
+        let m = measure(
+            "A".into(),
+            "up",
+            1_000_000,
+            ideal,
+            [&lo[0], &lo[1], &lo[2]],
+            w(1.0),
+        );
         assert!(!m.pass && (m.total_error + 0.03).abs() < 1e-3, "{m:?}");
         // A generator 50 ms late in interval 2: its burst is left out.
         let mut dip = [g, s, b];
@@ -855,11 +885,24 @@ mod tests {
             1_000_000,
             ideal,
             [&dip[0], &dip[1], &dip[2]],
-            Window { late: &late, ..w(1.0) },
+            Window {
+                late: &late,
+                ..w(1.0)
+            },
         );
         assert!(m.pass && m.left_out == [2], "{m:?}");
         // Every interval late: nothing to judge.
-        let m = measure("A".into(), "up", 1_000_000, ideal, [&g, &s, &b], Window { late: &[1 << 30; 5], ..w(1.0) });
+        let m = measure(
+            "A".into(),
+            "up",
+            1_000_000,
+            ideal,
+            [&g, &s, &b],
+            Window {
+                late: &[1 << 30; 5],
+                ..w(1.0)
+            },
+        );
         assert!(!m.pass && m.left_out == [1, 2, 3], "{m:?}");
     }
 }

@@ -9,10 +9,10 @@
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
 pub mod bandwidth;
+pub mod bwshare;
 pub mod check;
 pub mod compare;
 pub mod convergence;
-pub mod bwshare;
 pub mod copp;
 pub mod cpuplan;
 pub mod disruption;

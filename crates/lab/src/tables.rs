@@ -538,7 +538,12 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             for r in ordered() {
                 let f = frame(r);
                 if r.status != "ok" {
-                    t.row(vec![f, r.dut.clone(), String::new(), status_cell(r, &mut notes)]);
+                    t.row(vec![
+                        f,
+                        r.dut.clone(),
+                        String::new(),
+                        status_cell(r, &mut notes),
+                    ]);
                     continue;
                 }
                 let shares = r.detail["bandwidth_share"]["shares"]
@@ -548,7 +553,8 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                 let marks = note_marks(r, &mut notes);
                 for (k, sh) in shares.iter().enumerate() {
                     let g = |key: &str| sh[key].as_f64().unwrap_or(0.0);
-                    let pct = |j: usize| format!("{:.1}", sh["share"][j].as_f64().unwrap_or(0.0) * 100.0);
+                    let pct =
+                        |j: usize| format!("{:.1}", sh["share"][j].as_f64().unwrap_or(0.0) * 100.0);
                     t.row(vec![
                         if k == 0 { f.clone() } else { String::new() },
                         r.dut.clone(),
