@@ -44,8 +44,8 @@ pub struct Setup {
     /// at start beside the lab's two ([`crate::flowset::provisioning`]).
     pub subscribers: u32,
     /// Inline engine, bandwidth-share tests: services, controllers,
-    /// package weights and the three subscribers (`crate::bwshare`).
-    pub bw_share: Option<crate::bwshare::Controllers>,
+    /// package weights and the three subscribers (`crate::bwspec`).
+    pub bw_share: Option<crate::bwspec::Controllers>,
 }
 
 /// What a multicast test needs from the DUT.

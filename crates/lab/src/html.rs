@@ -743,7 +743,7 @@ fn share_plots(rows: &[&ResultRow]) -> String {
         for sh in v["shares"].as_array().into_iter().flatten() {
             let svc = sh["service"].as_str().unwrap_or("?");
             let dir = sh["dir"].as_str().unwrap_or("?");
-            let lines: Vec<TimeLine> = crate::bwshare::SUBSCRIBERS
+            let lines: Vec<TimeLine> = crate::bwspec::SUBSCRIBERS
                 .iter()
                 .enumerate()
                 .map(|(j, sub)| TimeLine {

@@ -10,6 +10,7 @@
 
 pub mod bandwidth;
 pub mod bwshare;
+pub mod bwspec;
 pub mod check;
 pub mod compare;
 pub mod convergence;
