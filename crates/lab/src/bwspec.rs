@@ -175,4 +175,3 @@ impl Controllers {
 pub fn frame_bits(size: u16) -> f64 {
     (size.saturating_sub(4) as f64) * 8.0
 }
-

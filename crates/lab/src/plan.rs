@@ -1120,7 +1120,6 @@ fn bw_share(
     }))
 }
 
-
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
     LabError::Plan(format!("{field}: {msg}"))
 }

@@ -48,12 +48,11 @@ tests:
     for sh in &sw {
         let share = |j: usize| sh["share"][j].as_f64().unwrap();
         let want = [10.0 / 16.0, 5.0 / 16.0, 1.0 / 16.0];
-        for j in 0..3 {
+        for (j, w) in want.iter().enumerate() {
             assert!(
-                (share(j) / want[j] - 1.0).abs() <= 0.05,
-                "{sh}: subscriber {j} {} vs {}",
-                share(j),
-                want[j]
+                (share(j) / w - 1.0).abs() <= 0.05,
+                "{sh}: subscriber {j} {} vs {w}",
+                share(j)
             );
         }
         let err = sh["total_error"].as_f64().unwrap();
