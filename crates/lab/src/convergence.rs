@@ -751,6 +751,7 @@ mod tests {
             malformed: 0,
             latency: LatencyStats::default(),
             received_also: Some(on_backup),
+            bins: None,
             mark: Some(mark),
             receivers: None,
         }
@@ -789,6 +790,7 @@ mod tests {
             generator_limited: false,
             tx_refused: 0,
             tx_usage: Default::default(),
+            tx_late_ns: None,
             latency: LatencyStats::default(),
             streams,
             mark_ns: Some(1_000_000_000),

@@ -43,6 +43,9 @@ pub struct Setup {
     /// Inline engine: the test's subscribers (`flows: N`), provisioned
     /// at start beside the lab's two ([`crate::flowset::provisioning`]).
     pub subscribers: u32,
+    /// Inline engine, bandwidth-share tests: services, controllers,
+    /// package weights and the three subscribers (`crate::bwspec`).
+    pub bw_share: Option<crate::bwspec::Controllers>,
 }
 
 /// What a multicast test needs from the DUT.
@@ -72,6 +75,7 @@ impl Setup {
             cpus: Default::default(),
             vlans: 0,
             subscribers: 0,
+            bw_share: None,
         }
     }
 
@@ -136,6 +140,12 @@ impl Setup {
                 (Driver::Lanyard, Some(crate::plan::InlineMode::Engine)) => test.subscribers,
                 _ => 0,
             },
+            bw_share: match (spec.driver, spec.inline) {
+                (Driver::Lanyard, Some(crate::plan::InlineMode::Engine)) => {
+                    test.bw_share.as_ref().map(|b| b.controllers)
+                }
+                _ => None,
+            },
         }
     }
 
@@ -167,6 +177,12 @@ impl Setup {
         }
         if self.subscribers > 0 {
             v.push(format!("{} subscribers", self.subscribers));
+        }
+        if let Some(b) = &self.bw_share {
+            v.push(format!(
+                "{} services with controllers, gold/silver/bronze weights {}/{}/{}",
+                b.n, b.weights[0], b.weights[1], b.weights[2]
+            ));
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
@@ -1296,6 +1312,9 @@ impl Dut {
             let f = self.topo.tmp.join("subscribers.txt");
             let mut records = crate::bandwidth::provisioning();
             records.push_str(&crate::flowset::provisioning(self.setup.subscribers));
+            if let Some(c) = &self.setup.bw_share {
+                records.push_str(&c.provisioning());
+            }
             std::fs::write(&f, records)
                 .map_err(|e| LabError::Dut(format!("{}: {e}", f.display())))?;
             let t0 = Instant::now();
@@ -1498,7 +1517,11 @@ impl Dut {
         }
         c.push_str(&crate::mirror_setup::lanyard_yaml(self.setup.mirrors));
         if s.inline.is_some() {
-            c.push_str(&inline_yaml(s.inline_flows));
+            let y = inline_yaml(s.inline_flows);
+            match &self.setup.bw_share {
+                Some(b) => c.push_str(&b.splice(&y)),
+                None => c.push_str(&y),
+            }
         }
         c
     }

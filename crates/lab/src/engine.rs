@@ -162,6 +162,10 @@ pub struct StreamResult {
     /// Unique frames received on the `also` port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received_also: Option<u64>,
+    /// Bytes received (unique, frame without FCS) per `Tester::bin_ns`
+    /// of transmit time, when the tester counted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bins: Option<Vec<u64>>,
     /// Counts split at the mark, when the trial had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mark: Option<MarkSplit>,
@@ -232,6 +236,11 @@ pub struct TrialResult {
     /// The transmit thread's CPU time and context switches.
     #[serde(default)]
     pub tx_usage: ThreadUsage,
+    /// With `Tester::bin_ns`: per interval, how far (ns) the paced
+    /// transmit thread fell behind its schedule at most (held off the
+    /// CPU; it then sends the frames due at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_late_ns: Option<Vec<u64>>,
     /// Latency over all streams.
     pub latency: LatencyStats,
     /// Per-stream detail.
@@ -322,6 +331,11 @@ pub struct Tester {
     /// Emulated host per port (MAC, IPv4, IPv6) answering ARP and
     /// neighbour solicitations while a trial runs.
     pub hosts: Vec<Host>,
+    /// Count each stream's received bytes per interval of this many ns
+    /// of transmit time (from the trial's first transmission):
+    /// [`StreamResult::bins`], a rate over time per stream
+    /// (`type: bandwidth-share`). None: totals only.
+    pub bin_ns: Option<u64>,
 }
 
 /// An emulated host on a tester port.
@@ -348,6 +362,8 @@ struct StreamRx {
     max_seq: Option<u32>,
     bitmap: Vec<u64>,
     hist: Histogram,
+    /// Bytes received per `Tester::bin_ns` of transmit time (empty: off).
+    bins: Vec<u64>,
     /// Multicast: slot in `mc` per tester port (`NO_SLOT` = not a receiver).
     mc_slot: Vec<u16>,
     mc: Vec<McRx>,
@@ -401,6 +417,7 @@ impl Tester {
             l3_offset: None,
             pin: None,
             hosts,
+            bin_ns: None,
             tx: socks.0,
             rx: socks.1,
             nonce: (std::process::id() as u16).wrapping_mul(7919),
@@ -526,6 +543,13 @@ impl Tester {
                 max_seq: None,
                 bitmap: vec![0u64; bits_for(s).div_ceil(64)],
                 hist: Histogram::new(),
+                bins: match (self.bin_ns, spec.limit) {
+                    // Preallocated: the receive loop only indexes.
+                    (Some(b), Limit::Duration(d)) if b > 0 => {
+                        vec![0; (d * 1e9 / b as f64).ceil() as usize + 1]
+                    }
+                    _ => Vec::new(),
+                },
                 mc_slot: {
                     let mut v = vec![NO_SLOT; nports];
                     for (k, &p) in s.receivers.iter().flat_map(|r| r.iter()).enumerate() {
@@ -566,6 +590,7 @@ impl Tester {
         let streams = &spec.streams;
         let hosts = &self.hosts;
         let gentle = self.gentle;
+        let bin_ns = self.bin_ns;
         let new_flows = self.new_flows;
         let l3_offset = self.l3_offset.unwrap_or(0);
         let pin = self.pin;
@@ -589,6 +614,7 @@ impl Tester {
                     &stop,
                     &ctl,
                     gentle,
+                    bin_ns,
                 )
             });
             let txh = sc.spawn(|| {
@@ -606,6 +632,7 @@ impl Tester {
                     gentle,
                     new_flows,
                     l3_offset,
+                    bin_ns,
                 )
             });
             let during_out = during(&ctl, &RawTx { socks: tx_socks });
@@ -646,6 +673,7 @@ impl Tester {
             generator_limited: false,
             tx_refused: tx_out.refused,
             tx_usage: tx_out.usage,
+            tx_late_ns: (!tx_out.late.is_empty()).then(|| tx_out.late.clone()),
             latency: LatencyStats::default(),
             streams: Vec::new(),
             mark_ns: None,
@@ -718,6 +746,7 @@ impl Tester {
                 malformed: r.malformed,
                 latency: r.hist.stats(),
                 received_also: s.also.map(|_| r.received_also),
+                bins: (!r.bins.is_empty()).then(|| r.bins.clone()),
                 mark: (mark != 0).then(|| {
                     let rel = |v: u64| v.saturating_sub(t0);
                     MarkSplit {
@@ -807,6 +836,9 @@ struct TxOut {
     refused: u64,
     /// The transmit thread's own resource use over the trial.
     usage: ThreadUsage,
+    /// Per `Tester::bin_ns` of the trial: how late the paced transmit
+    /// thread sent, at most, behind its schedule (ns).
+    late: Vec<u64>,
 }
 
 /// What the transmit thread spent: CPU time and how often it slept
@@ -864,7 +896,14 @@ fn tx_loop(
     gentle: bool,
     new_flows: NewFlows,
     l3_offset: u64,
+    bin_ns: Option<u64>,
 ) -> Result<TxOut, LabError> {
+    let mut late = match (bin_ns, spec.limit) {
+        (Some(b), Limit::Duration(d)) if b > 0 => {
+            vec![0u64; (d * 1e9 / b as f64).ceil() as usize + 1]
+        }
+        _ => Vec::new(),
+    };
     let (sleep_over, sleep_margin) = if gentle {
         (30_000.0, 8_000.0)
     } else {
@@ -955,6 +994,13 @@ fn tx_loop(
                     std::hint::spin_loop();
                 }
                 now = mono_ns() as f64;
+            }
+            if let (Some(b), true) = (bin_ns, now > pt.next) {
+                // Behind schedule: the catch-up burst that follows is
+                // not the load the plan asked for.
+                if let Some(l) = late.get_mut(((now - t0) as u64 / b) as usize) {
+                    *l = (*l).max((now - pt.next) as u64);
+                }
             }
         }
         let mut burst = if paced {
@@ -1056,6 +1102,7 @@ fn tx_loop(
         stall,
         refused: socks.iter().map(|s| s.take_refused()).sum(),
         usage: ThreadUsage::now().since(usage0),
+        late,
     })
 }
 
@@ -1115,6 +1162,7 @@ fn rx_loop(
     stop: &AtomicBool,
     ctl: &TrialControl,
     gentle: bool,
+    bin_ns: Option<u64>,
 ) -> Result<(), LabError> {
     let mut bufs = RxBufs::new();
     let mut reply = [0u8; 128];
@@ -1206,6 +1254,13 @@ fn rx_loop(
                 let mark = ctl.mark.load(Ordering::Relaxed);
                 if mark == 0 || sg.ts < mark {
                     r.received_before += 1;
+                }
+                if let Some(b) = bin_ns {
+                    let t0 = ctl.t0.load(Ordering::Relaxed);
+                    let k = (sg.ts.saturating_sub(t0) / b) as usize;
+                    if let Some(c) = r.bins.get_mut(k) {
+                        *c += frame.len() as u64;
+                    }
                 }
                 r.first_ts[p] = r.first_ts[p].min(sg.ts);
                 r.last_ts[p] = r.last_ts[p].max(sg.ts);

@@ -264,6 +264,9 @@ fn trial_log(rows: &[&ResultRow], test: &str) -> String {
 
 /// Throughput and latency plots of a rate or multicast test.
 fn plots(s: &Summary, rows: &[&ResultRow], test: &str, kind: TestKind) -> String {
+    if kind == TestKind::BandwidthShare {
+        return share_plots(rows);
+    }
     if !matches!(
         kind,
         TestKind::Throughput | TestKind::FullMesh | TestKind::Latency | TestKind::Multicast
@@ -727,6 +730,53 @@ fn bandwidth_plot(dut: &str, sub: &str, rows: &[&crate::bandwidth::Row]) -> Stri
         esc(sub)
     );
     time_plot(&head, &format!("{dut} {sub}: Mbit/s per service"), &lines)
+}
+
+/// Bandwidth-share rows: one plot per DUT × service × direction, a line
+/// per subscriber (Mbit/s received per interval of the last trial) — the
+/// inline engine report's figures 7–10.
+fn share_plots(rows: &[&ResultRow]) -> String {
+    let mut o = String::new();
+    for r in rows.iter().filter(|r| r.status == "ok") {
+        let v = &r.detail["bandwidth_share"];
+        let iv = v["interval_s"].as_f64().unwrap_or(1.0);
+        for sh in v["shares"].as_array().into_iter().flatten() {
+            let svc = sh["service"].as_str().unwrap_or("?");
+            let dir = sh["dir"].as_str().unwrap_or("?");
+            let lines: Vec<TimeLine> = crate::bwspec::SUBSCRIBERS
+                .iter()
+                .enumerate()
+                .map(|(j, sub)| TimeLine {
+                    service: sub,
+                    color: j,
+                    dashed: None,
+                    pts: sh["series_bps"][j]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .enumerate()
+                        .map(|(n, x)| ((n as f64 + 0.5) * iv, x.as_f64().unwrap_or(0.0) / 1e6))
+                        .collect(),
+                })
+                .collect();
+            let head = format!(
+                "data-plot=\"bandwidth-share\" data-dut=\"{}\" data-service=\"{}\" data-dir=\"{dir}\"",
+                esc(&r.dut),
+                esc(svc)
+            );
+            let title = format!(
+                "{} service {svc} {dir}: Mbit/s per subscriber (limit {:.3})",
+                r.dut,
+                sh["limit_bps"].as_f64().unwrap_or(0.0) / 1e6
+            );
+            o.push_str(&time_plot(&head, &title, &lines));
+        }
+    }
+    if o.is_empty() {
+        o
+    } else {
+        format!("<div class=\"plots\">{o}</div>\n")
+    }
 }
 
 /// Inline-engine DUTs: concurrent sessions per service over time

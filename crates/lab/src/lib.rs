@@ -9,6 +9,8 @@
 //! Entry points: [`run_plan_file`] and [`calibrate`].
 
 pub mod bandwidth;
+pub mod bwshare;
+pub mod bwspec;
 pub mod check;
 pub mod compare;
 pub mod convergence;
@@ -389,6 +391,9 @@ fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
         && !matches!(driver, Driver::LinuxBridge | Driver::Ovs | Driver::Lanyard)
     {
         return Some("mirror sessions are set up on linux-bridge, ovs and lanyard only");
+    }
+    if t.kind == TestKind::BandwidthShare && spec.inline != Some(plan::InlineMode::Engine) {
+        return Some("needs an inline-engine DUT (driver: lanyard, inline: engine)");
     }
     if t.kind == TestKind::Copp && matches!(driver, Driver::Wire | Driver::Lossy) {
         return Some("needs a DUT with an address of its own to ping");
@@ -864,6 +869,13 @@ fn write_outputs(summary: &mut Summary, dir: &Path) -> Result<(), LabError> {
         let json = serde_json::to_string_pretty(&summary.bandwidth)
             .map_err(|e| LabError::Output(e.to_string()))?;
         w("bandwidth.json", json)?;
+    }
+    if summary
+        .results
+        .iter()
+        .any(|r| r.kind == plan::TestKind::BandwidthShare)
+    {
+        w("bandwidth-share.csv", bwshare::csv(&summary.results))?;
     }
     if !summary.sessions.is_empty() {
         w("sessions.csv", sessions::csv(&summary.sessions))?;

@@ -136,6 +136,7 @@ mod tests {
             malformed: 0,
             latency: Default::default(),
             received_also: None,
+            bins: None,
             mark: None,
             receivers: Some(vec![rc(1, 100), rc(2, 100), rc(3, 97)]),
         };

@@ -822,6 +822,7 @@ mod tests {
             malformed: 0,
             latency: LatencyStats::default(),
             received_also: None,
+            bins: None,
             mark: None,
             receivers: Some(
                 rx.iter()
@@ -858,6 +859,7 @@ mod tests {
             generator_limited: false,
             tx_refused: 0,
             tx_usage: Default::default(),
+            tx_late_ns: None,
             latency: LatencyStats::default(),
             streams,
             mark_ns: None,

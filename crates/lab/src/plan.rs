@@ -1,5 +1,6 @@
 //! Plan files (YAML): which DUTs, which tests. See `docs/lab.md`.
 
+use crate::bwspec::{frame_bits, BwShare, Controllers, LIMIT_RANGE, MAX_PORT_FPS, MAX_SERVICES};
 use crate::sig::NewFlows;
 use crate::LabError;
 use serde::{Deserialize, Serialize};
@@ -414,6 +415,12 @@ pub enum TestKind {
     /// in the DUT namespace at set times (bypass on / off, a reload):
     /// frames lost and outage = lost / rate. See `disruption.rs`.
     Disruption,
+    /// Inline engine bandwidth control: services with controllers, three
+    /// subscribers (gold, silver, bronze) each offering more than its
+    /// share; each one's rate per service over time, the split by
+    /// package weight and each service's total against its limit. See
+    /// `bwshare.rs`.
+    BandwidthShare,
 }
 
 impl TestKind {
@@ -751,6 +758,25 @@ pub struct TestSpec {
     /// inline engine before the first trial (default 100,000).
     #[serde(default)]
     pub prime_rate: Option<f64>,
+    /// Bandwidth-share: the services and their controllers' limits
+    /// (bits/s per direction, e.g. `{up: 5M, down: 7M}`), named A, B, …
+    #[serde(default)]
+    pub services: Option<Vec<crate::bwspec::ServiceSpec>>,
+    /// Bandwidth-share: bits/s each subscriber offers per service and
+    /// direction (default: 1.25 × the gold share of the largest limit).
+    #[serde(default)]
+    pub offered: Option<crate::bwspec::Bps>,
+    /// Bandwidth-share: package weights of gold, silver, bronze
+    /// (default the engine's 10, 5, 1).
+    #[serde(default)]
+    pub weights: Option<Vec<u32>>,
+    /// Bandwidth-share: seconds of each trial left out of the verdict
+    /// while the shares settle (default 3).
+    #[serde(default)]
+    pub settle: Option<f64>,
+    /// Bandwidth-share: seconds per measured interval (default 1).
+    #[serde(default)]
+    pub interval: Option<f64>,
 }
 
 /// Which receivers join a group.
@@ -910,6 +936,8 @@ pub struct Test {
     pub subscribers: u32,
     /// Frames per second that create the flows before the first trial.
     pub prime_rate: f64,
+    /// Bandwidth-share parameters (bandwidth-share tests only).
+    pub bw_share: Option<crate::bwspec::BwShare>,
 }
 
 /// Most flows a test may cycle over (`flows: N`, `crate::flowset`: the
@@ -918,6 +946,179 @@ pub const MAX_FLOWS: u32 = 1 << 24;
 /// Most subscribers of a test (the inline engine report's provisioning
 /// figure).
 pub const MAX_SUBSCRIBERS: u32 = 1_000_000;
+
+/// Bandwidth-share parameters (`crate::bwspec`) of test `i` (None for other kinds, which
+/// must not set them), checked against the plan's DUTs.
+fn bw_share(
+    plan: &Plan,
+    i: usize,
+    t: &TestSpec,
+    sizes: &[FrameSize],
+) -> Result<Option<BwShare>, LabError> {
+    let f = |n: &str| format!("tests[{i}].{n}");
+    let bad = |field: String, msg: String| LabError::Plan(format!("{field}: {msg}"));
+    if t.kind != TestKind::BandwidthShare {
+        for (k, set) in [
+            ("services", t.services.is_some()),
+            ("offered", t.offered.is_some()),
+            ("weights", t.weights.is_some()),
+            ("settle", t.settle.is_some()),
+            ("interval", t.interval.is_some()),
+        ] {
+            if set {
+                return Err(bad(f(k), "only bandwidth-share tests take it".into()));
+            }
+        }
+        return Ok(None);
+    }
+    for (k, set) in [
+        ("layer", t.layer == Some(2)),
+        ("family", t.family == Some(crate::plan::Family::Ipv6)),
+        ("routes", t.routes.is_some() || t.routes6.is_some()),
+        ("flows", t.flows.is_some()),
+        ("new-flows", t.new_flows.is_some()),
+        ("bidirectional", t.bidirectional.is_some()),
+        ("hosts", t.hosts.is_some()),
+        ("rate", t.rate.is_some()),
+        ("vlans", t.vlans.is_some()),
+    ] {
+        if set {
+            return Err(bad(
+                f(k),
+                "not a bandwidth-share option (IPv4/UDP both ways between three \
+                 subscribers and the services' servers, at `offered` bits/s per stream)"
+                    .into(),
+            ));
+        }
+    }
+    let specs = t.services.as_deref().unwrap_or_default();
+    if specs.is_empty() || specs.len() > MAX_SERVICES {
+        return Err(bad(
+            f("services"),
+            format!(
+                "list 1..{MAX_SERVICES} services, each {{up: RATE, down: RATE}} (bits/s, e.g. 5M)"
+            ),
+        ));
+    }
+    let mut c = Controllers {
+        n: specs.len(),
+        weights: [10, 5, 1],
+        ..Default::default()
+    };
+    let (lo, hi) = LIMIT_RANGE;
+    for (k, s) in specs.iter().enumerate() {
+        if s.up.is_none() && s.down.is_none() {
+            return Err(bad(
+                format!("{}[{k}]", f("services")),
+                "give a limit up, down or both".into(),
+            ));
+        }
+        for (dir, v, out) in [
+            ("up", &s.up, &mut c.up[k]),
+            ("down", &s.down, &mut c.down[k]),
+        ] {
+            let Some(v) = v else { continue };
+            let at = format!("{}[{k}].{dir}", f("services"));
+            let r = v.get().map_err(|e| bad(at.clone(), e))?;
+            if !(lo..=hi).contains(&r) {
+                return Err(bad(
+                    at,
+                    format!(
+                        "{r} bits/s is outside {lo}..{hi} (scale the report's limits to the bed)"
+                    ),
+                ));
+            }
+            *out = r;
+        }
+    }
+    if let Some(w) = &t.weights {
+        if w.len() != 3 || w.iter().any(|&x| !(1..=1000).contains(&x)) {
+            return Err(bad(
+                f("weights"),
+                "three weights 1..1000: gold, silver, bronze".into(),
+            ));
+        }
+        c.weights = [w[0], w[1], w[2]];
+    }
+    let ideal = c.ideal();
+    let top = ideal.iter().copied().fold(0.0, f64::max);
+    let largest = c.up.iter().chain(&c.down).copied().max().unwrap_or(0);
+    let offered_bps = match &t.offered {
+        Some(o) => o.get().map_err(|e| bad(f("offered"), e))?,
+        None => (1.25 * top * largest as f64).ceil() as u64,
+    };
+    // Weighted max-min gives the weights' split only when everyone wants
+    // more than its share: the largest share of the largest limit.
+    let need = top * largest as f64 * 1.05;
+    if (offered_bps as f64) < need {
+        return Err(bad(
+            f("offered"),
+            format!(
+                "{offered_bps} bits/s is below 1.05 × the largest share ({:.0} % of {largest} bits/s): \
+                 every subscriber must offer more than its share, at least {need:.0}",
+                top * 100.0
+            ),
+        ));
+    }
+    if sizes.len() != 1 || sizes[0].sizes.len() != 1 {
+        return Err(bad(
+            f("frame-sizes"),
+            "one fixed frame size (rates are counted in frames of that size)".into(),
+        ));
+    }
+    let size = sizes[0].sizes[0];
+    let streams_up = (0..c.n).filter(|&k| c.up[k] > 0).count() * 3;
+    let streams_down = (0..c.n).filter(|&k| c.down[k] > 0).count() * 3;
+    let fps = streams_up.max(streams_down) as f64 * offered_bps as f64 / frame_bits(size);
+    if fps > MAX_PORT_FPS {
+        return Err(bad(
+            f("offered"),
+            format!(
+                "needs {fps:.0} frames/s per port at {size} bytes (at most {MAX_PORT_FPS:.0}): \
+                 lower the limits or use larger frames"
+            ),
+        ));
+    }
+    let dur = t
+        .trial_duration
+        .or(plan.defaults.trial_duration)
+        .unwrap_or(2.0);
+    let interval = t.interval.unwrap_or(1.0);
+    if !(0.1..=10.0).contains(&interval) {
+        return Err(bad(f("interval"), "must be 0.1..10 seconds".into()));
+    }
+    let settle = t.settle.unwrap_or(3.0);
+    if !(settle >= 0.0 && settle + 2.0 * interval <= dur) {
+        return Err(bad(
+            f("settle"),
+            format!(
+                "{settle} s of settling leaves fewer than two {interval} s intervals of the {dur} s trial"
+            ),
+        ));
+    }
+    for d in &plan.duts {
+        if t.duts.as_ref().is_some_and(|ds| !ds.contains(&d.name)) {
+            continue;
+        }
+        if !(d.driver == Driver::Lanyard && d.inline == Some(InlineMode::Engine)) {
+            return Err(bad(
+                f("duts"),
+                format!(
+                    "DUT {:?} ({}) has no inline engine: bandwidth-share needs `driver: lanyard, \
+                     inline: engine`; list the DUTs it runs on in duts:",
+                    d.name,
+                    d.driver.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(Some(BwShare {
+        controllers: c,
+        offered_bps,
+        settle,
+        interval,
+    }))
+}
 
 fn bad(field: String, msg: impl std::fmt::Display) -> LabError {
     LabError::Plan(format!("{field}: {msg}"))
@@ -1184,6 +1385,8 @@ impl Plan {
             .unwrap_or_else(|| {
                 let all: &[u16] = if t.kind == TestKind::Convergence {
                     &[64]
+                } else if t.kind == TestKind::BandwidthShare {
+                    &[512]
                 } else {
                     &[64, 128, 256, 512, 1024, 1280, 1518]
                 };
@@ -1342,7 +1545,7 @@ impl Plan {
             }
         }
         commands.sort_by(|a, b| a.at.total_cmp(&b.at));
-        let layer = if t.kind == TestKind::Copp {
+        let layer = if matches!(t.kind, TestKind::Copp | TestKind::BandwidthShare) {
             Some(3)
         } else {
             layer
@@ -1431,6 +1634,7 @@ impl Plan {
             }
         }
         let (flows, subscribers, prime_rate) = self.flow_set(i, t, layer, new_flows.on())?;
+        let bw_share = bw_share(self, i, t, &frame_sizes)?;
         let ports = match t.kind {
             TestKind::Throughput => 2 + mirror_sessions as usize,
             TestKind::Disruption if tiers > 0 => 2 * tiers,
@@ -1598,6 +1802,7 @@ impl Plan {
             flows,
             subscribers,
             prime_rate,
+            bw_share,
         })
     }
 

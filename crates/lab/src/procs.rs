@@ -172,6 +172,7 @@ fn estimate_trials(t: &Test) -> f64 {
         }
         TestKind::Latency => n * per * t.trials as f64,
         TestKind::Copp => n * (per + 1.0) * t.trials as f64,
+        TestKind::BandwidthShare => n * per * t.trials as f64,
         TestKind::Disruption => n * per * t.trials as f64,
         TestKind::BackToBack => n * (t.drain + t.learn_wait + 0.3) * search,
         TestKind::FrameLoss => n * per * (1 + t.steps.len()) as f64,
@@ -519,6 +520,7 @@ impl Ctx<'_> {
             TestKind::Convergence => self.convergence(t, fs, row),
             TestKind::Multicast => self.multicast(t, fs, row),
             TestKind::Copp => self.copp(t, fs, row),
+            TestKind::BandwidthShare => self.bandwidth_share(t, fs, row),
             TestKind::Disruption => self.disruption(t, fs, row),
         }
     }
@@ -1224,6 +1226,7 @@ mod tests {
                 voluntary,
                 involuntary: 0,
             },
+            tx_late_ns: None,
             latency: LatencyStats::default(),
             streams: Vec::new(),
             mark_ns: None,

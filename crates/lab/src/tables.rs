@@ -515,6 +515,67 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             }
             t
         }
+        TestKind::BandwidthShare => {
+            legend.push(String::from(
+                "one row per service and direction (up = from the subscribers): the controller's \
+                 limit and the total received (Mbit/s) after the settle time and its error, each subscriber's \
+                 share of the total in % (ideal: its weight's share, e.g. 10:5:1 = 62.5/31.3/6.3 %); \
+                 PASS = every share within 5 % of its ideal and the total within 2 % of the limit",
+            ));
+            let mut t = Table::new(&[
+                ("frame", R),
+                ("DUT", L),
+                ("svc", L),
+                ("result", L),
+                ("limit", R),
+                ("total", R),
+                ("err %", R),
+                ("gold", R),
+                ("silver", R),
+                ("bronze", R),
+                ("notes", L),
+            ]);
+            for r in ordered() {
+                let f = frame(r);
+                if r.status != "ok" {
+                    t.row(vec![
+                        f,
+                        r.dut.clone(),
+                        String::new(),
+                        status_cell(r, &mut notes),
+                    ]);
+                    continue;
+                }
+                let shares = r.detail["bandwidth_share"]["shares"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let marks = note_marks(r, &mut notes);
+                for (k, sh) in shares.iter().enumerate() {
+                    let g = |key: &str| sh[key].as_f64().unwrap_or(0.0);
+                    let pct =
+                        |j: usize| format!("{:.1}", sh["share"][j].as_f64().unwrap_or(0.0) * 100.0);
+                    t.row(vec![
+                        if k == 0 { f.clone() } else { String::new() },
+                        r.dut.clone(),
+                        format!(
+                            "{} {}",
+                            sh["service"].as_str().unwrap_or("?"),
+                            sh["dir"].as_str().unwrap_or("?")
+                        ),
+                        verdict(sh["pass"].as_bool()),
+                        format!("{:.3}", g("limit_bps") / 1e6),
+                        format!("{:.3}", g("total_bps") / 1e6),
+                        format!("{:+.2}", g("total_error") * 100.0),
+                        pct(0),
+                        pct(1),
+                        pct(2),
+                        if k == 0 { marks.clone() } else { String::new() },
+                    ]);
+                }
+            }
+            t
+        }
         TestKind::Copp => {
             legend.push(String::from(
                 "flood kfps = multicast to 224.0.0.1 offered on port 1 (the generator's maximum \
