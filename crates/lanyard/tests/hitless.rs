@@ -261,22 +261,7 @@ fn restart_hands_multi_queue_af_xdp_sockets_over() {
     require_root!();
     let _g = l2::heavy();
     let mut bed = TestBed::new("lyrq", 0, 1500).expect("namespaces");
-    let q = ["numrxqueues", "4", "numtxqueues", "4"];
-    for i in 1..=2 {
-        let (t, s) = (format!("t{i}"), format!("sw{i}"));
-        let mut args = vec!["-n", bed.tester.name(), "link", "add", "name", &t];
-        args.extend_from_slice(&q);
-        args.extend_from_slice(&["type", "veth", "peer", "name", &s]);
-        args.extend_from_slice(&q);
-        args.extend_from_slice(&["netns", bed.dut.name()]);
-        testkit::netns::ip(&args).expect("veth add");
-        for (ns, dev) in [(&bed.tester, &t), (&bed.dut, &s)] {
-            ns.sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
-                .expect("sysctl");
-            ns.link_up(dev, None).expect("link up");
-        }
-    }
-    bed.ports = 2;
+    bed.cable_multi_queue(2, 4).expect("4-queue veths");
     let modes = restart_af_xdp(&bed);
     assert!(modes.iter().all(|m| m.ends_with(" 4 queues")), "{modes:?}");
 }

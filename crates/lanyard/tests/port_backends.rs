@@ -492,22 +492,8 @@ fn xdp_queue_packets(ns: &str, dev: &str) -> Vec<u64> {
 #[test]
 fn auto_picks_af_xdp_on_multi_queue_veths_and_forwards_both_ways() {
     require_root!();
-    let bed = TestBed::new("pbm", 0, 1500).expect("namespaces");
-    let q = ["numrxqueues", "4", "numtxqueues", "4"];
-    for i in 1..=2 {
-        let (t, s) = (format!("t{i}"), format!("sw{i}"));
-        let mut args = vec!["-n", bed.tester.name(), "link", "add", "name", &t];
-        args.extend_from_slice(&q);
-        args.extend_from_slice(&["type", "veth", "peer", "name", &s]);
-        args.extend_from_slice(&q);
-        args.extend_from_slice(&["netns", bed.dut.name()]);
-        ip(&args).expect("veth add");
-        for (ns, dev) in [(&bed.tester, &t), (&bed.dut, &s)] {
-            ns.sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")
-                .expect("sysctl");
-            ns.link_up(dev, None).expect("link up");
-        }
-    }
+    let mut bed = TestBed::new("pbm", 0, 1500).expect("namespaces");
+    bed.cable_multi_queue(2, 4).expect("4-queue veths");
     // `auto` named: this test is about what it picks, also when the
     // suite runs on another backend (LANYARD_TEST_BACKEND).
     let yaml = "switch:\n  name: backends-mq\n  port-backend: auto\nvlans:\n  - id: 10\nports:\n\

@@ -20,6 +20,29 @@ pub struct TestBed {
 }
 
 impl TestBed {
+    /// Cables `t1..tN` ↔ `sw1..swN` as veths with `queues` receive and
+    /// transmit queues each (a bed made with 0 ports), IPv6 off, up; sets
+    /// `ports` to `n`.
+    pub fn cable_multi_queue(&mut self, n: usize, queues: u32) -> std::io::Result<()> {
+        let q = queues.to_string();
+        let q = ["numrxqueues", q.as_str(), "numtxqueues", q.as_str()];
+        for i in 1..=n {
+            let (t, s) = (format!("t{i}"), format!("sw{i}"));
+            let mut args = vec!["-n", self.tester.name(), "link", "add", "name", &t];
+            args.extend_from_slice(&q);
+            args.extend_from_slice(&["type", "veth", "peer", "name", &s]);
+            args.extend_from_slice(&q);
+            args.extend_from_slice(&["netns", self.dut.name()]);
+            crate::netns::ip(&args)?;
+            for (ns, dev) in [(&self.tester, &t), (&self.dut, &s)] {
+                ns.sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6"), "1")?;
+                ns.link_up(dev, None)?;
+            }
+        }
+        self.ports = n;
+        Ok(())
+    }
+
     /// The MAC address of the tester's interface `ifname`.
     pub fn tester_mac(&self, ifname: &str) -> crate::frame::Mac {
         self.tester.mac(ifname)
