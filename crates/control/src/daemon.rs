@@ -211,6 +211,18 @@ fn restart(
         .as_ref()
         .and_then(|r| r.save_fpm_journal(&fpm_journal).ok())
         .unwrap_or(0);
+    // zebra never re-installs its pseudowires after a restart (it does
+    // not notice one): their labels go with us.
+    let pw_journal = sw.socket.with_extension("pw");
+    let pws = sw
+        .router
+        .as_ref()
+        .and_then(|r| r.pseudowires.as_ref())
+        .and_then(|m| m.save(&pw_journal).ok())
+        .unwrap_or(0);
+    if pws > 0 {
+        tracing::info!("restart: {pws} pseudowires signalled by LDP saved");
+    }
     // The routed interfaces' twins stay: FRR sees no interface change.
     let taps = sw
         .router
@@ -266,6 +278,7 @@ fn restart(
         .env(HANDOVER_ENV, handed)
         .env(routing::router::TAP_HANDOVER_ENV, taps)
         .env(routing::router::FPM_JOURNAL_ENV, &fpm_journal)
+        .env(routing::pseudowire::PW_JOURNAL_ENV, &pw_journal)
         .env(VSWITCH_WARM_ENV, if warm { "1" } else { "" })
         .env(crate::instance::LOCK_FD_ENV, lock_fd.to_string())
         .exec();

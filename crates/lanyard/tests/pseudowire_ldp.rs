@@ -27,20 +27,24 @@
 //!   refused by both;
 //! * a circuit that goes down after `ok`: Lanyard tells zebra through the
 //!   module's status connection, ldpd marks the pseudowire down on both
-//!   PEs (without that, ldpd kept it up); back up when the port is.
+//!   PEs (without that, ldpd kept it up); back up when the port is;
+//! * `lanyard restart` of one PE under traffic: the new image resumes the
+//!   pseudowires with zebra's labels (zebra never installs them again),
+//!   no frame lost either way, ldpd UP throughout.
 //!
 //! Needs root, FRR (zebra, ospfd, ldpd) and the module
-//! (`scripts/build-zebra-mpls.sh`), else SKIPPED. About 40 s.
+//! (`scripts/build-zebra-mpls.sh`), else SKIPPED. About 50 s.
 
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use testkit::frame::{mac, test_frame, test_info, Tag};
+use testkit::frame::{mac, test_frame, test_info, Mac, Tag};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions};
 use testkit::netns::veth;
 use testkit::pseudowire::pseudowires as pws;
-use testkit::{l2, Netns, RawPort, Switch};
+use testkit::seqrx::SeqReceiver;
+use testkit::{ip, l2, Netns, RawPort, Switch};
 
 const MODULE_DEFAULT: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
 const FPM_PORT: u16 = 2620;
@@ -538,6 +542,90 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
     );
     assert_eq!(za["up"].as_u64(), Some(PWS.len() as u64), "{za}");
     assert_eq!(zb["up"].as_u64(), Some(PWS.len() as u64), "{zb}");
+
+    // 5. `lanyard restart` of pe-a under traffic on T5CW both ways. zebra
+    // does not notice the restart and never installs the pseudowires
+    // again: the new image resumes them with the labels the old one held
+    // (before, it waited for labels that never came, every pseudowire
+    // down in Lanyard and UP in ldpd). Nothing is lost and ldpd never
+    // sees them down.
+    const RATE: u64 = 2_000;
+    let total = (RATE * 4) as usize;
+    let labels = |v: &Value| -> Vec<(u64, u64)> {
+        PWS.iter()
+            .map(|p| {
+                let x = pw(v, p.0);
+                (
+                    x["local_label"].as_u64().unwrap_or(0),
+                    x["remote_label"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let before = labels(&pws(a));
+    a5.drain();
+    b5.drain();
+    let (ha, hb) = (mac(0x61), mac(0x62));
+    let to_b = SeqReceiver::start(b5.try_clone().unwrap(), ha);
+    let to_a = SeqReceiver::start(a5.try_clone().unwrap(), hb);
+    let stream = |from: &RawPort, src: Mac, dst: Mac| {
+        let sender = from.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let (s, d) = ("10.9.0.1".parse().unwrap(), "10.9.0.2".parse().unwrap());
+            sender
+                .send_paced(total, RATE, |i, f| {
+                    *f = ip::udp(&dst, &src, s, d, 64, i as u64, 128)
+                })
+                .unwrap()
+        })
+    };
+    let (ab, ba) = (stream(a5, ha, hb), stream(b5, hb, ha));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (ldp_always_up, out) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut always = true;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                always &= vc_state(fa, "mpw5").as_deref() == Some("UP")
+                    && vc_state(fb, "mpw5").as_deref() == Some("UP");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            always
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        let out = a.cli(&["restart"]).expect("lanyard restart");
+        ab.join().unwrap();
+        ba.join().unwrap();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (sampler.join().unwrap(), out)
+    });
+    assert!(out.status.success(), "{out:?}");
+    let (got_b, got_a) = (
+        to_b.wait_quiet(Duration::from_millis(300)),
+        to_a.wait_quiet(Duration::from_millis(300)),
+    );
+    let log = a.log();
+    let restart_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("restart"))
+        .collect();
+    eprintln!(
+        "  pe-a restarted under {RATE} fps each way on T5CW: a->b lost {}, b->a lost {} of {total}; ldpd UP throughout: {ldp_always_up}\n{}",
+        total as u64 - got_b,
+        total as u64 - got_a,
+        restart_lines.join("\n")
+    );
+    assert!(
+        log.contains("6 pseudowires signalled by LDP saved")
+            && log.contains("6 pseudowires signalled by LDP resumed"),
+        "{log}"
+    );
+    let after = pws(a);
+    assert_eq!(after["up"].as_u64(), Some(PWS.len() as u64), "{after}");
+    assert_eq!(labels(&after), before, "labels changed across the restart");
+    assert_eq!(got_b, total as u64, "a->b frames lost across the restart");
+    assert_eq!(got_a, total as u64, "b->a frames lost across the restart");
+    assert_eq!(to_a.dups() + to_b.dups(), 0);
+    assert!(ldp_always_up, "ldpd saw T5CW down during the restart");
     drop(frrs);
     drop(sws);
 }

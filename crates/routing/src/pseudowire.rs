@@ -45,6 +45,15 @@ use tables::{NeighborState, NextHopTable};
 /// How often programmed pseudowires are checked against routes and links.
 const MAINTAIN_EVERY: Duration = Duration::from_millis(50);
 
+/// Environment of a restarted switch: where its predecessor left the
+/// pseudowires zebra had installed ([`PseudowireManager::save`]).
+pub const PW_JOURNAL_ENV: &str = "LANYARD_PW_JOURNAL";
+
+/// How long a pseudowire resumed after `lanyard restart` may wait for its
+/// transport (the routes restored from the FPM journal, the next hop's
+/// MAC from the handed-over twin) before zebra is told it is down.
+const RESUME_GRACE: Duration = Duration::from_secs(10);
+
 /// Labels of one pseudowire (configured or signalled).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PwLabels {
@@ -90,6 +99,13 @@ struct Slot {
     st: PwStatus,
     /// When its next hop was last asked for (ARP).
     poked: Option<Instant>,
+    /// Resumed after a restart with zebra's labels: until this instant, or
+    /// until it is programmed with its port attached, it is not reported
+    /// down to zebra while its transport comes back.
+    resumed: Option<Instant>,
+    /// Resumed, and its circuit's port not attached by the new image yet:
+    /// the port counts as up (it was a moment ago).
+    trust_port: bool,
 }
 
 /// The pseudowires by id, and their order in `pseudowires:`.
@@ -224,6 +240,17 @@ impl PseudowireManager {
         if let Some(t) = m.commit(change) {
             threads.push(t);
         }
+        if let Some(path) = std::env::var_os(PW_JOURNAL_ENV) {
+            std::env::remove_var(PW_JOURNAL_ENV);
+            let n = m.resume(Path::new(&path));
+            // Programmed now if the restored routes are already there.
+            m.maintain();
+            if n > 0 {
+                tracing::info!(
+                    "restart: {n} pseudowires signalled by LDP resumed with zebra's labels"
+                );
+            }
+        }
         {
             let m = m.clone();
             threads.push(
@@ -354,6 +381,8 @@ impl PseudowireManager {
                         port,
                         st,
                         poked: None,
+                        resumed: None,
+                        trust_port: false,
                     }
                 }
                 other => {
@@ -372,6 +401,8 @@ impl PseudowireManager {
                         port,
                         st,
                         poked: None,
+                        resumed: None,
+                        trust_port: false,
                     }
                 }
             };
@@ -475,10 +506,11 @@ impl PseudowireManager {
         w: &PseudowireConfig,
         port: u16,
         st: &mut PwStatus,
+        trust_port: bool,
     ) -> Option<String> {
         let why = (|| {
             let l = st.labels.ok_or("no labels from LDP")?;
-            if !self.port_up(port) {
+            if !trust_port && !self.port_up(port) {
                 return Err("attachment circuit port down");
             }
             let t = self
@@ -544,7 +576,23 @@ impl PseudowireManager {
             let Some(s) = s else {
                 continue;
             };
-            if let Some(r) = self.program(id, &s.cfg, s.port, &mut s.st) {
+            // A pseudowire resumed after a restart was forwarding a moment
+            // ago: its circuit's port counts as up until the new image has
+            // attached it (the workers read the handed-over rings as soon
+            // as the ports are attached, and would drop what waited there
+            // for the next pass), or until the grace ends.
+            if s.resumed.is_some_and(|until| Instant::now() >= until) {
+                s.resumed = None;
+            }
+            if s.trust_port && (s.resumed.is_none() || self.port_up(s.port)) {
+                s.trust_port = false;
+            }
+            let down = self.program(id, &s.cfg, s.port, &mut s.st, s.trust_port);
+            if down.is_none() && !s.trust_port {
+                // Fully back: ordinary reporting from now on.
+                s.resumed = None;
+            }
+            if let Some(r) = down {
                 if r != s.st.reason {
                     tracing::info!(pseudowire = %s.cfg.name, "down: {r}");
                 }
@@ -558,12 +606,104 @@ impl PseudowireManager {
         }
     }
 
+    /// Writes the signalled pseudowires zebra holds as forwarding (their
+    /// labels from its last install), for the image `lanyard restart`
+    /// executes ([`PW_JOURNAL_ENV`]). zebra does not install them again
+    /// after a restart: it never learns of it (the side channel is
+    /// connected per request), so without this the new image would wait
+    /// for labels that never come while ldpd shows the pseudowires up.
+    /// One JSON object a line; returns how many.
+    pub fn save(&self, path: &Path) -> std::io::Result<usize> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        let mut n = 0;
+        for s in inner.slots.iter().flatten() {
+            let (Some(l), true, None) = (s.st.labels, s.st.zebra_ok, s.cfg.static_labels) else {
+                continue;
+            };
+            let line = serde_json::json!({
+                "name": s.cfg.name,
+                "local": l.local,
+                "remote": l.remote,
+                "cw": l.control_word,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+            n += 1;
+        }
+        std::fs::write(path, out)?;
+        Ok(n)
+    }
+
+    /// Takes the pseudowires [`save`](Self::save) left: each configured,
+    /// signalled pseudowire of that name gets its labels back, as if zebra
+    /// had just installed them and been answered `ok`, and is programmed
+    /// as soon as its transport resolves (the maintenance pass). Lines
+    /// that name no such pseudowire, or do not parse, are skipped and
+    /// logged. The file is removed. Returns how many were resumed.
+    pub fn resume(&self, path: &Path) -> usize {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return 0;
+        };
+        let _ = std::fs::remove_file(path);
+        let until = Instant::now() + RESUME_GRACE;
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            let label = |k: &str| {
+                v[k].as_u64()
+                    .and_then(|l| u32::try_from(l).ok())
+                    .filter(|&l| (16..1 << 20).contains(&l))
+            };
+            let (Some(name), Some(local), Some(remote), Some(cw)) = (
+                v["name"].as_str(),
+                label("local"),
+                label("remote"),
+                v["cw"].as_bool(),
+            ) else {
+                tracing::warn!("restart: pseudowire line skipped (malformed): {line}");
+                continue;
+            };
+            let Some(s) = inner
+                .slots
+                .iter_mut()
+                .flatten()
+                .find(|s| s.cfg.name == name && s.cfg.static_labels.is_none())
+            else {
+                tracing::warn!(
+                    "restart: pseudowire {name} is no longer signalled here: not resumed"
+                );
+                continue;
+            };
+            let labels = PwLabels {
+                local,
+                remote,
+                control_word: cw,
+            };
+            s.st.labels = Some(labels);
+            s.st.signalled = Some(labels);
+            s.st.zebra_ok = true;
+            s.st.added = false;
+            s.st.reason = "resumed after a restart: waiting for its transport".into();
+            s.resumed = Some(until);
+            s.trust_port = true;
+            n += 1;
+        }
+        n
+    }
+
     /// Pushes a signalled pseudowire's change since zebra's last install
     /// to the module's status connection: down after `ok`, or ready
     /// after a refusal (so zebra retries now, not in 30 s) — also for a
     /// pseudowire a configuration change just added, which zebra may
     /// hold refused.
     fn tell_zebra(&self, s: &mut Slot) {
+        // Resumed after a restart and not back yet: zebra holds it as
+        // forwarding; reported once the grace is over.
+        if s.resumed.is_some() {
+            return;
+        }
         let w = &s.cfg;
         let st = &mut s.st;
         if st.zebra_ok && !st.up {
@@ -697,6 +837,9 @@ impl PseudowireManager {
         let Some(s) = inner.slots.get_mut(id).and_then(Option::as_mut) else {
             return "err no such pseudowire".into();
         };
+        // zebra speaks for it again: a restart's resumed labels yield.
+        s.resumed = None;
+        s.trust_port = false;
         let (w, port, st) = (&s.cfg, s.port, &mut s.st);
         st.installs += 1;
         if w.static_labels.is_some() {
@@ -733,7 +876,7 @@ impl PseudowireManager {
                 st.labels = Some(labels);
                 st.signalled = Some(labels);
                 st.added = false;
-                match self.program(id, w, port, st) {
+                match self.program(id, w, port, st, false) {
                     None => {
                         st.zebra_ok = true;
                         "ok".into()
@@ -1024,6 +1167,199 @@ mod tests {
         }
     }
 
+    /// Connects to the side channel at `sock` as the zebra module's status
+    /// connection does, and subscribes.
+    fn subscribe(sock: &Path) -> OwnedFd {
+        // SAFETY: plain socket calls on a descriptor owned below.
+        let fd = unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+            let mut sa: libc::sockaddr_un = std::mem::zeroed();
+            sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, b) in sa.sun_path.iter_mut().zip(sock.as_os_str().as_bytes()) {
+                *d = *b as libc::c_char;
+            }
+            let end = Instant::now() + Duration::from_secs(5);
+            while libc::connect(
+                fd,
+                (&sa as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            ) != 0
+            {
+                assert!(Instant::now() < end, "no listener");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            OwnedFd::from_raw_fd(fd)
+        };
+        let sub = b"v=1 op=subscribe\n";
+        // SAFETY: sending from a static buffer.
+        unsafe { libc::send(fd.as_raw_fd(), sub.as_ptr().cast(), sub.len(), 0) };
+        let mut buf = [0u8; 512];
+        // SAFETY: reading into our own buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        assert_eq!(&buf[..n.max(0) as usize], b"ok");
+        fd
+    }
+
+    /// Port `port`'s link state in the published tables.
+    fn set_port_up(shared: &Shared, port: usize, up: bool) {
+        let t = shared.tables.load();
+        let mut l2 = t.l2.clone();
+        l2.ports[port].up = up;
+        shared.tables.store(Arc::new(tables::Tables {
+            l2,
+            mac: t.mac.clone(),
+            learn_gate: t.learn_gate.clone(),
+        }));
+    }
+
+    /// The next status line zebra would read within `wait`, if any.
+    fn status_line(fd: &OwnedFd, wait: Duration) -> Option<String> {
+        let mut buf = [0u8; 512];
+        let end = Instant::now() + wait;
+        loop {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe {
+                libc::recv(
+                    fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                return Some(String::from_utf8_lossy(&buf[..n as usize]).into_owned());
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `lanyard restart`: the signalled pseudowires zebra holds as
+    /// forwarding leave with their labels and the next image resumes
+    /// them. zebra never installs them again (it does not notice the
+    /// restart), so before this the new image waited for labels that
+    /// never came while ldpd showed the pseudowires up. A resumed one is
+    /// programmed once its transport resolves and zebra is not told it is
+    /// down meanwhile; then ordinary reporting resumes. Refused, static,
+    /// unknown and malformed entries are not resumed.
+    #[test]
+    fn signalled_pseudowires_resume_with_zebras_labels_after_a_restart() {
+        let dir = std::env::temp_dir().join(format!("lanyard-pwresume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let yaml = |sock: &Path| {
+            format!(
+                "ports: [{{name: up, mode: routed, addresses: [10.0.0.1/30]}}, {{name: a}}, {{name: b}}, {{name: c}}]\n\
+                 routing:\n  pseudowire-socket: {}\npseudowires:\n\
+                 \x20 - {{name: s1, port: a, neighbor: 10.0.0.2, pw-id: 1}}\n\
+                 \x20 - {{name: s2, port: b, neighbor: 10.0.0.2, pw-id: 2}}\n\
+                 \x20 - {{name: st, port: c, vlan: 9, neighbor: 10.0.0.2, pw-id: 3, static-labels: {{local: 30, remote: 31}}}}\n",
+                sock.display()
+            )
+        };
+        let start = |c: &Config, threads: &mut Vec<JoinHandle<()>>| {
+            let shared = Arc::new(Shared::new(config::build::initial_tables(c), 16));
+            let fib4 = Arc::new(Lpm4::new());
+            let lfib = Arc::new(Lfib::new(tables::mpls::LfibSize::default()));
+            let m = PseudowireManager::start(
+                c,
+                &shared,
+                lfib.clone(),
+                fib4.clone(),
+                Arc::new(NextHopTable::new(16, 4)),
+                threads,
+            )
+            .unwrap()
+            .unwrap();
+            (m, shared, fib4, lfib)
+        };
+        let labels = |local, remote| PwLabels {
+            local,
+            remote,
+            control_word: true,
+        };
+        // The old image: zebra installed s1 (answered ok) and s2 (refused).
+        let c1 = config::parse(&yaml(&dir.join("old.sock")), "t.yaml").unwrap();
+        let mut old_threads = Vec::new();
+        let (old, old_shared, ..) = start(&c1, &mut old_threads);
+        {
+            let mut inner = old.inner.lock().unwrap();
+            for s in inner.slots.iter_mut().flatten() {
+                match s.cfg.name.as_str() {
+                    "s1" => {
+                        s.st.labels = Some(labels(20, 21));
+                        s.st.zebra_ok = true;
+                    }
+                    "s2" => s.st.labels = Some(labels(22, 23)),
+                    _ => {}
+                }
+            }
+        }
+        let journal = dir.join("switch.pw");
+        assert_eq!(old.save(&journal).unwrap(), 1);
+        old_shared.stop.store(true, Ordering::Relaxed);
+        for t in old_threads {
+            t.join().unwrap();
+        }
+        let mut j = std::fs::read_to_string(&journal).unwrap();
+        j.push_str("{\n");
+        j.push_str(r#"{"name":"gone","local":40,"remote":41,"cw":false}"#);
+        j.push('\n');
+        j.push_str(r#"{"name":"st","local":30,"remote":31,"cw":false}"#);
+        j.push('\n');
+        j.push_str(r#"{"name":"s2","local":3,"remote":23,"cw":true}"#);
+        j.push('\n');
+        std::fs::write(&journal, j).unwrap();
+
+        // The new image.
+        let sock = dir.join("new.sock");
+        let c2 = config::parse(&yaml(&sock), "t.yaml").unwrap();
+        let mut threads = Vec::new();
+        let (m, shared, fib4, lfib) = start(&c2, &mut threads);
+        let fd = subscribe(&sock);
+        assert_eq!(m.resume(&journal), 1);
+        assert!(!journal.exists(), "the journal is consumed");
+        let row = |name: &str| m.rows().into_iter().find(|r| r.cfg.name == name).unwrap();
+        let s1 = row("s1");
+        assert_eq!(s1.status.labels, Some(labels(20, 21)));
+        assert!(s1.status.zebra_ok && !s1.status.up, "{:?}", s1.status);
+        assert_eq!(row("s2").status.labels, None);
+        // Its transport is not back yet: zebra is not told it is down.
+        assert_eq!(status_line(&fd, MAINTAIN_EVERY * 6), None);
+        // The remote PE routed (the FPM journal), the circuit's port not
+        // attached yet: programmed with zebra's labels, the port trusted,
+        // so frames waiting in the handed-over rings are not dropped.
+        fib4.insert(u32::from(std::net::Ipv4Addr::new(10, 0, 0, 0)), 30, 1)
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(5);
+        while !row("s1").status.up {
+            assert!(Instant::now() < end, "s1 never programmed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(matches!(
+            lfib.ilm(20),
+            Some(IlmAction::PopToPseudowire { .. })
+        ));
+        // The port attached: still up; from now on a failure is reported
+        // as before the restart.
+        set_port_up(&shared, 1, true);
+        std::thread::sleep(MAINTAIN_EVERY * 3);
+        assert!(row("s1").status.up);
+        assert_eq!(status_line(&fd, Duration::ZERO), None);
+        set_port_up(&shared, 1, false);
+        let line = status_line(&fd, Duration::from_secs(5)).expect("status=down");
+        assert!(
+            line.contains("ifname=mpw1") && line.contains("status=down"),
+            "{line}"
+        );
+        shared.stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A burst of status lines larger than the status connection's socket
     /// (every signalled pseudowire ready at once, zebra not reading for a
     /// while) arrives whole once zebra reads: the lines that did not fit
@@ -1062,43 +1398,11 @@ mod tests {
         .unwrap()
         .unwrap();
         // The module's status connection subscribes; then zebra is busy.
-        // SAFETY: plain socket calls on a descriptor owned below.
-        let fd = unsafe {
-            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
-            let mut sa: libc::sockaddr_un = std::mem::zeroed();
-            sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
-            for (d, b) in sa.sun_path.iter_mut().zip(sock.as_os_str().as_bytes()) {
-                *d = *b as libc::c_char;
-            }
-            let end = Instant::now() + Duration::from_secs(5);
-            while libc::connect(
-                fd,
-                (&sa as *const libc::sockaddr_un).cast(),
-                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-            ) != 0
-            {
-                assert!(Instant::now() < end, "no listener");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            OwnedFd::from_raw_fd(fd)
-        };
-        let sub = b"v=1 op=subscribe\n";
-        // SAFETY: sending from a static buffer.
-        unsafe { libc::send(fd.as_raw_fd(), sub.as_ptr().cast(), sub.len(), 0) };
+        let fd = subscribe(&sock);
         let mut buf = [0u8; 512];
-        // SAFETY: reading into our own buffer.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        assert_eq!(&buf[..n.max(0) as usize], b"ok");
         // Every pseudowire becomes ready at once: circuit port up, remote
         // PE routed.
-        let t = shared.tables.load();
-        let mut l2 = t.l2.clone();
-        l2.ports[1].up = true;
-        shared.tables.store(Arc::new(tables::Tables {
-            l2,
-            mac: t.mac.clone(),
-            learn_gate: t.learn_gate.clone(),
-        }));
+        set_port_up(&shared, 1, true);
         fib4.insert(u32::from(std::net::Ipv4Addr::new(10, 0, 0, 0)), 30, 1)
             .unwrap();
         // zebra reads nothing for several maintenance passes.
