@@ -558,6 +558,7 @@ impl ApiState {
                 "added": ld(&st.managed.added),
                 "released": ld(&st.managed.released),
                 "readded": ld(&st.managed.readded),
+                "bridged": ld(&st.managed.bridged),
                 "errors": ld(&st.managed.errors),
             },
         })

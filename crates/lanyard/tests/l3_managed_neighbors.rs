@@ -20,7 +20,10 @@
 //! neigh`, in Lanyard's table, and that one packet per route is forwarded
 //! by the data path with no `needs-resolution` punt. Without managed
 //! neighbours (`LANYARD_MANAGED_NEIGHBORS=off`) the gateways go with the
-//! plain host and this fails. About 15–35 s (the collection runs every
+//! plain host and this fails. Then held entries are deleted as a forced
+//! collection or a flush would: the data path keeps their MAC while the
+//! kernel makes them again (no packet punted) and lets them go when the
+//! neighbour does not answer. About 20–40 s (the collection runs every
 //! `base_reachable_time / 2`, 15 s by default, host-wide).
 
 use std::collections::HashSet;
@@ -294,4 +297,82 @@ fn next_hops_outlive_the_kernels_neighbour_collection() {
         text.contains(&format!("Managed next hops: {count} held")),
         "{text}"
     );
+
+    // A forced collection (above gc_thresh2) or a flush deletes held
+    // entries anyway. The data path keeps forwarding to their last MAC
+    // while the kernel makes them again, and lets them go only if the
+    // neighbour does not answer. The tester stops answering ARP first
+    // (arp_ignore 8), so the re-made entries stay unresolved, then fail
+    // (three probes, about 3 s). Without the bridge every packet to them
+    // was punted for resolution.
+    const FLUSHED: usize = 20;
+    t.sysctl("net.ipv4.conf.t2.arp_ignore", "8")
+        .expect("arp_ignore");
+    let before = l3(&sw);
+    let readded = |v: &serde_json::Value| n(v, &["managed_neighbors", "readded"]);
+    for i in 0..FLUSHED {
+        bed.dut
+            .exec(&[
+                "ip",
+                "neigh",
+                "del",
+                &gateway(i).to_string(),
+                "dev",
+                "ly-sw2",
+            ])
+            .expect("ip neigh del");
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    while readded(&l3(&sw)) < readded(&before) + FLUSHED as u64 {
+        assert!(
+            Instant::now() < until,
+            "deleted entries not made again: {}",
+            l3(&sw)["managed_neighbors"]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send_all(60_000_000, false);
+    let got: HashSet<u64> = p2
+        .recv_ip(Duration::from_millis(500), Duration::from_secs(10))
+        .expect("recv")
+        .into_iter()
+        .filter(|p| p.ttl == 63 && p.l4_ok)
+        .filter_map(|p| {
+            p.seq
+                .filter(|s| (60_000_000..60_000_000 + count as u64).contains(s))
+        })
+        .collect();
+    let after = l3(&sw);
+    let punted =
+        n(&after, &["punts", "needs-resolution"]) - n(&before, &["punts", "needs-resolution"]);
+    let bridged = n(&after, &["managed_neighbors", "bridged"])
+        - n(&before, &["managed_neighbors", "bridged"]);
+    eprintln!(
+        "{FLUSHED} held entries deleted: {} of {count} delivered, {punted} punted, {bridged} bridged",
+        got.len()
+    );
+    assert!(
+        got.len() == count && punted == 0 && bridged >= FLUSHED as u64,
+        "after {FLUSHED} held entries were deleted: {} of {count} delivered, {punted} punted \
+         for resolution, {bridged} bridged (want {count}/0/{FLUSHED})",
+        got.len()
+    );
+    // The neighbours never answered: the kernel gave up and the copies
+    // went (before the bridge's own 10 s limit).
+    let flushed: Vec<String> = (0..FLUSHED).map(|i| gateway(i).to_string()).collect();
+    let until = Instant::now() + Duration::from_secs(8);
+    loop {
+        let have = arp(&sw);
+        let left = flushed.iter().filter(|g| have.contains(*g)).count();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "{left} of {FLUSHED} unanswered neighbours still in Lanyard's table"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.sysctl("net.ipv4.conf.t2.arp_ignore", "0")
+        .expect("arp_ignore");
 }

@@ -604,10 +604,7 @@ fn ldp_signalled_pseudowires_between_two_lanyards() {
         to_a.wait_quiet(Duration::from_millis(300)),
     );
     let log = a.log();
-    let restart_lines: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("restart"))
-        .collect();
+    let restart_lines: Vec<&str> = log.lines().filter(|l| l.contains("restart")).collect();
     eprintln!(
         "  pe-a restarted under {RATE} fps each way on T5CW: a->b lost {}, b->a lost {} of {total}; ldpd UP throughout: {ldp_always_up}\n{}",
         total as u64 - got_b,

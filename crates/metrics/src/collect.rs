@@ -466,6 +466,11 @@ fn counters(q: &Query, o: &mut Out) {
                     "managed next hops the kernel removed, made again",
                 ),
                 (
+                    "bridged",
+                    "l3_managed_neighbors_bridged",
+                    "managed next hops the data path kept forwarding to while the kernel made them again",
+                ),
+                (
                     "errors",
                     "l3_managed_neighbors_errors",
                     "managed-neighbour requests the kernel refused",

@@ -1029,6 +1029,7 @@ fn managed_line(m: &Value) -> String {
         u(m, "readded")
     );
     for (k, what) in [
+        ("bridged", "forwarded to their last MAC while re-made"),
         ("left_alone", "left alone (static/peer)"),
         ("over_limit", "over the limit"),
         ("errors", "refused"),

@@ -34,13 +34,16 @@
 //!
 //! Limits of the kernel's side: above `gc_thresh2` (512) entries its
 //! *forced* collection may still take a managed entry whose state has not
-//! changed for 5 s. Such an entry is made again at once (counted
-//! `re-added`); the packets meanwhile take the slow path.
+//! changed for 5 s (as does a flush). Such an entry is made again at once
+//! (counted `re-added`), and the data path keeps forwarding to the MAC it
+//! had (*bridged*, [`ManagedNeighbors::observe`]) until the kernel has
+//! resolved the new entry, given up on it (`FAILED`: the neighbour really
+//! went) or [`BRIDGE_FOR`] passed — so no packet takes the slow path.
 
 use crate::fib::Fib;
 use crate::kernel::neigh::{
-    NeighborEvent, NTF_EXT_LEARNED, NTF_MANAGED, NUD_DELAY, NUD_NOARP, NUD_NONE, NUD_PERMANENT,
-    NUD_PROBE, NUD_REACHABLE, NUD_STALE,
+    NeighborEvent, NTF_EXT_LEARNED, NTF_MANAGED, NUD_DELAY, NUD_FAILED, NUD_NOARP, NUD_NONE,
+    NUD_PERMANENT, NUD_PROBE, NUD_REACHABLE, NUD_STALE,
 };
 use crate::kernel::Rtnl;
 use std::collections::{HashMap, HashSet};
@@ -63,6 +66,10 @@ pub const MAX_MANAGED: usize = 8192;
 pub const RECHECK: Duration = Duration::from_secs(2);
 /// A refused request is tried again after this long.
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How long the data path keeps a held entry the kernel deleted while
+/// the kernel resolves it again (a resolution takes milliseconds; one
+/// that fails ends sooner, after its probes: about 3 s by default).
+pub const BRIDGE_FOR: Duration = Duration::from_secs(10);
 
 /// Counters of every namespace's managed neighbours (`show counters`).
 #[derive(Debug, Default)]
@@ -82,6 +89,9 @@ pub struct ManagedStats {
     /// Held entries the kernel deleted anyway (forced collection, flush),
     /// made again.
     pub readded: AtomicU64,
+    /// Of those, entries the data path kept forwarding to while the
+    /// kernel resolved them again (none took the slow path).
+    pub bridged: AtomicU64,
     /// Requests the kernel refused.
     pub errors: AtomicU64,
 }
@@ -195,6 +205,10 @@ pub struct ManagedNeighbors {
     kernel: HashMap<Key, Seen>,
     /// Held entries the kernel deleted (made again: counted `readded`).
     lost: HashSet<Key>,
+    /// Held entries the kernel deleted whose copy in the data path is
+    /// kept until the kernel has them resolved again, failed, or this
+    /// instant passed.
+    bridging: HashMap<Key, Instant>,
     /// Keys whose last request was refused: not again before then.
     backoff: HashMap<Key, Instant>,
     /// Something to do (want changed, an entry went, budget ran out).
@@ -225,6 +239,7 @@ impl ManagedNeighbors {
             held: HashSet::new(),
             kernel: HashMap::new(),
             lost: HashSet::new(),
+            bridging: HashMap::new(),
             backoff: HashMap::new(),
             dirty: false,
             fib_gen: None,
@@ -241,20 +256,64 @@ impl ManagedNeighbors {
     }
 
     /// One kernel event of this namespace's twins (every event the mirror
-    /// applies, in order).
-    pub fn observe(&mut self, ev: &NeighborEvent) {
+    /// sees, in order). Returns true when the mirror must not apply it: a
+    /// held entry the kernel deleted (forced collection, flush), or its
+    /// new entry not resolved yet — the data path keeps the MAC it had
+    /// rather than punting every packet while the kernel resolves it
+    /// again (milliseconds). A `FAILED` entry (the neighbour did not
+    /// answer), a resolved one, or [`BRIDGE_FOR`] end that.
+    pub fn observe(&mut self, ev: &NeighborEvent, now: Instant) -> bool {
         let key = (ev.ifindex, ev.ip);
         if !self.want.contains(&key) && !self.held.contains(&key) {
-            return;
+            return false;
         }
-        if ev.deleted {
+        // `ip neigh del` and flushes first mark the entry FAILED with the
+        // managed flag cleared (an admin update), then delete it; the
+        // forced collection deletes at once. Both are a held entry lost.
+        let admin_delete = ev.state & NUD_FAILED != 0 && !ev.managed() && self.held.contains(&key);
+        if ev.deleted || admin_delete {
             self.kernel.remove(&key);
             if self.held.remove(&key) {
                 self.lost.insert(key);
+                self.bridging.insert(key, now + BRIDGE_FOR);
             }
             self.dirty = true;
-            return;
+            return self.bridging.contains_key(&key);
         }
+        let keep = if ev.usable() || ev.state & NUD_FAILED != 0 {
+            self.bridging.remove(&key);
+            false
+        } else {
+            self.bridging.contains_key(&key)
+        };
+        self.observe_present(ev);
+        keep
+    }
+
+    /// Entries whose bridging ended without an event (the deadline passed,
+    /// or no route uses them any more): the mirror removes its copy if the
+    /// kernel has not resolved them since. Returns how many it put in
+    /// `out`.
+    pub fn bridges_ended(&mut self, now: Instant, out: &mut Vec<Key>) -> usize {
+        let before = out.len();
+        let want = &self.want;
+        self.bridging.retain(|k, until| {
+            let keep = *until > now && want.contains(k);
+            if !keep {
+                out.push(*k);
+            }
+            keep
+        });
+        out.len() - before
+    }
+
+    /// Entries bridged now.
+    pub fn bridging(&self) -> usize {
+        self.bridging.len()
+    }
+
+    fn observe_present(&mut self, ev: &NeighborEvent) {
+        let key = (ev.ifindex, ev.ip);
         let seen = Seen::of(ev);
         // A managed entry changes state every reachable time or so; only
         // a change of what a pass decides on calls for one.
@@ -429,6 +488,9 @@ impl ManagedNeighbors {
                     });
                     s.flags |= NTF_MANAGED;
                     let c = if self.lost.remove(&key) {
+                        if self.bridging.contains_key(&key) {
+                            stats.bridged.fetch_add(1, Ordering::Relaxed);
+                        }
                         &stats.readded
                     } else {
                         &stats.added
@@ -441,7 +503,9 @@ impl ManagedNeighbors {
                     self.dirty = true;
                     budget = budget.saturating_sub(1);
                     match ops.get(key) {
-                        Ok(Some(ev)) => self.observe(&ev),
+                        Ok(Some(ev)) => {
+                            self.observe(&ev, now);
+                        }
                         Ok(None) => {}
                         Err(_) => {
                             stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -579,7 +643,7 @@ mod tests {
         let st = ManagedStats::default();
         let mut m = ManagedNeighbors::new();
         m.set_wanted(want(&[a, b]), &ports());
-        m.observe(&ev(b, NUD_REACHABLE, 0, false));
+        m.observe(&ev(b, NUD_REACHABLE, 0, false), Instant::now());
         let mut log = pass(&mut m, &mut k, &st);
         log.sort();
         // A new entry may not overwrite one made meanwhile; the resolved
@@ -604,9 +668,15 @@ mod tests {
         let st = ManagedStats::default();
         let mut m = ManagedNeighbors::new();
         m.set_wanted(want(&keys), &ports());
-        m.observe(&ev(keys[0], NUD_PERMANENT, 0, false));
-        m.observe(&ev(keys[1], NUD_NOARP, u32::from(NTF_EXT_LEARNED), false));
-        m.observe(&ev(keys[2], NUD_STALE, u32::from(NTF_EXT_LEARNED), false));
+        m.observe(&ev(keys[0], NUD_PERMANENT, 0, false), Instant::now());
+        m.observe(
+            &ev(keys[1], NUD_NOARP, u32::from(NTF_EXT_LEARNED), false),
+            Instant::now(),
+        );
+        m.observe(
+            &ev(keys[2], NUD_STALE, u32::from(NTF_EXT_LEARNED), false),
+            Instant::now(),
+        );
         assert!(pass(&mut m, &mut k, &st).is_empty());
         assert_eq!(m.held(), 0);
         assert_eq!(st.left_alone.load(Ordering::Relaxed), 3);
@@ -649,7 +719,7 @@ mod tests {
             (c, NUD_PERMANENT, 0),
         ] {
             k.table.insert(key, (state, flags));
-            m.observe(&ev(key, state, flags, false));
+            m.observe(&ev(key, state, flags, false), Instant::now());
         }
         assert_eq!(m.held(), 2);
         m.set_wanted(HashSet::new(), &ports());
@@ -672,11 +742,72 @@ mod tests {
         m.set_wanted(want(&[a]), &ports());
         pass(&mut m, &mut k, &st);
         k.table.remove(&a);
-        m.observe(&ev(a, NUD_STALE, NTF_MANAGED, true));
+        m.observe(&ev(a, NUD_STALE, NTF_MANAGED, true), Instant::now());
         assert_eq!(pass(&mut m, &mut k, &st), ["manage 10.2.0.2 true"]);
         assert_eq!(st.readded.load(Ordering::Relaxed), 1);
         assert_eq!(st.added.load(Ordering::Relaxed), 1);
         assert_eq!(m.held(), 1);
+    }
+
+    /// A held entry the kernel deletes (forced collection, flush) keeps its
+    /// copy in the data path through the deletion and the new entry's
+    /// resolution; its resolution, its failure (the neighbour went), the
+    /// deadline or no route using it any more end that.
+    #[test]
+    fn a_deleted_held_entry_is_bridged_until_the_kernel_resolves_it_again() {
+        let (a, b, c) = (
+            (7, ip("10.2.0.2")),
+            (7, ip("10.2.0.3")),
+            (7, ip("10.2.0.4")),
+        );
+        let mut k = Fake::default();
+        let st = ManagedStats::default();
+        let mut m = ManagedNeighbors::new();
+        m.set_wanted(want(&[a, b, c]), &ports());
+        pass(&mut m, &mut k, &st);
+        let t = Instant::now();
+        for x in [a, b, c] {
+            k.table.remove(&x);
+            assert!(m.observe(&ev(x, NUD_STALE, NTF_MANAGED, true), t));
+        }
+        assert_eq!(m.bridging(), 3);
+        assert_eq!(pass(&mut m, &mut k, &st).len(), 3);
+        assert_eq!(st.readded.load(Ordering::Relaxed), 3);
+        assert_eq!(st.bridged.load(Ordering::Relaxed), 3);
+        // The new entries while the kernel resolves them: still kept.
+        for x in [a, b, c] {
+            assert!(m.observe(&ev(x, NUD_INCOMPLETE, NTF_MANAGED, false), t));
+        }
+        // Resolved: applied, and the bridge ends.
+        assert!(!m.observe(&ev(a, NUD_REACHABLE, NTF_MANAGED, false), t));
+        // Failed: the neighbour really went; applied (the copy goes).
+        assert!(!m.observe(&ev(b, NUD_FAILED, NTF_MANAGED, false), t));
+        assert_eq!(m.bridging(), 1);
+        // Neither, by the deadline.
+        let mut out = Vec::new();
+        assert_eq!(m.bridges_ended(t + BRIDGE_FOR / 2, &mut out), 0);
+        assert_eq!(m.bridges_ended(t + BRIDGE_FOR, &mut out), 1);
+        assert_eq!(out, [c]);
+        assert!(!m.observe(&ev(c, NUD_INCOMPLETE, NTF_MANAGED, false), t));
+        // `ip neigh del`: FAILED with the managed flag cleared, then the
+        // deletion; both kept.
+        assert!(!m.observe(&ev(c, NUD_REACHABLE, NTF_MANAGED, false), t));
+        k.table.remove(&c);
+        assert!(m.observe(&ev(c, NUD_FAILED, 0, false), t));
+        assert!(m.observe(&ev(c, NUD_FAILED, 0, true), t));
+        assert_eq!(m.bridging(), 1);
+        pass(&mut m, &mut k, &st);
+        assert_eq!(st.readded.load(Ordering::Relaxed), 4);
+        assert!(!m.observe(&ev(c, NUD_REACHABLE, NTF_MANAGED, false), t));
+        // An entry not held is never kept.
+        let d = (7, ip("10.2.0.9"));
+        assert!(!m.observe(&ev(d, NUD_STALE, 0, true), t));
+        // Deleted again, then no route uses it: the bridge ends at once.
+        assert!(m.observe(&ev(a, NUD_REACHABLE, NTF_MANAGED, true), t));
+        m.set_wanted(want(&[b, c]), &ports());
+        out.clear();
+        assert_eq!(m.bridges_ended(t, &mut out), 1);
+        assert_eq!(out, [a]);
     }
 
     #[test]
@@ -759,7 +890,10 @@ mod tests {
             .remove(p("198.51.100.0", 24), Source::Static);
         k.table
             .insert((7, ip("10.2.0.2")), (NUD_STALE, NTF_MANAGED));
-        m.observe(&ev((7, ip("10.2.0.2")), NUD_STALE, NTF_MANAGED, false));
+        m.observe(
+            &ev((7, ip("10.2.0.2")), NUD_STALE, NTF_MANAGED, false),
+            Instant::now(),
+        );
         m.refresh(&fib, &ports(), t);
         assert_eq!(pass(&mut m, &mut k, &st), ["unmanage 10.2.0.2"]);
     }

@@ -1958,6 +1958,7 @@ fn neighbor_loop(
     mut managed: Option<(Rtnl, Arc<Mutex<Fib>>)>,
 ) {
     let mut held = crate::managed::ManagedNeighbors::new();
+    let mut ended = Vec::new();
     if let Err(e) = mon.request_dump() {
         tracing::warn!("neighbour dump: {e}");
     }
@@ -1976,6 +1977,7 @@ fn neighbor_loop(
             }
         };
         let now = shared.now();
+        let t_now = Instant::now();
         let map = by_ifindex.lock().unwrap_or_else(|e| e.into_inner());
         for ev in events {
             let Some(&port) = map.get(&ev.ifindex) else {
@@ -1985,8 +1987,13 @@ fn neighbor_loop(
             if ev.ip == IpAddr::V4(VRF_GATEWAY4) || ev.ip == IpAddr::V6(VRF_GATEWAY6) {
                 continue;
             }
-            held.observe(&ev);
+            // A held next hop the kernel deleted (forced collection,
+            // flush) keeps its MAC here while the kernel makes it again.
+            let keep = held.observe(&ev, t_now);
             stats.neighbor_updates.fetch_add(1, Ordering::Relaxed);
+            if keep {
+                continue;
+            }
             match (ev.usable(), ev.mac) {
                 (true, Some(mac)) => {
                     let state = if ev.state & crate::kernel::neigh::NUD_REACHABLE != 0 {
@@ -2016,6 +2023,18 @@ fn neighbor_loop(
         if let Some((rtnl, fib)) = managed.as_mut() {
             let t = Instant::now();
             held.refresh(fib, &map, t);
+            // Bridged entries the kernel neither resolved nor failed in
+            // time, or that no route uses any more: the copy goes.
+            ended.clear();
+            if held.bridges_ended(t, &mut ended) > 0 {
+                for &(ifindex, ip) in &ended {
+                    if let Some(&port) = map.get(&ifindex) {
+                        if table.lookup(ip).is_some_and(|n| n.port == port) {
+                            table.remove(ip);
+                        }
+                    }
+                }
+            }
             drop(map);
             held.reconcile(rtnl, &stats.managed, t);
         }
