@@ -22,6 +22,10 @@
 //! Fails without the change: the leaked route's interface (CUSTB's twin)
 //! was unknown in CUSTA's FIB, the route was not installed.
 //!
+//! `routes_leak_into_and_out_of_the_default_vrf` does the same between
+//! the default VRF and a VRF (`import vrf CUSTA` in the default bgpd
+//! instance, `import vrf default` in CUSTA's): see its comment.
+//!
 //! Needs root, FRR (zebra, staticd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
