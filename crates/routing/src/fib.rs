@@ -1598,6 +1598,46 @@ impl Fib {
         self.flush_core();
     }
 
+    /// Re-map the unlabelled FRR routes with a next hop through one of
+    /// `ifindexes` after [`Fib::set_leaked_ports`] changed those (a VRF
+    /// added, deleted or its interfaces moved): the only routes the
+    /// leaked ports resolve. Unlike [`Fib::refresh_ports`] it leaves every
+    /// other route alone, so a big default table is not re-programmed
+    /// for each VRF change. Returns how many routes were re-mapped.
+    pub fn refresh_leaked(
+        &mut self,
+        ifindexes: &HashSet<u32>,
+        ifindex_to_port: &dyn Fn(u32) -> Option<u16>,
+    ) -> usize {
+        if ifindexes.is_empty() {
+            return 0;
+        }
+        let touched: Vec<(Prefix, Source, Spec)> = self
+            .routes
+            .iter()
+            .filter_map(|(p, e)| {
+                let s = e.slots.iter().find(|s| match &s.spec {
+                    Spec::Frr(l) => l.iter().any(|h| ifindexes.contains(&h.ifindex)),
+                    _ => false,
+                })?;
+                Some((*p, s.source, s.spec.clone()))
+            })
+            .collect();
+        let n = touched.len();
+        for (p, source, spec) in touched {
+            let gen = self.gen_of(&p);
+            let _ = self.set_slot(p, source, spec, ifindex_to_port, true);
+            // A refresh is not a replay: keep the slot's generation.
+            if let (Some(g), Some(e)) = (gen, self.routes.get_mut(&p)) {
+                if let Some(s) = e.slots.iter_mut().find(|s| s.source.rank() == 2) {
+                    s.gen = g;
+                }
+            }
+        }
+        self.flush_core();
+        n
+    }
+
     fn gen_of(&self, p: &Prefix) -> Option<u32> {
         let e = self.routes.get(p)?;
         e.slots.iter().find(|s| s.source.rank() == 2).map(|s| s.gen)

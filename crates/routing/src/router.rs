@@ -26,7 +26,7 @@ use datapath::{Shared, FROM_KERNEL_ROUTE};
 use io::tap::TAP_MAX_MTU;
 use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
 use pipeline::l3::{L3Tables, RouterInterface, Urpf};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1310,13 +1310,17 @@ impl Router {
             let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
             let new = build_feeds(&self.fib, &live.ports, &live.vrfs);
             for f in &new {
-                let before = feeds.iter().find(|o| Arc::ptr_eq(&o.fib, &f.fib));
-                if before.is_some_and(|o| o.by_ifindex != f.by_ifindex || o.leaked != f.leaked) {
-                    let port_of = |i: u32| f.by_ifindex.get(&i).copied();
-                    f.fib
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .refresh_ports(&port_of);
+                let Some(before) = feeds.iter().find(|o| Arc::ptr_eq(&o.fib, &f.fib)) else {
+                    continue;
+                };
+                let port_of = |i: u32| f.by_ifindex.get(&i).copied();
+                let mut fib = f.fib.lock().unwrap_or_else(|e| e.into_inner());
+                if before.by_ifindex != f.by_ifindex {
+                    fib.refresh_ports(&port_of);
+                } else if before.leaked != f.leaked {
+                    // Another VRF came, went or changed interfaces: only
+                    // the routes through those twins (leaked ones).
+                    fib.refresh_leaked(&changed_keys(&before.leaked, &f.leaked), &port_of);
                 }
             }
             *feeds = new;
@@ -2112,6 +2116,20 @@ fn set_leak_maps(feeds: &mut [VrfFeed]) {
     }
 }
 
+/// The indexes `a` and `b` map differently (in one only, or to another
+/// port).
+fn changed_keys(a: &HashMap<u32, u16>, b: &HashMap<u32, u16>) -> HashSet<u32> {
+    a.iter()
+        .filter(|(i, p)| b.get(i) != Some(p))
+        .map(|(i, _)| *i)
+        .chain(
+            b.iter()
+                .filter(|(i, p)| a.get(i) != Some(p))
+                .map(|(i, _)| *i),
+        )
+        .collect()
+}
+
 /// A VRF namespace's own catch-all route (`install_catchall`), which
 /// zebra hands on as a kernel route (with its own metric, not the
 /// kernel's): never a route of the VRF's FIB (it would send the VRF's
@@ -2472,6 +2490,68 @@ mod tests {
             "a label path by another VRF's twin: {labels:?}"
         );
         assert!(installed(101), "by the default VRF's own port: {labels:?}");
+    }
+
+    /// A VRF added or deleted at run time changes the other FIBs' leaked
+    /// ports: only the routes through the changed twins are re-mapped
+    /// (a big default table is not re-programmed for each VRF change).
+    #[test]
+    fn a_vrf_change_re_maps_only_the_routes_through_its_twins() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let feed = |table: u32, fib: &Arc<Mutex<Fib>>, m: &[(u32, u16)]| VrfFeed {
+            table,
+            fib: fib.clone(),
+            by_ifindex: m.iter().copied().collect(),
+            leaked: HashMap::new(),
+        };
+        let d = Arc::new(Mutex::new(Fib::new()));
+        let a = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1001, 64))));
+        let b = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1002, 64))));
+        let mut feeds = vec![feed(254, &d, &[(2, 0)]), feed(1001, &a, &[(5, 1)])];
+        set_leak_maps(&mut feeds);
+        let mut us = Vec::new();
+        for b in [
+            frr_route(RTM_NEWROUTE, "10.9.0.0/24", 254, "10.0.0.9", 2),
+            frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.1.0.2", 5),
+            // Leaked from CUSTB before CUSTB is Lanyard's: unresolvable.
+            frr_route(RTM_NEWROUTE, "198.51.100.0/24", 254, "10.2.0.2", 6),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let port_of = |addr: &str| {
+            d.lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| r.hops[0].port)
+        };
+        assert_eq!(port_of("198.51.100.7"), None);
+        // CUSTB (twin 6, port 2) comes.
+        let refresh = |old: &[VrfFeed], new: &[VrfFeed]| -> usize {
+            let (o, n) = (&old[0], &new[0]);
+            assert_eq!(o.by_ifindex, n.by_ifindex);
+            let port_of = |i: u32| n.by_ifindex.get(&i).copied();
+            d.lock()
+                .unwrap()
+                .refresh_leaked(&changed_keys(&o.leaked, &n.leaked), &port_of)
+        };
+        let mut with_b = vec![
+            feed(254, &d, &[(2, 0)]),
+            feed(1001, &a, &[(5, 1)]),
+            feed(1002, &b, &[(6, 2)]),
+        ];
+        set_leak_maps(&mut with_b);
+        assert_eq!(refresh(&feeds, &with_b), 1, "only the route via twin 6");
+        assert_eq!(port_of("198.51.100.7"), Some(2));
+        assert_eq!(port_of("192.0.2.7"), Some(1));
+        assert_eq!(port_of("10.9.0.7"), Some(0));
+        // CUSTB goes again.
+        let mut without_b = vec![feed(254, &d, &[(2, 0)]), feed(1001, &a, &[(5, 1)])];
+        set_leak_maps(&mut without_b);
+        assert_eq!(refresh(&with_b, &without_b), 1);
+        assert_eq!(port_of("198.51.100.7"), None);
+        assert_eq!(port_of("192.0.2.7"), Some(1));
     }
 
     #[test]
