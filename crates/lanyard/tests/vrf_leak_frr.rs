@@ -22,6 +22,10 @@
 //! Fails without the change: the leaked route's interface (CUSTB's twin)
 //! was unknown in CUSTA's FIB, the route was not installed.
 //!
+//! `routes_leak_into_and_out_of_the_default_vrf` does the same between
+//! the default VRF and a VRF (`import vrf CUSTA` in the default bgpd
+//! instance, `import vrf default` in CUSTA's): see its comment.
+//!
 //! Needs root, FRR (zebra, staticd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
@@ -29,6 +33,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use testkit::frame::Mac;
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip::{self, IpInfo};
 use testkit::netns::Netns;
@@ -385,6 +390,394 @@ routing:
         .filter(|p| p.dst_mac == m2 && p.ttl == 63 && p.l4_ok)
         .count();
     assert_eq!(n, 20, "IPv6 frames to CUSTB's CE (its MAC, hop limit 63)");
+    eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
+    drop(frr);
+}
+
+/// (gateway, port) of each next hop of the installed route `prefix` in the
+/// default VRF.
+fn default_hops(sw: &Switch, prefix: &str) -> Vec<(String, String)> {
+    let family = if prefix.contains(':') { "ipv6" } else { "ip" };
+    let v = sw.show_json(&["show", family, "route", prefix]);
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["prefix"] == prefix && r["installed"] == true)
+        .flat_map(|r| r["nexthops"].as_array().into_iter().flatten())
+        .map(|h| {
+            let s = |k: &str| h[k].as_str().unwrap_or_default().to_string();
+            (s("gateway"), s("interface"))
+        })
+        .collect()
+}
+
+/// Sends `n` UDP test frames (sequence numbers from `first`) into `from`
+/// and returns how many `to` received as routed ones: to `dst_mac`, TTL /
+/// hop limit 63, valid checksums.
+#[allow(clippy::too_many_arguments)]
+fn cross(
+    from: &RawPort,
+    to: &RawPort,
+    (router_mac, src_mac, dst_mac): (&Mac, &Mac, &Mac),
+    src: &str,
+    dst: &str,
+    first: u64,
+    n: u64,
+) -> (usize, usize) {
+    to.drain();
+    for seq in first..first + n {
+        let f = ip::udp(router_mac, src_mac, a(src), a(dst), 64, seq, 128);
+        from.send(&f).unwrap();
+    }
+    let got = collect(to, Duration::from_millis(500));
+    let mine: Vec<&IpInfo> = got
+        .iter()
+        .filter(|p| p.seq.is_some_and(|s| (first..first + n).contains(&s)))
+        .collect();
+    let good = mine
+        .iter()
+        .filter(|p| p.dst_mac == *dst_mac && p.ttl == 63 && p.header_ok && p.l4_ok)
+        .count();
+    (mine.len(), good)
+}
+
+/// Leaking into and out of the default VRF (docs/vrf.md "Route leaking"):
+/// Lanyard's port sw1 is in the default VRF (CE t1 10.1.0.2), sw2 in VRF
+/// CUSTA (CE t2 10.2.0.2, 198.51.100.7, 203.0.113.7 and their IPv6
+/// twins on its loopback). staticd routes both prefixes in CUSTA to t2;
+/// CUSTA's bgpd redistributes only 198.51.100.0/24 (2001:db8:99::/48) and
+/// its connected subnet, and `import vrf default`; the default instance
+/// redistributes its connected subnet and `import vrf CUSTA`. Checked:
+///
+/// * `show ip route` (default) has 198.51.100.0/24 via 10.2.0.2 out of
+///   sw2, CUSTA's port, and not 203.0.113.0/24; `show ip route vrf
+///   CUSTA` has 10.1.0.0/24 out of sw1, the default VRF's port;
+/// * t1 pings 198.51.100.7, and t2's second addresses 10.2.0.3 and
+///   2001:db8:2::3 (hosts of CUSTA's connected subnets, leaked): their
+///   neighbours, unknown before, are resolved through CUSTA's twin (the
+///   default namespace's kernel has no usable copy of the routes) and
+///   appear in CUSTA's kernel; t2 pings t1 back;
+/// * 50 UDP frames from t1 reach t2 (its MAC, TTL 63), 50 from t2 reach
+///   t1; 20 to 203.0.113.7 reach nothing and its ping fails;
+/// * the same for IPv6 (2001:db8:99::/48 leaked, 2001:db8:98::/48 not).
+///
+/// Fails without the change: the default VRF's FIB did not map CUSTA's
+/// twin, so the route leaked into it was not installed.
+#[test]
+fn routes_leak_into_and_out_of_the_default_vrf() {
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Staticd, Daemon::Bgpd]);
+    for m in [FPM_MODULE, MPLS_MODULE] {
+        if !Path::new(m).exists() {
+            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
+            return;
+        }
+    }
+    let t0 = Instant::now();
+    let bed = RouterBed::new("vrfld", 2, 1500).expect("namespaces");
+    let ns_a = Netns::new("lylda").unwrap();
+    let t1 = bed.tester(1);
+    let t2 = bed.tester(2);
+    for args in [
+        &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
+        &["ip", "route", "add", "default", "via", "10.1.0.1"],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:1::2/64",
+            "dev",
+            "t1",
+            "nodad",
+        ],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:1::1",
+        ],
+    ] {
+        t1.exec(args).expect("CE 1 setup");
+    }
+    t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
+        .expect("IPv6 on t2's lo");
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", "10.2.0.2/24", "dev", "t2"],
+        &["ip", "addr", "add", "10.2.0.3/24", "dev", "t2"],
+        &["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"],
+        &["ip", "addr", "add", "203.0.113.7/32", "dev", "lo"],
+        &["ip", "route", "add", "default", "via", "10.2.0.1"],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:2::2/64",
+            "dev",
+            "t2",
+            "nodad",
+        ],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:2::3/64",
+            "dev",
+            "t2",
+            "nodad",
+        ],
+        &["ip", "addr", "add", "2001:db8:99::7/128", "dev", "lo"],
+        &["ip", "addr", "add", "2001:db8:98::7/128", "dev", "lo"],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:2::1",
+        ],
+    ] {
+        t2.exec(args).expect("CE 2 setup");
+    }
+    let yaml = format!(
+        r#"
+switch:
+  name: vrf-leak-default
+ports:
+  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}}
+  - {{name: sw2, mode: routed, addresses: [10.2.0.1/24, "2001:db8:2::1/64"]}}
+vrfs:
+  - {{name: CUSTA, interfaces: [sw2], rd: "65000:1", table: 1001, namespace: {}}}
+routing:
+  fpm: 127.0.0.1:{FPM_PORT}
+"#,
+        ns_a.name(),
+    );
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let tmp_guard = testkit::TempDir::new("vrf-leak-default");
+    let tmp = tmp_guard.path().to_path_buf();
+
+    let cfg = FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
+        staticd: "vrf CUSTA\n ip route 198.51.100.0/24 10.2.0.2\n \
+                  ip route 203.0.113.0/24 10.2.0.2\n \
+                  ipv6 route 2001:db8:99::/48 2001:db8:2::2\n \
+                  ipv6 route 2001:db8:98::/48 2001:db8:2::2\nexit-vrf\n"
+            .into(),
+        bgpd: "ip prefix-list LEAK seq 5 permit 198.51.100.0/24\n\
+               ipv6 prefix-list LEAK6 seq 5 permit 2001:db8:99::/48\n\
+               route-map LEAK permit 10\n match ip address prefix-list LEAK\nexit\n\
+               route-map LEAK6 permit 10\n match ipv6 address prefix-list LEAK6\nexit\n\
+               router bgp 65000\n bgp router-id 10.255.0.1\n \
+               address-family ipv4 unicast\n  redistribute connected\n  import vrf CUSTA\n \
+               exit-address-family\n address-family ipv6 unicast\n  redistribute connected\n  \
+               import vrf CUSTA\n exit-address-family\nexit\n\
+               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
+               redistribute connected\n  redistribute static route-map LEAK\n  \
+               import vrf default\n exit-address-family\n address-family ipv6 unicast\n  \
+               redistribute connected\n  redistribute static route-map LEAK6\n  \
+               import vrf default\n exit-address-family\nexit\n"
+            .into(),
+        ..FrrConfig::default()
+    };
+    let opts = FrrOptions {
+        zebra_args: vec![
+            "-n".into(),
+            "-M".into(),
+            FPM_MODULE.into(),
+            "-M".into(),
+            format!("{MPLS_MODULE}:{}", tmp.join("pw.sock").display()),
+        ],
+        netns_vrfs: vec![("CUSTA".into(), ns_a.name().into())],
+        ..FrrOptions::default()
+    };
+    let frr = FrrInstance::start_with(
+        bed.dut.name(),
+        "vrf-leak-default",
+        &[Daemon::Zebra, Daemon::Staticd, Daemon::Bgpd],
+        &cfg,
+        &opts,
+    )
+    .expect("FRR");
+    let dump = || {
+        format!(
+            "Lanyard default: {}\nLanyard default v6: {}\nLanyard CUSTA: {}\nFRR:\n{}\nlog:\n{}",
+            sw.show_json(&["show", "ip", "route"]),
+            sw.show_json(&["show", "ipv6", "route"]),
+            sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]),
+            frr.vtysh(&[
+                "show ip route vrf all",
+                "show ipv6 route vrf all",
+                "show bgp vrf all ipv4 unicast",
+                "show bgp vrf all ipv6 unicast",
+            ]),
+            sw.log()
+        )
+    };
+
+    // 1. The leaked routes, each via its source VRF's interface.
+    let want_d = vec![("10.2.0.2".to_string(), "sw2".to_string())];
+    let want_a = vec![("".to_string(), "sw1".to_string())];
+    let want_d6 = vec![("2001:db8:2::2".to_string(), "sw2".to_string())];
+    let want_a6 = vec![("".to_string(), "sw1".to_string())];
+    let ready = || {
+        default_hops(&sw, "198.51.100.0/24") == want_d
+            && hops(&sw, "CUSTA", "10.1.0.0/24") == want_a
+            && default_hops(&sw, "2001:db8:99::/48") == want_d6
+            && hops(&sw, "CUSTA", "2001:db8:1::/64") == want_a6
+    };
+    let start = Instant::now();
+    while !ready() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    if !ready() {
+        frr.dump_logs();
+        panic!(
+            "leaked routes: default 198.51.100.0/24 {:?} 2001:db8:99::/48 {:?}, \
+             CUSTA 10.1.0.0/24 {:?} 2001:db8:1::/64 {:?}\n{}",
+            default_hops(&sw, "198.51.100.0/24"),
+            default_hops(&sw, "2001:db8:99::/48"),
+            hops(&sw, "CUSTA", "10.1.0.0/24"),
+            hops(&sw, "CUSTA", "2001:db8:1::/64"),
+            dump()
+        );
+    }
+    eprintln!(
+        "  leaked routes in Lanyard {:.1} s after start",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        default_hops(&sw, "203.0.113.0/24").is_empty()
+            && default_hops(&sw, "2001:db8:98::/48").is_empty(),
+        "203.0.113.0/24 and 2001:db8:98::/48 are not leaked\n{}",
+        dump()
+    );
+    let text = sw
+        .cli(&["show", "ip", "route"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("198.51.100.0/24") && l.contains("10.2.0.2") && l.contains("sw2")),
+        "show ip route:\n{text}"
+    );
+    let vtysh = frr.vtysh(&["show ip route 198.51.100.0/24"]);
+    assert!(
+        vtysh.contains("CUSTA"),
+        "zebra's default table: the route's next hop in CUSTA\n{vtysh}"
+    );
+
+    // 2. Pings across. 10.2.0.3 (t2's second address) is reached by
+    // CUSTA's connected subnet leaked into the default table: no route
+    // names it as a gateway (so it is no managed neighbour), and the first
+    // packet waits for its MAC, which only CUSTA's twin can resolve (the
+    // default namespace's kernel failed to install the leaked routes:
+    // their interface is in CUSTA's namespace). The punt goes to the
+    // egress VRF's twin.
+    let start = Instant::now();
+    while !ping(t1, "198.51.100.7") {
+        if start.elapsed() > Duration::from_secs(10) {
+            panic!(
+                "t1 (default VRF) cannot ping 198.51.100.7 (CUSTA)\ncounters: {}\n{}",
+                sw.counters(),
+                dump()
+            );
+        }
+    }
+    eprintln!(
+        "  ping default → CUSTA {:.1} s after the routes",
+        start.elapsed().as_secs_f64()
+    );
+    for (dst, family) in [("10.2.0.3", "-4"), ("2001:db8:2::3", "-6")] {
+        let seen = |ns: &Netns| {
+            ns.exec(&["ip", family, "neigh", "show", dst])
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains("lladdr"))
+                .unwrap_or(false)
+        };
+        assert!(!seen(&ns_a), "{dst} unknown in CUSTA before the ping");
+        assert!(
+            ping_within(t1, dst, Duration::from_secs(10)),
+            "t1 (default VRF) cannot ping {dst}, a host of CUSTA's leaked subnet\ncounters: {}\n{}",
+            sw.counters(),
+            dump()
+        );
+        assert!(
+            seen(&ns_a),
+            "{dst} resolved by CUSTA's kernel (the egress VRF's twin)"
+        );
+    }
+    assert!(
+        ping_within(t2, "10.1.0.2", Duration::from_secs(10)),
+        "t2 (CUSTA) cannot ping t1 (default VRF)\n{}",
+        dump()
+    );
+    assert!(
+        !ping(t1, "203.0.113.7"),
+        "203.0.113.7 is not leaked, yet it answers"
+    );
+
+    // 3. Test frames both ways; the prefix not leaked leaves nowhere.
+    let p1 = bed.open(1).unwrap();
+    let p2 = bed.open(2).unwrap();
+    let (r1, r2) = (sw.router_mac("sw1"), sw.router_mac("sw2"));
+    let (m1, m2) = (t1.mac("t1"), t2.mac("t2"));
+    let to_a = (&r1, &m1, &m2);
+    let to_d = (&r2, &m2, &m1);
+    assert_eq!(
+        cross(&p1, &p2, to_a, "10.1.0.2", "198.51.100.7", 0, 50),
+        (50, 50),
+        "default → CUSTA: frames seen at t2, of them routed right (t2's MAC, TTL 63)"
+    );
+    assert_eq!(
+        cross(&p2, &p1, to_d, "198.51.100.7", "10.1.0.2", 100, 50),
+        (50, 50),
+        "CUSTA → default: frames seen at t1, of them routed right"
+    );
+    assert_eq!(
+        cross(&p1, &p2, to_a, "10.1.0.2", "203.0.113.7", 1_000, 20),
+        (0, 0),
+        "a frame to the prefix that is not leaked reached t2"
+    );
+
+    // 4. IPv6: the same both ways.
+    assert!(
+        ping_within(t1, "2001:db8:99::7", Duration::from_secs(10)),
+        "t1 cannot ping 2001:db8:99::7 through the leaked route\n{}",
+        dump()
+    );
+    assert!(
+        ping_within(t2, "2001:db8:1::2", Duration::from_secs(10)),
+        "t2 cannot ping 2001:db8:1::2 through the route leaked from the default VRF\n{}",
+        dump()
+    );
+    assert!(
+        !ping(t1, "2001:db8:98::7"),
+        "2001:db8:98::7 is not leaked, yet it answers"
+    );
+    assert_eq!(
+        cross(&p1, &p2, to_a, "2001:db8:1::2", "2001:db8:99::7", 2_000, 50),
+        (50, 50),
+        "IPv6 default → CUSTA"
+    );
+    assert_eq!(
+        cross(&p2, &p1, to_d, "2001:db8:99::7", "2001:db8:1::2", 2_100, 50),
+        (50, 50),
+        "IPv6 CUSTA → default"
+    );
+    assert_eq!(
+        cross(&p1, &p2, to_a, "2001:db8:1::2", "2001:db8:98::7", 3_000, 20),
+        (0, 0),
+        "an IPv6 frame to the prefix that is not leaked reached t2"
+    );
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop(frr);
 }

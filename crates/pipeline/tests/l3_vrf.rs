@@ -103,9 +103,19 @@ fn tables() -> L3Tables {
 
 /// [`tables`], with `more` adding to VRF A's tables first.
 fn tables_with(more: impl FnOnce(&VrfTables)) -> L3Tables {
+    tables_with_default(|_| {}, more)
+}
+
+/// [`tables`], with `more_d` adding to the default VRF's tables and
+/// `more_a` to VRF A's first.
+fn tables_with_default(
+    more_d: impl FnOnce(&VrfTables),
+    more_a: impl FnOnce(&VrfTables),
+) -> L3Tables {
     let d = vrf_tables(0, 4, 5, &[]);
+    more_d(&d);
     let a = vrf_tables(1, 0, 2, &[("198.51.100.0", 24, "10.2.0.2")]);
-    more(&a);
+    more_a(&a);
     let b = vrf_tables(2, 1, 3, &[("203.0.113.0", 24, "10.2.0.3")]);
     a.neighbors.upsert(
         ip("10.2.0.3"),
@@ -343,6 +353,73 @@ fn leaked_routes_use_the_egress_vrfs_neighbour_and_resolve_there() {
     assert_eq!(out.v[2], L3Verdict::Punt(Punt::NeedsResolution));
     assert_eq!(out.resolution_in_other_vrf(2, &t), None);
     assert_eq!(out.resolution_in_other_vrf(0, &t), None, "not a punt");
+}
+
+#[test]
+fn routes_leaked_into_and_out_of_the_default_vrf_resolve_in_the_egress_vrf() {
+    // The default VRF has routes leaked from A (import vrf CUSTA in the
+    // default instance): out of A's uplink (port 2) via 10.2.0.2, which A
+    // knows, and via 10.2.0.9, which nobody knows yet; A has routes
+    // leaked from the default VRF (import vrf default): out of the
+    // default uplink (port 5), the same two ways.
+    let hop = |port, gw: &str| NextHop {
+        port,
+        gateway: Some(ip(gw)),
+    };
+    let t = tables_with_default(
+        |d| {
+            d.nexthops.set(10, hop(2, "10.2.0.2")).unwrap();
+            d.nexthops.set(11, hop(2, "10.2.0.9")).unwrap();
+            d.nexthops.set(12, hop(2, "2001:db8:2::2")).unwrap();
+            d.fib4.insert(v4("198.18.0.0"), 16, 10).unwrap();
+            d.fib4.insert(v4("198.19.0.0"), 16, 11).unwrap();
+            d.fib6.insert(v6("2001:db8:aa::"), 48, 12).unwrap();
+        },
+        |a| {
+            a.nexthops.set(10, hop(5, "10.2.0.2")).unwrap();
+            a.nexthops.set(11, hop(5, "10.2.0.9")).unwrap();
+            a.fib4.insert(v4("198.20.0.0"), 16, 10).unwrap();
+            a.fib4.insert(v4("198.21.0.0"), 16, 11).unwrap();
+        },
+    );
+    let mut b = FrameBatch::new();
+    for (port, dst) in [
+        (4, "198.18.0.7"),
+        (4, "198.19.0.7"),
+        (0, "198.20.0.7"),
+        (0, "198.21.0.7"),
+        (4, "192.0.2.7"),
+    ] {
+        assert!(b.push(port, &frame4(port, "10.3.0.5", dst)));
+    }
+    assert!(b.push(4, &frame6(4, "2001:db8:3::5", "2001:db8:aa::7")));
+    let mut out = L3Verdicts::default();
+    process_l3(&t, &mut b, &mut out, &L3Counters::default());
+    // Default → A: A's neighbour, A's port.
+    assert_eq!(out.v[0], L3Verdict::Forward { port: 2 });
+    assert_eq!(
+        b.frame(0)[0..6],
+        nmac(1, 2),
+        "A's 10.2.0.2, not the default's"
+    );
+    assert_eq!(b.frame(0)[6..12], rmac(2));
+    assert_eq!(out.v[5], L3Verdict::Forward { port: 2 });
+    assert_eq!(b.frame(5)[0..6], nmac(1, 2), "IPv6: A's neighbour");
+    // Unknown in A: resolved by A's twin, not the default VRF's kernel.
+    assert_eq!(out.v[1], L3Verdict::Punt(Punt::NeedsResolution));
+    assert_eq!(out.resolution_in_other_vrf(1, &t), Some(2));
+    // A → default: the default VRF's neighbour, its twin to resolve.
+    assert_eq!(out.v[2], L3Verdict::Forward { port: 5 });
+    assert_eq!(
+        b.frame(2)[0..6],
+        nmac(0, 2),
+        "the default's 10.2.0.2, not A's"
+    );
+    assert_eq!(out.v[3], L3Verdict::Punt(Punt::NeedsResolution));
+    assert_eq!(out.resolution_in_other_vrf(3, &t), Some(5));
+    // The default VRF's own route: its own uplink and neighbour.
+    assert_eq!(out.v[4], L3Verdict::Forward { port: 5 });
+    assert_eq!(b.frame(4)[0..6], nmac(0, 2));
 }
 
 #[test]

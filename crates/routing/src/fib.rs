@@ -1170,6 +1170,10 @@ pub struct Fib {
     /// Static VPN routes by remote PE, and the transport they were last
     /// resolved with ([`Fib::refresh_vpn`]).
     vpn: vpn::VpnState,
+    /// The other VRFs' twin interface indexes → ports, for the unlabelled
+    /// routes bgpd leaks into this FIB's VRF (`import vrf`,
+    /// [`Fib::set_leaked_ports`]).
+    leaked_ports: HashMap<u32, u16>,
 }
 
 /// The default VRF as a VRF's FIB sees it.
@@ -1249,6 +1253,7 @@ impl Fib {
             quiesce: None,
             core: None,
             vpn: vpn::VpnState::default(),
+            leaked_ports: HashMap::new(),
         }
     }
 
@@ -1368,6 +1373,21 @@ impl Fib {
     /// Lock order: this FIB, then `core`; never the reverse.
     pub fn set_core(&mut self, core: Arc<Mutex<Fib>>, ports: HashMap<u32, u16>) {
         self.core = Some(CoreLink { fib: core, ports });
+    }
+
+    /// The interfaces of the **other** VRFs (their twins' indexes → ports)
+    /// a route leaked into this FIB's VRF may leave by: bgpd's `import
+    /// vrf` keeps the next hop in the source VRF, where zebra resolves it,
+    /// so the route's interface is one of the source VRF's twins
+    /// (docs/vrf.md, "Route leaking"). They resolve the next hops of
+    /// **unlabelled FRR routes only**, after the FPM map: never label
+    /// entries (the LFIB is the default namespace's, whose ports alone a
+    /// label path names), next-hop objects, nor a VRF's imported VPN
+    /// routes (resolved with the core's map, [`Fib::set_core`]). The
+    /// caller re-maps the routes with [`Fib::refresh_ports`] when it
+    /// changes this at run time.
+    pub fn set_leaked_ports(&mut self, ports: HashMap<u32, u16>) {
+        self.leaked_ports = ports;
     }
 
     /// Give what withdrawn or replaced VPN routes held back to the
@@ -1576,6 +1596,46 @@ impl Fib {
         }
         self.refresh_labels(ifindex_to_port);
         self.flush_core();
+    }
+
+    /// Re-map the unlabelled FRR routes with a next hop through one of
+    /// `ifindexes` after [`Fib::set_leaked_ports`] changed those (a VRF
+    /// added, deleted or its interfaces moved): the only routes the
+    /// leaked ports resolve. Unlike [`Fib::refresh_ports`] it leaves every
+    /// other route alone, so a big default table is not re-programmed
+    /// for each VRF change. Returns how many routes were re-mapped.
+    pub fn refresh_leaked(
+        &mut self,
+        ifindexes: &HashSet<u32>,
+        ifindex_to_port: &dyn Fn(u32) -> Option<u16>,
+    ) -> usize {
+        if ifindexes.is_empty() {
+            return 0;
+        }
+        let touched: Vec<(Prefix, Source, Spec)> = self
+            .routes
+            .iter()
+            .filter_map(|(p, e)| {
+                let s = e.slots.iter().find(|s| match &s.spec {
+                    Spec::Frr(l) => l.iter().any(|h| ifindexes.contains(&h.ifindex)),
+                    _ => false,
+                })?;
+                Some((*p, s.source, s.spec.clone()))
+            })
+            .collect();
+        let n = touched.len();
+        for (p, source, spec) in touched {
+            let gen = self.gen_of(&p);
+            let _ = self.set_slot(p, source, spec, ifindex_to_port, true);
+            // A refresh is not a replay: keep the slot's generation.
+            if let (Some(g), Some(e)) = (gen, self.routes.get_mut(&p)) {
+                if let Some(s) = e.slots.iter_mut().find(|s| s.source.rank() == 2) {
+                    s.gen = g;
+                }
+            }
+        }
+        self.flush_core();
+        n
     }
 
     fn gen_of(&self, p: &Prefix) -> Option<u32> {
@@ -1827,10 +1887,13 @@ impl Fib {
             },
             Spec::Vpn { pe, label } => self.acquire_vpn(*pe, *label),
             Spec::Frr(list) => {
+                // An interface of another VRF: a leaked route's.
+                let leaked = |i: u32| self.leaked_ports.get(&i).copied();
                 let l: Vec<(NextHop, u64)> = list
                     .iter()
                     .filter_map(|nh| {
-                        let port = map_port(map, nh.ifindex)?;
+                        let port =
+                            map_port(map, nh.ifindex).or_else(|| map_port(&leaked, nh.ifindex))?;
                         let hop = NextHop {
                             port,
                             gateway: nh.gateway,

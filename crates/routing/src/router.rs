@@ -26,7 +26,7 @@ use datapath::{Shared, FROM_KERNEL_ROUTE};
 use io::tap::TAP_MAX_MTU;
 use io::{FrameBatch, InjectSocket, Port, TapOptions, TapPort};
 use pipeline::l3::{L3Tables, RouterInterface, Urpf};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1310,14 +1310,17 @@ impl Router {
             let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
             let new = build_feeds(&self.fib, &live.ports, &live.vrfs);
             for f in &new {
-                let before = feeds.iter().find(|o| Arc::ptr_eq(&o.fib, &f.fib));
-                if before.is_some_and(|o| o.by_ifindex != f.by_ifindex || o.leaked != f.leaked) {
-                    let port_of =
-                        |i: u32| f.by_ifindex.get(&i).or_else(|| f.leaked.get(&i)).copied();
-                    f.fib
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .refresh_ports(&port_of);
+                let Some(before) = feeds.iter().find(|o| Arc::ptr_eq(&o.fib, &f.fib)) else {
+                    continue;
+                };
+                let port_of = |i: u32| f.by_ifindex.get(&i).copied();
+                let mut fib = f.fib.lock().unwrap_or_else(|e| e.into_inner());
+                if before.by_ifindex != f.by_ifindex {
+                    fib.refresh_ports(&port_of);
+                } else if before.leaked != f.leaked {
+                    // Another VRF came, went or changed interfaces: only
+                    // the routes through those twins (leaked ones).
+                    fib.refresh_leaked(&changed_keys(&before.leaked, &f.leaked), &port_of);
                 }
             }
             *feeds = new;
@@ -2086,20 +2089,25 @@ struct VrfFeed {
     fib: Arc<Mutex<Fib>>,
     /// TAP twin ifindex (in its namespace) → port.
     by_ifindex: HashMap<u32, u16>,
-    /// A VRF's: the other VRFs' twin ifindexes → port, for routes bgpd
-    /// leaked from another VRF (`import vrf`): zebra resolved their next
-    /// hop in the source VRF, so the interface is one of its twins.
+    /// The other VRFs' twin ifindexes → port (the default VRF's ports
+    /// among them), for routes bgpd leaked from another VRF (`import
+    /// vrf`): zebra resolved their next hop in the source VRF, so the
+    /// interface is one of its twins. Handed to the FIB
+    /// ([`Fib::set_leaked_ports`]), which uses it for unlabelled routes
+    /// only: the default VRF's label entries resolve with `by_ifindex`.
     leaked: HashMap<u32, u16>,
 }
 
-/// Give every VRF's feed (not the default's) the twins of the other VRFs,
-/// the default VRF's ports included. An index the VRF has itself stays its
-/// own; one that two other VRFs share is left out (it cannot say which
-/// VRF the next hop is in). Twins are made in Lanyard's namespace and keep
-/// their index when moved, so indexes repeat only if something else took
-/// one in a namespace.
+/// Give every feed, the default VRF's included, the twins of the other
+/// VRFs (the default VRF's ports among them), and its FIB the same map
+/// ([`Fib::set_leaked_ports`]: unlabelled routes only, never label
+/// entries). An index the VRF has itself stays its own; one that two
+/// other VRFs share is left out (it cannot say which VRF the next hop is
+/// in). Twins are made in Lanyard's namespace and keep their index when
+/// moved, so indexes repeat only if something else took one in a
+/// namespace.
 fn set_leak_maps(feeds: &mut [VrfFeed]) {
-    for k in 1..feeds.len() {
+    for k in 0..feeds.len() {
         let mut leaked: HashMap<u32, Option<u16>> = HashMap::new();
         for (j, f) in feeds.iter().enumerate() {
             if j == k {
@@ -2119,7 +2127,26 @@ fn set_leak_maps(feeds: &mut [VrfFeed]) {
             .into_iter()
             .filter_map(|(i, p)| Some((i, p?)))
             .collect();
+        feeds[k]
+            .fib
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_leaked_ports(feeds[k].leaked.clone());
     }
+}
+
+/// The indexes `a` and `b` map differently (in one only, or to another
+/// port).
+fn changed_keys(a: &HashMap<u32, u16>, b: &HashMap<u32, u16>) -> HashSet<u32> {
+    a.iter()
+        .filter(|(i, p)| b.get(i) != Some(p))
+        .map(|(i, _)| *i)
+        .chain(
+            b.iter()
+                .filter(|(i, p)| a.get(i) != Some(p))
+                .map(|(i, _)| *i),
+        )
+        .collect()
 }
 
 /// A VRF namespace's own catch-all route (`install_catchall`), which
@@ -2164,12 +2191,9 @@ fn update_table(u: &crate::frr::RouteUpdate) -> Option<u32> {
 fn dispatch(feeds: &[VrfFeed], ev: &crate::frr::FpmEvent) {
     use crate::frr::FpmEvent;
     let apply = |f: &VrfFeed, ev: &FpmEvent| {
-        let port_of = |ifindex: u32| {
-            f.by_ifindex
-                .get(&ifindex)
-                .or_else(|| f.leaked.get(&ifindex))
-                .copied()
-        };
+        // Other VRFs' twins (`leaked`) are the FIB's own business: they
+        // resolve leaked routes, never label entries.
+        let port_of = |ifindex: u32| f.by_ifindex.get(&ifindex).copied();
         f.fib
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -2357,7 +2381,8 @@ mod tests {
             })
             .collect();
         set_leak_maps(&mut feeds);
-        assert!(feeds[0].leaked.is_empty(), "the default VRF takes no leaks");
+        assert_eq!(feeds[0].leaked.get(&5), Some(&1), "CUSTA's twin");
+        assert_eq!(feeds[0].leaked.get(&8), None, "its own index stays its own");
         assert_eq!(feeds[1].leaked.get(&6), Some(&2));
         assert_eq!(feeds[1].leaked.get(&2), Some(&0));
         assert_eq!(feeds[1].leaked.get(&8), None, "ambiguous: left out");
@@ -2391,6 +2416,161 @@ mod tests {
         assert_eq!(route_of(2, "10.1.0.9"), Some((1, "10.1.0.2".into())));
         assert_eq!(route_of(1, "203.0.113.1"), None);
         assert_eq!(route_of(0, "198.51.100.7"), None);
+    }
+
+    /// Leaking into the default VRF (`import vrf CUSTA` in the default
+    /// bgpd instance) and out of it (`import vrf default` in CUSTA's): the
+    /// routes leave by the source VRF's interface, while the default
+    /// VRF's label entries and labelled routes still resolve with its own
+    /// ports only (a label path naming a VRF's twin index stays
+    /// unresolved).
+    #[test]
+    fn routes_leaked_into_the_default_vrf_leave_by_the_source_vrf_not_labels() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::{FpmEvent, RouteUpdate};
+        use labelfeed::{LabelEntry, LabelMsg, LabelPath, LabelledRoute};
+        // Twins: default VRF 2 (port 0); CUSTA 5 (port 1); CUSTB 6 (port 2).
+        let mut feeds: Vec<VrfFeed> = [(254u32, 2u32, 0u16), (1001, 5, 1), (1002, 6, 2)]
+            .into_iter()
+            .map(|(table, ifindex, port)| VrfFeed {
+                table,
+                fib: Arc::new(Mutex::new(if table == 254 {
+                    Fib::new()
+                } else {
+                    Fib::with_config(FibConfig::for_vrf(table, 64))
+                })),
+                by_ifindex: [(ifindex, port)].into_iter().collect(),
+                leaked: HashMap::new(),
+            })
+            .collect();
+        set_leak_maps(&mut feeds);
+        let mut us = Vec::new();
+        for b in [
+            // CUSTA's static route leaked into the default table: zebra
+            // resolved 10.1.0.2 in CUSTA, out of CUSTA's twin 5.
+            frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.1.0.2", 5),
+            // The same from CUSTB, IPv6.
+            frr_route(RTM_NEWROUTE, "2001:db8:99::/48", 254, "2001:db8:2::2", 6),
+            // The default VRF's connected subnet leaked into CUSTA.
+            frr_route(RTM_NEWROUTE, "10.3.0.0/24", 1001, "10.3.0.2", 2),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        let path = |oif: u32, labels: Vec<u32>| LabelPath {
+            via: Some("10.1.0.2".parse().unwrap()),
+            oif: Some(oif),
+            labels,
+        };
+        // Label entries and an LDP-labelled route naming CUSTA's twin
+        // index (no default-namespace port has it), and one label entry
+        // through the default VRF's own port.
+        us.push(RouteUpdate::Label(LabelMsg::LabelAdd(LabelEntry {
+            in_label: 100,
+            protocol: 193,
+            paths: vec![path(5, vec![200])],
+        })));
+        us.push(RouteUpdate::Label(LabelMsg::LabelAdd(LabelEntry {
+            in_label: 101,
+            protocol: 193,
+            paths: vec![path(2, vec![201])],
+        })));
+        us.push(RouteUpdate::Label(LabelMsg::RouteAdd(LabelledRoute {
+            prefix: "198.18.0.0".parse().unwrap(),
+            prefix_len: 15,
+            table: 254,
+            protocol: 193,
+            paths: vec![path(5, vec![300])],
+        })));
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let route_of = |k: usize, addr: &str| {
+            feeds[k]
+                .fib
+                .lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| (r.hops[0].port, r.hops[0].gateway.unwrap().to_string()))
+        };
+        assert_eq!(route_of(0, "192.0.2.9"), Some((1, "10.1.0.2".into())));
+        assert_eq!(
+            route_of(0, "2001:db8:99::7"),
+            Some((2, "2001:db8:2::2".into()))
+        );
+        assert_eq!(route_of(1, "10.3.0.9"), Some((0, "10.3.0.2".into())));
+        assert_eq!(route_of(1, "192.0.2.9"), None, "CUSTA has only its leak");
+        assert_eq!(
+            route_of(0, "198.18.0.1"),
+            None,
+            "a labelled path: not leaked"
+        );
+        let labels = feeds[0].fib.lock().unwrap().mpls_table();
+        let installed = |l: u32| labels.iter().any(|e| e.in_label == l && e.installed);
+        assert!(
+            !installed(100),
+            "a label path by another VRF's twin: {labels:?}"
+        );
+        assert!(installed(101), "by the default VRF's own port: {labels:?}");
+    }
+
+    /// A VRF added or deleted at run time changes the other FIBs' leaked
+    /// ports: only the routes through the changed twins are re-mapped
+    /// (a big default table is not re-programmed for each VRF change).
+    #[test]
+    fn a_vrf_change_re_maps_only_the_routes_through_its_twins() {
+        use crate::frr::netlink::{decode, RTM_NEWROUTE};
+        use crate::frr::FpmEvent;
+        let feed = |table: u32, fib: &Arc<Mutex<Fib>>, m: &[(u32, u16)]| VrfFeed {
+            table,
+            fib: fib.clone(),
+            by_ifindex: m.iter().copied().collect(),
+            leaked: HashMap::new(),
+        };
+        let d = Arc::new(Mutex::new(Fib::new()));
+        let a = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1001, 64))));
+        let b = Arc::new(Mutex::new(Fib::with_config(FibConfig::for_vrf(1002, 64))));
+        let mut feeds = vec![feed(254, &d, &[(2, 0)]), feed(1001, &a, &[(5, 1)])];
+        set_leak_maps(&mut feeds);
+        let mut us = Vec::new();
+        for b in [
+            frr_route(RTM_NEWROUTE, "10.9.0.0/24", 254, "10.0.0.9", 2),
+            frr_route(RTM_NEWROUTE, "192.0.2.0/24", 254, "10.1.0.2", 5),
+            // Leaked from CUSTB before CUSTB is Lanyard's: unresolvable.
+            frr_route(RTM_NEWROUTE, "198.51.100.0/24", 254, "10.2.0.2", 6),
+        ] {
+            us.extend(decode(&b).unwrap());
+        }
+        dispatch(&feeds, &FpmEvent::Updates(us));
+        let port_of = |addr: &str| {
+            d.lock()
+                .unwrap()
+                .lookup(addr.parse().unwrap())
+                .map(|r| r.hops[0].port)
+        };
+        assert_eq!(port_of("198.51.100.7"), None);
+        // CUSTB (twin 6, port 2) comes.
+        let refresh = |old: &[VrfFeed], new: &[VrfFeed]| -> usize {
+            let (o, n) = (&old[0], &new[0]);
+            assert_eq!(o.by_ifindex, n.by_ifindex);
+            let port_of = |i: u32| n.by_ifindex.get(&i).copied();
+            d.lock()
+                .unwrap()
+                .refresh_leaked(&changed_keys(&o.leaked, &n.leaked), &port_of)
+        };
+        let mut with_b = vec![
+            feed(254, &d, &[(2, 0)]),
+            feed(1001, &a, &[(5, 1)]),
+            feed(1002, &b, &[(6, 2)]),
+        ];
+        set_leak_maps(&mut with_b);
+        assert_eq!(refresh(&feeds, &with_b), 1, "only the route via twin 6");
+        assert_eq!(port_of("198.51.100.7"), Some(2));
+        assert_eq!(port_of("192.0.2.7"), Some(1));
+        assert_eq!(port_of("10.9.0.7"), Some(0));
+        // CUSTB goes again.
+        let mut without_b = vec![feed(254, &d, &[(2, 0)]), feed(1001, &a, &[(5, 1)])];
+        set_leak_maps(&mut without_b);
+        assert_eq!(refresh(&with_b, &without_b), 1);
+        assert_eq!(port_of("198.51.100.7"), None);
+        assert_eq!(port_of("192.0.2.7"), Some(1));
     }
 
     #[test]
