@@ -516,13 +516,16 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             t
         }
         TestKind::BandwidthShare => {
-            legend.push(String::from(
-                "one row per service and direction (up = from the subscribers): the controller's \
+            // One frame size per test: named here, not in a column (the
+            // light column needs the room).
+            legend.push(format!(
+                "{}-byte frames; one row per service and direction (up = from the subscribers): the controller's \
                  limit and the total received (Mbit/s) after the settle time and its error, each subscriber's \
                  share of the total in % (ideal: its weighted max-min share — 10:5:1 = 62.5/31.3/6.3 % \
                  when everyone offers more than its share); light = subscribers offering less than their \
                  share, each one's share in %; PASS = every share within 5 % of its ideal, the total \
                  within 2 % of the limit and each light subscriber's rate within 2 % of its offer",
+                sz.join("/")
             ));
             let light = rows.iter().any(|r| {
                 r.detail["bandwidth_share"]["subscribers"]
@@ -530,7 +533,6 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     .is_some_and(|a| a.len() > 3)
             });
             let mut head = vec![
-                ("frame", R),
                 ("DUT", L),
                 ("svc", L),
                 ("result", L),
@@ -547,10 +549,8 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             }
             let mut t = Table::new(&head);
             for r in ordered() {
-                let f = frame(r);
                 if r.status != "ok" {
                     t.row(vec![
-                        f,
                         r.dut.clone(),
                         String::new(),
                         status_cell(r, &mut notes),
@@ -569,7 +569,6 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     let n = sh["share"].as_array().map_or(3, |a| a.len());
                     let lights = (3..n).map(pct).collect::<Vec<_>>().join("/");
                     let mut cells = vec![
-                        if k == 0 { f.clone() } else { String::new() },
                         r.dut.clone(),
                         format!(
                             "{} {}",
