@@ -229,6 +229,29 @@ pub fn check(
     }))
 }
 
+/// The provisioning verdict: `added` must be N, the total must grow by N
+/// and each package by exactly its share (`before` / `after`: total,
+/// gold, silver, bronze). Returns the growth per package too.
+pub fn provisioned(
+    p: &Provision,
+    added: u64,
+    before: [u64; 4],
+    after: [u64; 4],
+) -> (bool, [u64; 3]) {
+    let grown = [1, 2, 3].map(|i| after[i].saturating_sub(before[i]));
+    let ok = added == u64::from(p.subscribers)
+        && after[0] == before[0] + u64::from(p.subscribers)
+        && grown == p.per_package();
+    (ok, grown)
+}
+
+/// What a sampled subscriber must count after `frames` frames of `size`
+/// bytes (with FCS) each way: packets up, down, bytes up, down.
+pub fn expected_counts(frames: u64, size: u16) -> [u64; 4] {
+    let bytes = frames * u64::from(size.saturating_sub(4));
+    [frames, frames, bytes, bytes]
+}
+
 /// `subscribers.total` and the three packages' counts of `show
 /// service-control --json`.
 fn counts(v: &Value) -> Option<[u64; 4]> {
@@ -324,14 +347,7 @@ impl Ctx<'_> {
         let after = counts(&show(&["service-control"])?)
             .ok_or_else(|| LabError::Dut("show service-control: no subscriber counts".into()))?;
         let want = p.per_package();
-        let grown = [
-            after[1].saturating_sub(before[1]),
-            after[2].saturating_sub(before[2]),
-            after[3].saturating_sub(before[3]),
-        ];
-        let mut ok = added == u64::from(p.subscribers)
-            && after[0] == before[0] + u64::from(p.subscribers)
-            && grown == want;
+        let (mut ok, grown) = provisioned(&p, added, before, after);
         if !ok {
             row.notes.push(format!(
                 "provisioning: {added} added of {}; per package {}/{}/{} (want {}/{}/{}), total {} -> {}",
@@ -408,8 +424,8 @@ impl Ctx<'_> {
         self.progress
             .advance(t.trial_duration + t.drain + t.learn_wait);
         // Each sampled subscriber's counters against what was sent.
-        let bytes = p.frames * u64::from(size.saturating_sub(4));
-        let want_sub = [p.frames, p.frames, bytes, bytes];
+        let want_sub = expected_counts(p.frames, size);
+        let bytes = want_sub[2];
         let t1 = Instant::now();
         let mut matched = 0u64;
         let mut wrong = Vec::new();
@@ -603,5 +619,31 @@ mod tests {
         ]});
         assert_eq!(subscriber_counts(&v), [6, 5, 680, 620]);
         assert_eq!(subscriber_counts(&json!({})), [0; 4]);
+    }
+
+    #[test]
+    fn the_verdict_wants_every_count_exact() {
+        let p = plan("  - {type: subscribers, subscribers: 20000, sample: 20}\n")
+            .unwrap()
+            .test(0)
+            .unwrap()
+            .provision
+            .unwrap();
+        // The lab's two subscribers (gold) were there before.
+        let before = [2, 2, 0, 0];
+        let after = [20_002, 6_669, 6_667, 6_666];
+        assert_eq!(
+            provisioned(&p, 20_000, before, after),
+            (true, [6_667, 6_667, 6_666])
+        );
+        // One subscriber short, one in the wrong package, a partial load.
+        assert!(!provisioned(&p, 20_000, before, [20_001, 6_668, 6_667, 6_666]).0);
+        assert!(!provisioned(&p, 20_000, before, [20_002, 6_670, 6_666, 6_666]).0);
+        assert!(!provisioned(&p, 19_999, before, after).0);
+        // 128-byte frames: 124 bytes counted per frame.
+        assert_eq!(expected_counts(100, 128), [100, 100, 12_400, 12_400]);
+        let v = json!({"services": [{"name": "lab", "packets-up": 100, "packets-down": 99,
+                                     "bytes-up": 12_400, "bytes-down": 12_276}]});
+        assert_ne!(subscriber_counts(&v), expected_counts(100, 128));
     }
 }
