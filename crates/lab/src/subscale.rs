@@ -12,8 +12,9 @@
 //! service-control --json` (each must have grown by exactly its share of
 //! N) and the daemon's resident memory before and after.
 //!
-//! Then S sampled subscribers spread evenly over the table (`sub-⌊i·N/S⌋`)
-//! each send F UDP frames to a server (`20.0.0.1`, the lab's signature
+//! Then S sampled subscribers spread evenly over the table
+//! (`sub-⌊i·(N−1)/(S−1)⌋`) each send F UDP frames to a server
+//! (`20.0.R.1`, R counting the runs; the lab's signature
 //! port: service `lab`) and receive F from it: one stream per direction
 //! cycling over the S address pairs, exactly F × S frames, so each
 //! subscriber gets exactly F each way. Afterwards `show subscriber sub-K
@@ -44,8 +45,17 @@ pub const DEFAULT_RATE: f64 = 10_000.0;
 pub const MAX_RATE: f64 = 100_000.0;
 /// The packages, in the order subscribers are given them.
 pub const PACKAGES: [&str; 3] = ["gold", "silver", "bronze"];
-/// The server every sampled subscriber talks to.
-pub const SERVER: [u8; 4] = [20, 0, 0, 1];
+/// Runs of the procedure in this process: each run's server is another
+/// address ([`server`]).
+static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The server every sampled subscriber of run `run` talks to,
+/// `20.0.R.1`: new flows each run, since a flow keeps the subscriber it
+/// started with (a DUT that held this test's subscribers before still
+/// holds their flows, attributed to the removed entries).
+pub fn server(run: u32) -> [u8; 4] {
+    [20, 0, (run % 250) as u8, 1]
+}
 
 /// A subscribers test's resolved parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -364,6 +374,7 @@ impl Ctx<'_> {
         }
         // Traffic from and to the sampled subscribers.
         let size = fs.sizes[0];
+        let srv = server(RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let sampled: Vec<u32> = (0..p.sample).map(|i| p.sampled(i)).collect();
         let pairs = |up: bool| -> Arc<[L3]> {
             sampled
@@ -371,15 +382,9 @@ impl Ctx<'_> {
                 .map(|&k| {
                     let s = crate::flowset::subscriber4(k);
                     if up {
-                        L3::V4 {
-                            src: s,
-                            dst: SERVER,
-                        }
+                        L3::V4 { src: s, dst: srv }
                     } else {
-                        L3::V4 {
-                            src: SERVER,
-                            dst: s,
-                        }
+                        L3::V4 { src: srv, dst: s }
                     }
                 })
                 .collect()
