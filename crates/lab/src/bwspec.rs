@@ -17,6 +17,13 @@ pub const SUBSCRIBERS: [&str; 3] = ["gold", "silver", "bronze"];
 pub const LIMIT_RANGE: (u64, u64) = (100_000, 200_000_000);
 /// Highest frame rate per tester port a test may need.
 pub const MAX_PORT_FPS: f64 = 100_000.0;
+/// Most light subscribers (`light:`, one per package).
+pub const MAX_LIGHT: usize = 3;
+/// Streams per heavy subscriber × service × direction when the test has
+/// light subscribers: the generator sends a port's streams round-robin,
+/// all at one rate, so a light subscriber's lower offer is fewer copies
+/// of its stream (1..SLOTS − 1 thirty-seconds of `offered`).
+pub const SLOTS: u32 = 32;
 
 /// A rate as written: bits/s, a number or `5M` (k/M/G, powers of 1000).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -67,13 +74,27 @@ pub struct ServiceSpec {
     pub down: Option<Bps>,
 }
 
+/// A light subscriber as written: `{package: gold, offered: 100k}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LightSpec {
+    /// gold, silver or bronze.
+    pub package: String,
+    /// Bits/s it offers per service and direction.
+    pub offered: Bps,
+}
+
 /// A bandwidth-share test's resolved parameters.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BwShare {
     /// The DUT's side: services, limits, weights.
     pub controllers: Controllers,
-    /// Bits/s each subscriber offers per service and direction.
+    /// Bits/s each of gold, silver and bronze offers per service and
+    /// direction.
     pub offered_bps: u64,
+    /// Light subscribers (`Controllers::light`): copies of their streams,
+    /// thirty-seconds of `offered_bps` ([`SLOTS`]).
+    pub light_slots: Vec<u32>,
     /// Seconds left out of the verdict at the start of a trial.
     pub settle: f64,
     /// Seconds per measured interval.
@@ -92,6 +113,10 @@ pub struct Controllers {
     pub down: [u64; MAX_SERVICES],
     /// Weights of gold, silver, bronze.
     pub weights: [u32; 3],
+    /// Light subscribers: their packages (0 gold, 1 silver, 2 bronze).
+    pub light: [u8; MAX_LIGHT],
+    /// Light subscribers in use.
+    pub n_light: usize,
 }
 
 /// Service `k`'s name: A, B, …
@@ -148,26 +173,86 @@ impl Controllers {
         format!("{out}{pk}{ctl}")
     }
 
-    /// Provisioning records of the three subscribers.
+    /// Provisioning records of the subscribers: gold, silver, bronze,
+    /// then the light ones.
     pub fn provisioning(&self) -> String {
-        SUBSCRIBERS
+        self.names()
             .iter()
+            .zip(self.packages())
             .enumerate()
-            .map(|(j, p)| {
+            .map(|(j, (n, p))| {
                 let a = subscriber_ip(j);
                 format!(
-                    "add bw-{p} package={p} addr={}.{}.{}.{}\n",
-                    a[0], a[1], a[2], a[3]
+                    "add bw-{n} package={} addr={}.{}.{}.{}\n",
+                    SUBSCRIBERS[p], a[0], a[1], a[2], a[3]
                 )
             })
             .collect()
     }
 
-    /// Ideal shares (weight / sum of weights).
+    /// Every subscriber's package index (gold, silver, bronze, then the
+    /// light ones').
+    pub fn packages(&self) -> Vec<usize> {
+        (0..3)
+            .chain(self.light[..self.n_light].iter().map(|&p| p as usize))
+            .collect()
+    }
+
+    /// Every subscriber's name (`bw-NAME` on the DUT): gold, silver,
+    /// bronze, then `gold-light`, ….
+    pub fn names(&self) -> Vec<String> {
+        SUBSCRIBERS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(
+                self.light[..self.n_light]
+                    .iter()
+                    .map(|&p| format!("{}-light", SUBSCRIBERS[p as usize])),
+            )
+            .collect()
+    }
+
+    /// Every subscriber's weight.
+    pub fn all_weights(&self) -> Vec<f64> {
+        self.packages()
+            .into_iter()
+            .map(|p| f64::from(self.weights[p]))
+            .collect()
+    }
+
+    /// Ideal shares of gold, silver and bronze alone (weight / sum of
+    /// weights).
     pub fn ideal(&self) -> [f64; 3] {
         let sum: u32 = self.weights.iter().sum();
         self.weights.map(|w| w as f64 / sum.max(1) as f64)
     }
+}
+
+/// Weighted max-min fair rates (the engine's water-filling,
+/// docs/inline.md): subscribers in order of demand / weight; one whose
+/// demand fits under `weight × level` gets its demand, the level is what
+/// is left per remaining weight unit; the others get `weight × level`.
+/// When every demand fits, everyone gets its demand.
+pub fn max_min(limit: f64, weights: &[f64], demands: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| (demands[a] / weights[a]).total_cmp(&(demands[b] / weights[b])));
+    let mut left = limit;
+    let mut wsum: f64 = weights.iter().sum();
+    let mut out = vec![0.0; weights.len()];
+    for (n, &j) in order.iter().enumerate() {
+        let level = left / wsum;
+        if demands[j] <= weights[j] * level {
+            out[j] = demands[j];
+            left -= demands[j];
+            wsum -= weights[j];
+        } else {
+            for &k in &order[n..] {
+                out[k] = weights[k] * level;
+            }
+            break;
+        }
+    }
+    out
 }
 
 /// Bits the controllers count for one frame of `size` bytes (with FCS):

@@ -46,6 +46,10 @@ pub struct Setup {
     /// Inline engine, bandwidth-share tests: services, controllers,
     /// package weights and the three subscribers (`crate::bwspec`).
     pub bw_share: Option<crate::bwspec::Controllers>,
+    /// Inline engine, subscribers tests: the subscribers the test loads
+    /// itself (`crate::subscale`); the engine gets room for them
+    /// (`max-subscribers`).
+    pub provision: u32,
 }
 
 /// What a multicast test needs from the DUT.
@@ -76,6 +80,7 @@ impl Setup {
             vlans: 0,
             subscribers: 0,
             bw_share: None,
+            provision: 0,
         }
     }
 
@@ -146,6 +151,10 @@ impl Setup {
                 }
                 _ => None,
             },
+            provision: match (spec.driver, spec.inline, &test.provision) {
+                (Driver::Lanyard, Some(crate::plan::InlineMode::Engine), Some(p)) => p.subscribers,
+                _ => 0,
+            },
         }
     }
 
@@ -177,6 +186,9 @@ impl Setup {
         }
         if self.subscribers > 0 {
             v.push(format!("{} subscribers", self.subscribers));
+        }
+        if self.provision > 0 {
+            v.push(format!("room for {} more subscribers", self.provision));
         }
         if let Some(b) = &self.bw_share {
             v.push(format!(
@@ -1361,6 +1373,51 @@ impl Dut {
 
     /// `lanyard show WORDS --json` against the running instance (the
     /// lanyard-pair's partner).
+    /// The DUT's scratch directory (removed with the topology).
+    pub fn tmp_dir(&self) -> &Path {
+        &self.topo.tmp
+    }
+
+    /// `lanyard --socket SOCK ARGS…` against the running instance; its
+    /// standard output, or an error with its output.
+    pub fn lanyard_cli(&self, args: &[&str]) -> Result<String, LabError> {
+        let Some((bin, sock)) = &self.lanyard else {
+            return Err(LabError::Dut("lanyard is not running".into()));
+        };
+        let out = Command::new(bin)
+            .arg("--socket")
+            .arg(sock)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LabError::Dut(format!("lanyard {}: {e}", args.join(" "))))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            return Err(LabError::Dut(format!(
+                "lanyard {}: {} {}",
+                args.join(" "),
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(text)
+    }
+
+    /// Resident memory of the lanyard process (KiB, `VmRSS`), if it runs.
+    pub fn lanyard_rss_kib(&self) -> Option<u64> {
+        self.lanyard.as_ref()?;
+        let ch = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = ch.last()?.id();
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
     pub fn lanyard_show(&self, words: &[&str]) -> Result<serde_json::Value, LabError> {
         let Some((_, sock)) = &self.lanyard else {
             return Err(LabError::Dut("lanyard is not running".into()));
@@ -1517,7 +1574,18 @@ impl Dut {
         }
         c.push_str(&crate::mirror_setup::lanyard_yaml(self.setup.mirrors));
         if s.inline.is_some() {
-            let y = inline_yaml(s.inline_flows);
+            let mut y = inline_yaml(s.inline_flows);
+            if self.setup.provision > 0 {
+                // The lab's own subscribers beside the test's.
+                y = y.replacen(
+                    "service-control:\n",
+                    &format!(
+                        "service-control:\n  max-subscribers: {}\n",
+                        self.setup.provision + 1024
+                    ),
+                    1,
+                );
+            }
             match &self.setup.bw_share {
                 Some(b) => c.push_str(&b.splice(&y)),
                 None => c.push_str(&y),

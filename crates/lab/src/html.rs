@@ -740,10 +740,14 @@ fn share_plots(rows: &[&ResultRow]) -> String {
     for r in rows.iter().filter(|r| r.status == "ok") {
         let v = &r.detail["bandwidth_share"];
         let iv = v["interval_s"].as_f64().unwrap_or(1.0);
+        let names: Vec<&str> = match v["subscribers"].as_array() {
+            Some(a) => a.iter().map(|n| n.as_str().unwrap_or("?")).collect(),
+            None => crate::bwspec::SUBSCRIBERS.to_vec(),
+        };
         for sh in v["shares"].as_array().into_iter().flatten() {
             let svc = sh["service"].as_str().unwrap_or("?");
             let dir = sh["dir"].as_str().unwrap_or("?");
-            let lines: Vec<TimeLine> = crate::bwspec::SUBSCRIBERS
+            let lines: Vec<TimeLine> = names
                 .iter()
                 .enumerate()
                 .map(|(j, sub)| TimeLine {

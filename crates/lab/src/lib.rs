@@ -38,6 +38,7 @@ pub mod routes;
 pub mod search;
 pub mod sessions;
 pub mod sig;
+pub mod subscale;
 pub mod tables;
 
 use std::fmt;
@@ -392,7 +393,9 @@ fn applicable(spec: &plan::DutSpec, t: &plan::Test) -> Option<&'static str> {
     {
         return Some("mirror sessions are set up on linux-bridge, ovs and lanyard only");
     }
-    if t.kind == TestKind::BandwidthShare && spec.inline != Some(plan::InlineMode::Engine) {
+    if matches!(t.kind, TestKind::BandwidthShare | TestKind::Subscribers)
+        && spec.inline != Some(plan::InlineMode::Engine)
+    {
         return Some("needs an inline-engine DUT (driver: lanyard, inline: engine)");
     }
     if t.kind == TestKind::Copp && matches!(driver, Driver::Wire | Driver::Lossy) {

@@ -1,6 +1,9 @@
 //! Plan files (YAML): which DUTs, which tests. See `docs/lab.md`.
 
-use crate::bwspec::{frame_bits, BwShare, Controllers, LIMIT_RANGE, MAX_PORT_FPS, MAX_SERVICES};
+use crate::bwspec::{
+    frame_bits, BwShare, Controllers, LIMIT_RANGE, MAX_LIGHT, MAX_PORT_FPS, MAX_SERVICES, SLOTS,
+    SUBSCRIBERS,
+};
 use crate::sig::NewFlows;
 use crate::LabError;
 use serde::{Deserialize, Serialize};
@@ -421,6 +424,12 @@ pub enum TestKind {
     /// package weight and each service's total against its limit. See
     /// `bwshare.rs`.
     BandwidthShare,
+    /// Inline engine subscriber scale: N subscribers provisioned in one
+    /// streamed bulk load (time, rate, per-package counts, the daemon's
+    /// memory), then traffic from a sample of them spread over the table
+    /// and each sampled subscriber's counters checked against what was
+    /// sent. See `subscale.rs`.
+    Subscribers,
 }
 
 impl TestKind {
@@ -777,6 +786,14 @@ pub struct TestSpec {
     /// Bandwidth-share: seconds per measured interval (default 1).
     #[serde(default)]
     pub interval: Option<f64>,
+    /// Subscribers test: how many of the provisioned subscribers send
+    /// traffic (spread over the table; default 100).
+    #[serde(default)]
+    pub sample: Option<u32>,
+    /// Bandwidth-share: subscribers beside gold, silver and bronze that
+    /// offer less than their share (`[{package: gold, offered: 100k}]`).
+    #[serde(default)]
+    pub light: Option<Vec<crate::bwspec::LightSpec>>,
 }
 
 /// Which receivers join a group.
@@ -938,6 +955,8 @@ pub struct Test {
     pub prime_rate: f64,
     /// Bandwidth-share parameters (bandwidth-share tests only).
     pub bw_share: Option<crate::bwspec::BwShare>,
+    /// Subscribers-test parameters (subscribers tests only).
+    pub provision: Option<crate::subscale::Provision>,
 }
 
 /// Most flows a test may cycle over (`flows: N`, `crate::flowset`: the
@@ -964,6 +983,7 @@ fn bw_share(
             ("weights", t.weights.is_some()),
             ("settle", t.settle.is_some()),
             ("interval", t.interval.is_some()),
+            ("light", t.light.is_some()),
         ] {
             if set {
                 return Err(bad(f(k), "only bandwidth-share tests take it".into()));
@@ -1067,9 +1087,80 @@ fn bw_share(
         ));
     }
     let size = sizes[0].sizes[0];
-    let streams_up = (0..c.n).filter(|&k| c.up[k] > 0).count() * 3;
-    let streams_down = (0..c.n).filter(|&k| c.down[k] > 0).count() * 3;
-    let fps = streams_up.max(streams_down) as f64 * offered_bps as f64 / frame_bits(size);
+    // Light subscribers: each in every service and direction at a
+    // multiple of `offered` / SLOTS, below its max-min share.
+    let lights = t.light.as_deref().unwrap_or_default();
+    if lights.len() > MAX_LIGHT {
+        return Err(bad(
+            f("light"),
+            format!("at most {MAX_LIGHT} light subscribers, one per package"),
+        ));
+    }
+    let mut light_slots = Vec::new();
+    for (k, l) in lights.iter().enumerate() {
+        let at = |n: &str| format!("{}[{k}].{n}", f("light"));
+        let Some(p) = SUBSCRIBERS.iter().position(|s| *s == l.package) else {
+            return Err(bad(
+                at("package"),
+                format!("{:?}: gold, silver or bronze", l.package),
+            ));
+        };
+        if c.light[..c.n_light].contains(&(p as u8)) {
+            return Err(bad(
+                at("package"),
+                "one light subscriber per package".into(),
+            ));
+        }
+        let o = l.offered.get().map_err(|e| bad(at("offered"), e))?;
+        let slots = (o as f64 * f64::from(SLOTS) / offered_bps as f64).round() as u32;
+        if !(1..SLOTS).contains(&slots) {
+            return Err(bad(
+                at("offered"),
+                format!(
+                    "{o} bits/s: between 1/{SLOTS} and {}/{SLOTS} of offered ({offered_bps}) \
+                     (the generator sends a light subscriber's stream in 1/{SLOTS} steps of it)",
+                    SLOTS - 1
+                ),
+            ));
+        }
+        c.light[c.n_light] = p as u8;
+        c.n_light += 1;
+        light_slots.push(slots);
+    }
+    // Each light subscriber must want less than its max-min share in every
+    // controller (with 10 % to spare): else it is one more heavy one.
+    let unit = offered_bps as f64 / f64::from(SLOTS);
+    let demands: Vec<f64> = (0..3)
+        .map(|_| offered_bps as f64)
+        .chain(light_slots.iter().map(|&n| f64::from(n) * unit))
+        .collect();
+    let weights = c.all_weights();
+    let sum_w: f64 = weights.iter().sum();
+    for k in 0..c.n {
+        for (dir, limit) in [("up", c.up[k]), ("down", c.down[k])] {
+            if limit == 0 {
+                continue;
+            }
+            for (j, &n) in light_slots.iter().enumerate() {
+                let fair = weights[3 + j] * limit as f64 / sum_w;
+                let d = demands[3 + j];
+                if d > 0.9 * fair {
+                    return Err(bad(
+                        format!("{}[{j}].offered", f("light")),
+                        format!(
+                            "{d:.0} bits/s ({n}/{SLOTS} of offered) is not below its share of \
+                             service {} {dir} ({fair:.0} of {limit} bits/s by weight; at most 0.9 × that)",
+                            crate::bwspec::service_name(k)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let per_port_bps = 3.0 * offered_bps as f64 + demands[3..].iter().sum::<f64>();
+    let streams_up = (0..c.n).filter(|&k| c.up[k] > 0).count();
+    let streams_down = (0..c.n).filter(|&k| c.down[k] > 0).count();
+    let fps = streams_up.max(streams_down) as f64 * per_port_bps / frame_bits(size);
     if fps > MAX_PORT_FPS {
         return Err(bad(
             f("offered"),
@@ -1115,6 +1206,7 @@ fn bw_share(
     Ok(Some(BwShare {
         controllers: c,
         offered_bps,
+        light_slots,
         settle,
         interval,
     }))
@@ -1387,6 +1479,8 @@ impl Plan {
                     &[64]
                 } else if t.kind == TestKind::BandwidthShare {
                     &[512]
+                } else if t.kind == TestKind::Subscribers {
+                    &[128]
                 } else {
                     &[64, 128, 256, 512, 1024, 1280, 1518]
                 };
@@ -1545,7 +1639,10 @@ impl Plan {
             }
         }
         commands.sort_by(|a, b| a.at.total_cmp(&b.at));
-        let layer = if matches!(t.kind, TestKind::Copp | TestKind::BandwidthShare) {
+        let layer = if matches!(
+            t.kind,
+            TestKind::Copp | TestKind::BandwidthShare | TestKind::Subscribers
+        ) {
             Some(3)
         } else {
             layer
@@ -1748,6 +1845,7 @@ impl Plan {
         } else {
             10_000.0
         };
+        let provision = crate::subscale::check(self, i, t, &frame_sizes, rate, trial_duration)?;
         Ok(Test {
             name: t.name.clone().unwrap_or_else(|| {
                 serde_json::to_value(t.kind)
@@ -1803,6 +1901,7 @@ impl Plan {
             subscribers,
             prime_rate,
             bw_share,
+            provision,
         })
     }
 
@@ -1819,7 +1918,10 @@ impl Plan {
         let f = |n: &str| format!("tests[{i}].{n}");
         let Some(flows) = t.flows else {
             for (k, set) in [
-                ("subscribers", t.subscribers.is_some()),
+                (
+                    "subscribers",
+                    t.subscribers.is_some() && t.kind != TestKind::Subscribers,
+                ),
                 ("prime-rate", t.prime_rate.is_some()),
             ] {
                 if set {

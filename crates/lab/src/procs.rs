@@ -173,6 +173,14 @@ fn estimate_trials(t: &Test) -> f64 {
         TestKind::Latency => n * per * t.trials as f64,
         TestKind::Copp => n * (per + 1.0) * t.trials as f64,
         TestKind::BandwidthShare => n * per * t.trials as f64,
+        // Writing and loading the records (~1 µs each on this bed, 1.5 s
+        // for a million), the traffic, one `show subscriber` per sample.
+        TestKind::Subscribers => {
+            let p = t.provision.map_or((0.0, 0.0), |p| {
+                (f64::from(p.subscribers), f64::from(p.sample))
+            });
+            n * (per + p.0 * 3e-6 + p.1 * 0.02)
+        }
         TestKind::Disruption => n * per * t.trials as f64,
         TestKind::BackToBack => n * (t.drain + t.learn_wait + 0.3) * search,
         TestKind::FrameLoss => n * per * (1 + t.steps.len()) as f64,
@@ -521,6 +529,7 @@ impl Ctx<'_> {
             TestKind::Multicast => self.multicast(t, fs, row),
             TestKind::Copp => self.copp(t, fs, row),
             TestKind::BandwidthShare => self.bandwidth_share(t, fs, row),
+            TestKind::Subscribers => self.subscribers(t, fs, row),
             TestKind::Disruption => self.disruption(t, fs, row),
         }
     }

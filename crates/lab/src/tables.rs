@@ -516,14 +516,23 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             t
         }
         TestKind::BandwidthShare => {
-            legend.push(String::from(
-                "one row per service and direction (up = from the subscribers): the controller's \
+            // One frame size per test: named here, not in a column (the
+            // light column needs the room).
+            legend.push(format!(
+                "{}-byte frames; one row per service and direction (up = from the subscribers): the controller's \
                  limit and the total received (Mbit/s) after the settle time and its error, each subscriber's \
-                 share of the total in % (ideal: its weight's share, e.g. 10:5:1 = 62.5/31.3/6.3 %); \
-                 PASS = every share within 5 % of its ideal and the total within 2 % of the limit",
+                 share of the total in % (ideal: its weighted max-min share — 10:5:1 = 62.5/31.3/6.3 % \
+                 when everyone offers more than its share); light = subscribers offering less than their \
+                 share, each one's share in %; PASS = every share within 5 % of its ideal, the total \
+                 within 2 % of the limit and each light subscriber's rate within 2 % of its offer",
+                sz.join("/")
             ));
-            let mut t = Table::new(&[
-                ("frame", R),
+            let light = rows.iter().any(|r| {
+                r.detail["bandwidth_share"]["subscribers"]
+                    .as_array()
+                    .is_some_and(|a| a.len() > 3)
+            });
+            let mut head = vec![
                 ("DUT", L),
                 ("svc", L),
                 ("result", L),
@@ -534,12 +543,14 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                 ("silver", R),
                 ("bronze", R),
                 ("notes", L),
-            ]);
+            ];
+            if light {
+                head.insert(head.len() - 1, ("light", R));
+            }
+            let mut t = Table::new(&head);
             for r in ordered() {
-                let f = frame(r);
                 if r.status != "ok" {
                     t.row(vec![
-                        f,
                         r.dut.clone(),
                         String::new(),
                         status_cell(r, &mut notes),
@@ -555,8 +566,9 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     let g = |key: &str| sh[key].as_f64().unwrap_or(0.0);
                     let pct =
                         |j: usize| format!("{:.1}", sh["share"][j].as_f64().unwrap_or(0.0) * 100.0);
-                    t.row(vec![
-                        if k == 0 { f.clone() } else { String::new() },
+                    let n = sh["share"].as_array().map_or(3, |a| a.len());
+                    let lights = (3..n).map(pct).collect::<Vec<_>>().join("/");
+                    let mut cells = vec![
                         r.dut.clone(),
                         format!(
                             "{} {}",
@@ -570,8 +582,12 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                         pct(0),
                         pct(1),
                         pct(2),
-                        if k == 0 { marks.clone() } else { String::new() },
-                    ]);
+                    ];
+                    if light {
+                        cells.push(lights);
+                    }
+                    cells.push(if k == 0 { marks.clone() } else { String::new() });
+                    t.row(cells);
                 }
             }
             t
@@ -624,6 +640,52 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
                     },
                     ms("avg"),
                     ms("max"),
+                    note_marks(r, &mut notes),
+                ]);
+            }
+            t
+        }
+        TestKind::Subscribers => {
+            legend.push(String::from(
+                "subscribers provisioned in one streamed bulk load (lanyard subscribers load): \
+                 load s and k/s on the lab's clock; gold/silver/bronze = growth of the DUT's \
+                 per-package counts; RSS = the daemon's resident memory after the load (MiB) and \
+                 its growth per subscriber (bytes); sampled = subscribers spread over the table \
+                 whose counters equal what the tester sent them; PASS = every count exact",
+            ));
+            let mut t = Table::new(&[
+                ("DUT", L),
+                ("result", L),
+                ("subscr.", R),
+                ("load s", R),
+                ("k/s", R),
+                ("gold", R),
+                ("silver", R),
+                ("bronze", R),
+                ("RSS", R),
+                ("B/sub", R),
+                ("sampled", R),
+                ("notes", L),
+            ]);
+            for r in ordered() {
+                if r.status != "ok" {
+                    t.row(vec![r.dut.clone(), status_cell(r, &mut notes)]);
+                    continue;
+                }
+                let v = &r.detail["subscribers"];
+                let g = |k: &str| v[k].as_f64().unwrap_or(0.0);
+                t.row(vec![
+                    r.dut.clone(),
+                    verdict(r.pass),
+                    format!("{:.0}", g("subscribers")),
+                    format!("{:.2}", g("load_s")),
+                    format!("{:.0}", g("per_s") / 1e3),
+                    v["packages"][0].to_string(),
+                    v["packages"][1].to_string(),
+                    v["packages"][2].to_string(),
+                    format!("{:.0}", g("rss_after_kib") / 1024.0),
+                    format!("{:.0}", g("bytes_per_subscriber")),
+                    format!("{:.0}/{:.0}", g("matched"), g("sample")),
                     note_marks(r, &mut notes),
                 ]);
             }
@@ -716,6 +778,7 @@ pub fn test_parts(s: &Summary, rows: &[&ResultRow], kind: TestKind) -> TestParts
             TestKind::Multicast => super::report::mc_line(r),
             TestKind::Convergence => super::report::conv_line(r),
             TestKind::Copp => crate::copp::line(&r.detail["copp"]),
+            TestKind::Subscribers => crate::subscale::line(&r.detail["subscribers"]),
             TestKind::Disruption => crate::disruption::line(&r.detail["disruption"]),
             TestKind::Throughput if r.detail.get("mirror").is_some() => {
                 crate::mirror::line(&r.detail["mirror"])

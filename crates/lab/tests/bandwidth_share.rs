@@ -92,3 +92,74 @@ tests:
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A light gold subscriber beside gold, silver and bronze, offering about
+/// half its share: weighted max-min fairness gives it all it offers and
+/// shares the rest of each limit 10:5:1 among the other three (the
+/// engine's water-filling, docs/inline.md); a controller that kept the
+/// static weighted shares would leave a quarter of the limit unused and
+/// fail the total.
+#[test]
+fn a_light_subscriber_gets_its_offer_and_the_rest_go_by_weight() {
+    let _serial = measuring();
+    let Some(bin) = root_and_lanyard() else {
+        return;
+    };
+    let (s, out) = run_plan_text(
+        bin,
+        "bwshare-light",
+        "name: bandwidth-share-light
+duts: [{name: engine, driver: lanyard, workers: 1, inline: engine}]
+defaults: {trial-duration: 6, drain: 0.3, learn-wait: 0.2}
+tests:
+  - {name: light, type: bandwidth-share, settle: 2, services: [{up: 1M, down: 1.5M}],
+     light: [{package: gold, offered: 190k}]}
+",
+    );
+    let r = &s.results[0];
+    assert_eq!(r.status, "ok", "{r:?}");
+    let v = &r.detail["bandwidth_share"];
+    assert_eq!(
+        v["subscribers"],
+        serde_json::json!(["gold", "silver", "bronze", "gold-light"]),
+        "{v}"
+    );
+    // 5/32 of the default offer, 1.171875 Mbit/s.
+    let offer = v["subscriber_offered_bps"][3].as_f64().unwrap();
+    assert!((offer - 183_105.0).abs() < 1.0, "{offer}");
+    let sh = shares(r);
+    assert_eq!(sh.len(), 2, "{sh:?}");
+    for x in &sh {
+        let rate = |j: usize| x["rate_bps"][j].as_f64().unwrap();
+        let limit = x["limit_bps"].as_f64().unwrap();
+        eprintln!("{x}");
+        assert_eq!(
+            x["satisfied"],
+            serde_json::json!([false, false, false, true]),
+            "{x}"
+        );
+        // All it offers…
+        assert!(
+            (rate(3) / offer - 1.0).abs() <= 0.02,
+            "light: {} of {offer}",
+            rate(3)
+        );
+        // …and the rest, the limit less its offer, 10:5:1.
+        let rest = limit - offer;
+        for (j, w) in [10.0, 5.0, 1.0].iter().enumerate() {
+            let want = rest * w / 16.0;
+            assert!(
+                (rate(j) / want - 1.0).abs() <= 0.05,
+                "{j}: {} vs {want}: {x}",
+                rate(j)
+            );
+        }
+        assert_eq!(x["pass"], true, "{x}");
+    }
+    assert_eq!(r.pass, Some(true), "{:?}", r.notes);
+    let tables = std::fs::read_to_string(out.join("tables.txt")).unwrap();
+    assert!(tables.contains("light"), "{tables}");
+    let csv = std::fs::read_to_string(out.join("bandwidth-share.csv")).unwrap();
+    assert!(csv.contains("engine,light,1,A,up,gold-light,10,"), "{csv}");
+    let _ = std::fs::remove_dir_all(&out);
+}

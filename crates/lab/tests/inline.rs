@@ -301,3 +301,61 @@ tests:
         "{engine:?}"
     );
 }
+
+/// `type: subscribers` (the inline engine report's 1,000,000 subscribers
+/// provisioned through an API, CI-sized): 20,000 subscribers in one
+/// streamed bulk load, the per-package counts read back, the daemon's
+/// memory, then 20 subscribers spread over the table each send and
+/// receive 100 frames and their own counters must say exactly that.
+#[test]
+fn subscribers_are_loaded_in_bulk_and_sampled_ones_count_their_traffic() {
+    let _serial = measuring();
+    let Some(bin) = root_and_lanyard() else {
+        return;
+    };
+    let (s, out) = run_plan_text(
+        bin,
+        "inline-subscribers",
+        include_str!("../../../plans/inline-subscribers-quick.yaml"),
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&out);
+    let r = &s.results[0];
+    assert_eq!(r.status, "ok", "{r:?}");
+    let v = &r.detail["subscribers"];
+    assert_eq!(r.pass, Some(true), "{v} {:?}", r.notes);
+    assert_eq!(v["added"].as_u64(), Some(20_000), "{v}");
+    assert_eq!(v["packages"], serde_json::json!([6667, 6667, 6666]), "{v}");
+    assert_eq!(
+        v["total_after"].as_u64(),
+        v["total_before"].as_u64().map(|b| b + 20_000),
+        "{v}"
+    );
+    // 2,000 frames/s for 1 s over 20 subscribers, each way.
+    assert_eq!(v["frames"].as_u64(), Some(100), "{v}");
+    assert_eq!(v["matched"].as_u64(), Some(20), "{v}");
+    assert_eq!(
+        v["sampled_first_last"],
+        serde_json::json!(["sub-0", "sub-19999"]),
+        "{v}"
+    );
+    let res = &r.trials[0].result;
+    assert_eq!((res.sent, res.received), (4000, 4000), "{res:?}");
+    // The table holds them: the daemon grew.
+    let (a, b) = (
+        v["rss_before_kib"].as_u64().unwrap_or(0),
+        v["rss_after_kib"].as_u64().unwrap_or(0),
+    );
+    assert!(a > 0 && b > a, "{v}");
+    assert!(v["load_s"].as_f64().unwrap_or(0.0) > 0.0, "{v}");
+    let text = s.tables();
+    assert!(
+        text.contains("sampled") && text.contains("20/20") && text.contains("6667"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(
+        html.contains("sampled") && html.contains("20/20"),
+        "no table in the HTML"
+    );
+}
