@@ -39,6 +39,7 @@ pub mod search;
 pub mod sessions;
 pub mod sig;
 pub mod subscale;
+pub mod subspec;
 pub mod tables;
 
 use std::fmt;

@@ -5,6 +5,7 @@ use crate::bwspec::{
     SUBSCRIBERS,
 };
 use crate::sig::NewFlows;
+use crate::subspec::{Provision, DEFAULT_RATE, DEFAULT_SAMPLE, MAX_RATE, MAX_SAMPLE};
 use crate::LabError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -956,7 +957,7 @@ pub struct Test {
     /// Bandwidth-share parameters (bandwidth-share tests only).
     pub bw_share: Option<crate::bwspec::BwShare>,
     /// Subscribers-test parameters (subscribers tests only).
-    pub provision: Option<crate::subscale::Provision>,
+    pub provision: Option<crate::subspec::Provision>,
 }
 
 /// Most flows a test may cycle over (`flows: N`, `crate::flowset`: the
@@ -1845,7 +1846,7 @@ impl Plan {
         } else {
             10_000.0
         };
-        let provision = crate::subscale::check(self, i, t, &frame_sizes, rate, trial_duration)?;
+        let provision = check_subscribers(self, i, t, &frame_sizes, rate, trial_duration)?;
         Ok(Test {
             name: t.name.clone().unwrap_or_else(|| {
                 serde_json::to_value(t.kind)
@@ -2267,6 +2268,105 @@ pub struct Reference {
     /// printed in the row of that DUT (disruption tests with tiers).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub duts: BTreeMap<String, String>,
+}
+
+/// The subscribers test's parameters of test `i` (None for other kinds,
+/// which must not set `sample`), checked against the plan's DUTs.
+fn check_subscribers(
+    plan: &Plan,
+    i: usize,
+    t: &TestSpec,
+    sizes: &[FrameSize],
+    rate: Option<f64>,
+    duration: f64,
+) -> Result<Option<Provision>, LabError> {
+    let f = |n: &str| format!("tests[{i}].{n}");
+    let bad = |field: String, msg: String| LabError::Plan(format!("{field}: {msg}"));
+    if t.kind != TestKind::Subscribers {
+        if t.sample.is_some() {
+            return Err(bad(f("sample"), "only subscribers tests take it".into()));
+        }
+        return Ok(None);
+    }
+    for (k, set) in [
+        ("layer", t.layer == Some(2)),
+        ("family", t.family == Some(crate::plan::Family::Ipv6)),
+        ("routes", t.routes.is_some() || t.routes6.is_some()),
+        ("flows", t.flows.is_some()),
+        ("new-flows", t.new_flows.is_some()),
+        ("bidirectional", t.bidirectional.is_some()),
+        ("hosts", t.hosts.is_some()),
+        ("vlans", t.vlans.is_some()),
+        ("trials", t.trials.is_some_and(|n| n != 1)),
+    ] {
+        if set {
+            return Err(bad(
+                f(k),
+                "not a subscribers option (one bulk load, then IPv4/UDP both ways between \
+                 the sampled subscribers and a server, once)"
+                    .into(),
+            ));
+        }
+    }
+    let n = t.subscribers.unwrap_or(0);
+    if !(1..=MAX_SUBSCRIBERS).contains(&n) {
+        return Err(bad(
+            f("subscribers"),
+            format!("required: 1..{MAX_SUBSCRIBERS} subscribers to provision"),
+        ));
+    }
+    if sizes.len() != 1 || sizes[0].sizes.len() != 1 {
+        return Err(bad(
+            f("frame-sizes"),
+            "one fixed frame size (the counters are checked in bytes)".into(),
+        ));
+    }
+    let sample = t.sample.unwrap_or(DEFAULT_SAMPLE.min(n));
+    if !(1..=n.min(MAX_SAMPLE)).contains(&sample) {
+        return Err(bad(
+            f("sample"),
+            format!("must be 1..{} (at most the subscribers)", n.min(MAX_SAMPLE)),
+        ));
+    }
+    let rate = rate.unwrap_or(DEFAULT_RATE);
+    if !(1.0..=MAX_RATE).contains(&rate) {
+        return Err(bad(
+            f("rate"),
+            format!("must be 1..{MAX_RATE} frames/s per port"),
+        ));
+    }
+    let frames = (rate * duration / f64::from(sample)).floor() as u64;
+    if frames == 0 {
+        return Err(bad(
+            f("trial-duration"),
+            format!(
+                "{duration} s at {rate} frames/s is less than one frame per sampled subscriber \
+                 ({sample})"
+            ),
+        ));
+    }
+    for d in &plan.duts {
+        if t.duts.as_ref().is_some_and(|ds| !ds.contains(&d.name)) {
+            continue;
+        }
+        if !(d.driver == Driver::Lanyard && d.inline == Some(InlineMode::Engine)) {
+            return Err(bad(
+                f("duts"),
+                format!(
+                    "DUT {:?} ({}) has no inline engine: subscribers needs `driver: lanyard, \
+                     inline: engine`; list the DUTs it runs on in duts:",
+                    d.name,
+                    d.driver.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(Some(Provision {
+        subscribers: n,
+        sample,
+        frames,
+        rate,
+    }))
 }
 
 #[cfg(test)]

@@ -24,27 +24,17 @@
 //! none missed, none counted twice.
 
 use crate::engine::{Limit, Stream, TrialSpec};
-use crate::plan::{Driver, FrameSize, InlineMode, Plan, TestKind, TestSpec, MAX_SUBSCRIBERS};
+use crate::plan::FrameSize;
 use crate::procs::Ctx;
 use crate::report::{ResultRow, TrialRecord};
 use crate::sig::L3;
+use crate::subspec::{Provision, PACKAGES};
 use crate::LabError;
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Most sampled subscribers (each is one `show subscriber` afterwards).
-pub const MAX_SAMPLE: u32 = 10_000;
-/// Sampled subscribers unless the plan says.
-pub const DEFAULT_SAMPLE: u32 = 100;
-/// Frames/s per port unless the plan sets `rate`.
-pub const DEFAULT_RATE: f64 = 10_000.0;
-/// Highest frame rate per port a plan may ask for.
-pub const MAX_RATE: f64 = 100_000.0;
-/// The packages, in the order subscribers are given them.
-pub const PACKAGES: [&str; 3] = ["gold", "silver", "bronze"];
 /// Runs of the procedure in this process: each run's server is another
 /// address ([`server`]).
 static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -55,36 +45,6 @@ static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0)
 /// holds their flows, attributed to the removed entries).
 pub fn server(run: u32) -> [u8; 4] {
     [20, 0, (run % 250) as u8, 1]
-}
-
-/// A subscribers test's resolved parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Provision {
-    /// Subscribers provisioned.
-    pub subscribers: u32,
-    /// Of them, this many send and receive traffic.
-    pub sample: u32,
-    /// Frames each sampled subscriber sends (and receives).
-    pub frames: u64,
-    /// Frames/s per port.
-    pub rate: f64,
-}
-
-impl Provision {
-    /// Index of the `i`-th sampled subscriber: spread evenly over the
-    /// table, the first and the last included.
-    pub fn sampled(&self, i: u32) -> u32 {
-        if self.sample <= 1 {
-            return 0;
-        }
-        (u64::from(i) * u64::from(self.subscribers - 1) / u64::from(self.sample - 1)) as u32
-    }
-
-    /// Subscribers of each package (gold, silver, bronze in turn).
-    pub fn per_package(&self) -> [u64; 3] {
-        let n = u64::from(self.subscribers);
-        [0, 1, 2].map(|p| n / 3 + u64::from(n % 3 > p))
-    }
 }
 
 /// Subscriber `k`'s ID.
@@ -138,105 +98,6 @@ pub fn parse_load(out: &str) -> Option<(u64, u64)> {
         .parse::<u64>()
         .ok()?;
     Some((added, ms))
-}
-
-/// The subscribers test's parameters of test `i` (None for other kinds,
-/// which must not set `sample`), checked against the plan's DUTs.
-pub fn check(
-    plan: &Plan,
-    i: usize,
-    t: &TestSpec,
-    sizes: &[FrameSize],
-    rate: Option<f64>,
-    duration: f64,
-) -> Result<Option<Provision>, LabError> {
-    let f = |n: &str| format!("tests[{i}].{n}");
-    let bad = |field: String, msg: String| LabError::Plan(format!("{field}: {msg}"));
-    if t.kind != TestKind::Subscribers {
-        if t.sample.is_some() {
-            return Err(bad(f("sample"), "only subscribers tests take it".into()));
-        }
-        return Ok(None);
-    }
-    for (k, set) in [
-        ("layer", t.layer == Some(2)),
-        ("family", t.family == Some(crate::plan::Family::Ipv6)),
-        ("routes", t.routes.is_some() || t.routes6.is_some()),
-        ("flows", t.flows.is_some()),
-        ("new-flows", t.new_flows.is_some()),
-        ("bidirectional", t.bidirectional.is_some()),
-        ("hosts", t.hosts.is_some()),
-        ("vlans", t.vlans.is_some()),
-        ("trials", t.trials.is_some_and(|n| n != 1)),
-    ] {
-        if set {
-            return Err(bad(
-                f(k),
-                "not a subscribers option (one bulk load, then IPv4/UDP both ways between \
-                 the sampled subscribers and a server, once)"
-                    .into(),
-            ));
-        }
-    }
-    let n = t.subscribers.unwrap_or(0);
-    if !(1..=MAX_SUBSCRIBERS).contains(&n) {
-        return Err(bad(
-            f("subscribers"),
-            format!("required: 1..{MAX_SUBSCRIBERS} subscribers to provision"),
-        ));
-    }
-    if sizes.len() != 1 || sizes[0].sizes.len() != 1 {
-        return Err(bad(
-            f("frame-sizes"),
-            "one fixed frame size (the counters are checked in bytes)".into(),
-        ));
-    }
-    let sample = t.sample.unwrap_or(DEFAULT_SAMPLE.min(n));
-    if !(1..=n.min(MAX_SAMPLE)).contains(&sample) {
-        return Err(bad(
-            f("sample"),
-            format!("must be 1..{} (at most the subscribers)", n.min(MAX_SAMPLE)),
-        ));
-    }
-    let rate = rate.unwrap_or(DEFAULT_RATE);
-    if !(1.0..=MAX_RATE).contains(&rate) {
-        return Err(bad(
-            f("rate"),
-            format!("must be 1..{MAX_RATE} frames/s per port"),
-        ));
-    }
-    let frames = (rate * duration / f64::from(sample)).floor() as u64;
-    if frames == 0 {
-        return Err(bad(
-            f("trial-duration"),
-            format!(
-                "{duration} s at {rate} frames/s is less than one frame per sampled subscriber \
-                 ({sample})"
-            ),
-        ));
-    }
-    for d in &plan.duts {
-        if t.duts.as_ref().is_some_and(|ds| !ds.contains(&d.name)) {
-            continue;
-        }
-        if !(d.driver == Driver::Lanyard && d.inline == Some(InlineMode::Engine)) {
-            return Err(bad(
-                f("duts"),
-                format!(
-                    "DUT {:?} ({}) has no inline engine: subscribers needs `driver: lanyard, \
-                     inline: engine`; list the DUTs it runs on in duts:",
-                    d.name,
-                    d.driver.as_str()
-                ),
-            ));
-        }
-    }
-    Ok(Some(Provision {
-        subscribers: n,
-        sample,
-        frames,
-        rate,
-    }))
 }
 
 /// The provisioning verdict: `added` must be N, the total must grow by N
@@ -523,6 +384,7 @@ impl Ctx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Plan;
 
     fn plan(tests: &str) -> Result<Plan, LabError> {
         Plan::parse(&format!(
