@@ -1312,7 +1312,11 @@ pub fn route_summary(v: &Value) -> String {
         (u(&lpm, "lookup_bytes") + u(&lpm, "control_bytes")) / 1024
     );
     if let Some(h) = lpm.get("huge_bytes").and_then(Value::as_u64) {
-        let _ = writeln!(o, "     lookup structure on 2 MB pages: {} KiB", h / 1024);
+        let _ = writeln!(
+            o,
+            "     lookup memory on 2 MB pages: {} KiB (every 2 MB page it touches)",
+            h / 1024
+        );
     }
     let c = v.get("counters").cloned().unwrap_or(Value::Null);
     let refused: Vec<String> = nonzero(Some(&c))

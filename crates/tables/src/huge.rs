@@ -182,7 +182,7 @@ impl<T> HugeArray<T> {
     /// [`huge_bytes_in`] takes, so that a thread that must not read
     /// `/proc` (a worker) can hand its arrays' ranges to one that may.
     pub fn advised_range(&self) -> Option<(usize, usize)> {
-        (self.advised != 0).then(|| (self.ptr.as_ptr() as usize, self.advised))
+        (self.advised != 0).then_some((self.ptr.as_ptr() as usize, self.advised))
     }
 
     /// Bytes of this array the kernel backs with huge pages right now

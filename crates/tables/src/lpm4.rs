@@ -672,7 +672,7 @@ mod tests {
         t.insert(0, 0, 1).unwrap();
         assert_eq!(t.lookup(0x0a00_0001), Some(1));
         let h = t.huge_backed_bytes().unwrap();
-        assert!(h <= 64 << 20 && h % HUGE_PAGE == 0, "{h}");
+        assert!(h <= 64 << 20 && h.is_multiple_of(HUGE_PAGE), "{h}");
         eprintln!("default route: {} MiB of 64 on 2 MB pages", h >> 20);
         let s = Lpm4::with_backing(4096, Backing::Small);
         assert!(!s.t.root.advised() && !s.t.nodes.advised());
