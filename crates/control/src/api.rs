@@ -701,11 +701,28 @@ impl ApiState {
             Some(6) => true,
             Some(f) => return Err(format!("bad family {f}: expected 4 or 6")),
         };
+        let summary = req.get("summary").and_then(Value::as_bool) == Some(true);
+        // How much of the lookup structure is on 2 MB pages: read from
+        // /proc/self/smaps outside the FIB's lock (the route programmer
+        // takes it).
+        let huge = summary.then(|| {
+            let f = fib.lock().unwrap_or_else(|e| e.into_inner());
+            if v6 {
+                let t = f.fib6();
+                drop(f);
+                t.huge_backed_bytes()
+            } else {
+                let t = f.fib4();
+                drop(f);
+                t.huge_backed_bytes()
+            }
+        });
         let fib = fib.lock().unwrap_or_else(|e| e.into_inner());
-        if req.get("summary").and_then(Value::as_bool) == Some(true) {
+        if summary {
             let s = fib.summary();
             let fam = if v6 { &s.v6 } else { &s.v4 };
             let mut v = serde_json::to_value(fam).map_err(|e| e.to_string())?;
+            v["lpm"]["huge_bytes"] = json!(huge.flatten());
             v["next_hops"] = json!(s.next_hops);
             v["next_hop_capacity"] = json!(s.next_hop_capacity);
             v["groups"] = json!(s.groups);
@@ -868,12 +885,29 @@ impl ApiState {
                 })
             })
             .collect();
+        // One read of smaps for every worker's arrays (huge-bytes: null
+        // when it cannot be read).
+        let smaps = dumps
+            .iter()
+            .any(|d| !d.huge_ranges.is_empty())
+            .then(|| std::fs::read_to_string("/proc/self/smaps").ok())
+            .flatten();
         let workers: Vec<Value> = dumps
             .iter()
             .map(|d| {
+                let huge = if d.huge_ranges.is_empty() {
+                    Some(0)
+                } else {
+                    smaps.as_deref().map(|m| {
+                        d.huge_ranges
+                            .iter()
+                            .map(|&(a, n)| tables::huge::anon_huge_in(m, a, n))
+                            .sum::<usize>()
+                    })
+                };
                 json!({"worker": d.worker, "flows": d.flows, "capacity": d.capacity,
-                       "memory-bytes": d.memory_bytes, "cache-full": d.cache_full,
-                       "queued": d.queued})
+                       "memory-bytes": d.memory_bytes, "huge-bytes": huge,
+                       "cache-full": d.cache_full, "queued": d.queued})
             })
             .collect();
         let export = self.flow_export.as_ref().map(|f| f());

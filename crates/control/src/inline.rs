@@ -565,6 +565,7 @@ impl InlineControl {
                 "unclassified-packets": e(&|c| c.unclassified_packets.get()),
                 "bytes-per-flow": dpi::flow::BYTES_PER_FLOW,
                 "memory-bytes": plan.engine_memory * st.len(),
+                "huge-bytes": tables::huge::huge_bytes_in(&plan.huge_ranges),
             },
             "classification": {
                 "classifying": e(&|c| c.classifying.get()),

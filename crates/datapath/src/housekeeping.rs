@@ -121,6 +121,7 @@ impl Worker {
                         d.flows = c.len();
                         d.capacity = c.capacity();
                         d.memory_bytes = c.memory_bytes();
+                        d.huge_ranges = c.advised_ranges();
                         c.top(n, &mut d.top);
                     }
                     let _ = reply.try_send(d);

@@ -52,6 +52,9 @@ pub struct FlowDump {
     pub flows: usize,
     pub capacity: usize,
     pub memory_bytes: usize,
+    /// The cache's arrays advised for 2 MB pages (start, bytes): the
+    /// control thread reads their backing from /proc (a worker must not).
+    pub huge_ranges: Vec<(usize, usize)>,
     /// Packets whose flow found no room.
     pub cache_full: u64,
     /// Records waiting for the exporter.

@@ -319,6 +319,15 @@ impl Engine {
             + self.ctx.stats.usage.capacity() * crate::service::USAGE_ENTRY_BYTES
     }
 
+    /// The ranges of the engine's big arrays (flow table, usage table)
+    /// advised for 2 MB pages, for `tables::huge::huge_bytes_in`.
+    pub fn advised_ranges(&self) -> Vec<(usize, usize)> {
+        self.flows
+            .advised_ranges()
+            .chain(self.ctx.stats.usage.advised_range())
+            .collect()
+    }
+
     /// Handles one frame from `side` at `now_ms` (see [`Engine::process_us`]).
     #[inline]
     pub fn process(&mut self, frame: &[u8], side: Side, view: &View, now_ms: u64) -> Verdict {

@@ -531,6 +531,14 @@ impl FlowTable {
         self.entries.bytes() + self.index.bytes()
     }
 
+    /// The arrays' ranges advised for 2 MB pages (see
+    /// [`HugeArray::advised_range`]).
+    pub fn advised_ranges(&self) -> impl Iterator<Item = (usize, usize)> {
+        [self.entries.advised_range(), self.index.advised_range()]
+            .into_iter()
+            .flatten()
+    }
+
     pub fn counters(&self) -> TableCounters {
         self.counters
     }

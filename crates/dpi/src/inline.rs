@@ -35,6 +35,10 @@ pub struct InlinePlan {
     pub bypass: AtomicBool,
     /// Bytes each engine reserved, and its flow capacity.
     pub engine_memory: usize,
+    /// Every engine's arrays advised for 2 MB pages (start, bytes), for
+    /// `show service-control`'s huge-page figure (read from /proc by the
+    /// control thread; the memory lives as long as the engines).
+    pub huge_ranges: Vec<(usize, usize)>,
     pub flow_capacity: usize,
     pub classify_slots: usize,
     /// Per worker, ended flows for the usage exporter (empty: no export).
@@ -67,6 +71,7 @@ impl InlinePlan {
         }
         let stats = engines.iter().map(|e| e.stats()).collect();
         let engine_memory = engines.first().map(|e| e.memory_bytes()).unwrap_or(0);
+        let huge_ranges = engines.iter().flat_map(|e| e.advised_ranges()).collect();
         let flow_capacity = engines.first().map(|e| e.flows().capacity()).unwrap_or(0);
         let classify_slots = engines.first().map(|e| e.classify_slots().1).unwrap_or(0);
         InlinePlan {
@@ -79,6 +84,7 @@ impl InlinePlan {
             levels,
             bypass: AtomicBool::new(false),
             engine_memory,
+            huge_ranges,
             flow_capacity,
             classify_slots,
             usage_queues: Vec::new(),

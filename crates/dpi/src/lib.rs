@@ -13,7 +13,7 @@
 //! clock), so tests run on simulated time.
 //!
 //! Module imports flow one way: `huge` (huge-page arrays for the big
-//! tables) is a leaf; `packet`, `flow` (uses `huge`), `subscriber`, `ndpi`
+//! tables: `tables::huge`, re-exported) is a leaf; `packet`, `flow` (uses `huge`), `subscriber`, `ndpi`
 //! and `counter` are leaves otherwise; `bucket` (the token bucket) uses `counter`;
 //! `provision` and `quota_state` (the quota state file) use
 //! `subscriber`; `signature` uses `packet`; `service`
@@ -27,7 +27,7 @@ pub mod bucket;
 pub mod counter;
 pub mod engine;
 pub mod flow;
-pub mod huge;
+pub use tables::huge;
 pub mod inline;
 pub mod ndpi;
 pub mod packet;

@@ -226,6 +226,12 @@ impl UsageTable {
         }
     }
 
+    /// The array's range advised for 2 MB pages (see
+    /// [`HugeArray::advised_range`]).
+    pub fn advised_range(&self) -> Option<(usize, usize)> {
+        self.slots.advised_range()
+    }
+
     pub fn key(slot: u32, gen: u16, service: u16) -> u64 {
         (u64::from(slot) << 32 | u64::from(gen) << 16 | u64::from(service)) + 1
     }

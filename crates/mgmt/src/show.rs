@@ -1312,6 +1312,13 @@ pub fn route_summary(v: &Value) -> String {
         u(&lpm, "nodes"),
         (u(&lpm, "lookup_bytes") + u(&lpm, "control_bytes")) / 1024
     );
+    if let Some(h) = lpm.get("huge_bytes").and_then(Value::as_u64) {
+        let _ = writeln!(
+            o,
+            "     lookup memory on 2 MB pages: {} KiB (every 2 MB page it touches)",
+            h / 1024
+        );
+    }
     let c = v.get("counters").cloned().unwrap_or(Value::Null);
     let refused: Vec<String> = nonzero(Some(&c))
         .into_iter()
@@ -1662,15 +1669,22 @@ pub fn flow_cache(v: &Value) -> String {
         ">Flows",
         ">Capacity",
         ">Memory (MiB)",
+        ">Huge pages (MiB)",
         ">Cache full",
         ">Queued",
     ]);
+    // MiB of the cache on huge pages; "-" when the switch could not tell.
+    let huge = |x: &Value| match x.get("huge-bytes").and_then(Value::as_u64) {
+        Some(b) => (b >> 20).to_string(),
+        None => "-".into(),
+    };
     for x in rows_at(v, "workers") {
         w.row(vec![
             u(x, "worker").to_string(),
             u(x, "flows").to_string(),
             u(x, "capacity").to_string(),
             (u(x, "memory-bytes") >> 20).to_string(),
+            huge(x),
             u(x, "cache-full").to_string(),
             u(x, "queued").to_string(),
         ]);
@@ -1686,6 +1700,14 @@ pub fn flow_cache(v: &Value) -> String {
             .sum::<u64>()
             .to_string(),
         (workers.iter().map(|x| u(x, "memory-bytes")).sum::<u64>() >> 20).to_string(),
+        if workers
+            .iter()
+            .all(|x| x.get("huge-bytes").is_some_and(Value::is_u64))
+        {
+            (workers.iter().map(|x| u(x, "huge-bytes")).sum::<u64>() >> 20).to_string()
+        } else {
+            "-".into()
+        },
         workers
             .iter()
             .map(|x| u(x, "cache-full"))

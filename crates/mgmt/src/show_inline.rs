@@ -98,11 +98,15 @@ pub fn service_control(v: &Value) -> String {
     let f = &v["flows"];
     let _ = writeln!(
         o,
-        "Flows: {} live of {} ({} bytes each, {} reserved)",
+        "Flows: {} live of {} ({} bytes each, {} reserved{})",
         u(f, "live"),
         u(f, "capacity"),
         u(f, "bytes-per-flow"),
-        bytes(u(f, "memory-bytes"))
+        bytes(u(f, "memory-bytes")),
+        match f.get("huge-bytes").and_then(Value::as_u64) {
+            Some(h) => format!(", {} on 2 MB pages", bytes(h)),
+            None => String::new(),
+        }
     );
     let _ = writeln!(
         o,

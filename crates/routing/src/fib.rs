@@ -73,6 +73,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
+use tables::huge::Backing;
 use tables::mpls::{Lfib, LfibSize, NHLFE_BIT, VIA_DEFAULT_BIT};
 use tables::{
     Group, Lpm4, Lpm6, LpmError, LpmStats, NextHop, NextHopTable, BLACKHOLE_PORT, GROUP_BIT,
@@ -108,6 +109,11 @@ pub struct FibConfig {
     pub table: u32,
     /// Sizes of the label FIB (NHLFEs, pseudowires…).
     pub lfib: LfibSize,
+    /// LPM first levels and pools on 2 MB pages committed as touched
+    /// (`tables::huge`): true for the default VRF's big table, false for a
+    /// VRF's, whose few routes spread over the 2^24-entry first levels
+    /// would each commit a 2 MB page instead of 4 KB.
+    pub huge_pages: bool,
 }
 
 impl FibConfig {
@@ -134,6 +140,7 @@ impl FibConfig {
                 acs: 1,
                 protections: 1,
             },
+            huge_pages: false,
         }
     }
 }
@@ -149,6 +156,7 @@ impl Default for FibConfig {
             groups: 16_384,
             table: RT_TABLE_MAIN,
             lfib: LfibSize::default(),
+            huge_pages: true,
         }
     }
 }
@@ -1203,6 +1211,11 @@ impl Fib {
         let hops = cfg.next_hops.clamp(2, GROUP_BIT);
         let groups = cfg.groups.min(GROUP_BIT);
         let max_nodes = (1u32 << 31) - 1;
+        let backing = if cfg.huge_pages {
+            Backing::HugeOnTouch
+        } else {
+            Backing::Small
+        };
         let nht = Arc::new(NextHopTable::new(hops as usize, groups as usize));
         // Id 0 is within capacity (≥ 2), so this cannot fail.
         let _ = nht.set(
@@ -1219,8 +1232,8 @@ impl Fib {
         });
         Fib {
             lpms: Lpms {
-                v4: Arc::new(Lpm4::with_nodes(cfg.lpm4_nodes.min(max_nodes))),
-                v6: Arc::new(Lpm6::with_nodes(cfg.lpm6_nodes.min(max_nodes))),
+                v4: Arc::new(Lpm4::with_backing(cfg.lpm4_nodes.min(max_nodes), backing)),
+                v6: Arc::new(Lpm6::with_backing(cfg.lpm6_nodes.min(max_nodes), backing)),
             },
             pool: Pool {
                 nht,

@@ -8,11 +8,13 @@
 //! and the neighbour table ([`neighbor::NeighborTable`]); the label FIB
 //! ([`mpls::Lfib`]: incoming labels, label stacks per next hop,
 //! pseudowires, precomputed backup paths).
+//! The big fixed arrays are [`huge::HugeArray`]s (2 MB pages).
 //! It knows nothing of sockets or configuration syntax, and its read paths
 //! never lock or allocate.
 
 pub mod acl;
 pub mod flow;
+pub mod huge;
 pub mod l2;
 pub mod learn;
 pub mod lpm4;

@@ -48,7 +48,9 @@
 //! can still hold a link to a node when it is reused.
 //!
 //! Nodes come from a pool of fixed capacity, allocated zeroed up front so
-//! untouched pages cost no memory; an insert that would need a node when
+//! untouched pages cost no memory (the first level and the pool are
+//! [`HugeArray`]s: 2 MB pages committed as touched, so a random lookup is
+//! not also a 4 KB TLB miss; `docs/lpm.md`); an insert that would need a node when
 //! none is free fails with [`LpmError::Full`] and changes nothing.
 
 use std::collections::HashMap;
@@ -56,6 +58,8 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
+
+use crate::huge::{Backing, HugeArray};
 
 /// Largest value (next-hop or group id) an LPM table stores. Bit 31 of an
 /// entry marks a node link and 0 means "no route", so values are stored as
@@ -141,7 +145,7 @@ impl Hasher for PrefixHasher {
 type PrefixMap = HashMap<u128, u32, BuildHasherDefault<PrefixHasher>>;
 
 /// `n` zeroed atomics, allocated with `calloc` so untouched pages stay
-/// unmapped.
+/// unmapped (the label FIB's small arrays; the tries use [`HugeArray`]).
 pub(crate) fn zeroed_atomics(n: usize) -> Box<[AtomicU32]> {
     let b: Box<[u32]> = vec![0u32; n].into_boxed_slice();
     let p = Box::into_raw(b) as *mut [AtomicU32];
@@ -197,20 +201,20 @@ struct Writer {
 pub(crate) struct StrideTrie {
     root_bits: u32,
     width: u32,
-    pub(crate) root: Box<[AtomicU32]>,
-    pub(crate) nodes: Box<[AtomicU32]>,
+    pub(crate) root: HugeArray<AtomicU32>,
+    pub(crate) nodes: HugeArray<AtomicU32>,
     cap: u32,
     w: Mutex<Writer>,
 }
 
 impl StrideTrie {
-    pub(crate) fn new(root_bits: u32, width: u32, cap: u32) -> StrideTrie {
+    pub(crate) fn new(root_bits: u32, width: u32, cap: u32, backing: Backing) -> StrideTrie {
         assert!(cap < PTR_BIT, "node pool larger than 2^31");
         StrideTrie {
             root_bits,
             width,
-            root: zeroed_atomics(1 << root_bits),
-            nodes: zeroed_atomics(cap as usize * 256),
+            root: HugeArray::with_backing(1 << root_bits, backing),
+            nodes: HugeArray::with_backing(cap as usize * 256, backing),
             cap,
             w: Mutex::new(Writer {
                 root_depth: vec![0u8; 1 << root_bits],
@@ -224,6 +228,14 @@ impl StrideTrie {
                 count: 0,
             }),
         }
+    }
+
+    pub(crate) fn huge_backed_bytes(&self) -> Option<usize> {
+        let ranges: Vec<_> = [self.root.advised_range(), self.nodes.advised_range()]
+            .into_iter()
+            .flatten()
+            .collect();
+        crate::huge::huge_bytes_in(&ranges)
     }
 
     fn writer(&self) -> std::sync::MutexGuard<'_, Writer> {
@@ -543,10 +555,25 @@ impl Lpm4 {
 
     /// An empty table whose pool holds `nodes` nodes (1 KiB each): the
     /// number of distinct /24s that may hold prefixes longer than /24.
+    /// First level and pool on 2 MB pages committed as touched
+    /// ([`Backing::HugeOnTouch`]).
     pub fn with_nodes(nodes: u32) -> Lpm4 {
+        Lpm4::with_backing(nodes, Backing::HugeOnTouch)
+    }
+
+    /// [`Lpm4::with_nodes`] with the arrays backed as `backing` says
+    /// ([`Backing::Small`] for a small table: a few routes spread over the
+    /// first level would otherwise commit a 2 MB page each).
+    pub fn with_backing(nodes: u32, backing: Backing) -> Lpm4 {
         Lpm4 {
-            t: StrideTrie::new(24, 32, nodes),
+            t: StrideTrie::new(24, 32, nodes, backing),
         }
+    }
+
+    /// Bytes of the lookup arrays on huge pages now (see
+    /// [`HugeArray::huge_backed_bytes`]; reads `/proc/self/smaps`).
+    pub fn huge_backed_bytes(&self) -> Option<usize> {
+        self.t.huge_backed_bytes()
     }
 
     /// Install or replace `addr/len → nh` (writer side). Bits of `addr`
@@ -631,6 +658,28 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    /// The first level is advised for 2 MB pages and 2 MB-aligned (a small
+    /// table's is not advised); a default route writes all of it, and the
+    /// huge-page backing is read back (reported: the kernel may refuse).
+    #[test]
+    fn first_level_on_huge_pages_unless_small() {
+        use crate::huge::HUGE_PAGE;
+        let t = Lpm4::with_nodes(4096);
+        assert!(t.t.root.advised() && t.t.nodes.advised());
+        assert_eq!(t.t.root.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_eq!(t.huge_backed_bytes(), Some(0), "nothing touched yet");
+        t.insert(0, 0, 1).unwrap();
+        assert_eq!(t.lookup(0x0a00_0001), Some(1));
+        let h = t.huge_backed_bytes().unwrap();
+        assert!(h <= 64 << 20 && h.is_multiple_of(HUGE_PAGE), "{h}");
+        eprintln!("default route: {} MiB of 64 on 2 MB pages", h >> 20);
+        let s = Lpm4::with_backing(4096, Backing::Small);
+        assert!(!s.t.root.advised() && !s.t.nodes.advised());
+        s.insert(0, 0, 1).unwrap();
+        assert_eq!(s.huge_backed_bytes(), Some(0));
+        assert_eq!(s.lookup(0x0a00_0001), Some(1));
+    }
 
     struct Rng(u64);
     impl Rng {

@@ -28,6 +28,7 @@
 //! a leaf when all their slots hold one value, so the structure after any
 //! sequence of updates is the one a fresh build would give.
 
+use crate::huge::{Backing, HugeArray};
 use crate::lpm4::{mask128, LpmError, LpmStats, MAX_NEXT_HOP};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -45,16 +46,6 @@ const MAX_ARRAY: usize = 64;
 /// Pool elements (nodes, and leaves) kept free for removals: this many,
 /// or a quarter of a smaller pool.
 pub const RESERVE: usize = 4096;
-
-/// `n` zeroed `AtomicU64`s, allocated with `calloc` so untouched pages stay
-/// unmapped.
-fn zeroed_u64(n: usize) -> Box<[AtomicU64]> {
-    let b: Box<[u64]> = vec![0u64; n].into_boxed_slice();
-    let p = Box::into_raw(b) as *mut [AtomicU64];
-    // SAFETY: AtomicU64 has the same size, alignment and bit validity as
-    // u64, and the pointer comes from a Box of exactly this slice length.
-    unsafe { Box::from_raw(p) }
-}
 
 /// A node as the writer handles it (in the pool: three `AtomicU64`s).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,13 +141,13 @@ struct Writer {
 /// the workers: lookups never lock; updates serialize on an internal mutex
 /// the workers never touch.
 pub struct Lpm6 {
-    root: Box<[AtomicU32]>,
+    root: HugeArray<AtomicU32>,
     /// Four words per node from `node0` on, 32-byte aligned so that no
     /// node straddles two cache lines: `vec`, `leafvec`,
     /// `leaf_base | child_base << 32`, unused.
-    nodes: Box<[AtomicU64]>,
+    nodes: HugeArray<AtomicU64>,
     node0: usize,
-    leaves: Box<[AtomicU32]>,
+    leaves: HugeArray<AtomicU32>,
     w: Mutex<Writer>,
 }
 
@@ -187,15 +178,23 @@ impl Lpm6 {
     /// uncompressed 8-bit trie: room for 4·`nodes` + 1024 compressed nodes
     /// (24 bytes each) and 8·`nodes` + 2048 leaves (4 bytes each), which
     /// includes the arrays replaced by updates and waiting for
-    /// [`Lpm6::reclaim`].
+    /// [`Lpm6::reclaim`]. The first level and the pools are on 2 MB pages
+    /// committed as touched ([`Backing::HugeOnTouch`]).
     pub fn with_nodes(nodes: u32) -> Lpm6 {
+        Lpm6::with_backing(nodes, Backing::HugeOnTouch)
+    }
+
+    /// [`Lpm6::with_nodes`] with the arrays backed as `backing` says
+    /// ([`Backing::Small`] for a small table: a few routes spread over the
+    /// first level would otherwise commit a 2 MB page each).
+    pub fn with_backing(nodes: u32, backing: Backing) -> Lpm6 {
         let ncap = (nodes as u64 * 4 + 1024).min(1 << 28) as u32;
         let lcap = (nodes as u64 * 8 + 2048).min(1 << 29) as u32;
         let mut t = Lpm6 {
-            root: crate::lpm4::zeroed_atomics(1 << ROOT_BITS),
-            nodes: zeroed_u64(ncap as usize * 4 + 8),
+            root: HugeArray::with_backing(1 << ROOT_BITS, backing),
+            nodes: HugeArray::with_backing(ncap as usize * 4 + 8, backing),
             node0: 0,
-            leaves: crate::lpm4::zeroed_atomics(lcap as usize),
+            leaves: HugeArray::with_backing(lcap as usize, backing),
             w: Mutex::new(Writer {
                 prefixes: BTreeMap::new(),
                 per_len: [0; 129],
@@ -210,6 +209,20 @@ impl Lpm6 {
         };
         t.node0 = (t.nodes.as_ptr() as usize).wrapping_neg() % 32 / 8;
         t
+    }
+
+    /// Bytes of the lookup arrays on huge pages now (see
+    /// [`HugeArray::huge_backed_bytes`]; reads `/proc/self/smaps`).
+    pub fn huge_backed_bytes(&self) -> Option<usize> {
+        let ranges: Vec<_> = [
+            self.root.advised_range(),
+            self.nodes.advised_range(),
+            self.leaves.advised_range(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        crate::huge::huge_bytes_in(&ranges)
     }
 
     fn writer(&self) -> std::sync::MutexGuard<'_, Writer> {
@@ -793,6 +806,31 @@ mod tests {
     use crate::lpm4::{mask128, MAX_NEXT_HOP};
     use std::sync::atomic::{AtomicBool, AtomicU64};
     use std::sync::Arc;
+
+    /// First level and pools advised for 2 MB pages and 2 MB-aligned, and
+    /// the nodes still 32-byte aligned from `node0`; a small table's not
+    /// advised. Huge backing is reported, not required.
+    #[test]
+    fn arrays_on_huge_pages_unless_small() {
+        use crate::huge::HUGE_PAGE;
+        let t = Lpm6::with_nodes(1 << 16);
+        assert!(t.root.advised() && t.nodes.advised() && t.leaves.advised());
+        assert_eq!(t.root.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_eq!((t.nodes.as_ptr() as usize + t.node0 * 8) % 32, 0);
+        for i in 0..2000u128 {
+            t.insert(0x2001_0db8_0000_0000_0000_0000_0000_0000 | i << 80, 48, 1)
+                .unwrap();
+        }
+        t.reclaim();
+        t.reclaim();
+        assert_eq!(t.lookup(0x2001_0db8_0000_0001_0000_0000_0000_0001), Some(1));
+        let h = t.huge_backed_bytes().unwrap();
+        assert_eq!(h % HUGE_PAGE, 0);
+        eprintln!("2,000 /48s: {} MiB on 2 MB pages", h >> 20);
+        let s = Lpm6::with_backing(1 << 16, Backing::Small);
+        assert!(!s.root.advised() && !s.nodes.advised() && !s.leaves.advised());
+        assert_eq!(s.huge_backed_bytes(), Some(0));
+    }
 
     struct Rng(u64);
     impl Rng {

@@ -55,7 +55,7 @@ impl Lpm6Stride {
     /// An empty table whose pool holds `nodes` 8-bit nodes (1 KiB each).
     pub fn with_nodes(nodes: u32) -> Lpm6Stride {
         Lpm6Stride {
-            t: StrideTrie::new(16, 128, nodes),
+            t: StrideTrie::new(16, 128, nodes, crate::huge::Backing::Small),
         }
     }
 
