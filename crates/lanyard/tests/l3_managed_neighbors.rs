@@ -193,6 +193,17 @@ fn next_hops_outlive_the_kernels_neighbour_collection() {
             .filter_map(|a| a.as_str().map(String::from))
             .collect()
     };
+    // One packet per route (sequence numbers from `seq0`): those that
+    // reach t2 routed (TTL 63, checksums right).
+    let route_round = |seq0: u64| -> HashSet<u64> {
+        send_all(seq0, false);
+        p2.recv_ip(Duration::from_millis(500), Duration::from_secs(10))
+            .expect("recv")
+            .into_iter()
+            .filter(|p| p.ttl == 63 && p.l4_ok)
+            .filter_map(|p| p.seq.filter(|s| (seq0..seq0 + count as u64).contains(s)))
+            .collect()
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut round = 0u64;
     loop {
@@ -265,17 +276,7 @@ fn next_hops_outlive_the_kernels_neighbour_collection() {
 
     // One packet per route: all by the data path, none punted.
     let before = l3(&sw);
-    send_all(50_000_000, false);
-    let got: HashSet<u64> = p2
-        .recv_ip(Duration::from_millis(500), Duration::from_secs(10))
-        .expect("recv")
-        .into_iter()
-        .filter(|p| p.ttl == 63 && p.l4_ok)
-        .filter_map(|p| {
-            p.seq
-                .filter(|s| (50_000_000..50_000_000 + count as u64).contains(s))
-        })
-        .collect();
+    let got = route_round(50_000_000);
     let after = l3(&sw);
     let punted =
         n(&after, &["punts", "needs-resolution"]) - n(&before, &["punts", "needs-resolution"]);
@@ -331,17 +332,7 @@ fn next_hops_outlive_the_kernels_neighbour_collection() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    send_all(60_000_000, false);
-    let got: HashSet<u64> = p2
-        .recv_ip(Duration::from_millis(500), Duration::from_secs(10))
-        .expect("recv")
-        .into_iter()
-        .filter(|p| p.ttl == 63 && p.l4_ok)
-        .filter_map(|p| {
-            p.seq
-                .filter(|s| (60_000_000..60_000_000 + count as u64).contains(s))
-        })
-        .collect();
+    let got = route_round(60_000_000);
     let after = l3(&sw);
     let punted =
         n(&after, &["punts", "needs-resolution"]) - n(&before, &["punts", "needs-resolution"]);

@@ -13,7 +13,6 @@
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
 use std::net::IpAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
@@ -21,8 +20,6 @@ use testkit::ip;
 use testkit::netns::Netns;
 use testkit::{l2, Switch};
 
-const FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
-const MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
 const FPM_PORT: u16 = 2621;
 const VPN_LABEL: u32 = 555;
 
@@ -36,11 +33,8 @@ const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
 #[test]
 fn remote_pe_vpn_route_leaves_the_core_with_its_vpn_label() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
-    for m in [FPM_MODULE, MPLS_MODULE] {
-        if !Path::new(m).exists() {
-            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
-            return;
-        }
+    if !testkit::frr::lanyard_modules_built() {
+        return;
     }
     let t0 = Instant::now();
     let bed = RouterBed::new("vpnfr", 2, 1500).expect("namespaces");
@@ -106,17 +100,7 @@ routing:
             .into(),
         ..FrrConfig::default()
     };
-    let pe_opts = FrrOptions {
-        zebra_args: vec![
-            "-n".into(),
-            "-M".into(),
-            FPM_MODULE.into(),
-            "-M".into(),
-            format!("{MPLS_MODULE}:{}", tmp.join("pe-pw.sock").display()),
-        ],
-        netns_vrfs: vec![("CUSTA".into(), ns_a.name().into())],
-        ..FrrOptions::default()
-    };
+    let pe_opts = FrrOptions::lanyard_pe(&tmp.join("pe-pw.sock"), [("CUSTA", ns_a.name())]);
     let pe = FrrInstance::start_with(
         bed.dut.name(),
         "vpn-pe",
@@ -127,39 +111,13 @@ routing:
     .expect("Lanyard's FRR");
     // The remote PE: a VPNv4 route of its own with a fixed label and the
     // route target CUSTA imports.
-    let r_cfg = FrrConfig {
-        ospfd: format!(
-            "interface t2\n{OSPF_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
-             router ospf\n ospf router-id 10.255.0.2\nexit\n"
-        ),
-        ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv4\n  \
-               discovery transport-address 10.0.12.2\n  discovery targeted-hello accept\n  \
-               interface t2\n exit-address-family\n"
-            .into(),
-        bgpd: format!(
-            "route-map RT permit 10\n set extcommunity rt 65000:1\nexit\n\
-             router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
-             neighbor 10.0.12.1 remote-as 65000\n neighbor 10.0.12.1 update-source 10.255.0.2\n \
-             neighbor 10.0.12.1 timers connect 1\n address-family ipv4 vpn\n  \
-             neighbor 10.0.12.1 activate\n  \
-             network 198.51.100.0/24 rd 65000:1 label {VPN_LABEL} route-map RT\n \
-             exit-address-family\nexit\n"
-        ),
-        ..FrrConfig::default()
-    };
-    let r_opts = FrrOptions {
-        zebra_args: vec![
-            "-M".into(),
-            format!("{MPLS_MODULE}:{}", tmp.join("r-pw.sock").display()),
-        ],
-        ..FrrOptions::default()
-    };
-    let remote = FrrInstance::start_with(
-        t2.name(),
+    let remote = testkit::frr::remote_vpn_pe(
+        &t2,
         "vpn-remote",
-        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
-        &r_cfg,
-        &r_opts,
+        &tmp,
+        "ipv4",
+        "198.51.100.0/24",
+        VPN_LABEL,
     )
     .expect("remote PE FRR");
 

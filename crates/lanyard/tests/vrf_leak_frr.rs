@@ -30,18 +30,59 @@
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
 use std::net::IpAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use testkit::frame::Mac;
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip::{self, IpInfo};
-use testkit::netns::Netns;
+use testkit::netns::{ip_batch, Netns};
 use testkit::{l2, RawPort, Switch};
 
-const FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
-const MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
 const FPM_PORT: u16 = 2623;
+
+/// CE 1 on t1 (10.1.0.2, 2001:db8:1::2) and CE 2 on t2 (10.2.0.2,
+/// 2001:db8:2::2 and `t2_more`; loopbacks 198.51.100.7, 203.0.113.7,
+/// 2001:db8:99::7, 2001:db8:98::7), each routing by default to the switch.
+fn customer_edges(bed: &RouterBed, t2_more: &[&str]) {
+    let lines = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+    ip_batch(
+        &bed.tester(1),
+        &lines(&[
+            "addr add 10.1.0.2/24 dev t1",
+            "route add default via 10.1.0.1",
+            "addr add 2001:db8:1::2/64 dev t1 nodad",
+            "-6 route add default via 2001:db8:1::1",
+        ]),
+    )
+    .expect("CE 1 setup");
+    let t2 = bed.tester(2);
+    // The tester namespaces have IPv6 off but on their veth.
+    t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
+        .expect("IPv6 on t2's lo");
+    let mut l = lines(&[
+        "link set lo up",
+        "addr add 10.2.0.2/24 dev t2",
+        "addr add 198.51.100.7/32 dev lo",
+        "addr add 203.0.113.7/32 dev lo",
+        "route add default via 10.2.0.1",
+        "addr add 2001:db8:2::2/64 dev t2 nodad",
+        "addr add 2001:db8:99::7/128 dev lo",
+        "addr add 2001:db8:98::7/128 dev lo",
+        "-6 route add default via 2001:db8:2::1",
+    ]);
+    l.extend(t2_more.iter().map(|a| format!("addr add {a} dev t2 nodad")));
+    ip_batch(&t2, &l).expect("CE 2 setup");
+}
+
+/// staticd: in `vrf`, CE 2's loopback prefixes (one of each family to be
+/// leaked, one not) via CE 2.
+fn ce2_statics(vrf: &str) -> String {
+    format!(
+        "vrf {vrf}\n ip route 198.51.100.0/24 10.2.0.2\n ip route 203.0.113.0/24 10.2.0.2\n \
+         ipv6 route 2001:db8:99::/48 2001:db8:2::2\n ipv6 route 2001:db8:98::/48 2001:db8:2::2\n\
+         exit-vrf\n"
+    )
+}
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -93,74 +134,15 @@ fn collect(port: &RawPort, quiet: Duration) -> Vec<IpInfo> {
 #[test]
 fn a_route_leaked_from_another_vrf_leaves_by_that_vrfs_interface() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Staticd, Daemon::Bgpd]);
-    for m in [FPM_MODULE, MPLS_MODULE] {
-        if !Path::new(m).exists() {
-            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
-            return;
-        }
+    if !testkit::frr::lanyard_modules_built() {
+        return;
     }
     let t0 = Instant::now();
     let bed = RouterBed::new("vrflk", 2, 1500).expect("namespaces");
     let ns_a = Netns::new("lylka").unwrap();
     let ns_b = Netns::new("lylkb").unwrap();
-    let t1 = bed.tester(1);
-    let t2 = bed.tester(2);
-    for args in [
-        &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
-        &["ip", "route", "add", "default", "via", "10.1.0.1"],
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8:1::2/64",
-            "dev",
-            "t1",
-            "nodad",
-        ],
-        &[
-            "ip",
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "2001:db8:1::1",
-        ],
-    ] {
-        t1.exec(args).expect("CE A setup");
-    }
-    // The tester namespaces have IPv6 off but on their veth.
-    t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
-        .expect("IPv6 on t2's lo");
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.2.0.2/24", "dev", "t2"],
-        &["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"],
-        &["ip", "addr", "add", "203.0.113.7/32", "dev", "lo"],
-        &["ip", "route", "add", "default", "via", "10.2.0.1"],
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8:2::2/64",
-            "dev",
-            "t2",
-            "nodad",
-        ],
-        &["ip", "addr", "add", "2001:db8:99::7/128", "dev", "lo"],
-        &["ip", "addr", "add", "2001:db8:98::7/128", "dev", "lo"],
-        &[
-            "ip",
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "2001:db8:2::1",
-        ],
-    ] {
-        t2.exec(args).expect("CE B setup");
-    }
+    customer_edges(&bed, &[]);
+    let (t1, t2) = (bed.tester(1), bed.tester(2));
     let yaml = format!(
         r#"
 switch:
@@ -189,11 +171,7 @@ routing:
 
     let cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
-        staticd: "vrf CUSTB\n ip route 198.51.100.0/24 10.2.0.2\n \
-                  ip route 203.0.113.0/24 10.2.0.2\n \
-                  ipv6 route 2001:db8:99::/48 2001:db8:2::2\n \
-                  ipv6 route 2001:db8:98::/48 2001:db8:2::2\nexit-vrf\n"
-            .into(),
+        staticd: ce2_statics("CUSTB"),
         bgpd: "ip prefix-list LEAK seq 5 permit 198.51.100.0/24\n\
                ipv6 prefix-list LEAK6 seq 5 permit 2001:db8:99::/48\n\
                route-map LEAK permit 10\n match ip address prefix-list LEAK\nexit\n\
@@ -211,20 +189,10 @@ routing:
             .into(),
         ..FrrConfig::default()
     };
-    let opts = FrrOptions {
-        zebra_args: vec![
-            "-n".into(),
-            "-M".into(),
-            FPM_MODULE.into(),
-            "-M".into(),
-            format!("{MPLS_MODULE}:{}", tmp.join("pw.sock").display()),
-        ],
-        netns_vrfs: vec![
-            ("CUSTA".into(), ns_a.name().into()),
-            ("CUSTB".into(), ns_b.name().into()),
-        ],
-        ..FrrOptions::default()
-    };
+    let opts = FrrOptions::lanyard_pe(
+        &tmp.join("pw.sock"),
+        [("CUSTA", ns_a.name()), ("CUSTB", ns_b.name())],
+    );
     let frr = FrrInstance::start_with(
         bed.dut.name(),
         "vrf-leak",
@@ -466,82 +434,14 @@ fn cross(
 #[test]
 fn routes_leak_into_and_out_of_the_default_vrf() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Staticd, Daemon::Bgpd]);
-    for m in [FPM_MODULE, MPLS_MODULE] {
-        if !Path::new(m).exists() {
-            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
-            return;
-        }
+    if !testkit::frr::lanyard_modules_built() {
+        return;
     }
     let t0 = Instant::now();
     let bed = RouterBed::new("vrfld", 2, 1500).expect("namespaces");
     let ns_a = Netns::new("lylda").unwrap();
-    let t1 = bed.tester(1);
-    let t2 = bed.tester(2);
-    for args in [
-        &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
-        &["ip", "route", "add", "default", "via", "10.1.0.1"],
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8:1::2/64",
-            "dev",
-            "t1",
-            "nodad",
-        ],
-        &[
-            "ip",
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "2001:db8:1::1",
-        ],
-    ] {
-        t1.exec(args).expect("CE 1 setup");
-    }
-    t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
-        .expect("IPv6 on t2's lo");
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.2.0.2/24", "dev", "t2"],
-        &["ip", "addr", "add", "10.2.0.3/24", "dev", "t2"],
-        &["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"],
-        &["ip", "addr", "add", "203.0.113.7/32", "dev", "lo"],
-        &["ip", "route", "add", "default", "via", "10.2.0.1"],
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8:2::2/64",
-            "dev",
-            "t2",
-            "nodad",
-        ],
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8:2::3/64",
-            "dev",
-            "t2",
-            "nodad",
-        ],
-        &["ip", "addr", "add", "2001:db8:99::7/128", "dev", "lo"],
-        &["ip", "addr", "add", "2001:db8:98::7/128", "dev", "lo"],
-        &[
-            "ip",
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "2001:db8:2::1",
-        ],
-    ] {
-        t2.exec(args).expect("CE 2 setup");
-    }
+    customer_edges(&bed, &["10.2.0.3/24", "2001:db8:2::3/64"]);
+    let (t1, t2) = (bed.tester(1), bed.tester(2));
     let yaml = format!(
         r#"
 switch:
@@ -568,11 +468,7 @@ routing:
 
     let cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
-        staticd: "vrf CUSTA\n ip route 198.51.100.0/24 10.2.0.2\n \
-                  ip route 203.0.113.0/24 10.2.0.2\n \
-                  ipv6 route 2001:db8:99::/48 2001:db8:2::2\n \
-                  ipv6 route 2001:db8:98::/48 2001:db8:2::2\nexit-vrf\n"
-            .into(),
+        staticd: ce2_statics("CUSTA"),
         bgpd: "ip prefix-list LEAK seq 5 permit 198.51.100.0/24\n\
                ipv6 prefix-list LEAK6 seq 5 permit 2001:db8:99::/48\n\
                route-map LEAK permit 10\n match ip address prefix-list LEAK\nexit\n\
@@ -589,17 +485,7 @@ routing:
             .into(),
         ..FrrConfig::default()
     };
-    let opts = FrrOptions {
-        zebra_args: vec![
-            "-n".into(),
-            "-M".into(),
-            FPM_MODULE.into(),
-            "-M".into(),
-            format!("{MPLS_MODULE}:{}", tmp.join("pw.sock").display()),
-        ],
-        netns_vrfs: vec![("CUSTA".into(), ns_a.name().into())],
-        ..FrrOptions::default()
-    };
+    let opts = FrrOptions::lanyard_pe(&tmp.join("pw.sock"), [("CUSTA", ns_a.name())]);
     let frr = FrrInstance::start_with(
         bed.dut.name(),
         "vrf-leak-default",

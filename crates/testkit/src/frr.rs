@@ -196,6 +196,107 @@ impl Default for FrrOptions {
     }
 }
 
+/// Lanyard's zebra modules, where `scripts/build-zebra-mpls.sh` installs
+/// them: the FPM module that tells netns VRFs apart, and the MPLS module
+/// (labels over FPM, pseudowires over its side channel).
+pub const LANYARD_FPM_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard_fpm.so";
+/// See [`LANYARD_FPM_MODULE`].
+pub const LANYARD_MPLS_MODULE: &str = "/usr/local/lib/lanyard/zebra_lanyard.so";
+
+/// Both of Lanyard's zebra modules are built; prints SKIPPED (for a test
+/// to return) if not.
+pub fn lanyard_modules_built() -> bool {
+    for m in [LANYARD_FPM_MODULE, LANYARD_MPLS_MODULE] {
+        if !Path::new(m).exists() {
+            println!("SKIPPED: needs {m} (scripts/build-zebra-mpls.sh)");
+            return false;
+        }
+    }
+    true
+}
+
+impl FrrOptions {
+    /// zebra as a Lanyard PE runs it (docs/vrf.md): the netns VRF backend
+    /// (`-n`) with both modules, the pseudowire side channel at
+    /// `pw_socket`; `vrfs`: (VRF name, namespace).
+    pub fn lanyard_pe<'a>(
+        pw_socket: &Path,
+        vrfs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> FrrOptions {
+        FrrOptions {
+            zebra_args: vec![
+                "-n".into(),
+                "-M".into(),
+                LANYARD_FPM_MODULE.into(),
+                "-M".into(),
+                format!("{LANYARD_MPLS_MODULE}:{}", pw_socket.display()),
+            ],
+            netns_vrfs: vrfs
+                .into_iter()
+                .map(|(v, ns)| (v.to_string(), ns.to_string()))
+                .collect(),
+            ..FrrOptions::default()
+        }
+    }
+
+    /// zebra with the MPLS module only (a remote PE whose labels go to its
+    /// own side channel at `pw_socket`, no FPM).
+    pub fn lanyard_mpls(pw_socket: &Path) -> FrrOptions {
+        FrrOptions {
+            zebra_args: vec![
+                "-M".into(),
+                format!("{LANYARD_MPLS_MODULE}:{}", pw_socket.display()),
+            ],
+            ..FrrOptions::default()
+        }
+    }
+}
+
+/// A remote provider edge for the VPN tests' two-router bed: FRR in `ns`
+/// (its core port `t2`, 10.0.12.2; loopback 10.255.0.2) with OSPF (a
+/// point-to-point area 0 link, 1 s hellos), LDP on `t2`, and an iBGP
+/// session to Lanyard's PE (10.0.12.1) in `family` (`ipv4` or `ipv6`)
+/// VPN, announcing `prefix` with RD and route target 65000:1 and the fixed
+/// VPN label `label`. Its zebra has the MPLS module only, its side
+/// channel in `tmp`.
+pub fn remote_vpn_pe(
+    ns: &Netns,
+    name: &str,
+    tmp: &Path,
+    family: &str,
+    prefix: &str,
+    label: u32,
+) -> io::Result<FrrInstance> {
+    let cfg = FrrConfig {
+        ospfd: "interface t2\n ip ospf area 0\n ip ospf network point-to-point\n \
+                ip ospf hello-interval 1\n ip ospf dead-interval 4\nexit\n\
+                interface lo\n ip ospf area 0\nexit\n\
+                router ospf\n ospf router-id 10.255.0.2\nexit\n"
+            .into(),
+        ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.2\n  discovery targeted-hello accept\n  \
+               interface t2\n exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "route-map RT permit 10\n set extcommunity rt 65000:1\nexit\n\
+             router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
+             neighbor 10.0.12.1 remote-as 65000\n neighbor 10.0.12.1 update-source 10.255.0.2\n \
+             neighbor 10.0.12.1 timers connect 1\n address-family {family} vpn\n  \
+             neighbor 10.0.12.1 activate\n  \
+             network {prefix} rd 65000:1 label {label} route-map RT\n \
+             exit-address-family\nexit\n"
+        ),
+        ..FrrConfig::default()
+    };
+    FrrInstance::start_with(
+        ns.name(),
+        name,
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &cfg,
+        &FrrOptions::lanyard_mpls(&tmp.join("r-pw.sock")),
+    )
+}
+
 /// Resources one daemon has used (see [`FrrInstance::usage`]).
 #[derive(Clone, Copy, Debug)]
 pub struct DaemonUsage {
