@@ -340,6 +340,7 @@ const NH_BACKUP: u64 = 1 << 62;
 const NH_PROTECTED: u64 = 1 << 61;
 
 #[derive(Default)]
+#[repr(C)]
 struct NhlfeSlot {
     seq: AtomicU32,
     /// present | has backup | protected, protection id in the low 32 bits.
@@ -347,6 +348,10 @@ struct NhlfeSlot {
     primary: PathSlot,
     backup: PathSlot,
 }
+
+// SAFETY: atomics and arrays of them only; all zero is `Default` (not
+// present, no paths).
+unsafe impl crate::huge::Zeroable for NhlfeSlot {}
 
 /// Ports that may carry a facility backup (port ids are 16 bits).
 pub const GUARDED_PORTS: usize = 1 << 16;
@@ -409,8 +414,12 @@ fn zeroed_atomics64(n: usize) -> Box<[AtomicU64]> {
 
 /// The label FIB: ILM, NHLFEs, pseudowires, protection state.
 pub struct Lfib {
-    ilm: Box<[AtomicU64]>,
-    nhlfes: Box<[NhlfeSlot]>,
+    /// The label space's actions (8 MiB) and the NHLFEs (64 bytes each:
+    /// 8 MiB at the default 131,072), read per packet: 2 MB pages
+    /// committed as touched (`tables::huge`; under 2 MiB, as in tests'
+    /// small sizes, 4 KB pages).
+    ilm: crate::huge::HugeArray<AtomicU64>,
+    nhlfes: crate::huge::HugeArray<NhlfeSlot>,
     pws: Box<[PwSlot]>,
     /// Attachment circuit → pseudowire id + 1 (0: none).
     ac_pw: Box<[AtomicU32]>,
@@ -429,8 +438,14 @@ impl Lfib {
     /// An empty LFIB over the whole label space.
     pub fn new(size: LfibSize) -> Lfib {
         Lfib {
-            ilm: zeroed_atomics64(LABEL_SPACE),
-            nhlfes: (0..size.nhlfes).map(|_| NhlfeSlot::default()).collect(),
+            ilm: crate::huge::HugeArray::with_backing(
+                LABEL_SPACE,
+                crate::huge::Backing::HugeOnTouch,
+            ),
+            nhlfes: crate::huge::HugeArray::with_backing(
+                size.nhlfes,
+                crate::huge::Backing::HugeOnTouch,
+            ),
             pws: (0..size.pseudowires).map(|_| PwSlot::default()).collect(),
             ac_pw: crate::lpm4::zeroed_atomics(size.acs),
             down: (0..size.protections)
@@ -443,6 +458,19 @@ impl Lfib {
                 .collect(),
             w: Mutex::new(()),
         }
+    }
+
+    /// Bytes of the ILM and NHLFE arrays, and of them on huge pages now
+    /// (reads `/proc/self/smaps`: not for the packet path).
+    pub fn memory(&self) -> (usize, Option<usize>) {
+        let ranges: Vec<_> = [self.ilm.advised_range(), self.nhlfes.advised_range()]
+            .into_iter()
+            .flatten()
+            .collect();
+        (
+            self.ilm.bytes() + self.nhlfes.bytes(),
+            crate::huge::huge_bytes_in(&ranges),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -871,6 +899,39 @@ mod tests {
 
     fn stack(l: &[u32]) -> LabelStack {
         LabelStack::new(l).unwrap()
+    }
+
+    /// The default-size LFIB's ILM (8 MiB) and NHLFEs (131,072 × 64 B)
+    /// are advised for 2 MB pages and 2 MB-aligned, and work; a small
+    /// NHLFE array (8,192, 512 KiB) is not advised.
+    #[test]
+    fn big_arrays_on_huge_pages() {
+        let t = Lfib::new(LfibSize::default());
+        assert_eq!(std::mem::size_of::<NhlfeSlot>(), 64);
+        assert_eq!(t.memory().0, (8 << 20) + (1 << 17) * 64);
+        for a in [t.ilm.advised_range(), t.nhlfes.advised_range()] {
+            let (start, len) = a.expect("advised");
+            assert_eq!(start % crate::huge::HUGE_PAGE, 0);
+            assert!(len >= 8 << 20);
+        }
+        let e = Nhlfe {
+            primary: Path {
+                next_hop: 1,
+                labels: stack(&[1000]),
+            },
+            backup: None,
+            protection: None,
+        };
+        let id = t.set_nhlfe((1 << 17) - 1, &e).unwrap();
+        t.set_ilm(MAX_LABEL, IlmAction::Forward { target: id })
+            .unwrap();
+        assert_eq!(t.ilm(MAX_LABEL), Some(IlmAction::Forward { target: id }));
+        assert!(t
+            .memory()
+            .1
+            .is_some_and(|h| h <= 4 * crate::huge::HUGE_PAGE));
+        let s = small();
+        assert!(!s.nhlfes.advised());
     }
 
     fn small() -> Lfib {
