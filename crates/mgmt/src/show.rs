@@ -2247,14 +2247,6 @@ pub fn mroutes(v: &Value) -> String {
         u(v, "routed"),
         u(v, "memory-bytes").div_ceil(1024)
     );
-    // Big tables' index and entries are on 2 MB pages (tables::huge).
-    if let Some(h) = v
-        .get("huge-bytes")
-        .and_then(Value::as_u64)
-        .filter(|&h| h > 0)
-    {
-        let _ = writeln!(o, "Lookup memory on 2 MB pages: {} KiB", h / 1024);
-    }
     if let Some(d) = v.get("data-path").filter(|d| d.is_object()) {
         let _ = writeln!(
             o,

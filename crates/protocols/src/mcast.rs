@@ -792,8 +792,6 @@ impl Multicast {
             "snooped": l2,
             "routed": l3,
             "memory-bytes": mc.routes.memory_bytes(),
-            // Of it on 2 MB pages (reads /proc/self/smaps; null if unreadable).
-            "huge-bytes": mc.routes.huge_bytes(),
             "data-path": {
                 "registered": c(|m| m.registered.get()),
                 "unregistered": c(|m| m.unregistered.get()),

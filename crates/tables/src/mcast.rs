@@ -281,12 +281,6 @@ struct Slot {
     idx: u32,
 }
 
-// SAFETY: integers only (an all-zero slot is overwritten with EMPTY at
-// build before any lookup).
-unsafe impl crate::huge::Zeroable for Slot {}
-// SAFETY: integers only (entries are all written at build).
-unsafe impl crate::huge::Zeroable for Entry {}
-
 /// A route in the table: the sets are ids into `MrouteTable::sets`.
 #[derive(Clone, Copy)]
 struct Stored {
@@ -306,12 +300,9 @@ struct Entry {
 /// (linear probing, load ≤ 1/2, 8-byte slots pointing into a dense entry
 /// array sorted by key). Lookups never allocate or lock.
 pub struct MrouteTable {
-    /// Index and entries: 2 MB pages, populated at build, from 2 MiB each
-    /// on (65,537 routes for the index, 37,450 for the 56-byte entries); smaller
-    /// tables on 4 KB pages (`tables::huge`).
-    slots: crate::huge::HugeArray<Slot>,
+    slots: Box<[Slot]>,
     mask: usize,
-    entries: crate::huge::HugeArray<Entry>,
+    entries: Box<[Entry]>,
     /// The distinct port sets of all entries; `sets[0]` is empty.
     sets: Box<[PortSet]>,
 }
@@ -360,9 +351,7 @@ impl MrouteTable {
         }
         let cap = (entries.len() * 2).next_power_of_two().max(2);
         let mask = cap - 1;
-        use crate::huge::{Backing, HugeArray};
-        let mut slots: HugeArray<Slot> = HugeArray::with_backing(cap, Backing::Huge);
-        slots.fill(Slot { tag: 0, idx: EMPTY });
+        let mut slots = vec![Slot { tag: 0, idx: EMPTY }; cap].into_boxed_slice();
         let mut sets = vec![PortSet::EMPTY];
         let mut ids: std::collections::HashMap<PortSet, u32> =
             std::collections::HashMap::from([(PortSet::EMPTY, 0)]);
@@ -372,9 +361,9 @@ impl MrouteTable {
                 (sets.len() - 1) as u32
             })
         };
-        let mut stored: HugeArray<Entry> = HugeArray::with_backing(entries.len(), Backing::Huge);
-        for ((k, r), e) in entries.into_iter().zip(stored.iter_mut()) {
-            *e = Entry {
+        let entries: Box<[Entry]> = entries
+            .into_iter()
+            .map(|(k, r)| Entry {
                 key: pack(k.vlan, k.group, k.source),
                 route: Stored {
                     oifs: intern(r.oifs),
@@ -383,9 +372,8 @@ impl MrouteTable {
                     iif: r.iif,
                     ttl_threshold: r.ttl_threshold,
                 },
-            };
-        }
-        let entries = stored;
+            })
+            .collect();
         for (n, e) in entries.iter().enumerate() {
             let h = hash(&e.key);
             let mut i = h as usize & mask;
@@ -562,17 +550,6 @@ impl MrouteTable {
         self.slots.len() * std::mem::size_of::<Slot>()
             + self.entries.len() * std::mem::size_of::<Entry>()
             + self.sets.len() * std::mem::size_of::<PortSet>()
-    }
-
-    /// Bytes of the index and the entries on huge pages now (reads
-    /// `/proc/self/smaps`: for `show`, not the packet path; `None` when it
-    /// cannot be read).
-    pub fn huge_bytes(&self) -> Option<usize> {
-        let ranges: Vec<_> = [self.slots.advised_range(), self.entries.advised_range()]
-            .into_iter()
-            .flatten()
-            .collect();
-        crate::huge::huge_bytes_in(&ranges)
     }
 
     /// Entries in key order (for `show`).
@@ -1152,29 +1129,6 @@ mod tests {
         assert!(!t.get(&entries[0].0).unwrap().accepts(1000));
         let per_route = t.memory_bytes() as f64 / entries.len() as f64;
         assert!(per_route < 128.0, "{per_route} bytes per route");
-    }
-
-    /// A 100,000-route table's index (262,144 slots, 2 MiB) and entries
-    /// (5.3 MiB) are advised for 2 MB pages and 2 MB-aligned, and every
-    /// route is found; a 1,000-route table is not advised.
-    #[test]
-    fn big_table_on_huge_pages() {
-        let entries: Vec<(McKey, McRoute)> = (0..100_000u32)
-            .map(|i| (key(0, McAddr::V4(0xe100_0000 + i), None), route(&[1, 2], i)))
-            .collect();
-        let t = MrouteTable::build(entries.clone()).unwrap();
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
-        for r in [t.slots.advised_range(), t.entries.advised_range()] {
-            let (start, _) = r.expect("advised");
-            assert_eq!(start % crate::huge::HUGE_PAGE, 0);
-        }
-        assert!(t.huge_bytes().is_some_and(|h| h <= 10 << 20));
-        for (k, r) in entries.iter().step_by(997) {
-            assert_eq!(t.get(k).unwrap().to_route(), *r);
-        }
-        let small = MrouteTable::build(entries[..1000].to_vec()).unwrap();
-        assert!(!small.slots.advised() && !small.entries.advised());
-        assert_eq!(small.huge_bytes(), Some(0));
     }
 
     #[test]
