@@ -177,7 +177,7 @@ routing:
     )
     .expect("Lanyard's FRR");
     let remote =
-        testkit::frr::remote_vpn_pe(&t2, "vpn6-remote", &tmp, "ipv6", REMOTE_PREFIX, VPN_LABEL)
+        testkit::frr::remote_vpn_pe(t2, "vpn6-remote", &tmp, "ipv6", REMOTE_PREFIX, VPN_LABEL)
             .expect("remote PE FRR");
 
     let dump = || {

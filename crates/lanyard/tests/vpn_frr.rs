@@ -111,15 +111,9 @@ routing:
     .expect("Lanyard's FRR");
     // The remote PE: a VPNv4 route of its own with a fixed label and the
     // route target CUSTA imports.
-    let remote = testkit::frr::remote_vpn_pe(
-        &t2,
-        "vpn-remote",
-        &tmp,
-        "ipv4",
-        "198.51.100.0/24",
-        VPN_LABEL,
-    )
-    .expect("remote PE FRR");
+    let remote =
+        testkit::frr::remote_vpn_pe(t2, "vpn-remote", &tmp, "ipv4", "198.51.100.0/24", VPN_LABEL)
+            .expect("remote PE FRR");
 
     let deadline = Duration::from_secs(40);
     let start = Instant::now();

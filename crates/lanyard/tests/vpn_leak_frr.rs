@@ -176,7 +176,7 @@ routing:
     // The remote PE: a VPNv4 route of its own with a fixed label and the
     // route target CUSTA imports.
     let remote = testkit::frr::remote_vpn_pe(
-        &t2,
+        t2,
         "vpn-leak-remote",
         &tmp,
         "ipv4",

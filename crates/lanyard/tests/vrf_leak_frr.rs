@@ -46,7 +46,7 @@ const FPM_PORT: u16 = 2623;
 fn customer_edges(bed: &RouterBed, t2_more: &[&str]) {
     let lines = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();
     ip_batch(
-        &bed.tester(1),
+        bed.tester(1),
         &lines(&[
             "addr add 10.1.0.2/24 dev t1",
             "route add default via 10.1.0.1",
@@ -71,7 +71,7 @@ fn customer_edges(bed: &RouterBed, t2_more: &[&str]) {
         "-6 route add default via 2001:db8:2::1",
     ]);
     l.extend(t2_more.iter().map(|a| format!("addr add {a} dev t2 nodad")));
-    ip_batch(&t2, &l).expect("CE 2 setup");
+    ip_batch(t2, &l).expect("CE 2 setup");
 }
 
 /// staticd: in `vrf`, CE 2's loopback prefixes (one of each family to be
