@@ -51,7 +51,7 @@ fn customer_edges(bed: &RouterBed, t2_more: &[&str]) {
             "addr add 10.1.0.2/24 dev t1",
             "route add default via 10.1.0.1",
             "addr add 2001:db8:1::2/64 dev t1 nodad",
-            "-6 route add default via 2001:db8:1::1",
+            "route add ::/0 via 2001:db8:1::1",
         ]),
     )
     .expect("CE 1 setup");
@@ -68,7 +68,7 @@ fn customer_edges(bed: &RouterBed, t2_more: &[&str]) {
         "addr add 2001:db8:2::2/64 dev t2 nodad",
         "addr add 2001:db8:99::7/128 dev lo",
         "addr add 2001:db8:98::7/128 dev lo",
-        "-6 route add default via 2001:db8:2::1",
+        "route add ::/0 via 2001:db8:2::1",
     ]);
     l.extend(t2_more.iter().map(|a| format!("addr add {a} dev t2 nodad")));
     ip_batch(t2, &l).expect("CE 2 setup");
