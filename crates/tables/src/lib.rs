@@ -19,6 +19,8 @@ pub mod l2;
 pub mod learn;
 pub mod lpm4;
 pub mod lpm6;
+#[cfg(test)]
+mod lpm6_check;
 pub mod lpm6_stride;
 pub mod mac;
 pub mod mcast;
