@@ -25,9 +25,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
 use testkit::{l2, RawPort, Switch};
@@ -38,29 +36,6 @@ const REMOTE_PREFIX: &str = "2001:db8:b::/48";
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
-                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
-
-/// The installed IPv6 route `prefix` of `vrf`: its gateways and pushed
-/// labels, as `show ipv6 route vrf` gives them.
-fn v6_route(sw: &Switch, vrf: &str, prefix: &str) -> Option<Value> {
-    let v = sw.show_json(&["show", "ipv6", "route", "vrf", vrf]);
-    v["routes"]
-        .as_array()?
-        .iter()
-        .find(|r| r["prefix"] == prefix && r["installed"] == true)
-        .cloned()
-}
-
-fn gateways(r: &Value) -> Vec<String> {
-    r["nexthops"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|h| h["gateway"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// The first frame on `port` within `wait` that `want` accepts.
@@ -148,25 +123,13 @@ routing:
 
     // Lanyard's PE: IPv6 VPN over IPv4 sessions; CUSTA imports the remote
     // route and exports its connected IPv6 subnet with a per-VRF label.
-    let pe_cfg = FrrConfig {
-        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
-        ospfd: format!(
-            "interface ly-sw2\n{OSPF_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
-        ),
-        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
-               discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
-               interface ly-sw2\n exit-address-family\n"
-            .into(),
-        bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
-               neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
-               neighbor 10.255.0.2 timers connect 1\n address-family ipv6 vpn\n  \
-               neighbor 10.255.0.2 activate\n exit-address-family\nexit\n\
-               router bgp 65000 vrf CUSTA\n address-family ipv6 unicast\n  \
+    let pe_cfg = testkit::frr::lanyard_vpn_pe_config(
+        FPM_PORT,
+        "ipv6",
+        "               router bgp 65000 vrf CUSTA\n address-family ipv6 unicast\n  \
                redistribute connected\n  label vpn export auto\n  rd vpn export 65000:1\n  \
-               rt vpn both 65000:1\n  export vpn\n  import vpn\n exit-address-family\nexit\n"
-            .into(),
-        ..FrrConfig::default()
-    };
+               rt vpn both 65000:1\n  export vpn\n  import vpn\n exit-address-family\nexit\n",
+    );
     let pe_opts = FrrOptions::lanyard_pe(&tmp.join("pe-pw.sock"), [("CUSTA", ns_a.name())]);
     let pe = FrrInstance::start_with(
         bed.dut.name(),
@@ -199,23 +162,7 @@ routing:
     };
 
     // 1. The imported VPNv6 route: via the IPv4 core neighbour.
-    let deadline = Duration::from_secs(40);
-    let start = Instant::now();
-    let mut route = v6_route(&sw, "CUSTA", REMOTE_PREFIX);
-    while route.as_ref().map(gateways) != Some(vec!["10.0.12.2".into()])
-        && start.elapsed() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(300));
-        route = v6_route(&sw, "CUSTA", REMOTE_PREFIX);
-    }
-    if route.as_ref().map(gateways) != Some(vec!["10.0.12.2".into()]) {
-        pe.dump_logs();
-        remote.dump_logs();
-        panic!(
-            "VPNv6 route not in Lanyard's CUSTA after {deadline:?}: {route:?}\n{}",
-            dump()
-        );
-    }
+    testkit::frr::wait_vpn_route(&sw, &pe, &remote, "CUSTA", REMOTE_PREFIX, "10.0.12.2");
     eprintln!(
         "  VPNv6 route in Lanyard's CUSTA {:.1} s after start",
         t0.elapsed().as_secs_f64()

@@ -15,7 +15,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
 use testkit::{l2, Switch};
@@ -26,9 +26,6 @@ const VPN_LABEL: u32 = 555;
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
-
-const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
-                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
 
 #[test]
 fn remote_pe_vpn_route_leaves_the_core_with_its_vpn_label() {
@@ -78,28 +75,14 @@ routing:
     let tmp_guard = testkit::TempDir::new("vpn-frr");
     let tmp = tmp_guard.path().to_path_buf();
 
-    // Lanyard's PE: LDP and BGP from the core port's address (Lanyard
-    // punts what is addressed to its ports), the remote PE's loopback as
-    // the BGP peer.
-    let pe_cfg = FrrConfig {
-        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
-        ospfd: format!(
-            "interface ly-sw2\n{OSPF_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
-        ),
-        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
-               discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
-               interface ly-sw2\n exit-address-family\n"
-            .into(),
-        bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
-               neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
-               neighbor 10.255.0.2 timers connect 1\n address-family ipv4 vpn\n  \
-               neighbor 10.255.0.2 activate\n exit-address-family\nexit\n\
-               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
+    // Lanyard's PE (LDP and BGP from the core port's address).
+    let pe_cfg = testkit::frr::lanyard_vpn_pe_config(
+        FPM_PORT,
+        "ipv4",
+        "               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
                label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  \
-               export vpn\n  import vpn\n exit-address-family\nexit\n"
-            .into(),
-        ..FrrConfig::default()
-    };
+               export vpn\n  import vpn\n exit-address-family\nexit\n",
+    );
     let pe_opts = FrrOptions::lanyard_pe(&tmp.join("pe-pw.sock"), [("CUSTA", ns_a.name())]);
     let pe = FrrInstance::start_with(
         bed.dut.name(),
@@ -115,34 +98,7 @@ routing:
         testkit::frr::remote_vpn_pe(t2, "vpn-remote", &tmp, "ipv4", "198.51.100.0/24", VPN_LABEL)
             .expect("remote PE FRR");
 
-    let deadline = Duration::from_secs(40);
-    let start = Instant::now();
-    while sw.vrf_route_gateways("CUSTA", "198.51.100.0/24") != ["10.0.12.2"]
-        && start.elapsed() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let gws = sw.vrf_route_gateways("CUSTA", "198.51.100.0/24");
-    if gws != ["10.0.12.2"] {
-        let dump = pe.vtysh(&[
-            "show ip ospf neighbor",
-            "show mpls ldp neighbor",
-            "show bgp summary",
-            "show bgp ipv4 vpn",
-            "show ip route",
-            "show ip route vrf CUSTA",
-            "show mpls table",
-        ]);
-        let rdump = remote.vtysh(&["show bgp summary", "show bgp ipv4 vpn", "show mpls table"]);
-        pe.dump_logs();
-        remote.dump_logs();
-        panic!(
-            "VPN route not in Lanyard's CUSTA after {deadline:?}: {gws:?}\n{}\n\
-             Lanyard's FRR:\n{dump}\nremote PE:\n{rdump}\nlog:\n{}",
-            sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]),
-            sw.log()
-        );
-    }
+    testkit::frr::wait_vpn_route(&sw, &pe, &remote, "CUSTA", "198.51.100.0/24", "10.0.12.2");
     eprintln!(
         "  VPN route in Lanyard's CUSTA {:.1} s after start",
         t0.elapsed().as_secs_f64()

@@ -297,6 +297,87 @@ pub fn remote_vpn_pe(
     )
 }
 
+/// Lanyard's PE in the two-PE VPN bed whose other side is
+/// [`remote_vpn_pe`]: zebra feeding Lanyard over FPM at
+/// 127.0.0.1:`fpm_port`, OSPF and LDP on the core twin `ly-sw2` (10.0.12.1,
+/// router id 10.255.0.1; LDP and BGP from the core port's address, since
+/// Lanyard punts what is addressed to its ports), iBGP to the remote PE's
+/// loopback 10.255.0.2 in `family` (`ipv4` or `ipv6`) VPN. `vrfs` (the
+/// `router bgp 65000 vrf …` sections) is appended to bgpd's config.
+pub fn lanyard_vpn_pe_config(fpm_port: u16, family: &str, vrfs: &str) -> FrrConfig {
+    FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {fpm_port}\nno fpm use-next-hop-groups\n"),
+        ospfd: "interface ly-sw2\n ip ospf area 0\n ip ospf network point-to-point\n \
+                ip ospf hello-interval 1\n ip ospf dead-interval 4\nexit\n\
+                router ospf\n ospf router-id 10.255.0.1\nexit\n"
+            .into(),
+        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
+               discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
+               interface ly-sw2\n exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
+             neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
+             neighbor 10.255.0.2 timers connect 1\n address-family {family} vpn\n  \
+             neighbor 10.255.0.2 activate\n exit-address-family\nexit\n{vrfs}"
+        ),
+        ..FrrConfig::default()
+    }
+}
+
+/// Waits up to 40 s for Lanyard's route to `prefix` (IPv4 or IPv6) in
+/// `vrf` to be installed via `gateway` alone, in the bed of
+/// [`lanyard_vpn_pe_config`] and [`remote_vpn_pe`]; returns how long it
+/// took. On timeout it panics with what both PEs' FRR hold (OSPF, LDP,
+/// BGP, MPLS) and Lanyard's table, label table and log.
+pub fn wait_vpn_route(
+    sw: &crate::Switch,
+    pe: &FrrInstance,
+    remote: &FrrInstance,
+    vrf: &str,
+    prefix: &str,
+    gateway: &str,
+) -> Duration {
+    let deadline = Duration::from_secs(40);
+    let start = Instant::now();
+    let want = [gateway.to_string()];
+    while sw.vrf_route_gateways(vrf, prefix) != want && start.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let gws = sw.vrf_route_gateways(vrf, prefix);
+    if gws == want {
+        return start.elapsed();
+    }
+    let (ip, family) = if prefix.contains(':') {
+        ("ipv6", "ipv6")
+    } else {
+        ("ip", "ipv4")
+    };
+    let dump = pe.vtysh(&[
+        "show ip ospf neighbor",
+        "show mpls ldp neighbor",
+        "show bgp summary",
+        &format!("show bgp {family} vpn"),
+        &format!("show {ip} route"),
+        &format!("show {ip} route vrf {vrf}"),
+        "show mpls table",
+    ]);
+    let rdump = remote.vtysh(&[
+        "show bgp summary",
+        &format!("show bgp {family} vpn"),
+        "show mpls table",
+    ]);
+    pe.dump_logs();
+    remote.dump_logs();
+    panic!(
+        "VPN route {prefix} not in Lanyard's {vrf} via {gateway} after {deadline:?}: {gws:?}\n\
+         {}\n{}\nLanyard's FRR:\n{dump}\nremote PE:\n{rdump}\nlog:\n{}",
+        sw.show_json(&["show", ip, "route", "vrf", vrf]),
+        sw.show_json(&["show", "mpls", "table"]),
+        sw.log()
+    );
+}
+
 /// Resources one daemon has used (see [`FrrInstance::usage`]).
 #[derive(Clone, Copy, Debug)]
 pub struct DaemonUsage {

@@ -346,11 +346,11 @@ impl Switch {
             .clone()
     }
 
-    /// `show counters`.
-    /// Gateways of the installed route to `prefix` in VRF `vrf`
-    /// (`show ip route vrf VRF`).
+    /// Gateways of `vrf`'s installed route to `prefix` (`show ip route vrf
+    /// VRF`, or `show ipv6 …` when the prefix has a colon).
     pub fn vrf_route_gateways(&self, vrf: &str, prefix: &str) -> Vec<String> {
-        let v = self.show_json(&["show", "ip", "route", "vrf", vrf]);
+        let ip = if prefix.contains(':') { "ipv6" } else { "ip" };
+        let v = self.show_json(&["show", ip, "route", "vrf", vrf]);
         v["routes"]
             .as_array()
             .into_iter()
@@ -361,6 +361,7 @@ impl Switch {
             .collect()
     }
 
+    /// `show counters`.
     pub fn counters(&self) -> Value {
         self.show_json(&["show", "counters"])
     }
