@@ -29,7 +29,14 @@
  *     tells ldpd FORWARDING before the data plane answered) from flapping
  *     a pseudowire Lanyard keeps refusing: ldpd would tell the remote PE
  *     on every flip, and when both PEs refuse the same pseudowire the two
- *     ldpd/zebra pairs ping-pong hundreds of installs a second.
+ *     ldpd/zebra pairs ping-pong hundreds of installs a second;
+ *  6. answers an install that repeats, unchanged, one Lanyard already
+ *     accepted without asking Lanyard again. zebra 8.4 re-installs every
+ *     pseudowire towards a peer each time one more is added
+ *     (zebra_register_rnh_pseudowire forces an evaluation of the peer's
+ *     tracked next hop, which calls zebra_pw_update on every pseudowire
+ *     registered on it), so N pseudowires to one peer cost N^2/2 installs:
+ *     4.7 million round trips for 3,072.
  *
  * Load with:  zebra -M dplane_fpm_nl -M /path/zebra_lanyard.so[:SOCKET]
  * SOCKET defaults to /run/lanyard/zebra-pw.sock. The message format is
@@ -120,6 +127,111 @@ static bool refused_set(vrf_id_t vrf, const char *ifname, bool is_refused)
 	}
 	pthread_mutex_unlock(&refused_mtx);
 	return quiet;
+}
+
+/* Installs Lanyard accepted, by pseudowire: a digest of the line sent
+ * (without its status= field, which zebra sets to "forwarding" after the
+ * first install). An install with the same digest changes nothing in
+ * Lanyard and is answered here (point 6 above). Forgotten on a refusal,
+ * an uninstall, a status line from Lanyard about the pseudowire and any
+ * reconnection (a restarted Lanyard). Written by the data-plane thread
+ * and the main thread, under sent_mtx. Open addressing; a slot, once
+ * used, keeps its key (3,072-16,384 pseudowires, never removed). */
+#define LANYARD_SENT_SLOTS 32768 /* a power of two; 2 x Lanyard's maximum */
+struct sent_pw {
+	char ifname[INTERFACE_NAMSIZ];
+	vrf_id_t vrf;
+	bool used;
+	bool valid;
+	uint64_t digest;
+};
+static struct sent_pw *sent;
+static unsigned sent_valid;
+static pthread_mutex_t sent_mtx = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long cnt_pw_same;
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3ULL;
+	return h;
+}
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+
+/* The slot of (vrf, ifname), a free one for it if ADD, or NULL. Caller
+ * holds sent_mtx. */
+static struct sent_pw *sent_slot(vrf_id_t vrf, const char *ifname, bool add)
+{
+	uint64_t h = fnv1a(fnv1a(FNV_OFFSET, &vrf, sizeof(vrf)), ifname,
+			   strlen(ifname));
+	unsigned i;
+
+	if (!sent)
+		return NULL;
+	for (i = 0; i < LANYARD_SENT_SLOTS; i++) {
+		struct sent_pw *s = &sent[(h + i) & (LANYARD_SENT_SLOTS - 1)];
+
+		if (!s->used) {
+			if (!add)
+				return NULL;
+			s->used = true;
+			s->vrf = vrf;
+			strlcpy(s->ifname, ifname, sizeof(s->ifname));
+			return s;
+		}
+		if (s->vrf == vrf && strcmp(s->ifname, ifname) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+/* Lanyard last accepted exactly this install of the pseudowire. */
+static bool sent_same(vrf_id_t vrf, const char *ifname, uint64_t digest)
+{
+	struct sent_pw *s;
+	bool same;
+
+	pthread_mutex_lock(&sent_mtx);
+	s = sent_slot(vrf, ifname, false);
+	same = s && s->valid && s->digest == digest;
+	pthread_mutex_unlock(&sent_mtx);
+	return same;
+}
+
+/* Records Lanyard's answer to an install (OK: accepted with DIGEST), or
+ * forgets the pseudowire's last install (!OK). */
+static void sent_set(vrf_id_t vrf, const char *ifname, uint64_t digest,
+		     bool ok)
+{
+	struct sent_pw *s;
+
+	pthread_mutex_lock(&sent_mtx);
+	s = sent_slot(vrf, ifname, ok);
+	if (s) {
+		if (ok && !s->valid)
+			sent_valid++;
+		else if (!ok && s->valid)
+			sent_valid--;
+		s->valid = ok;
+		s->digest = digest;
+	}
+	pthread_mutex_unlock(&sent_mtx);
+}
+
+/* Forgets every install (Lanyard may have restarted). */
+static void sent_forget_all(void)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&sent_mtx);
+	if (sent && sent_valid > 0)
+		for (i = 0; i < LANYARD_SENT_SLOTS; i++)
+			sent[i].valid = false;
+	sent_valid = 0;
+	pthread_mutex_unlock(&sent_mtx);
 }
 
 /* The status connection (zebra's main thread only). */
@@ -256,6 +368,7 @@ static bool pw_exchange(const char *line, size_t len, char *why, size_t wlen)
 			break;
 		/* A stale connection (Lanyard restarted): reconnect once. */
 		pw_close();
+		sent_forget_all();
 	}
 	if (pw_fd < 0) {
 		snprintf(why, wlen, "send failed");
@@ -341,19 +454,24 @@ static void pw_handle(struct zebra_dplane_ctx *ctx)
 	enum dplane_op_e op = dplane_ctx_get_op(ctx);
 	const union pw_protocol_fields *pf = dplane_ctx_get_pw_proto(ctx);
 	char line[LANYARD_LINE_MAX], why[256];
-	size_t off = 0;
+	size_t off = 0, st_from, st_to;
 	int af = dplane_ctx_get_pw_af(ctx);
+	vrf_id_t vrf = dplane_ctx_get_vrf(ctx);
+	const char *ifname = dplane_ctx_get_ifname(ctx);
+	uint64_t digest;
 
 	put(line, sizeof(line), &off,
-	    "v=1 op=%s ifname=%s vrf=%u type=%d local=%u remote=%u cw=%d status=%d",
+	    "v=1 op=%s ifname=%s vrf=%u type=%d local=%u remote=%u cw=%d",
 	    op == DPLANE_OP_PW_INSTALL ? "pw-install" : "pw-uninstall",
-	    dplane_ctx_get_ifname(ctx), (unsigned)dplane_ctx_get_vrf(ctx),
-	    dplane_ctx_get_pw_type(ctx),
+	    ifname, (unsigned)vrf, dplane_ctx_get_pw_type(ctx),
 	    (unsigned)dplane_ctx_get_pw_local_label(ctx),
 	    (unsigned)dplane_ctx_get_pw_remote_label(ctx),
 	    CHECK_FLAG(dplane_ctx_get_pw_flags(ctx), F_PSEUDOWIRE_CWORD) ? 1
-									 : 0,
+									 : 0);
+	st_from = off;
+	put(line, sizeof(line), &off, " status=%d",
 	    dplane_ctx_get_pw_status(ctx));
+	st_to = off;
 	put_addr(line, sizeof(line), &off, "peer", af,
 		 dplane_ctx_get_pw_dest(ctx));
 	if (pf) {
@@ -378,19 +496,25 @@ static void pw_handle(struct zebra_dplane_ctx *ctx)
 		return;
 	}
 	line[off++] = '\n';
+	digest = fnv1a(fnv1a(FNV_OFFSET, line, st_from), line + st_to,
+		       off - st_to);
+	if (op == DPLANE_OP_PW_INSTALL && sent_same(vrf, ifname, digest)) {
+		/* Lanyard holds exactly this already (zebra re-installs
+		 * every pseudowire to a peer when one is added). */
+		cnt_pw_same++;
+		return;
+	}
 
 	if (pw_exchange(line, off, why, sizeof(why))) {
 		cnt_pw_ok++;
-		if (op == DPLANE_OP_PW_INSTALL
-		    && refused_set(dplane_ctx_get_vrf(ctx),
-				   dplane_ctx_get_ifname(ctx), false))
-			announce_later(dplane_ctx_get_vrf(ctx),
-				       dplane_ctx_get_ifname(ctx));
+		sent_set(vrf, ifname, digest, op == DPLANE_OP_PW_INSTALL);
+		if (op == DPLANE_OP_PW_INSTALL && refused_set(vrf, ifname, false))
+			announce_later(vrf, ifname);
 		return;
 	}
+	sent_set(vrf, ifname, 0, false);
 	if (op == DPLANE_OP_PW_INSTALL)
-		refused_set(dplane_ctx_get_vrf(ctx), dplane_ctx_get_ifname(ctx),
-			    true);
+		refused_set(vrf, ifname, true);
 	cnt_pw_fail++;
 	zlog_warn("%s: pseudowire %s %s refused: %s", prov_name,
 		  dplane_ctx_get_ifname(ctx),
@@ -455,9 +579,10 @@ static int lanyard_process(struct zebra_dplane_provider *prov)
 static int lanyard_finish(struct zebra_dplane_provider *prov, bool early)
 {
 	if (!early) {
-		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed; status from Lanyard: %lu down, %lu retried; %lu repeated refusals kept quiet",
+		zlog_info("%s: skipped kernel for %lu LSP, %lu route, %lu nexthop ops; pseudowires %lu ok, %lu failed, %lu unchanged (not sent); status from Lanyard: %lu down, %lu retried; %lu repeated refusals kept quiet",
 			  prov_name, cnt_skip_lsp, cnt_skip_route, cnt_skip_nh,
-			  cnt_pw_ok, cnt_pw_fail, cnt_st_down, cnt_st_retry, cnt_quiet);
+			  cnt_pw_ok, cnt_pw_fail, cnt_pw_same, cnt_st_down,
+			  cnt_st_retry, cnt_quiet);
 		pw_close();
 	}
 	return 0;
@@ -491,6 +616,8 @@ static void st_connect(struct thread *t);
 
 static void st_reconnect_later(long secs)
 {
+	/* Lanyard may be a new one: installs go to it again. */
+	sent_forget_all();
 	if (st_fd >= 0)
 		close(st_fd);
 	st_fd = -1;
@@ -519,6 +646,9 @@ static void st_apply(const char *line)
 			  ifname);
 		return;
 	}
+	/* Lanyard's state changed since its last "ok": the next install
+	 * goes to Lanyard even if it repeats the last one. */
+	sent_set(pw->vrf_id, pw->ifname, 0, false);
 	if (strcmp(status, "down") == 0 && pw->status == PW_FORWARDING) {
 		zlog_notice("%s: pseudowire %s down in Lanyard: %s", prov_name,
 			    ifname, line);
@@ -622,6 +752,8 @@ static int lanyard_module_init(void)
 	strlcpy(pw_socket_path,
 		arg && arg[0] ? arg : LANYARD_DEFAULT_SOCKET,
 		sizeof(pw_socket_path));
+	/* Without it every install is sent (as before point 6). */
+	sent = calloc(LANYARD_SENT_SLOTS, sizeof(*sent));
 	hook_register(frr_late_init, lanyard_late_init);
 	hook_register(pw_install, lanyard_pw_install);
 	return 0;

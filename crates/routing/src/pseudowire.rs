@@ -609,9 +609,10 @@ impl PseudowireManager {
     /// Writes the signalled pseudowires zebra holds as forwarding (their
     /// labels from its last install), for the image `lanyard restart`
     /// executes ([`PW_JOURNAL_ENV`]). zebra does not install them again
-    /// after a restart: it never learns of it (the side channel is
-    /// connected per request), so without this the new image would wait
-    /// for labels that never come while ldpd shows the pseudowires up.
+    /// after a restart: it never learns of it (the module only re-opens
+    /// its connections; nothing in zebra re-installs on that), so
+    /// without this the new image would wait for labels that never come
+    /// while ldpd shows the pseudowires up.
     /// One JSON object a line; returns how many.
     pub fn save(&self, path: &Path) -> std::io::Result<usize> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
