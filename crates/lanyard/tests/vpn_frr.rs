@@ -79,7 +79,7 @@ routing:
     let pe_cfg = testkit::frr::lanyard_vpn_pe_config(
         FPM_PORT,
         "ipv4",
-        "               router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
+        "router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
                label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  \
                export vpn\n  import vpn\n exit-address-family\nexit\n",
     );
