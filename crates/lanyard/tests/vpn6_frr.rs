@@ -19,13 +19,19 @@
 //!   the CE 2001:db8:1::2 on sw1 (CE resolved through the VRF's twin),
 //!   hop limit 63, and nothing else leaves the core port.
 //!
-//! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
+//! `vpnv6_over_an_ipv6_core` runs the same over an IPv6-only core:
+//! OSPFv3, LDPv6 (session between IPv6 transport addresses), the BGP
+//! session over IPv6 and the VPNv6 route's next hop the remote PE's IPv6
+//! loopback 2001:db8:ff::2, which Lanyard's CUSTA gets via OSPFv3's
+//! link-local next hop on sw2.
+//!
+//! Needs root, FRR (zebra, ospfd or ospf6d, ldpd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use testkit::frr::{Daemon, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
 use testkit::{l2, RawPort, Switch};
@@ -56,15 +62,92 @@ fn is_seq(f: &[u8], seq: u64) -> bool {
     ip::parse(f).is_some_and(|p| p.src.is_ipv6() && p.seq == Some(seq) && p.l4_ok)
 }
 
+/// The provider core between the two PEs.
+#[derive(Clone, Copy, PartialEq)]
+enum Core {
+    /// IPv4: OSPFv2, LDP over IPv4, the BGP session and next hop IPv4
+    /// (IPv4-mapped in the VPNv6 route).
+    V4,
+    /// IPv6 only: OSPFv3, LDPv6, the BGP session and the VPNv6 route's
+    /// next hop global IPv6 (the remote PE's loopback), resolved through
+    /// OSPFv3's link-local next hop.
+    V6,
+}
+
 #[test]
 fn vpnv6_routes_push_the_vpn_label_and_pop_into_the_vrf() {
-    testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd]);
+    run(Core::V4);
+}
+
+#[test]
+fn vpnv6_over_an_ipv6_core() {
+    run(Core::V6);
+}
+
+/// Lanyard's PE over an IPv6-only core (see [`Core::V6`]): its FRR's
+/// config, beside `lanyard_vpn_pe_config` for the IPv4 core.
+fn v6_core_pe_config(vrfs: &str) -> FrrConfig {
+    FrrConfig {
+        zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
+        ospf6d: format!(
+            "interface ly-sw2\n{OSPF6_IF}exit\nrouter ospf6\n ospf6 router-id 10.255.0.1\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv6\n  \
+               discovery transport-address 2001:db8:12::1\n  interface ly-sw2\n \
+               exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
+             neighbor 2001:db8:ff::2 remote-as 65000\n \
+             neighbor 2001:db8:ff::2 update-source 2001:db8:12::1\n \
+             neighbor 2001:db8:ff::2 timers connect 1\n address-family ipv6 vpn\n  \
+             neighbor 2001:db8:ff::2 activate\n exit-address-family\nexit\n{vrfs}"
+        ),
+        ..FrrConfig::default()
+    }
+}
+
+/// The remote PE over the IPv6-only core: loopback 2001:db8:ff::2 (the
+/// BGP next hop), announcing `REMOTE_PREFIX` with `VPN_LABEL`.
+fn v6_core_remote_config() -> FrrConfig {
+    FrrConfig {
+        ospf6d: format!(
+            "interface t2\n{OSPF6_IF}exit\ninterface lo\n ipv6 ospf6 area 0\nexit\n\
+             router ospf6\n ospf6 router-id 10.255.0.2\nexit\n"
+        ),
+        ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv6\n  \
+               discovery transport-address 2001:db8:ff::2\n  interface t2\n \
+               exit-address-family\n"
+            .into(),
+        bgpd: format!(
+            "route-map RT permit 10\n set extcommunity rt 65000:1\nexit\n\
+             router bgp 65000\n bgp router-id 10.255.0.2\n no bgp default ipv4-unicast\n \
+             neighbor 2001:db8:12::1 remote-as 65000\n \
+             neighbor 2001:db8:12::1 update-source 2001:db8:ff::2\n \
+             neighbor 2001:db8:12::1 timers connect 1\n address-family ipv6 vpn\n  \
+             neighbor 2001:db8:12::1 activate\n  \
+             network {REMOTE_PREFIX} rd 65000:1 label {VPN_LABEL} route-map RT\n \
+             exit-address-family\nexit\n"
+        ),
+        ..FrrConfig::default()
+    }
+}
+
+const OSPF6_IF: &str = " ipv6 ospf6 area 0\n ipv6 ospf6 network point-to-point\n \
+                        ipv6 ospf6 hello-interval 1\n ipv6 ospf6 dead-interval 4\n";
+
+fn run(core: Core) {
+    let (ospf, prefix, ns) = match core {
+        Core::V4 => (Daemon::Ospfd, "vpn6f", "lyv6a"),
+        Core::V6 => (Daemon::Ospf6d, "vpn6c", "lyv6c"),
+    };
+    testkit::require_frr!(&[Daemon::Zebra, ospf, Daemon::Ldpd, Daemon::Bgpd]);
     if !testkit::frr::lanyard_modules_built() {
         return;
     }
     let t0 = Instant::now();
-    let bed = RouterBed::new("vpn6f", 2, 1500).expect("namespaces");
-    let ns_a = Netns::new("lyv6a").unwrap();
+    let bed = RouterBed::new(prefix, 2, 1500).expect("namespaces");
+    let ns_a = Netns::new(ns).unwrap();
     let t1 = bed.tester(1);
     let t2 = bed.tester(2);
     for args in [
@@ -90,20 +173,44 @@ fn vpnv6_routes_push_the_vpn_label_and_pop_into_the_vrf() {
     ] {
         t1.exec(args).expect("CE setup");
     }
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
-        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
-    ] {
+    let remote_setup: &[&[&str]] = match core {
+        Core::V4 => &[
+            &["ip", "link", "set", "lo", "up"],
+            &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
+            &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
+        ],
+        Core::V6 => &[
+            &["ip", "link", "set", "lo", "up"],
+            &["ip", "addr", "add", "2001:db8:ff::2/128", "dev", "lo"],
+            &[
+                "ip",
+                "addr",
+                "add",
+                "2001:db8:12::2/64",
+                "dev",
+                "t2",
+                "nodad",
+            ],
+        ],
+    };
+    if core == Core::V6 {
+        t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
+            .expect("IPv6 on the remote PE's loopback");
+    }
+    for args in remote_setup {
         t2.exec(args).expect("remote PE setup");
     }
+    let core_address = match core {
+        Core::V4 => "10.0.12.1/24",
+        Core::V6 => "\"2001:db8:12::1/64\"",
+    };
     let yaml = format!(
         r#"
 switch:
   name: vpn6-frr
 ports:
   - {{name: sw1, mode: routed, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}}
-  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
+  - {{name: sw2, mode: routed, addresses: [{core_address}]}}
 vrfs:
   - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
 routing:
@@ -118,34 +225,65 @@ routing:
         &["sw1", "sw2"],
     )
     .expect("start lanyard");
-    let tmp_guard = testkit::TempDir::new("vpn6-frr");
+    // Its own per core: the two tests run at once in one process.
+    let tmp_guard = testkit::TempDir::new(prefix);
     let tmp = tmp_guard.path().to_path_buf();
 
     // Lanyard's PE: IPv6 VPN over IPv4 sessions; CUSTA imports the remote
     // route and exports its connected IPv6 subnet with a per-VRF label.
-    let pe_cfg = testkit::frr::lanyard_vpn_pe_config(
-        FPM_PORT,
-        "ipv6",
-        "router bgp 65000 vrf CUSTA\n address-family ipv6 unicast\n  \
-               redistribute connected\n  label vpn export auto\n  rd vpn export 65000:1\n  \
-               rt vpn both 65000:1\n  export vpn\n  import vpn\n exit-address-family\nexit\n",
-    );
+    let vrfs = "router bgp 65000 vrf CUSTA\n address-family ipv6 unicast\n  \
+                redistribute connected\n  label vpn export auto\n  rd vpn export 65000:1\n  \
+                rt vpn both 65000:1\n  export vpn\n  import vpn\n exit-address-family\nexit\n";
+    let pe_cfg = match core {
+        Core::V4 => testkit::frr::lanyard_vpn_pe_config(FPM_PORT, "ipv6", vrfs),
+        Core::V6 => v6_core_pe_config(vrfs),
+    };
     let pe_opts = FrrOptions::lanyard_pe(&tmp.join("pe-pw.sock"), [("CUSTA", ns_a.name())]);
     let pe = FrrInstance::start_with(
         bed.dut.name(),
         "vpn6-pe",
-        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd, Daemon::Bgpd],
+        &[Daemon::Zebra, ospf, Daemon::Ldpd, Daemon::Bgpd],
         &pe_cfg,
         &pe_opts,
     )
     .expect("Lanyard's FRR");
-    let remote =
-        testkit::frr::remote_vpn_pe(t2, "vpn6-remote", &tmp, "ipv6", REMOTE_PREFIX, VPN_LABEL)
-            .expect("remote PE FRR");
+    let remote = match core {
+        Core::V4 => {
+            testkit::frr::remote_vpn_pe(t2, "vpn6-remote", &tmp, "ipv6", REMOTE_PREFIX, VPN_LABEL)
+        }
+        Core::V6 => FrrInstance::start_with(
+            t2.name(),
+            "vpn6-remote",
+            &[Daemon::Zebra, ospf, Daemon::Ldpd, Daemon::Bgpd],
+            &v6_core_remote_config(),
+            &FrrOptions::lanyard_mpls(&tmp.join("r-pw.sock")),
+        ),
+    }
+    .expect("remote PE FRR");
+    // The remote PE as Lanyard's next hop: its core address, or for the
+    // IPv6 core OSPFv3's next hop, its link-local address.
+    let gateway = match core {
+        Core::V4 => "10.0.12.2".to_string(),
+        Core::V6 => {
+            let out = t2
+                .exec(&[
+                    "ip", "-6", "-o", "addr", "show", "dev", "t2", "scope", "link",
+                ])
+                .expect("t2's link-local address");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.split_whitespace()
+                .skip_while(|w| *w != "inet6")
+                .nth(1)
+                .and_then(|a| a.split('/').next())
+                .unwrap_or_else(|| panic!("no link-local address on t2: {text}"))
+                .to_string()
+        }
+    };
 
     let dump = || {
         let d = pe.vtysh(&[
             "show ip ospf neighbor",
+            "show ipv6 ospf6 neighbor",
             "show mpls ldp neighbor",
             "show bgp summary",
             "show bgp ipv6 vpn",
@@ -162,18 +300,29 @@ routing:
     };
 
     // 1. The imported VPNv6 route: via the IPv4 core neighbour.
-    testkit::frr::wait_vpn_route(&sw, &pe, &remote, "CUSTA", REMOTE_PREFIX, "10.0.12.2");
+    testkit::frr::wait_vpn_route(&sw, &pe, &remote, "CUSTA", REMOTE_PREFIX, &gateway);
     eprintln!(
         "  VPNv6 route in Lanyard's CUSTA {:.1} s after start",
         t0.elapsed().as_secs_f64()
     );
+    if core == Core::V6 {
+        // The transport is LDPv6's: a session between IPv6 transport
+        // addresses, and its (implicit-null) label for the loopback.
+        let ldp = pe.vtysh(&["show mpls ldp neighbor", "show mpls ldp binding"]);
+        assert!(
+            ldp.contains("ipv6")
+                && ldp.contains("OPERATIONAL")
+                && ldp.contains("2001:db8:ff::2/128"),
+            "no LDPv6 session and binding for the remote loopback:\n{ldp}"
+        );
+    }
     let text = sw
         .cli(&["show", "ipv6", "route", "vrf", "CUSTA"])
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
     let line = text.lines().find(|l| l.contains(REMOTE_PREFIX));
     assert!(
-        line.is_some_and(|l| l.contains("10.0.12.2") && l.contains("sw2")),
+        line.is_some_and(|l| l.contains(&gateway) && l.contains("sw2")),
         "show ipv6 route vrf CUSTA:\n{text}"
     );
     // Never in the default VRF's table.
