@@ -28,6 +28,8 @@ pub const UNKNOWN: u16 = 0;
 pub mod ids {
     pub const DNS: u16 = 5;
     pub const HTTP: u16 = 7;
+    pub const ICMP: u16 = 81;
+    pub const ICMPV6: u16 = 102;
     pub const BITTORRENT: u16 = 37;
     pub const TLS: u16 = 91;
     pub const SSH: u16 = 92;
