@@ -13,7 +13,10 @@
 //!    subscriber-side address (the source of a frame from the subscriber
 //!    side, the destination of one from the network side); an nDPI slot
 //!    from the preallocated [`FlowPool`] (none free: counted
-//!    `classify_busy`, signatures still apply).
+//!    `classify_busy`, signatures still apply) — except an ICMP flow
+//!    (nDPI's answer given without it) and a flow opened by a bare SYN
+//!    (its slot taken at its second packet, the SYN replayed first): see
+//!    [`crate::first_packet`].
 //! 4. While the flow is being classified: operator signatures first (the
 //!    first match decides), then nDPI. nDPI's answer decides once it wants
 //!    no more packets or the TCP flow is closing — but not before `signature_depth` packets when a
