@@ -9,6 +9,8 @@
 //! - `new_flow/tcp_syn`, `new_flow/icmp`: the same for a new TCP flow's
 //!   SYN (a connection attempt, no payload) and a new ICMP flow's echo
 //!   request (a new identifier each) — the lab's `new-flows: tcp | icmp`;
+//! - `new_flow/tcp_syn/batch32`, `new_flow/icmp/batch32`: the same in
+//!   batches of 32 with the batch prefetch, as `new_flow/udp/batch32`;
 //! - `new_flow/ndpi_only/{udp,tcp_syn,icmp}`: nDPI alone on the same
 //!   first packets (fresh state, one `ndpi_detection_process_packet`,
 //!   state freed): the floor of the `new_flow/…` times above;
@@ -361,6 +363,29 @@ fn new_flows(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, frames: &[Vec<u8>
             })
         })
     });
+    // The same in batches of 32 with the batch prefetch (time per batch).
+    g.throughput(Throughput::Elements(32));
+    g.bench_function(format!("{name}/batch32"), |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let start = (k & !31) % frames.len();
+                let batch = &frames[start..(start + 32).min(frames.len())];
+                e.prefetch(
+                    batch.iter().map(|f| (f.as_slice(), Side::Subscriber)),
+                    &view,
+                );
+                for f in batch {
+                    now_us += 1;
+                    k += 1;
+                    black_box(e.process_us(f, Side::Subscriber, &view, now_us));
+                    if k.is_multiple_of(64) {
+                        e.sweep(now_us / 1000, 256);
+                    }
+                }
+            })
+        })
+    });
+    g.throughput(Throughput::Elements(1));
     let st = e.stats();
     eprintln!(
         "{name}: {} created, by nDPI {}, by guess {}, unknown {}, refused {}",

@@ -13,7 +13,10 @@
 //!    subscriber-side address (the source of a frame from the subscriber
 //!    side, the destination of one from the network side); an nDPI slot
 //!    from the preallocated [`FlowPool`] (none free: counted
-//!    `classify_busy`, signatures still apply).
+//!    `classify_busy`, signatures still apply) — except an ICMP flow
+//!    (nDPI's answer given without it) and a flow opened by a bare SYN
+//!    (its slot taken at its second packet, the SYN replayed first): see
+//!    [`crate::first_packet`].
 //! 4. While the flow is being classified: operator signatures first (the
 //!    first match decides), then nDPI. nDPI's answer decides once it wants
 //!    no more packets or the TCP flow is closing — but not before `signature_depth` packets when a
@@ -50,6 +53,22 @@ use std::sync::Arc;
 
 /// Service id of a flow still being classified.
 pub const PENDING: u16 = u16::MAX;
+
+/// A flow's class while it is classified and has no nDPI slot *yet*: an
+/// ICMP flow (named without nDPI, [`crate::first_packet::icmp_app`]) or a
+/// TCP flow opened by a bare SYN (its slot taken, and the SYN replayed,
+/// at its second packet: [`crate::first_packet::syn_deferrable`]).
+const DEFERRED: u32 = NONE - 1;
+
+/// ICMP over IPv4 or ICMPv6 over IPv6: the flows nDPI names by protocol.
+#[inline]
+fn icmp_family(t: &crate::packet::Tuple) -> bool {
+    if t.v6 {
+        t.proto == crate::packet::ICMPV6
+    } else {
+        t.proto == crate::packet::ICMP
+    }
+}
 
 /// Engine flag bits kept in the flow ([`crate::flow::FlowMut::set_user`]).
 const U_OPENER_UP: u8 = 1;
@@ -243,6 +262,9 @@ struct Ctx {
     export: Option<Arc<UsageQueue>>,
     /// Interim records of live flows every this long (0: none).
     active_ms: u64,
+    /// ICMP named and a bare SYN's nDPI call deferred without nDPI
+    /// ([`crate::first_packet`]); off only to compare with.
+    shortcuts: bool,
 }
 
 /// One worker's engine. See the module docs.
@@ -268,6 +290,7 @@ impl Engine {
                 cfg,
                 export: None,
                 active_ms: 0,
+                shortcuts: true,
             },
         })
     }
@@ -296,6 +319,13 @@ impl Engine {
     /// only when they end), carrying the traffic since the previous one.
     pub fn set_active_timeout(&mut self, ms: u64) {
         self.ctx.active_ms = ms;
+    }
+
+    /// With `false`, every new flow takes its nDPI slot and gives nDPI
+    /// its first packet, as before [`crate::first_packet`] (the same
+    /// decisions and counters, more nDPI work): for comparisons.
+    pub fn set_first_packet_shortcuts(&mut self, on: bool) {
+        self.ctx.shortcuts = on;
     }
 
     /// Whether ended flows are exported.
@@ -379,7 +409,11 @@ impl Engine {
             }
         };
         if new {
-            self.ctx.start(&mut self.flows, idx, &p.tuple, side, view);
+            let defer = self.ctx.shortcuts
+                && (icmp_family(&p.tuple)
+                    || crate::first_packet::syn_deferrable(&p.tuple, p.tcp_flags, p.payload_len));
+            self.ctx
+                .start(&mut self.flows, idx, &p.tuple, side, view, defer);
         }
         let dir = side as usize;
         let f = self.flows.at(idx);
@@ -692,7 +726,8 @@ impl Ctx {
         false
     }
 
-    /// A new flow: subscriber, nDPI slot, engine bits.
+    /// A new flow: subscriber, nDPI slot (or [`DEFERRED`] with `defer`),
+    /// engine bits.
     fn start(
         &mut self,
         flows: &mut FlowTable,
@@ -700,6 +735,7 @@ impl Ctx {
         t: &crate::packet::Tuple,
         side: Side,
         view: &View,
+        defer: bool,
     ) {
         let st = &self.stats.engine;
         st.flows_created.add(1);
@@ -771,6 +807,10 @@ impl Ctx {
         }
         f.set_user(bits);
         f.set_app(crate::ndpi::UNKNOWN, PENDING);
+        if defer {
+            f.set_class(DEFERRED);
+            return;
+        }
         match self.pool.alloc() {
             Some(slot) => f.set_class(slot),
             None => {
@@ -778,6 +818,25 @@ impl Ctx {
                 st.classify_busy.add(1);
             }
         }
+    }
+
+    /// The nDPI slot of a [`DEFERRED`] flow, taken now (none free:
+    /// [`NONE`], counted `classify_busy`). A TCP flow's slot is first fed
+    /// the SYN nDPI did not get (rebuilt from the opener tuple, at the
+    /// flow's first time), so nDPI sees the flow's packets as before.
+    fn take_slot(&mut self, opener: &crate::packet::Tuple, first_ms: u64) -> u32 {
+        let Some(slot) = self.pool.alloc() else {
+            self.stats.engine.classify_busy.add(1);
+            return NONE;
+        };
+        if opener.proto == crate::packet::TCP {
+            let mut buf = [0u8; 60];
+            let syn = crate::first_packet::synthetic_syn(opener, &mut buf);
+            self.stats.engine.ndpi_packets.add(1);
+            // nDPI names nothing from it (`syn_deferrable`).
+            let _ = self.ndpi.process(&mut self.pool, slot, syn, first_ms);
+        }
+        slot
     }
 
     /// One packet of a flow being classified.
@@ -799,14 +858,45 @@ impl Ctx {
             self.decide(flows, idx, app, service, Source::Signature);
             return;
         }
-        let f = flows.at(idx);
+        let mut f = flows.at(idx);
         let seen = f.packets()[0] + f.packets()[1];
         let candidate = f.user() & U_SIG_CANDIDATE != 0;
-        let slot = f.class();
+        let mut slot = f.class();
         let mut app = f.app();
         // A closing TCP flow gets no more packets worth waiting for.
         let closing = matches!(f.state(), State::FinWait | State::TimeWait | State::Closed);
-        if slot != NONE {
+        if slot == DEFERRED {
+            if icmp_family(t) {
+                // nDPI's answer without nDPI (or the one it gave before:
+                // a named flow keeps its name there too).
+                let named = if app != crate::ndpi::UNKNOWN {
+                    Some(app)
+                } else {
+                    crate::first_packet::icmp_app(ip, t)
+                };
+                match named {
+                    Some(id) => {
+                        app = id;
+                        f.set_app(app, PENDING);
+                        // nDPI wants no more of an ICMP flow.
+                        if !(candidate && seen < u64::from(self.cfg.signature_depth)) {
+                            let service = self.policy.services.of(app);
+                            self.decide(flows, idx, app, service, Source::Ndpi);
+                            return;
+                        }
+                    }
+                    None => {
+                        slot = self.take_slot(&f.opener(), f.first_ms());
+                        f.set_class(slot);
+                    }
+                }
+            } else if seen > 1 {
+                // The second packet of a flow opened by a bare SYN.
+                slot = self.take_slot(&f.opener(), f.first_ms());
+                f.set_class(slot);
+            }
+        }
+        if slot != NONE && slot != DEFERRED {
             self.stats.engine.ndpi_packets.add(1);
             let p = self.ndpi.process(&mut self.pool, slot, ip, now_ms);
             if p.id() != crate::ndpi::UNKNOWN {
@@ -824,24 +914,37 @@ impl Ctx {
             }
         }
         if seen >= u64::from(self.cfg.classify_packets) {
-            let (app, source) = self.final_answer(slot, app);
+            let f = flows.at(idx);
+            let (opener, first_ms) = (f.opener(), f.first_ms());
+            let (app, source, slot) = self.final_answer(slot, app, &opener, first_ms);
+            flows.at(idx).set_class(slot);
             let service = self.policy.services.of(app);
             self.decide(flows, idx, app, service, source);
         }
     }
 
-    /// What a flow is when classification must end now.
-    fn final_answer(&mut self, slot: u32, app: u16) -> (u16, Source) {
+    /// What a flow is when classification must end now; and its nDPI
+    /// slot then (a [`DEFERRED`] flow takes one for nDPI's guess).
+    fn final_answer(
+        &mut self,
+        mut slot: u32,
+        app: u16,
+        opener: &crate::packet::Tuple,
+        first_ms: u64,
+    ) -> (u16, Source, u32) {
         if app != crate::ndpi::UNKNOWN {
-            return (app, Source::Ndpi);
+            return (app, Source::Ndpi, slot);
         }
-        if slot != NONE && self.cfg.guess {
+        if slot == DEFERRED && self.cfg.guess {
+            slot = self.take_slot(opener, first_ms);
+        }
+        if slot != NONE && slot != DEFERRED && self.cfg.guess {
             let (p, _) = self.ndpi.give_up(&mut self.pool, slot, true);
             if p.id() != crate::ndpi::UNKNOWN {
-                return (p.id(), Source::Guess);
+                return (p.id(), Source::Guess, slot);
             }
         }
-        (crate::ndpi::UNKNOWN, Source::Unknown)
+        (crate::ndpi::UNKNOWN, Source::Unknown, slot)
     }
 
     /// Records the decision in the flow and the counters.
@@ -854,7 +957,7 @@ impl Ctx {
         source: Source,
     ) {
         let mut f = flows.at(idx);
-        if f.class() != NONE {
+        if f.class() != NONE && f.class() != DEFERRED {
             self.pool.release(f.class());
         }
         self.stats.engine.classifying.sub(1);
@@ -938,9 +1041,9 @@ impl Ctx {
         // flow is two locked instructions.
         let (service, usage, app) = if f.service == PENDING {
             // Decide with what is known, then end it.
-            let (app, source) = self.final_answer(f.class, f.app);
-            if f.class != NONE {
-                self.pool.release(f.class);
+            let (app, source, slot) = self.final_answer(f.class, f.app, &f.opener, f.first_ms);
+            if slot != NONE && slot != DEFERRED {
+                self.pool.release(slot);
             }
             self.stats.engine.classifying.sub(1);
             let service = if app == crate::ndpi::UNKNOWN {
@@ -1028,7 +1131,7 @@ fn usage_record(f: &Flow, app: u16, service: u16, end: EndReason) -> UsageRecord
 mod tests {
     use super::*;
     use crate::ndpi::ids;
-    use crate::packet::{build, ACK, FIN, SYN, TCP, UDP};
+    use crate::packet::{build, ACK, FIN, RST, SYN, TCP, UDP};
     use crate::signature::Pattern;
     use crate::subscriber::{Package, Prefix, Subscriber, SubscriberDb};
 
@@ -1108,6 +1211,372 @@ mod tests {
         b"GET / HTTP/1.1\r\nHost: example.com\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
     const OK: &[u8] =
         b"HTTP/1.1 200 OK\r\nServer: SimpleHTTP/0.6 Python/3.11\r\nContent-Length: 2\r\n\r\nhi";
+
+    /// A TCP segment with real sequence numbers (`build` leaves them 0).
+    #[allow(clippy::too_many_arguments)]
+    fn seg(
+        v6: bool,
+        src: [u8; 4],
+        dst: [u8; 4],
+        sp: u16,
+        dp: u16,
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        pl: &[u8],
+    ) -> Vec<u8> {
+        let (mut f, tcp) = if v6 {
+            let a = |x: [u8; 4]| 0x2001_0db8u128 << 96 | u128::from(u32::from_be_bytes(x));
+            (build::v6(TCP, a(src), a(dst), sp, dp, flags, pl), 54)
+        } else {
+            (build::v4(TCP, src, dst, sp, dp, flags, pl), 34)
+        };
+        f[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        f[tcp + 8..tcp + 12].copy_from_slice(&ack.to_be_bytes());
+        f
+    }
+
+    /// A TCP connection from `client` to `server` (the subscriber is
+    /// `SUB`, on either end): handshake, `msgs` (from the client?,
+    /// payload) with the sequence numbers a real stack would use, and
+    /// FINs both ways when `close`.
+    #[allow(clippy::too_many_arguments)]
+    fn conn(
+        e: &mut Engine,
+        v: &View,
+        v6: bool,
+        sub_is_client: bool,
+        sp: u16,
+        dp: u16,
+        msgs: &[(bool, &[u8])],
+        close: bool,
+        t0: u64,
+    ) {
+        let (c, s) = if sub_is_client {
+            (SUB, SRV)
+        } else {
+            (SRV, SUB)
+        };
+        let side = |from_client: bool| {
+            if from_client == sub_is_client {
+                Side::Subscriber
+            } else {
+                Side::Network
+            }
+        };
+        let (mut cs, mut ss) = (1_000u32, 7_000_000u32);
+        let mut t = t0;
+        let mut send = |e: &mut Engine,
+                        from_client: bool,
+                        flags: u8,
+                        pl: &[u8],
+                        cs: &mut u32,
+                        ss: &mut u32| {
+            let f = if from_client {
+                seg(
+                    v6,
+                    c,
+                    s,
+                    sp,
+                    dp,
+                    flags,
+                    *cs,
+                    if flags & ACK != 0 { *ss } else { 0 },
+                    pl,
+                )
+            } else {
+                seg(v6, s, c, dp, sp, flags, *ss, *cs, pl)
+            };
+            let n = pl.len() as u32 + u32::from(flags & (SYN | FIN) != 0);
+            if from_client {
+                *cs = cs.wrapping_add(n);
+            } else {
+                *ss = ss.wrapping_add(n);
+            }
+            e.process(&f, side(from_client), v, t);
+            t += 1;
+        };
+        send(e, true, SYN, b"", &mut cs, &mut ss);
+        send(e, false, SYN | ACK, b"", &mut cs, &mut ss);
+        send(e, true, ACK, b"", &mut cs, &mut ss);
+        for (from_client, pl) in msgs {
+            send(e, *from_client, ACK, pl, &mut cs, &mut ss);
+        }
+        if close {
+            send(e, true, FIN | ACK, b"", &mut cs, &mut ss);
+            send(e, false, FIN | ACK, b"", &mut cs, &mut ss);
+        }
+    }
+
+    /// A TLS 1.2 record carrying a ClientHello for `sni`.
+    fn client_hello(sni: &str) -> Vec<u8> {
+        let name = sni.as_bytes();
+        let mut sni_ext = vec![0, 0];
+        let list = 3 + name.len();
+        sni_ext.extend_from_slice(&((list + 2) as u16).to_be_bytes());
+        sni_ext.extend_from_slice(&(list as u16).to_be_bytes());
+        sni_ext.push(0);
+        sni_ext.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        sni_ext.extend_from_slice(name);
+        let mut body = vec![3, 3];
+        body.extend_from_slice(&[0x42; 32]);
+        body.push(0);
+        body.extend_from_slice(&[0, 4, 0x13, 0x01, 0xc0, 0x2f]);
+        body.extend_from_slice(&[1, 0]);
+        body.extend_from_slice(&(sni_ext.len() as u16).to_be_bytes());
+        body.extend_from_slice(&sni_ext);
+        let mut hs = vec![1];
+        hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+        hs.extend_from_slice(&body);
+        let mut rec = vec![0x16, 3, 1];
+        rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&hs);
+        rec
+    }
+
+    /// ICMP over IPv4 (`build::v4` puts type and code where the ports
+    /// go) with an echo identifier.
+    fn icmp(src: [u8; 4], dst: [u8; 4], ty: u8, id: u16) -> Vec<u8> {
+        let mut f = build::v4(
+            crate::packet::ICMP,
+            src,
+            dst,
+            u16::from(ty) << 8,
+            0,
+            0,
+            &[7; 24],
+        );
+        f[38..40].copy_from_slice(&id.to_be_bytes());
+        f
+    }
+
+    /// Everything the engine counted (apps by name, services, engine
+    /// counters but nDPI's packets, the subscriber's entries) and the
+    /// usage records of the flows it ended.
+    fn everything(e: &Engine, q: &UsageQueue, db: &SubscriberDb) -> Vec<String> {
+        let s = e.stats();
+        let p = e.policy();
+        let mut out = Vec::new();
+        let g = |c: &crate::counter::Counter| c.get();
+        let u = |u: &Usage| {
+            format!(
+                "flows {} active {} packets {:?} bytes {:?} dropped {:?}",
+                g(&u.flows),
+                g(&u.active),
+                [g(&u.packets[0]), g(&u.packets[1])],
+                [g(&u.bytes[0]), g(&u.bytes[1])],
+                [g(&u.dropped_packets[0]), g(&u.dropped_packets[1])]
+            )
+        };
+        for (i, a) in s.apps.iter().enumerate() {
+            if g(&a.flows) != 0 || g(&a.packets[0]) + g(&a.packets[1]) != 0 {
+                out.push(format!("app {}: {}", p.app_name(i as u16), u(a)));
+            }
+        }
+        for i in 0..p.services.len() {
+            out.push(format!("service {i}: {}", u(&s.services[i])));
+        }
+        let c = &s.engine;
+        out.push(format!(
+            "packets {} created {} ended {} live {} classifying {} busy {} sig {} ndpi {} guess {} unknown {} no-sub {} usage-full {}",
+            g(&c.packets),
+            g(&c.flows_created),
+            g(&c.flows_ended),
+            g(&c.flows_live),
+            g(&c.classifying),
+            g(&c.classify_busy),
+            g(&c.by_signature),
+            g(&c.by_ndpi),
+            g(&c.by_guess),
+            g(&c.unknown),
+            g(&c.no_subscriber),
+            g(&c.usage_full)
+        ));
+        let (_, link) = db.get("alice").unwrap();
+        for sv in 0..p.services.len() as u16 {
+            if let Some(x) = s.usage.find(UsageTable::key(link.slot, link.gen, sv)) {
+                out.push(format!("alice service {sv}: {}", u(x)));
+            }
+        }
+        let mut recs: Vec<String> = std::iter::from_fn(|| q.pop())
+            .map(|r| {
+                format!(
+                    "record {} {}:{} {} app {} service {} packets {:?} bytes {:?} {:?}",
+                    r.proto,
+                    r.network_addr,
+                    r.network_port,
+                    r.subscriber_port,
+                    p.app_name(r.app),
+                    r.service,
+                    r.packets,
+                    r.bytes,
+                    r.end
+                )
+            })
+            .collect();
+        recs.sort();
+        out.extend(recs);
+        out
+    }
+
+    /// The first-packet shortcuts ([`crate::first_packet`]: ICMP named
+    /// without nDPI, a bare SYN's nDPI call deferred to the flow's second
+    /// packet) change nothing but nDPI's work: the same traffic with them
+    /// and without gives the same applications, services, counters and
+    /// usage records — HTTP, TLS, SSH (the server speaks first),
+    /// BitTorrent, over IPv4 and IPv6, opened from either side; SYNs
+    /// never answered, retransmitted, reset or to a port nDPI names from
+    /// the SYN; ICMP echo, unreachable and a later fragment — with
+    /// nDPI's guess off and on. With them nDPI gets fewer packets and an
+    /// unanswered SYN holds no nDPI slot.
+    #[test]
+    fn first_packet_shortcuts_change_nothing_but_ndpi_work() {
+        let p = policy(vec![]);
+        let db = db();
+        let v = db.published().load_full();
+        let bt = {
+            let mut h = b"\x13BitTorrent protocol".to_vec();
+            h.extend_from_slice(&[0; 8]);
+            h.extend_from_slice(&[0x11; 20]);
+            h.extend_from_slice(b"-TR3000-abcdefghijkl");
+            h
+        };
+        let hello = client_hello("www.example.org");
+        let run = |shortcuts: bool, guess: bool| {
+            let mut e = Engine::new(
+                EngineConfig {
+                    flows: 256,
+                    classify_slots: 64,
+                    usage_entries: 256,
+                    guess,
+                    ..EngineConfig::default()
+                },
+                p.clone(),
+            )
+            .unwrap();
+            e.set_first_packet_shortcuts(shortcuts);
+            let q = Arc::new(UsageQueue::new(256));
+            e.set_usage_export(q.clone());
+            for v6 in [false, true] {
+                let o = if v6 { 100 } else { 0 };
+                conn(
+                    &mut e,
+                    &v,
+                    v6,
+                    true,
+                    40000 + o,
+                    8080,
+                    &[(true, GET), (false, OK)],
+                    true,
+                    10,
+                );
+                conn(
+                    &mut e,
+                    &v,
+                    v6,
+                    true,
+                    40001 + o,
+                    443,
+                    &[(true, &hello)],
+                    true,
+                    20,
+                );
+                conn(
+                    &mut e,
+                    &v,
+                    v6,
+                    true,
+                    40002 + o,
+                    22,
+                    &[
+                        (false, b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"),
+                        (true, b"SSH-2.0-OpenSSH_9.2p1\r\n"),
+                    ],
+                    false,
+                    30,
+                );
+                conn(
+                    &mut e,
+                    &v,
+                    v6,
+                    true,
+                    40003 + o,
+                    51413,
+                    &[(true, &bt), (false, &bt)],
+                    false,
+                    40,
+                );
+                // The subscriber is the server.
+                conn(
+                    &mut e,
+                    &v,
+                    v6,
+                    false,
+                    40004 + o,
+                    80,
+                    &[(true, GET), (false, OK)],
+                    true,
+                    50,
+                );
+                // An unanswered SYN, one sent three times, one to a port
+                // nDPI names from the SYN (Targus Getdata, 5201), one reset.
+                let syn = |sp, dp| seg(v6, SUB, SRV, sp, dp, SYN, 1, 0, b"");
+                e.process(&syn(40005 + o, 80), Side::Subscriber, &v, 60);
+                for t in 0..3 {
+                    e.process(&syn(40006 + o, 8080), Side::Subscriber, &v, 61 + t);
+                }
+                e.process(&syn(40007 + o, 5201), Side::Subscriber, &v, 65);
+                e.process(&syn(40008 + o, 443), Side::Subscriber, &v, 66);
+                e.process(
+                    &seg(v6, SRV, SUB, 443, 40008 + o, RST | ACK, 0, 2, b""),
+                    Side::Network,
+                    &v,
+                    67,
+                );
+            }
+            // ICMP: an echo exchange, an unreachable, a later fragment.
+            e.process(&icmp(SUB, SRV, 8, 77), Side::Subscriber, &v, 70);
+            e.process(&icmp(SRV, SUB, 0, 77), Side::Network, &v, 71);
+            e.process(&icmp(SRV, SUB, 3, 0), Side::Network, &v, 72);
+            let mut frag = icmp(SUB, [192, 0, 2, 11], 8, 78);
+            frag[20] = 0;
+            frag[21] = 0x40;
+            e.process(&frag, Side::Subscriber, &v, 73);
+            let ndpi_live = e.classify_slots().0;
+            // End every flow (still classified ones are decided now).
+            e.sweep(10_000_000, 1024);
+            let ndpi = e.stats().engine.ndpi_packets.get();
+            (everything(&e, &q, &db), ndpi, ndpi_live)
+        };
+        for guess in [false, true] {
+            let (with, ndpi_with, live_with) = run(true, guess);
+            let (without, ndpi_without, live_without) = run(false, guess);
+            assert_eq!(with, without, "guess {guess}");
+            assert!(
+                ndpi_with < ndpi_without,
+                "guess {guess}: nDPI got {ndpi_with} packets with the shortcuts, {ndpi_without} without"
+            );
+            assert!(live_with < live_without, "{live_with} vs {live_without}");
+            let has = |what: &str, n: usize| {
+                let k = with
+                    .iter()
+                    .filter(|l| l.starts_with("record") && l.contains(what))
+                    .count();
+                assert_eq!(k, n, "{what} in {with:#?}");
+            };
+            // Named as before deferring the SYN (both address families).
+            if !guess {
+                has("app HTTP ", 4);
+                has("app TLS ", 2);
+                has("app SSH ", 2);
+                has("app BitTorrent ", 2);
+                // nDPI's Targus rule is IPv4 only.
+                has("app TargusDataspeed ", 1);
+                has("app ICMP ", 2);
+                has("app Unknown ", 8);
+            }
+        }
+    }
 
     /// The batch prefetch is only a hint: the same frames with and
     /// without it give the same flows and counters (decided flows, flows

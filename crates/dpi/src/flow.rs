@@ -284,6 +284,13 @@ impl FlowMut<'_> {
     pub fn packets(&self) -> [u64; 2] {
         self.e.packets
     }
+    /// The tuple of the flow's first packet (its opener's direction).
+    pub fn opener(&self) -> Tuple {
+        self.e.flow().opener
+    }
+    pub fn first_ms(&self) -> u64 {
+        self.e.first_ms
+    }
     pub fn bytes(&self) -> [u64; 2] {
         self.e.bytes
     }

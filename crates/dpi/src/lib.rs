@@ -26,6 +26,7 @@ pub mod bandwidth;
 pub mod bucket;
 pub mod counter;
 pub mod engine;
+pub mod first_packet;
 pub mod flow;
 pub use tables::huge;
 pub mod inline;

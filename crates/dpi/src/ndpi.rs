@@ -7,7 +7,7 @@
 //!   `Sync`); building one takes about 40 ms and a few MB.
 //! * [`FlowPool`] preallocates nDPI's per-flow state (`ndpi_flow_struct`,
 //!   688 bytes in 4.2) for the flows *being classified*: a flow takes a
-//!   slot on its first packet and gives it back when its application is
+//!   slot on the first packet nDPI must see (`crate::first_packet`) and gives it back when its application is
 //!   decided (or it gives up, or the flow ends), so classified flows cost
 //!   nothing here. No allocation per flow on our side; what nDPI's
 //!   dissectors allocate inside a slot (host names, certificate fields)
@@ -28,6 +28,8 @@ pub const UNKNOWN: u16 = 0;
 pub mod ids {
     pub const DNS: u16 = 5;
     pub const HTTP: u16 = 7;
+    pub const ICMP: u16 = 81;
+    pub const ICMPV6: u16 = 102;
     pub const BITTORRENT: u16 = 37;
     pub const TLS: u16 = 91;
     pub const SSH: u16 = 92;
