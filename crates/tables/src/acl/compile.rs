@@ -4,6 +4,7 @@
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
+use super::block::{place, Arr, Block, Packer};
 use crate::prefetch;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -579,15 +580,46 @@ pub(crate) struct Table {
     pub(super) v6: bool,
     masks: Masks,
     bin_mask: usize,
-    bins: Box<[Bin]>,
+    /// The arrays below live in the classifier's [`Block`] (one
+    /// allocation for every table, docs/acl.md "One block").
+    bins: Arr<Bin>,
     /// The [`DUMMY`] record, then bucket after bucket (each in priority
     /// order): IPv6 tables' rules in `rules`, the others' in `rules4`
     /// (the other one is empty).
-    rules: Box<[Hot]>,
-    rules4: Box<[Hot4]>,
+    rules: Arr<Hot>,
+    rules4: Arr<Hot4>,
     /// Parallel to the rules; empty when no rule of the table has L2
     /// fields.
-    cold: Box<[Cold]>,
+    cold: Arr<Cold>,
+}
+
+/// A table's arrays as compiled, before they are packed into the block.
+pub(crate) struct Parts {
+    bins: Vec<Bin>,
+    rules: Vec<Hot>,
+    rules4: Vec<Hot4>,
+    cold: Vec<Cold>,
+}
+
+/// Copy every table's arrays into one block: all the bins first (every
+/// lookup probes a bin in each table it is left), then the rule records,
+/// then the cold L2 records (rarely read).
+pub(crate) fn pack(tables: &mut [(Table, Parts)]) -> Block {
+    let mut p = Packer::new();
+    let bins: Vec<usize> = tables.iter().map(|(_, x)| p.reserve(&x.bins)).collect();
+    let rules: Vec<(usize, usize)> = tables
+        .iter()
+        .map(|(_, x)| (p.reserve(&x.rules), p.reserve(&x.rules4)))
+        .collect();
+    let cold: Vec<usize> = tables.iter().map(|(_, x)| p.reserve(&x.cold)).collect();
+    let mut block = p.block();
+    for (i, (t, x)) in tables.iter_mut().enumerate() {
+        t.bins = place(&mut block, bins[i], &x.bins);
+        t.rules = place(&mut block, rules[i].0, &x.rules);
+        t.rules4 = place(&mut block, rules[i].1, &x.rules4);
+        t.cold = place(&mut block, cold[i], &x.cold);
+    }
+    block
 }
 
 impl Table {
@@ -744,7 +776,7 @@ impl Builder {
         }
     }
 
-    fn finish(self, rules: &[NRule]) -> (Table, TableStats) {
+    fn finish(self, rules: &[NRule]) -> (Table, Parts, TableStats) {
         let mut buckets: Vec<(u32, Vec<u32>)> = self.buckets.into_iter().collect();
         for b in &mut buckets {
             b.1.sort_unstable();
@@ -822,25 +854,23 @@ impl Builder {
             family: self.tuple.family.unwrap_or(0),
             masks: self.masks,
             bin_mask: n_bins - 1,
-            bins: bins.into_boxed_slice(),
             v6,
+            bins: Arr::empty(),
+            rules: Arr::empty(),
+            rules4: Arr::empty(),
+            cold: Arr::empty(),
+        };
+        let parts = Parts {
+            bins,
             rules4: if v6 {
-                Box::default()
+                Vec::new()
             } else {
                 crules.iter().map(Hot4::of).collect()
             },
-            rules: if v6 {
-                crules.into_boxed_slice()
-            } else {
-                Box::default()
-            },
-            cold: if crules_need_cold {
-                colds.into_boxed_slice()
-            } else {
-                Box::default()
-            },
+            rules: if v6 { crules } else { Vec::new() },
+            cold: if crules_need_cold { colds } else { Vec::new() },
         };
-        (table, stats)
+        (table, parts, stats)
     }
 }
 
@@ -904,7 +934,7 @@ fn refinements(rules: &[NRule], left: &mut [(u32, u32)]) -> Vec<Tuple> {
 const REFINE: usize = 32;
 
 /// Compile `list` into tables in lookup order, with their statistics.
-pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStats) {
+pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Block, Vec<Members>, ClassifierStats) {
     let mut rules: Vec<NRule> = Vec::with_capacity(list.len());
     let mut unmatchable = 0;
     let mut shadowed = 0;
@@ -1063,15 +1093,15 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStat
         builders.push(b);
     }
 
-    let mut done: Vec<(Table, TableStats, Vec<u32>)> = builders
+    let mut done: Vec<((Table, Parts), TableStats, Vec<u32>)> = builders
         .into_iter()
         .map(|b| {
             let ids: Vec<u32> = b.buckets.values().flatten().copied().collect();
-            let (t, s) = b.finish(&rules);
-            (t, s, ids)
+            let (t, x, s) = b.finish(&rules);
+            ((t, x), s, ids)
         })
         .collect();
-    done.sort_by_key(|t| t.0.best);
+    done.sort_by_key(|t| t.0 .0.best);
     // What the first level is built from (`cut::build`, docs/acl.md).
     let members: Vec<Members> = done
         .iter()
@@ -1092,23 +1122,30 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStat
         stats.per_table.push(s);
         tables.push(t);
     }
-    (tables, members, stats)
+    let block = pack(&mut tables);
+    let tables = tables.into_iter().map(|(t, _)| t).collect();
+    (tables, block, members, stats)
 }
 
 /// A table's family and rules, in lookup order: what the first level is
 /// built from.
 pub(crate) type Members = (Option<u8>, Vec<CRule>);
 
-/// Heap bytes of compiled tables.
-pub(crate) fn heap_bytes(tables: &[Table]) -> usize {
-    std::mem::size_of_val(tables)
-        + tables
-            .iter()
-            .map(|t| {
-                std::mem::size_of_val(&*t.bins)
-                    + std::mem::size_of_val(&*t.rules)
-                    + std::mem::size_of_val(&*t.rules4)
-                    + std::mem::size_of_val(&*t.cold)
-            })
-            .sum::<usize>()
+/// Heap bytes of compiled tables: their headers and their block.
+pub(crate) fn heap_bytes(tables: &[Table], block: &Block) -> usize {
+    std::mem::size_of_val(tables) + block.bytes()
+}
+
+impl Table {
+    /// The address ranges of the table's arrays (tests: they must lie in
+    /// the block).
+    #[cfg(test)]
+    pub(super) fn ranges(&self) -> [(usize, usize); 4] {
+        [
+            self.bins.range(),
+            self.rules.range(),
+            self.rules4.range(),
+            self.cold.range(),
+        ]
+    }
 }

@@ -27,11 +27,14 @@
 //! [`Classifier::lookup`] does not allocate, lock or make system calls.
 //! A changed list is compiled anew and published like any snapshot.
 
+mod block;
 mod compile;
 mod cut;
 #[cfg(test)]
 mod tests;
 
+pub use block::HUGE_MIN_BYTES;
+use block::Block;
 use compile::{Cold, Hot, Hot4, Record, Table};
 use cut::Cut;
 
@@ -385,6 +388,10 @@ pub struct Classifier {
     default: u32,
     rules: usize,
     stats: ClassifierStats,
+    /// Every table's bins and records (the tables point into it): one
+    /// allocation, on 2 MB pages from [`HUGE_MIN_BYTES`]. Declared after
+    /// `tables`, so dropped after them.
+    block: Block,
     /// Whether the structure outgrows the cache ([`BATCH_MIN_BYTES`]):
     /// then `lookup_batch` interleaves keys.
     big: bool,
@@ -397,13 +404,13 @@ impl Classifier {
             rules.len() < compile::LAST as usize,
             "ACL longer than 2^31 - 1 rules"
         );
-        let (tables, members, mut stats) = compile::build(rules);
+        let (tables, block, members, mut stats) = compile::build(rules);
         // The first level, for the two IP families (docs/acl.md).
         let cuts = [cut::build(4, &members), cut::build(6, &members)];
         drop(members);
         stats.rules = rules.len();
         stats.memory_bytes =
-            compile::heap_bytes(&tables) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
+            compile::heap_bytes(&tables, &block) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
         stats.cuts = [4, 6]
             .into_iter()
             .zip(&cuts)
@@ -416,6 +423,7 @@ impl Classifier {
             rules: rules.len(),
             big: stats.memory_bytes >= BATCH_MIN_BYTES,
             stats,
+            block,
         }
     }
 
@@ -626,6 +634,29 @@ impl Classifier {
     /// Heap bytes used by the compiled structure.
     pub fn memory_bytes(&self) -> usize {
         self.stats.memory_bytes
+    }
+
+    /// The range of the tables' block advised for 2 MB pages (a block of
+    /// [`HUGE_MIN_BYTES`] or more), for [`crate::huge::huge_bytes_in`].
+    pub fn advised_range(&self) -> Option<(usize, usize)> {
+        self.block.advised_range()
+    }
+
+    /// Bytes of the tables' block the kernel backs with 2 MB pages now:
+    /// `Some(0)` for a small classifier (heap), `None` when
+    /// `/proc/self/smaps` cannot be read. Reads smaps: for `show` and
+    /// tests, never the packet path.
+    pub fn huge_backed_bytes(&self) -> Option<usize> {
+        crate::huge::huge_bytes_in(self.advised_range().as_slice())
+    }
+
+    /// The block's address range and every table's arrays (tests).
+    #[cfg(test)]
+    fn layout(&self) -> ((usize, usize), Vec<(usize, usize)>) {
+        (
+            self.block.range(),
+            self.tables.iter().flat_map(|t| t.ranges()).collect(),
+        )
     }
 
     /// Shape of the compiled structure, for `show access-lists`.
