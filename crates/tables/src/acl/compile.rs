@@ -1,10 +1,10 @@
 //! Compiling a rule list into tables: normalising rules, choosing tuples
 //! (greedy, lazy re-evaluation), bucketing and hashing.
 
+use super::block::{place, Arr, Block, Packer};
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
-use super::block::{place, Arr, Block, Packer};
 use crate::prefetch;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

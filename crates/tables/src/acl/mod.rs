@@ -33,8 +33,8 @@ mod cut;
 #[cfg(test)]
 mod tests;
 
-pub use block::HUGE_MIN_BYTES;
 use block::Block;
+pub use block::HUGE_MIN_BYTES;
 use compile::{Cold, Hot, Hot4, Record, Table};
 use cut::Cut;
 
@@ -409,8 +409,8 @@ impl Classifier {
         let cuts = [cut::build(4, &members), cut::build(6, &members)];
         drop(members);
         stats.rules = rules.len();
-        stats.memory_bytes =
-            compile::heap_bytes(&tables, &block) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
+        stats.memory_bytes = compile::heap_bytes(&tables, &block)
+            + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
         stats.cuts = [4, 6]
             .into_iter()
             .zip(&cuts)

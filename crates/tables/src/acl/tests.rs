@@ -837,7 +837,10 @@ fn assert_one_block(c: &Classifier) {
     assert!(!arrays.is_empty() || c.stats().tables == 0);
     arrays.sort_unstable();
     for &(a, n) in &arrays {
-        assert!(a >= start && a + n <= start + len, "array {a:#x}+{n} outside block {start:#x}+{len}");
+        assert!(
+            a >= start && a + n <= start + len,
+            "array {a:#x}+{n} outside block {start:#x}+{len}"
+        );
         assert_eq!(a % 64, 0, "array not on a cache line");
     }
     for w in arrays.windows(2) {
