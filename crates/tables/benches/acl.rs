@@ -249,7 +249,7 @@ fn compile(name: &str, rules: &[Match]) -> Classifier {
     let dt = t.elapsed();
     let s = c.stats();
     eprintln!(
-        "acl {name}: {} rules compiled in {:.1} ms; {} tables (default rule {:?}), {} buckets, largest bucket {}, overflow {}; {:.2} MiB",
+        "acl {name}: {} rules compiled in {:.1} ms; {} tables (default rule {:?}), {} buckets, largest bucket {}, overflow {}; {:.2} MiB, {:.1} MiB on 2 MB pages",
         rules.len(),
         dt.as_secs_f64() * 1e3,
         s.tables,
@@ -257,7 +257,8 @@ fn compile(name: &str, rules: &[Match]) -> Classifier {
         s.buckets,
         s.largest_bucket,
         s.overflow_rules,
-        c.memory_bytes() as f64 / 1048576.0
+        c.memory_bytes() as f64 / 1048576.0,
+        c.huge_backed_bytes().unwrap_or(0) as f64 / 1048576.0
     );
     if std::env::var_os("ACL_BENCH_TABLES").is_some() {
         for t in &s.per_table {

@@ -292,15 +292,21 @@ impl Words {
         l4: 0,
     };
 
+    /// The key's words; the L2 word only when `l2` (else 0: for
+    /// classifiers none of whose tables reads it, most IP ACLs).
     #[inline]
-    pub(crate) fn of(k: &AclKey) -> Words {
+    pub(crate) fn of(k: &AclKey, l2: bool) -> Words {
         Words {
             src: k.src_ip,
             dst: k.dst_ip,
-            l2: mac_u64(k.dst_mac) as u128
-                | (mac_u64(k.src_mac) as u128) << 48
-                | (k.ethertype as u128) << 96
-                | (k.vlan as u128) << 112,
+            l2: if l2 {
+                mac_u64(k.dst_mac) as u128
+                    | (mac_u64(k.src_mac) as u128) << 48
+                    | (k.ethertype as u128) << 96
+                    | (k.vlan as u128) << 112
+            } else {
+                0
+            },
             l4: k.src_port as u64
                 | (k.dst_port as u64) << 16
                 | (k.proto as u64) << 32
@@ -392,6 +398,8 @@ pub struct Classifier {
     /// allocation, on 2 MB pages from [`HUGE_MIN_BYTES`]. Declared after
     /// `tables`, so dropped after them.
     block: Block,
+    /// Whether some table reads the key's L2 word ([`Words::of`]).
+    l2: bool,
     /// Whether the structure outgrows the cache ([`BATCH_MIN_BYTES`]):
     /// then `lookup_batch` interleaves keys.
     big: bool,
@@ -405,6 +413,7 @@ impl Classifier {
             "ACL longer than 2^31 - 1 rules"
         );
         let (tables, block, members, mut stats) = compile::build(rules);
+        let l2 = tables.iter().any(Table::uses_l2);
         // The first level, for the two IP families (docs/acl.md).
         let cuts = [cut::build(4, &members), cut::build(6, &members)];
         drop(members);
@@ -422,6 +431,7 @@ impl Classifier {
             default: stats.default_rule.unwrap_or(u32::MAX),
             rules: rules.len(),
             big: stats.memory_bytes >= BATCH_MIN_BYTES,
+            l2,
             stats,
             block,
         }
@@ -430,7 +440,7 @@ impl Classifier {
     /// Index of the first rule that matches, or None.
     #[inline]
     pub fn lookup(&self, k: &AclKey) -> Option<u32> {
-        let w = Words::of(k);
+        let w = Words::of(k, self.l2);
         let best = match self.cut(k.family) {
             Some(c) => self.lookup_in(&w, self.default, c.tables(&w)),
             None => self.lookup_from(&w, k.family, self.default, 0),
@@ -522,7 +532,7 @@ impl Classifier {
                 .zip(home.iter_mut())
                 .zip(sets.iter_mut())
             {
-                *w = Words::of(k);
+                *w = Words::of(k, self.l2);
                 if let Some(c) = self.cut(k.family) {
                     *set = c.tables(w);
                 }
@@ -612,7 +622,9 @@ impl Classifier {
     /// next table's best rule): what the cut saves, for tests and the
     /// bench.
     pub fn tables_for(&self, k: &AclKey) -> usize {
-        let set = self.cut(k.family).map_or(!0, |c| c.tables(&Words::of(k)));
+        let set = self
+            .cut(k.family)
+            .map_or(!0, |c| c.tables(&Words::of(k, self.l2)));
         self.tables
             .iter()
             .enumerate()
