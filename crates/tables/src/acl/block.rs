@@ -75,8 +75,9 @@ impl<T> std::ops::Deref for Arr<T> {
 pub(crate) enum Block {
     /// Below [`HUGE_MIN_BYTES`]: one heap allocation of cache lines.
     Heap(Box<[Line]>),
-    /// From [`HUGE_MIN_BYTES`]: whole 2 MB pages, advised and populated.
-    Huge(HugeArray<Line>),
+    /// From [`HUGE_MIN_BYTES`]: whole 2 MB pages, advised and populated;
+    /// the bytes the arrays use.
+    Huge(HugeArray<Line>, usize),
 }
 
 impl Block {
@@ -86,7 +87,7 @@ impl Block {
         if bytes >= HUGE_MIN_BYTES {
             // Whole pages: HugeArray advises only from 2 MB on.
             let lines = lines.max(HUGE_PAGE / LINE);
-            Block::Huge(HugeArray::with_backing(lines, Backing::Huge))
+            Block::Huge(HugeArray::with_backing(lines, Backing::Huge), bytes)
         } else {
             Block::Heap(vec![Line([0; 8]); lines].into_boxed_slice())
         }
@@ -95,15 +96,16 @@ impl Block {
     fn base(&mut self) -> *mut u8 {
         match self {
             Block::Heap(b) => b.as_mut_ptr() as *mut u8,
-            Block::Huge(h) => h.as_mut_ptr() as *mut u8,
+            Block::Huge(h, _) => h.as_mut_ptr() as *mut u8,
         }
     }
 
-    /// Bytes allocated (a huge block: whole 2 MB pages).
+    /// Bytes the arrays use (a huge block commits whole 2 MB pages
+    /// beyond them: [`Block::advised_range`]).
     pub(crate) fn bytes(&self) -> usize {
         match self {
             Block::Heap(b) => std::mem::size_of_val(&**b),
-            Block::Huge(h) => h.bytes(),
+            Block::Huge(_, used) => *used,
         }
     }
 
@@ -112,7 +114,7 @@ impl Block {
     pub(crate) fn advised_range(&self) -> Option<(usize, usize)> {
         match self {
             Block::Heap(_) => None,
-            Block::Huge(h) => h.advised_range(),
+            Block::Huge(h, _) => h.advised_range(),
         }
     }
 
@@ -121,7 +123,7 @@ impl Block {
     pub(crate) fn range(&self) -> (usize, usize) {
         match self {
             Block::Heap(b) => (b.as_ptr() as usize, std::mem::size_of_val(&**b)),
-            Block::Huge(h) => (h.as_ptr() as usize, h.bytes()),
+            Block::Huge(h, _) => (h.as_ptr() as usize, h.bytes()),
         }
     }
 }
