@@ -21,6 +21,8 @@
 //! (`ACL_BENCH_TABLES=1` also prints every table), and the tables the
 //! first level leaves a key, on average over the keys. A last group times the
 //! linear first-match scan on the 1,000-rule acceptance shape, for scale.
+//! `ACL_BENCH_PROFILE=<deny|mixed>,<4|6>,<rules>,<lookups>[,batch]` runs
+//! one set as a plain loop instead, for `perf` and `valgrind` (docs/acl.md).
 
 use criterion::{black_box, criterion_group, Criterion, Throughput};
 use rand::rngs::StdRng;
