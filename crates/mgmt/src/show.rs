@@ -1410,6 +1410,15 @@ fn acl_compiled(c: &Value) -> String {
         ),
         format!("{} KiB", u(c, "memory-bytes").div_ceil(1024)),
     ];
+    // Only large classifiers (1 MiB or more) are on 2 MB pages.
+    match c.get("huge-bytes") {
+        Some(Value::Number(h)) => parts.push(format!(
+            "{} KiB on 2 MB pages",
+            h.as_u64().unwrap_or(0).div_ceil(1024)
+        )),
+        Some(_) => parts.push("2 MB pages unknown".to_string()),
+        None => {}
+    }
     if u(c, "overflow-rules") > 0 {
         parts.push(format!("{} rules checked linearly", u(c, "overflow-rules")));
     }
@@ -2432,6 +2441,24 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn acl_compiled_line_shows_huge_pages_only_when_large() {
+        let mut c = json!({"tables": 2, "buckets": 3, "largest-bucket": 2,
+            "memory-bytes": 3000, "overflow-rules": 0, "unmatchable": 0, "shadowed": 0});
+        assert_eq!(
+            acl_compiled(&c),
+            "2 hash tables, 3 buckets (largest 2), 3 KiB"
+        );
+        c["memory-bytes"] = json!(2_119_000);
+        c["huge-bytes"] = json!(4 << 20);
+        assert_eq!(
+            acl_compiled(&c),
+            "2 hash tables, 3 buckets (largest 2), 2070 KiB, 4096 KiB on 2 MB pages"
+        );
+        c["huge-bytes"] = Value::Null;
+        assert!(acl_compiled(&c).ends_with(", 2 MB pages unknown"));
+    }
 
     #[test]
     fn names_dscp_values() {

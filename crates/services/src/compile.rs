@@ -436,7 +436,7 @@ pub fn access_lists_json(
         let rules = rule_entries(l, &hits, all_rules);
         let stats = c.map(|c| {
             let st = c.classifier.stats();
-            json!({
+            let mut v = json!({
                 "memory-bytes": c.classifier.memory_bytes(),
                 "tables": st.tables,
                 "buckets": st.buckets,
@@ -444,7 +444,14 @@ pub fn access_lists_json(
                 "overflow-rules": st.overflow_rules,
                 "unmatchable": st.unmatchable,
                 "shadowed": st.shadowed,
-            })
+            });
+            // A classifier of 1 MiB or more is one block on 2 MB pages
+            // (docs/acl.md, "One block"): how much of it the kernel backs
+            // with them now (smaps; `null` when unreadable).
+            if c.classifier.advised_range().is_some() {
+                v["huge-bytes"] = json!(c.classifier.huge_backed_bytes());
+            }
+            v
         });
         let attachments: Vec<serde_json::Value> = at
             .iter()

@@ -21,8 +21,10 @@
 //! (`ACL_BENCH_TABLES=1` also prints every table), and the tables the
 //! first level leaves a key, on average over the keys. A last group times the
 //! linear first-match scan on the 1,000-rule acceptance shape, for scale.
+//! `ACL_BENCH_PROFILE=<deny|mixed>,<4|6>,<rules>,<lookups>[,batch]` runs
+//! one set as a plain loop instead, for `perf` and `valgrind` (docs/acl.md).
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{black_box, criterion_group, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
@@ -249,7 +251,7 @@ fn compile(name: &str, rules: &[Match]) -> Classifier {
     let dt = t.elapsed();
     let s = c.stats();
     eprintln!(
-        "acl {name}: {} rules compiled in {:.1} ms; {} tables (default rule {:?}), {} buckets, largest bucket {}, overflow {}; {:.2} MiB",
+        "acl {name}: {} rules compiled in {:.1} ms; {} tables (default rule {:?}), {} buckets, largest bucket {}, overflow {}; {:.2} MiB, {:.1} MiB on 2 MB pages",
         rules.len(),
         dt.as_secs_f64() * 1e3,
         s.tables,
@@ -257,7 +259,8 @@ fn compile(name: &str, rules: &[Match]) -> Classifier {
         s.buckets,
         s.largest_bucket,
         s.overflow_rules,
-        c.memory_bytes() as f64 / 1048576.0
+        c.memory_bytes() as f64 / 1048576.0,
+        c.huge_backed_bytes().unwrap_or(0) as f64 / 1048576.0
     );
     if std::env::var_os("ACL_BENCH_TABLES").is_some() {
         for t in &s.per_table {
@@ -352,4 +355,61 @@ criterion_group! {
     config = config();
     targets = bench
 }
-criterion_main!(acl);
+
+/// `ACL_BENCH_PROFILE=<deny|mixed>,<4|6>,<rules>,<lookups>[,batch]`:
+/// instead of criterion, compile that set and run `lookups` lookups over
+/// the keys (per key, or in 256-key `lookup_batch` calls), for `perf
+/// stat` / `perf record`: run it with 0 and with N lookups and subtract
+/// to get counts per lookup (docs/acl.md, "Profile").
+fn profile(spec: &str) {
+    let f: Vec<&str> = spec.split(',').collect();
+    fn bad<T>() -> T {
+        panic!("ACL_BENCH_PROFILE=<deny|mixed>,<4|6>,<rules>,<lookups>[,batch]")
+    }
+    if f.len() < 4 {
+        bad::<()>();
+    }
+    let fam: u8 = f[1].parse().unwrap_or_else(|_| bad());
+    let n: usize = f[2].parse().unwrap_or_else(|_| bad());
+    let lookups: usize = f[3].parse().unwrap_or_else(|_| bad());
+    let batch = f.get(4) == Some(&"batch");
+    let (rules, keys) = match f[0] {
+        "deny" => deny_set(n, fam),
+        "mixed" => mixed_set(n, fam),
+        _ => bad(),
+    };
+    let cl = compile(spec, &rules);
+    let t = Instant::now();
+    let mut acc = 0u32;
+    let mut pos = 0usize;
+    let mut out = vec![None; BATCH];
+    let mut done = 0;
+    while done < lookups {
+        let ks = &keys[pos..pos + BATCH];
+        if batch {
+            cl.lookup_batch(black_box(ks), &mut out);
+            acc = out.iter().fold(acc, |a, o| a.wrapping_add(o.unwrap_or(0)));
+        } else {
+            for k in ks {
+                acc = acc.wrapping_add(cl.lookup(black_box(k)).unwrap_or(0));
+            }
+        }
+        pos = (pos + BATCH) & (KEYS - 1);
+        done += BATCH;
+    }
+    let dt = t.elapsed();
+    eprintln!(
+        "acl profile {spec}: {done} lookups in {:.3} s, {:.1} ns/lookup (acc {acc})",
+        dt.as_secs_f64(),
+        dt.as_secs_f64() * 1e9 / done.max(1) as f64
+    );
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("ACL_BENCH_PROFILE") {
+        profile(&spec);
+        return;
+    }
+    acl();
+    Criterion::default().configure_from_args().final_summary();
+}

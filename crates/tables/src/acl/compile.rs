@@ -1,6 +1,7 @@
 //! Compiling a rule list into tables: normalising rules, choosing tuples
 //! (greedy, lazy re-evaluation), bucketing and hashing.
 
+use super::block::{place, Arr, Block, Packer};
 use super::{
     ip_mask, ip_width, mac_u64, ClassifierStats, Match, TableStats, Words, BUCKET_CAP, MAX_TABLES,
 };
@@ -66,7 +67,7 @@ impl Tuple {
         let w = ip_width(self.family);
         let l = &self.lens;
         let mut m = Masks {
-            narrow: false,
+            shape: Shape::Full,
             src: ip_mask(w, l[SRC] as u32),
             dst: ip_mask(w, l[DST] as u32),
             l4: pfx(16, l[SPORT])
@@ -78,7 +79,7 @@ impl Tuple {
                 | (pfx(16, l[ETH]) as u128) << 96
                 | (pfx(16, l[VLAN]) as u128) << 112,
         };
-        m.narrow = m.narrow();
+        m.shape = m.shape();
         m
     }
 
@@ -100,8 +101,22 @@ struct Masks {
     dst: u128,
     l2: u128,
     l4: u64,
-    /// See [`Masks::narrow`].
-    narrow: bool,
+    /// Which hash serves the masks ([`Masks::shape`]).
+    shape: Shape,
+}
+
+/// How many multiplies a table's hash needs, by what its masks keep.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Shape {
+    /// No L2, addresses within their low 32 bits (every IPv4 table): one.
+    Narrow,
+    /// No L2, addresses within their top 64 bits (IPv6 tables hashing
+    /// /64 or shorter prefixes): two.
+    Hi64,
+    /// No L2 (other IPv6 tables): three.
+    NoL2,
+    /// Four.
+    Full,
 }
 
 /// A rule's full verification form: value/mask per word, and three
@@ -429,19 +444,20 @@ fn fold(a: u64, b: u64) -> u64 {
     p as u64 ^ (p >> 64) as u64
 }
 
+const K: [u64; 8] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0,
+    0x082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377,
+    0xbe54_66cf_34e9_0c6c,
+    0xc0ac_29b7_c97c_50dd,
+    0x3f84_d5b5_b547_0917,
+];
+
 /// Hash of masked key words (the same function at compile and lookup).
 #[inline]
 fn hash(src: u128, dst: u128, l2: u128, l4: u64) -> u64 {
-    const K: [u64; 8] = [
-        0x243f_6a88_85a3_08d3,
-        0x1319_8a2e_0370_7344,
-        0xa409_3822_299f_31d0,
-        0x082e_fa98_ec4e_6c89,
-        0x4528_21e6_38d0_1377,
-        0xbe54_66cf_34e9_0c6c,
-        0xc0ac_29b7_c97c_50dd,
-        0x3f84_d5b5_b547_0917,
-    ];
     let a = fold(src as u64 ^ K[0], dst as u64 ^ K[1]);
     let b = fold((src >> 64) as u64 ^ K[2], (dst >> 64) as u64 ^ K[3]);
     let c = fold(l2 as u64 ^ K[4], (l2 >> 64) as u64 ^ K[5]);
@@ -454,28 +470,48 @@ impl Masks {
         (self.hash(w) >> 32) as u32
     }
 
-    /// Whether the table hashes nothing of L2 and at most the low 32
-    /// bits of each address (every IPv4 table): then one multiply of the
-    /// packed addresses by the L4 word serves.
-    fn narrow(&self) -> bool {
-        self.l2 == 0 && self.src >> 32 == 0 && self.dst >> 32 == 0
+    /// The cheapest hash that covers every bit the masks keep: a table
+    /// that hashes nothing of L2 and at most the low 32 bits of each
+    /// address (every IPv4 table) packs both into one word, one multiply
+    /// with the L4 word; one that hashes only the top 64 bits of each
+    /// address (IPv6 tables of /64 and shorter) needs two; other tables
+    /// without L2 three; the rest four.
+    fn shape(&self) -> Shape {
+        const LO: u128 = u64::MAX as u128;
+        if self.l2 != 0 {
+            Shape::Full
+        } else if self.src >> 32 == 0 && self.dst >> 32 == 0 {
+            Shape::Narrow
+        } else if self.src & LO == 0 && self.dst & LO == 0 {
+            Shape::Hi64
+        } else {
+            Shape::NoL2
+        }
     }
 
     #[inline]
     fn hash(&self, w: &Words) -> u64 {
-        if self.narrow {
+        // IPv4 first, on its own test (a `match` of four compiles to a
+        // jump table: an indirect branch every probe).
+        if self.shape == Shape::Narrow {
             let a = (w.src & self.src) as u64 | ((w.dst & self.dst) as u64) << 32;
-            fold(
+            return fold(
                 a ^ 0x9e37_79b9_7f4a_7c15,
                 w.l4 & self.l4 ^ 0xc2b2_ae3d_27d4_eb4f,
-            )
-        } else {
-            hash(
-                w.src & self.src,
-                w.dst & self.dst,
-                w.l2 & self.l2,
-                w.l4 & self.l4,
-            )
+            );
+        }
+        let (s, d, l4) = (w.src & self.src, w.dst & self.dst, w.l4 & self.l4);
+        match self.shape {
+            Shape::Narrow | Shape::Hi64 => {
+                let b = fold((s >> 64) as u64 ^ K[2], (d >> 64) as u64 ^ K[3]);
+                fold(l4 ^ K[6], b ^ K[7])
+            }
+            Shape::NoL2 => {
+                let a = fold(s as u64 ^ K[0], d as u64 ^ K[1]);
+                let b = fold((s >> 64) as u64 ^ K[2], (d >> 64) as u64 ^ K[3]);
+                fold(a ^ l4 ^ K[6], b ^ K[7])
+            }
+            Shape::Full => hash(s, d, w.l2 & self.l2, l4),
         }
     }
 }
@@ -579,15 +615,46 @@ pub(crate) struct Table {
     pub(super) v6: bool,
     masks: Masks,
     bin_mask: usize,
-    bins: Box<[Bin]>,
+    /// The arrays below live in the classifier's [`Block`] (one
+    /// allocation for every table, docs/acl.md "One block").
+    bins: Arr<Bin>,
     /// The [`DUMMY`] record, then bucket after bucket (each in priority
     /// order): IPv6 tables' rules in `rules`, the others' in `rules4`
     /// (the other one is empty).
-    rules: Box<[Hot]>,
-    rules4: Box<[Hot4]>,
+    rules: Arr<Hot>,
+    rules4: Arr<Hot4>,
     /// Parallel to the rules; empty when no rule of the table has L2
     /// fields.
-    cold: Box<[Cold]>,
+    cold: Arr<Cold>,
+}
+
+/// A table's arrays as compiled, before they are packed into the block.
+pub(crate) struct Parts {
+    bins: Vec<Bin>,
+    rules: Vec<Hot>,
+    rules4: Vec<Hot4>,
+    cold: Vec<Cold>,
+}
+
+/// Copy every table's arrays into one block: all the bins first (every
+/// lookup probes a bin in each table it is left), then the rule records,
+/// then the cold L2 records (rarely read).
+pub(crate) fn pack(tables: &mut [(Table, Parts)]) -> Block {
+    let mut p = Packer::new();
+    let bins: Vec<usize> = tables.iter().map(|(_, x)| p.reserve(&x.bins)).collect();
+    let rules: Vec<(usize, usize)> = tables
+        .iter()
+        .map(|(_, x)| (p.reserve(&x.rules), p.reserve(&x.rules4)))
+        .collect();
+    let cold: Vec<usize> = tables.iter().map(|(_, x)| p.reserve(&x.cold)).collect();
+    let mut block = p.block();
+    for (i, (t, x)) in tables.iter_mut().enumerate() {
+        t.bins = place(&mut block, bins[i], &x.bins);
+        t.rules = place(&mut block, rules[i].0, &x.rules);
+        t.rules4 = place(&mut block, rules[i].1, &x.rules4);
+        t.cold = place(&mut block, cold[i], &x.cold);
+    }
+    block
 }
 
 impl Table {
@@ -744,7 +811,7 @@ impl Builder {
         }
     }
 
-    fn finish(self, rules: &[NRule]) -> (Table, TableStats) {
+    fn finish(self, rules: &[NRule]) -> (Table, Parts, TableStats) {
         let mut buckets: Vec<(u32, Vec<u32>)> = self.buckets.into_iter().collect();
         for b in &mut buckets {
             b.1.sort_unstable();
@@ -822,25 +889,23 @@ impl Builder {
             family: self.tuple.family.unwrap_or(0),
             masks: self.masks,
             bin_mask: n_bins - 1,
-            bins: bins.into_boxed_slice(),
             v6,
+            bins: Arr::empty(),
+            rules: Arr::empty(),
+            rules4: Arr::empty(),
+            cold: Arr::empty(),
+        };
+        let parts = Parts {
+            bins,
             rules4: if v6 {
-                Box::default()
+                Vec::new()
             } else {
                 crules.iter().map(Hot4::of).collect()
             },
-            rules: if v6 {
-                crules.into_boxed_slice()
-            } else {
-                Box::default()
-            },
-            cold: if crules_need_cold {
-                colds.into_boxed_slice()
-            } else {
-                Box::default()
-            },
+            rules: if v6 { crules } else { Vec::new() },
+            cold: if crules_need_cold { colds } else { Vec::new() },
         };
-        (table, stats)
+        (table, parts, stats)
     }
 }
 
@@ -904,7 +969,7 @@ fn refinements(rules: &[NRule], left: &mut [(u32, u32)]) -> Vec<Tuple> {
 const REFINE: usize = 32;
 
 /// Compile `list` into tables in lookup order, with their statistics.
-pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStats) {
+pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Block, Vec<Members>, ClassifierStats) {
     let mut rules: Vec<NRule> = Vec::with_capacity(list.len());
     let mut unmatchable = 0;
     let mut shadowed = 0;
@@ -1063,15 +1128,15 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStat
         builders.push(b);
     }
 
-    let mut done: Vec<(Table, TableStats, Vec<u32>)> = builders
+    let mut done: Vec<((Table, Parts), TableStats, Vec<u32>)> = builders
         .into_iter()
         .map(|b| {
             let ids: Vec<u32> = b.buckets.values().flatten().copied().collect();
-            let (t, s) = b.finish(&rules);
-            (t, s, ids)
+            let (t, x, s) = b.finish(&rules);
+            ((t, x), s, ids)
         })
         .collect();
-    done.sort_by_key(|t| t.0.best);
+    done.sort_by_key(|t| t.0 .0.best);
     // What the first level is built from (`cut::build`, docs/acl.md).
     let members: Vec<Members> = done
         .iter()
@@ -1092,23 +1157,147 @@ pub(crate) fn build(list: &[Match]) -> (Vec<Table>, Vec<Members>, ClassifierStat
         stats.per_table.push(s);
         tables.push(t);
     }
-    (tables, members, stats)
+    let block = pack(&mut tables);
+    let tables = tables.into_iter().map(|(t, _)| t).collect();
+    (tables, block, members, stats)
 }
 
 /// A table's family and rules, in lookup order: what the first level is
 /// built from.
 pub(crate) type Members = (Option<u8>, Vec<CRule>);
 
-/// Heap bytes of compiled tables.
-pub(crate) fn heap_bytes(tables: &[Table]) -> usize {
-    std::mem::size_of_val(tables)
-        + tables
-            .iter()
-            .map(|t| {
-                std::mem::size_of_val(&*t.bins)
-                    + std::mem::size_of_val(&*t.rules)
-                    + std::mem::size_of_val(&*t.rules4)
-                    + std::mem::size_of_val(&*t.cold)
-            })
-            .sum::<usize>()
+/// Heap bytes of compiled tables: their headers and their block.
+pub(crate) fn heap_bytes(tables: &[Table], block: &Block) -> usize {
+    std::mem::size_of_val(tables) + block.bytes()
+}
+
+impl Table {
+    /// Whether lookup in this table reads the key's L2 word (hashes MAC,
+    /// EtherType or VLAN bits, or has rules with L2 conditions).
+    pub(super) fn uses_l2(&self) -> bool {
+        self.masks.l2 != 0 || !self.cold.is_empty()
+    }
+
+    /// The address ranges of the table's arrays (tests: they must lie in
+    /// the block).
+    #[cfg(test)]
+    pub(super) fn ranges(&self) -> [(usize, usize); 4] {
+        [
+            self.bins.range(),
+            self.rules.range(),
+            self.rules4.range(),
+            self.cold.range(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    fn tuple(family: Option<u8>, lens: [u8; NDIM]) -> Tuple {
+        Tuple { family, lens }
+    }
+
+    /// Each table gets the cheapest hash that still reads every bit its
+    /// masks keep: flipping any kept bit of a key changes the tag (up to
+    /// a 2^-32 collision, not met by these seeds), flipping a bit the
+    /// masks drop never does. A hash shape that skipped a word the table
+    /// hashes (Hi64 for a /96 table, say) fails the first half.
+    #[test]
+    fn hash_shapes_cover_the_kept_bits() {
+        let mut l = [0u8; NDIM];
+        let cases = [
+            (
+                tuple(Some(4), {
+                    l[SRC] = 24;
+                    l[DST] = 32;
+                    l[DPORT] = 16;
+                    l[PROTO] = 8;
+                    l
+                }),
+                Shape::Narrow,
+            ),
+            (
+                tuple(Some(6), {
+                    l = [0; NDIM];
+                    l[SRC] = 48;
+                    l[DST] = 64;
+                    l[PROTO] = 8;
+                    l
+                }),
+                Shape::Hi64,
+            ),
+            (
+                tuple(Some(6), {
+                    l = [0; NDIM];
+                    l[DST] = 96;
+                    l[SPORT] = 16;
+                    l
+                }),
+                Shape::NoL2,
+            ),
+            (
+                tuple(Some(6), {
+                    l = [0; NDIM];
+                    l[SRC] = 128;
+                    l
+                }),
+                Shape::NoL2,
+            ),
+            (
+                tuple(None, {
+                    l = [0; NDIM];
+                    l[DMAC] = 48;
+                    l[SRC] = 8;
+                    l
+                }),
+                Shape::Full,
+            ),
+            (
+                tuple(Some(4), {
+                    l = [0; NDIM];
+                    l[VLAN] = 12;
+                    l
+                }),
+                Shape::Full,
+            ),
+        ];
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (t, shape) in cases {
+            let m = t.masks();
+            assert_eq!(m.shape, shape, "{t:?}");
+            for _ in 0..20 {
+                let w = Words {
+                    src: (next() as u128) << 64 | next() as u128,
+                    dst: (next() as u128) << 64 | next() as u128,
+                    l2: (next() as u128) << 64 | next() as u128,
+                    l4: next(),
+                };
+                let tag = m.tag(&w);
+                let words = [(0, m.src), (1, m.dst), (2, m.l2), (3, m.l4 as u128)];
+                for (which, mask) in words {
+                    for bit in 0..128 {
+                        let mut v = w;
+                        let x = 1u128 << bit;
+                        match which {
+                            0 => v.src ^= x,
+                            1 => v.dst ^= x,
+                            2 => v.l2 ^= x,
+                            _ if bit < 64 => v.l4 ^= x as u64,
+                            _ => continue,
+                        }
+                        let kept = mask & x != 0;
+                        assert_eq!(m.tag(&v) != tag, kept, "{t:?} word {which} bit {bit}");
+                    }
+                }
+            }
+        }
+    }
 }

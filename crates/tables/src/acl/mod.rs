@@ -27,11 +27,14 @@
 //! [`Classifier::lookup`] does not allocate, lock or make system calls.
 //! A changed list is compiled anew and published like any snapshot.
 
+mod block;
 mod compile;
 mod cut;
 #[cfg(test)]
 mod tests;
 
+use block::Block;
+pub use block::HUGE_MIN_BYTES;
 use compile::{Cold, Hot, Hot4, Record, Table};
 use cut::Cut;
 
@@ -289,15 +292,21 @@ impl Words {
         l4: 0,
     };
 
+    /// The key's words; the L2 word only when `l2` (else 0: for
+    /// classifiers none of whose tables reads it, most IP ACLs).
     #[inline]
-    pub(crate) fn of(k: &AclKey) -> Words {
+    pub(crate) fn of(k: &AclKey, l2: bool) -> Words {
         Words {
             src: k.src_ip,
             dst: k.dst_ip,
-            l2: mac_u64(k.dst_mac) as u128
-                | (mac_u64(k.src_mac) as u128) << 48
-                | (k.ethertype as u128) << 96
-                | (k.vlan as u128) << 112,
+            l2: if l2 {
+                mac_u64(k.dst_mac) as u128
+                    | (mac_u64(k.src_mac) as u128) << 48
+                    | (k.ethertype as u128) << 96
+                    | (k.vlan as u128) << 112
+            } else {
+                0
+            },
             l4: k.src_port as u64
                 | (k.dst_port as u64) << 16
                 | (k.proto as u64) << 32
@@ -385,6 +394,12 @@ pub struct Classifier {
     default: u32,
     rules: usize,
     stats: ClassifierStats,
+    /// Every table's bins and records (the tables point into it): one
+    /// allocation, on 2 MB pages from [`HUGE_MIN_BYTES`]. Declared after
+    /// `tables`, so dropped after them.
+    block: Block,
+    /// Whether some table reads the key's L2 word ([`Words::of`]).
+    l2: bool,
     /// Whether the structure outgrows the cache ([`BATCH_MIN_BYTES`]):
     /// then `lookup_batch` interleaves keys.
     big: bool,
@@ -397,13 +412,14 @@ impl Classifier {
             rules.len() < compile::LAST as usize,
             "ACL longer than 2^31 - 1 rules"
         );
-        let (tables, members, mut stats) = compile::build(rules);
+        let (tables, block, members, mut stats) = compile::build(rules);
+        let l2 = tables.iter().any(Table::uses_l2);
         // The first level, for the two IP families (docs/acl.md).
         let cuts = [cut::build(4, &members), cut::build(6, &members)];
         drop(members);
         stats.rules = rules.len();
-        stats.memory_bytes =
-            compile::heap_bytes(&tables) + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
+        stats.memory_bytes = compile::heap_bytes(&tables, &block)
+            + cuts.iter().flatten().map(Cut::bytes).sum::<usize>();
         stats.cuts = [4, 6]
             .into_iter()
             .zip(&cuts)
@@ -415,14 +431,16 @@ impl Classifier {
             default: stats.default_rule.unwrap_or(u32::MAX),
             rules: rules.len(),
             big: stats.memory_bytes >= BATCH_MIN_BYTES,
+            l2,
             stats,
+            block,
         }
     }
 
     /// Index of the first rule that matches, or None.
     #[inline]
     pub fn lookup(&self, k: &AclKey) -> Option<u32> {
-        let w = Words::of(k);
+        let w = Words::of(k, self.l2);
         let best = match self.cut(k.family) {
             Some(c) => self.lookup_in(&w, self.default, c.tables(&w)),
             None => self.lookup_from(&w, k.family, self.default, 0),
@@ -514,7 +532,7 @@ impl Classifier {
                 .zip(home.iter_mut())
                 .zip(sets.iter_mut())
             {
-                *w = Words::of(k);
+                *w = Words::of(k, self.l2);
                 if let Some(c) = self.cut(k.family) {
                     *set = c.tables(w);
                 }
@@ -604,7 +622,9 @@ impl Classifier {
     /// next table's best rule): what the cut saves, for tests and the
     /// bench.
     pub fn tables_for(&self, k: &AclKey) -> usize {
-        let set = self.cut(k.family).map_or(!0, |c| c.tables(&Words::of(k)));
+        let set = self
+            .cut(k.family)
+            .map_or(!0, |c| c.tables(&Words::of(k, self.l2)));
         self.tables
             .iter()
             .enumerate()
@@ -626,6 +646,29 @@ impl Classifier {
     /// Heap bytes used by the compiled structure.
     pub fn memory_bytes(&self) -> usize {
         self.stats.memory_bytes
+    }
+
+    /// The range of the tables' block advised for 2 MB pages (a block of
+    /// [`HUGE_MIN_BYTES`] or more), for [`crate::huge::huge_bytes_in`].
+    pub fn advised_range(&self) -> Option<(usize, usize)> {
+        self.block.advised_range()
+    }
+
+    /// Bytes of the tables' block the kernel backs with 2 MB pages now:
+    /// `Some(0)` for a small classifier (heap), `None` when
+    /// `/proc/self/smaps` cannot be read. Reads smaps: for `show` and
+    /// tests, never the packet path.
+    pub fn huge_backed_bytes(&self) -> Option<usize> {
+        crate::huge::huge_bytes_in(self.advised_range().as_slice())
+    }
+
+    /// The block's address range and every table's arrays (tests).
+    #[cfg(test)]
+    fn layout(&self) -> ((usize, usize), Vec<(usize, usize)>) {
+        (
+            self.block.range(),
+            self.tables.iter().flat_map(|t| t.ranges()).collect(),
+        )
     }
 
     /// Shape of the compiled structure, for `show access-lists`.

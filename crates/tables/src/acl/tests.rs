@@ -13,6 +13,7 @@ fn check(rules: &[Match], keys: &[AclKey]) -> Classifier {
         assert_eq!(c.lookup(k), linear(rules, k), "key {k:?}");
     }
     check_batch(&c, rules, keys);
+    assert_one_block(&c);
     c
 }
 
@@ -824,6 +825,77 @@ fn compiles_32k_rules() {
         assert_eq!(c.lookup(k), linear(&rules, k), "{k:?}");
     }
     check_batch(&c, &rules, &keys);
+    assert_one_block(&c);
+}
+
+/// Every table's arrays lie in the classifier's one block, apart from
+/// each other; the block is on 2 MB pages (advised, whole aligned pages)
+/// exactly when it is [`HUGE_MIN_BYTES`] or more.
+fn assert_one_block(c: &Classifier) {
+    let ((start, len), arrays) = c.layout();
+    let mut arrays: Vec<(usize, usize)> = arrays.into_iter().filter(|a| a.1 > 0).collect();
+    assert!(!arrays.is_empty() || c.stats().tables == 0);
+    arrays.sort_unstable();
+    for &(a, n) in &arrays {
+        assert!(
+            a >= start && a + n <= start + len,
+            "array {a:#x}+{n} outside block {start:#x}+{len}"
+        );
+        assert_eq!(a % 64, 0, "array not on a cache line");
+    }
+    for w in arrays.windows(2) {
+        assert!(w[0].0 + w[0].1 <= w[1].0, "arrays overlap: {w:?}");
+    }
+    let used: usize = arrays.iter().map(|a| a.1).sum();
+    assert!(used <= len);
+    let large = used >= HUGE_MIN_BYTES;
+    match c.advised_range() {
+        Some((a, n)) => {
+            assert!(large, "{used} bytes advised for huge pages");
+            assert_eq!((a, a % crate::huge::HUGE_PAGE), (start, 0));
+            assert_eq!(n % crate::huge::HUGE_PAGE, 0);
+            assert!(n >= used);
+            let huge = c.huge_backed_bytes().expect("smaps readable");
+            assert!(huge <= n, "{huge} > {n}");
+            eprintln!("block {len} bytes ({used} used), {huge} on 2 MB pages");
+        }
+        None => {
+            assert!(!large, "{used} bytes not advised");
+            assert_eq!(c.huge_backed_bytes(), Some(0));
+            // Heap: no more than the arrays and their alignment.
+            assert!(len <= used + 64 * arrays.len().max(1), "{len} for {used}");
+        }
+    }
+}
+
+/// Small classifiers (the random lists: up to thousands of rules) are one
+/// heap block each, not a 2 MB page; large ones (a 32,292-rule IPv6 list:
+/// `compiles_32k_rules` does IPv4) are one advised block whose answers
+/// are the scan's.
+#[test]
+fn block_is_one_allocation_on_huge_pages_when_large() {
+    for (seed, n) in [(1, 0), (2, 1), (3, 40), (4, 300), (5, 3_000)] {
+        let c = random_round(seed, n, 200);
+        assert!(c.memory_bytes() < HUGE_MIN_BYTES);
+        assert_eq!(c.advised_range(), None);
+        assert_one_block(&c);
+    }
+    // 16,000 distinct /64 + port rules in front of a cut-stressing list.
+    let (list, keys) = cut_list(11, 16_000, &[6]);
+    let mut rules: Vec<Match> = (0..16_000u32)
+        .map(|i| Match {
+            family: Some(6),
+            dst_ip: Some(((0x2001_0db9u128 << 96) | (i as u128) << 64, 64)),
+            proto: Some(17),
+            dst_port: Some((i as u16, i as u16)),
+            ..Match::default()
+        })
+        .collect();
+    rules.extend(list);
+    let c = check(&rules, &keys);
+    assert!(c.memory_bytes() >= HUGE_MIN_BYTES, "{}", c.memory_bytes());
+    assert!(c.advised_range().is_some());
+    assert_one_block(&c);
 }
 
 /// First matching rule of `rules` (each with its fragment policy) by the
