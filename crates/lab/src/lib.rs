@@ -30,6 +30,7 @@ pub mod mirror;
 pub mod mirror_setup;
 pub mod multicast;
 pub mod netns;
+pub mod ospf;
 pub mod pktsock;
 pub mod plan;
 pub mod procs;
