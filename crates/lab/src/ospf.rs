@@ -42,6 +42,10 @@ use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, OspfRouter};
 /// The FPM port Lanyard listens on (inside the DUT namespace's loopback).
 pub const FPM_PORT: u16 = 2620;
 
+/// The tester ports' MTU in OSPF tests: Lanyard's routed ports' (the lab
+/// configures 9,206).
+const OSPF_MTU: u32 = 9206;
+
 /// The DUT's OSPF router id.
 const DUT_ROUTER_ID: Ipv4Addr = Ipv4Addr::new(10, 255, 255, 1);
 
@@ -118,9 +122,15 @@ impl OspfLab {
             .into_iter()
             .collect();
         let tport = |p: usize| format!("t{}", p + 1);
-        // The emulated hosts' addresses and MACs on the receiving ports.
+        // The emulated hosts' addresses and MACs on the receiving ports,
+        // and the routed ports' MTU: ospfd fills its DD and LS Update
+        // packets up to the interface MTU, and a 9,216-byte one is more
+        // than Lanyard's 9,206-byte routed port passes to its TAP twin (at
+        // 52,000 routes the exchange then never finishes). The lab's
+        // largest frame (9,216 bytes with FCS) is a 9,198-byte packet.
         let mut b = String::new();
         for &p in &gateways {
+            let _ = writeln!(b, "link set {} mtu {OSPF_MTU}", tport(p));
             let _ = writeln!(b, "link set {} address {}", tport(p), mac_str(&host_mac(p)));
             let _ = writeln!(
                 b,
