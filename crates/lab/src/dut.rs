@@ -656,6 +656,8 @@ impl Dut {
             &self.routes4,
             ifaces,
             fpm,
+            // Lanyard's routed ports carry 9,206 (lanyard_config_l3).
+            fpm.map(|_| 9206),
         )?;
         o.pin(self.setup.cpus);
         self.ospf = Some(o);

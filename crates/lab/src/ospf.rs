@@ -42,10 +42,6 @@ use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, OspfRouter};
 /// The FPM port Lanyard listens on (inside the DUT namespace's loopback).
 pub const FPM_PORT: u16 = 2620;
 
-/// The tester ports' MTU in OSPF tests: Lanyard's routed ports' (the lab
-/// configures 9,206).
-const OSPF_MTU: u32 = 9206;
-
 /// The DUT's OSPF router id.
 const DUT_ROUTER_ID: Ipv4Addr = Ipv4Addr::new(10, 255, 255, 1);
 
@@ -102,8 +98,9 @@ fn tester_filter(ports: &[String]) -> String {
 
 impl OspfLab {
     /// Sets up the tester ports that are gateways of `routes`, starts the
-    /// DUT's FRR on `dut_ifaces` (with FPM to `fpm` if set) and one
-    /// injector per gateway port. Files go under `tmp`.
+    /// DUT's FRR on `dut_ifaces` (with FPM to `fpm` if set; `mtu`: theirs,
+    /// if not the bed's 9,216) and one injector per gateway port. Files go
+    /// under `tmp`.
     pub fn start(
         tester_ns: &str,
         dut_ns: &str,
@@ -111,6 +108,7 @@ impl OspfLab {
         routes: &[Route4],
         dut_ifaces: &[String],
         fpm: Option<u16>,
+        mtu: Option<u32>,
     ) -> Result<OspfLab, LabError> {
         if let Some(why) = frr_missing() {
             return Err(LabError::Unsupported(format!("routes-from: ospf {why}")));
@@ -123,14 +121,18 @@ impl OspfLab {
             .collect();
         let tport = |p: usize| format!("t{}", p + 1);
         // The emulated hosts' addresses and MACs on the receiving ports,
-        // and the routed ports' MTU: ospfd fills its DD and LS Update
+        // and the DUT interfaces' MTU: ospfd fills its DD and LS Update
         // packets up to the interface MTU, and a 9,216-byte one is more
         // than Lanyard's 9,206-byte routed port passes to its TAP twin (at
-        // 52,000 routes the exchange then never finishes). The lab's
-        // largest frame (9,216 bytes with FCS) is a 9,198-byte packet.
+        // 52,000 routes the exchange then never finishes), while a veth
+        // drops what exceeds the receiver's MTU (linux-router's ports keep
+        // the bed's 9,216). The lab's largest frame (9,216 bytes with FCS)
+        // is a 9,198-byte packet.
         let mut b = String::new();
         for &p in &gateways {
-            let _ = writeln!(b, "link set {} mtu {OSPF_MTU}", tport(p));
+            if let Some(mtu) = mtu {
+                let _ = writeln!(b, "link set {} mtu {mtu}", tport(p));
+            }
             let _ = writeln!(b, "link set {} address {}", tport(p), mac_str(&host_mac(p)));
             let _ = writeln!(
                 b,
