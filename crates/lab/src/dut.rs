@@ -643,6 +643,11 @@ impl Dut {
         Ok(())
     }
 
+    /// The OSPF setup (`routes-from: ospf`) and its convergence times.
+    pub fn ospf(&self) -> Option<&crate::ospf::OspfLab> {
+        self.ospf.as_ref()
+    }
+
     /// `routes-from: ospf`: FRR on the DUT's routed interfaces `ifaces`
     /// (lanyard's TAP twins with FPM to Lanyard on `fpm`, or linux-router's
     /// ports), the injectors on the receiving tester ports, then a wait

@@ -75,6 +75,14 @@ tests:
         assert_eq!(row.status, "ok", "{at}: {row:?}");
         assert!(row.throughput_fps.unwrap_or(0.0) > 0.0, "{at}: {row:?}");
         eprintln!("{at}: {:.0} fps", row.throughput_fps.unwrap_or(0.0));
+        assert_eq!(row.detail["ospf"]["routes"], 200, "{at}: {}", row.detail);
+        assert!(
+            row.notes
+                .iter()
+                .any(|n| n.starts_with("200 routes by OSPF")),
+            "{at}: {:?}",
+            row.notes
+        );
         for t in &row.trials {
             let r = &t.result;
             assert!(r.received > 0, "{at}: {r:?}");
