@@ -26,6 +26,9 @@ pub struct Setup {
     pub routes: u32,
     /// IPv6 routes.
     pub routes6: u32,
+    /// The routes are learned by OSPF (`routes-from: ospf`, `crate::ospf`)
+    /// instead of installed statically: lanyard and linux-router only.
+    pub ospf: bool,
     /// Convergence tests: sw3 backs up sw2 (lanyard `backup-pairs`, the
     /// linux-bridge `failover` mode).
     pub backup_pair: bool,
@@ -73,6 +76,7 @@ impl Setup {
             layer3: spec.driver == Driver::LinuxRouter,
             routes: spec.routes.unwrap_or(0),
             routes6: spec.routes6.unwrap_or(0),
+            ospf: false,
             backup_pair: false,
             multicast: None,
             mirrors: 0,
@@ -104,6 +108,12 @@ impl Setup {
             },
             routes: test.routes.or(spec.routes).unwrap_or(0),
             routes6: test.routes6.or(spec.routes6).unwrap_or(0),
+            ospf: test.routes_from == crate::plan::RoutesFrom::Ospf
+                && match spec.driver {
+                    Driver::LinuxRouter => true,
+                    Driver::Lanyard => l3 && spec.inline.is_none(),
+                    _ => false,
+                },
             backup_pair: test
                 .convergence
                 .as_ref()
@@ -198,8 +208,10 @@ impl Setup {
         }
         if self.routes + self.routes6 > 0 {
             v.push(format!(
-                "{} IPv4 + {} IPv6 routes",
-                self.routes, self.routes6
+                "{} IPv4 + {} IPv6 routes{}",
+                self.routes,
+                self.routes6,
+                if self.ospf { " by OSPF" } else { "" }
             ));
         }
         if v.is_empty() {
@@ -248,12 +260,19 @@ pub struct Dut {
     access2: Option<PathBuf>,
     /// lanyard-pe: PE2 (PE1 is `lanyard`).
     pe2: Option<PeTwo>,
+    /// `routes-from: ospf`: the DUT's FRR and the tester's injectors.
+    ospf: Option<crate::ospf::OspfLab>,
     /// Topology (dropped last: namespaces go after the processes).
     pub topo: Topology,
 }
 
 impl Drop for Dut {
     fn drop(&mut self) {
+        if let Some(o) = self.ospf.take() {
+            // Configs and logs beside the DUT's, then the daemons stop.
+            o.save_logs(&self.topo.tmp);
+            drop(o);
+        }
         if let Some(c) = self.script.as_mut() {
             // SAFETY: kill(2) of the process group we created for the script.
             unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
@@ -455,6 +474,7 @@ impl Dut {
             pair: Vec::new(),
             access2: None,
             pe2: None,
+            ospf: None,
             topo,
         };
         let t0 = Instant::now();
@@ -496,7 +516,12 @@ impl Dut {
         d.start_seconds = t0.elapsed().as_secs_f64();
         d.apply_cpu_plan()?;
         if setup.routes + setup.routes6 > 0 {
-            let how = if d.routes_packets() {
+            let how = if d.ospf.is_some() {
+                format!(
+                    "learned by OSPF; all in the FIB {:.1} s after start",
+                    d.start_seconds
+                )
+            } else if d.routes_packets() {
                 format!("installed; ready {:.1} s after start", d.start_seconds)
             } else {
                 "not installed (the DUT does not route in this setup); destinations sampled from them"
@@ -616,6 +641,64 @@ impl Dut {
             &["-n", &self.topo.dut, "-batch", &f.to_string_lossy()],
         )?;
         Ok(())
+    }
+
+    /// The OSPF setup (`routes-from: ospf`) and its convergence times.
+    pub fn ospf(&self) -> Option<&crate::ospf::OspfLab> {
+        self.ospf.as_ref()
+    }
+
+    /// `routes-from: ospf`: FRR on the DUT's routed interfaces `ifaces`
+    /// (lanyard's TAP twins with FPM to Lanyard on `fpm`, or linux-router's
+    /// ports), the injectors on the receiving tester ports, then a wait
+    /// for every adjacency and every route in the DUT's FIB (Lanyard's
+    /// `show ip route summary`, the kernel's `ip route` on Linux).
+    fn start_ospf(&mut self, ifaces: &[String], fpm: Option<u16>) -> Result<(), LabError> {
+        let o = crate::ospf::OspfLab::start(
+            &self.topo.tester,
+            &self.topo.dut,
+            &self.topo.tmp,
+            &self.routes4,
+            ifaces,
+            fpm,
+            // Lanyard's routed ports carry 9,206 (lanyard_config_l3).
+            fpm.map(|_| 9206),
+        )?;
+        o.pin(self.setup.cpus);
+        self.ospf = Some(o);
+        // Per phase: a minute, plus a second per 400 routes (docs/lab.md
+        // "Routes learned by OSPF" has measured times).
+        let timeout = Duration::from_secs_f64(60.0 + self.routes4.len() as f64 / 400.0);
+        let ns = self.topo.dut.clone();
+        let lanyard = fpm.is_some();
+        let mut o = self.ospf.take().expect("just set");
+        let res = o.converge(timeout, || {
+            if lanyard {
+                self.lanyard_show(&["ip", "route", "summary"])
+                    .map(|v| crate::ospf::lanyard_ospf_routes(&v))
+                    .unwrap_or(0)
+            } else {
+                crate::ospf::kernel_ospf_routes(&ns)
+            }
+        });
+        let fib = if lanyard {
+            format!(
+                "on the TAP twins {}..{}, routes to Lanyard over FPM",
+                ifaces.first().map_or("", |s| s.as_str()),
+                ifaces.last().map_or("", |s| s.as_str())
+            )
+        } else {
+            format!(
+                "on {}..{}, routes into the kernel",
+                ifaces.first().map_or("", |s| s.as_str()),
+                ifaces.last().map_or("", |s| s.as_str())
+            )
+        };
+        if res.is_ok() {
+            self.info.push(o.describe(&fib));
+        }
+        self.ospf = Some(o);
+        res
     }
 
     fn sw(&self) -> Vec<String> {
@@ -1023,7 +1106,12 @@ impl Dut {
         if !dynamic {
             self.static_neighbours(|i| format!("sw{}", i + 1))?;
         }
-        self.kernel_routes()?;
+        if self.setup.ospf {
+            let ifaces = self.sw();
+            self.start_ospf(&ifaces, None)?;
+        } else {
+            self.kernel_routes()?;
+        }
         if let Some(McSetup::Routes(p)) = self.setup.multicast {
             // VIFs for the test's ports only: the kernel has at most 32.
             let names: Vec<String> = (1..=p.sources + p.receivers)
@@ -1491,6 +1579,9 @@ impl Dut {
                 ))
             })?;
         }
+        if self.setup.ospf {
+            self.start_ospf(&taps, Some(crate::ospf::FPM_PORT))?;
+        }
         let mut fib = Vec::new();
         for (fam, want) in [("ip", self.routes4.len()), ("ipv6", self.routes6.len())] {
             let v = self.lanyard_show(&[fam, "route", "summary"])?;
@@ -1655,7 +1746,10 @@ impl Dut {
             );
             c.push_str(self.services_attach());
         }
-        if !self.routes4.is_empty() || !self.routes6.is_empty() {
+        if self.setup.ospf {
+            // The routes come from FRR's zebra (crate::ospf).
+            let _ = writeln!(c, "routing:\n  fpm: 127.0.0.1:{}", crate::ospf::FPM_PORT);
+        } else if !self.routes4.is_empty() || !self.routes6.is_empty() {
             c.push_str("routing:\n  static-routes:\n");
             for r in self.routes4.iter() {
                 let _ = writeln!(

@@ -30,6 +30,7 @@ pub mod mirror;
 pub mod mirror_setup;
 pub mod multicast;
 pub mod netns;
+pub mod ospf;
 pub mod pktsock;
 pub mod plan;
 pub mod procs;
@@ -639,6 +640,21 @@ impl<'a> DutRun<'a> {
                 ));
             }
             detail_insert(&mut row.detail, "lanyard", delta);
+        }
+        // Routes learned by OSPF: how long they took to arrive.
+        if let Some(o) = d.ospf() {
+            detail_insert(
+                &mut row.detail,
+                "ospf",
+                serde_json::json!({"routes": o.routes, "adjacency_s": o.adjacency_s,
+                                   "converge_s": o.converge_s, "tester_filter": o.filtered}),
+            );
+            if fi == 0 {
+                row.notes.push(format!(
+                    "{} routes by OSPF: adjacencies Full {:.1} s after start, all routes in the FIB {:.1} s later",
+                    o.routes, o.adjacency_s, o.converge_s
+                ));
+            }
         }
         // Linux conntrack: connections created during the test (the
         // table's growth; entries outlive a test).

@@ -544,6 +544,19 @@ pub enum Family {
     Ipv6,
 }
 
+/// Where a layer-3 test's routes come from (`routes-from`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoutesFrom {
+    /// Installed by the lab (lanyard `routing.static-routes`, Linux
+    /// `ip -batch`).
+    #[default]
+    Static,
+    /// Learned by OSPF from injector routers on the receiving tester
+    /// ports (FRR on both sides, `crate::ospf`).
+    Ospf,
+}
+
 /// Search parameters (RFC 2544 bisection).
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -592,6 +605,11 @@ pub struct TestSpec {
     /// IPv6 routes, likewise.
     #[serde(default)]
     pub routes6: Option<u32>,
+    /// `static` (default) or `ospf`: the DUT learns the test's `routes`
+    /// from OSPF routers on the receiving tester ports (layer-3
+    /// throughput and latency tests; lanyard and linux-router).
+    #[serde(default)]
+    pub routes_from: Option<RoutesFrom>,
     /// Run on these DUTs only (names from `duts`); the others report `n/a`.
     #[serde(default)]
     pub duts: Option<Vec<String>>,
@@ -880,6 +898,8 @@ pub struct Test {
     pub routes: Option<u32>,
     /// IPv6 routes (None: the DUT's).
     pub routes6: Option<u32>,
+    /// How the DUT gets the routes.
+    pub routes_from: RoutesFrom,
     /// DUTs the test runs on (None: all).
     pub duts: Option<Vec<String>>,
     /// Both directions.
@@ -1527,6 +1547,7 @@ impl Plan {
             }
         }
         check_routes(&format!("tests[{i}]"), t.routes, t.routes6)?;
+        self.check_routes_from(i, t, layer, family)?;
         if let Some(ds) = &t.duts {
             if ds.is_empty() {
                 return Err(bad(f("duts"), "must list at least one DUT"));
@@ -1860,6 +1881,7 @@ impl Plan {
             family,
             routes: t.routes,
             routes6: t.routes6,
+            routes_from: t.routes_from.unwrap_or_default(),
             duts: t.duts.clone(),
             bidirectional: t.bidirectional.unwrap_or(false),
             ports,
@@ -1904,6 +1926,68 @@ impl Plan {
             bw_share,
             provision,
         })
+    }
+
+    /// `routes-from` of test `i`: `ospf` only on layer-3 IPv4 throughput
+    /// and latency tests with `routes: N`, and only on DUTs the lab runs
+    /// FRR on (lanyard with routed ports, linux-router; the `wire`
+    /// ceiling routes nothing and runs as it is).
+    fn check_routes_from(
+        &self,
+        i: usize,
+        t: &TestSpec,
+        layer: Option<u8>,
+        family: Family,
+    ) -> Result<(), LabError> {
+        if t.routes_from != Some(RoutesFrom::Ospf) {
+            return Ok(());
+        }
+        let f = format!("tests[{i}].routes-from");
+        if !matches!(t.kind, TestKind::Throughput | TestKind::Latency) {
+            return Err(bad(f, "ospf: only throughput and latency tests take it"));
+        }
+        if layer != Some(3) || family != Family::Ipv4 {
+            return Err(bad(
+                f,
+                "ospf: needs layer: 3 (IPv4; the injectors run OSPFv2 only)",
+            ));
+        }
+        if t.routes.unwrap_or(0) == 0 {
+            return Err(bad(
+                f,
+                "ospf: needs routes: N (the prefixes the injectors advertise)",
+            ));
+        }
+        if t.routes6.unwrap_or(0) > 0 {
+            return Err(bad(f, "ospf: IPv4 only, not with routes6"));
+        }
+        if t.mirror_sessions.is_some() {
+            return Err(bad(f, "ospf: not with mirror sessions"));
+        }
+        for d in &self.duts {
+            if t.duts.as_ref().is_some_and(|l| !l.contains(&d.name)) {
+                continue;
+            }
+            let ok = match d.driver {
+                Driver::Wire | Driver::LinuxRouter => true,
+                Driver::Lanyard => d.inline.is_none(),
+                _ => false,
+            };
+            if !ok {
+                return Err(bad(
+                    f,
+                    format!(
+                        "ospf: DUT {:?} ({}{}) cannot learn routes by OSPF: the lab runs FRR on lanyard \
+                         (routed ports, zebra to Lanyard over FPM) and linux-router (zebra to the kernel); \
+                         leave the others out with duts:",
+                        d.name,
+                        d.driver.as_str(),
+                        if d.inline.is_some() { ", inline" } else { "" }
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `flows`, `subscribers` and `prime-rate` of test `i`, checked:
@@ -2642,6 +2726,56 @@ tests:
             let e = err(&format!("{head}{test}"));
             assert!(e.contains(field), "{test}: {e}");
         }
+    }
+
+    #[test]
+    fn routes_from_ospf_is_checked() {
+        let head = "name: t\nduts:\n  - {name: w, driver: wire}\n  - {name: r, driver: linux-router}\n  - {name: l, driver: lanyard}\n  - {name: b, driver: linux-bridge}\ntests:\n";
+        let p = Plan::parse(&format!(
+            "{head}  - {{type: throughput, layer: 3, routes: 200, routes-from: ospf, duts: [w, r, l]}}\n  - {{type: latency, layer: 3, routes: 5, rate: 1000, duts: [l]}}\n"
+        ))
+        .unwrap();
+        assert_eq!(p.test(0).unwrap().routes_from, RoutesFrom::Ospf);
+        assert_eq!(p.test(1).unwrap().routes_from, RoutesFrom::Static);
+        for (test, want) in [
+            // linux-bridge is in the test (no duts: list).
+            (
+                "{type: throughput, layer: 3, routes: 10, routes-from: ospf}",
+                "DUT \"b\" (linux-bridge) cannot learn routes by OSPF",
+            ),
+            (
+                "{type: throughput, routes: 10, routes-from: ospf, duts: [l]}",
+                "needs layer: 3",
+            ),
+            (
+                "{type: throughput, layer: 3, routes-from: ospf, duts: [l]}",
+                "needs routes: N",
+            ),
+            (
+                "{type: throughput, family: ipv6, routes6: 10, routes-from: ospf, frame-sizes: [84], duts: [l]}",
+                "needs layer: 3 (IPv4",
+            ),
+            (
+                "{type: throughput, layer: 3, routes: 10, routes6: 5, routes-from: ospf, duts: [l]}",
+                "IPv4 only",
+            ),
+            (
+                "{type: back-to-back, layer: 3, routes: 10, routes-from: ospf, duts: [l]}",
+                "only throughput and latency",
+            ),
+            (
+                "{type: throughput, layer: 3, routes: 10, routes-from: rip, duts: [l]}",
+                "routes-from",
+            ),
+        ] {
+            let e = err(&format!("{head}  - {test}\n"));
+            assert!(e.contains(want), "{test}: {e}");
+            if !test.contains("rip") {
+                assert!(e.contains("tests[0].routes-from"), "{test}: {e}");
+            }
+        }
+        let e = err("name: t\nduts: [{name: i, driver: lanyard, inline: engine}]\ntests: [{type: throughput, layer: 3, routes: 10, routes-from: ospf}]");
+        assert!(e.contains("(lanyard, inline)"), "{e}");
     }
 
     #[test]
