@@ -173,32 +173,27 @@ fn run(core: Core) {
     ] {
         t1.exec(args).expect("CE setup");
     }
-    let remote_setup: &[&[&str]] = match core {
-        Core::V4 => &[
-            &["ip", "link", "set", "lo", "up"],
-            &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
-            &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
-        ],
-        Core::V6 => &[
-            &["ip", "link", "set", "lo", "up"],
-            &["ip", "addr", "add", "2001:db8:ff::2/128", "dev", "lo"],
-            &[
-                "ip",
-                "addr",
-                "add",
-                "2001:db8:12::2/64",
-                "dev",
-                "t2",
-                "nodad",
-            ],
-        ],
-    };
-    if core == Core::V6 {
-        t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
-            .expect("IPv6 on the remote PE's loopback");
-    }
-    for args in remote_setup {
-        t2.exec(args).expect("remote PE setup");
+    match core {
+        Core::V4 => testkit::frr::address_remote_pe(t2).expect("remote PE setup"),
+        Core::V6 => {
+            t2.sysctl("net.ipv6.conf.lo.disable_ipv6", "0")
+                .expect("IPv6 on the remote PE's loopback");
+            for args in [
+                &["ip", "link", "set", "lo", "up"][..],
+                &["ip", "addr", "add", "2001:db8:ff::2/128", "dev", "lo"],
+                &[
+                    "ip",
+                    "addr",
+                    "add",
+                    "2001:db8:12::2/64",
+                    "dev",
+                    "t2",
+                    "nodad",
+                ],
+            ] {
+                t2.exec(args).expect("remote PE setup");
+            }
+        }
     }
     let core_address = match core {
         Core::V4 => "10.0.12.1/24",

@@ -68,13 +68,7 @@ fn customer_bgp_routes_cross_the_vpn_both_ways() {
     ] {
         t1.exec(args).expect("CE setup");
     }
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
-        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
-    ] {
-        t2.exec(args).expect("remote PE setup");
-    }
+    testkit::frr::address_remote_pe(t2).expect("remote PE setup");
     let yaml = format!(
         r#"
 switch:

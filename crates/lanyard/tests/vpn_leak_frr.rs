@@ -99,13 +99,7 @@ fn imported_vpn_routes_are_not_leaked_on_their_route_target_imports_them() {
     ] {
         t3.exec(args).expect("CE B setup");
     }
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
-        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
-    ] {
-        t2.exec(args).expect("remote PE setup");
-    }
+    testkit::frr::address_remote_pe(t2).expect("remote PE setup");
     let yaml = format!(
         r#"
 switch:

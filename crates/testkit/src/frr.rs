@@ -252,6 +252,20 @@ impl FrrOptions {
     }
 }
 
+/// The remote PE's addresses in the VPN beds ([`remote_vpn_pe`]): its
+/// loopback 10.255.0.2/32 (the BGP next hop) and 10.0.12.2/24 on its core
+/// port `t2`.
+pub fn address_remote_pe(ns: &Netns) -> io::Result<()> {
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", "10.255.0.2/32", "dev", "lo"],
+        &["ip", "addr", "add", "10.0.12.2/24", "dev", "t2"],
+    ] {
+        ns.exec(args)?;
+    }
+    Ok(())
+}
+
 /// A remote provider edge for the VPN tests' two-router bed: FRR in `ns`
 /// (its core port `t2`, 10.0.12.2; loopback 10.255.0.2) with OSPF (a
 /// point-to-point area 0 link, 1 s hellos), LDP on `t2`, and an iBGP
