@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
 use testkit::netns::Netns;
-use testkit::{l2, RawPort, Switch};
+use testkit::{l2, RawPort};
 
 const FPM_PORT: u16 = 2622;
 const VPN_LABEL: u32 = 556;
@@ -199,25 +199,16 @@ fn run(core: Core) {
         Core::V4 => "10.0.12.1/24",
         Core::V6 => "\"2001:db8:12::1/64\"",
     };
-    let yaml = format!(
-        r#"
-switch:
-  name: vpn6-frr
-ports:
-  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24, "2001:db8:1::1/64"]}}
-  - {{name: sw2, mode: routed, addresses: [{core_address}]}}
-vrfs:
-  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
-routing:
-  fpm: 127.0.0.1:{FPM_PORT}
-"#,
-        ns_a.name()
-    );
-    let sw = Switch::start(
+    let sw = testkit::frr::start_vpn_lanyard(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &yaml,
-        &["sw1", "sw2"],
+        &bed,
+        "vpn6-frr",
+        &[
+            ("sw1", r#"10.1.0.1/24, "2001:db8:1::1/64""#),
+            ("sw2", core_address),
+        ],
+        &[("CUSTA", "sw1", ns_a.name())],
+        FPM_PORT,
     )
     .expect("start lanyard");
     // Its own per core: the two tests run at once in one process.

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use testkit::frame::mpls_labels;
 use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::ip;
+use testkit::l2;
 use testkit::netns::Netns;
-use testkit::{l2, Switch};
 
 const FPM_PORT: u16 = 2627;
 const VPN_LABEL: u32 = 556;
@@ -69,25 +69,13 @@ fn customer_bgp_routes_cross_the_vpn_both_ways() {
         t1.exec(args).expect("CE setup");
     }
     testkit::frr::address_remote_pe(t2).expect("remote PE setup");
-    let yaml = format!(
-        r#"
-switch:
-  name: vpn-ce-bgp
-ports:
-  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24]}}
-  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
-vrfs:
-  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
-routing:
-  fpm: 127.0.0.1:{FPM_PORT}
-"#,
-        ns_a.name()
-    );
-    let sw = Switch::start(
+    let sw = testkit::frr::start_vpn_lanyard(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &yaml,
-        &["sw1", "sw2"],
+        &bed,
+        "vpn-ce-bgp",
+        &[("sw1", "10.1.0.1/24"), ("sw2", "10.0.12.1/24")],
+        &[("CUSTA", "sw1", ns_a.name())],
+        FPM_PORT,
     )
     .expect("start lanyard");
     let tmp_guard = testkit::TempDir::new("vpn-ce-bgp");

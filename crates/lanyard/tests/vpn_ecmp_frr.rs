@@ -139,34 +139,24 @@ fn vpn_route_over_two_transport_paths() {
     ] {
         t2.exec(args).expect("remote PE setup");
     }
-    let yaml = format!(
-        r#"
-switch:
-  name: vpn-ecmp
-ports:
-  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24]}}
-  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
-  - {{name: sw3, mode: routed, addresses: [10.0.13.1/24]}}
-vrfs:
-  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
-routing:
-  fpm: 127.0.0.1:{FPM_PORT}
-"#,
-        ns_a.name()
-    );
-    let sw = Switch::start(
+    let sw = testkit::frr::start_vpn_lanyard(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &yaml,
-        &["sw1", "sw2", "sw3"],
+        &bed,
+        "vpn-ecmp",
+        &[
+            ("sw1", "10.1.0.1/24"),
+            ("sw2", "10.0.12.1/24"),
+            ("sw3", "10.0.13.1/24"),
+        ],
+        &[("CUSTA", "sw1", ns_a.name())],
+        FPM_PORT,
     )
     .expect("start lanyard");
     let tmp_guard = testkit::TempDir::new("vpn-ecmp");
     let tmp = tmp_guard.path().to_path_buf();
 
     // Lanyard's PE: OSPF and LDP on both core twins; BGP to the remote
-    // PE's loopback from its own (a /32 on the VRF-less label interface
-    // would do; the core address of sw2 is enough here).
+    // PE's loopback from sw2's address.
     let pe_cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
         ospfd: format!(

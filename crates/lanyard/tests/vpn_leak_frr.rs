@@ -100,28 +100,17 @@ fn imported_vpn_routes_are_not_leaked_on_their_route_target_imports_them() {
         t3.exec(args).expect("CE B setup");
     }
     testkit::frr::address_remote_pe(t2).expect("remote PE setup");
-    let yaml = format!(
-        r#"
-switch:
-  name: vpn-leak
-ports:
-  - {{name: sw1, mode: routed, addresses: [10.1.0.1/24]}}
-  - {{name: sw2, mode: routed, addresses: [10.0.12.1/24]}}
-  - {{name: sw3, mode: routed, addresses: [10.3.0.1/24]}}
-vrfs:
-  - {{name: CUSTA, interfaces: [sw1], rd: "65000:1", table: 1001, namespace: {}}}
-  - {{name: CUSTB, interfaces: [sw3], rd: "65000:2", table: 1002, namespace: {}}}
-routing:
-  fpm: 127.0.0.1:{FPM_PORT}
-"#,
-        ns_a.name(),
-        ns_b.name()
-    );
-    let sw = Switch::start(
+    let sw = testkit::frr::start_vpn_lanyard(
         &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
-        &bed.dut,
-        &yaml,
-        &["sw1", "sw2", "sw3"],
+        &bed,
+        "vpn-leak",
+        &[
+            ("sw1", "10.1.0.1/24"),
+            ("sw2", "10.0.12.1/24"),
+            ("sw3", "10.3.0.1/24"),
+        ],
+        &[("CUSTA", "sw1", ns_a.name()), ("CUSTB", "sw3", ns_b.name())],
+        FPM_PORT,
     )
     .expect("start lanyard");
     let tmp_guard = testkit::TempDir::new("vpn-leak");

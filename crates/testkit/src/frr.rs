@@ -252,6 +252,40 @@ impl FrrOptions {
     }
 }
 
+/// Starts Lanyard in `bed`'s DUT namespace for the VPN beds: `ports` are
+/// routed ports (name, addresses as a YAML list body), `vrfs` one VRF each
+/// (name, its interface, its namespace) with RD 65000:k and table 1000+k
+/// (k from 1), routes from FRR over FPM at 127.0.0.1:`fpm_port`.
+pub fn start_vpn_lanyard(
+    bin: &str,
+    bed: &RouterBed,
+    name: &str,
+    ports: &[(&str, &str)],
+    vrfs: &[(&str, &str, &str)],
+    fpm_port: u16,
+) -> io::Result<crate::Switch> {
+    let mut yaml = format!("switch:\n  name: {name}\nports:\n");
+    for (port, addresses) in ports {
+        let _ = writeln!(
+            yaml,
+            "  - {{name: {port}, mode: routed, addresses: [{addresses}]}}"
+        );
+    }
+    yaml.push_str("vrfs:\n");
+    for (k, (vrf, interface, ns)) in vrfs.iter().enumerate() {
+        let k = k + 1;
+        let _ = writeln!(
+            yaml,
+            "  - {{name: {vrf}, interfaces: [{interface}], rd: \"65000:{k}\", table: {}, \
+             namespace: {ns}}}",
+            1000 + k
+        );
+    }
+    let _ = writeln!(yaml, "routing:\n  fpm: 127.0.0.1:{fpm_port}");
+    let names: Vec<&str> = ports.iter().map(|p| p.0).collect();
+    crate::Switch::start(bin, &bed.dut, &yaml, &names)
+}
+
 /// The remote PE's addresses in the VPN beds ([`remote_vpn_pe`]): its
 /// loopback 10.255.0.2/32 (the BGP next hop) and 10.0.12.2/24 on its core
 /// port `t2`.
