@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use testkit::frame::{mpls_labels, Mac};
-use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed, OSPF_CORE_IF};
 use testkit::ip;
 use testkit::netns::Netns;
 use testkit::{l2, RawPort, Switch};
@@ -29,9 +29,6 @@ const FLOWS: u16 = 64;
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
-
-const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
-                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
 
 /// The gateways of CUSTA's route to the remote prefix, each with the
 /// labels it pushes.
@@ -160,7 +157,7 @@ fn vpn_route_over_two_transport_paths() {
     let pe_cfg = FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {FPM_PORT}\nno fpm use-next-hop-groups\n"),
         ospfd: format!(
-            "interface ly-sw2\n{OSPF_IF}exit\ninterface ly-sw3\n{OSPF_IF}exit\n\
+            "interface ly-sw2\n{OSPF_CORE_IF}exit\ninterface ly-sw3\n{OSPF_CORE_IF}exit\n\
              router ospf\n ospf router-id 10.255.0.1\n maximum-paths 8\nexit\n"
         ),
         ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
@@ -187,7 +184,7 @@ fn vpn_route_over_two_transport_paths() {
     .expect("Lanyard's FRR");
     let remote_cfg = FrrConfig {
         ospfd: format!(
-            "interface t2\n{OSPF_IF}exit\ninterface t3\n{OSPF_IF}exit\n\
+            "interface t2\n{OSPF_CORE_IF}exit\ninterface t3\n{OSPF_CORE_IF}exit\n\
              interface lo\n ip ospf area 0\nexit\n\
              router ospf\n ospf router-id 10.255.0.2\nexit\n"
         ),

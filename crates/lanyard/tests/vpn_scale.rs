@@ -32,7 +32,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed, OSPF_CORE_IF};
 use testkit::netns::Netns;
 use testkit::{ip, l2, RawPort, Switch};
 
@@ -44,9 +44,6 @@ const LABEL_BASE: u32 = 100_000;
 const SEQ_VRF: u64 = 1_000_000;
 /// Subinterfaces per customer port (as in the report).
 const PER_PORT: usize = 8;
-
-const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
-                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -288,7 +285,7 @@ impl ScaleBed {
         let pe_cfg = FrrConfig {
             zebra: format!("fpm address 127.0.0.1 port {fpm}\nno fpm use-next-hop-groups\n"),
             ospfd: format!(
-                "interface ly-sw{core}\n{OSPF_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
+                "interface ly-sw{core}\n{OSPF_CORE_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
             ),
             ldpd: format!(
                 "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
@@ -363,7 +360,7 @@ impl ScaleBed {
         r_bgp.push_str(" exit-address-family\nexit\n");
         let r_cfg = FrrConfig {
             ospfd: format!(
-                "interface t{core}\n{OSPF_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
+                "interface t{core}\n{OSPF_CORE_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
                  router ospf\n ospf router-id 10.255.0.2\nexit\n"
             ),
             ldpd: format!(

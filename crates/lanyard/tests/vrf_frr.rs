@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use testkit::frame::Mac;
-use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
+use testkit::frr::{Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed, OSPF_CORE_IF};
 use testkit::ip::{self, IpInfo};
 use testkit::netns::Netns;
 use testkit::{l2, RawPort, Switch};
@@ -222,9 +222,6 @@ routing:
 
 const OSPF_P2P: &str =
     " ip ospf network point-to-point\n ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
-const OSPF_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
-                       ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
-
 /// Lanyard's FRR: one static route and one OSPF instance per VRF, on the
 /// VRF's uplink twin.
 fn pe_config() -> FrrConfig {
@@ -276,7 +273,7 @@ fn pe_interfaces(pe: &FrrInstance) {
 fn ce_config(i: usize, rid: &str) -> FrrConfig {
     FrrConfig {
         ospfd: format!(
-            "interface t{i}\n{OSPF_IF}exit\n\
+            "interface t{i}\n{OSPF_CORE_IF}exit\n\
              router ospf\n ospf router-id {rid}\n redistribute kernel\nexit\n"
         ),
         ..FrrConfig::default()

@@ -316,11 +316,10 @@ pub fn remote_vpn_pe(
     label: u32,
 ) -> io::Result<FrrInstance> {
     let cfg = FrrConfig {
-        ospfd: "interface t2\n ip ospf area 0\n ip ospf network point-to-point\n \
-                ip ospf hello-interval 1\n ip ospf dead-interval 4\nexit\n\
-                interface lo\n ip ospf area 0\nexit\n\
-                router ospf\n ospf router-id 10.255.0.2\nexit\n"
-            .into(),
+        ospfd: format!(
+            "interface t2\n{OSPF_CORE_IF}exit\ninterface lo\n ip ospf area 0\nexit\n\
+             router ospf\n ospf router-id 10.255.0.2\nexit\n"
+        ),
         ldpd: "mpls ldp\n router-id 10.255.0.2\n address-family ipv4\n  \
                discovery transport-address 10.0.12.2\n  discovery targeted-hello accept\n  \
                interface t2\n exit-address-family\n"
@@ -345,6 +344,12 @@ pub fn remote_vpn_pe(
     )
 }
 
+/// The interface lines of an OSPF core link in the VPN and VRF beds:
+/// area 0, point-to-point (no DR election, no Waiting state), hello 1 s,
+/// dead 4 s.
+pub const OSPF_CORE_IF: &str = " ip ospf area 0\n ip ospf network point-to-point\n \
+                                ip ospf hello-interval 1\n ip ospf dead-interval 4\n";
+
 /// Lanyard's PE in the two-PE VPN bed whose other side is
 /// [`remote_vpn_pe`]: zebra feeding Lanyard over FPM at
 /// 127.0.0.1:`fpm_port`, OSPF and LDP on the core twin `ly-sw2` (10.0.12.1,
@@ -355,10 +360,9 @@ pub fn remote_vpn_pe(
 pub fn lanyard_vpn_pe_config(fpm_port: u16, family: &str, vrfs: &str) -> FrrConfig {
     FrrConfig {
         zebra: format!("fpm address 127.0.0.1 port {fpm_port}\nno fpm use-next-hop-groups\n"),
-        ospfd: "interface ly-sw2\n ip ospf area 0\n ip ospf network point-to-point\n \
-                ip ospf hello-interval 1\n ip ospf dead-interval 4\nexit\n\
-                router ospf\n ospf router-id 10.255.0.1\nexit\n"
-            .into(),
+        ospfd: format!(
+            "interface ly-sw2\n{OSPF_CORE_IF}exit\nrouter ospf\n ospf router-id 10.255.0.1\nexit\n"
+        ),
         ldpd: "mpls ldp\n router-id 10.255.0.1\n address-family ipv4\n  \
                discovery transport-address 10.0.12.1\n  neighbor 10.0.12.2 targeted\n  \
                interface ly-sw2\n exit-address-family\n"
