@@ -243,11 +243,23 @@ impl PseudowireManager {
         if let Some(path) = std::env::var_os(PW_JOURNAL_ENV) {
             std::env::remove_var(PW_JOURNAL_ENV);
             let n = m.resume(Path::new(&path));
-            // Programmed now if the restored routes are already there.
+            // Programmed now: the router restored zebra's routes before
+            // starting us, and the workers read the handed-over rings as
+            // soon as the ports attach.
             m.maintain();
             if n > 0 {
+                let up = m
+                    .inner
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .slots
+                    .iter()
+                    .flatten()
+                    // Only resumed ones can be: zebra has installed none yet.
+                    .filter(|s| s.cfg.static_labels.is_none() && s.st.up)
+                    .count();
                 tracing::info!(
-                    "restart: {n} pseudowires signalled by LDP resumed with zebra's labels"
+                    "restart: {n} pseudowires signalled by LDP resumed with zebra's labels, {up} programmed at once"
                 );
             }
         }

@@ -1078,6 +1078,16 @@ impl Router {
                     let s = FpmServer::bind(addr.as_str())
                         .map_err(|e| format!("FPM listener {addr}: {e}"))?;
                     fpm_stats = Some(s.stats());
+                    // Here, not in the FIB thread: the resumed pseudowires
+                    // (next) and the first frames from the handed-over rings
+                    // need these routes. Restored in the FIB thread, they
+                    // came a few ms after the pseudowires' first pass, which
+                    // found no transport, and the rings' backlog was dropped
+                    // until the next pass (384 frames each way in one CI run).
+                    restore_fpm_journal(
+                        &s.stats(),
+                        &feeds.lock().unwrap_or_else(|e| e.into_inner()),
+                    );
                     Some(s)
                 }
                 None => None,
@@ -2263,9 +2273,6 @@ fn restore_fpm_journal(stats: &crate::frr::FpmStats, feeds: &[VrfFeed]) {
 
 /// Feed the FIBs from zebra, and reclaim LPM memory after grace periods.
 fn fib_loop(shared: Arc<Shared>, server: Option<FpmServer>, feeds: Arc<Mutex<Vec<VrfFeed>>>) {
-    if let Some(s) = &server {
-        restore_fpm_journal(&s.stats(), &feeds.lock().unwrap_or_else(|e| e.into_inner()));
-    }
     let (handle, rx) = match server.map(|s| s.spawn_channel()) {
         Some(Ok((h, rx))) => (Some(h), Some(rx)),
         Some(Err(e)) => {
