@@ -375,3 +375,404 @@ fn ldp_labels_switch_through_lanyard() {
     drop(tester);
     drop(dut);
 }
+
+/// The report's uplink side: eight uplinks, each to its own LSR.
+const UPLINKS: usize = 8;
+/// `sw9`: the customer side, and the DUT's LSR id (a /32 beside its
+/// link address, so no uplink's flap takes the transport address away).
+const CUSTOMER: usize = UPLINKS + 1;
+const DUT_LSR: &str = "10.255.255.1";
+const FPM_PORT_UPLINKS: u16 = 2621;
+
+fn uplinks_config() -> String {
+    let mut y = String::from("switch:\n  name: mpls-uplinks\nports:\n");
+    for i in 1..=CUSTOMER {
+        let (v4, _) = link_addrs(i, true);
+        let lsr = if i == CUSTOMER {
+            format!(", {DUT_LSR}/32")
+        } else {
+            String::new()
+        };
+        y.push_str(&format!(
+            "  - name: sw{i}\n    mode: routed\n    mtu: 1500\n    addresses: [{v4}{lsr}]\n"
+        ));
+    }
+    y.push_str(&format!("routing:\n  fpm: 127.0.0.1:{FPM_PORT_UPLINKS}\n"));
+    y
+}
+
+/// An LDP binding's label from `show mpls ldp binding PREFIX`: the local
+/// one (the label this LSR advertises) or the one learned from `peer`.
+fn ldp_label(frr: &FrrInstance, prefix: &str, peer: Option<&str>) -> Option<u64> {
+    let v = frr.vtysh_json(&format!("show mpls ldp binding {prefix} json"));
+    let rows = v["bindings"].as_array()?;
+    let row = rows
+        .iter()
+        .find(|r| r["prefix"] == prefix && peer.is_none_or(|p| r["neighborId"] == p))?;
+    let key = if peer.is_some() {
+        "remoteLabel"
+    } else {
+        "localLabel"
+    };
+    row[key].as_str()?.parse().ok().filter(|&l| l >= 16)
+}
+
+/// The report's eight uplinks (issue 17's acceptance): Lanyard's FRR holds
+/// an OSPF adjacency and an LDP session with a separate tester LSR on each
+/// of eight routed uplinks. Checks, for every uplink: the session is
+/// OPERATIONAL; the LSR's label for the prefix it routes onward is
+/// Lanyard's FTN push out of that uplink, and IP from the customer port
+/// leaves it with that label; Lanyard's own label for it, received on
+/// the *next* uplink, is swapped to the LSR's label and sent out of the
+/// right one (Lanyard as a transit LSR between uplinks); its label for
+/// the LSR's loopback is popped (PHP) there. Then one uplink flaps: its
+/// session and entries go, the other seven keep theirs, and it
+/// reconverges.
+#[test]
+fn ldp_on_eight_uplinks() {
+    testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd]);
+    let module = module();
+    if !module.exists() {
+        eprintln!("SKIPPED: needs {}", module.display());
+        println!("SKIPPED: needs the zebra module");
+        return;
+    }
+    let bed = RouterBed::new("lyup", CUSTOMER, 1500).expect("namespaces");
+    bed.address_testers().expect("tester addresses");
+    let names: Vec<String> = (1..=CUSTOMER).map(|i| format!("sw{i}")).collect();
+    let sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        &uplinks_config(),
+        &names.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .expect("start lanyard");
+    let tmp_guard = testkit::TempDir::new("mpls-uplinks");
+    let tmp = tmp_guard.path().to_path_buf();
+    let opts = |sock: &str| FrrOptions {
+        zebra_args: vec![
+            "-M".into(),
+            "dplane_fpm_nl".into(),
+            "-M".into(),
+            format!("{}:{}", module.display(), tmp.join(sock).display()),
+        ],
+        ..FrrOptions::default()
+    };
+    let ospf_if = |ifname: &str| {
+        format!(
+            "interface {ifname}\n ip ospf network point-to-point\n ip ospf hello-interval 1\n \
+             ip ospf dead-interval 4\n"
+        )
+    };
+    let lsr = |i: usize| format!("10.255.0.{i}");
+    let onward = |i: usize| format!("192.168.{i}.0/24");
+
+    // Each tester LSR: loopback, a prefix routed onward through an LDP
+    // interface (so it advertises a real label for it, not implicit null).
+    for i in 1..=UPLINKS {
+        let t = bed.tester(i);
+        let b = format!("b{i}");
+        let bp = format!("b{i}p");
+        let gw_net = onward(i);
+        for args in [
+            &["ip", "link", "set", "lo", "up"][..],
+            &["ip", "addr", "add", &format!("{}/32", lsr(i)), "dev", "lo"],
+            &["ip", "link", "add", &b, "type", "veth", "peer", "name", &bp],
+            &["ip", "link", "set", &b, "up"],
+            &["ip", "link", "set", &bp, "up"],
+            &["ip", "addr", "add", "10.0.23.1/30", "dev", &b],
+            &["ip", "route", "add", &gw_net, "via", "10.0.23.2"],
+        ] {
+            t.exec(args).expect("tester setup");
+        }
+    }
+    let mut dut_ospf = format!(
+        "router ospf\n ospf router-id {DUT_LSR}\n network 10.100.0.0/16 area 0\n \
+         redistribute connected\n!\n"
+    );
+    let mut dut_ldp = format!(
+        "mpls ldp\n router-id {DUT_LSR}\n address-family ipv4\n  \
+         discovery transport-address {DUT_LSR}\n"
+    );
+    for i in 1..=UPLINKS {
+        dut_ospf.push_str(&ospf_if(&format!("ly-sw{i}")));
+        dut_ldp.push_str(&format!("  interface ly-sw{i}\n"));
+    }
+    dut_ldp.push_str(" exit-address-family\n");
+    let dut_cfg = FrrConfig {
+        zebra: format!(
+            "fpm address 127.0.0.1 port {FPM_PORT_UPLINKS}\nno fpm use-next-hop-groups\n"
+        ),
+        ospfd: dut_ospf,
+        ldpd: dut_ldp,
+        ..FrrConfig::default()
+    };
+    let dut = FrrInstance::start_with(
+        bed.dut.name(),
+        "up-dut",
+        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd],
+        &dut_cfg,
+        &opts("dut-pw.sock"),
+    )
+    .expect("Lanyard's FRR");
+    // The eight LSRs start together (each start waits for its daemons).
+    let testers: Vec<FrrInstance> = std::thread::scope(|s| {
+        let hs: Vec<_> = (1..=UPLINKS)
+            .map(|i| {
+                let cfg = FrrConfig {
+                    ospfd: format!(
+                        "router ospf\n ospf router-id {lo}\n network 10.100.{i}.0/24 area 0\n \
+                         network {lo}/32 area 0\n redistribute kernel\n!\n{}",
+                        ospf_if(&format!("t{i}")),
+                        lo = lsr(i)
+                    ),
+                    ldpd: format!(
+                        "mpls ldp\n router-id {lo}\n address-family ipv4\n  \
+                         discovery transport-address {lo}\n  interface t{i}\n  interface b{i}\n \
+                         exit-address-family\n",
+                        lo = lsr(i)
+                    ),
+                    ..FrrConfig::default()
+                };
+                let (ns, opts) = (
+                    bed.tester(i).name().to_string(),
+                    opts(&format!("t{i}.sock")),
+                );
+                s.spawn(move || {
+                    FrrInstance::start_with(
+                        &ns,
+                        &format!("up-t{i}"),
+                        &[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd],
+                        &cfg,
+                        &opts,
+                    )
+                    .expect("tester LSR")
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    let operational = |frr: &FrrInstance| -> Vec<String> {
+        frr.vtysh(&["show mpls ldp neighbor"])
+            .lines()
+            .filter(|l| l.contains("OPERATIONAL"))
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+            .collect()
+    };
+    let t0 = Instant::now();
+    wait_for("eight LDP sessions", Duration::from_secs(120), || {
+        (operational(&dut).len() == UPLINKS).then_some(())
+    });
+    eprintln!(
+        "  {UPLINKS} LDP sessions OPERATIONAL {:.1} s after FRR started",
+        t0.elapsed().as_secs_f64()
+    );
+
+    // Labels per uplink: the LSR's for its onward prefix (Lanyard pushes
+    // it), Lanyard's own for that prefix (swapped to it) and for the
+    // LSR's loopback (PHP).
+    struct Uplink {
+        their: u64,
+        ours: u64,
+        ours_lo: u64,
+    }
+    let learn = |i: usize| -> Uplink {
+        let (their, ours, ours_lo) = wait_for(
+            &format!("labels for uplink {i}"),
+            Duration::from_secs(60),
+            || {
+                let their = ldp_label(&testers[i - 1], &onward(i), None)?;
+                let ftn = ftn_labels(&sw, &onward(i))?;
+                (ftn == vec![their]).then_some(())?;
+                let ours = ldp_label(&dut, &onward(i), None)?;
+                let ours_lo = ldp_label(&dut, &format!("{}/32", lsr(i)), None)?;
+                let e = entries(&sw);
+                let has = |l: u64, action: &str, out: Option<u64>| {
+                    e.iter().any(|x| {
+                        x["in_label"].as_u64() == Some(l)
+                            && x["action"] == action
+                            && x["hops"][0]["interface"] == format!("sw{i}").as_str()
+                            && out.is_none_or(|o| x["hops"][0]["out_labels"][0].as_u64() == Some(o))
+                    })
+                };
+                (has(ours, "swap", Some(their)) && has(ours_lo, "php", None))
+                    .then_some((their, ours, ours_lo))
+            },
+        );
+        Uplink {
+            their,
+            ours,
+            ours_lo,
+        }
+    };
+    let ups: Vec<Uplink> = (1..=UPLINKS).map(learn).collect();
+    eprintln!(
+        "  labels: {}",
+        ups.iter()
+            .enumerate()
+            .map(|(k, u)| format!(
+                "sw{}: push {} swap {}->{} php {}",
+                k + 1,
+                u.their,
+                u.ours,
+                u.their,
+                u.ours_lo
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+
+    // Frames. Router MACs and tester MACs.
+    let ifs = sw.show_json(&["show", "ip", "interface"]);
+    let rmac = |i: usize| -> Mac {
+        let m = ifs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == format!("sw{i}").as_str())
+            .and_then(|r| r["mac"].as_str())
+            .expect("router MAC");
+        parse_mac(m).unwrap()
+    };
+    let tmac = |i: usize| mac_of(bed.tester(i).name(), &format!("t{i}"));
+    let ports: Vec<testkit::RawPort> = (1..=CUSTOMER).map(|i| bed.open(i).expect("raw")).collect();
+    let port = |i: usize| &ports[i - 1];
+    let recv = |p: &testkit::RawPort, want: &dyn Fn(&[u8]) -> bool| -> Option<Vec<u8>> {
+        let end = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < end {
+            if let Some(f) = p.recv_timeout(Duration::from_millis(200)).unwrap() {
+                if want(&f) {
+                    return Some(f);
+                }
+            }
+        }
+        None
+    };
+    // The top label of a labelled frame and whether it is the only one.
+    let top = |f: &[u8]| -> Option<(u64, bool)> {
+        (f.len() >= 18 && f[12..14] == [0x88, 0x47]).then(|| {
+            let w = u32::from_be_bytes([f[14], f[15], f[16], f[17]]);
+            (u64::from(w >> 12), w & 0x100 != 0)
+        })
+    };
+    let cust_ip: IpAddr = addr(CUSTOMER, false).parse().unwrap();
+    let _ = bed
+        .tester(CUSTOMER)
+        .exec(&["ping", "-c", "1", "-W", "1", &addr(CUSTOMER, true)]);
+    // Every LSR numbers its labels from 16, so the same label is right on
+    // one uplink and wrong on the others: after each frame, no labelled
+    // frame may have left any other uplink.
+    let drain_uplinks = || {
+        for k in 1..=UPLINKS {
+            port(k).drain();
+        }
+    };
+    let strays = |except: usize| -> Vec<usize> {
+        std::thread::sleep(Duration::from_millis(30));
+        (1..=UPLINKS)
+            .filter(|&k| k != except)
+            .filter(|&k| {
+                let mut labelled = false;
+                while let Ok(Some(g)) = port(k).recv_timeout(Duration::from_millis(1)) {
+                    labelled |= top(&g).is_some();
+                }
+                labelled
+            })
+            .collect()
+    };
+    let check_uplink = |i: usize, u: &Uplink, seq: u64| {
+        let (ri, mi) = (rmac(i), tmac(i));
+        // Push: customer IP to the onward prefix leaves sw<i> labelled.
+        let dst: IpAddr = format!("192.168.{i}.9").parse().unwrap();
+        let f = ip::udp(&rmac(CUSTOMER), &tmac(CUSTOMER), cust_ip, dst, 64, seq, 128);
+        drain_uplinks();
+        let out = (0..3)
+            .find_map(|_| {
+                port(CUSTOMER).send(&f).unwrap();
+                recv(port(i), &|g| top(g).is_some())
+            })
+            .unwrap_or_else(|| panic!("no labelled frame out of sw{i}"));
+        assert_eq!((&out[0..6], &out[6..12]), (&mi[..], &ri[..]), "sw{i} MACs");
+        assert_eq!(top(&out), Some((u.their, true)), "sw{i}: pushed label");
+        assert_eq!(
+            strays(i),
+            Vec::<usize>::new(),
+            "pushed frames out of other uplinks"
+        );
+        // Swap: Lanyard's label for it, arriving on the next uplink.
+        let j = i % UPLINKS + 1;
+        let (rj, mj) = (rmac(j), tmac(j));
+        let inner = ip::udp(&rj, &mj, cust_ip, dst, 64, seq + 1, 128);
+        drain_uplinks();
+        port(j)
+            .send(&labelled(&rj, &mj, &[(u.ours as u32, 40)], &inner))
+            .unwrap();
+        let out = recv(port(i), &|g| top(g).is_some())
+            .unwrap_or_else(|| panic!("swapped frame from sw{j} not out of sw{i}"));
+        assert_eq!(&out[0..6], &mi[..]);
+        assert_eq!(
+            top(&out),
+            Some((u.their, true)),
+            "sw{j} -> sw{i}: swapped label"
+        );
+        assert_eq!(out[17], 39, "label TTL decremented");
+        assert_eq!(
+            strays(i),
+            Vec::<usize>::new(),
+            "swapped frames out of other uplinks"
+        );
+        // PHP: Lanyard's label for the LSR's loopback, popped.
+        let lo_ip: IpAddr = lsr(i).parse().unwrap();
+        let inner = ip::udp(&rj, &mj, cust_ip, lo_ip, 64, seq + 2, 128);
+        drain_uplinks();
+        port(j)
+            .send(&labelled(&rj, &mj, &[(u.ours_lo as u32, 40)], &inner))
+            .unwrap();
+        let out = recv(port(i), &|g| {
+            g[12..14] == [0x08, 0x00] && ip::parse(g).is_some_and(|p| p.seq == Some(seq + 2))
+        })
+        .unwrap_or_else(|| panic!("PHP'd frame from sw{j} not out of sw{i}"));
+        assert_eq!((&out[0..6], &out[6..12]), (&mi[..], &ri[..]));
+        assert_eq!(out[14 + 8], 39, "IP TTL from the popped label");
+        assert_eq!(
+            strays(i),
+            Vec::<usize>::new(),
+            "labelled frames out of other uplinks"
+        );
+    };
+    for (k, u) in ups.iter().enumerate() {
+        check_uplink(k + 1, u, 100 * (k as u64 + 1));
+    }
+
+    // One uplink flaps: its session and entries go, the others stay.
+    const FLAP: usize = 3;
+    bed.set_tester_link(FLAP, false).unwrap();
+    wait_for(
+        "uplink 3's session and FTN gone",
+        Duration::from_secs(60),
+        || {
+            let ops = operational(&dut);
+            (!ops.contains(&lsr(FLAP))
+                && ops.len() == UPLINKS - 1
+                && ftn_labels(&sw, &onward(FLAP)).is_none())
+            .then_some(())
+        },
+    );
+    for (k, u) in ups.iter().enumerate().filter(|(k, _)| k + 1 != FLAP) {
+        assert_eq!(ftn_labels(&sw, &onward(k + 1)), Some(vec![u.their]));
+    }
+    let t_up = Instant::now();
+    bed.set_tester_link(FLAP, true).unwrap();
+    wait_for("eight LDP sessions again", Duration::from_secs(120), || {
+        (operational(&dut).len() == UPLINKS).then_some(())
+    });
+    let again = learn(FLAP);
+    eprintln!(
+        "  uplink {FLAP} flapped: LDP OPERATIONAL again and its labels in Lanyard {:.1} s after link up",
+        t_up.elapsed().as_secs_f64()
+    );
+    check_uplink(FLAP, &again, 10_000);
+    drop(testers);
+    drop(dut);
+}
