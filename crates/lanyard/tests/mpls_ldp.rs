@@ -26,10 +26,10 @@
 
 use serde_json::Value;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use testkit::frame::{parse_mac, Mac};
+use testkit::frame::Mac;
 use testkit::frr::{link_addrs, Daemon, FrrConfig, FrrInstance, FrrOptions, RouterBed};
 use testkit::netns::mac_of;
 use testkit::{ip, l2, Switch};
@@ -41,6 +41,56 @@ fn module() -> PathBuf {
     std::env::var_os("LANYARD_ZEBRA_MODULE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(MODULE_DEFAULT))
+}
+
+/// The zebra module, or None (SKIPPED printed) when it is not built.
+fn module_or_skip() -> Option<PathBuf> {
+    let m = module();
+    if m.exists() {
+        return Some(m);
+    }
+    eprintln!("SKIPPED: needs {}", m.display());
+    println!("SKIPPED: needs the zebra module");
+    None
+}
+
+/// zebra with the FPM module and the MPLS module, its pseudowire side
+/// channel at `dir/sock`.
+fn frr_opts(module: &Path, dir: &Path, sock: &str) -> FrrOptions {
+    FrrOptions {
+        zebra_args: vec![
+            "-M".into(),
+            "dplane_fpm_nl".into(),
+            "-M".into(),
+            format!("{}:{}", module.display(), dir.join(sock).display()),
+        ],
+        ..FrrOptions::default()
+    }
+}
+
+/// A point-to-point OSPF interface with fast hellos.
+fn ospf_p2p(ifname: &str) -> String {
+    format!(
+        "interface {ifname}\n ip ospf network point-to-point\n ip ospf hello-interval 1\n \
+         ip ospf dead-interval 4\n"
+    )
+}
+
+/// A tester LSR's loopback `lo` (/32) and `prefix` routed onward through
+/// an LDP interface `b` (a veth), so it advertises a real label for it.
+fn tester_lsr_setup(t: &testkit::netns::Netns, lo: &str, b: &str, prefix: &str) {
+    let bp = format!("{b}p");
+    for args in [
+        &["ip", "link", "set", "lo", "up"][..],
+        &["ip", "addr", "add", &format!("{lo}/32"), "dev", "lo"],
+        &["ip", "link", "add", b, "type", "veth", "peer", "name", &bp],
+        &["ip", "link", "set", b, "up"],
+        &["ip", "link", "set", &bp, "up"],
+        &["ip", "addr", "add", "10.0.23.1/30", "dev", b],
+        &["ip", "route", "add", prefix, "via", "10.0.23.2"],
+    ] {
+        t.exec(args).expect("tester setup");
+    }
 }
 
 fn config() -> String {
@@ -118,10 +168,11 @@ const CSUM_GOOD: &str = "1";
 #[test]
 fn ldp_labels_switch_through_lanyard() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd]);
-    let module = module();
-    if !module.exists() || Command::new("tshark").arg("-v").output().is_err() {
-        eprintln!("SKIPPED: needs {} and tshark", module.display());
-        println!("SKIPPED: needs the zebra module and tshark");
+    let Some(module) = module_or_skip() else {
+        return;
+    };
+    if Command::new("tshark").arg("-v").output().is_err() {
+        println!("SKIPPED: needs tshark");
         return;
     }
     let bed = RouterBed::new("lymp", 2, 1500).expect("namespaces");
@@ -137,36 +188,10 @@ fn ldp_labels_switch_through_lanyard() {
     // The tester (t1): loopback 10.255.0.1, and 192.0.2.0/24 routed
     // onward through an LDP interface (so it advertises a real label).
     let t1 = bed.tester(1);
-    for args in [
-        &["ip", "link", "set", "lo", "up"][..],
-        &["ip", "addr", "add", "10.255.0.1/32", "dev", "lo"],
-        &[
-            "ip", "link", "add", "b1", "type", "veth", "peer", "name", "b1p",
-        ],
-        &["ip", "link", "set", "b1", "up"],
-        &["ip", "link", "set", "b1p", "up"],
-        &["ip", "addr", "add", "10.0.23.1/30", "dev", "b1"],
-        &["ip", "route", "add", "192.0.2.0/24", "via", "10.0.23.2"],
-    ] {
-        t1.exec(args).expect("tester setup");
-    }
+    tester_lsr_setup(t1, "10.255.0.1", "b1", "192.0.2.0/24");
     let tmp_guard = testkit::TempDir::new("mpls-e2e");
-    let tmp = tmp_guard.path().to_path_buf();
-    let opts = |sock: &str| FrrOptions {
-        zebra_args: vec![
-            "-M".into(),
-            "dplane_fpm_nl".into(),
-            "-M".into(),
-            format!("{}:{}", module.display(), tmp.join(sock).display()),
-        ],
-        ..FrrOptions::default()
-    };
-    let ospf_if = |ifname: &str| {
-        format!(
-            "interface {ifname}\n ip ospf network point-to-point\n ip ospf hello-interval 1\n \
-             ip ospf dead-interval 4\n"
-        )
-    };
+    let opts = |sock: &str| frr_opts(&module, tmp_guard.path(), sock);
+    let ospf_if = ospf_p2p;
     // Lanyard's FRR: transport address on the TAP twin (Lanyard punts
     // what is addressed to its ports' addresses); link hellos (UDP to
     // 224.0.0.2) and targeted hellos both reach it.
@@ -258,18 +283,7 @@ fn ldp_labels_switch_through_lanyard() {
     // Frames.
     let p1 = bed.open(1).expect("raw t1");
     let p2 = bed.open(2).expect("raw t2");
-    let ifs = sw.show_json(&["show", "ip", "interface"]);
-    let rmac = |name: &str| -> Mac {
-        let m = ifs
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .and_then(|r| r["mac"].as_str())
-            .expect("router MAC");
-        parse_mac(m).unwrap()
-    };
-    let (r1, r2) = (rmac("sw1"), rmac("sw2"));
+    let (r1, r2) = (sw.router_mac("sw1"), sw.router_mac("sw2"));
     let (m1, m2) = (mac_of(t1.name(), "t1"), mac_of(bed.tester(2).name(), "t2"));
     let t2_ip: IpAddr = addr(2, false).parse().unwrap();
     let t1_ip: IpAddr = addr(1, false).parse().unwrap();
@@ -431,12 +445,9 @@ fn ldp_label(frr: &FrrInstance, prefix: &str, peer: Option<&str>) -> Option<u64>
 #[test]
 fn ldp_on_eight_uplinks() {
     testkit::require_frr!(&[Daemon::Zebra, Daemon::Ospfd, Daemon::Ldpd]);
-    let module = module();
-    if !module.exists() {
-        eprintln!("SKIPPED: needs {}", module.display());
-        println!("SKIPPED: needs the zebra module");
+    let Some(module) = module_or_skip() else {
         return;
-    }
+    };
     let bed = RouterBed::new("lyup", CUSTOMER, 1500).expect("namespaces");
     bed.address_testers().expect("tester addresses");
     let names: Vec<String> = (1..=CUSTOMER).map(|i| format!("sw{i}")).collect();
@@ -448,43 +459,13 @@ fn ldp_on_eight_uplinks() {
     )
     .expect("start lanyard");
     let tmp_guard = testkit::TempDir::new("mpls-uplinks");
-    let tmp = tmp_guard.path().to_path_buf();
-    let opts = |sock: &str| FrrOptions {
-        zebra_args: vec![
-            "-M".into(),
-            "dplane_fpm_nl".into(),
-            "-M".into(),
-            format!("{}:{}", module.display(), tmp.join(sock).display()),
-        ],
-        ..FrrOptions::default()
-    };
-    let ospf_if = |ifname: &str| {
-        format!(
-            "interface {ifname}\n ip ospf network point-to-point\n ip ospf hello-interval 1\n \
-             ip ospf dead-interval 4\n"
-        )
-    };
+    let opts = |sock: &str| frr_opts(&module, tmp_guard.path(), sock);
+    let ospf_if = ospf_p2p;
     let lsr = |i: usize| format!("10.255.0.{i}");
     let onward = |i: usize| format!("192.168.{i}.0/24");
 
-    // Each tester LSR: loopback, a prefix routed onward through an LDP
-    // interface (so it advertises a real label for it, not implicit null).
     for i in 1..=UPLINKS {
-        let t = bed.tester(i);
-        let b = format!("b{i}");
-        let bp = format!("b{i}p");
-        let gw_net = onward(i);
-        for args in [
-            &["ip", "link", "set", "lo", "up"][..],
-            &["ip", "addr", "add", &format!("{}/32", lsr(i)), "dev", "lo"],
-            &["ip", "link", "add", &b, "type", "veth", "peer", "name", &bp],
-            &["ip", "link", "set", &b, "up"],
-            &["ip", "link", "set", &bp, "up"],
-            &["ip", "addr", "add", "10.0.23.1/30", "dev", &b],
-            &["ip", "route", "add", &gw_net, "via", "10.0.23.2"],
-        ] {
-            t.exec(args).expect("tester setup");
-        }
+        tester_lsr_setup(bed.tester(i), &lsr(i), &format!("b{i}"), &onward(i));
     }
     let mut dut_ospf = format!(
         "router ospf\n ospf router-id {DUT_LSR}\n network 10.100.0.0/16 area 0\n \
@@ -624,17 +605,10 @@ fn ldp_on_eight_uplinks() {
     );
 
     // Frames. Router MACs and tester MACs.
-    let ifs = sw.show_json(&["show", "ip", "interface"]);
-    let rmac = |i: usize| -> Mac {
-        let m = ifs
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == format!("sw{i}").as_str())
-            .and_then(|r| r["mac"].as_str())
-            .expect("router MAC");
-        parse_mac(m).unwrap()
-    };
+    let rmacs: Vec<Mac> = (1..=CUSTOMER)
+        .map(|i| sw.router_mac(&format!("sw{i}")))
+        .collect();
+    let rmac = |i: usize| rmacs[i - 1];
     let tmac = |i: usize| mac_of(bed.tester(i).name(), &format!("t{i}"));
     let ports: Vec<testkit::RawPort> = (1..=CUSTOMER).map(|i| bed.open(i).expect("raw")).collect();
     let port = |i: usize| &ports[i - 1];
