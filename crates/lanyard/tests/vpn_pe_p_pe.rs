@@ -10,12 +10,15 @@
 //! * PE: Lanyard with VRFs CUSTA (`ca`) and CUSTB (`cb`), both with the
 //!   same customer addresses; FRR zebra `-n` with both modules, ospfd and
 //!   ldpd in the default VRF (the loopback a /32 on the uplink), bgpd with
-//!   VPNv4 to the other PE (RT 65000:1 / 65000:2, `label vpn export auto`,
-//!   `redistribute connected`). ldpd advertises explicit null for the
+//!   VPNv4 and VPNv6 to the other PE (RT 65000:1 / 65000:2, `label vpn
+//!   export auto`, `redistribute connected`; VPNv6's next hop set to the
+//!   IPv4-mapped loopback by a route map: FRR 8.4 sends the uplink's
+//!   link-local address otherwise). ldpd advertises explicit null for the
 //!   PE's own addresses, so both core links carry two labels.
 //! * P: Lanyard with two routed ports, FRR zebra, ospfd and ldpd only: it
 //!   swaps the transport label (to explicit null toward the far PE).
-//! * CEs: plain namespaces, 10.K.0.2/24 behind PE K in both customers.
+//! * CEs: plain namespaces, 10.K.0.2/24 and 2001:db8:K::2/64 behind PE K
+//!   in both customers.
 //! * pe1 has a second link to the P (`up2`–`w2`, OSPF cost 100): the
 //!   backup path.
 //! * The core links run through bridges in a namespace of their own
@@ -29,7 +32,10 @@
 //! [transport, VPN] on PE→P (the P's label for the far PE's loopback, then
 //! the far PE's VPN label of that VRF) and [explicit null, VPN] on P→PE,
 //! parsed from the bridge captures and by tshark; Lanyard's P counted the
-//! packets on its swap entries. Then pe1's link to the P is cut: zebra
+//! packets on its swap entries. VPNv6 between the two Lanyard PEs: the
+//! IPv6 routes in both PEs' VRFs via the P's IPv4 address, the CEs ping
+//! across over IPv6 (each customer, both ways), pe1's echo requests
+//! carry [transport, a VPN label pe2 pops into a VRF] over IPv6. Then pe1's link to the P is cut: zebra
 //! re-resolves the VPN routes through the backup link, Lanyard's VRFs
 //! follow, and the customers' frames leave by it with [transport, VPN].
 //! Fails without Lanyard punting a VPN-popped packet whose CE is not yet
@@ -89,8 +95,8 @@ fn pe_yaml(k: u8, vrf_ns: &[&Netns; 2]) -> String {
 switch:
   name: pe{k}
 ports:
-  - {{name: ca, mode: routed, addresses: [10.{k}.0.1/24]}}
-  - {{name: cb, mode: routed, addresses: [10.{k}.0.1/24]}}
+  - {{name: ca, mode: routed, addresses: [10.{k}.0.1/24, "2001:db8:{k}::1/64"]}}
+  - {{name: cb, mode: routed, addresses: [10.{k}.0.1/24, "2001:db8:{k}::1/64"]}}
   - {{name: up, mode: routed, addresses: [10.0.{k}.{me}/30, {lo}/32]}}
 {backup}vrfs:
   - {{name: CUSTA, interfaces: [ca], rd: "65000:{k}1", table: 1001, namespace: {na}}}
@@ -176,16 +182,35 @@ fn pe_bgpd(k: u8) -> String {
         "router bgp 65000\n bgp router-id {me}\n no bgp default ipv4-unicast\n \
          neighbor {peer} remote-as 65000\n neighbor {peer} update-source {me}\n \
          neighbor {peer} timers connect 1\n neighbor {peer} advertisement-interval 0\n \
-         address-family ipv4 vpn\n  neighbor {peer} activate\n exit-address-family\nexit\n",
+         address-family ipv4 vpn\n  neighbor {peer} activate\n exit-address-family\n \
+         address-family ipv6 vpn\n  neighbor {peer} activate\n  neighbor {peer} route-map NH6 out\n \
+         exit-address-family\nexit\n",
         me = lo(k)
     );
+    // FRR 8.4 has no 6VPE next hop (RFC 4659 §3.2.1.2, FRR ≥ 10): over
+    // an IPv4 session it sends the uplink twin's IPv6 link-local address,
+    // which the far PE cannot reach. The route map sets the IPv4-mapped
+    // loopback, which zebra resolves over the IPv4 core (docs/vrf.md).
+    s.insert_str(
+        0,
+        &format!(
+            "route-map NH6 permit 10\n set ipv6 next-hop global ::ffff:{}\nexit\n",
+            lo(k)
+        ),
+    );
+    // VPNv4 and VPNv6 per VRF, over the IPv4 core (the VPNv6 next hop
+    // is the far PE's IPv4 loopback, IPv4-mapped).
     for (i, v) in CUSTS.iter().enumerate() {
-        s.push_str(&format!(
-            "router bgp 65000 vrf {v}\n address-family ipv4 unicast\n  redistribute connected\n  \
-             label vpn export auto\n  rd vpn export 65000:{k}{n}\n  rt vpn both 65000:{n}\n  \
-             export vpn\n  import vpn\n exit-address-family\nexit\n",
-            n = i + 1
-        ));
+        s.push_str(&format!("router bgp 65000 vrf {v}\n"));
+        for af in ["ipv4", "ipv6"] {
+            s.push_str(&format!(
+                " address-family {af} unicast\n  redistribute connected\n  \
+                 label vpn export auto\n  rd vpn export 65000:{k}{n}\n  rt vpn both 65000:{n}\n  \
+                 export vpn\n  import vpn\n exit-address-family\n",
+                n = i + 1
+            ));
+        }
+        s.push_str("exit\n");
     }
     s
 }
@@ -382,6 +407,13 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
             ce.exec(&["ip", "addr", "add", &addr, "dev", "c"]).unwrap();
             ce.exec(&["ip", "route", "add", "default", "via", &gw])
                 .unwrap();
+            testkit::frr::enable_ipv6(ce, "c").unwrap();
+            let addr6 = format!("2001:db8:{k}::2/64");
+            let gw6 = format!("2001:db8:{k}::1");
+            ce.exec(&["ip", "addr", "add", &addr6, "dev", "c", "nodad"])
+                .unwrap();
+            ce.exec(&["ip", "-6", "route", "add", "default", "via", &gw6])
+                .unwrap();
         }
     }
     // Strict reverse-path filtering, as many hosts set it and new
@@ -477,6 +509,8 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
                     "show bgp ipv4 vpn",
                     "show ip route",
                     "show ip route vrf all",
+                    "show bgp ipv6 vpn",
+                    "show ipv6 route vrf all",
                     "show mpls table",
                 ])
             ));
@@ -489,9 +523,11 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
                 String::from_utf8_lossy(&sw.cli(&["show", "vrf"]).unwrap().stdout),
             ));
             for v in CUSTS {
-                s.push_str(&String::from_utf8_lossy(
-                    &sw.cli(&["show", "ip", "route", "vrf", v]).unwrap().stdout,
-                ));
+                for fam in ["ip", "ipv6"] {
+                    s.push_str(&String::from_utf8_lossy(
+                        &sw.cli(&["show", fam, "route", "vrf", v]).unwrap().stdout,
+                    ));
+                }
             }
         }
         s
@@ -636,7 +672,79 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
         }
     }
 
-    // 4. The transport LSP moves: pe1's link to the P goes down, OSPF
+    // 4. VPNv6 between the two Lanyard PEs (over the IPv4 core): each
+    // VRF routes the far CE's IPv6 subnet via the P's IPv4 address, and
+    // the kernel CEs ping each other across, each customer, both ways:
+    // pushed by one Lanyard, swapped by the P, popped into the VRF's IPv6
+    // table by the other.
+    if wait_for(
+        "the VPNv6 routes in both PEs",
+        Duration::from_secs(30),
+        || {
+            (want(&sw1, "2001:db8:2::/64", "10.0.1.2") && want(&sw2, "2001:db8:1::/64", "10.0.2.1"))
+                .then_some(())
+        },
+    )
+    .is_none()
+    {
+        panic!("{}", dump("VPNv6 routes missing"));
+    }
+    cap.iter().for_each(|c| {
+        c.drain();
+    });
+    for (i, v) in CUSTS.iter().enumerate() {
+        for (from, to) in [(&ce1[i], "2001:db8:2::2"), (&ce2[i], "2001:db8:1::2")] {
+            let ok = wait_for(
+                &format!("{v} IPv6 ping to {to}"),
+                Duration::from_secs(10),
+                || {
+                    from.exec(&["ping", "-6", "-c", "1", "-W", "1", to])
+                        .ok()
+                        .filter(|o| o.status.success())
+                },
+            );
+            if ok.is_none() {
+                panic!("{}", dump(&format!("{v}: no IPv6 ping to {to}")));
+            }
+        }
+    }
+    // pe1's echo requests toward the P: [transport, VPN] over IPv6,
+    // the VPN label one pe2 pops into that customer's VRF.
+    let pops = |sw: &Switch, vrf: &str| -> Vec<u32> {
+        sw.show_json(&["show", "mpls", "table"])["labels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["action"] == "pop-lookup" && e["vrf"] == vrf)
+            .filter_map(|e| e["in_label"].as_u64().map(|l| l as u32))
+            .collect()
+    };
+    let v6_frames: Vec<Vec<(u32, bool, u8)>> = collect(&cap[0], Duration::from_millis(100))
+        .iter()
+        .filter_map(|f| mpls_labels(f))
+        .filter(|(_, ipp)| ipp.first().is_some_and(|b| b >> 4 == 6))
+        .map(|(stack, _)| stack)
+        .collect();
+    assert!(
+        !v6_frames.is_empty(),
+        "no labelled IPv6 frame from pe1 to the P"
+    );
+    let far: Vec<Vec<u32>> = CUSTS.iter().map(|v| pops(&sw2, v)).collect();
+    for stack in &v6_frames {
+        assert_eq!(stack.len(), 2, "{stack:?}");
+        assert_eq!(stack[0].0, east_top, "transport label: {stack:?}");
+        assert!(
+            far.iter().any(|ls| ls.contains(&stack[1].0)),
+            "VPN label {stack:?} is not one pe2 pops into a VRF: {far:?}"
+        );
+    }
+    eprintln!(
+        "  VPNv6 between the PEs: both customers ping across; {} labelled IPv6 frames from pe1 to the P, e.g. {:?}",
+        v6_frames.len(),
+        v6_frames[0]
+    );
+
+    // 5. The transport LSP moves: pe1's link to the P goes down, OSPF
     // moves pe2's loopback to pe1's second link to the P (cost 100; the
     // same LDP session, so the same label); zebra re-resolves the VPN
     // routes and Lanyard's VRFs follow: [transport, VPN] on that link.
@@ -663,6 +771,7 @@ fn ce_to_ce_across_two_lanyard_pes_and_a_lanyard_p() {
     }
     let frames = collect(&cap[4], Duration::from_millis(100));
     check_stacks(&frames, &vpn2, Some(east_top), "pe1→pe2 backup link");
+
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop((f1, fp, f2));
 }
