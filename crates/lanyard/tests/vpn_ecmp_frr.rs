@@ -6,7 +6,9 @@
 //! the route in Lanyard's CUSTA with both core neighbours as gateways, each
 //! path pushing the VPN label; CE flows to the remote site leaving by both
 //! core ports under that label, each flow by one port only; and with sw3's
-//! far end down, every flow leaving by sw2.
+//! far end down, every flow leaving by sw2. The same for a VPNv6 route
+//! (2001:db8:b::/48, label 558, next hop the remote PE's IPv4-mapped
+//! loopback) and IPv6 flows.
 //!
 //! Needs root, FRR (zebra, ospfd, ldpd, bgpd) and the modules
 //! (`scripts/build-zebra-mpls.sh`), else SKIPPED.
@@ -24,21 +26,25 @@ use testkit::{l2, RawPort, Switch};
 const FPM_PORT: u16 = 2628;
 const VPN_LABEL: u32 = 557;
 const REMOTE_PREFIX: &str = "198.51.100.0/24";
+/// The remote PE's VPNv6 route and its label.
+const VPN6_LABEL: u32 = 558;
+const REMOTE_PREFIX6: &str = "2001:db8:b::/48";
 const FLOWS: u16 = 64;
 
 fn a(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// The gateways of CUSTA's route to the remote prefix, each with the
-/// labels it pushes.
-fn paths(sw: &Switch) -> Vec<(String, Vec<u64>)> {
-    let v = sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]);
+/// The gateways of CUSTA's route to `prefix`, each with the labels it
+/// pushes.
+fn paths(sw: &Switch, prefix: &str) -> Vec<(String, Vec<u64>)> {
+    let fam = if prefix.contains(':') { "ipv6" } else { "ip" };
+    let v = sw.show_json(&["show", fam, "route", "vrf", "CUSTA"]);
     v["routes"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|r| r["prefix"] == REMOTE_PREFIX && r["installed"] == true)
+        .filter(|r| r["prefix"] == prefix && r["installed"] == true)
         .flat_map(|r| r["nexthops"].as_array().into_iter().flatten())
         .map(|h| {
             let labels = h["labels"]
@@ -52,6 +58,25 @@ fn paths(sw: &Switch) -> Vec<(String, Vec<u64>)> {
         .collect()
 }
 
+/// One address family's flows: CE source, remote destination, the VPN
+/// label they must carry.
+struct Family {
+    src: &'static str,
+    dst: &'static str,
+    label: u32,
+}
+
+const V4: Family = Family {
+    src: "10.1.0.2",
+    dst: "198.51.100.7",
+    label: VPN_LABEL,
+};
+const V6: Family = Family {
+    src: "2001:db8:1::2",
+    dst: "2001:db8:b::7",
+    label: VPN6_LABEL,
+};
+
 /// Sends one frame of each of `FLOWS` flows (UDP source ports) from the CE
 /// and counts, per flow, the VPN-labelled frames on each core port.
 fn send_flows(
@@ -59,23 +84,28 @@ fn send_flows(
     (ce, m1): (&RawPort, Mac),
     core: [&RawPort; 2],
     seq0: u64,
+    fam: &Family,
 ) -> HashMap<u16, [u32; 2]> {
     for c in core {
         c.drain();
     }
     let r1 = sw.router_mac("sw1");
+    let dst = a(fam.dst);
+    // Where the destination address and the UDP source port sit in the IP
+    // packet.
+    let (dst_at, sport_at) = if dst.is_ipv6() {
+        (24..40, 40)
+    } else {
+        (16..20, 20)
+    };
+    let dst_bytes = match dst {
+        IpAddr::V4(d) => d.octets().to_vec(),
+        IpAddr::V6(d) => d.octets().to_vec(),
+    };
     for k in 0..FLOWS {
-        let mut f = ip::udp(
-            &r1,
-            &m1,
-            a("10.1.0.2"),
-            a("198.51.100.7"),
-            64,
-            seq0 + k as u64,
-            128,
-        );
+        let mut f = ip::udp(&r1, &m1, a(fam.src), dst, 64, seq0 + k as u64, 128);
         // UDP source port: the flow.
-        f[34..36].copy_from_slice(&(20_000 + k).to_be_bytes());
+        f[14 + sport_at..16 + sport_at].copy_from_slice(&(20_000 + k).to_be_bytes());
         ce.send(&f).unwrap();
     }
     let mut seen: HashMap<u16, [u32; 2]> = HashMap::new();
@@ -88,13 +118,13 @@ fn send_flows(
                 let Some((lses, inner)) = mpls_labels(&g) else {
                     continue;
                 };
-                if lses.len() != 1 || lses[0].0 != VPN_LABEL || inner.len() < 28 {
+                if lses.len() != 1 || lses[0].0 != fam.label || inner.len() < sport_at + 2 {
                     continue;
                 }
-                if inner[16..20] != [198, 51, 100, 7] {
+                if inner[dst_at.clone()] != dst_bytes[..] {
                     continue;
                 }
-                let sport = u16::from_be_bytes([inner[20], inner[21]]);
+                let sport = u16::from_be_bytes([inner[sport_at], inner[sport_at + 1]]);
                 if (20_000..20_000 + FLOWS).contains(&sport) {
                     seen.entry(sport - 20_000).or_default()[i] += 1;
                 }
@@ -121,6 +151,24 @@ fn vpn_route_over_two_transport_paths() {
     for args in [
         &["ip", "addr", "add", "10.1.0.2/24", "dev", "t1"][..],
         &["ip", "route", "add", "default", "via", "10.1.0.1"],
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8:1::2/64",
+            "dev",
+            "t1",
+            "nodad",
+        ],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:1::1",
+        ],
     ] {
         t1.exec(args).expect("CE setup");
     }
@@ -141,7 +189,7 @@ fn vpn_route_over_two_transport_paths() {
         &bed,
         "vpn-ecmp",
         &[
-            ("sw1", "10.1.0.1/24"),
+            ("sw1", "10.1.0.1/24, \"2001:db8:1::1/64\""),
             ("sw2", "10.0.12.1/24"),
             ("sw3", "10.0.13.1/24"),
         ],
@@ -167,8 +215,11 @@ fn vpn_route_over_two_transport_paths() {
         bgpd: "router bgp 65000\n bgp router-id 10.255.0.1\n no bgp default ipv4-unicast\n \
                neighbor 10.255.0.2 remote-as 65000\n neighbor 10.255.0.2 update-source 10.0.12.1\n \
                neighbor 10.255.0.2 timers connect 1\n address-family ipv4 vpn\n  \
+               neighbor 10.255.0.2 activate\n exit-address-family\n address-family ipv6 vpn\n  \
                neighbor 10.255.0.2 activate\n exit-address-family\nexit\n\
                router bgp 65000 vrf CUSTA\n address-family ipv4 unicast\n  \
+               label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  \
+               export vpn\n  import vpn\n exit-address-family\n address-family ipv6 unicast\n  \
                label vpn export auto\n  rd vpn export 65000:1\n  rt vpn both 65000:1\n  \
                export vpn\n  import vpn\n exit-address-family\nexit\n"
             .into(),
@@ -199,7 +250,11 @@ fn vpn_route_over_two_transport_paths() {
              neighbor 10.0.12.1 timers connect 1\n address-family ipv4 vpn\n  \
              neighbor 10.0.12.1 activate\n  \
              network {REMOTE_PREFIX} rd 65000:1 label {VPN_LABEL} route-map RT\n \
-             exit-address-family\nexit\n"
+             exit-address-family\n address-family ipv6 vpn\n  neighbor 10.0.12.1 activate\n  \
+             neighbor 10.0.12.1 route-map NH6 out\n  \
+             network {REMOTE_PREFIX6} rd 65000:1 label {VPN6_LABEL} route-map RT\n \
+             exit-address-family\nexit\n\
+             route-map NH6 permit 10\n set ipv6 next-hop global ::ffff:10.255.0.2\nexit\n"
         ),
         ..FrrConfig::default()
     };
@@ -212,88 +267,104 @@ fn vpn_route_over_two_transport_paths() {
     )
     .expect("remote PE FRR");
 
-    // 1. Both paths in CUSTA, each pushing the VPN label.
-    let want: HashSet<(String, Vec<u64>)> = [
-        ("10.0.12.2".to_string(), vec![VPN_LABEL as u64]),
-        ("10.0.13.2".to_string(), vec![VPN_LABEL as u64]),
-    ]
-    .into();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut got: HashSet<_> = paths(&sw).into_iter().collect();
-    while got != want && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(300));
-        got = paths(&sw).into_iter().collect();
+    // 1. Both paths in CUSTA, each pushing the VPN label: the VPNv4 and
+    // the VPNv6 route (its next hop the remote PE's IPv4-mapped loopback).
+    for (prefix, label) in [(REMOTE_PREFIX, VPN_LABEL), (REMOTE_PREFIX6, VPN6_LABEL)] {
+        let want: HashSet<(String, Vec<u64>)> = [
+            ("10.0.12.2".to_string(), vec![label as u64]),
+            ("10.0.13.2".to_string(), vec![label as u64]),
+        ]
+        .into();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got: HashSet<_> = paths(&sw, prefix).into_iter().collect();
+        while got != want && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(300));
+            got = paths(&sw, prefix).into_iter().collect();
+        }
+        assert_eq!(
+            got,
+            want,
+            "CUSTA's {prefix}: {}\nLanyard's FRR:\n{}\nremote:\n{}\nlog:\n{}",
+            sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]),
+            pe.vtysh(&[
+                "show ip ospf neighbor",
+                "show mpls ldp neighbor",
+                "show ip route",
+                "show ip route vrf CUSTA",
+                "show ipv6 route vrf CUSTA",
+                "show bgp ipv4 vpn",
+                "show bgp ipv6 vpn",
+                "show mpls table"
+            ]),
+            remote.vtysh(&["show bgp summary", "show mpls table"]),
+            sw.log()
+        );
+        eprintln!(
+            "  {prefix}: two transport paths in CUSTA {:.1} s after start",
+            t0.elapsed().as_secs_f64()
+        );
     }
-    assert_eq!(
-        got,
-        want,
-        "CUSTA's {REMOTE_PREFIX}: {}\nLanyard's FRR:\n{}\nremote:\n{}\nlog:\n{}",
-        sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"]),
-        pe.vtysh(&[
-            "show ip ospf neighbor",
-            "show mpls ldp neighbor",
-            "show ip route",
-            "show ip route vrf CUSTA",
-            "show bgp ipv4 vpn",
-            "show mpls table"
-        ]),
-        remote.vtysh(&["show bgp summary", "show mpls table"]),
-        sw.log()
-    );
-    eprintln!(
-        "  two transport paths in CUSTA {:.1} s after start",
-        t0.elapsed().as_secs_f64()
-    );
 
-    // 2. Flows spread over both core ports, each flow on one.
+    // 2. Flows spread over both core ports, each flow on one, per family.
     let ce = bed.open(1).unwrap();
     let m1 = t1.mac("t1");
     let core2 = bed.open(2).unwrap();
     let core3 = RawPort::open(t2.name(), "t3").unwrap();
-    // The first packets may wait for the core neighbours' ARP.
-    let _ = send_flows(&sw, (&ce, m1), [&core2, &core3], 0);
-    std::thread::sleep(Duration::from_millis(500));
-    let seen = send_flows(&sw, (&ce, m1), [&core2, &core3], 1_000);
-    let per_port = seen
-        .values()
-        .fold([0u32; 2], |s, c| [s[0] + c[0], s[1] + c[1]]);
-    let split: Vec<u16> = seen
-        .iter()
-        .filter(|(_, c)| c[0] > 0 && c[1] > 0)
-        .map(|(k, _)| *k)
-        .collect();
-    eprintln!(
-        "  {FLOWS} flows: {} by sw2, {} by sw3",
-        per_port[0], per_port[1]
-    );
-    assert_eq!(seen.len(), FLOWS as usize, "flows delivered: {seen:?}");
-    assert!(split.is_empty(), "flows on both ports: {split:?}");
-    assert!(
-        per_port[0] >= FLOWS as u32 / 8 && per_port[1] >= FLOWS as u32 / 8,
-        "both transport paths carry flows: {per_port:?}"
-    );
-
-    // 3. sw3's far end down: every flow by sw2.
-    t2.exec(&["ip", "link", "set", "t3", "down"])
-        .expect("t3 down");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut per_port = [0u32; 2];
-    while Instant::now() < deadline {
-        let seen = send_flows(&sw, (&ce, m1), [&core2, &core3], 2_000);
-        per_port = seen
+    for fam in [&V4, &V6] {
+        // The first packets may wait for the core neighbours' ARP.
+        let _ = send_flows(&sw, (&ce, m1), [&core2, &core3], 0, fam);
+        std::thread::sleep(Duration::from_millis(500));
+        let seen = send_flows(&sw, (&ce, m1), [&core2, &core3], 1_000, fam);
+        let per_port = seen
             .values()
             .fold([0u32; 2], |s, c| [s[0] + c[0], s[1] + c[1]]);
-        if per_port == [FLOWS as u32, 0] {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(300));
+        let split: Vec<u16> = seen
+            .iter()
+            .filter(|(_, c)| c[0] > 0 && c[1] > 0)
+            .map(|(k, _)| *k)
+            .collect();
+        eprintln!(
+            "  {FLOWS} flows to {}: {} by sw2, {} by sw3",
+            fam.dst, per_port[0], per_port[1]
+        );
+        assert_eq!(
+            seen.len(),
+            FLOWS as usize,
+            "{} flows delivered: {seen:?}",
+            fam.dst
+        );
+        assert!(split.is_empty(), "flows on both ports: {split:?}");
+        assert!(
+            per_port[0] >= FLOWS as u32 / 8 && per_port[1] >= FLOWS as u32 / 8,
+            "both transport paths carry flows to {}: {per_port:?}",
+            fam.dst
+        );
     }
-    assert_eq!(
-        per_port,
-        [FLOWS as u32, 0],
-        "with sw3 down: {}",
-        sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"])
-    );
+
+    // 3. sw3's far end down: every flow by sw2, both families.
+    t2.exec(&["ip", "link", "set", "t3", "down"])
+        .expect("t3 down");
+    for fam in [&V4, &V6] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut per_port = [0u32; 2];
+        while Instant::now() < deadline {
+            let seen = send_flows(&sw, (&ce, m1), [&core2, &core3], 2_000, fam);
+            per_port = seen
+                .values()
+                .fold([0u32; 2], |s, c| [s[0] + c[0], s[1] + c[1]]);
+            if per_port == [FLOWS as u32, 0] {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        assert_eq!(
+            per_port,
+            [FLOWS as u32, 0],
+            "to {} with sw3 down: {}",
+            fam.dst,
+            sw.show_json(&["show", "ip", "route", "vrf", "CUSTA"])
+        );
+    }
     eprintln!("  whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop(remote);
     drop(pe);
