@@ -16,14 +16,8 @@ use crate::ip::{IpPair, IpProtocol};
 use crate::{Error, Result};
 
 mod field {
+    pub use crate::icmp_header::field::*;
     use core::ops::{Range, RangeFrom};
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    pub const REST: Range<usize> = 4..8;
-    pub const ECHO_IDENT: Range<usize> = 4..6;
-    pub const ECHO_SEQNO: Range<usize> = 6..8;
-    pub const DATA: RangeFrom<usize> = 8..;
     /// Neighbor solicitation/advertisement target (RFC 4861 sections 4.3, 4.4).
     pub const ND_TARGET: Range<usize> = 8..24;
     pub const ND_OPTIONS: RangeFrom<usize> = 24..;
@@ -106,80 +100,11 @@ impl From<Message> for u8 {
     }
 }
 
-/// Zero-copy view of an ICMPv6 message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+/// Zero-copy view of an ICMPv6 message (the header view ICMP shares,
+/// [`crate::icmp_header`]).
+pub type Packet<T> = crate::icmp_header::Packet<T, Message>;
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps without checking.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps and checks the 8-byte header is present.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// `Err(Truncated)` if shorter than 8 bytes.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error::Truncated)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    fn u16_at(&self, r: core::ops::Range<usize>) -> u16 {
-        let b = &self.buffer.as_ref()[r];
-        u16::from_be_bytes([b[0], b[1]])
-    }
-
-    /// Message type.
-    pub fn msg_type(&self) -> Message {
-        Message::from(self.buffer.as_ref()[field::TYPE])
-    }
-
-    /// Code.
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// Checksum field.
-    pub fn checksum(&self) -> u16 {
-        self.u16_at(field::CHECKSUM)
-    }
-
-    /// The 4 type-specific bytes after the checksum (ND: flags + reserved).
-    pub fn rest_of_header(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-    }
-
-    /// Echo identifier.
-    pub fn echo_ident(&self) -> u16 {
-        self.u16_at(field::ECHO_IDENT)
-    }
-
-    /// Echo sequence number.
-    pub fn echo_seq_no(&self) -> u16 {
-        self.u16_at(field::ECHO_SEQNO)
-    }
-
-    /// Bytes after the 8-byte header.
-    pub fn data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::DATA]
-    }
-
     /// Neighbor solicitation/advertisement target address.
     pub fn nd_target_addr(&self) -> Result<Ipv6Addr> {
         let b = self
@@ -220,40 +145,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    fn set_u16(&mut self, r: core::ops::Range<usize>, v: u16) {
-        self.buffer.as_mut()[r].copy_from_slice(&v.to_be_bytes());
-    }
-
-    /// Sets the type.
-    pub fn set_msg_type(&mut self, m: Message) {
-        self.buffer.as_mut()[field::TYPE] = m.into();
-    }
-
-    /// Sets the code.
-    pub fn set_code(&mut self, c: u8) {
-        self.buffer.as_mut()[field::CODE] = c;
-    }
-
-    /// Sets the checksum field.
-    pub fn set_checksum(&mut self, v: u16) {
-        self.set_u16(field::CHECKSUM, v)
-    }
-
-    /// Sets the rest-of-header word.
-    pub fn set_rest_of_header(&mut self, v: u32) {
-        self.buffer.as_mut()[field::REST].copy_from_slice(&v.to_be_bytes());
-    }
-
-    /// Sets the echo identifier.
-    pub fn set_echo_ident(&mut self, v: u16) {
-        self.set_u16(field::ECHO_IDENT, v)
-    }
-
-    /// Sets the echo sequence number.
-    pub fn set_echo_seq_no(&mut self, v: u16) {
-        self.set_u16(field::ECHO_SEQNO, v)
-    }
-
     /// Sets the ND target address.
     pub fn set_nd_target_addr(&mut self, a: Ipv6Addr) -> Result<()> {
         let b = self
@@ -263,11 +154,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
             .ok_or(Error::Truncated)?;
         b.copy_from_slice(&a.octets());
         Ok(())
-    }
-
-    /// Mutable data after the 8-byte header.
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::DATA]
     }
 
     /// Computes and writes the checksum.

@@ -57,6 +57,7 @@ pub mod checksum;
 mod error;
 pub mod ethernet;
 pub mod icmp;
+pub mod icmp_header;
 pub mod icmpv6;
 pub mod igmp;
 pub mod ip;
