@@ -96,6 +96,14 @@ fn tester_filter(ports: &[String]) -> String {
     s
 }
 
+impl Drop for OspfLab {
+    /// Every router's daemons at once: one 0.5 s grace for all, not one
+    /// per router in turn (testkit::frr::stop_all).
+    fn drop(&mut self) {
+        testkit::frr::stop_all([&mut self.dut].into_iter().chain(self.injectors.iter_mut()));
+    }
+}
+
 impl OspfLab {
     /// Sets up the tester ports that are gateways of `routes`, starts the
     /// DUT's FRR on `dut_ifaces` (with FPM to `fpm` if set; `mtu`: theirs,

@@ -37,7 +37,10 @@
 //!
 //! Env: `LANYARD_COPP_PORTS` (default 8), `LANYARD_COPP_FLOOD_SECS`
 //! (default 15), `LANYARD_COPP_FLOOD_PPS` (0 = as fast as possible, the
-//! default). Needs root and FRR (zebra, ospfd), else prints SKIPPED.
+//! default), `LANYARD_COPP_UNPOLICED` (default 1; 0 skips the second
+//! switch, policing off: it asserts nothing and only fills the comparison
+//! table, so CI skips it and saves half the test). Needs root and FRR
+//! (zebra, ospfd), else prints SKIPPED.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -112,6 +115,14 @@ struct Bed {
     /// Lanyard's MAC on sw1, t1's MAC.
     rmac: Mac,
     tmac: Mac,
+}
+
+impl Drop for Bed {
+    /// All nine routers' daemons at once (one 0.5 s grace, not nine),
+    /// before the fields drop.
+    fn drop(&mut self) {
+        testkit::frr::stop_all(self.testers.iter_mut().chain([&mut self.dut]));
+    }
 }
 
 fn config(ports: usize, policing: bool) -> String {
@@ -944,7 +955,13 @@ fn copp_keeps_ospf_adjacencies_under_flood() {
         }
     );
     let mut phases = run_bed("lycpa", ports, true, secs, rate);
-    phases.extend(run_bed("lycpb", ports, false, secs, rate));
+    // The bed without policing only fills the table (no assertion reads
+    // its phases); LANYARD_COPP_UNPOLICED=0 (CI) leaves it out.
+    if env_u64("LANYARD_COPP_UNPOLICED", 1) != 0 {
+        phases.extend(run_bed("lycpb", ports, false, secs, rate));
+    } else {
+        eprintln!("  policing off: skipped (LANYARD_COPP_UNPOLICED=0)");
+    }
     eprintln!(
         "\nCoPP with OSPF adjacencies ({ports} ports, hello 1 s, dead {DEAD} s, {secs} s per flood, \
          total {:.0} s):\n{}",

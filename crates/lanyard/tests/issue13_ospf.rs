@@ -146,6 +146,9 @@ fn issue13_routed_ports_default_to_an_mtu_ospf_neighbours_share() {
         dut.dump_logs();
         panic!("{e}: {}", dut.vtysh(&["show ip ospf neighbor"]));
     }
+    // All routers at once (one 0.5 s grace, not one per router).
+    let (mut testers, mut dut) = (testers, dut);
+    testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
     drop(testers);
     drop(dut);
 }
@@ -363,6 +366,9 @@ fn issue13_ospf_full_table_flood_keeps_adjacencies_under_default_copp() {
             .expect("Linux DUT FRR");
         let fib = || (dut.fib_routes(false, "ospf"), dut.fib_routes(true, "ospf6"));
         let (f, testers) = flood("linux", &bed, &dut, &injectors, want, &fib, true);
+        // All routers at once (one 0.5 s grace, not one per router).
+        let (mut testers, mut dut) = (testers, dut);
+        testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
         drop(testers);
         drop(dut);
         f
@@ -478,6 +484,9 @@ fn issue13_ospf_full_table_flood_keeps_adjacencies_under_default_copp() {
         ly.converge,
         linux.converge
     );
+    // All routers at once (one 0.5 s grace, not one per router).
+    let (mut testers, mut dut) = (testers, dut);
+    testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
     drop(testers);
     drop(dut);
 }

@@ -371,6 +371,9 @@ fn ospf_240k_v4_118k_v6_through_lanyard() {
         t_start.elapsed().as_secs_f64()
     );
     eprintln!("  Lanyard FIB: {summary}");
+    // All routers at once (one 0.5 s grace, not nine in turn).
+    let (mut testers, mut dut) = (testers, dut);
+    testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
     drop(testers);
     drop(dut);
 }

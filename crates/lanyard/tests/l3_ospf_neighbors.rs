@@ -864,6 +864,9 @@ fn run(n: usize, timeout: Duration) {
     eprintln!("  Lanyard's FRR: {}", usage_text(&dut0, &dut1));
     eprintln!("  tester FRR: {}", usage_text(&test0, &test1));
     drop(ports);
+    // All routers at once (one 0.5 s grace, not one per router).
+    let (mut testers, mut dut) = (testers, dut);
+    testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
     drop(testers);
     drop(dut);
     // The stop of a switch with N routed ports (docs/scale.md, "Start and

@@ -923,28 +923,48 @@ impl FrrInstance {
     /// after 0.5 s (a daemon busy loading config ignores SIGTERM, and
     /// zebra withdrawing 100k routes on exit is time nobody needs).
     pub fn stop(&mut self) {
-        for (_, c) in &mut self.daemons {
+        stop_all([self]);
+    }
+}
+
+/// [`FrrInstance::stop`] for several instances at once: one SIGTERM
+/// round, one 0.5 s grace shared by all, one SIGKILL round, then the
+/// reaping. Dropping them one by one paid the grace and the exit of
+/// every loaded daemon in turn: 6.8 s for the eight routers of
+/// `frr_ospf_scale` on a loaded 2-core machine. The instances stay
+/// valid (without daemons); their drop then only removes their dirs.
+pub fn stop_all<'a>(instances: impl IntoIterator<Item = &'a mut FrrInstance>) {
+    let mut all: Vec<&mut FrrInstance> = instances.into_iter().collect();
+    for i in &mut all {
+        for (_, c) in &mut i.daemons {
             if let Ok(None) = c.try_wait() {
                 // SAFETY: kill(2) on a child we have not reaped yet.
                 unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             }
         }
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline
-            && self
-                .daemons
+    }
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline
+        && all.iter_mut().any(|i| {
+            i.daemons
                 .iter_mut()
                 .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for (_, mut c) in self.daemons.drain(..) {
+        })
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for i in &mut all {
+        for (_, c) in &mut i.daemons {
             let _ = c.kill();
+        }
+    }
+    for i in &mut all {
+        for (_, mut c) in i.daemons.drain(..) {
             let _ = c.wait();
         }
         // Belt and braces: anything else whose command line names our
         // dir (nothing should, FRR daemons do not fork without -d).
-        kill_matching(&self.dir.to_string_lossy());
+        kill_matching(&i.dir.to_string_lossy());
     }
 }
 

@@ -400,7 +400,10 @@ fn ospf_scale_with_linux_dut() {
     );
 
     // Daemons before namespaces (reverse declaration order would do the
-    // same; explicit because it matters).
+    // same; explicit because it matters); all routers at once.
+    let mut testers = testers;
+    let mut dut = dut;
+    testkit::frr::stop_all(testers.iter_mut().chain([&mut dut]));
     drop(testers);
     drop(dut);
     drop(bed);
