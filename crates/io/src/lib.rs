@@ -86,6 +86,12 @@ pub struct PortStats {
     /// Received TCP/UDP checksums completed for a sender that left them
     /// to offload (veth ports; see [`complete_checksums`]).
     pub rx_csum_completed: u64,
+    /// Frames sent by moving a shared-UMEM descriptor (no copy).
+    pub umem_moved: u64,
+    /// A gauge, not a count: receive chunks of the port's shared-UMEM
+    /// region away from its rings now (see
+    /// [`AfXdpPort::umem_chunks_away`]).
+    pub umem_away: u64,
 }
 
 /// Threads [`in_parallel`] runs at once.
@@ -183,6 +189,21 @@ pub trait Port: Send {
     /// neither used nor dropped.
     fn handover(&mut self) -> Option<String> {
         None
+    }
+
+    /// The worker's shared UMEM this port is bound to (AF_XDP,
+    /// [`af_xdp::shared`]), if any.
+    fn umem(&self) -> Option<&std::sync::Arc<af_xdp::SharedUmem>> {
+        None
+    }
+
+    /// Queue the frame at offset `addr` (`len` bytes, one chunk) of the
+    /// shared UMEM [`Port::umem`] names as it is, without a copy: the
+    /// chunk is the port's until its completion ring returns it. False
+    /// (nothing queued) when the ring is full or the frame does not fit.
+    fn tx_umem(&mut self, addr: u64, len: usize) -> bool {
+        let _ = (addr, len);
+        false
     }
 
     /// Copy `frame` into a transmit slot and queue it. Returns false (and
