@@ -381,6 +381,63 @@ mod tests {
         assert_eq!(b.frame(3), &[2u8; 60][..]);
     }
 
+    /// A frame the "kernel" put in chunk `c` of `u` (after the 256 bytes
+    /// of headroom it leaves), committed to `b` as a held chunk.
+    fn umem_frame(u: &Arc<SharedUmem>, b: &mut FrameBatch, c: u64, f: &[u8]) -> u64 {
+        let addr = c * crate::af_xdp::CHUNK as u64 + 256;
+        // SAFETY: inside the UMEM (chunk c of region 0).
+        unsafe { std::ptr::copy_nonoverlapping(f.as_ptr(), u.base().add(addr as usize), f.len()) };
+        b.commit_umem(u, addr, f.len(), 1);
+        addr
+    }
+
+    #[test]
+    fn umem_frames_are_rewritten_in_place_and_their_chunks_go_home() {
+        let u = Arc::new(SharedUmem::new(1, 64, 16).expect("memfd UMEM"));
+        let mut b = FrameBatch::new();
+        assert!(b.push(9, &[7; 60]), "an arena frame first");
+        let mut tagged = vec![0u8; 64];
+        tagged[..12].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        tagged[12..16].copy_from_slice(&[0x81, 0x00, 0x00, 0x0a]);
+        tagged[16..18].copy_from_slice(&[0x08, 0x00]);
+        for (k, x) in tagged[18..].iter_mut().enumerate() {
+            *x = k as u8;
+        }
+        let a1 = umem_frame(&u, &mut b, 3, &tagged);
+        umem_frame(&u, &mut b, 5, &tagged[..60]);
+        let a3 = umem_frame(&u, &mut b, 6, &tagged);
+        assert_eq!(b.len(), 4);
+        assert!(b.umem_of(0).is_none() && b.umem_of(1).is_some());
+        assert_eq!(b.frame(1), &tagged[..]);
+
+        // Popped: the addresses move up 4 bytes, the rest stays.
+        let (na, nl) = b.rewrite_umem(1, 16, None, 60).expect("room");
+        assert_eq!((na, nl), (a1 + 4, 60));
+        let mut want = tagged[..12].to_vec();
+        want.extend_from_slice(&tagged[16..]);
+        assert_eq!(b.frame(1), &want[..]);
+        // A 60-byte tagged frame popped to 56 is padded back to 60.
+        let (_, nl) = b.rewrite_umem(2, 16, None, 60).expect("room");
+        assert_eq!(nl, 60);
+        assert_eq!(&b.frame(2)[56..], &[0, 0, 0, 0]);
+        // Pushed: a new tag in the headroom in front.
+        let (na, nl) = b
+            .rewrite_umem(3, 16, Some([0x88, 0xa8, 0x20, 0x14]), 60)
+            .expect("room");
+        assert_eq!((na, nl), (a3, 64));
+        assert_eq!(&b.frame(3)[12..16], &[0x88, 0xa8, 0x20, 0x14]);
+        assert_eq!(&b.frame(3)[16..], &tagged[16..]);
+        assert!(b.rewrite_umem(0, 12, None, 60).is_none(), "an arena frame");
+
+        // Frame 1 went to a transmit ring; the others come back on clear
+        // (and on retain, for those it leaves out).
+        b.take_chunk(1);
+        b.retain(|i| i != 2);
+        assert_eq!(u.back_len(0), 1, "frame 2's chunk is home");
+        b.clear();
+        assert_eq!(u.back_len(0), 2, "frame 3's too, not frame 1's");
+    }
+
     #[test]
     fn retain_keeps_order_and_room() {
         let mut b = FrameBatch::new();

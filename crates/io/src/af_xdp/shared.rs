@@ -277,7 +277,7 @@ impl SharedUmem {
     }
 
     /// Chunks in region `r`'s return stack.
-    pub(super) fn back_len(&self, r: u32) -> u32 {
+    pub(crate) fn back_len(&self, r: u32) -> u32 {
         self.st().back[r as usize].len() as u32
     }
 
