@@ -379,6 +379,7 @@ impl Worker {
         };
         // From here on the frame is rewritten: it goes, or is dropped.
         let c = &*self.counters;
+        let dest = Dest::of(batch.frame(i));
         let mut sent = port.tx_umem(addr, n);
         if !sent {
             // Ring full: hand what is queued to the kernel and retry once.
@@ -393,7 +394,6 @@ impl Worker {
         }
         batch.take_chunk(i);
         dirty.insert(p);
-        let dest = Dest::of(batch.frame(i));
         let pc = &c.ports[p as usize];
         pc.count_tx(dest, n);
         let vc = &c.vlans[v.vlan as usize];

@@ -9,7 +9,11 @@
 //!   [`FrameBatch`]; the frame bytes are *copied* into the batch arena, so the
 //!   port's ring slots are returned to the kernel before `recv` returns.
 //!   Frames arrive exactly as they were on the wire (without FCS): a VLAN tag
-//!   the kernel moved into metadata is put back in place.
+//!   the kernel moved into metadata is put back in place. The exception: an
+//!   AF_XDP port on its worker's shared UMEM ([`af_xdp::shared`]) leaves a
+//!   one-chunk frame where the kernel put it, held by the batch until the
+//!   frame is moved to another port ([`Port::tx_umem`]) or the batch is
+//!   cleared.
 //! - **Transmit** is two-step and copy-once: [`Port::tx_slot`] lends a slot of
 //!   the transmit ring, the caller writes the frame into it, [`Port::tx_commit`]
 //!   queues it; [`Port::flush`] hands everything queued to the kernel with one

@@ -36,10 +36,18 @@
 //!   device's NAPI poll itself, a `recvfrom` per receive call, and the
 //!   kernel leaves the device's NAPI to it.
 //!
-//! Not done: a UMEM shared between the ports of a worker
-//! (`XDP_SHARED_UMEM`) — each socket has its own, and the data path copies
-//! frames through its batch as with AF_PACKET; busy polling on a port with
-//! several queues (refused, saying so).
+//! - **Shared UMEM** (optional, [`shared`]): the one-queue ports of a
+//!   worker bind to one UMEM (`XDP_SHARED_UMEM`), each in its own region;
+//!   receive then holds one-chunk frames in the batch instead of copying
+//!   them, and [`Port::tx_umem`] puts a chunk on another port's transmit
+//!   ring as it is (the worker's unicast between two such ports). Without
+//!   it each socket has its own UMEM and the data path copies frames
+//!   through its batch as with AF_PACKET.
+//!
+//! Not done: a UMEM shared by a port's queues (a multi-queue port keeps
+//! one per queue and never joins the shared one); busy polling on a port
+//! with several queues (refused, saying so); handing a shared-UMEM port
+//! over on restart (it is opened anew).
 //!
 //! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
 //!   UMEM lives in a memfd, not in private memory, so a successor image
@@ -1322,7 +1330,7 @@ impl AfXdpPort {
         }
         self.xsk = None;
         // Chunks of other ports that were on its transmit ring go home.
-        if let Some(u) = self.shared.as_ref() {
+        if let Some(u) = self.shared.as_ref().filter(|_| self.moved > 0) {
             u.recall(self.region);
         }
         let anchor = self.shared.as_ref().and_then(|u| u.anchor(None));
@@ -2158,7 +2166,9 @@ impl Drop for AfXdpPort {
             if let Some(x) = self.xsk.take() {
                 u.leave(x.fd.as_raw_fd());
             }
-            u.recall(self.region);
+            if self.moved > 0 {
+                u.recall(self.region);
+            }
         } else {
             // SAFETY: the mapping made in `open`; nothing borrows it past `self`.
             unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };

@@ -24,7 +24,10 @@
 //!   the other ports' own transmit slots): only unicast moves.
 //! - **Threads**: the return stacks and `out` are touched by the worker
 //!   thread only (receive, transmit, batch clear, completions, a port's
-//!   reset or drop); the supervisor, which opens ports, touches only the
+//!   reset or drop; a port that never sent a moved frame recalls nothing,
+//!   so one the supervisor drops after a failed open touches neither, and
+//!   the ports a stopping worker closes on several threads at once recall
+//!   one at a time); the supervisor, which opens ports, touches only the
 //!   region counter and the member list (a mutex, never per frame).
 
 use super::{os, CHUNK, TX_SLOT};
@@ -60,6 +63,9 @@ pub struct SharedUmem {
     flags: AtomicU32,
     /// Sockets bound on this UMEM now (one is named in `XDP_SHARED_UMEM`).
     members: Mutex<Vec<RawFd>>,
+    /// Taken by `recall` alone: a worker that stops closes its ports on
+    /// several threads at once (`crate::close_all`), each recalling.
+    recalling: Mutex<()>,
     st: UnsafeCell<State>,
 }
 
@@ -107,6 +113,7 @@ impl SharedUmem {
             next_region: AtomicU32::new(0),
             flags: AtomicU32::new(0),
             members: Mutex::new(Vec::new()),
+            recalling: Mutex::new(()),
             st: UnsafeCell::new(State {
                 back: (0..regions)
                     .map(|_| Vec::with_capacity(rx_frames as usize))
@@ -251,6 +258,7 @@ impl SharedUmem {
     /// Every chunk lent to region `by`'s port back to its owner (that
     /// port's socket closed with them on its rings); how many.
     pub(super) fn recall(&self, by: u32) -> u32 {
+        let _one = self.recalling.lock().unwrap_or_else(|e| e.into_inner());
         let n = self.rx_frames as usize;
         let mut k = 0;
         for r in 0..self.regions as usize {
