@@ -8,7 +8,9 @@
 //! loses nothing after it; and once traffic stops every port's receive
 //! chunks are back with its socket (`umem_away` 0: no chunk leaked).
 //! Without the feature the ports report no shared UMEM and move nothing.
-//! No timing is asserted.
+//! A restart in place opens the shared-UMEM ports anew (they are not
+//! handed over), on a shared UMEM again, and they forward. No timing is
+//! asserted.
 
 use std::time::{Duration, Instant};
 
@@ -206,4 +208,95 @@ fn shared_umem_moves_unicast_copies_floods_and_leaks_no_chunk() {
     }
     sw.stop().expect("stop");
     assert!(f.is_empty(), "{}\n{}", f.join("\n"), sw.log());
+}
+
+/// `lanyard restart` with the shared UMEM on: its ports are not handed
+/// over (docs/io.md "Shared UMEM", "Restart") but opened anew by the
+/// successor, on a shared UMEM again, and forward both ways afterwards.
+#[test]
+fn restart_reopens_shared_umem_ports() {
+    require_root!();
+    let bed = TestBed::new("sur", 2, 1500).expect("namespaces");
+    let yaml = "switch:\n  name: shared-umem-restart\n  workers: 1\n  af-xdp-shared-umem: on\n\
+                vlans:\n  - id: 10\nports:\n\
+                \x20 - name: sw1\n    mode: access\n    vlan: 10\n    backend: af-xdp\n\
+                \x20 - name: sw2\n    mode: access\n    vlan: 10\n    backend: af-xdp\n";
+    let mut sw = Switch::start(
+        &l2::bin(env!("CARGO_BIN_EXE_lanyard")),
+        &bed.dut,
+        yaml,
+        &["sw1", "sw2"],
+    )
+    .expect("start lanyard");
+    let mut f = Vec::new();
+    let pid = sw.pid();
+    let o = sw.cli(&["restart"]).expect("cli");
+    if !o.status.success() {
+        f.push(format!(
+            "restart: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    // The successor (same process) answers once its ports are up again.
+    let t0 = Instant::now();
+    let on_shared = |sw: &Switch| {
+        ["sw1", "sw2"].iter().all(|p| {
+            sw.port_state(p).as_deref() == Some("up") && backend(sw, p).ends_with(" shared-umem")
+        })
+    };
+    while !on_shared(&sw) && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if !on_shared(&sw) {
+        f.push(format!(
+            "after restart: {} / {}",
+            backend(&sw, "sw1"),
+            backend(&sw, "sw2")
+        ));
+    }
+    if sw.pid() != pid {
+        f.push("restart is in place: same process".into());
+    }
+    let t: Vec<RawPort> = (1..=2).map(|i| bed.open(i).expect("tester")).collect();
+    for e in &t {
+        let _ = e.recv_test_frames(Q);
+    }
+    for (i, from) in t.iter().enumerate() {
+        let mut b = on_port(i, 0, i as u32 + 1, 1, 0, 64);
+        b[..6].copy_from_slice(&BROADCAST);
+        from.send_batch(&[b]).expect("send");
+        let _ = t[1 - i].recv_test_frames(Q);
+    }
+    for (i, from) in t.iter().enumerate() {
+        let frames: Vec<Vec<u8>> = (0..200)
+            .map(|s| on_port(i, 2 - i as u32, i as u32 + 1, 2, s, 64))
+            .collect();
+        from.send_batch(&frames).expect("send");
+        let got = t[1 - i].recv_test_frames(Q).expect("recv");
+        if got != frames {
+            f.push(format!(
+                "after restart t{} -> t{}: {} of 200 (intact, in order: {})",
+                i + 1,
+                2 - i,
+                got.len(),
+                got == frames
+            ));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let moved = port_counts2(&sw, "umem_moved");
+    if moved < 400 {
+        f.push(format!("{moved} of 400 frames moved after the restart"));
+    }
+    sw.stop().expect("stop");
+    assert!(f.is_empty(), "{}\n{}", f.join("\n"), sw.log());
+}
+
+/// `key` summed over sw1 and sw2.
+fn port_counts2(sw: &Switch, key: &str) -> u64 {
+    let c = sw.show_json(&["show", "counters"]);
+    ["sw1", "sw2"]
+        .iter()
+        .map(|p| testkit::switch::port_counter(&c, p, key))
+        .sum()
 }
