@@ -372,9 +372,10 @@ pub struct AfXdpPort {
     shared: Option<Arc<SharedUmem>>,
     region: u32,
     shared_why: Option<String>,
-    /// Offset of the port's receive chunks and transmit slots in the UMEM
-    /// (its region's; 0 for its own UMEM).
+    /// Offsets of the port's receive chunks and of its transmit slots in
+    /// the UMEM (its region's; 0 and after the chunks for its own UMEM).
     rx_base: u64,
+    tx_base: u64,
     /// Transmit ring descriptors written and not yet completed (its own
     /// slots' chunks and chunks moved to it).
     ring_used: u32,
@@ -647,6 +648,7 @@ impl AfXdpPort {
             Some((u, r, xsk, bind_flags, zero_copy, multi_buffer)) => {
                 let (rx_frames, tx_slots) = u.rings();
                 let rx_base = u.region_base(r);
+                let tx_base = u.region_tx_base(r);
                 AfXdpPort {
                     name: ifname.to_string(),
                     ifindex,
@@ -676,6 +678,7 @@ impl AfXdpPort {
                     region: r,
                     shared_why: None,
                     rx_base,
+                    tx_base,
                     ring_used: 0,
                     lent_in: 0,
                     moved: 0,
@@ -741,6 +744,7 @@ impl AfXdpPort {
                     region: 0,
                     shared_why,
                     rx_base: 0,
+                    tx_base: (opts.rx_frames as usize * CHUNK) as u64,
                     ring_used: 0,
                     lent_in: 0,
                     moved: 0,
@@ -950,6 +954,7 @@ impl AfXdpPort {
             region: 0,
             shared_why: None,
             rx_base: 0,
+            tx_base: (rx_frames as usize * CHUNK) as u64,
             ring_used: 0,
             lent_in: 0,
             moved: 0,
@@ -1234,7 +1239,7 @@ impl AfXdpPort {
 
     /// Address in the UMEM of transmit slot `s`.
     fn tx_addr(&self, s: u32) -> u64 {
-        self.rx_base + (self.rx_frames as usize * CHUNK + s as usize * TX_SLOT) as u64
+        self.tx_base + (s as usize * TX_SLOT) as u64
     }
 
     /// Descriptors the transmit ring (and completion ring) holds.
@@ -1247,7 +1252,7 @@ impl AfXdpPort {
         let Some(x) = self.xsk.as_mut() else { return };
         let c = &mut x.comp;
         let prod = c.producer().load(Ordering::Acquire);
-        let base = self.rx_base + self.rx_frames as u64 * CHUNK as u64;
+        let base = self.tx_base;
         while c.local != prod {
             // SAFETY: entries between our consumer and the producer are
             // written by the kernel and ours to read.

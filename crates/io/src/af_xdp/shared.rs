@@ -3,9 +3,11 @@
 //! a descriptor: the chunk the kernel received it into goes on the other
 //! port's transmit ring as it is (after in-place header edits).
 //!
-//! - **Layout**: one memfd, cut into `regions` equal regions, each laid out
-//!   as a private port's UMEM (`rx_frames` receive chunks, then `tx_slots`
-//!   transmit slots). A port takes a region when it opens and keeps it;
+//! - **Layout**: one memfd with `regions` port regions: every region's
+//!   `rx_frames` receive chunks first (region after region, so a chunk's
+//!   region and index are shifts of its address: `rx_frames` is a power of
+//!   two), then every region's `tx_slots` transmit slots. A port takes a
+//!   region when it opens and keeps it;
 //!   regions are not reused (the pool is sized for the ports its worker
 //!   owns plus one spare: a port beyond that opens with its own UMEM).
 //! - **Sockets**: the first port registers the UMEM (`XDP_UMEM_REG`); the
@@ -55,7 +57,10 @@ pub struct SharedUmem {
     len: usize,
     rx_frames: u32,
     tx_slots: u32,
-    region_len: usize,
+    /// Bytes of every region's receive chunks (the transmit slots follow).
+    rx_area: usize,
+    /// log2(`rx_frames`).
+    rx_shift: u32,
     regions: u32,
     next_region: AtomicU32,
     /// Bind flags of the socket that registered the UMEM (0: none yet):
@@ -97,8 +102,8 @@ impl SharedUmem {
                 ),
             });
         }
-        let region_len = rx_frames as usize * CHUNK + tx_slots as usize * TX_SLOT;
-        let len = region_len * regions as usize;
+        let rx_area = regions as usize * rx_frames as usize * CHUNK;
+        let len = rx_area + regions as usize * tx_slots as usize * TX_SLOT;
         let fd = super::umem_memfd(len).map_err(os("memfd(shared UMEM)"))?;
         let base = super::map_umem(&fd, len).map_err(os("mmap(shared UMEM)"))?;
         let chunks = regions as usize * rx_frames as usize;
@@ -108,7 +113,8 @@ impl SharedUmem {
             len,
             rx_frames,
             tx_slots,
-            region_len,
+            rx_area,
+            rx_shift: rx_frames.trailing_zeros(),
             regions,
             next_region: AtomicU32::new(0),
             flags: AtomicU32::new(0),
@@ -152,10 +158,15 @@ impl SharedUmem {
         )
     }
 
-    /// Offset of region `r` in the UMEM.
+    /// Offset of region `r`'s receive chunks in the UMEM.
     #[inline]
     pub(super) fn region_base(&self, r: u32) -> u64 {
-        (r as usize * self.region_len) as u64
+        (r as usize * self.rx_frames as usize * CHUNK) as u64
+    }
+
+    /// Offset of region `r`'s transmit slots in the UMEM.
+    pub(super) fn region_tx_base(&self, r: u32) -> u64 {
+        (self.rx_area + r as usize * self.tx_slots as usize * TX_SLOT) as u64
     }
 
     pub(super) fn flags(&self) -> u16 {
@@ -193,10 +204,11 @@ impl SharedUmem {
     #[inline]
     fn chunk_at(&self, addr: u64) -> Option<(usize, usize)> {
         let a = addr as usize;
-        let r = a / self.region_len;
-        let off = a - r * self.region_len;
-        let i = off / CHUNK;
-        (r < self.regions as usize && i < self.rx_frames as usize).then_some((r, i))
+        if a >= self.rx_area {
+            return None;
+        }
+        let c = a / CHUNK;
+        Some((c >> self.rx_shift, c & (self.rx_frames as usize - 1)))
     }
 
     /// Whether `addr` is a receive chunk of this UMEM (any region).
