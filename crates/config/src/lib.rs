@@ -46,12 +46,12 @@ pub use error::{ConfigError, ConfigErrors};
 pub use lines::LineIndex;
 pub use model::{
     limits, AfPacketRing, BusyPollMode, Config, L3Interface, Logging, Management, PortBackend,
-    PortConfig, PortMode, Routing, Snmp, StaticMac, StaticRoute, Subinterface, SubinterfaceConfig,
-    SwitchSettings, Syslog, UrpfMode, VlanConfig, VlanRouter, DEFAULT_AGENTX_SOCKET,
-    DEFAULT_BUSY_POLL_BUDGET, DEFAULT_BUSY_POLL_US, DEFAULT_LOG_FILTER, DEFAULT_MAC_AGING,
-    DEFAULT_MAC_TABLE_SIZE, DEFAULT_MTU, DEFAULT_NAPI_TIMEOUT_US, DEFAULT_POLL_IDLE_US,
-    DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME, DEFAULT_VLAN, DEFAULT_WORKERS,
-    MAX_L3_MTU,
+    PortConfig, PortMode, Routing, SharedUmemMode, Snmp, StaticMac, StaticRoute, Subinterface,
+    SubinterfaceConfig, SwitchSettings, Syslog, UrpfMode, VlanConfig, VlanRouter,
+    DEFAULT_AGENTX_SOCKET, DEFAULT_BUSY_POLL_BUDGET, DEFAULT_BUSY_POLL_US, DEFAULT_LOG_FILTER,
+    DEFAULT_MAC_AGING, DEFAULT_MAC_TABLE_SIZE, DEFAULT_MTU, DEFAULT_NAPI_TIMEOUT_US,
+    DEFAULT_POLL_IDLE_US, DEFAULT_ROUTED_MTU, DEFAULT_SOCKET, DEFAULT_SWITCH_NAME, DEFAULT_VLAN,
+    DEFAULT_WORKERS, MAX_L3_MTU,
 };
 pub use types::{vlan_in_range, IpNet, MacAddr, NativeVlan, Tpid, VlanList, VLAN_MAX, VLAN_MIN};
 pub use validate::{validate, Issue};

@@ -304,6 +304,31 @@ impl BusyPollMode {
     }
 }
 
+/// One UMEM per worker shared by its AF_XDP ports (docs/io.md "Shared
+/// UMEM").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharedUmemMode {
+    /// Each AF_XDP port has its own UMEM; forwarding copies every frame.
+    #[default]
+    Off,
+    /// The AF_XDP ports a worker receives on share one UMEM: a unicast
+    /// frame between two of them moves as a descriptor.
+    On,
+}
+
+impl SharedUmemMode {
+    pub fn is_off(&self) -> bool {
+        *self == SharedUmemMode::Off
+    }
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SharedUmemMode::Off => "off",
+            SharedUmemMode::On => "on",
+        }
+    }
+}
+
 fn is_default_budget(v: &u32) -> bool {
     *v == DEFAULT_BUSY_POLL_BUDGET
 }
@@ -372,6 +397,10 @@ pub struct SwitchSettings {
     /// µs; the worker keeps polling twice this long after its last frame.
     #[serde(skip_serializing_if = "is_default_napi_timeout")]
     pub af_xdp_napi_timeout_us: u32,
+    /// The AF_XDP ports of a worker share one UMEM (docs/io.md "Shared
+    /// UMEM"). Default off.
+    #[serde(skip_serializing_if = "SharedUmemMode::is_off")]
+    pub af_xdp_shared_umem: SharedUmemMode,
 }
 
 impl Default for SwitchSettings {
@@ -391,6 +420,7 @@ impl Default for SwitchSettings {
             af_xdp_busy_poll_budget: DEFAULT_BUSY_POLL_BUDGET,
             af_xdp_busy_poll_us: DEFAULT_BUSY_POLL_US,
             af_xdp_napi_timeout_us: DEFAULT_NAPI_TIMEOUT_US,
+            af_xdp_shared_umem: SharedUmemMode::Off,
         }
     }
 }

@@ -466,6 +466,8 @@ impl ApiState {
                     "tx_multicast": self.sum(|c| c.ports[id].tx_multicast.get()),
                     "tx_broadcast": self.sum(|c| c.ports[id].tx_broadcast.get()),
                     "rx_csum_completed": self.sum(|c| c.ports[id].rx_csum_completed.get()),
+                    "umem_moved": self.sum(|c| c.ports[id].umem_moved.get()),
+                    "umem_away": self.sum(|c| c.ports[id].umem_away.get()),
                     "drops": drops_json(|r| self.sum(|c| c.ports[id].drops[r].get())),
                 })
             })

@@ -90,6 +90,10 @@ pub struct Supervisor {
     /// What the kernel refused of the last attach's busy polling (for
     /// its `PortStatus`).
     last_busy_refused: Vec<String>,
+    /// `switch.af-xdp-shared-umem`: the AF_XDP ports of a worker share
+    /// one UMEM, made at the first one's attach (`pools[worker]`).
+    shared_umem: bool,
+    pools: Vec<Option<Arc<io::af_xdp::SharedUmem>>>,
     /// Configured ring sizes in frames (`switch.rx-ring`, `tx-ring`; the
     /// `switch` section changes only with a restart).
     ring_frames: (Option<u32>, Option<u32>),
@@ -292,6 +296,7 @@ impl Supervisor {
         mailboxes: Vec<Arc<Mailbox>>,
         ha: Arc<protocols::ha::Ha>,
     ) -> Supervisor {
+        let workers = mailboxes.len();
         let status = cfg
             .ports
             .iter()
@@ -323,6 +328,8 @@ impl Supervisor {
             busy_poll: busy_poll_settings(cfg),
             af_packet_ring: cfg.switch.af_packet_ring,
             last_busy_refused: Vec::new(),
+            shared_umem: !cfg.switch.af_xdp_shared_umem.is_off(),
+            pools: vec![None; workers],
             ring_frames: (cfg.switch.rx_ring, cfg.switch.tx_ring),
             attached: vec![None; cfg.ports.len()],
             on_link: None,
@@ -438,6 +445,8 @@ impl Supervisor {
         self.link_seen.resize(n, None);
         self.ha_ports = ha_ports(cfg);
         self.protection = protection_ids(cfg);
+        // Ports attached from now on (a pool made before stays theirs).
+        self.shared_umem = !cfg.switch.af_xdp_shared_umem.is_off();
         let mut st = self.status.lock().unwrap_or_else(|e| e.into_inner());
         st.truncate(n);
         for p in cfg.ports.iter().skip(st.len()) {
@@ -549,14 +558,59 @@ impl Supervisor {
             rx_frames: r.xdp_rx_frames,
             tx_slots: r.xdp_tx_slots,
             busy_poll: self.busy_poll.get(id).copied().flatten(),
+            shared_umem: self.pool(self.owner(id)),
             ..AfXdpOptions::default()
         };
         match AfXdpPort::open(name, &opts) {
-            Ok(p) => Ok(Some(p)),
+            Ok(p) => {
+                if let Err(why) = p.shared_umem_status() {
+                    tracing::info!("port {name}: not on the worker's shared UMEM: {why}");
+                }
+                Ok(Some(p))
+            }
             Err(e) if backend == PortBackend::AfXdp => Err(format!("AF_XDP: {e}")),
             Err(e) => {
                 tracing::warn!("port {name}: AF_XDP did not attach ({e}): using AF_PACKET");
                 Ok(None)
+            }
+        }
+    }
+
+    /// Worker `w`'s shared UMEM (`switch.af-xdp-shared-umem: on`), made
+    /// at its first AF_XDP port: a region for each port the worker may
+    /// receive on over AF_XDP, and one spare for a re-attach.
+    fn pool(&mut self, w: usize) -> Option<Arc<io::af_xdp::SharedUmem>> {
+        if !self.shared_umem {
+            return None;
+        }
+        if let Some(p) = self.pools.get(w)?.as_ref() {
+            return Some(p.clone());
+        }
+        let ports = (0..self.names.len())
+            .filter(|&id| self.owner(id) == w)
+            .filter(|&id| {
+                self.backends.get(id).copied().unwrap_or_default() != PortBackend::AfPacket
+            })
+            .count() as u32;
+        let regions = (ports + 1).min(io::af_xdp::shared::MAX_REGIONS);
+        let r = self.ring_sizes();
+        // A port's receive chunks are a power of two (as `AfXdpPort::open`
+        // rounds them for one queue).
+        let rx = 1u32 << (31 - r.xdp_rx_frames.max(64).leading_zeros());
+        match io::af_xdp::SharedUmem::new(regions, rx, r.xdp_tx_slots) {
+            Ok(p) => {
+                tracing::info!(
+                    "worker {w}: shared UMEM of {} MiB for {regions} AF_XDP ports",
+                    p.len() >> 20
+                );
+                let p = Arc::new(p);
+                self.pools[w] = Some(p.clone());
+                Some(p)
+            }
+            Err(e) => {
+                tracing::warn!("worker {w}: no shared UMEM ({e}): each port has its own");
+                self.shared_umem = false;
+                None
             }
         }
     }
@@ -592,10 +646,13 @@ impl Supervisor {
             Some(p) => {
                 let m = p.mode();
                 // A socket per receive queue: say how many.
-                let base = match p.queues() {
+                let mut base = match p.queues() {
                     1 => m.to_string(),
                     q => format!("{m} {q} queues"),
                 };
+                if p.shared_umem_status() == Ok(true) {
+                    base.push_str(" shared-umem");
+                }
                 if m.xdp == io::af_xdp::prog::XdpMode::Generic {
                     tracing::info!(
                         "port {name}: AF_XDP in generic (skb) mode: the driver refused native XDP"

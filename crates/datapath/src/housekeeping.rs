@@ -165,6 +165,10 @@ impl Worker {
         pc.drops[DropReason::TxError as usize].add(now.tx_errors.saturating_sub(was.tx_errors));
         pc.rx_csum_completed
             .add(now.rx_csum_completed.saturating_sub(was.rx_csum_completed));
+        pc.umem_moved
+            .add(now.umem_moved.saturating_sub(was.umem_moved));
+        // A gauge kept in a counter: it moves by the difference.
+        pc.umem_away.add(now.umem_away.wrapping_sub(was.umem_away));
     }
 
     /// Restart in place: hand every port to the successor image, then

@@ -108,7 +108,11 @@ impl Worker {
             match v.action {
                 Action::Drop(_) | Action::Control => {}
                 Action::Unicast(p) => {
-                    self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
+                    let services = egress.is_some();
+                    if !self.transmit_moved(&tables, p, batch, i, &v, &mut dirty, services) {
+                        let frame = batch.frame(i);
+                        self.transmit(&tables, p, frame, &v, &mut dirty, to_router, egress);
+                    }
                 }
                 Action::Flood | Action::Snoop { flood: true } => {
                     // A channel member's frames never flood back into the

@@ -320,6 +320,88 @@ impl Worker {
         }
     }
 
+    /// Unicast frame `i` of `batch` out of port `p` without a copy, when
+    /// the batch holds it as a chunk of the worker's shared UMEM and `p`
+    /// is an AF_XDP port on that UMEM (`io::af_xdp::shared`): its header
+    /// rewritten in place (the tag pushed, popped or kept, as
+    /// `pipeline::egress::write` would), its descriptor put on `p`'s
+    /// transmit ring. False, having changed nothing, when that does not
+    /// apply (the caller copies): a channel, output services, a mirror of
+    /// what `p` sends.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn transmit_moved(
+        &mut self,
+        tables: &Tables,
+        p: u16,
+        batch: &mut FrameBatch,
+        i: usize,
+        v: &pipeline::Verdict,
+        dirty: &mut PortSet,
+        services: bool,
+    ) -> bool {
+        if services {
+            return false;
+        }
+        let Some(u) = batch.umem_of(i) else {
+            return false;
+        };
+        let Some(pe) = tables.l2.ports.get(p as usize) else {
+            return false;
+        };
+        if matches!(pe.egress, tables::l2::Egress::Channel(_)) {
+            return false;
+        }
+        let Some(port) = self.ports[p as usize].as_mut() else {
+            return false;
+        };
+        if !port.umem().is_some_and(|pu| std::sync::Arc::ptr_eq(pu, u)) {
+            return false;
+        }
+        if self
+            .mirror
+            .as_ref()
+            .is_some_and(|m| !m.tx(p, v.vlan).is_empty())
+        {
+            return false;
+        }
+        let tag = match pe.encap(v.vlan) {
+            tables::Encap::Untagged => None,
+            tables::Encap::Tagged { tpid, vid } => {
+                let tci = (v.pcp as u16) << 13 | (vid & 0xfff);
+                let [a, b] = tpid.to_be_bytes();
+                let [c, d] = tci.to_be_bytes();
+                Some([a, b, c, d])
+            }
+        };
+        let Some((addr, n)) = batch.rewrite_umem(i, v.inner_off as usize, tag, 60) else {
+            return false;
+        };
+        // From here on the frame is rewritten: it goes, or is dropped.
+        let c = &*self.counters;
+        let dest = Dest::of(batch.frame(i));
+        let mut sent = port.tx_umem(addr, n);
+        if !sent {
+            // Ring full: hand what is queued to the kernel and retry once.
+            if port.flush().is_err() {
+                self.shared.count_port_error(p);
+            }
+            sent = port.tx_umem(addr, n);
+        }
+        if !sent {
+            c.drop_in(p, Some(v.vlan), DropReason::TxRingFull);
+            return true;
+        }
+        batch.take_chunk(i);
+        dirty.insert(p);
+        let pc = &c.ports[p as usize];
+        pc.count_tx(dest, n);
+        let vc = &c.vlans[v.vlan as usize];
+        vc.tx_frames.add(1);
+        vc.tx_bytes.add(n as u64);
+        true
+    }
+
     /// Send the copy in `mirror_buf` (`n` bytes) to every port of `dests`.
     pub(crate) fn mirror_out(&mut self, dests: PortSet, n: usize, dirty: &mut PortSet) {
         let buf = std::mem::take(&mut self.mirror_buf);

@@ -229,12 +229,16 @@ impl Worker {
         let mut last_rx = Instant::now();
         let mut last_stats = Instant::now();
         loop {
+            // Before housekeeping: the batches give the shared-UMEM chunks
+            // they hold back first, so that a port reset there (a link
+            // going down) finds all of its own (`io::af_xdp::shared`).
+            b.l2.clear();
+            b.l3.clear();
             if !self.housekeeping(&mut last_stats) {
+                drop(b);
                 io::close_all(self.ports.iter_mut().filter_map(Option::take).collect());
                 return;
             }
-            b.l2.clear();
-            b.l3.clear();
             b.from_router.clear();
             self.receive(&mut b.l2, &mut b.l3, &mut rr);
             if self.inline_pass(&mut b.l2) {

@@ -9,7 +9,11 @@
 //!   [`FrameBatch`]; the frame bytes are *copied* into the batch arena, so the
 //!   port's ring slots are returned to the kernel before `recv` returns.
 //!   Frames arrive exactly as they were on the wire (without FCS): a VLAN tag
-//!   the kernel moved into metadata is put back in place.
+//!   the kernel moved into metadata is put back in place. The exception: an
+//!   AF_XDP port on its worker's shared UMEM ([`af_xdp::shared`]) leaves a
+//!   one-chunk frame where the kernel put it, held by the batch until the
+//!   frame is moved to another port ([`Port::tx_umem`]) or the batch is
+//!   cleared.
 //! - **Transmit** is two-step and copy-once: [`Port::tx_slot`] lends a slot of
 //!   the transmit ring, the caller writes the frame into it, [`Port::tx_commit`]
 //!   queues it; [`Port::flush`] hands everything queued to the kernel with one
@@ -86,6 +90,12 @@ pub struct PortStats {
     /// Received TCP/UDP checksums completed for a sender that left them
     /// to offload (veth ports; see [`complete_checksums`]).
     pub rx_csum_completed: u64,
+    /// Frames sent by moving a shared-UMEM descriptor (no copy).
+    pub umem_moved: u64,
+    /// A gauge, not a count: receive chunks of the port's shared-UMEM
+    /// region away from its rings now (see
+    /// [`AfXdpPort::umem_chunks_away`]).
+    pub umem_away: u64,
 }
 
 /// Threads [`in_parallel`] runs at once.
@@ -183,6 +193,21 @@ pub trait Port: Send {
     /// neither used nor dropped.
     fn handover(&mut self) -> Option<String> {
         None
+    }
+
+    /// The worker's shared UMEM this port is bound to (AF_XDP,
+    /// [`af_xdp::shared`]), if any.
+    fn umem(&self) -> Option<&std::sync::Arc<af_xdp::SharedUmem>> {
+        None
+    }
+
+    /// Queue the frame at offset `addr` (`len` bytes, one chunk) of the
+    /// shared UMEM [`Port::umem`] names as it is, without a copy: the
+    /// chunk is the port's until its completion ring returns it. False
+    /// (nothing queued) when the ring is full or the frame does not fit.
+    fn tx_umem(&mut self, addr: u64, len: usize) -> bool {
+        let _ = (addr, len);
+        false
     }
 
     /// Copy `frame` into a transmit slot and queue it. Returns false (and

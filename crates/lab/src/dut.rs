@@ -2925,12 +2925,14 @@ pub fn services_yaml() -> String {
     c
 }
 
-/// `switch:` lines for a Lanyard DUT's `port-type`: a backend, or
+/// `switch:` lines for a Lanyard DUT's `port-type`: a backend,
 /// `af-packet-block` (AF_PACKET with the block ring alone, no V2 ring in
-/// front: the 1 ms block timer shows in latency).
+/// front: the 1 ms block timer shows in latency), or `af-xdp-shared-umem`
+/// (AF_XDP, the worker's ports on one UMEM: docs/io.md "Shared UMEM").
 fn lanyard_backend(port_type: &str) -> String {
     match port_type {
         "af-packet-block" => "  port-backend: af-packet\n  af-packet-ring: block\n".into(),
+        "af-xdp-shared-umem" => "  port-backend: af-xdp\n  af-xdp-shared-umem: on\n".into(),
         b => format!("  port-backend: {b}\n"),
     }
 }

@@ -178,7 +178,8 @@ pub struct DutSpec {
     pub mac_table_size: Option<u32>,
     /// ovs: `auto` (try afxdp, fall back), `afxdp` or `af-packet`;
     /// lanyard: `auto`, `af-xdp` or `af-packet` (`switch.port-backend`),
-    /// or `af-packet-block` (AF_PACKET, `af-packet-ring: block`).
+    /// `af-packet-block` (AF_PACKET, `af-packet-ring: block`) or
+    /// `af-xdp-shared-umem` (AF_XDP, `af-xdp-shared-umem: on`).
     #[serde(default)]
     pub port_type: Option<String>,
     /// lanyard: forwarding threads.
@@ -1358,10 +1359,11 @@ impl Plan {
                     Driver::Lanyard | Driver::LanyardPair | Driver::LanyardRstp | Driver::LanyardPe
                 );
                 let xdp = if lanyard { "af-xdp" } else { "afxdp" };
-                let block = lanyard && pt == "af-packet-block";
+                let block =
+                    lanyard && ["af-packet-block", "af-xdp-shared-umem"].contains(&pt.as_str());
                 if !["auto", xdp, "af-packet"].contains(&pt.as_str()) && !block {
                     let more = if lanyard {
-                        ", af-packet or af-packet-block"
+                        ", af-packet, af-packet-block or af-xdp-shared-umem"
                     } else {
                         " or af-packet"
                     };

@@ -138,6 +138,10 @@ pub struct PortCounters {
     /// TCP/UDP checksums completed on receive for a sender that left them
     /// to offload (veth ports: `io::complete_checksums`).
     pub rx_csum_completed: Counter,
+    /// Frames sent by moving a shared-UMEM descriptor (no copy).
+    pub umem_moved: Counter,
+    /// A gauge: the port's shared-UMEM receive chunks away from its rings.
+    pub umem_away: Counter,
 }
 
 #[derive(Default, Debug)]

@@ -303,6 +303,7 @@ impl Port for AfPacketDualPort {
             tx_ring_full: b.tx_ring_full,
             tx_errors: b.tx_errors,
             rx_csum_completed: f.rx_csum_completed + b.rx_csum_completed,
+            ..PortStats::default()
         }
     }
 

@@ -36,10 +36,18 @@
 //!   device's NAPI poll itself, a `recvfrom` per receive call, and the
 //!   kernel leaves the device's NAPI to it.
 //!
-//! Not done: a UMEM shared between the ports of a worker
-//! (`XDP_SHARED_UMEM`) — each socket has its own, and the data path copies
-//! frames through its batch as with AF_PACKET; busy polling on a port with
-//! several queues (refused, saying so).
+//! - **Shared UMEM** (optional, [`shared`]): the one-queue ports of a
+//!   worker bind to one UMEM (`XDP_SHARED_UMEM`), each in its own region;
+//!   receive then holds one-chunk frames in the batch instead of copying
+//!   them, and [`Port::tx_umem`] puts a chunk on another port's transmit
+//!   ring as it is (the worker's unicast between two such ports). Without
+//!   it each socket has its own UMEM and the data path copies frames
+//!   through its batch as with AF_PACKET.
+//!
+//! Not done: a UMEM shared by a port's queues (a multi-queue port keeps
+//! one per queue and never joins the shared one); busy polling on a port
+//! with several queues (refused, saying so); handing a shared-UMEM port
+//! over on restart (it is opened anew).
 //!
 //! - **Restart hand-over** ([`Port::handover`], [`AfXdpPort::adopt`]): the
 //!   UMEM lives in a memfd, not in private memory, so a successor image
@@ -52,16 +60,19 @@
 
 pub mod busy_poll;
 pub mod prog;
+pub mod shared;
 
 use crate::link;
 use crate::{FrameBatch, Port, PortError, PortStats, MAX_FRAME_LEN};
 pub use busy_poll::BusyPoll;
 use prog::XdpMode;
+pub use shared::SharedUmem;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 const AF_XDP: libc::c_int = 44;
 const SOL_XDP: libc::c_int = 283;
@@ -73,6 +84,7 @@ const XDP_UMEM_FILL_RING: libc::c_int = 5;
 const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
 const XDP_STATISTICS: libc::c_int = 7;
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+const XDP_SHARED_UMEM: u16 = 1;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
@@ -90,7 +102,7 @@ const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 pub const CHUNK: usize = 2048;
 /// Chunks per transmit slot: enough for a [`MAX_FRAME_LEN`] frame.
 const TX_SLOT_CHUNKS: usize = MAX_FRAME_LEN.div_ceil(CHUNK);
-const TX_SLOT: usize = TX_SLOT_CHUNKS * CHUNK;
+pub(crate) const TX_SLOT: usize = TX_SLOT_CHUNKS * CHUNK;
 /// Longest frame in one receive chunk: the kernel puts
 /// `XDP_PACKET_HEADROOM` (256) bytes in front of it.
 pub const SINGLE_CHUNK_FRAME: usize = CHUNK - 256;
@@ -166,6 +178,11 @@ pub struct AfXdpOptions {
     pub tx_slots: u32,
     /// Busy polling ([`busy_poll`]); `None`: off.
     pub busy_poll: Option<BusyPoll>,
+    /// The worker's shared UMEM ([`shared`]) to bind to; its ring sizes
+    /// replace `rx_frames` and `tx_slots`. A port it cannot take (no
+    /// region left, several queues, a bind the kernel refuses) opens with
+    /// its own UMEM, and [`AfXdpPort::shared_umem`] says why.
+    pub shared_umem: Option<Arc<SharedUmem>>,
 }
 
 impl Default for AfXdpOptions {
@@ -177,6 +194,7 @@ impl Default for AfXdpOptions {
             rx_frames: 16384,
             tx_slots: 512,
             busy_poll: None,
+            shared_umem: None,
         }
     }
 }
@@ -346,8 +364,25 @@ pub struct AfXdpPort {
     /// Busy poll the socket in every `recv` (busy polling is on and the
     /// socket has a NAPI id).
     kick: bool,
-    /// The memfd behind the UMEM mapping (handed over on restart).
-    umem_fd: OwnedFd,
+    /// The memfd behind the UMEM mapping (handed over on restart);
+    /// `None` on a shared UMEM (whose pool holds it).
+    umem_fd: Option<OwnedFd>,
+    /// The worker's shared UMEM and this port's region of it; `None`: the
+    /// port's own UMEM (then `shared_why` says why, if one was offered).
+    shared: Option<Arc<SharedUmem>>,
+    region: u32,
+    shared_why: Option<String>,
+    /// Offsets of the port's receive chunks and of its transmit slots in
+    /// the UMEM (its region's; 0 and after the chunks for its own UMEM).
+    rx_base: u64,
+    tx_base: u64,
+    /// Transmit ring descriptors written and not yet completed (its own
+    /// slots' chunks and chunks moved to it).
+    ring_used: u32,
+    /// Chunks of other ports moved onto the transmit ring, not completed.
+    lent_in: u32,
+    /// Frames sent by moving a descriptor (no copy).
+    moved: u64,
     /// Receive-only sockets on queues 1.. of a multi-queue interface.
     extra: Vec<RxQueue>,
     /// Frames received per queue (queue 0 first).
@@ -560,65 +595,170 @@ impl AfXdpPort {
         // memory does not grow with its queue count.
         let mut opts = opts.clone();
         opts.rx_frames = per_queue_frames(opts.rx_frames, queues);
+        let mut shared_why = None;
+        let mut pool = match opts.shared_umem.take() {
+            Some(_) if queues > 1 => {
+                shared_why = Some(format!(
+                    "{queues} receive queues: the shared UMEM is built for one-queue ports"
+                ));
+                None
+            }
+            Some(u) => match u.take_region() {
+                Some(r) => Some((u, r)),
+                None => {
+                    shared_why = Some("no region left in the worker's shared UMEM".to_string());
+                    None
+                }
+            },
+            None => None,
+        };
         let opts = &opts;
         let map = prog::create_xskmap(queues as u32).map_err(os("BPF_MAP_CREATE(XSKMAP)"))?;
         let (link_fd, prog_fd, xdp) = attach_program(&map, ifindex, opts.mode)?;
 
-        // UMEM: receive chunks, then transmit slots, in a memfd so that a
-        // successor image can map it (restart hand-over).
-        let umem_len = opts.rx_frames as usize * CHUNK + opts.tx_slots as usize * TX_SLOT;
-        let umem_fd = umem_memfd(umem_len).map_err(os("memfd(UMEM)"))?;
-        let umem = map_umem(&umem_fd, umem_len).map_err(os("mmap(UMEM)"))?;
-        let (xsk, bind_flags, zero_copy, multi_buffer) = match new_xsk(
-            umem,
-            umem_len,
-            opts.rx_frames,
-            opts.tx_slots,
-            ifindex,
-            0,
-            &map,
-            None,
-        ) {
-            Ok(x) => x,
-            Err(e) => {
-                // SAFETY: the UMEM mapped above, used by nothing else.
-                unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
-                return Err(e);
+        // On the worker's shared UMEM: this port's region of it. Where the
+        // kernel refuses the bind, the port's own UMEM below.
+        let mut on_pool = None;
+        if let Some((u, r)) = pool.take() {
+            let (rx_frames, tx_slots) = u.rings();
+            let anchor = u.anchor(None);
+            let flags = anchor.map(|_| u.flags());
+            match new_xsk(
+                u.base(),
+                u.len(),
+                rx_frames,
+                tx_slots,
+                ifindex,
+                0,
+                &map,
+                flags,
+                anchor,
+            ) {
+                Ok((xsk, f, zc, mb)) => {
+                    if anchor.is_none() {
+                        u.set_flags(f);
+                    }
+                    u.join(&xsk.fd);
+                    on_pool = Some((u, r, xsk, f, zc, mb));
+                }
+                Err(e) => shared_why = Some(format!("shared UMEM bind refused ({e})")),
+            }
+        }
+        let mut port = match on_pool {
+            Some((u, r, xsk, bind_flags, zero_copy, multi_buffer)) => {
+                let (rx_frames, tx_slots) = u.rings();
+                let rx_base = u.region_base(r);
+                let tx_base = u.region_tx_base(r);
+                AfXdpPort {
+                    name: ifname.to_string(),
+                    ifindex,
+                    xsk: Some(xsk),
+                    umem: u.base(),
+                    umem_len: u.len(),
+                    rx_frames,
+                    tx_slots,
+                    tx_free: (0..tx_slots).rev().collect(),
+                    tx_lent: None,
+                    tx_unpublished: 0,
+                    tx_in_flight: 0,
+                    tx_max_len: info.mtu as usize + 14,
+                    mode: XdpPortMode {
+                        xdp,
+                        zero_copy,
+                        multi_buffer,
+                    },
+                    bind_flags,
+                    base: PortStats::default(),
+                    stats: PortStats::default(),
+                    complete_csum: link::is_veth(ifname),
+                    busy: None,
+                    kick: false,
+                    umem_fd: None,
+                    shared: Some(u),
+                    region: r,
+                    shared_why: None,
+                    rx_base,
+                    tx_base,
+                    ring_used: 0,
+                    lent_in: 0,
+                    moved: 0,
+                    extra: Vec::new(),
+                    queue_rx: vec![0],
+                    next_q: 0,
+                    epoll: None,
+                    _link: link_fd,
+                    _prog: prog_fd,
+                    map,
+                }
+            }
+            None => {
+                // UMEM: receive chunks, then transmit slots, in a memfd so
+                // that a successor image can map it (restart hand-over).
+                let umem_len = opts.rx_frames as usize * CHUNK + opts.tx_slots as usize * TX_SLOT;
+                let umem_fd = umem_memfd(umem_len).map_err(os("memfd(UMEM)"))?;
+                let umem = map_umem(&umem_fd, umem_len).map_err(os("mmap(UMEM)"))?;
+                let (xsk, bind_flags, zero_copy, multi_buffer) = match new_xsk(
+                    umem,
+                    umem_len,
+                    opts.rx_frames,
+                    opts.tx_slots,
+                    ifindex,
+                    0,
+                    &map,
+                    None,
+                    None,
+                ) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // SAFETY: the UMEM mapped above, used by nothing else.
+                        unsafe { libc::munmap(umem as *mut libc::c_void, umem_len) };
+                        return Err(e);
+                    }
+                };
+                AfXdpPort {
+                    name: ifname.to_string(),
+                    ifindex,
+                    xsk: Some(xsk),
+                    umem,
+                    umem_len,
+                    rx_frames: opts.rx_frames,
+                    tx_slots: opts.tx_slots,
+                    tx_free: (0..opts.tx_slots).rev().collect(),
+                    tx_lent: None,
+                    tx_unpublished: 0,
+                    tx_in_flight: 0,
+                    tx_max_len: info.mtu as usize + 14,
+                    mode: XdpPortMode {
+                        xdp,
+                        zero_copy,
+                        multi_buffer,
+                    },
+                    bind_flags,
+                    base: PortStats::default(),
+                    stats: PortStats::default(),
+                    complete_csum: link::is_veth(ifname),
+                    busy: None,
+                    kick: false,
+                    umem_fd: Some(umem_fd),
+                    shared: None,
+                    region: 0,
+                    shared_why,
+                    rx_base: 0,
+                    tx_base: (opts.rx_frames as usize * CHUNK) as u64,
+                    ring_used: 0,
+                    lent_in: 0,
+                    moved: 0,
+                    extra: Vec::new(),
+                    queue_rx: vec![0],
+                    next_q: 0,
+                    epoll: None,
+                    _link: link_fd,
+                    _prog: prog_fd,
+                    map,
+                }
             }
         };
-        let mut port = AfXdpPort {
-            name: ifname.to_string(),
-            ifindex,
-            xsk: Some(xsk),
-            umem,
-            umem_len,
-            rx_frames: opts.rx_frames,
-            tx_slots: opts.tx_slots,
-            tx_free: (0..opts.tx_slots).rev().collect(),
-            tx_lent: None,
-            tx_unpublished: 0,
-            tx_in_flight: 0,
-            tx_max_len: info.mtu as usize + 14,
-            mode: XdpPortMode {
-                xdp,
-                zero_copy,
-                multi_buffer,
-            },
-            bind_flags,
-            base: PortStats::default(),
-            stats: PortStats::default(),
-            complete_csum: link::is_veth(ifname),
-            busy: None,
-            kick: false,
-            umem_fd,
-            extra: Vec::new(),
-            queue_rx: vec![0],
-            next_q: 0,
-            epoll: None,
-            _link: link_fd,
-            _prog: prog_fd,
-            map,
-        };
+        let multi_buffer = port.mode.multi_buffer;
         let mtu_frame = info.mtu as usize + 14 + 8;
         if !multi_buffer && mtu_frame > SINGLE_CHUNK_FRAME {
             return Err(PortError::Os {
@@ -659,6 +799,7 @@ impl AfXdpPort {
             queue,
             &self.map,
             Some(self.bind_flags),
+            None,
         ) {
             Ok((x, ..)) => x,
             Err(e) => {
@@ -808,7 +949,15 @@ impl AfXdpPort {
             complete_csum: link::is_veth(ifname),
             busy: None,
             kick: false,
-            umem_fd,
+            umem_fd: Some(umem_fd),
+            shared: None,
+            region: 0,
+            shared_why: None,
+            rx_base: 0,
+            tx_base: (rx_frames as usize * CHUNK) as u64,
+            ring_used: 0,
+            lent_in: 0,
+            moved: 0,
             extra: Vec::new(),
             queue_rx: vec![0],
             next_q: 0,
@@ -877,6 +1026,9 @@ impl AfXdpPort {
     /// to 50 ms) for every frame sent to complete; `None` if some did not
     /// or a descriptor cannot be kept open across `exec`.
     fn handover_state(&mut self) -> Option<String> {
+        // A port on the worker's shared UMEM is not handed over (its
+        // successor opens it anew; docs/io.md "Shared UMEM").
+        let umem_fd = self.umem_fd.as_ref()?.as_raw_fd();
         self.tx_lent = None;
         let _ = Port::flush(self);
         let t = std::time::Instant::now();
@@ -893,7 +1045,7 @@ impl AfXdpPort {
         let x = self.xsk.as_ref()?;
         let fds = [
             x.fd.as_raw_fd(),
-            self.umem_fd.as_raw_fd(),
+            umem_fd,
             self._link.as_raw_fd(),
             self._prog.as_raw_fd(),
             self.map.as_raw_fd(),
@@ -993,15 +1145,106 @@ impl AfXdpPort {
         let f = &mut x.fill;
         for i in 0..self.rx_frames {
             // SAFETY: the fill ring has rx_frames entries, all ours now.
-            unsafe { *f.at(f.local.wrapping_add(i)) = i as u64 * CHUNK as u64 };
+            unsafe { *f.at(f.local.wrapping_add(i)) = self.rx_base + i as u64 * CHUNK as u64 };
         }
         f.local = f.local.wrapping_add(self.rx_frames);
         f.producer().store(f.local, Ordering::Release);
     }
 
+    /// A fresh socket on the shared UMEM: its region's chunks that are not
+    /// on another port's transmit ring into the fill ring (worker thread).
+    fn fill_home(&mut self) {
+        let (Some(x), Some(u)) = (self.xsk.as_mut(), self.shared.as_ref()) else {
+            return;
+        };
+        let f = &mut x.fill;
+        let mut k = f.local;
+        u.home_chunks(self.region, |c| {
+            // SAFETY: at most rx_frames chunks, the fill ring's size.
+            unsafe { *f.at(k) = c };
+            k = k.wrapping_add(1);
+        });
+        f.local = k;
+        f.producer().store(f.local, Ordering::Release);
+    }
+
+    /// Chunks that came back from other ports' transmit rings (or from the
+    /// worker's batch) into the fill ring: one producer update.
+    #[inline]
+    fn refill_shared(&mut self) {
+        let (Some(x), Some(u)) = (self.xsk.as_mut(), self.shared.as_ref()) else {
+            return;
+        };
+        let f = &mut x.fill;
+        let mut k = f.local;
+        let n = u.take_back(self.region, |c| {
+            // SAFETY: the region has rx_frames chunks, the fill ring's
+            // size, and these are not in it (module docs of `shared`).
+            unsafe { *f.at(k) = c };
+            k = k.wrapping_add(1);
+        });
+        if n > 0 {
+            f.local = k;
+            f.producer().store(k, Ordering::Release);
+            if f.needs_wakeup() {
+                // SAFETY: the documented fill-ring wake-up (see `drain`).
+                unsafe {
+                    libc::recvfrom(
+                        x.fd.as_raw_fd(),
+                        ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                    )
+                };
+            }
+        }
+    }
+
+    /// Whether the port is on its worker's shared UMEM; `Err` with the
+    /// reason when one was offered and it could not take it.
+    pub fn shared_umem_status(&self) -> Result<bool, &str> {
+        match (&self.shared, &self.shared_why) {
+            (Some(_), _) => Ok(true),
+            (None, Some(w)) => Err(w),
+            (None, None) => Ok(false),
+        }
+    }
+
+    /// Receive chunks of the port's region not with its socket (in its
+    /// fill or receive ring) nor waiting to go back to it: held by the
+    /// worker's batch or on another port's transmit ring. 0 once traffic
+    /// stops (a leak would stay); 0 on its own UMEM.
+    pub fn umem_chunks_away(&self) -> u32 {
+        let (Some(x), Some(u)) = (self.xsk.as_ref(), self.shared.as_ref()) else {
+            return 0;
+        };
+        let in_fill = x
+            .fill
+            .local
+            .wrapping_sub(x.fill.consumer().load(Ordering::Acquire));
+        let in_rx =
+            x.rx.producer()
+                .load(Ordering::Acquire)
+                .wrapping_sub(x.rx.local);
+        self.rx_frames
+            .saturating_sub(in_fill + in_rx + u.back_len(self.region))
+    }
+
+    /// Frames sent by moving a descriptor (shared UMEM), since it opened.
+    pub fn umem_moved(&self) -> u64 {
+        self.moved
+    }
+
     /// Address in the UMEM of transmit slot `s`.
     fn tx_addr(&self, s: u32) -> u64 {
-        (self.rx_frames as usize * CHUNK + s as usize * TX_SLOT) as u64
+        self.tx_base + (s as usize * TX_SLOT) as u64
+    }
+
+    /// Descriptors the transmit ring (and completion ring) holds.
+    fn tx_ring_len(&self) -> u32 {
+        self.tx_slots * TX_DESCS_PER_SLOT
     }
 
     /// Take finished transmit slots back from the completion ring.
@@ -1009,12 +1252,22 @@ impl AfXdpPort {
         let Some(x) = self.xsk.as_mut() else { return };
         let c = &mut x.comp;
         let prod = c.producer().load(Ordering::Acquire);
-        let base = self.rx_frames as u64 * CHUNK as u64;
+        let base = self.tx_base;
         while c.local != prod {
             // SAFETY: entries between our consumer and the producer are
             // written by the kernel and ours to read.
             let addr = unsafe { *c.at(c.local) };
             c.local = c.local.wrapping_add(1);
+            self.ring_used = self.ring_used.saturating_sub(1);
+            if let Some(u) = self.shared.as_ref() {
+                // A chunk another port received, moved here: to its owner.
+                if u.is_rx_chunk(addr) {
+                    if u.complete(addr, self.region) {
+                        self.lent_in = self.lent_in.saturating_sub(1);
+                    }
+                    continue;
+                }
+            }
             // Each chunk of a slot completes; the slot is free with its
             // first (all of one frame's descriptors complete together).
             if addr >= base && (addr - base).is_multiple_of(TX_SLOT as u64) {
@@ -1077,7 +1330,19 @@ impl AfXdpPort {
         let opts_rx = self.rx_frames;
         // The old socket goes first: a queue takes one socket (and its
         // ring mappings hold it open).
+        if let (Some(u), Some(x)) = (self.shared.as_ref(), self.xsk.as_ref()) {
+            u.leave(x.fd.as_raw_fd());
+        }
         self.xsk = None;
+        // Chunks of other ports that were on its transmit ring go home.
+        if let Some(u) = self.shared.as_ref().filter(|_| self.moved > 0) {
+            u.recall(self.region);
+        }
+        let anchor = self.shared.as_ref().and_then(|u| u.anchor(None));
+        let flags = match (&self.shared, anchor) {
+            (Some(u), Some(_)) => u.flags(),
+            _ => self.bind_flags,
+        };
         let (xsk, flags, _, _) = new_xsk(
             self.umem,
             self.umem_len,
@@ -1086,8 +1351,15 @@ impl AfXdpPort {
             self.ifindex,
             0,
             &self.map,
-            Some(self.bind_flags),
+            Some(flags),
+            anchor,
         )?;
+        if let Some(u) = self.shared.as_ref() {
+            if anchor.is_none() {
+                u.set_flags(flags);
+            }
+            u.join(&xsk.fd);
+        }
         if let Some(ep) = &self.epoll {
             let fd = xsk.fd.as_raw_fd();
             let mut ev = libc::epoll_event {
@@ -1109,7 +1381,13 @@ impl AfXdpPort {
         self.tx_lent = None;
         self.tx_unpublished = 0;
         self.tx_in_flight = 0;
-        self.fill_all();
+        self.ring_used = 0;
+        self.lent_in = 0;
+        if self.shared.is_some() {
+            self.fill_home();
+        } else {
+            self.fill_all();
+        }
         Ok(())
     }
 
@@ -1146,7 +1424,7 @@ fn xsk_stats(x: &Xsk) -> PortStats {
             rx_truncated: 0,
             tx_ring_full: 0,
             tx_errors: s.tx_invalid_descs,
-            rx_csum_completed: 0,
+            ..PortStats::default()
         },
         Err(_) => PortStats::default(),
     }
@@ -1234,8 +1512,11 @@ fn new_xsk(
     queue: u32,
     map: &OwnedFd,
     flags: Option<u16>,
+    share: Option<RawFd>,
 ) -> Result<(Xsk, u16, bool, bool), PortError> {
     let tries: Vec<u16> = match flags {
+        // Sharing a UMEM: the mode is the registering socket's (`flags`).
+        _ if share.is_some() => vec![flags.unwrap_or(0)],
         Some(f) => vec![f],
         None => vec![
             XDP_ZEROCOPY | XDP_USE_SG,
@@ -1267,7 +1548,9 @@ fn new_xsk(
                 flags: 0,
                 tx_metadata_len: 0,
             };
-            setsockopt(&fd, XDP_UMEM_REG, &reg).map_err(os("XDP_UMEM_REG"))?;
+            if share.is_none() {
+                setsockopt(&fd, XDP_UMEM_REG, &reg).map_err(os("XDP_UMEM_REG"))?;
+            }
             setsockopt(&fd, XDP_UMEM_FILL_RING, &rx_frames).map_err(os("XDP_UMEM_FILL_RING"))?;
             setsockopt(&fd, XDP_UMEM_COMPLETION_RING, &tx_ring)
                 .map_err(os("XDP_UMEM_COMPLETION_RING"))?;
@@ -1278,12 +1561,17 @@ fn new_xsk(
             // us; older kernels refuse the option and `kick` loops instead.
             let _ = setsockopt(&fd, XDP_MAX_TX_SKB_BUDGET, &(crate::BATCH_MAX as u32));
             let (fill, comp, rx, tx) = map_rings(&fd, rx_frames, tx_ring)?;
+            // A shared socket names no mode (the kernel refuses any): it
+            // takes the registering socket's.
             let sa = SockaddrXdp {
                 family: AF_XDP as u16,
-                flags: f | XDP_USE_NEED_WAKEUP,
+                flags: match share {
+                    Some(_) => XDP_SHARED_UMEM,
+                    None => f | XDP_USE_NEED_WAKEUP,
+                },
                 ifindex,
                 queue_id: queue,
-                shared_umem_fd: 0,
+                shared_umem_fd: share.unwrap_or(0) as u32,
             };
             // SAFETY: a valid sockaddr_xdp of the size passed.
             let r = unsafe {
@@ -1297,7 +1585,10 @@ fn new_xsk(
                 let e = io::Error::last_os_error();
                 // After a reset the old socket's hold on the queue is released
                 // by deferred kernel work: wait for it (a link event, rare).
-                if flags.is_some() && e.raw_os_error() == Some(libc::EBUSY) && busy_waits < 200 {
+                if (flags.is_some() || share.is_some())
+                    && e.raw_os_error() == Some(libc::EBUSY)
+                    && busy_waits < 200
+                {
                     busy_waits += 1;
                     drop((fill, comp, rx, tx, fd));
                     std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1414,6 +1705,63 @@ pub fn close_handover_state(state: &str) -> bool {
 pub const HANDOVER_TAG: &str = "xdp,";
 
 impl AfXdpPort {
+    /// Queue 0 on the shared UMEM: chunks back from elsewhere into the
+    /// fill ring, completions home, then one-chunk frames into `batch` as
+    /// held chunks (no copy); a multi-buffer frame is copied as before.
+    fn recv_shared(&mut self, batch: &mut FrameBatch, port_id: u16) -> usize {
+        self.refill_shared();
+        if self.ring_used > 0 {
+            self.reclaim();
+        }
+        let (Some(x), Some(u)) = (self.xsk.as_mut(), self.shared.as_ref()) else {
+            return 0;
+        };
+        let prod = x.rx.producer().load(Ordering::Acquire);
+        let mut cons = x.rx.local;
+        let mut n = 0;
+        let mut bad = 0;
+        let fill0 = x.fill.local;
+        while cons != prod && batch.space() > 0 {
+            // SAFETY: entries between our consumer and the producer are
+            // the kernel's writes, ours to read.
+            let d = unsafe { *x.rx.at(cons) };
+            if d.options & XDP_PKT_CONTD != 0 {
+                break; // a multi-buffer frame: the copy path below
+            }
+            cons = cons.wrapping_add(1);
+            let chunk = d.addr & !(CHUNK as u64 - 1);
+            if !u.is_rx_chunk(d.addr) || (d.addr - chunk) as usize + d.len as usize > CHUNK {
+                // Not a chunk of ours: back to the fill ring, counted.
+                // SAFETY: the fill ring has room for every chunk we hold.
+                unsafe { *x.fill.at(x.fill.local) = chunk };
+                x.fill.local = x.fill.local.wrapping_add(1);
+                bad += 1;
+                continue;
+            }
+            batch.commit_umem(u, d.addr, d.len as usize, port_id);
+            n += 1;
+        }
+        if cons != x.rx.local {
+            x.rx.local = cons;
+            x.rx.consumer().store(cons, Ordering::Release);
+        }
+        if x.fill.local != fill0 {
+            x.fill.producer().store(x.fill.local, Ordering::Release);
+        }
+        self.stats.rx_truncated += bad;
+        if cons != prod && !batch.is_full() {
+            n += drain(
+                x,
+                self.umem,
+                self.umem_len,
+                batch,
+                port_id,
+                &mut self.stats.rx_truncated,
+            );
+        }
+        n
+    }
+
     /// Frames from the rings into `batch` (see [`Port::recv`]).
     fn recv_rings(&mut self, batch: &mut FrameBatch, port_id: u16) -> Result<usize, PortError> {
         let Some(x) = self.xsk.as_mut() else {
@@ -1426,6 +1774,12 @@ impl AfXdpPort {
             // Busy polling: this thread runs the device's NAPI poll, which
             // fills the receive ring (one system call per receive call).
             busy_poll::kick(x.fd.as_raw_fd());
+        }
+        if self.shared.is_some() {
+            // One queue (a port with more is never on the shared UMEM).
+            let got = self.recv_shared(batch, port_id);
+            self.queue_rx[0] += got as u64;
+            return Ok(got);
         }
         // Every queue's socket in turn, a different one first each call,
         // so that a busy queue does not keep the others' frames waiting.
@@ -1569,13 +1923,18 @@ impl Port for AfXdpPort {
     fn tx_slot(&mut self) -> Option<&mut [u8]> {
         self.tx_lent = None;
         self.xsk.as_ref()?;
-        if self.tx_free.is_empty() {
+        if self.tx_free.is_empty() || self.ring_used + TX_SLOT_CHUNKS as u32 > self.tx_ring_len() {
             self.reclaim();
         }
         let Some(&s) = self.tx_free.last() else {
             self.stats.tx_ring_full += 1;
             return None;
         };
+        if self.ring_used + TX_SLOT_CHUNKS as u32 > self.tx_ring_len() {
+            // Moved chunks fill the ring (shared UMEM).
+            self.stats.tx_ring_full += 1;
+            return None;
+        }
         self.tx_lent = Some(s);
         let a = self.tx_addr(s) as usize;
         // SAFETY: slot `s` is free (not in the kernel's hands), TX_SLOT
@@ -1622,6 +1981,7 @@ impl Port for AfXdpPort {
             };
             t.local = t.local.wrapping_add(1);
             off += l;
+            self.ring_used += 1;
         }
         self.tx_unpublished += 1;
         self.tx_in_flight += 1;
@@ -1629,7 +1989,7 @@ impl Port for AfXdpPort {
 
     fn flush(&mut self) -> Result<(), PortError> {
         if self.tx_unpublished == 0 && self.tx_untaken() == 0 {
-            if self.tx_in_flight > 0 {
+            if self.ring_used > 0 {
                 self.reclaim();
             }
             return Ok(());
@@ -1658,6 +2018,56 @@ impl Port for AfXdpPort {
                 }),
             },
         }
+    }
+
+    fn umem(&self) -> Option<&Arc<SharedUmem>> {
+        self.shared.as_ref()
+    }
+
+    fn tx_umem(&mut self, addr: u64, len: usize) -> bool {
+        let Some(u) = self.shared.clone() else {
+            return false;
+        };
+        let chunk = addr & !(CHUNK as u64 - 1);
+        if !u.is_rx_chunk(addr) || len < 14 || (addr - chunk) as usize + len > CHUNK {
+            return false;
+        }
+        if self.ring_used >= self.tx_ring_len() {
+            self.reclaim();
+            if self.ring_used >= self.tx_ring_len() {
+                self.stats.tx_ring_full += 1;
+                return false;
+            }
+        }
+        // As `tx_commit`: no longer than the MTU allows (plus a C-tag).
+        // SAFETY: bytes 12..14 of the frame, inside its chunk (checked).
+        let ctag = unsafe {
+            let p = self.umem.add(addr as usize);
+            *p.add(12) == 0x81 && *p.add(13) == 0
+        };
+        if len > self.tx_max_len + if ctag { 4 } else { 0 } {
+            self.stats.tx_errors += 1;
+            return false;
+        }
+        let Some(x) = self.xsk.as_mut() else {
+            return false;
+        };
+        let t = &mut x.tx;
+        // SAFETY: `ring_used` < the ring's size, so entry `local` is free.
+        unsafe {
+            *t.at(t.local) = XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            }
+        };
+        t.local = t.local.wrapping_add(1);
+        u.lend(chunk, self.region);
+        self.ring_used += 1;
+        self.lent_in += 1;
+        self.tx_unpublished += 1;
+        self.moved += 1;
+        true
     }
 
     fn rx_fd(&self) -> Option<RawFd> {
@@ -1725,6 +2135,12 @@ impl Port for AfXdpPort {
     }
 
     fn stats(&mut self) -> PortStats {
+        // Completions of moved chunks go home, and home chunks into the
+        // fill ring, even while the port is idle (its ring parked).
+        if self.ring_used > 0 {
+            self.reclaim();
+        }
+        self.refill_shared();
         // A socket that had no NAPI id at bind and gets one later (a kernel
         // that marks copy-mode sockets on receive) busy polls from then on.
         if !self.kick && self.busy.as_ref().is_some_and(|b| b.sockopts) && self.napi_id() != 0 {
@@ -1737,6 +2153,8 @@ impl Port for AfXdpPort {
             tx_ring_full: self.stats.tx_ring_full,
             tx_errors: self.base.tx_errors + self.stats.tx_errors + s.tx_errors,
             rx_csum_completed: self.stats.rx_csum_completed,
+            umem_moved: self.moved,
+            umem_away: self.umem_chunks_away() as u64,
         }
     }
 }
@@ -1747,8 +2165,19 @@ impl Drop for AfXdpPort {
         // after this); the UMEM must outlive the socket's registration,
         // which the kernel holds by page references, so unmapping here is
         // safe either way.
-        // SAFETY: the mapping made in `open`; nothing borrows it past `self`.
-        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+        if let Some(u) = self.shared.take() {
+            // The pool keeps the mapping; chunks of other ports on this
+            // socket's transmit ring go home once it is closed.
+            if let Some(x) = self.xsk.take() {
+                u.leave(x.fd.as_raw_fd());
+            }
+            if self.moved > 0 {
+                u.recall(self.region);
+            }
+        } else {
+            // SAFETY: the mapping made in `open`; nothing borrows it past `self`.
+            unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+        }
         if let Some(b) = &self.busy {
             busy_poll::restore(&self.name, self.ifindex, &b.saved);
         }
