@@ -612,6 +612,9 @@ pub struct VlanRouter {
     /// IP MTU; default the smallest MTU of the VLAN's ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+    /// VRRPv3 groups (docs/vrrp.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrrp: Vec<crate::vrrp::VrrpGroup>,
 }
 
 /// A layer-3 interface: a routed port or a VLAN's SVI.
@@ -632,6 +635,8 @@ pub struct L3Interface<'a> {
     pub mtu: u32,
     /// 0: the default VRF; k + 1: `vrfs[k]`.
     pub vrf: usize,
+    /// VRRP groups (none on subinterfaces).
+    pub vrrp: &'a [crate::vrrp::VrrpGroup],
 }
 
 impl VlanConfig {
@@ -751,6 +756,9 @@ pub struct PortConfig {
     /// (`NAME.VLAN`, docs/vrf.md "Subinterfaces").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subinterfaces: Vec<SubinterfaceConfig>,
+    /// Routed only: VRRPv3 groups (docs/vrrp.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrrp: Vec<crate::vrrp::VrrpGroup>,
 }
 
 /// `ports[].subinterfaces[]`: a routed interface for the frames tagged
@@ -838,6 +846,7 @@ impl PortConfig {
             backend: None,
             af_xdp_busy_poll: None,
             subinterfaces: Vec::new(),
+            vrrp: Vec::new(),
         }
     }
 
@@ -943,6 +952,7 @@ impl Config {
                 router_mac: p.router_mac,
                 mtu: p.effective_mtu(),
                 vrf: self.vrf_of_interface(&p.name),
+                vrrp: &p.vrrp,
             })
             .collect();
         for (k, (v, r)) in self.svis().enumerate() {
@@ -966,6 +976,7 @@ impl Config {
                 router_mac: r.router_mac,
                 mtu: r.mtu.unwrap_or(mtu),
                 vrf: self.vrf_of_interface(&format!("vlan{}", v.id)),
+                vrrp: &r.vrrp,
             });
         }
         for s in self.subinterfaces() {
@@ -983,6 +994,7 @@ impl Config {
                     .sub
                     .mtu
                     .unwrap_or(s.parent.effective_mtu().min(MAX_L3_MTU)),
+                vrrp: &[],
             });
         }
         out

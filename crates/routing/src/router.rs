@@ -3098,6 +3098,7 @@ virtual-switch:
                 router_mac: None,
                 mtu: 1500,
                 vrf: 0,
+                vrrp: &[],
             })
             .collect();
         let a = router_mac(&cfg, &ifs[0]);
