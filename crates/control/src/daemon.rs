@@ -672,6 +672,7 @@ impl Switch {
             let sh = shared.clone();
             let stop = Box::new(move || sh.stop.load(Ordering::Relaxed));
             protocols::vrrp::VrrpRunner::new(&cfg, &twins, r.vrrp.clone(), stop)
+                .map(|v| v.with_learner(inbox.clone(), shared.clone()))
         });
         let vrrp = match vrrp {
             Some(v) => {

@@ -34,6 +34,9 @@ pub enum ArpAnswer {
     Backup,
 }
 
+/// (port id, router MAC) of each interface with groups.
+type RouterMacs = Arc<Vec<(u16, [u8; 6])>>;
+
 /// The shared state (one per switch).
 pub struct VirtualRouters {
     /// Per port id, 256 bits: VRIDs this node is master of.
@@ -41,7 +44,7 @@ pub struct VirtualRouters {
     any: AtomicBool,
     addresses: Mutex<Arc<Vec<VirtualAddress>>>,
     /// (port id, router MAC) of the interfaces with groups.
-    router_macs: Mutex<Arc<Vec<(u16, [u8; 6])>>>,
+    router_macs: Mutex<RouterMacs>,
 }
 
 impl Default for VirtualRouters {

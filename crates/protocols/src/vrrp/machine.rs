@@ -350,7 +350,10 @@ mod tests {
             p.on_advert(t, PEER, 100, 100);
             p.on_timer(t);
         }
-        assert_eq!((p.state, p.last_reason), (State::Master, Some(Reason::MasterDown)));
+        assert_eq!(
+            (p.state, p.last_reason),
+            (State::Master, Some(Reason::MasterDown))
+        );
         let mut n = group(200, false);
         n.startup(0);
         for t in (500..10_000).step_by(500) {

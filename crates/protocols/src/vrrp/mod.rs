@@ -52,6 +52,8 @@ pub struct GroupCounters {
 struct Iface {
     name: String,
     port: u16,
+    /// `Some(vlan)` for a VLAN interface.
+    vlan: Option<u16>,
     tap: String,
     ifindex: u32,
     sock: Option<OwnedFd>,
@@ -70,6 +72,8 @@ pub struct VrrpRunner {
     /// What `show vrrp` prints (JSON).
     pub info: Arc<Mutex<Value>>,
     epoch: Instant,
+    /// The MAC learner, for VLAN interfaces (see [`VrrpRunner::with_learner`]).
+    learner: Option<(Arc<crate::learn::LearnerInbox>, Arc<datapath::Shared>)>,
 }
 
 /// Stops the thread cleanly: masters send priority 0 first.
@@ -159,6 +163,7 @@ impl VrrpRunner {
             ifaces.push(Iface {
                 name: l3.name.clone(),
                 port: l3.port,
+                vlan: l3.vlan,
                 tap: tap.clone(),
                 ifindex: *ifindex,
                 sock: None,
@@ -205,9 +210,26 @@ impl VrrpRunner {
             done: Arc::new(AtomicBool::new(false)),
             info: Arc::new(Mutex::new(Value::Null)),
             epoch: Instant::now(),
+            learner: None,
         };
         r.publish();
         Some(r)
+    }
+
+    /// On a VLAN interface, frames to the virtual MAC must be switched to
+    /// the VLAN's port to the router, whose own frames are not learned:
+    /// on becoming master the virtual MAC is learned there at once (a
+    /// MAC move from the port towards the old master), so hosts' frames
+    /// are neither flooded nor sent to the old master. When another node
+    /// becomes master, its advertisements move the entry to the port
+    /// towards it.
+    pub fn with_learner(
+        mut self,
+        inbox: Arc<crate::learn::LearnerInbox>,
+        shared: Arc<datapath::Shared>,
+    ) -> VrrpRunner {
+        self.learner = Some((inbox, shared));
+        self
     }
 
     pub fn handle(&self) -> VrrpHandle {
@@ -393,6 +415,7 @@ impl VrrpRunner {
                 }
                 Action::BecomeMaster => {
                     self.vr.set_master(i.port, vrid, true);
+
                     if grp.cfg.accept {
                         set_local(&i.tap, i.ifindex, &grp.cfg.addresses, &i.own, true);
                     }
@@ -414,6 +437,22 @@ impl VrrpRunner {
                     }
                 }
             }
+        }
+        // A master's VLAN interface holds its virtual MAC in the MAC
+        // table, claimed again with every advertisement (its own frames
+        // are not learned, so nothing else keeps the entry from ageing).
+        let claims = acts.iter().any(|a| {
+            matches!(a, Action::BecomeMaster)
+                || matches!(a, Action::Advertise { priority } if *priority > 0)
+        });
+        if let (true, State::Master, Some(vlan), Some((inbox, shared))) =
+            (claims, grp.state, i.vlan, &self.learner)
+        {
+            let key = tables::MacKey::new(vlan, wire::vrrp::virtual_mac(vrid));
+            inbox.send(
+                shared,
+                crate::learn::LearnerRequest::Claim { key, port: i.port },
+            );
         }
         if grp.state != before {
             tracing::info!(
