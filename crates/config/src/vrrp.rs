@@ -163,7 +163,7 @@ pub(crate) fn check(
         }
         if !has_v4 {
             out.push((
-                format!("{p}"),
+                p.clone(),
                 "the interface has no IPv4 address (VRRP advertisements are sent from it)".into(),
             ));
         }

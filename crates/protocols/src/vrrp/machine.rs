@@ -128,7 +128,7 @@ impl Group {
         u64::from(self.cfg.interval_cs) * 10
     }
 
-    fn to_master(&mut self, now: u64, reason: Reason, out: &mut Vec<Action>) {
+    fn enter_master(&mut self, now: u64, reason: Reason, out: &mut Vec<Action>) {
         out.push(Action::Advertise {
             priority: self.cfg.priority,
         });
@@ -140,7 +140,7 @@ impl Group {
         self.became_master += 1;
     }
 
-    fn to_backup(&mut self, now: u64, reason: Reason, out: &mut Vec<Action>) {
+    fn enter_backup(&mut self, now: u64, reason: Reason, out: &mut Vec<Action>) {
         if self.state == State::Master {
             out.push(Action::LeaveMaster);
         }
@@ -166,10 +166,10 @@ impl Group {
         }
         self.master_adver_cs = self.cfg.interval_cs;
         if self.cfg.priority == 255 {
-            self.to_master(now, Reason::Startup, &mut out);
+            self.enter_master(now, Reason::Startup, &mut out);
         } else {
             self.master = None;
-            self.to_backup(now, Reason::Startup, &mut out);
+            self.enter_backup(now, Reason::Startup, &mut out);
         }
         out
     }
@@ -201,7 +201,7 @@ impl Group {
         let mut out = Vec::new();
         match self.state {
             State::Backup if self.master_down_at.is_some_and(|t| now >= t) => {
-                self.to_master(now, Reason::MasterDown, &mut out);
+                self.enter_master(now, Reason::MasterDown, &mut out);
             }
             State::Master if self.adver_at.is_some_and(|t| now >= t) => {
                 out.push(Action::Advertise {
@@ -251,7 +251,7 @@ impl Group {
                 {
                     self.master_adver_cs = interval_cs;
                     self.master = Some(src);
-                    self.to_backup(now, Reason::Preempted, &mut out);
+                    self.enter_backup(now, Reason::Preempted, &mut out);
                 }
             }
         }

@@ -289,8 +289,8 @@ impl VrrpRunner {
             // SAFETY: fds is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             let mut changed = false;
-            for k in 0..self.ifaces.len() {
-                if fds[k].revents & libc::POLLIN != 0 {
+            for (k, fd) in fds.iter().enumerate() {
+                if fd.revents & libc::POLLIN != 0 {
                     changed |= self.receive(k, &mut buf);
                 }
             }
@@ -346,7 +346,7 @@ impl VrrpRunner {
             if n <= 0 {
                 return changed;
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let frame = &buf[..n as usize];
