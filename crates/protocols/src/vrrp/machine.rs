@@ -92,6 +92,8 @@ pub struct Group {
     pub last_reason: Option<Reason>,
     /// When the state last changed (caller's clock, ms).
     pub since_ms: u64,
+    /// The master said priority 0 (its timer now runs for Skew_Time).
+    master_stopped: bool,
 }
 
 /// Skew_Time in milliseconds: ((256 − priority) × Master_Adver_Interval) / 256.
@@ -117,6 +119,7 @@ impl Group {
             became_master: 0,
             last_reason: None,
             since_ms: 0,
+            master_stopped: false,
         }
     }
 
@@ -201,7 +204,12 @@ impl Group {
         let mut out = Vec::new();
         match self.state {
             State::Backup if self.master_down_at.is_some_and(|t| now >= t) => {
-                self.enter_master(now, Reason::MasterDown, &mut out);
+                let why = if std::mem::take(&mut self.master_stopped) {
+                    Reason::MasterStopped
+                } else {
+                    Reason::MasterDown
+                };
+                self.enter_master(now, why, &mut out);
             }
             State::Master if self.adver_at.is_some_and(|t| now >= t) => {
                 out.push(Action::Advertise {
@@ -230,11 +238,12 @@ impl Group {
                 if priority == 0 {
                     self.master_down_at =
                         Some(now + skew_ms(self.cfg.priority, self.master_adver_cs));
-                    self.last_reason = Some(Reason::MasterStopped);
+                    self.master_stopped = true;
                 } else if !self.cfg.preempt || priority >= self.cfg.priority {
                     self.master_adver_cs = interval_cs;
                     self.master = Some(src);
                     self.master_down_at = Some(now + self.master_down_interval_ms());
+                    self.master_stopped = false;
                 }
                 // Else a lower-priority master while preempting: ignored,
                 // the master-down timer makes this router master.
@@ -316,7 +325,10 @@ mod tests {
         g.on_advert(20_000, PEER, 0, 100);
         assert!(g.on_timer(20_608).is_empty());
         assert_eq!(g.on_timer(20_609)[1], Action::BecomeMaster);
-        assert_eq!(g.state, State::Master);
+        assert_eq!(
+            (g.state, g.last_reason),
+            (State::Master, Some(Reason::MasterStopped))
+        );
     }
 
     #[test]
