@@ -38,6 +38,7 @@ pub mod stp;
 mod types;
 mod validate;
 pub mod vrf;
+pub mod vrrp;
 pub mod vswitch;
 
 use std::path::Path;

@@ -642,6 +642,9 @@ pub struct VlanRouter {
     /// IP MTU; default the smallest MTU of the VLAN's ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+    /// VRRPv3 groups (docs/vrrp.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrrp: Vec<crate::vrrp::VrrpGroup>,
 }
 
 /// A layer-3 interface: a routed port or a VLAN's SVI.
@@ -662,6 +665,8 @@ pub struct L3Interface<'a> {
     pub mtu: u32,
     /// 0: the default VRF; k + 1: `vrfs[k]`.
     pub vrf: usize,
+    /// VRRP groups (none on subinterfaces).
+    pub vrrp: &'a [crate::vrrp::VrrpGroup],
 }
 
 impl VlanConfig {
@@ -781,6 +786,9 @@ pub struct PortConfig {
     /// (`NAME.VLAN`, docs/vrf.md "Subinterfaces").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subinterfaces: Vec<SubinterfaceConfig>,
+    /// Routed only: VRRPv3 groups (docs/vrrp.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vrrp: Vec<crate::vrrp::VrrpGroup>,
 }
 
 /// `ports[].subinterfaces[]`: a routed interface for the frames tagged
@@ -868,6 +876,7 @@ impl PortConfig {
             backend: None,
             af_xdp_busy_poll: None,
             subinterfaces: Vec::new(),
+            vrrp: Vec::new(),
         }
     }
 
@@ -973,6 +982,7 @@ impl Config {
                 router_mac: p.router_mac,
                 mtu: p.effective_mtu(),
                 vrf: self.vrf_of_interface(&p.name),
+                vrrp: &p.vrrp,
             })
             .collect();
         for (k, (v, r)) in self.svis().enumerate() {
@@ -996,6 +1006,7 @@ impl Config {
                 router_mac: r.router_mac,
                 mtu: r.mtu.unwrap_or(mtu),
                 vrf: self.vrf_of_interface(&format!("vlan{}", v.id)),
+                vrrp: &r.vrrp,
             });
         }
         for s in self.subinterfaces() {
@@ -1013,6 +1024,7 @@ impl Config {
                     .sub
                     .mtu
                     .unwrap_or(s.parent.effective_mtu().min(MAX_L3_MTU)),
+                vrrp: &[],
             });
         }
         out

@@ -34,6 +34,7 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     check_interfaces(cfg, &mut c);
     check_subinterfaces(cfg, &mut c);
     check_routing(cfg, &mut c);
+    check_vrrp(cfg, &mut c);
     c.issues.extend(crate::checks::services::check(cfg));
     c.issues.extend(crate::checks::mirror::check(cfg));
     c.issues.extend(crate::checks::ha::check(cfg));
@@ -717,6 +718,37 @@ fn check_routing(cfg: &Config, c: &mut Checker) {
                     _ => {}
                 }
             }
+        }
+    }
+}
+
+/// VRRP groups (docs/vrrp.md): on routed ports and VLAN interfaces of
+/// the default VRF.
+fn check_vrrp(cfg: &Config, c: &mut Checker) {
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let at = format!("ports[{i}]");
+        for (path, m) in crate::vrrp::check(&at, &p.vrrp, &p.addresses, p.mode == PortMode::Routed)
+        {
+            c.err(path, m);
+        }
+        if !p.vrrp.is_empty() && cfg.vrf_of_interface(&p.name) != 0 {
+            c.err(
+                format!("{at}.vrrp"),
+                "VRRP runs on interfaces of the default VRF only",
+            );
+        }
+    }
+    for (i, v) in cfg.vlans.iter().enumerate() {
+        let Some(r) = &v.router else { continue };
+        let at = format!("vlans[{i}].router");
+        for (path, m) in crate::vrrp::check(&at, &r.vrrp, &r.addresses, true) {
+            c.err(path, m);
+        }
+        if !r.vrrp.is_empty() && cfg.vrf_of_interface(&format!("vlan{}", v.id)) != 0 {
+            c.err(
+                format!("{at}.vrrp"),
+                "VRRP runs on interfaces of the default VRF only",
+            );
         }
     }
 }

@@ -62,6 +62,8 @@ pub struct ApiState {
     pub events: std::sync::OnceLock<Arc<events::EventManager>>,
     /// The virtual-switch pair's state (`Null`: no `virtual-switch:`).
     pub vswitch: Arc<Mutex<Value>>,
+    /// VRRP groups' published state (`Null` without groups).
+    pub vrrp: Arc<Mutex<Value>>,
 }
 
 fn drops_json(f: impl Fn(usize) -> u64) -> Value {
@@ -1079,6 +1081,7 @@ impl ApiState {
             )),
             Some("show-spanning-tree") => Ok(published(&self.ha.stp_info)),
             Some("show-virtual-switch") => Ok(published(&self.vswitch)),
+            Some("show-vrrp") => Ok(published(&self.vrrp)),
             Some("show-backup-pairs") => Ok(self
                 .ha
                 .snapshot()

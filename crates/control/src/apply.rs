@@ -97,6 +97,17 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
     }
     diff_subinterfaces(old, new, &mut d);
     diff_pair_svis(old, new, &mut d);
+    // The VRRP thread knows its groups from the start (docs/vrrp.md).
+    let vrrp = |c: &Config| -> Vec<(String, Vec<config::vrrp::VrrpGroup>)> {
+        c.l3_interfaces()
+            .iter()
+            .filter(|i| !i.vrrp.is_empty())
+            .map(|i| (i.name.clone(), i.vrrp.to_vec()))
+            .collect()
+    };
+    if vrrp(old) != vrrp(new) {
+        d.restart.push("vrrp groups".into());
+    }
     d
 }
 

@@ -307,6 +307,8 @@ pub struct Switch {
     /// The virtual-switch pair's published state (`Null` without one): a
     /// restart of a paired node starts its successor warm.
     vswitch: Arc<Mutex<serde_json::Value>>,
+    /// VRRP groups: at stop, masters resign (priority 0) first.
+    vrrp: Option<protocols::vrrp::VrrpHandle>,
 }
 
 /// The quota state file unless `service-control.state-file` says: beside
@@ -659,6 +661,27 @@ impl Switch {
         if let Some(r) = &router {
             applier.set_router(r.clone());
         }
+        // VRRP groups (docs/vrrp.md): on the twins of the default VRF.
+        let vrrp = router.as_ref().and_then(|r| {
+            let twins: Vec<(u16, String, u32, [u8; 6])> = r
+                .ports()
+                .iter()
+                .filter(|p| p.vrf == 0)
+                .map(|p| (p.port, p.tap.clone(), p.tap_ifindex, p.mac))
+                .collect();
+            let sh = shared.clone();
+            let stop = Box::new(move || sh.stop.load(Ordering::Relaxed));
+            protocols::vrrp::VrrpRunner::new(&cfg, &twins, r.vrrp.clone(), stop)
+                .map(|v| v.with_learner(inbox.clone(), shared.clone()))
+        });
+        let vrrp = match vrrp {
+            Some(v) => {
+                let h = v.handle();
+                threads.push(spawn("vrrp".into(), Box::new(move || v.run()))?);
+                Some(h)
+            }
+            None => None,
+        };
         let router_at_stop = router.clone();
         let t_attach = std::time::Instant::now();
         sup.poll();
@@ -703,6 +726,10 @@ impl Switch {
             guard,
             events: std::sync::OnceLock::new(),
             vswitch: vswitch_info.clone(),
+            vrrp: vrrp.as_ref().map_or_else(
+                || Arc::new(Mutex::new(serde_json::Value::Null)),
+                |h| h.info.clone(),
+            ),
             flow_export: cfg.flow_export.as_ref().map(|_| {
                 let x = exporter.clone();
                 Box::new(move || {
@@ -751,6 +778,7 @@ impl Switch {
         let sw = Switch {
             ha: ha.clone(),
             vswitch: vswitch_info,
+            vrrp,
             router: router_at_stop,
             exporter,
             shared: shared.clone(),
@@ -828,6 +856,12 @@ impl Switch {
     }
 
     pub fn stop(self) {
+        // VRRP masters resign before anything stops (the punt thread
+        // still sends their priority-0 advertisements): the backups take
+        // over after Skew_Time, not Master_Down_Interval.
+        if let Some(v) = &self.vrrp {
+            v.shutdown(Duration::from_millis(500));
+        }
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.shared.learner.get() {
             t.unpark();

@@ -558,6 +558,15 @@ pub const SHOW: &[CommandDef] = &[
         render: show::virtual_switch,
     },
     CommandDef {
+        words: "vrrp",
+        aliases: &["vrrp brief", "vrrp detail"],
+        usage: "",
+        help: "VRRP groups: state, priority, virtual IP, master, timers, counters",
+        args: &[],
+        request: r#"{"cmd":"show-vrrp"}"#,
+        render: show::vrrp,
+    },
+    CommandDef {
         words: "backup-pairs",
         aliases: &["backup-pair", "interfaces switchport backup"],
         usage: "",

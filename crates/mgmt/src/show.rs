@@ -2553,6 +2553,9 @@ pub use inline::{
 #[path = "show_vswitch.rs"]
 mod vswitch;
 pub use vswitch::virtual_switch;
+#[path = "show_vrrp.rs"]
+mod vrrp_show;
+pub use vrrp_show::vrrp;
 #[path = "show_cable.rs"]
 mod cable;
 pub use cable::cable_diagnostics;

@@ -120,6 +120,9 @@ pub struct L3Tables {
     /// (parent port, VLAN tag, subinterface port id), sorted: the ingress
     /// demultiplexer's binary search.
     sub_by_tag: Vec<(u16, u16, u16)>,
+    /// VRRP (docs/vrrp.md): the virtual MACs this node is master of, per
+    /// interface; `None` without VRRP groups.
+    vrrp: Option<Arc<tables::vrrp::VirtualRouters>>,
 }
 
 impl L3Tables {
@@ -168,6 +171,28 @@ impl L3Tables {
             lfib: None,
             sub_parent: Vec::new(),
             sub_by_tag: Vec::new(),
+            vrrp: None,
+        }
+    }
+
+    /// The same tables accepting, on an interface, frames to the virtual
+    /// MAC of each VRRP group this node is master of there (as if to the
+    /// router MAC).
+    pub fn with_virtual_routers(
+        mut self,
+        v: Option<Arc<tables::vrrp::VirtualRouters>>,
+    ) -> L3Tables {
+        self.vrrp = v;
+        self
+    }
+
+    /// True if `dst` is the virtual MAC of a VRRP group this node is
+    /// master of on `port`.
+    #[inline]
+    pub fn virtual_mac_active(&self, port: u16, dst: &[u8]) -> bool {
+        match (&self.vrrp, wire::vrrp::vrid_of_mac(dst)) {
+            (Some(v), Some(vrid)) => v.is_master(port, vrid),
+            _ => false,
         }
     }
 
@@ -646,7 +671,9 @@ fn classify(
         return Some(L3Verdict::Drop(L3Drop::Malformed));
     }
     let group = frame[0] & 1 != 0; // broadcast or multicast
-    if !group && frame[0..6] != ifc.mac {
+                                   // A VRRP master also takes frames to its groups' virtual MACs (a test
+                                   // made only when the MAC is not the interface's own).
+    if !group && frame[0..6] != ifc.mac && !t.virtual_mac_active(port, &frame[0..6]) {
         return Some(L3Verdict::Drop(L3Drop::NotForRouter));
     }
     key.iface = k;

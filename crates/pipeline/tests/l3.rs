@@ -1137,3 +1137,37 @@ fn random_and_mutated_frames_never_panic() {
     }
     assert_eq!(c.rx_frames.get(), 200 * 64);
 }
+
+#[test]
+fn a_vrrp_master_routes_frames_to_its_virtual_mac() {
+    let v = std::sync::Arc::new(tables::vrrp::VirtualRouters::default());
+    let t = tables(true).with_virtual_routers(Some(v.clone()));
+    let to_vmac = |vrid| {
+        frame4(&P4 {
+            dst_mac: wire::vrrp::virtual_mac(vrid),
+            ..P4::default()
+        })
+    };
+    // Backup (or no group): not for this router.
+    assert_eq!(
+        verdict(&t, 0, to_vmac(7)),
+        L3Verdict::Drop(L3Drop::NotForRouter)
+    );
+    v.set_master(0, 7, true);
+    let verd = verdict(&t, 0, to_vmac(7));
+    assert!(matches!(verd, L3Verdict::Forward { .. }), "{verd:?}");
+    // Another VRID, or the same VRID on another interface: not ours.
+    assert_eq!(
+        verdict(&t, 0, to_vmac(8)),
+        L3Verdict::Drop(L3Drop::NotForRouter)
+    );
+    assert_eq!(
+        verdict(&t, 1, to_vmac(7)),
+        L3Verdict::Drop(L3Drop::NotForRouter)
+    );
+    v.set_master(0, 7, false);
+    assert_eq!(
+        verdict(&t, 0, to_vmac(7)),
+        L3Verdict::Drop(L3Drop::NotForRouter)
+    );
+}

@@ -26,6 +26,10 @@ pub enum LearnerRequest {
     AddStatic { key: MacKey, port: u16 },
     /// Learn addresses a previous run of the switch knew (restart).
     Restore { entries: Vec<(MacKey, u16)> },
+    /// Learn `key` on `port` even if the port does not learn: a VRRP
+    /// master's virtual MAC on its VLAN interface's port (docs/vrrp.md).
+    /// A dynamic entry: it moves when the address is heard elsewhere.
+    Claim { key: MacKey, port: u16 },
     /// Addresses the virtual-switch peer learned, on the port that
     /// reaches them here (a multichassis channel, or the peer link). They
     /// do not age while the peer has them and are not reported back.
@@ -233,12 +237,17 @@ impl Learner {
     }
 
     fn learn(&mut self, t: &Tables, key: MacKey, port: u16) {
+        self.learn_on(t, key, port, false);
+    }
+
+    /// [`Self::learn`]; `claim`: even on a port that does not learn.
+    fn learn_on(&mut self, t: &Tables, key: MacKey, port: u16, claim: bool) {
         let vlan = key.vlan();
         let Some(pe) = t.l2.ports.get(port as usize) else {
             return;
         };
         let ve = &t.l2.vlans[vlan as usize];
-        if !ve.configured || !ve.learning || !pe.learning {
+        if !ve.configured || !ve.learning || !(pe.learning || claim) {
             return;
         }
         let now = self.shared.now();
@@ -372,6 +381,7 @@ impl Learner {
                     self.learn(t, key, port);
                 }
             }
+            LearnerRequest::Claim { key, port } => self.learn_on(t, key, port, true),
             LearnerRequest::PeerAdd { entries } => {
                 for (key, port) in entries {
                     self.peer_add(t, key, port);

@@ -5,7 +5,8 @@
 //! thread-safe [`ha::Ha`] around it), IGMP/MLD snooping and multicast
 //! routes ([`mcast`]), and MAC learning, limits and aging ([`learn`], the
 //! MAC table's only writer), Rapid Spanning Tree ([`stp`], pure, and the
-//! thread that runs it, [`spanning_tree`]).
+//! thread that runs it, [`spanning_tree`]), VRRPv3 first-hop redundancy
+//! ([`vrrp`]: the pure `vrrp::machine` and the `vrrp` thread).
 //! Must not: open ports, supervise links or serve the API; each state
 //! machine is driven by its caller's clock and events so it can be tested
 //! without sockets. (The kernel's multicast routes come in through
@@ -17,4 +18,5 @@ pub mod learn;
 pub mod mcast;
 pub mod spanning_tree;
 pub mod stp;
+pub mod vrrp;
 pub mod vswitch;

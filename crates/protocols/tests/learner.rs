@@ -215,3 +215,75 @@ fn peer_addresses_and_local_changes() {
     assert_eq!(local(), vec![(key(3), 2)]);
     assert!(r.changes.take().is_empty());
 }
+
+/// VRRP on a VLAN interface (docs/vrrp.md): a master claims its virtual
+/// MAC on the VLAN's port to the router, which does not learn, moving it
+/// from the port towards the old master; it moves back when heard there.
+#[test]
+fn a_claim_places_an_address_on_a_port_that_does_not_learn() {
+    let ports = (0..3)
+        .map(|i| PortEntry {
+            learning: i != 2,
+            ..PortEntry::new(PortMode::Access, 10, &[10], TPID_8021Q)
+        })
+        .collect();
+    let shared = Arc::new(Shared::new(
+        Tables {
+            l2: L2Tables::new(ports, &[(10, true, 0)]),
+            mac: Arc::new(MacTable::new(1024)),
+            learn_gate: Arc::new(LearnGate::default()),
+        },
+        1 << 10,
+    ));
+    let inbox = Arc::new(LearnerInbox::default());
+    let l = Learner::new(
+        shared.clone(),
+        inbox.clone(),
+        Arc::new(LearnerStats::new()),
+        300,
+        1024,
+    );
+    let thread = std::thread::spawn(move || l.run());
+    let _ = shared.learner.set(thread.thread().clone());
+    let vmac = MacKey::new(10, wire::vrrp::virtual_mac(7));
+    let port_of = |k| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut last = None;
+        while Instant::now() < deadline {
+            last = shared.tables.load().mac.lookup(k).map(|e| e.port);
+            if last.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        last
+    };
+    let push = |port| {
+        while shared.learn.push(LearnEvent { key: vmac, port }).is_err() {
+            std::thread::yield_now();
+        }
+        if let Some(t) = shared.learner.get() {
+            t.unpark();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Learned events on the non-learning port change nothing.
+    push(2);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(shared.tables.load().mac.lookup(vmac).map(|e| e.port), None);
+    // Heard from the old master on port 0, then claimed on port 2.
+    push(0);
+    assert_eq!(port_of(vmac), Some(0));
+    inbox.send(&shared, LearnerRequest::Claim { key: vmac, port: 2 });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while port_of(vmac) != Some(2) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(port_of(vmac), Some(2));
+    // Another master's advertisement on port 1 moves it there.
+    push(1);
+    assert_eq!(port_of(vmac), Some(1));
+    shared.stop.store(true, Ordering::Relaxed);
+    thread.thread().unpark();
+    let _ = thread.join();
+}

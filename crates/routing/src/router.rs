@@ -168,6 +168,12 @@ pub struct RouterStats {
     pub neighbor_table_full: AtomicU64,
     /// Next hops held as managed neighbours (`crate::managed`).
     pub managed: crate::managed::ManagedStats,
+    /// ARP requests for a VRRP virtual address answered with its virtual
+    /// MAC (this node master), docs/vrrp.md.
+    pub vrrp_arp_answered: AtomicU64,
+    /// ARP requests for a virtual address this node backs up: not
+    /// answered, not given to the kernel.
+    pub vrrp_arp_held: AtomicU64,
 }
 
 /// `TUNSETCARRIER` (`<linux/if_tun.h>`, Linux ≥ 5.0): a TAP's carrier.
@@ -272,6 +278,9 @@ pub struct Router {
     pub pseudowires: Option<Arc<crate::pseudowire::PseudowireManager>>,
     /// Fast reroute (`mpls.fast-reroute`), when configured.
     pub fast_reroute: Option<Arc<crate::fast_reroute::FastReroute>>,
+    /// VRRP masterships and virtual addresses (docs/vrrp.md): written by
+    /// the VRRP thread, read by the layer-3 stage and the punt thread.
+    pub vrrp: Arc<tables::vrrp::VirtualRouters>,
     /// What `config apply` changes: interfaces, VRFs.
     live: Mutex<Live>,
     shared: Arc<Shared>,
@@ -988,14 +997,15 @@ impl Router {
             16,
         ))));
         let empty_neighbors = Arc::new(NeighborTable::new(16));
+        let vrrp = Arc::new(tables::vrrp::VirtualRouters::default());
         publish_tables(
             shared,
             &fib,
             &neighbors,
             &ports,
             &vrfs,
-            &empty,
-            &empty_neighbors,
+            (&empty, &empty_neighbors),
+            &vrrp,
         );
         let default_routes = program_config_routes(cfg, &ports, 0, 0, &fib, &mut rtnl)?;
         for (k, v) in vrfs.iter().enumerate() {
@@ -1025,9 +1035,10 @@ impl Router {
         let punt = Arc::new(Mutex::new(set));
         {
             let (shared, stats, punt) = (shared.clone(), stats.clone(), punt.clone());
+            let vrrp = vrrp.clone();
             threads.push(spawn(
                 "punt",
-                Box::new(move || punt_loop(shared, punt, stats)),
+                Box::new(move || punt_loop(shared, punt, stats, vrrp)),
             )?);
         }
         // One neighbour mirror per namespace: the default VRF's, then each
@@ -1107,6 +1118,7 @@ impl Router {
         Ok(Some(Router {
             pseudowires,
             fast_reroute,
+            vrrp,
             fib,
             neighbors,
             stats,
@@ -1371,8 +1383,8 @@ impl Router {
             &self.neighbors,
             &live.ports,
             &live.vrfs,
-            &self.empty,
-            &self.empty_neighbors,
+            (&self.empty, &self.empty_neighbors),
+            &self.vrrp,
         );
         Ok(said)
     }
@@ -1574,8 +1586,8 @@ fn publish_tables(
     neighbors: &Arc<NeighborTable>,
     ports: &[RoutedPort],
     vrfs: &[Option<Arc<RouterVrf>>],
-    empty: &Mutex<Fib>,
-    empty_neighbors: &Arc<NeighborTable>,
+    (empty, empty_neighbors): (&Mutex<Fib>, &Arc<NeighborTable>),
+    vrrp: &Arc<tables::vrrp::VirtualRouters>,
 ) {
     let vrf_tables = vrfs
         .iter()
@@ -1608,7 +1620,8 @@ fn publish_tables(
         )
         .with_vrfs(vrf_tables)
         .with_subinterfaces(&subinterfaces)
-        .with_lfib(f.lfib()),
+        .with_lfib(f.lfib())
+        .with_virtual_routers(Some(vrrp.clone())),
     )));
 }
 
@@ -1730,7 +1743,12 @@ fn program_config_routes(
 
 /// The punt/inject thread: punted frames to the TAPs, TAP frames to the
 /// ports.
-fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterStats>) {
+fn punt_loop(
+    shared: Arc<Shared>,
+    set: Arc<Mutex<PuntSet>>,
+    stats: Arc<RouterStats>,
+    vrrp: Arc<tables::vrrp::VirtualRouters>,
+) {
     // The kernel's own receive path runs in softirq context, ahead of
     // every user thread; this thread *is* Lanyard's receive path to the
     // kernel, and a table flooded by eight neighbours at once must not pile
@@ -1756,6 +1774,8 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
     let mut batch = FrameBatch::new();
     // A subinterface's frames, tagged (the slow path's one buffer).
     let mut tagged = vec![0u8; io::MAX_FRAME_LEN + 4];
+    // An ARP reply for a VRRP virtual address (docs/vrrp.md).
+    let mut arp = [0u8; 42];
     let q = &shared.punts;
     let mut pollfds: Vec<libc::pollfd> = Vec::new();
     let mut version = u64::MAX;
@@ -1822,6 +1842,40 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
         // Punts → TAPs.
         while let Some(b) = q.pop() {
             busy = true;
+            // ARP requests for a VRRP virtual address never reach the
+            // kernel: the master answers with the virtual MAC, a backup
+            // stays silent (RFC 5798 6.4.2, 6.4.3).
+            if let (true, Some(&k)) = (vrrp.any(), tap_of.get(&b.port)) {
+                match virtual_arp(&vrrp, b.port, b.frame(), &mut arp) {
+                    VirtualArp::Kernel => {}
+                    VirtualArp::Held => {
+                        stats.vrrp_arp_held.fetch_add(1, Ordering::Relaxed);
+                        q.recycle(b);
+                        continue;
+                    }
+                    VirtualArp::Reply => {
+                        let ok = match &names[k].1 {
+                            Some(port) if socket_of[k] != usize::MAX => {
+                                send_inject(&mut sockets[socket_of[k]].1, port, &arp)
+                            }
+                            Some(_) => false,
+                            None => {
+                                let ok = shared.to_vlan.push(names[k].0, 0, &arp);
+                                shared.to_vlan.kick();
+                                ok
+                            }
+                        };
+                        let c = if ok {
+                            &stats.vrrp_arp_answered
+                        } else {
+                            &stats.inject_errors
+                        };
+                        c.fetch_add(1, Ordering::Relaxed);
+                        q.recycle(b);
+                        continue;
+                    }
+                }
+            }
             if let Some(&k) = tap_of.get(&b.port) {
                 let t = &mut taps[k];
                 if t.tx_slot().is_none() {
@@ -1832,6 +1886,8 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
                         let f = b.frame();
                         let n = f.len().min(slot.len());
                         slot[..n].copy_from_slice(&f[..n]);
+                        // To a VRRP virtual MAC: to the twin's own MAC.
+                        vrrp.readdress_punt(b.port, &mut slot[..n]);
                         t.tx_commit(n);
                         dirty[k] = true;
                         stats.punted_to_kernel.fetch_add(1, Ordering::Relaxed);
@@ -1919,6 +1975,44 @@ fn punt_loop(shared: Arc<Shared>, set: Arc<Mutex<PuntSet>>, stats: Arc<RouterSta
     io::in_parallel(sockets.into_iter().filter_map(|(_, s)| s).collect(), drop);
     // The twins stay open until `Router::remove_namespaces` closes them
     // (in parallel), or the router is dropped.
+}
+
+/// What the punt thread does with a punted frame for VRRP.
+#[derive(Debug, PartialEq, Eq)]
+enum VirtualArp {
+    /// Not an ARP request for a virtual address: to the kernel as usual.
+    Kernel,
+    /// For a virtual address this node backs up: dropped.
+    Held,
+    /// Answered: the reply is in the buffer.
+    Reply,
+}
+
+/// An ARP request (not a gratuitous one) for a virtual address on `port`:
+/// the master's reply into `out`.
+fn virtual_arp(
+    v: &tables::vrrp::VirtualRouters,
+    port: u16,
+    frame: &[u8],
+    out: &mut [u8; 42],
+) -> VirtualArp {
+    let Some((mac, sender, target)) = wire::vrrp::arp_request(frame) else {
+        return VirtualArp::Kernel;
+    };
+    if sender == target {
+        return VirtualArp::Kernel;
+    }
+    match v.arp(port, target) {
+        tables::vrrp::ArpAnswer::NotVirtual => VirtualArp::Kernel,
+        tables::vrrp::ArpAnswer::Backup => VirtualArp::Held,
+        tables::vrrp::ArpAnswer::Master(vrid) => {
+            let vmac = wire::vrrp::virtual_mac(vrid);
+            match wire::vrrp::arp_reply(vmac, target, mac, sender, out) {
+                Some(_) => VirtualArp::Reply,
+                None => VirtualArp::Kernel,
+            }
+        }
+    }
 }
 
 /// `frame` with an 802.1Q tag (`tag`, priority 0) after its MAC
@@ -3105,6 +3199,7 @@ virtual-switch:
                 router_mac: None,
                 mtu: 1500,
                 vrf: 0,
+                vrrp: &[],
             })
             .collect();
         let a = router_mac(&cfg, &ifs[0]);

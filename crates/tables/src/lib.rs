@@ -45,6 +45,7 @@ pub use nexthop::{
 pub use portset::{PortSet, VlanSet};
 
 pub mod snapshot;
+pub mod vrrp;
 pub use snapshot::{LearnGate, Tables};
 
 /// Hint the CPU to bring the cache line holding `x` into L1, so that a

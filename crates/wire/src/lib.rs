@@ -72,6 +72,7 @@ pub mod stp;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
+pub mod vrrp;
 pub mod vswitch;
 
 pub use error::{Error, Result};
