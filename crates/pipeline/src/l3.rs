@@ -670,9 +670,10 @@ fn classify(
     if frame.len() < ETH_LEN {
         return Some(L3Verdict::Drop(L3Drop::Malformed));
     }
-    let group = frame[0] & 1 != 0; // broadcast or multicast
-                                   // A VRRP master also takes frames to its groups' virtual MACs (a test
-                                   // made only when the MAC is not the interface's own).
+    // Broadcast or multicast.
+    let group = frame[0] & 1 != 0;
+    // A VRRP master also takes frames to its groups' virtual MACs (a test
+    // made only when the MAC is not the interface's own).
     if !group && frame[0..6] != ifc.mac && !t.virtual_mac_active(port, &frame[0..6]) {
         return Some(L3Verdict::Drop(L3Drop::NotForRouter));
     }
