@@ -214,7 +214,7 @@ impl FrameBatch {
         self.ptr[self.count] = unsafe { umem.base().add(addr as usize) };
         self.len[self.count] = len as u32;
         self.port[self.count] = port;
-        self.chunk[self.count] = addr & !(crate::af_xdp::CHUNK as u64 - 1);
+        self.chunk[self.count] = addr & !(crate::af_xdp::shared::CHUNK_BYTES as u64 - 1);
         self.held += 1;
         self.count += 1;
     }
@@ -257,7 +257,7 @@ impl FrameBatch {
         if new_len < min && new_len < len {
             new_len = min;
         }
-        let chunk_end = chunk as usize + crate::af_xdp::CHUNK;
+        let chunk_end = chunk as usize + crate::af_xdp::shared::CHUNK_BYTES;
         if new_start < chunk as usize || new_start + new_len > chunk_end {
             return None;
         }
@@ -384,7 +384,7 @@ mod tests {
     /// A frame the "kernel" put in chunk `c` of `u` (after the 256 bytes
     /// of headroom it leaves), committed to `b` as a held chunk.
     fn umem_frame(u: &Arc<SharedUmem>, b: &mut FrameBatch, c: u64, f: &[u8]) -> u64 {
-        let addr = c * crate::af_xdp::CHUNK as u64 + 256;
+        let addr = c * crate::af_xdp::shared::CHUNK_BYTES as u64 + 256;
         // SAFETY: inside the UMEM (chunk c of region 0).
         unsafe { std::ptr::copy_nonoverlapping(f.as_ptr(), u.base().add(addr as usize), f.len()) };
         b.commit_umem(u, addr, f.len(), 1);

@@ -40,6 +40,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
+/// The UMEM chunk size, for the batch that holds chunks (`crate::batch`
+/// names it here, not in `af_xdp`, which itself uses the batch).
+pub const CHUNK_BYTES: usize = CHUNK;
+
 /// Chunk accounting, touched by the worker thread only (module docs).
 struct State {
     /// Per region: its chunks to hand back to its fill ring.
